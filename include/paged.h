@@ -1,0 +1,451 @@
+/* paged.h: the client library of paged, a shared KV-cache manager with an attention service. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_H
+#define PAGED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Versions. PAGED_VERSION_* is the library release; a call marked "since 0.1" exists from
+ * that release on.
+ */
+#define PAGED_VERSION_MAJOR 0
+#define PAGED_VERSION_MINOR 1
+#define PAGED_VERSION_PATCH 0
+
+/* Cache and activation element types (since 0.1). */
+typedef enum paged_dtype {
+    PAGED_DTYPE_INVALID = 0,
+    PAGED_DTYPE_F32 = 1,      /* IEEE binary32 */
+    PAGED_DTYPE_F16 = 2,      /* IEEE binary16 */
+    PAGED_DTYPE_BF16 = 3,     /* bfloat16 */
+    PAGED_DTYPE_FP8_E4M3 = 4, /* OCP fp8 e4m3 (finite, saturating); cache only, with a scale */
+} paged_dtype;
+
+/*
+ * Error codes (since 0.1). Every call that can fail returns PAGED_OK or one of these
+ * negative codes; paged_strerror names each one.
+ */
+typedef enum paged_error {
+    PAGED_OK = 0,
+    PAGED_E_INVAL = -1,        /* an argument is invalid (the message or completion names it) */
+    PAGED_E_NOMEM = -2,        /* out of memory (host or device) */
+    PAGED_E_NOSPC = -3,        /* no free blocks left in the pool */
+    PAGED_E_NOENT = -4,        /* no such pool */
+    PAGED_E_EXIST = -5,        /* a pool of that name already exists */
+    PAGED_E_PERM = -6,         /* permission denied by the pool's owner and mode */
+    PAGED_E_PROTO = -7,        /* malformed protocol message */
+    PAGED_E_VERSION = -8,      /* client and daemon speak different protocol versions */
+    PAGED_E_OPCODE = -9,       /* unknown request opcode */
+    PAGED_E_LAYER = -10,       /* layer index outside the pool */
+    PAGED_E_RANGE = -11,       /* an offset or length lies outside the client's arena */
+    PAGED_E_BLOCK = -12,       /* a block id is outside the pool */
+    PAGED_E_NOTHELD = -13,     /* a block is not held by this client */
+    PAGED_E_READONLY = -14,    /* a write to a block that is shared, published or read-only */
+    PAGED_E_SEQLEN = -15,      /* a sequence is longer than its block table covers */
+    PAGED_E_HEADS = -16,       /* query heads are not a multiple of the pool's KV heads */
+    PAGED_E_DTYPE = -17,       /* a dtype does not match the pool or is not supported */
+    PAGED_E_GEOMETRY = -18,    /* a pool geometry field is invalid or unsupported */
+    PAGED_E_RING = -19,        /* the client's ring indices are corrupt */
+    PAGED_E_SHUTDOWN = -20,    /* the daemon is shutting down */
+    PAGED_E_DISCONNECTED = -21,/* the connection to the daemon is gone */
+    PAGED_E_TIMEOUT = -22,     /* the wait timed out */
+    PAGED_E_AGAIN = -23,       /* the submission ring is full; reap completions and retry */
+    PAGED_E_LIMIT = -24,       /* a daemon limit (clients, pools, blocks per client) was reached */
+    PAGED_E_DEVICE = -25,      /* the device or a kernel failed */
+    PAGED_E_SYSTEM = -26,      /* a system call failed (errno says more) */
+    PAGED_E_NOTSUP = -27,      /* not supported by this daemon or backend */
+    PAGED_E_BUSY = -28,        /* the pool is in use (destroy with attached clients) */
+    PAGED_E_NOTCONN = -29,     /* no daemon is listening on the socket */
+} paged_error;
+
+/* Returns a static, human-readable description of an error code (since 0.1). */
+const char *paged_strerror(int err);
+
+/* A 128-bit content hash of a prefix block (XXH3-128), chained over the prefix (since 0.1). */
+typedef struct paged_hash {
+    uint64_t lo;
+    uint64_t hi;
+} paged_hash;
+
+/*
+ * Computes the chained content hashes of the full blocks of a token sequence (since 0.1).
+ * Block i's hash covers the hash of block i-1, the salt and the block_size token ids of
+ * block i, so equal hashes mean equal prefixes. The block before the first is parent
+ * (NULL: the zero hash, for a sequence that starts at the beginning of a prompt). Writes
+ * ntokens / block_size hashes to out and returns their number, or PAGED_E_INVAL when
+ * block_size is zero or an array is NULL while needed. The daemon computes the same
+ * hashes for PUBLISH and LOOKUP; a client uses this to reason about what it will find.
+ */
+long paged_hash_blocks(const paged_hash *parent, const int32_t *tokens, size_t ntokens,
+                       uint32_t block_size, uint64_t salt, paged_hash *out);
+
+/* Returns the size in bytes of one element of dtype, or 0 for an invalid dtype (since 0.1). */
+size_t paged_dtype_size(paged_dtype dtype);
+
+/* Returns the lower-case name of a dtype ("bf16"), or NULL for an invalid one (since 0.1). */
+const char *paged_dtype_name(paged_dtype dtype);
+
+/* Returns the library version as "major.minor.patch" (since 0.1). */
+const char *paged_version(void);
+
+/* ===========================================================================================
+ * Threads. A paged_client and everything reached through it (pools, sequences, its rings
+ * and arenas) belong to one thread at a time: calls on one client are not safe from several
+ * threads at once without a lock of the caller's. Different clients are independent; a
+ * process may open one client per thread, each with its own rings. The library keeps no
+ * global state, never calls exit or abort, and installs no signal handlers (it sends with
+ * MSG_NOSIGNAL, so a dead daemon gives PAGED_E_DISCONNECTED, not SIGPIPE).
+ * =========================================================================================*/
+
+typedef struct paged_client paged_client;
+typedef struct paged_pool paged_pool;
+typedef struct paged_seq paged_seq;
+
+/* The daemon's backend, as reported at connection time. */
+typedef enum paged_backend {
+    PAGED_BACKEND_CPU = 1,   /* pool memory in host shared memory (memfd) */
+    PAGED_BACKEND_CUDA = 2,  /* pool memory on a GPU, exported through CUDA IPC */
+} paged_backend;
+
+/* Options for paged_client_connect; zero-initialize, then set what you need (since 0.1). */
+typedef struct paged_connect_opts {
+    const char *socket_path;  /* NULL: $PAGED_SOCKET, else $XDG_RUNTIME_DIR/paged/pagedd.sock,
+                                 else /run/paged/pagedd.sock */
+    const char *name;         /* shown by pactl; NULL: the program's name */
+    uint32_t sq_entries;      /* submission ring entries, a power of two; 0: 256 */
+    uint32_t cq_entries;      /* completion ring entries, >= sq_entries; 0: 2 * sq_entries */
+    uint64_t host_arena_size; /* bytes; 0: 64 MiB. The daemon may cap it. */
+    uint64_t data_arena_size; /* device arena bytes on the cuda backend; 0: 256 MiB */
+    int timeout_ms;           /* for connect and control calls; 0: 10000; -1: forever */
+} paged_connect_opts;
+
+/*
+ * Connects to pagedd, says HELLO and maps the channel the daemon hands back (since 0.1).
+ * opts may be NULL for defaults. On success stores a new client in *out and returns
+ * PAGED_OK; otherwise returns PAGED_E_NOTCONN (nobody listening), PAGED_E_VERSION (the daemon
+ * speaks another protocol version), PAGED_E_PERM, PAGED_E_LIMIT (too many clients),
+ * PAGED_E_PROTO, PAGED_E_TIMEOUT, PAGED_E_NOMEM or PAGED_E_SYSTEM, and *out is NULL.
+ */
+int paged_client_connect(const paged_connect_opts *opts, paged_client **out);
+
+/* Closes the connection; the daemon releases every block reference the client held. Pools,
+ * sequences and completions of the client become invalid. NULL is ignored (since 0.1). */
+void paged_client_close(paged_client *c);
+
+/* Returns the id the daemon gave this client (since 0.1). */
+uint32_t paged_client_id(const paged_client *c);
+
+/* Returns the daemon's backend (since 0.1). */
+paged_backend paged_client_backend(const paged_client *c);
+
+/* Returns the text of the last error the daemon explained for this client ("pool 'llama':
+ * head_dim 100 is not supported"), or "" (since 0.1). Valid until the next call. */
+const char *paged_client_error(const paged_client *c);
+
+/* Returns a descriptor that becomes readable when completions may be waiting or the
+ * connection changed, for callers with their own poll loop (since 0.1). */
+int paged_client_fd(const paged_client *c);
+
+/* ===========================================================================================
+ * Pools: named KV caches of fixed geometry, owned by a uid with a file-like mode.
+ * =========================================================================================*/
+
+/* A pool's geometry and creation parameters; zero-initialize, then set (since 0.1). */
+typedef struct paged_pool_desc {
+    const char *name;         /* 1..63 bytes of [A-Za-z0-9._-] */
+    uint32_t num_layers;      /* L >= 1 */
+    uint32_t num_kv_heads;    /* H >= 1 */
+    uint32_t head_dim;        /* D: 64, 80, 96, 128 or 256 */
+    uint32_t block_size;      /* B, tokens per block: 8, 16 or 32 */
+    paged_dtype dtype;        /* cache element type */
+    uint32_t num_blocks;      /* N; 0: as many as byte_budget allows */
+    uint64_t byte_budget;     /* used when num_blocks is 0 */
+    uint32_t mode;            /* permission bits as for files (0600, 0640, 0666); 0: 0600.
+                                 Read: attach, DECODE, PREFILL, LOOKUP. Write: the rest. */
+    float k_scale;            /* fp8 caches: stored = value / k_scale; 0: 1.0 */
+    float v_scale;            /* fp8 caches: likewise for V */
+} paged_pool_desc;
+
+/* Where a pool's memory is and how it is laid out (since 0.1). */
+typedef struct paged_pool_info {
+    uint32_t id;              /* the daemon's pool id */
+    uint32_t num_layers, num_kv_heads, head_dim, block_size, num_blocks;
+    paged_dtype dtype;
+    float k_scale, v_scale;
+    int writable;             /* this client may write (mode allows it) */
+    uint32_t owner_uid;
+    uint32_t mode;
+    uint64_t bytes;           /* L * 2 * N * H * B * D * element size */
+    /* Element (l, kv, b, h, t, d) is at byte
+     * ((((l * 2 + kv) * N + b) * H + h) * B + t) * D + d, times the element size. */
+} paged_pool_info;
+
+/* Creates a pool and attaches to it (since 0.1). Returns PAGED_OK and a handle, or
+ * PAGED_E_EXIST, PAGED_E_GEOMETRY / PAGED_E_DTYPE (paged_client_error names the field),
+ * PAGED_E_NOMEM, PAGED_E_LIMIT, PAGED_E_DISCONNECTED. */
+int paged_pool_create(paged_client *c, const paged_pool_desc *desc, paged_pool **out);
+
+/* Attaches to an existing pool by name (since 0.1). Returns PAGED_OK, PAGED_E_NOENT or
+ * PAGED_E_PERM (its mode does not let this uid read it). */
+int paged_pool_attach(paged_client *c, const char *name, paged_pool **out);
+
+/* Detaches: the daemon drops every block reference this client held in the pool and the
+ * library unmaps its memory. Returns PAGED_OK or a connection error; the handle is freed
+ * either way (since 0.1). */
+int paged_pool_detach(paged_pool *p);
+
+/* Removes a pool's name (owner or root only); its memory goes when the last client
+ * detaches, as with an unlinked file. Returns PAGED_OK, PAGED_E_NOENT or PAGED_E_PERM (since 0.1). */
+int paged_pool_destroy(paged_client *c, const char *name);
+
+/* Fills *info for an attached pool (since 0.1). */
+void paged_pool_get_info(const paged_pool *p, paged_pool_info *info);
+
+/* Returns a pointer through which this process reads the pool's memory (read-only unless
+ * the pool is writable for it), mapping it on first use (since 0.1). On the cpu backend it
+ * is a host pointer; on the cuda backend a device pointer in this process's CUDA context,
+ * for which the library loads the CUDA driver at that moment. Stores NULL and returns an
+ * error (PAGED_E_NOTSUP if CUDA is not available here) otherwise. */
+int paged_pool_map(paged_pool *p, void **base);
+
+/* ===========================================================================================
+ * Arenas: the client's own memory the daemon reads arguments from and writes results to.
+ * The host arena is shared memory mapped by both; the data arena is the same memory on the
+ * cpu backend and a device allocation the daemon exported to this client on the cuda one.
+ * Requests refer to arena memory by byte offset.
+ * =========================================================================================*/
+
+typedef enum paged_arena_kind {
+    PAGED_ARENA_HOST = 0,     /* metadata: block ids, tables, lengths, slots, token ids */
+    PAGED_ARENA_DATA = 1,     /* tensors: queries, new keys and values, outputs */
+} paged_arena_kind;
+
+/* Returns the base address of an arena and stores its size (since 0.1). The data arena's
+ * base is a device pointer on the cuda backend (mapped when first asked for). */
+void *paged_arena_base(paged_client *c, paged_arena_kind kind, size_t *size);
+
+/* Carves size bytes aligned to align (a power of two; 0 means 64) out of an arena with a
+ * bump allocator; stores the offset. Returns PAGED_OK or PAGED_E_NOMEM (since 0.1). */
+int paged_arena_alloc(paged_client *c, paged_arena_kind kind, size_t size, size_t align,
+                      uint64_t *off);
+
+/* Returns the arena's current allocation mark, and rewinds it to a mark taken earlier,
+ * freeing everything carved since (since 0.1). */
+uint64_t paged_arena_mark(const paged_client *c, paged_arena_kind kind);
+void paged_arena_release(paged_client *c, paged_arena_kind kind, uint64_t mark);
+
+/* ===========================================================================================
+ * The asynchronous API: prepare requests into the submission ring, submit, reap
+ * completions. Arguments live in the arenas (offsets below). A request is complete, its
+ * outputs written and visible, when its completion has been reaped.
+ * =========================================================================================*/
+
+typedef enum paged_op {
+    PAGED_OP_NOP = 0,         /* round trip */
+    PAGED_OP_ALLOC = 1,       /* take count blocks; ids written to ids_off */
+    PAGED_OP_FREE = 2,        /* drop one reference to each block in ids_off */
+    PAGED_OP_APPEND = 3,      /* write new K and V into slots */
+    PAGED_OP_DECODE = 4,      /* one query token per sequence */
+    PAGED_OP_PREFILL = 5,     /* ragged query tokens per sequence, causal */
+    PAGED_OP_FORK = 6,        /* take one more reference to blocks already held */
+    PAGED_OP_COPY = 7,        /* copy whole blocks (all layers, K and V) */
+    PAGED_OP_PUBLISH = 8,     /* enter full blocks in the prefix cache */
+    PAGED_OP_LOOKUP = 9,      /* find a cached prefix, taking references to its blocks */
+} paged_op;
+
+#define PAGED_ALL_LAYERS (-1) /* APPEND: k and v hold every layer, [L][n][H][D] */
+
+/* Attention options for DECODE and PREFILL. Logits are sm_scale * q.k, then soft-capped
+ * (cap * tanh(x / cap)) if soft_cap > 0, then ALiBi-biased (slope * (j - i)) if alibi_off
+ * is set; with window > 0 a query sees only its last window positions. */
+typedef struct paged_attn_opts {
+    float sm_scale;           /* 0: 1 / sqrt(head_dim) */
+    float soft_cap;           /* <= 0: off */
+    int32_t window;           /* <= 0: off */
+    int has_alibi;            /* nonzero: alibi_off holds num_q_heads float slopes (host arena) */
+    uint64_t alibi_off;
+} paged_attn_opts;
+
+/* One request. Set op, pool (NULL for NOP), layer where the op has one, tag, and the
+ * member of the union for the op; *_off fields are arena offsets (data arena for q, k, v
+ * and out; host arena for the rest). */
+typedef struct paged_request {
+    paged_op op;
+    paged_pool *pool;
+    int32_t layer;
+    uint64_t tag;             /* returned in the completion */
+    union {
+        struct { uint32_t count; uint64_t ids_off; } blocks;           /* ALLOC, FREE, FORK */
+        struct {
+            uint32_t num_tokens;
+            paged_dtype dtype;                /* of k and v */
+            uint64_t k_off, v_off;            /* [layers][num_tokens][H][D] */
+            uint64_t slots_off;               /* num_tokens int32; -1 skips a token */
+        } append;
+        struct {
+            uint32_t num_seqs, num_q_heads;
+            paged_dtype dtype;                /* of q and out */
+            uint64_t q_off, out_off;          /* [tokens][num_q_heads][D] */
+            uint64_t block_tables_off;        /* [num_seqs][bt_stride] int32 */
+            uint32_t bt_stride;
+            uint64_t seq_lens_off;            /* [num_seqs] int32, context incl. new tokens */
+            uint64_t qo_indptr_off;           /* PREFILL: [num_seqs + 1] int32 */
+            paged_attn_opts opts;
+        } attn;                                                        /* DECODE, PREFILL */
+        struct { uint32_t count; uint64_t src_off, dst_off; } copy;   /* COPY */
+        struct {
+            uint32_t num_blocks;
+            uint64_t tokens_off;              /* num_blocks * B int32 token ids */
+            uint64_t ids_off;                 /* PUBLISH: blocks; LOOKUP: receives blocks */
+            uint64_t salt;
+            paged_hash parent;                /* hash of the preceding block, zero at the start */
+        } prefix;                                                      /* PUBLISH, LOOKUP */
+    } u;
+} paged_request;
+
+/* A reaped completion. On error, err_field names the request field at fault (see
+ * paged_field_name) and err_index the element within it. */
+typedef struct paged_completion {
+    uint64_t tag;
+    int status;               /* PAGED_OK or a negative paged_error */
+    paged_op op;
+    uint32_t count;           /* blocks taken, freed, found, published, copied; tokens written */
+    uint32_t err_field;
+    uint32_t err_index;
+    uint64_t service_ns;      /* time the daemon spent on it */
+} paged_completion;
+
+/* Returns the name of a request field ("block_tables", "seq_lens") for a completion's
+ * err_field, or "none" (since 0.1). */
+const char *paged_field_name(uint32_t field);
+
+/* Writes one request into the submission ring without waking the daemon (since 0.1).
+ * Returns PAGED_OK, PAGED_E_AGAIN if the ring is full (submit and reap first), or
+ * PAGED_E_INVAL for a request the library can already see is wrong. */
+int paged_prep(paged_client *c, const paged_request *req);
+
+/* Publishes every prepared request to the daemon, waking it only if it sleeps. Returns the
+ * number published, or a negative error (since 0.1). */
+int paged_submit(paged_client *c);
+
+/* Copies up to max completions that are ready into out without blocking. Returns how many
+ * (0 if none), or PAGED_E_RING / PAGED_E_DISCONNECTED / PAGED_E_SHUTDOWN (since 0.1). */
+int paged_reap(paged_client *c, paged_completion *out, unsigned max);
+
+/* Waits until at least one completion is ready (spinning briefly, then sleeping), then
+ * reaps up to max. timeout_ms < 0 waits forever. Returns how many, PAGED_E_TIMEOUT, or a
+ * connection error: a daemon that dies or shuts down ends the wait (since 0.1). */
+int paged_wait(paged_client *c, paged_completion *out, unsigned max, int timeout_ms);
+
+/* Returns the number of submitted requests whose completions have not been reaped (since 0.1). */
+unsigned paged_inflight(const paged_client *c);
+
+/* ===========================================================================================
+ * The synchronous API: each call stages its arguments through the arenas, submits one
+ * request, waits for it and copies results back. Pointers are host memory on the cpu
+ * backend; on the cuda backend q, k, v and out are device pointers of this process's
+ * current CUDA context and the rest host memory. Each returns PAGED_OK or the request's
+ * error (paged_client_error then names the field and element).
+ * =========================================================================================*/
+
+/* Returns after a NOP round trip (since 0.1). */
+int paged_nop(paged_client *c);
+
+/* Takes count blocks, all or nothing; ids receives them. PAGED_E_NOSPC if the pool cannot
+ * supply them even after evicting cached prefix blocks (since 0.1). */
+int paged_alloc(paged_pool *p, uint32_t count, int32_t *ids);
+
+/* Drops one reference to each block (since 0.1). */
+int paged_free(paged_pool *p, uint32_t count, const int32_t *ids);
+
+/* Takes one more reference to each block, already held (since 0.1). */
+int paged_fork(paged_pool *p, uint32_t count, const int32_t *ids);
+
+/* Copies whole blocks src[i] -> dst[i]; dst blocks must be writable by this client (since 0.1). */
+int paged_copy(paged_pool *p, uint32_t count, const int32_t *src, const int32_t *dst);
+
+/* Writes num_tokens new keys and values into slots (layer, or PAGED_ALL_LAYERS) (since 0.1). */
+int paged_append(paged_pool *p, int32_t layer, uint32_t num_tokens, paged_dtype dtype,
+                 const void *k, const void *v, const int32_t *slots);
+
+/* Arguments of the synchronous attention calls. */
+typedef struct paged_attn_args {
+    uint32_t num_seqs;
+    uint32_t num_q_heads;
+    paged_dtype dtype;                 /* of q and out */
+    const void *q;                     /* [tokens][num_q_heads][D] */
+    void *out;                         /* same shape */
+    const int32_t *block_tables;       /* [num_seqs][bt_stride] */
+    uint32_t bt_stride;
+    const int32_t *seq_lens;           /* [num_seqs] */
+    const int32_t *qo_indptr;          /* PREFILL only: [num_seqs + 1] */
+    float sm_scale, soft_cap;          /* as in paged_attn_opts */
+    int32_t window;
+    const float *alibi_slopes;         /* [num_q_heads] host floats, or NULL */
+} paged_attn_args;
+
+/* One query token per sequence against its context (since 0.1). */
+int paged_decode(paged_pool *p, int32_t layer, const paged_attn_args *args);
+
+/* qo_indptr-delimited query tokens per sequence, causally masked at the end of each
+ * context (since 0.1). */
+int paged_prefill(paged_pool *p, int32_t layer, const paged_attn_args *args);
+
+/* Publishes num_blocks full blocks (ids, held by this client) with the tokens they hold,
+ * continuing the chain from parent (NULL: a prompt start). Returns the number newly
+ * published or an error (since 0.1). */
+int paged_publish(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
+                  const int32_t *tokens, const int32_t *ids);
+
+/* Looks up to num_blocks full blocks of tokens in the prefix cache and takes a reference to
+ * each block found, longest prefix first. Returns the number found (ids receives them) or
+ * an error (since 0.1). */
+int paged_lookup(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
+                 const int32_t *tokens, int32_t *ids);
+
+/* ===========================================================================================
+ * Sequences: the library keeps a sequence's block table and slots as tokens are added.
+ * =========================================================================================*/
+
+/* Creates an empty sequence in a pool; salt is mixed into its prefix hashes (since 0.1). */
+int paged_seq_create(paged_pool *p, uint64_t salt, paged_seq **out);
+
+/* Frees the sequence's block references and the handle (since 0.1). */
+void paged_seq_destroy(paged_seq *s);
+
+/* Returns the number of tokens in the sequence (since 0.1). */
+uint32_t paged_seq_len(const paged_seq *s);
+
+/* Returns the block table (valid until the sequence next changes) and its length (since 0.1). */
+const int32_t *paged_seq_blocks(const paged_seq *s, uint32_t *num_blocks);
+
+/*
+ * Adds n tokens (their ids; NULL if prefix caching is not wanted) to the end of the
+ * sequence: allocates blocks as needed, copies a shared last block first (copy-on-write),
+ * and writes the new tokens' slots to slots (n int32). The caller then APPENDs their K and
+ * V to those slots. Returns PAGED_OK or an error, with the sequence unchanged (since 0.1).
+ */
+int paged_seq_extend(paged_seq *s, uint32_t n, const int32_t *tokens, int32_t *slots);
+
+/* Starts an empty sequence with the longest cached prefix of tokens: returns the number of
+ * tokens adopted (a multiple of the block size), whose K and V need not be computed again (since 0.1). */
+long paged_seq_adopt_prefix(paged_seq *s, const int32_t *tokens, uint32_t n);
+
+/* Publishes the sequence's full blocks that are not yet published (since 0.1). */
+int paged_seq_publish(paged_seq *s);
+
+/* Creates a sequence sharing every block of s (FORK; the shared last block is copied on
+ * the first write to either) (since 0.1). */
+int paged_seq_fork(paged_seq *s, paged_seq **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

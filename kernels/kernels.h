@@ -1,0 +1,205 @@
+/* kernels.h: the attention and cache kernels' C interface, shared by the CPU and CUDA versions. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_KERNELS_H
+#define PAGED_KERNELS_H
+
+/*
+ * Pool memory layout (the contract documented in paged(7)): layer-major, K and V separate,
+ * HND inside a block:
+ *
+ *     pool[layer][kv][block][head][token][dim]        kv = 0 for K, 1 for V
+ *
+ * so layer l's K cache is one contiguous [N][H][B][D] tensor. A token's slot is
+ * block * B + offset. Every entry point takes a struct of arguments; the CUDA ones also take
+ * a stream (a cudaStream_t passed as void *, so this header stays plain C).
+ *
+ * Attention semantics, identical in every implementation. For query position i (0-based in
+ * its sequence's context) and key position j <= i:
+ *     logit = sm_scale * dot(q, k_j)
+ *     if soft_cap > 0:  logit = soft_cap * tanh(logit / soft_cap)
+ *     if alibi_slopes:  logit += slope[q_head] * (j - i)
+ *     if window > 0:    keys with j <= i - window are masked out
+ *     out = sum_j softmax(logit)_j * v_j
+ * Decode has one query per sequence at i = seq_len - 1. Prefill places the qo_len queries of
+ * a sequence at the end of its context: query r sits at i = seq_len - qo_len + r (causal);
+ * with causal == 0 every query sees the whole context (and the window, if any, is measured
+ * from the last position). An fp8 cache stores round(x / scale) and reads back stored *
+ * scale, with k_scale for K and v_scale for V.
+ *
+ * All functions return 0 (PAGED_OK) or a negative paged_error; they check shapes they do not
+ * support (PAGED_E_GEOMETRY, PAGED_E_DTYPE) but trust indices: the daemon validates every
+ * block id and slot before calling them.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "paged.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One pool's KV memory as the kernels see it. */
+typedef struct pk_cache {
+    void *base;            /* [num_layers][2][num_blocks][num_kv_heads][block_size][head_dim] */
+    int32_t num_layers;
+    int32_t num_blocks;
+    int32_t num_kv_heads;
+    int32_t head_dim;
+    int32_t block_size;
+    int32_t dtype;         /* enum paged_dtype of the cache */
+    float k_scale;         /* fp8 caches only: stored = value / k_scale */
+    float v_scale;
+} pk_cache;
+
+/* Attention options shared by decode and prefill (see the semantics above). */
+typedef struct pk_attn_opts {
+    float sm_scale;
+    float soft_cap;               /* <= 0: off */
+    int32_t window;               /* <= 0: off */
+    const float *alibi_slopes;    /* [num_q_heads], or NULL for none; device memory for CUDA */
+} pk_attn_opts;
+
+/* APPEND: scatter num_tokens new keys and values into their slots, layers [layer_begin, +num_layers). */
+typedef struct pk_append_args {
+    pk_cache cache;
+    int32_t layer_begin;
+    int32_t num_layers;
+    int32_t num_tokens;
+    int32_t src_dtype;            /* dtype of k and v; equals cache.dtype unless the cache is fp8 */
+    const void *k;                /* [num_layers][num_tokens][num_kv_heads][head_dim] */
+    const void *v;                /* same shape */
+    const int32_t *slot_mapping;  /* [num_tokens]; a negative slot is skipped */
+} pk_append_args;
+
+/*
+ * DECODE: one query token per sequence. Queries and outputs are either one contiguous
+ * tensor (q, out: [num_seqs][num_q_heads][head_dim]) or, when q_seq is not NULL, one
+ * pointer per sequence (q_seq[s], out_seq[s]: [num_q_heads][head_dim] each), which lets the
+ * engine merge requests of several clients into one launch.
+ */
+typedef struct pk_decode_args {
+    pk_cache cache;
+    int32_t layer;
+    int32_t num_seqs;
+    int32_t num_q_heads;          /* a multiple of cache.num_kv_heads */
+    int32_t q_dtype;              /* dtype of queries and outputs */
+    const void *q;
+    void *out;
+    const void *const *q_seq;     /* optional per-sequence queries */
+    void *const *out_seq;         /* optional per-sequence outputs (with q_seq) */
+    const int32_t *block_tables;  /* [num_seqs][bt_stride] */
+    int32_t bt_stride;
+    const int32_t *seq_lens;      /* [num_seqs], each >= 1 and <= bt_stride * block_size */
+    pk_attn_opts opts;
+    void *workspace;              /* CUDA: scratch for split-KV partials (see pk_cuda_decode_workspace) */
+    size_t workspace_size;
+} pk_decode_args;
+
+/* PREFILL: qo_indptr[s]..qo_indptr[s+1] are sequence s's query rows in q and out. */
+typedef struct pk_prefill_args {
+    pk_cache cache;
+    int32_t layer;
+    int32_t num_seqs;
+    int32_t num_q_heads;
+    int32_t q_dtype;
+    int32_t causal;               /* nonzero: causal mask aligned to the end of the context */
+    int32_t total_q;              /* qo_indptr[num_seqs] */
+    int32_t max_qo_len;           /* the largest qo_indptr[s+1] - qo_indptr[s] */
+    const void *q;                /* [total_q][num_q_heads][head_dim] */
+    void *out;                    /* same shape */
+    const int32_t *qo_indptr;     /* [num_seqs + 1], non-decreasing, from 0 */
+    const int32_t *block_tables;  /* [num_seqs][bt_stride] */
+    int32_t bt_stride;
+    const int32_t *seq_lens;      /* [num_seqs], each >= that sequence's qo_len */
+    pk_attn_opts opts;
+    void *workspace;
+    size_t workspace_size;
+} pk_prefill_args;
+
+/* COPY: copy whole blocks (every layer, K and V) from src_blocks[i] to dst_blocks[i]. */
+typedef struct pk_copy_args {
+    pk_cache cache;
+    int32_t num_pairs;
+    const int32_t *src_blocks;
+    const int32_t *dst_blocks;
+} pk_copy_args;
+
+/* Returns the size in bytes of one element of a paged_dtype, or 0 if it is not one. */
+static inline size_t pk_dtype_size(int32_t dtype)
+{
+    switch (dtype) {
+    case PAGED_DTYPE_F32: return 4;
+    case PAGED_DTYPE_F16: return 2;
+    case PAGED_DTYPE_BF16: return 2;
+    case PAGED_DTYPE_FP8_E4M3: return 1;
+    default: return 0;
+    }
+}
+
+/* Returns the element offset of (layer, kv, block, head, token, dim 0) in a cache. */
+static inline size_t pk_cache_index(const pk_cache *c, int32_t layer, int32_t kv, int32_t block,
+                                    int32_t head, int32_t token)
+{
+    size_t idx = (size_t) layer * 2 + (size_t) kv;
+    idx = idx * (size_t) c->num_blocks + (size_t) block;
+    idx = idx * (size_t) c->num_kv_heads + (size_t) head;
+    idx = idx * (size_t) c->block_size + (size_t) token;
+    return idx * (size_t) c->head_dim;
+}
+
+/* Returns the size in bytes of a whole cache (every layer, K and V). */
+static inline size_t pk_cache_bytes(const pk_cache *c)
+{
+    return (size_t) c->num_layers * 2 * (size_t) c->num_blocks * (size_t) c->num_kv_heads
+           * (size_t) c->block_size * (size_t) c->head_dim * pk_dtype_size(c->dtype);
+}
+
+/* ---- CPU reference: plain, single-threaded, the oracle the other versions are tested against. */
+
+/* Each runs the whole op and returns 0 or a negative paged_error for an unsupported shape. */
+int pk_ref_append(const pk_append_args *a);
+int pk_ref_decode(const pk_decode_args *a);
+int pk_ref_prefill(const pk_prefill_args *a);
+int pk_ref_copy(const pk_copy_args *a);
+
+/*
+ * ---- CPU backend: the same ops split into independent work items for a thread pool.
+ * pk_cpu_*_check returns 0 or the error for an unsupported shape; pk_cpu_*_items returns the
+ * number of work items; pk_cpu_*_run does items [begin, end). Items of one op touch
+ * disjoint outputs, so any split over threads gives the same result as running them all.
+ */
+int pk_cpu_append_check(const pk_append_args *a);
+size_t pk_cpu_append_items(const pk_append_args *a);
+void pk_cpu_append_run(const pk_append_args *a, size_t begin, size_t end);
+
+int pk_cpu_decode_check(const pk_decode_args *a);
+size_t pk_cpu_decode_items(const pk_decode_args *a);
+void pk_cpu_decode_run(const pk_decode_args *a, size_t begin, size_t end);
+
+int pk_cpu_prefill_check(const pk_prefill_args *a);
+size_t pk_cpu_prefill_items(const pk_prefill_args *a);
+void pk_cpu_prefill_run(const pk_prefill_args *a, size_t begin, size_t end);
+
+int pk_cpu_copy_check(const pk_copy_args *a);
+size_t pk_cpu_copy_items(const pk_copy_args *a);
+void pk_cpu_copy_run(const pk_copy_args *a, size_t begin, size_t end);
+
+/*
+ * ---- CUDA: device pointers everywhere (block tables, lengths and slots included); each
+ * launches on stream, checks the launch, and returns without synchronizing.
+ */
+int pk_cuda_append(const pk_append_args *a, void *stream);
+/* Returns the workspace bytes pk_cuda_decode needs for a (0 if it will not split). */
+size_t pk_cuda_decode_workspace(const pk_decode_args *a);
+int pk_cuda_decode(const pk_decode_args *a, void *stream);
+size_t pk_cuda_prefill_workspace(const pk_prefill_args *a);
+int pk_cuda_prefill(const pk_prefill_args *a, void *stream);
+int pk_cuda_copy(const pk_copy_args *a, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

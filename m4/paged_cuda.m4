@@ -1,0 +1,59 @@
+# paged_cuda.m4: find the CUDA toolkit for the cuda backend and its kernels.
+# SPDX-License-Identifier: MIT
+#
+# PAGED_CUDA sets have_cuda (yes/no), NVCC, CUDA_HOME, CUDA_CPPFLAGS, CUDA_LIBS
+# (the static runtime: binaries must start on machines with no driver), CUDA_ARCHS
+# and NVCC_GENCODE, defines HAVE_CUDA and the automake conditional HAVE_CUDA.
+AC_DEFUN([PAGED_CUDA], [
+AC_ARG_WITH([cuda],
+  [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
+    [build the CUDA backend with the toolkit in DIR @<:@default=check for nvcc@:>@])],
+  [], [with_cuda=check])
+AC_ARG_WITH([cuda-arch],
+  [AS_HELP_STRING([--with-cuda-arch=LIST],
+    [GPU architectures to build for, comma or space separated (sm_90, sm_90a, sm_80, ...) @<:@default=sm_90@:>@])],
+  [], [with_cuda_arch=sm_90])
+
+have_cuda=no
+CUDA_HOME=
+AS_IF([test "x$with_cuda" != xno], [
+  AS_CASE([$with_cuda],
+    [yes|check], [AC_PATH_PROG([NVCC], [nvcc], [], [$PATH$PATH_SEPARATOR/usr/local/cuda/bin])],
+    [AC_PATH_PROG([NVCC], [nvcc], [], [$with_cuda/bin])])
+  AS_IF([test -n "$NVCC"], [
+    CUDA_HOME=`dirname "$NVCC"`
+    CUDA_HOME=`dirname "$CUDA_HOME"`
+    AC_MSG_CHECKING([for the static CUDA runtime])
+    cuda_libdir=
+    for d in "$CUDA_HOME/lib64" "$CUDA_HOME/lib" "$CUDA_HOME/targets/x86_64-linux/lib" "$CUDA_HOME/targets/sbsa-linux/lib"; do
+      AS_IF([test -f "$d/libcudart_static.a"], [cuda_libdir=$d; break])
+    done
+    AC_MSG_RESULT([${cuda_libdir:-no}])
+    AS_IF([test -n "$cuda_libdir" && test -f "$CUDA_HOME/include/cuda_runtime_api.h"], [have_cuda=yes])
+  ])
+  AS_IF([test "x$have_cuda" = xno && test "x$with_cuda" != xcheck],
+    [AC_MSG_ERROR([--with-cuda was given but no usable CUDA toolkit (nvcc, cuda_runtime_api.h, libcudart_static.a) was found])])
+])
+
+CUDA_ARCHS=
+NVCC_GENCODE=
+AS_IF([test "x$have_cuda" = xyes], [
+  CUDA_CPPFLAGS="-I$CUDA_HOME/include"
+  CUDA_LIBS="$cuda_libdir/libcudart_static.a -ldl -lrt -lpthread -lstdc++"
+  CUDA_ARCHS=`echo "$with_cuda_arch" | tr ',' ' '`
+  for arch in $CUDA_ARCHS; do
+    num=`echo "$arch" | sed -n 's/^sm_\([[0-9]][[0-9]]*[[af]]*\)$/\1/p'`
+    AS_IF([test -z "$num"], [AC_MSG_ERROR([bad CUDA architecture '$arch': expected sm_NN, sm_NNa or sm_NNf])])
+    NVCC_GENCODE="$NVCC_GENCODE -gencode=arch=compute_$num,code=sm_$num"
+  done
+  AC_DEFINE([HAVE_CUDA], [1], [Define if the CUDA backend is built.])
+])
+AC_SUBST([CUDA_HOME])
+AC_SUBST([CUDA_CPPFLAGS])
+AC_SUBST([CUDA_LIBS])
+AC_SUBST([CUDA_ARCHS])
+AC_SUBST([NVCC_GENCODE])
+AC_ARG_VAR([NVCC], [the CUDA compiler driver])
+AC_ARG_VAR([NVCCFLAGS], [extra flags for nvcc])
+AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
+])
