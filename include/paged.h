@@ -134,6 +134,12 @@ typedef struct paged_connect_opts {
  */
 int paged_client_connect(const paged_connect_opts *opts, paged_client **out);
 
+/* As paged_client_connect, and on failure also writes a one-line reason to errbuf
+ * (errbuf_size bytes, NUL-terminated; the daemon's own words when it refused, such as a
+ * protocol version mismatch), since a failed connect leaves no client to ask (since 0.1). */
+int paged_client_connect_err(const paged_connect_opts *opts, paged_client **out, char *errbuf,
+                             size_t errbuf_size);
+
 /* Closes the connection; the daemon releases every block reference the client held. Pools,
  * sequences and completions of the client become invalid. NULL is ignored (since 0.1). */
 void paged_client_close(paged_client *c);
@@ -149,7 +155,10 @@ paged_backend paged_client_backend(const paged_client *c);
 const char *paged_client_error(const paged_client *c);
 
 /* Returns a descriptor that becomes readable when completions may be waiting or the
- * connection changed, for callers with their own poll loop (since 0.1). */
+ * connection changed, for callers with their own poll loop (since 0.1). It is an epoll
+ * descriptor over the completion wake-up and the control socket; the daemon signals the
+ * wake-up only once the client has said it may sleep, which paged_reap does when it finds
+ * nothing: call paged_reap until it returns 0, then poll. Do not read it. */
 int paged_client_fd(const paged_client *c);
 
 /* ===========================================================================================
@@ -197,7 +206,7 @@ int paged_pool_attach(paged_client *c, const char *name, paged_pool **out);
 
 /* Detaches: the daemon drops every block reference this client held in the pool and the
  * library unmaps its memory. Returns PAGED_OK or a connection error; the handle is freed
- * either way (since 0.1). */
+ * either way, and so are the pool's sequences (since 0.1). */
 int paged_pool_detach(paged_pool *p);
 
 /* Removes a pool's name (owner or root only); its memory goes when the last client
@@ -351,7 +360,11 @@ unsigned paged_inflight(const paged_client *c);
  * request, waits for it and copies results back. Pointers are host memory on the cpu
  * backend; on the cuda backend q, k, v and out are device pointers of this process's
  * current CUDA context and the rest host memory. Each returns PAGED_OK or the request's
- * error (paged_client_error then names the field and element).
+ * error (paged_client_error then names the field and element). A call also submits what
+ * paged_prep prepared and was not yet submitted; completions of asynchronous requests that
+ * arrive meanwhile are kept for paged_reap and paged_wait. It waits for as long as the
+ * daemon takes (the daemon may still write its staging memory), unless the connection
+ * ends. It needs one request slot: PAGED_E_AGAIN while cq_entries requests are unreaped.
  * =========================================================================================*/
 
 /* Returns after a NOP round trip (since 0.1). */

@@ -1,0 +1,105 @@
+/* backend.h: the backend vtable: where pool memory lives, how it is exported, how ops run. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_BACKEND_H
+#define PAGED_DAEMON_BACKEND_H
+
+/*
+ * The engine validates a request (daemon/validate.h), runs the allocator part itself, and
+ * hands the rest (APPEND, DECODE, PREFILL, COPY) to the backend through this table. A
+ * backend owns: the memory of each pool (pool_create/pool_destroy), its export to clients
+ * (pool_export: a memfd, a CUDA VMM descriptor or a legacy IPC handle), each client's data
+ * arena where the host arena does not serve (arena_create/arena_destroy: the cuda device
+ * arena), running ops (run: synchronous, outputs visible to the client when it returns),
+ * and its health. Everything is called from the engine thread only.
+ *
+ * Adding a backend: a file daemon/backend_NAME.c defining a const struct pd_backend_ops and
+ * an open function, and a line in pd_backend_open (daemon/backend.c).
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/settings.h"
+#include "daemon/validate.h"
+#include "kernels/kernels.h"
+#include "lib/proto.h"
+
+typedef struct pd_backend pd_backend;
+typedef struct pd_pool_mem pd_pool_mem;  /* a backend's own record of one pool's memory */
+typedef struct pd_arena pd_arena;        /* a backend's own record of one client's data arena */
+
+/* What STATUS and WELCOME report about the backend. */
+struct pd_backend_info {
+    uint32_t kind;                /* enum paged_backend */
+    int32_t device_ordinal;       /* -1 for cpu */
+    uint8_t device_uuid[16];
+    char device_name[64];
+    uint64_t device_mem_free;     /* cuda: free device memory; cpu: 0 */
+    int healthy;                  /* 0 after a sticky device error */
+    char health[128];             /* "ok" or what went wrong */
+};
+
+/* How a pool or arena is handed to a client (the fields of POOL_REPLY and WELCOME). */
+struct pd_export {
+    uint32_t mem_kind;            /* enum paged_mem_kind */
+    int fd;                       /* a new descriptor to send (the caller closes it), or -1 */
+    uint64_t alloc_bytes;         /* size of the exported object */
+    uint8_t ipc_handle[64];       /* PAGED_MEM_CUDA_IPC */
+};
+
+/* One client's arenas as the backend runs an op for it. */
+struct pd_arenas {
+    unsigned char *host;          /* host arena, mapped read-write by the daemon */
+    uint64_t host_size;
+    pd_arena *data;               /* NULL where the host arena is the data arena (cpu) */
+    uint64_t data_size;
+};
+
+struct pd_backend_ops {
+    const char *name;             /* "cpu", "cuda" */
+    /* Allocates and zeroes a pool's memory for cache (base ignored); stores the record and
+     * fills cache->base with the daemon's view of it (host pointer or device pointer).
+     * Returns PAGED_OK or a paged_error with *cause. */
+    int (*pool_create)(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause);
+    /* Frees a pool's memory; every client has detached. */
+    void (*pool_destroy)(pd_backend *b, pd_pool_mem *mem);
+    /* Fills *out with what lets a client map the pool, read-write or read-only. Returns
+     * PAGED_OK or a paged_error with *cause. */
+    int (*pool_export)(pd_backend *b, pd_pool_mem *mem, int writable, struct pd_export *out,
+                       char **cause);
+    /* Creates a client's data arena of size bytes and its export; NULL in a backend whose
+     * data arena is the host arena. Returns PAGED_OK or a paged_error with *cause. */
+    int (*arena_create)(pd_backend *b, uint64_t size, pd_arena **out, struct pd_export *exp,
+                        char **cause);
+    /* Frees a client's data arena. */
+    void (*arena_destroy)(pd_backend *b, pd_arena *arena);
+    /* Runs a validated APPEND, DECODE, PREFILL or COPY against cache for a client's arenas
+     * and returns once its outputs are visible to the client: PAGED_OK or a paged_error. */
+    int (*run)(pd_backend *b, const pk_cache *cache, pd_pool_mem *mem,
+               const struct pd_arenas *arenas, const struct pv_op *op);
+    /* Fills *out. */
+    void (*info)(pd_backend *b, struct pd_backend_info *out);
+    /* Frees the backend (pools and arenas are gone by then). */
+    void (*destroy)(pd_backend *b);
+};
+
+struct pd_backend {
+    const struct pd_backend_ops *ops;
+    void *priv;
+};
+
+/*
+ * Opens the backend cfg asks for: cpu, cuda (an error naming why when it is not built or
+ * no device is usable), or auto (cuda when built in and a device is present, else cpu).
+ * Returns it, or NULL with *cause.
+ */
+pd_backend *pd_backend_open(const struct pd_config *cfg, char **cause);
+
+/* Closes a backend. NULL is ignored. */
+void pd_backend_close(pd_backend *b);
+
+/* The cpu backend: pools in sealed memfds, ops on a thread pool of threads workers (0: one
+ * per online CPU). Returns NULL with *cause on failure. */
+pd_backend *pd_backend_cpu_open(unsigned threads, char **cause);
+
+#endif

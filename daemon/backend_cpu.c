@@ -1,0 +1,241 @@
+/* backend_cpu.c: the cpu backend: pools in sealed memfds, kernels on a thread pool. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/backend.h"
+#include "daemon/workers.h"
+#include "lib/shm.h"
+
+struct cpu_backend {
+    pd_workers *workers;
+};
+
+struct pd_pool_mem {
+    int fd;                 /* the memfd: read-write, kept to export */
+    void *base;             /* the daemon's read-write mapping */
+    uint64_t bytes;
+};
+
+/* One job for the workers: which kernel and its arguments. */
+struct cpu_job {
+    int op;                 /* enum paged_op */
+    union {
+        pk_append_args append;
+        pk_decode_args decode;
+        pk_prefill_args prefill;
+        pk_copy_args copy;
+    } u;
+};
+
+/* Runs items [begin, end) of a job on a worker; returns nothing. */
+static void cpu_work(const void *arg, size_t begin, size_t end)
+{
+    const struct cpu_job *j = arg;
+    switch (j->op) {
+    case PAGED_OP_APPEND: pk_cpu_append_run(&j->u.append, begin, end); break;
+    case PAGED_OP_DECODE: pk_cpu_decode_run(&j->u.decode, begin, end); break;
+    case PAGED_OP_PREFILL: pk_cpu_prefill_run(&j->u.prefill, begin, end); break;
+    case PAGED_OP_COPY: pk_cpu_copy_run(&j->u.copy, begin, end); break;
+    default: break;
+    }
+}
+
+/* Allocates a pool in a new sealed memfd, mapped read-write; returns PAGED_OK or an error. */
+static int cpu_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause)
+{
+    (void) b;
+    uint64_t bytes = pk_cache_bytes(cache);
+    pd_pool_mem *m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        *cause = strdup("out of memory");
+        return PAGED_E_NOMEM;
+    }
+    m->bytes = bytes;
+    m->fd = paged_shm_create("paged-pool", bytes);
+    if (m->fd < 0) {
+        int rc = m->fd;
+        free(m);
+        if (asprintf(cause, "cannot create %llu bytes of shared memory: %s",
+                     (unsigned long long) bytes, paged_strerror(rc)) < 0)
+            *cause = NULL;
+        return rc;
+    }
+    /* Only the daemon's uid may open the object again through /proc, so a read-only
+     * descriptor cannot be turned into a writable one by another user. */
+    (void) fchmod(m->fd, 0600);
+    int rc = paged_shm_map(m->fd, bytes, 1, &m->base);
+    if (rc < 0) {
+        close(m->fd);
+        free(m);
+        if (asprintf(cause, "cannot map %llu bytes of shared memory: %s",
+                     (unsigned long long) bytes, paged_strerror(rc)) < 0)
+            *cause = NULL;
+        return rc;
+    }
+    cache->base = m->base;
+    *out = m;
+    return PAGED_OK;
+}
+
+/* Frees a pool's memory; returns nothing. */
+static void cpu_pool_destroy(pd_backend *b, pd_pool_mem *m)
+{
+    (void) b;
+    if (m == NULL)
+        return;
+    paged_shm_unmap(m->base, m->bytes);
+    close(m->fd);
+    free(m);
+}
+
+/* Exports a pool: the memfd itself for writers, a read-only reopen for readers. */
+static int cpu_pool_export(pd_backend *b, pd_pool_mem *m, int writable, struct pd_export *out,
+                           char **cause)
+{
+    (void) b;
+    memset(out, 0, sizeof *out);
+    out->mem_kind = PAGED_MEM_MEMFD;
+    out->alloc_bytes = m->bytes;
+    out->fd = writable ? fcntl(m->fd, F_DUPFD_CLOEXEC, 0) : paged_shm_reopen_ro(m->fd);
+    if (out->fd < 0) {
+        int rc = writable ? PAGED_E_SYSTEM : out->fd;
+        if (asprintf(cause, "cannot export pool memory: %s", paged_strerror(rc)) < 0)
+            *cause = NULL;
+        out->fd = -1;
+        return rc;
+    }
+    return PAGED_OK;
+}
+
+/* Runs one validated op on the workers; returns PAGED_OK or the kernel's error. */
+static int cpu_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
+                   const struct pd_arenas *ar, const struct pv_op *op)
+{
+    struct cpu_backend *cb = b->priv;
+    (void) m;
+    /* On this backend the data arena is the host arena. */
+    unsigned char *data = ar->host;
+    struct cpu_job j;
+    memset(&j, 0, sizeof j);
+    j.op = op->opcode;
+    pk_attn_opts opts = { op->sm_scale, op->soft_cap, op->window, op->alibi };
+    int rc;
+    size_t items;
+    switch (op->opcode) {
+    case PAGED_OP_APPEND:
+        j.u.append = (pk_append_args) {
+            .cache = *cache, .layer_begin = op->layer_begin, .num_layers = op->num_layers,
+            .num_tokens = (int32_t) op->num_tokens, .src_dtype = op->dtype,
+            .k = data + op->k_off, .v = data + op->v_off, .slot_mapping = op->slots,
+        };
+        if ((rc = pk_cpu_append_check(&j.u.append)) < 0)
+            return rc;
+        items = pk_cpu_append_items(&j.u.append);
+        break;
+    case PAGED_OP_DECODE:
+        j.u.decode = (pk_decode_args) {
+            .cache = *cache, .layer = op->layer_begin, .num_seqs = (int32_t) op->count,
+            .num_q_heads = (int32_t) op->num_q_heads, .q_dtype = op->dtype,
+            .q = data + op->q_off, .out = data + op->out_off,
+            .block_tables = op->block_tables, .bt_stride = (int32_t) op->bt_stride,
+            .seq_lens = op->seq_lens, .opts = opts,
+        };
+        if ((rc = pk_cpu_decode_check(&j.u.decode)) < 0)
+            return rc;
+        items = pk_cpu_decode_items(&j.u.decode);
+        break;
+    case PAGED_OP_PREFILL:
+        j.u.prefill = (pk_prefill_args) {
+            .cache = *cache, .layer = op->layer_begin, .num_seqs = (int32_t) op->count,
+            .num_q_heads = (int32_t) op->num_q_heads, .q_dtype = op->dtype, .causal = 1,
+            .total_q = op->total_q, .max_qo_len = op->max_qo_len,
+            .q = data + op->q_off, .out = data + op->out_off, .qo_indptr = op->qo_indptr,
+            .block_tables = op->block_tables, .bt_stride = (int32_t) op->bt_stride,
+            .seq_lens = op->seq_lens, .opts = opts,
+        };
+        if ((rc = pk_cpu_prefill_check(&j.u.prefill)) < 0)
+            return rc;
+        items = pk_cpu_prefill_items(&j.u.prefill);
+        break;
+    case PAGED_OP_COPY:
+        j.u.copy = (pk_copy_args) {
+            .cache = *cache, .num_pairs = (int32_t) op->count,
+            .src_blocks = op->ids, .dst_blocks = op->ids2,
+        };
+        if ((rc = pk_cpu_copy_check(&j.u.copy)) < 0)
+            return rc;
+        items = pk_cpu_copy_items(&j.u.copy);
+        break;
+    default:
+        return PAGED_E_NOTSUP;
+    }
+    pd_workers_run(cb->workers, cpu_work, &j, items);
+    return PAGED_OK;
+}
+
+/* Describes the backend; returns nothing. */
+static void cpu_info(pd_backend *b, struct pd_backend_info *out)
+{
+    struct cpu_backend *cb = b->priv;
+    memset(out, 0, sizeof *out);
+    out->kind = PAGED_BACKEND_CPU;
+    out->device_ordinal = -1;
+    snprintf(out->device_name, sizeof out->device_name, "host memory, %u worker threads",
+             pd_workers_count(cb->workers));
+    out->healthy = 1;
+    snprintf(out->health, sizeof out->health, "ok");
+}
+
+/* Frees the backend; returns nothing. */
+static void cpu_destroy(pd_backend *b)
+{
+    struct cpu_backend *cb = b->priv;
+    pd_workers_destroy(cb->workers);
+    free(cb);
+    free(b);
+}
+
+static const struct pd_backend_ops cpu_ops = {
+    .name = "cpu",
+    .pool_create = cpu_pool_create,
+    .pool_destroy = cpu_pool_destroy,
+    .pool_export = cpu_pool_export,
+    .arena_create = NULL,
+    .arena_destroy = NULL,
+    .run = cpu_run,
+    .info = cpu_info,
+    .destroy = cpu_destroy,
+};
+
+/* Opens the cpu backend; returns it or NULL with *cause. */
+pd_backend *pd_backend_cpu_open(unsigned threads, char **cause)
+{
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned) n : 1;
+    }
+    pd_backend *b = calloc(1, sizeof *b);
+    struct cpu_backend *cb = calloc(1, sizeof *cb);
+    if (b == NULL || cb == NULL) {
+        free(b);
+        free(cb);
+        *cause = strdup("out of memory");
+        return NULL;
+    }
+    cb->workers = pd_workers_create(threads, cause);
+    if (cb->workers == NULL) {
+        free(b);
+        free(cb);
+        return NULL;
+    }
+    b->ops = &cpu_ops;
+    b->priv = cb;
+    return b;
+}

@@ -1,0 +1,143 @@
+/* conn.h: one client connection: credentials, outgoing queue, channel, attachments. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_CONN_H
+#define PAGED_DAEMON_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/log.h"
+#include "daemon/pool.h"
+#include "daemon/validate.h"
+#include "lib/proto.h"
+#include "lib/ring.h"
+
+struct pd_server;
+struct pd_conn;
+
+/* What an epoll registration points at. */
+enum pd_watch_kind { PD_W_LISTEN = 1, PD_W_SIGNAL, PD_W_SOCK, PD_W_SQ };
+
+struct pd_watch {
+    enum pd_watch_kind kind;
+    struct pd_conn *conn;     /* for PD_W_SOCK and PD_W_SQ */
+};
+
+/* One queued outgoing message, with descriptors to pass (closed once sent or dropped). */
+struct pd_outmsg {
+    struct pd_outmsg *next;
+    size_t len;
+    int nfds;
+    int fds[4];
+    unsigned char data[];
+};
+
+/* A client's channel: its shared memory and the daemon's private view of its rings. */
+struct pd_channel {
+    void *map;                         /* the whole memfd, read-write */
+    uint64_t size;
+    struct paged_channel_hdr hdr;      /* the daemon's own copy: never read back */
+    struct paged_ring_cons sq;         /* the daemon consumes submissions */
+    struct paged_ring_prod cq;         /* and produces completions */
+    int sq_wait;                       /* read end of the client's submission wake-up pipe */
+    int cq_notify;                     /* write end of the completion wake-up pipe */
+    unsigned char *arena;              /* host arena in map */
+    uint64_t arena_size;
+};
+
+/* A pool the client is attached to. */
+struct pd_attach {
+    struct pd_pool *pool;
+    struct pv_pool view;               /* what the validator sees; view.user = pool */
+};
+
+/* Where a LIST in progress has got to, so its packets are made as the socket drains. */
+struct pd_list_cursor {
+    int active;
+    uint32_t seq;
+    uint32_t what;                     /* enum paged_list_what */
+    char name[PAGED_NAME_MAX];         /* pool filter */
+    uint32_t next_id;                  /* next pool or client id to list */
+    int32_t next_block;                /* LIST_BLOCKS: next block of pool next_id */
+    uint32_t total;                    /* items sent so far */
+};
+
+enum pd_conn_state { PD_CONN_HELLO = 0, PD_CONN_READY, PD_CONN_DEAD };
+
+struct pd_conn {
+    uint32_t id;
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    char name[PAGED_NAME_MAX];         /* printable form of the client's name */
+    enum pd_conn_state state;
+    int control_only;
+    int subscribed;
+    int close_after_flush;             /* refused: close once the error is sent */
+    uint64_t deadline_ns;              /* HELLO must come before this */
+    uint64_t connected_ns;
+    struct pd_watch sock_watch;
+    struct pd_watch sq_watch;
+    uint32_t sock_events;              /* epoll events registered for fd */
+    struct pd_outmsg *out_head, *out_tail;
+    size_t out_count, out_bytes;
+    uint64_t events_dropped;
+    struct pd_list_cursor list;
+    struct pd_channel *ch;
+    struct pd_attach *att;
+    uint32_t natt, catt;
+    uint64_t requests, errors;
+    int cq_blocked;                    /* submissions wait for completion space */
+    struct pd_conn *prev, *next;
+};
+
+/* Writes a log line about c, prefixed 'client ID (pid PID, "NAME"): '. */
+void pd_clog(const struct pd_conn *c, enum pd_log_level level, const char *fmt, ...) PD_PRINTF(3, 4);
+
+/*
+ * Queues a message (copied) with descriptors (duplicated: the caller keeps its own) for c,
+ * sending at once when nothing is queued before it. droppable messages (events) are dropped
+ * instead when the queue already holds more than a bounded amount. Returns PAGED_OK,
+ * PAGED_E_AGAIN for a dropped event, PAGED_E_DISCONNECTED when the peer is gone (the caller
+ * kills the connection), or PAGED_E_NOMEM / PAGED_E_SYSTEM.
+ */
+int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds, int nfds,
+                 int droppable);
+
+/* Sends queued messages until the socket is full. Returns PAGED_OK (the queue may still
+ * hold messages) or PAGED_E_DISCONNECTED. */
+int pd_conn_flush(struct pd_conn *c);
+
+/* Frees every queued message and closes their descriptors. */
+void pd_conn_drop_queue(struct pd_conn *c);
+
+/* Sends PAGED_MSG_ERROR with status and a formatted message, echoing seq. Returns as
+ * pd_conn_send. */
+int pd_conn_error(struct pd_conn *c, uint32_t seq, int status, const char *fmt, ...) PD_PRINTF(4, 5);
+
+/* Sends a bare reply header of type with status, echoing seq. Returns as pd_conn_send. */
+int pd_conn_reply(struct pd_conn *c, uint32_t type, uint32_t seq, int32_t status);
+
+/* Returns the attachment of c to pool id, or NULL. */
+struct pd_attach *pd_conn_attach_find(struct pd_conn *c, uint32_t pool_id);
+
+/* Returns the number of block references c holds in all its pools. */
+uint64_t pd_conn_held(const struct pd_conn *c);
+
+/* Creates a channel for the clamped geometry; returns PAGED_OK and *out plus the fds to send
+ * (memfd, submission notify end, completion wait end: the caller closes them after sending),
+ * or an error with *cause. */
+int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_size,
+                      struct pd_channel **out, int fds[3], char **cause);
+
+/* Unmaps a channel and closes the daemon's descriptors. NULL is ignored. */
+void pd_channel_destroy(struct pd_channel *ch);
+
+/* Clamps requested ring and arena sizes to what the daemon grants: powers of two from 8 to
+ * 4096 entries (0: 256 submissions, twice as many completions), completions >= submissions,
+ * arenas from 64 KiB to 1 GiB in whole pages (0: 64 MiB). */
+void pd_channel_clamp(uint32_t *sq_entries, uint32_t *cq_entries, uint64_t *arena_size);
+
+#endif

@@ -1,0 +1,545 @@
+/* control.c: HELLO and the control messages of the socket: pools, listings, kill, evict. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "daemon/server.h"
+#include "lib/ring.h"
+
+/* Control-only connections (pactl) do not count against --max-clients, up to this many. */
+#define MAX_CONTROL_CONNS 64u
+
+/* Copies a client-supplied name into a printable, NUL-terminated form; returns nothing. */
+static void printable_name(char *dst, const char *src, size_t n)
+{
+    size_t i = 0;
+    for (; i < n - 1 && src[i] != '\0'; i++)
+        dst[i] = src[i] >= 0x20 && src[i] < 0x7f && src[i] != '"' && src[i] != '\\' ? src[i] : '?';
+    dst[i] = '\0';
+}
+
+/* Refuses a connection: sends the error, then closes once it is out. Returns nothing. */
+void pd_control_refuse(struct pd_server *srv, struct pd_conn *c, int status, const char *msg)
+{
+    pd_clog(c, PD_LOG_WARNING, "refused: %s", msg);
+    if (pd_conn_error(c, 0, status, "%s", msg) < 0) {
+        pd_server_kill(srv, c, PD_LOG_DEBUG, "refused");
+        return;
+    }
+    c->close_after_flush = 1;
+    if (c->out_head == NULL)
+        pd_server_kill(srv, c, PD_LOG_DEBUG, "refused");
+}
+
+/* Handles a connection's first message, which must be a HELLO; returns nothing. */
+void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf, size_t len)
+{
+    char why[PAGED_ERRMSG_MAX];
+    struct paged_msg_hdr h;
+    if (len < sizeof h) {
+        snprintf(why, sizeof why, "truncated HELLO: %zu bytes, less than a message header", len);
+        pd_control_refuse(srv, c, PAGED_E_PROTO, why);
+        return;
+    }
+    memcpy(&h, buf, sizeof h);
+    if (h.type != PAGED_MSG_HELLO) {
+        snprintf(why, sizeof why, "first message has type %u, expected HELLO (%u)", h.type, PAGED_MSG_HELLO);
+        pd_control_refuse(srv, c, PAGED_E_PROTO, why);
+        return;
+    }
+    /* Magic and version sit first so that any version's HELLO can be refused clearly. */
+    uint32_t mv[2];
+    if (len < sizeof h + sizeof mv) {
+        snprintf(why, sizeof why, "truncated HELLO: %zu bytes, expected %zu", len,
+                 sizeof(struct paged_msg_hello));
+        pd_control_refuse(srv, c, PAGED_E_PROTO, why);
+        return;
+    }
+    memcpy(mv, (const unsigned char *) buf + sizeof h, sizeof mv);
+    if (mv[0] != PAGED_HELLO_MAGIC) {
+        snprintf(why, sizeof why, "HELLO magic 0x%08x is not 0x%08x: not a paged client", mv[0],
+                 PAGED_HELLO_MAGIC);
+        pd_control_refuse(srv, c, PAGED_E_PROTO, why);
+        return;
+    }
+    if (mv[1] != PAGED_PROTO_VERSION) {
+        snprintf(why, sizeof why, "client speaks protocol version %u, this daemon speaks version %u",
+                 mv[1], PAGED_PROTO_VERSION);
+        pd_control_refuse(srv, c, PAGED_E_VERSION, why);
+        return;
+    }
+    struct paged_msg_hello m;
+    if (len != sizeof m || h.len != len) {
+        snprintf(why, sizeof why, "HELLO is %zu bytes (header says %u), expected %zu", len, h.len,
+                 sizeof m);
+        pd_control_refuse(srv, c, PAGED_E_PROTO, why);
+        return;
+    }
+    memcpy(&m, buf, sizeof m);
+    if (strnlen(m.name, sizeof m.name) == sizeof m.name) {
+        pd_control_refuse(srv, c, PAGED_E_PROTO, "HELLO name is not NUL-terminated");
+        return;
+    }
+    if ((m.flags & ~PAGED_HELLO_CONTROL) != 0) {
+        snprintf(why, sizeof why, "HELLO flags 0x%x unknown", m.flags);
+        pd_control_refuse(srv, c, PAGED_E_PROTO, why);
+        return;
+    }
+    printable_name(c->name, m.name, sizeof c->name);
+    c->control_only = (m.flags & PAGED_HELLO_CONTROL) != 0;
+    if (c->control_only ? srv->n_control >= MAX_CONTROL_CONNS : srv->n_channel >= srv->cfg.max_clients) {
+        snprintf(why, sizeof why, "too many %s (%u)", c->control_only ? "control connections" : "clients",
+                 c->control_only ? MAX_CONTROL_CONNS : srv->cfg.max_clients);
+        pd_control_refuse(srv, c, PAGED_E_LIMIT, why);
+        return;
+    }
+
+    struct paged_msg_welcome w;
+    memset(&w, 0, sizeof w);
+    w.hdr.type = PAGED_MSG_WELCOME;
+    w.hdr.seq = h.seq;
+    w.hdr.len = sizeof w;
+    w.version = PAGED_PROTO_VERSION;
+    w.client_id = c->id;
+    w.backend = srv->binfo.kind;
+    w.device_ordinal = srv->binfo.device_ordinal;
+    memcpy(w.device_uuid, srv->binfo.device_uuid, sizeof w.device_uuid);
+    snprintf(w.daemon_version, sizeof w.daemon_version, "%s", PACKAGE_VERSION);
+    int fds[3] = { -1, -1, -1 };
+    uint32_t sq = m.sq_entries, cq = m.cq_entries;
+    uint64_t arena = m.host_arena_size;
+    if (!c->control_only) {
+        char *cause = NULL;
+        pd_channel_clamp(&sq, &cq, &arena);
+        int rc = pd_channel_create(sq, cq, arena, &c->ch, fds, &cause);
+        if (rc < 0) {
+            snprintf(why, sizeof why, "cannot create the channel: %s", cause != NULL ? cause : "?");
+            free(cause);
+            pd_control_refuse(srv, c, rc, why);
+            return;
+        }
+        w.num_fds = 3;
+        w.data_arena_kind = PAGED_MEM_MEMFD;
+        w.channel_size = c->ch->size;
+        c->sq_watch = (struct pd_watch) { PD_W_SQ, c };
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &c->sq_watch };
+        if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, c->ch->sq_wait, &ev) < 0) {
+            for (int i = 0; i < 3; i++)
+                close(fds[i]);
+            pd_channel_destroy(c->ch);
+            c->ch = NULL;
+            pd_control_refuse(srv, c, PAGED_E_SYSTEM, "cannot watch the submission wake-up");
+            return;
+        }
+    }
+    int rc = pd_conn_send(c, &w, sizeof w, fds, (int) w.num_fds, 0);
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    c->state = PD_CONN_READY;
+    srv->n_pending--;
+    if (c->control_only)
+        srv->n_control++;
+    else
+        srv->n_channel++;
+    if (rc < 0) {
+        pd_server_kill(srv, c, PD_LOG_INFO, "gone before WELCOME");
+        return;
+    }
+    if (c->control_only)
+        pd_clog(c, PD_LOG_DEBUG, "connected for control (uid %u)", (unsigned) c->uid);
+    else
+        pd_clog(c, PD_LOG_INFO, "connected (uid %u, gid %u, sq %u, cq %u, arena %llu bytes)",
+                (unsigned) c->uid, (unsigned) c->gid, sq, cq, (unsigned long long) arena);
+    pd_server_event(srv, PAGED_EVENT_CONNECT, c, "", 0);
+}
+
+/* Finds a live (not destroyed) pool by name; returns it or NULL. */
+static struct pd_pool *pool_by_name(struct pd_server *srv, const char *name)
+{
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+        if (!p->destroyed && strcmp(p->name, name) == 0)
+            return p;
+    return NULL;
+}
+
+/* Adds an attachment of c to p and sends POOL_REPLY with the pool's memory. Returns
+ * nothing; on failure c gets an error and nothing is attached. */
+static void attach_and_reply(struct pd_server *srv, struct pd_conn *c, uint32_t seq,
+                             struct pd_pool *p, int writable)
+{
+    char *cause = NULL;
+    struct pd_export ex;
+    int rc = srv->backend->ops->pool_export(srv->backend, p->mem, writable, &ex, &cause);
+    if (rc < 0) {
+        pd_conn_error(c, seq, rc, "pool '%s': %s", p->name, cause != NULL ? cause : "export failed");
+        free(cause);
+        return;
+    }
+    if (c->natt == c->catt) {
+        uint32_t n = c->catt ? c->catt * 2 : 4;
+        struct pd_attach *a = realloc(c->att, sizeof *a * n);
+        if (a == NULL) {
+            close(ex.fd);
+            pd_conn_error(c, seq, PAGED_E_NOMEM, "out of memory");
+            return;
+        }
+        c->att = a;
+        c->catt = n;
+    }
+    struct pd_attach *a = &c->att[c->natt++];
+    a->pool = p;
+    a->view = (struct pv_pool) {
+        .id = p->id, .num_layers = p->geom.num_layers, .num_kv_heads = p->geom.num_kv_heads,
+        .head_dim = p->geom.head_dim, .block_size = p->geom.block_size,
+        .num_blocks = p->geom.num_blocks, .dtype = p->geom.dtype, .alloc = p->alloc,
+        .writable = writable, .user = p,
+    };
+    p->attached++;
+
+    struct paged_msg_pool_reply r;
+    memset(&r, 0, sizeof r);
+    r.hdr.type = PAGED_MSG_POOL_REPLY;
+    r.hdr.seq = seq;
+    r.hdr.len = sizeof r;
+    r.pool_id = p->id;
+    r.num_layers = p->geom.num_layers;
+    r.num_kv_heads = p->geom.num_kv_heads;
+    r.head_dim = p->geom.head_dim;
+    r.block_size = p->geom.block_size;
+    r.dtype = (uint32_t) p->geom.dtype;
+    r.num_blocks = p->geom.num_blocks;
+    r.writable = (uint32_t) writable;
+    r.owner_uid = (uint32_t) p->owner_uid;
+    r.mode = p->geom.mode;
+    r.k_scale = p->geom.k_scale;
+    r.v_scale = p->geom.v_scale;
+    r.mem_kind = ex.mem_kind;
+    r.num_fds = ex.fd >= 0 ? 1 : 0;
+    r.bytes = p->geom.bytes;
+    r.alloc_bytes = ex.alloc_bytes;
+    memcpy(r.ipc_handle, ex.ipc_handle, sizeof r.ipc_handle);
+    memcpy(r.device_uuid, srv->binfo.device_uuid, sizeof r.device_uuid);
+    rc = pd_conn_send(c, &r, sizeof r, &ex.fd, (int) r.num_fds, 0);
+    if (ex.fd >= 0)
+        close(ex.fd);
+    pd_clog(c, PD_LOG_INFO, "attached to pool '%s' (id %u, %s)", p->name, p->id,
+            writable ? "read-write" : "read-only");
+    pd_server_event(srv, PAGED_EVENT_ATTACH, c, p->name, 0);
+    if (rc < 0)
+        pd_server_kill(srv, c, PD_LOG_INFO, "gone before its POOL_REPLY");
+}
+
+/* POOL_CREATE: checks, creates, attaches the creator. Returns nothing. */
+static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_pool_create m;
+    memcpy(&m, buf, sizeof m);
+    char why[PAGED_ERRMSG_MAX];
+    struct pd_pool_geom g;
+    int rc = pd_pool_check_create(&m, srv->mem_limit, &g, why, sizeof why);
+    if (rc < 0) {
+        pd_conn_error(c, m.hdr.seq, rc, "pool '%.63s': %s", m.name, why);
+        return;
+    }
+    if (pool_by_name(srv, m.name) != NULL) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_EXIST, "pool '%s' already exists", m.name);
+        return;
+    }
+    if (srv->n_pools >= srv->cfg.max_pools) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_LIMIT, "pool '%s': too many pools (max-pools %u)", m.name,
+                      srv->cfg.max_pools);
+        return;
+    }
+    if (c->natt >= srv->cfg.max_pools) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_LIMIT, "pool '%s': attached to too many pools", m.name);
+        return;
+    }
+    struct pd_pool *p;
+    char *cause = NULL;
+    rc = pd_pool_create(srv->backend, srv->next_pool_id, m.name, &g, c->uid, c->gid, &p, &cause);
+    if (rc < 0) {
+        pd_conn_error(c, m.hdr.seq, rc, "pool '%s': %s", m.name, cause != NULL ? cause : "cannot create");
+        free(cause);
+        return;
+    }
+    srv->next_pool_id++;
+    p->next = srv->pools;
+    srv->pools = p;
+    srv->n_pools++;
+    pd_clog(c, PD_LOG_INFO, "created pool '%s' (id %u: %u layers, %u kv heads, head_dim %u, "
+            "block_size %u, %s, %u blocks, %llu bytes, mode %04o)", p->name, p->id,
+            g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
+            paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode);
+    pd_server_event(srv, PAGED_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
+    int want_write = (m.flags & PAGED_ATTACH_WRITE) != 0;
+    attach_and_reply(srv, c, m.hdr.seq, p, want_write && pd_pool_may(p, c->uid, c->gid, 1));
+}
+
+/* POOL_ATTACH: by name, read-only unless write was asked for and the mode allows it. */
+static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_pool_attach m;
+    memcpy(&m, buf, sizeof m);
+    char why[PAGED_ERRMSG_MAX];
+    if (pd_pool_check_name(m.name, why, sizeof why) < 0) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "%s", why);
+        return;
+    }
+    if ((m.flags & ~PAGED_ATTACH_WRITE) != 0) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "attach flags 0x%x unknown", m.flags);
+        return;
+    }
+    struct pd_pool *p = pool_by_name(srv, m.name);
+    if (p == NULL) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_NOENT, "no pool '%s'", m.name);
+        return;
+    }
+    if (pd_conn_attach_find(c, p->id) != NULL) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_EXIST, "already attached to pool '%s' (id %u)", p->name, p->id);
+        return;
+    }
+    if (!pd_pool_may(p, c->uid, c->gid, 0)) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_PERM, "pool '%s' (owner uid %u, mode %04o) is not readable by uid %u",
+                      p->name, (unsigned) p->owner_uid, p->geom.mode, (unsigned) c->uid);
+        return;
+    }
+    if (c->natt >= srv->cfg.max_pools) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_LIMIT, "attached to too many pools");
+        return;
+    }
+    int want_write = (m.flags & PAGED_ATTACH_WRITE) != 0;
+    attach_and_reply(srv, c, m.hdr.seq, p, want_write && pd_pool_may(p, c->uid, c->gid, 1));
+}
+
+/* POOL_DETACH: by pool id. */
+static void on_pool_detach(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_pool_ref m;
+    memcpy(&m, buf, sizeof m);
+    for (uint32_t i = 0; i < c->natt; i++)
+        if (c->att[i].pool->id == m.pool_id) {
+            pd_server_detach(srv, c, i);
+            pd_conn_reply(c, PAGED_MSG_OK, m.hdr.seq, 0);
+            return;
+        }
+    pd_conn_error(c, m.hdr.seq, PAGED_E_NOENT, "not attached to a pool with id %u", m.pool_id);
+}
+
+/* Finds the pool a pool_ref names (by name, else by id), for DESTROY and EVICT. Sends the
+ * error and returns NULL when there is none. */
+static struct pd_pool *ref_pool(struct pd_server *srv, struct pd_conn *c,
+                                const struct paged_msg_pool_ref *m)
+{
+    char why[PAGED_ERRMSG_MAX];
+    if (m->name[0] == '\0') {
+        for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+            if (!p->destroyed && p->id == m->pool_id)
+                return p;
+        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no pool with id %u", m->pool_id);
+        return NULL;
+    }
+    if (pd_pool_check_name(m->name, why, sizeof why) < 0) {
+        pd_conn_error(c, m->hdr.seq, PAGED_E_INVAL, "%s", why);
+        return NULL;
+    }
+    struct pd_pool *p = pool_by_name(srv, m->name);
+    if (p == NULL)
+        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no pool '%s'", m->name);
+    return p;
+}
+
+/* Unlinks a pool from the server's list and frees it; returns nothing. */
+static void pool_unlink_free(struct pd_server *srv, struct pd_pool *p)
+{
+    for (struct pd_pool **pp = &srv->pools; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    srv->n_pools--;
+    pd_log(PD_LOG_INFO, "pool '%s' (id %u) freed", p->name, p->id);
+    pd_pool_free(srv->backend, p);
+}
+
+/* POOL_DESTROY: owner or root; the name goes now, the memory at the last detach. */
+static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_pool_ref m;
+    memcpy(&m, buf, sizeof m);
+    struct pd_pool *p = ref_pool(srv, c, &m);
+    if (p == NULL)
+        return;
+    if (c->uid != 0 && c->uid != p->owner_uid) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_PERM, "pool '%s' belongs to uid %u: uid %u may not destroy it",
+                      p->name, (unsigned) p->owner_uid, (unsigned) c->uid);
+        return;
+    }
+    p->destroyed = 1;
+    pd_clog(c, PD_LOG_INFO, "destroyed pool '%s' (id %u, %u clients still attached)", p->name, p->id,
+            p->attached);
+    pd_server_event(srv, PAGED_EVENT_POOL_DESTROY, c, p->name, p->attached);
+    if (p->attached == 0)
+        pool_unlink_free(srv, p);
+    pd_conn_reply(c, PAGED_MSG_OK, m.hdr.seq, 0);
+}
+
+/* EVICT: drops a pool's cached blocks; needs write permission on it. */
+static void on_evict(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_pool_ref m;
+    memcpy(&m, buf, sizeof m);
+    struct pd_pool *p = ref_pool(srv, c, &m);
+    if (p == NULL)
+        return;
+    if (!pd_pool_may(p, c->uid, c->gid, 1)) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_PERM, "pool '%s' (owner uid %u, mode %04o) is not writable by uid %u",
+                      p->name, (unsigned) p->owner_uid, p->geom.mode, (unsigned) c->uid);
+        return;
+    }
+    p->evicted_pending = 0;
+    uint32_t n = pa_evict_cached(p->alloc);
+    p->evicted_pending = 0;
+    pd_clog(c, PD_LOG_INFO, "evicted %u cached blocks of pool '%s'", n, p->name);
+    pd_server_event(srv, PAGED_EVENT_EVICT, c, p->name, n);
+    pd_conn_reply(c, PAGED_MSG_OK, m.hdr.seq, (int32_t) (n > INT32_MAX ? INT32_MAX : n));
+}
+
+/* KILL_CLIENT: root or the same uid. */
+static void on_kill(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_kill m;
+    memcpy(&m, buf, sizeof m);
+    struct pd_conn *t = srv->conns;
+    while (t != NULL && !(t->id == m.client_id && t->state == PD_CONN_READY))
+        t = t->next;
+    if (t == NULL) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_NOENT, "no client %u", m.client_id);
+        return;
+    }
+    if (c->uid != 0 && c->uid != t->uid) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_PERM, "client %u runs as uid %u: uid %u may not kill it",
+                      t->id, (unsigned) t->uid, (unsigned) c->uid);
+        return;
+    }
+    char reason[128];
+    snprintf(reason, sizeof reason, "killed on request of client %u (pid %ld)", c->id, (long) c->pid);
+    pd_server_kill(srv, t, PD_LOG_INFO, reason);
+    if (t != c)
+        pd_conn_reply(c, PAGED_MSG_OK, m.hdr.seq, 0);
+}
+
+/* SUBSCRIBE: events from now on. */
+static void on_subscribe(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    (void) srv;
+    struct paged_msg_hdr h;
+    memcpy(&h, buf, sizeof h);
+    c->subscribed = 1;
+    pd_conn_reply(c, PAGED_MSG_OK, h.seq, 0);
+}
+
+/* STATUS, STATS and LIST: replies made in list.c. */
+static void on_status(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_hdr h;
+    memcpy(&h, buf, sizeof h);
+    pd_reply_status(srv, c, h.seq);
+}
+
+/* Replies STATS_REPLY; returns nothing. */
+static void on_stats(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_hdr h;
+    memcpy(&h, buf, sizeof h);
+    pd_reply_stats(srv, c, h.seq);
+}
+
+/* Starts a LIST; returns nothing. */
+static void on_list(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct paged_msg_list m;
+    memcpy(&m, buf, sizeof m);
+    if (m.what < PAGED_LIST_POOLS || m.what > PAGED_LIST_BLOCKS) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "LIST what %u unknown (pools 1, clients 2, blocks 3)", m.what);
+        return;
+    }
+    if (strnlen(m.name, sizeof m.name) == sizeof m.name) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_PROTO, "LIST name is not NUL-terminated");
+        return;
+    }
+    pd_list_start(srv, c, &m);
+}
+
+/* One control message type: its name, exact length and handler. */
+struct control_entry {
+    uint32_t type;
+    const char *name;
+    size_t len;
+    void (*fn)(struct pd_server *srv, struct pd_conn *c, const void *buf);
+};
+
+static const struct control_entry table[] = {
+    { PAGED_MSG_POOL_CREATE, "POOL_CREATE", sizeof(struct paged_msg_pool_create), on_pool_create },
+    { PAGED_MSG_POOL_ATTACH, "POOL_ATTACH", sizeof(struct paged_msg_pool_attach), on_pool_attach },
+    { PAGED_MSG_POOL_DETACH, "POOL_DETACH", sizeof(struct paged_msg_pool_ref), on_pool_detach },
+    { PAGED_MSG_POOL_DESTROY, "POOL_DESTROY", sizeof(struct paged_msg_pool_ref), on_pool_destroy },
+    { PAGED_MSG_STATUS, "STATUS", sizeof(struct paged_msg_hdr), on_status },
+    { PAGED_MSG_LIST, "LIST", sizeof(struct paged_msg_list), on_list },
+    { PAGED_MSG_STATS, "STATS", sizeof(struct paged_msg_hdr), on_stats },
+    { PAGED_MSG_SUBSCRIBE, "SUBSCRIBE", sizeof(struct paged_msg_hdr), on_subscribe },
+    { PAGED_MSG_KILL_CLIENT, "KILL_CLIENT", sizeof(struct paged_msg_kill), on_kill },
+    { PAGED_MSG_EVICT, "EVICT", sizeof(struct paged_msg_pool_ref), on_evict },
+};
+
+/* Checks and dispatches one control message; returns nothing. */
+void pd_control_handle(struct pd_server *srv, struct pd_conn *c, const void *buf, size_t len)
+{
+    struct paged_msg_hdr h;
+    if (len < sizeof h) {
+        pd_conn_error(c, 0, PAGED_E_PROTO, "message of %zu bytes is shorter than a header (%zu)", len,
+                      sizeof h);
+        return;
+    }
+    memcpy(&h, buf, sizeof h);
+    if (h.len != len) {
+        pd_conn_error(c, h.seq, PAGED_E_PROTO, "message type %u: header says %u bytes, packet has %zu",
+                      h.type, h.len, len);
+        return;
+    }
+    if (h.type == PAGED_MSG_HELLO) {
+        pd_conn_error(c, h.seq, PAGED_E_PROTO, "HELLO already received");
+        return;
+    }
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (table[i].type != h.type)
+            continue;
+        if (len != table[i].len) {
+            pd_conn_error(c, h.seq, PAGED_E_PROTO, "%s is %zu bytes, expected %zu", table[i].name, len,
+                          table[i].len);
+            return;
+        }
+        table[i].fn(srv, c, buf);
+        return;
+    }
+    pd_conn_error(c, h.seq, PAGED_E_PROTO, "unknown message type %u", h.type);
+}
+
+/* Detaches c from attachment i; returns nothing. */
+void pd_server_detach(struct pd_server *srv, struct pd_conn *c, uint32_t i)
+{
+    struct pd_pool *p = c->att[i].pool;
+    uint32_t released = pa_release_holder(p->alloc, c->id);
+    c->att[i] = c->att[--c->natt];
+    p->attached--;
+    pd_clog(c, PD_LOG_INFO, "detached from pool '%s' (id %u), %u block references released", p->name,
+            p->id, released);
+    pd_server_event(srv, PAGED_EVENT_DETACH, c, p->name, released);
+    if (p->destroyed && p->attached == 0)
+        pool_unlink_free(srv, p);
+}

@@ -1,0 +1,234 @@
+/* list.c: replies that describe the daemon: STATUS, STATS, LIST packets, and EVENTs. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/server.h"
+
+/* Replies STATUS_REPLY; returns nothing. */
+void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
+{
+    struct paged_msg_status_reply r;
+    memset(&r, 0, sizeof r);
+    r.hdr.type = PAGED_MSG_STATUS_REPLY;
+    r.hdr.seq = seq;
+    r.hdr.len = sizeof r;
+    srv->backend->ops->info(srv->backend, &srv->binfo);
+    snprintf(r.version, sizeof r.version, "%s", PACKAGE_VERSION);
+    r.backend = srv->binfo.kind;
+    r.device_ordinal = srv->binfo.device_ordinal;
+    memcpy(r.device_name, srv->binfo.device_name, sizeof r.device_name);
+    r.uptime_ns = pd_now_ns() - srv->start_ns;
+    r.clients = srv->n_channel + srv->n_control;
+    r.pools = srv->n_pools;
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
+        pa_counts pc;
+        pa_get_counts(p->alloc, &pc);
+        r.mem_total += p->geom.bytes;
+        r.mem_used += ((uint64_t) pc.referenced + pc.cached) * p->geom.block_bytes;
+    }
+    r.device_mem_free = srv->binfo.device_mem_free;
+    r.healthy = (uint32_t) srv->binfo.healthy;
+    r.pid = (uint32_t) getpid();
+    memcpy(r.health, srv->binfo.health, sizeof r.health);
+    pd_conn_send(c, &r, sizeof r, NULL, 0, 0);
+}
+
+/* Replies STATS_REPLY; returns nothing. */
+void pd_reply_stats(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
+{
+    struct paged_msg_stats_reply r;
+    memset(&r, 0, sizeof r);
+    r.hdr.type = PAGED_MSG_STATS_REPLY;
+    r.hdr.seq = seq;
+    r.hdr.len = sizeof r;
+    r.num_ops = PAGED_OP_COUNT_;
+    pd_stats_fill(&srv->stats, r.ops);
+    pd_conn_send(c, &r, sizeof r, NULL, 0, 0);
+}
+
+/* Starts a LIST; its packets follow as the socket takes them. Returns nothing. */
+void pd_list_start(struct pd_server *srv, struct pd_conn *c, const struct paged_msg_list *m)
+{
+    memset(&c->list, 0, sizeof c->list);
+    c->list.active = 1;
+    c->list.seq = m->hdr.seq;
+    c->list.what = m->what;
+    memcpy(c->list.name, m->name, sizeof c->list.name);
+    pd_list_continue(srv, c);
+}
+
+/* Returns the pool with the smallest id >= id that the list's filter keeps, or NULL. */
+static struct pd_pool *next_pool(struct pd_server *srv, const struct pd_list_cursor *l, uint32_t id)
+{
+    struct pd_pool *best = NULL;
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+        if (p->id >= id && (best == NULL || p->id < best->id)
+            && (l->name[0] == '\0' || strcmp(l->name, p->name) == 0))
+            best = p;
+    return best;
+}
+
+/* Returns the ready connection with the smallest id >= id, or NULL. */
+static struct pd_conn *next_client(struct pd_server *srv, uint32_t id)
+{
+    struct pd_conn *best = NULL;
+    for (struct pd_conn *k = srv->conns; k != NULL; k = k->next)
+        if (k->state == PD_CONN_READY && k->id >= id && (best == NULL || k->id < best->id))
+            best = k;
+    return best;
+}
+
+/* Collects up to 4 holders of a block into an item. */
+struct holders_ctx {
+    struct paged_block_item *it;
+};
+
+/* Records one holder of a block; the allocator's callback. */
+static void add_holder(void *ctx, uint32_t holder, uint32_t refs)
+{
+    (void) refs;
+    struct holders_ctx *h = ctx;
+    if (h->it->num_holders < 4)
+        h->it->holders[h->it->num_holders] = holder;
+    h->it->num_holders++;
+}
+
+/* Fills up to max items of the list at c's cursor into items, advancing it. Returns the
+ * number filled; the cursor is inactive once everything was listed. */
+static uint32_t fill(struct pd_server *srv, struct pd_list_cursor *l, void *items, uint32_t max)
+{
+    uint32_t n = 0;
+    while (n < max) {
+        if (l->what == PAGED_LIST_POOLS) {
+            struct pd_pool *p = next_pool(srv, l, l->next_id);
+            if (p == NULL)
+                break;
+            pd_pool_item(p, (struct paged_pool_item *) items + n++);
+            l->next_id = p->id + 1;
+        } else if (l->what == PAGED_LIST_CLIENTS) {
+            struct pd_conn *k = next_client(srv, l->next_id);
+            if (k == NULL)
+                break;
+            struct paged_client_item *it = (struct paged_client_item *) items + n++;
+            memset(it, 0, sizeof *it);
+            it->id = k->id;
+            it->pid = (uint32_t) k->pid;
+            it->uid = (uint32_t) k->uid;
+            it->pools = k->natt;
+            it->blocks = pd_conn_held(k);
+            it->requests = k->requests;
+            it->errors = k->errors;
+            it->connected_ns = pd_now_ns() - k->connected_ns;
+            it->control_only = (uint32_t) k->control_only;
+            memcpy(it->name, k->name, sizeof it->name);
+            l->next_id = k->id + 1;
+        } else {
+            struct pd_pool *p = next_pool(srv, l, l->next_id);
+            if (p == NULL)
+                break;
+            if ((uint32_t) l->next_block >= p->geom.num_blocks) {
+                l->next_id = p->id + 1;
+                l->next_block = 0;
+                continue;
+            }
+            int32_t b = l->next_block++;
+            pa_block_info bi;
+            if (pa_block_info_get(p->alloc, b, &bi) < 0 || (bi.refcount == 0 && !bi.published))
+                continue;
+            struct paged_block_item *it = (struct paged_block_item *) items + n++;
+            memset(it, 0, sizeof *it);
+            it->pool_id = p->id;
+            it->block = b;
+            it->refcount = bi.refcount;
+            it->published = (uint32_t) bi.published;
+            it->hash = bi.hash;
+            struct holders_ctx hc = { it };
+            pa_block_holders(p->alloc, b, add_holder, &hc);
+        }
+    }
+    return n;
+}
+
+/* Sends LIST_ITEMS packets while c's queue is empty, then LIST_END. Returns nothing. */
+void pd_list_continue(struct pd_server *srv, struct pd_conn *c)
+{
+    static unsigned char buf[PAGED_MSG_MAX];
+    struct pd_list_cursor *l = &c->list;
+    size_t isize = l->what == PAGED_LIST_POOLS ? sizeof(struct paged_pool_item)
+                   : l->what == PAGED_LIST_CLIENTS ? sizeof(struct paged_client_item)
+                   : sizeof(struct paged_block_item);
+    uint32_t max = (uint32_t) ((PAGED_MSG_MAX - sizeof(struct paged_msg_list_items)) / isize);
+    while (l->active && c->out_head == NULL && c->state == PD_CONN_READY) {
+        struct paged_msg_list_items *h = (struct paged_msg_list_items *) buf;
+        uint32_t n = fill(srv, l, buf + sizeof *h, max);
+        if (n == 0) {
+            struct paged_msg_hdr end = { PAGED_MSG_LIST_END, l->seq,
+                                         (int32_t) (l->total > INT32_MAX ? INT32_MAX : l->total),
+                                         sizeof end };
+            l->active = 0;
+            if (pd_conn_send(c, &end, sizeof end, NULL, 0, 0) < 0)
+                pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
+            return;
+        }
+        memset(h, 0, sizeof *h);
+        h->hdr.type = PAGED_MSG_LIST_ITEMS;
+        h->hdr.seq = l->seq;
+        h->hdr.len = (uint32_t) (sizeof *h + n * isize);
+        h->what = l->what;
+        h->count = n;
+        l->total += n;
+        if (pd_conn_send(c, buf, h->hdr.len, NULL, 0, 0) < 0) {
+            pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
+            return;
+        }
+    }
+}
+
+/* Announces an event to every subscriber; returns nothing. */
+void pd_server_event(struct pd_server *srv, uint32_t event, const struct pd_conn *c,
+                     const char *pool, uint32_t count)
+{
+    struct paged_msg_event e;
+    int made = 0;
+    for (struct pd_conn *k = srv->conns; k != NULL; k = k->next) {
+        if (!k->subscribed || k->state != PD_CONN_READY)
+            continue;
+        if (!made) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            memset(&e, 0, sizeof e);
+            e.hdr.type = PAGED_MSG_EVENT;
+            e.hdr.len = sizeof e;
+            e.event = event;
+            e.count = count;
+            e.time_ns = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+            if (c != NULL) {
+                e.client_id = c->id;
+                e.pid = (uint32_t) c->pid;
+                memcpy(e.client_name, c->name, sizeof e.client_name);
+            }
+            snprintf(e.pool, sizeof e.pool, "%s", pool != NULL ? pool : "");
+            made = 1;
+        }
+        int rc = pd_conn_send(k, &e, sizeof e, NULL, 0, 1);
+        if (rc == PAGED_E_DISCONNECTED || rc == PAGED_E_NOMEM)
+            pd_server_kill(srv, k, PD_LOG_INFO, "hung up");
+    }
+}
+
+/* Announces a pool's evictions since the last call; returns nothing. */
+void pd_server_flush_evictions(struct pd_server *srv, struct pd_pool *p)
+{
+    if (p->evicted_pending == 0)
+        return;
+    uint32_t n = p->evicted_pending;
+    p->evicted_pending = 0;
+    pd_log(PD_LOG_DEBUG, "pool '%s': %u cached blocks evicted", p->name, n);
+    pd_server_event(srv, PAGED_EVENT_EVICT, NULL, p->name, n);
+}

@@ -1,0 +1,66 @@
+# daemon/local.mk: what daemon/ builds.
+# SPDX-License-Identifier: MIT
+
+# libpageddaemon: the daemon's modules as a convenience library, so that pagedd and the
+# tests link the same objects.
+noinst_LTLIBRARIES += daemon/libpageddaemon.la
+daemon_libpageddaemon_la_SOURCES = \
+	daemon/alloc.h \
+	daemon/alloc.c \
+	daemon/log.h \
+	daemon/log.c \
+	daemon/settings.h \
+	daemon/settings.c \
+	daemon/stats.h \
+	daemon/stats.c \
+	daemon/workers.h \
+	daemon/workers.c \
+	daemon/validate.h \
+	daemon/validate.c \
+	daemon/backend.h \
+	daemon/backend.c \
+	daemon/backend_cpu.c \
+	daemon/pool.h \
+	daemon/pool.c \
+	daemon/conn.h \
+	daemon/conn.c \
+	daemon/server.h \
+	daemon/server.c \
+	daemon/control.c \
+	daemon/list.c \
+	daemon/engine.c \
+	daemon/notify.h \
+	daemon/notify.c
+daemon_libpageddaemon_la_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
+# The modules need nothing of libpagedcore at this level; programs link lib/libpagedcore.la
+# and kernels/libpagedcpu.la after this library (a convenience library added here would be
+# copied in, and its objects linked twice).
+
+# pagedd: the daemon.
+sbin_PROGRAMS += daemon/pagedd
+daemon_pagedd_SOURCES = daemon/main.c
+daemon_pagedd_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR='"$(sysconfdir)"'
+daemon_pagedd_LDADD = daemon/libpageddaemon.la lib/libpagedcore.la kernels/libpagedcpu.la \
+	$(SYSTEMD_LIBS)
+
+# The systemd unit, with the installation paths substituted.
+systemdsystemunit_DATA = daemon/pagedd.service
+CLEANFILES += daemon/pagedd.service
+EXTRA_DIST += daemon/pagedd.service.in daemon/paged.conf.example
+if HAVE_SYSTEMD
+PAGEDD_SERVICE_TYPE = notify
+PAGEDD_SERVICE_EXEC = $(sbindir)/pagedd --foreground
+PAGEDD_SERVICE_PIDFILE = \# readiness through sd_notify: no pid file
+else
+PAGEDD_SERVICE_TYPE = forking
+PAGEDD_SERVICE_EXEC = $(sbindir)/pagedd --pid-file /run/paged/pagedd.pid
+PAGEDD_SERVICE_PIDFILE = PIDFile=/run/paged/pagedd.pid
+endif
+daemon/pagedd.service: $(srcdir)/daemon/pagedd.service.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) daemon && sed \
+	  -e 's|@sbindir[@]|$(sbindir)|g' \
+	  -e 's|@sysconfdir[@]|$(sysconfdir)|g' \
+	  -e 's|@PAGEDD_SERVICE_TYPE[@]|$(PAGEDD_SERVICE_TYPE)|g' \
+	  -e 's|@PAGEDD_SERVICE_EXEC[@]|$(PAGEDD_SERVICE_EXEC)|g' \
+	  -e 's|@PAGEDD_SERVICE_PIDFILE[@]|$(PAGEDD_SERVICE_PIDFILE)|g' \
+	  $(srcdir)/daemon/pagedd.service.in > $@.tmp && mv $@.tmp $@

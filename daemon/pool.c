@@ -1,0 +1,221 @@
+/* pool.c: pools: named KV caches with an owner, a mode, an allocator and backend memory. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "daemon/pool.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "paged.h"
+
+/* Formats why and returns status. */
+static int refuse(int status, char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse(int status, char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* Checks a pool name; returns PAGED_OK or PAGED_E_INVAL with why. */
+int pd_pool_check_name(const char name[PAGED_NAME_MAX], char *why, size_t whylen)
+{
+    size_t n = strnlen(name, PAGED_NAME_MAX);
+    if (n == PAGED_NAME_MAX)
+        return refuse(PAGED_E_INVAL, why, whylen, "pool name is not NUL-terminated within %u bytes",
+                      PAGED_NAME_MAX);
+    if (n == 0)
+        return refuse(PAGED_E_INVAL, why, whylen, "pool name is empty");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char) name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')
+              || ch == '.' || ch == '_' || ch == '-'))
+            return refuse(PAGED_E_INVAL, why, whylen,
+                          "pool name has byte 0x%02x at %zu (allowed: A-Z a-z 0-9 . _ -)", ch, i);
+    }
+    return PAGED_OK;
+}
+
+/* Checks a POOL_CREATE; returns PAGED_OK with *g, or an error with why. */
+int pd_pool_check_create(const struct paged_msg_pool_create *m, uint64_t mem_limit,
+                         struct pd_pool_geom *g, char *why, size_t whylen)
+{
+    int rc = pd_pool_check_name(m->name, why, whylen);
+    if (rc < 0)
+        return rc;
+    memset(g, 0, sizeof *g);
+    if (m->num_layers < 1 || m->num_layers > PD_POOL_MAX_LAYERS)
+        return refuse(PAGED_E_GEOMETRY, why, whylen, "num_layers %u not supported (1 to %u)",
+                      m->num_layers, PD_POOL_MAX_LAYERS);
+    if (m->num_kv_heads < 1 || m->num_kv_heads > PD_POOL_MAX_HEADS)
+        return refuse(PAGED_E_GEOMETRY, why, whylen, "num_kv_heads %u not supported (1 to %u)",
+                      m->num_kv_heads, PD_POOL_MAX_HEADS);
+    switch (m->head_dim) {
+    case 64: case 80: case 96: case 128: case 256: break;
+    default:
+        return refuse(PAGED_E_GEOMETRY, why, whylen, "head_dim %u not supported (64, 80, 96, 128, 256)",
+                      m->head_dim);
+    }
+    switch (m->block_size) {
+    case 8: case 16: case 32: break;
+    default:
+        return refuse(PAGED_E_GEOMETRY, why, whylen, "block_size %u not supported (8, 16, 32)",
+                      m->block_size);
+    }
+    size_t es = paged_dtype_size((paged_dtype) m->dtype);
+    if (es == 0)
+        return refuse(PAGED_E_DTYPE, why, whylen,
+                      "dtype %u not supported (f32 = 1, f16 = 2, bf16 = 3, fp8_e4m3 = 4)", m->dtype);
+    if (m->mode > 0777)
+        return refuse(PAGED_E_INVAL, why, whylen, "mode %#o has bits beyond 0777", m->mode);
+    if ((m->flags & ~PAGED_ATTACH_WRITE) != 0)
+        return refuse(PAGED_E_INVAL, why, whylen, "flags %#x unknown (PAGED_ATTACH_WRITE = 1)", m->flags);
+    g->k_scale = 1.0f;
+    g->v_scale = 1.0f;
+    if (m->dtype == PAGED_DTYPE_FP8_E4M3) {
+        float ks = m->k_scale == 0 ? 1.0f : m->k_scale, vs = m->v_scale == 0 ? 1.0f : m->v_scale;
+        if (!isfinite(ks) || ks <= 0)
+            return refuse(PAGED_E_GEOMETRY, why, whylen, "k_scale %g not a positive finite number",
+                          (double) m->k_scale);
+        if (!isfinite(vs) || vs <= 0)
+            return refuse(PAGED_E_GEOMETRY, why, whylen, "v_scale %g not a positive finite number",
+                          (double) m->v_scale);
+        g->k_scale = ks;
+        g->v_scale = vs;
+    }
+    /* At most 4096 * 2 * 4096 * 32 * 256 * 4 bytes: no overflow. */
+    uint64_t block_bytes = (uint64_t) m->num_layers * 2 * m->num_kv_heads * m->block_size
+                           * m->head_dim * es;
+    uint64_t max_blocks = (uint64_t) INT32_MAX / m->block_size;
+    uint64_t n = m->num_blocks;
+    if (n == 0) {
+        if (m->byte_budget == 0)
+            return refuse(PAGED_E_GEOMETRY, why, whylen, "num_blocks 0 and byte_budget 0: one is needed");
+        n = m->byte_budget / block_bytes;
+        if (n == 0)
+            return refuse(PAGED_E_GEOMETRY, why, whylen,
+                          "byte_budget %llu holds no block (a block is %llu bytes)",
+                          (unsigned long long) m->byte_budget, (unsigned long long) block_bytes);
+        if (n > max_blocks)
+            n = max_blocks;
+    }
+    if (n > max_blocks)
+        return refuse(PAGED_E_GEOMETRY, why, whylen,
+                      "num_blocks %llu too large: num_blocks * block_size must fit int32 (at most %llu)",
+                      (unsigned long long) n, (unsigned long long) max_blocks);
+    if (n > UINT64_MAX / block_bytes || (mem_limit != 0 && n * block_bytes > mem_limit))
+        return refuse(PAGED_E_NOMEM, why, whylen,
+                      "pool of %llu blocks of %llu bytes exceeds the memory available (%llu bytes)",
+                      (unsigned long long) n, (unsigned long long) block_bytes,
+                      (unsigned long long) mem_limit);
+    g->num_layers = m->num_layers;
+    g->num_kv_heads = m->num_kv_heads;
+    g->head_dim = m->head_dim;
+    g->block_size = m->block_size;
+    g->num_blocks = (uint32_t) n;
+    g->dtype = (int32_t) m->dtype;
+    g->mode = m->mode == 0 ? 0600 : m->mode;
+    g->block_bytes = block_bytes;
+    g->bytes = n * block_bytes;
+    return PAGED_OK;
+}
+
+/* Returns whether uid/gid may read or write p. */
+int pd_pool_may(const struct pd_pool *p, uid_t uid, gid_t gid, int want_write)
+{
+    if (uid == 0)
+        return 1;
+    unsigned bits;
+    if (uid == p->owner_uid)
+        bits = (p->geom.mode >> 6) & 7;
+    else if (gid == p->owner_gid)
+        bits = (p->geom.mode >> 3) & 7;
+    else
+        bits = p->geom.mode & 7;
+    return (bits & (want_write ? 2u : 4u)) != 0;
+}
+
+/* Counts an eviction for the next event; the allocator's hook. */
+static void on_evict(void *ctx, int32_t block, const paged_hash *hash)
+{
+    (void) block;
+    (void) hash;
+    struct pd_pool *p = ctx;
+    p->evicted_pending++;
+}
+
+/* Creates a pool; returns PAGED_OK and *out or an error with *cause. */
+int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd_pool_geom *g,
+                   uid_t uid, gid_t gid, struct pd_pool **out, char **cause)
+{
+    struct pd_pool *p = calloc(1, sizeof *p);
+    if (p == NULL || (p->alloc = pa_create(g->num_blocks)) == NULL) {
+        free(p);
+        *cause = strdup("out of memory for the block allocator");
+        return PAGED_E_NOMEM;
+    }
+    p->id = id;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->geom = *g;
+    p->owner_uid = uid;
+    p->owner_gid = gid;
+    p->cache = (pk_cache) {
+        .base = NULL, .num_layers = (int32_t) g->num_layers, .num_blocks = (int32_t) g->num_blocks,
+        .num_kv_heads = (int32_t) g->num_kv_heads, .head_dim = (int32_t) g->head_dim,
+        .block_size = (int32_t) g->block_size, .dtype = g->dtype,
+        .k_scale = g->k_scale, .v_scale = g->v_scale,
+    };
+    int rc = b->ops->pool_create(b, &p->cache, &p->mem, cause);
+    if (rc < 0) {
+        pa_destroy(p->alloc);
+        free(p);
+        return rc;
+    }
+    pa_set_evict_hook(p->alloc, on_evict, p);
+    *out = p;
+    return PAGED_OK;
+}
+
+/* Frees a pool; returns nothing. */
+void pd_pool_free(pd_backend *b, struct pd_pool *p)
+{
+    if (p == NULL)
+        return;
+    b->ops->pool_destroy(b, p->mem);
+    pa_destroy(p->alloc);
+    free(p);
+}
+
+/* Fills a LIST item; returns nothing. */
+void pd_pool_item(const struct pd_pool *p, struct paged_pool_item *it)
+{
+    pa_counts c;
+    pa_get_counts(p->alloc, &c);
+    memset(it, 0, sizeof *it);
+    memcpy(it->name, p->name, sizeof it->name);
+    it->id = p->id;
+    it->num_layers = p->geom.num_layers;
+    it->num_kv_heads = p->geom.num_kv_heads;
+    it->head_dim = p->geom.head_dim;
+    it->block_size = p->geom.block_size;
+    it->dtype = (uint32_t) p->geom.dtype;
+    it->num_blocks = p->geom.num_blocks;
+    it->owner_uid = (uint32_t) p->owner_uid;
+    it->mode = p->geom.mode;
+    it->free = c.free;
+    it->referenced = c.referenced;
+    it->cached = c.cached;
+    it->attached = p->attached;
+    it->destroyed = (uint32_t) p->destroyed;
+    it->bytes = p->geom.bytes;
+    it->evictions = c.evictions;
+    it->lookups = c.lookups;
+    it->lookup_hits = c.lookup_hits;
+}

@@ -1,0 +1,72 @@
+/* pool.h: pools: named KV caches with an owner, a mode, an allocator and backend memory. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_POOL_H
+#define PAGED_DAEMON_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/alloc.h"
+#include "daemon/backend.h"
+#include "kernels/kernels.h"
+#include "lib/proto.h"
+
+/* Most layers and KV heads a pool may have (keeps every size product far from overflow). */
+#define PD_POOL_MAX_LAYERS 4096u
+#define PD_POOL_MAX_HEADS 4096u
+
+/* A pool's geometry as checked from a POOL_CREATE. */
+struct pd_pool_geom {
+    uint32_t num_layers, num_kv_heads, head_dim, block_size, num_blocks;
+    int32_t dtype;
+    uint32_t mode;
+    float k_scale, v_scale;
+    uint64_t block_bytes;    /* one block, every layer, K and V */
+    uint64_t bytes;          /* the whole pool */
+};
+
+struct pd_pool {
+    uint32_t id;
+    char name[PAGED_NAME_MAX];
+    struct pd_pool_geom geom;
+    pk_cache cache;          /* geometry plus the daemon's view of the memory */
+    uid_t owner_uid;
+    gid_t owner_gid;
+    pa_alloc *alloc;
+    pd_pool_mem *mem;
+    uint32_t attached;       /* clients attached */
+    int destroyed;           /* name removed; freed at the last detach */
+    uint32_t evicted_pending;/* evictions not yet announced as an event */
+    struct pd_pool *next;
+};
+
+/*
+ * Checks a POOL_CREATE's name and geometry (pure: no allocation, no I/O). mem_limit is the
+ * most bytes a pool may take (0: no limit). Returns PAGED_OK with *g filled, or a negative
+ * paged_error with why (a NUL-terminated message naming the field and value, such as
+ * "head_dim 100 not supported (64, 80, 96, 128, 256)").
+ */
+int pd_pool_check_create(const struct paged_msg_pool_create *m, uint64_t mem_limit,
+                         struct pd_pool_geom *g, char *why, size_t whylen);
+
+/* Checks a pool name field: NUL-terminated, 1 to 63 bytes of [A-Za-z0-9._-]. Returns
+ * PAGED_OK or PAGED_E_INVAL with why. */
+int pd_pool_check_name(const char name[PAGED_NAME_MAX], char *why, size_t whylen);
+
+/* Returns whether uid/gid may read (want_write 0) or write a pool, as file permission bits
+ * owner/group/other say; root may do anything. */
+int pd_pool_may(const struct pd_pool *p, uid_t uid, gid_t gid, int want_write);
+
+/* Creates a pool (allocator and backend memory) from a checked geometry. Returns PAGED_OK
+ * and *out, or an error with *cause. */
+int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd_pool_geom *g,
+                   uid_t uid, gid_t gid, struct pd_pool **out, char **cause);
+
+/* Frees a pool and its memory. */
+void pd_pool_free(pd_backend *b, struct pd_pool *p);
+
+/* Fills a LIST item for a pool. */
+void pd_pool_item(const struct pd_pool *p, struct paged_pool_item *it);
+
+#endif

@@ -1,0 +1,598 @@
+/* server.c: the daemon's one event loop: socket, clients, rings, signals, shutdown. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "daemon/server.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/notify.h"
+#include "lib/sock.h"
+#include "lib/wake.h"
+
+#define MAX_PENDING 256u        /* connections that have not said HELLO yet */
+#define DRAIN_BUDGET 32u        /* submissions per client per pass, for fairness */
+#define MSGS_PER_TURN 16        /* control messages read per connection per turn */
+#define SHUTDOWN_FLUSH_MS 1000  /* how long shutdown waits for slow sockets */
+
+/* Returns the monotonic clock in nanoseconds. */
+uint64_t pd_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* Tells the CPU we spin; returns nothing. */
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Creates the directories above path (mode 0755) as needed; returns 0 or -1 with errno. */
+static int make_parent_dirs(const char *path)
+{
+    char dir[PD_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *p = dir + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* Resolves a group name or number; returns 0 with *gid or -1. */
+static int resolve_group(const char *name, gid_t *gid)
+{
+    char *end;
+    unsigned long v = strtoul(name, &end, 10);
+    if (*name != '\0' && *end == '\0') {
+        *gid = (gid_t) v;
+        return 0;
+    }
+    struct group *g = getgrnam(name);
+    if (g == NULL)
+        return -1;
+    *gid = g->gr_gid;
+    return 0;
+}
+
+/* Sets c's epoll interest from its state: read while nothing waits to go out, write while
+ * something does. Returns nothing. */
+static void update_interest(struct pd_server *srv, struct pd_conn *c)
+{
+    if (c->state == PD_CONN_DEAD)
+        return;
+    uint32_t want = EPOLLRDHUP;
+    if (c->out_head == NULL && !c->list.active && !c->close_after_flush)
+        want |= EPOLLIN;
+    if (c->out_head != NULL)
+        want |= EPOLLOUT;
+    if (want == c->sock_events)
+        return;
+    struct epoll_event ev = { .events = want, .data.ptr = &c->sock_watch };
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+        c->sock_events = want;
+}
+
+/* Kills c: see server.h. */
+void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level level,
+                    const char *reason)
+{
+    if (c->state == PD_CONN_DEAD)
+        return;
+    enum pd_conn_state was = c->state;
+    c->state = PD_CONN_DEAD;
+    if (was == PD_CONN_HELLO)
+        srv->n_pending--;
+    else if (c->control_only)
+        srv->n_control--;
+    else
+        srv->n_channel--;
+    uint64_t released = 0;
+    uint32_t pools = c->natt;
+    while (c->natt > 0) {
+        struct pd_pool *p = c->att[c->natt - 1].pool;
+        released += pa_release_holder(p->alloc, c->id);
+        c->natt--;
+        p->attached--;
+        if (p->destroyed && p->attached == 0) {
+            for (struct pd_pool **pp = &srv->pools; *pp != NULL; pp = &(*pp)->next)
+                if (*pp == p) {
+                    *pp = p->next;
+                    break;
+                }
+            srv->n_pools--;
+            pd_log(PD_LOG_INFO, "pool '%s' (id %u) freed", p->name, p->id);
+            pd_pool_free(srv->backend, p);
+        }
+    }
+    if (was == PD_CONN_READY) {
+        pd_clog(c, level, "disconnected: %s (%llu block references in %u pools released, "
+                "%llu requests, %llu errors)", reason, (unsigned long long) released, pools,
+                (unsigned long long) c->requests, (unsigned long long) c->errors);
+        pd_server_event(srv, PAGED_EVENT_DISCONNECT, c, "", (uint32_t) released);
+    } else
+        pd_clog(c, level, "connection closed: %s", reason);
+    /* A last error message (a refusal, a corrupt ring) is worth one try. */
+    pd_conn_flush(c);
+    pd_conn_drop_queue(c);
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    if (c->ch != NULL) {
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->ch->sq_wait, NULL);
+        pd_channel_destroy(c->ch);
+        c->ch = NULL;
+    }
+    c->list.active = 0;
+}
+
+/* Frees connections killed during this turn; returns nothing. */
+static void sweep_dead(struct pd_server *srv)
+{
+    struct pd_conn *c = srv->conns;
+    while (c != NULL) {
+        struct pd_conn *next = c->next;
+        if (c->state == PD_CONN_DEAD) {
+            if (c->prev != NULL)
+                c->prev->next = c->next;
+            else
+                srv->conns = c->next;
+            if (c->next != NULL)
+                c->next->prev = c->prev;
+            free(c->att);
+            free(c);
+        }
+        c = next;
+    }
+}
+
+/* Accepts every pending connection; returns nothing. */
+static void on_accept(struct pd_server *srv)
+{
+    for (;;) {
+        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            /* Out of descriptors or memory: stop accepting for a moment, or the level-
+             * triggered listening socket would spin the loop. */
+            pd_log(PD_LOG_WARNING, "accept: %s; pausing new connections for 100 ms", strerror(errno));
+            struct epoll_event ev = { .events = 0, .data.ptr = &srv->listen_watch };
+            epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev);
+            srv->accept_paused_until = pd_now_ns() + 100000000u;
+            return;
+        }
+        if (srv->n_pending >= MAX_PENDING) {
+            pd_log(PD_LOG_WARNING, "%u connections have not said HELLO yet: dropping a new one", srv->n_pending);
+            close(fd);
+            continue;
+        }
+        struct pd_conn *c = calloc(1, sizeof *c);
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->id = srv->next_client_id++;
+        if (srv->next_client_id == 0)
+            srv->next_client_id = 1;
+        if (psock_peercred(fd, &c->pid, &c->uid, &c->gid) < 0) {
+            c->pid = 0;
+            c->uid = (uid_t) -1;
+            c->gid = (gid_t) -1;
+        }
+        c->connected_ns = pd_now_ns();
+        c->deadline_ns = c->connected_ns + (uint64_t) srv->cfg.hello_timeout_ms * 1000000u;
+        c->sock_watch = (struct pd_watch) { PD_W_SOCK, c };
+        c->sock_events = EPOLLIN | EPOLLRDHUP;
+        struct epoll_event ev = { .events = c->sock_events, .data.ptr = &c->sock_watch };
+        if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = srv->conns;
+        if (srv->conns != NULL)
+            srv->conns->prev = c;
+        srv->conns = c;
+        srv->n_pending++;
+    }
+}
+
+/* Reads and handles c's messages; returns nothing. */
+static void on_readable(struct pd_server *srv, struct pd_conn *c)
+{
+    static unsigned char buf[PAGED_MSG_MAX];
+    for (int i = 0; i < MSGS_PER_TURN; i++) {
+        if (c->state == PD_CONN_DEAD || c->out_head != NULL || c->list.active || c->close_after_flush)
+            return;
+        int nfds = 0;
+        ssize_t n = psock_recv(c->fd, buf, sizeof buf, NULL, 0, &nfds);
+        if (n == PAGED_E_AGAIN)
+            return;
+        if (n == PAGED_E_DISCONNECTED) {
+            pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
+            return;
+        }
+        if (n == PAGED_E_PROTO) {
+            if (c->state == PD_CONN_HELLO)
+                pd_control_refuse(srv, c, PAGED_E_PROTO, "HELLO longer than a HELLO or carrying descriptors");
+            else
+                pd_conn_error(c, 0, PAGED_E_PROTO, "message longer than %u bytes or carrying "
+                              "descriptors: dropped", PAGED_MSG_MAX);
+            continue;
+        }
+        if (n < 0) {
+            pd_server_kill(srv, c, PD_LOG_WARNING, "socket error");
+            return;
+        }
+        if (c->state == PD_CONN_HELLO)
+            pd_control_hello(srv, c, buf, (size_t) n);
+        else
+            pd_control_handle(srv, c, buf, (size_t) n);
+    }
+}
+
+/* Handles socket events of c; returns nothing. */
+static void on_sock(struct pd_server *srv, struct pd_conn *c, uint32_t events)
+{
+    if (c->state == PD_CONN_DEAD)
+        return;
+    if (events & EPOLLOUT) {
+        if (pd_conn_flush(c) < 0) {
+            pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
+            return;
+        }
+    }
+    if (c->out_head == NULL && c->list.active)
+        pd_list_continue(srv, c);
+    if (c->state != PD_CONN_DEAD && c->out_head == NULL && c->close_after_flush) {
+        pd_server_kill(srv, c, PD_LOG_DEBUG, "refused");
+        return;
+    }
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+        on_readable(srv, c);
+    if (c->state != PD_CONN_DEAD && (events & (EPOLLHUP | EPOLLERR)) && c->out_head != NULL)
+        pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
+    if (c->state != PD_CONN_DEAD)
+        update_interest(srv, c);
+}
+
+/* Applies one changed setting on reload, or says it needs a restart; returns nothing. */
+static void reload_key(void *ctx, const char *key, const char *oldv, const char *newv, int live)
+{
+    (void) ctx;
+    if (live)
+        pd_log(PD_LOG_INFO, "reload: %s changed from '%s' to '%s'", key, oldv, newv);
+    else
+        pd_log(PD_LOG_WARNING, "reload: %s changed from '%s' to '%s': needs a restart, not applied",
+               key, oldv, newv);
+}
+
+/* Re-reads the configuration and applies what can change live; returns nothing. */
+static void reload(struct pd_server *srv)
+{
+    pd_notify_reloading();
+    struct pd_config n;
+    char *cause = NULL;
+    if (srv->reload == NULL || srv->reload(srv->reload_ctx, &n, &cause) < 0) {
+        pd_log(PD_LOG_ERROR, "reload failed: %s; keeping the current settings",
+               cause != NULL ? cause : "no configuration source");
+        free(cause);
+        pd_notify_ready();
+        return;
+    }
+    /* Report under the more verbose of the two levels, so that both a switch to debug
+     * and one to error leave a trace of what changed. */
+    pd_log_set_level(n.log_level > srv->cfg.log_level ? n.log_level : srv->cfg.log_level);
+    int changed = pd_config_diff(&srv->cfg, &n, reload_key, NULL);
+    pd_log(PD_LOG_INFO, "reloaded %s: %d settings changed", n.config, changed);
+    pd_log_set_level(n.log_level);
+    srv->cfg.log_level = n.log_level;
+    srv->cfg.max_clients = n.max_clients;
+    srv->cfg.max_pools = n.max_pools;
+    srv->cfg.max_blocks_per_client = n.max_blocks_per_client;
+    srv->cfg.hello_timeout_ms = n.hello_timeout_ms;
+    srv->cfg.spin_us = n.spin_us;
+    pd_notify_ready();
+}
+
+/* Reads the signalfd; returns nothing. */
+static void on_signal(struct pd_server *srv)
+{
+    struct signalfd_siginfo si;
+    while (read(srv->signal_fd, &si, sizeof si) == (ssize_t) sizeof si) {
+        if (si.ssi_signo == SIGHUP)
+            reload(srv);
+        else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+            srv->stop = 1;
+            srv->stop_signal = (int) si.ssi_signo;
+        }
+    }
+}
+
+/* Handles a readable or hung-up submission wake-up of c; returns nothing. */
+static void on_sq(struct pd_server *srv, struct pd_conn *c, uint32_t events)
+{
+    if (c->state == PD_CONN_DEAD || c->ch == NULL)
+        return;
+    paged_wake_drain(c->ch->sq_wait);
+    if (events & (EPOLLHUP | EPOLLERR)) {
+        /* The client closed its end: it will get no more wake-ups from us to sleep on, but
+         * the spin still sees its ring; its socket tells us when it is really gone. */
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->ch->sq_wait, NULL);
+    }
+}
+
+/* Runs every client's ready submissions once around; returns how many ran. */
+static unsigned engine_pass(struct pd_server *srv)
+{
+    unsigned n = 0;
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        if (c->state == PD_CONN_READY && c->ch != NULL)
+            n += pd_engine_drain(srv, c, DRAIN_BUDGET);
+    return n;
+}
+
+/* Drops connections past their HELLO deadline and resumes accepting; returns nothing. */
+static void check_timers(struct pd_server *srv, uint64_t now)
+{
+    if (srv->accept_paused_until != 0 && now >= srv->accept_paused_until) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->listen_watch };
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev);
+        srv->accept_paused_until = 0;
+    }
+    if (srv->n_pending == 0)
+        return;
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        if (c->state == PD_CONN_HELLO && now >= c->deadline_ns && !c->close_after_flush)
+            pd_server_kill(srv, c, PD_LOG_WARNING, "no HELLO in time");
+}
+
+/* Returns the epoll timeout in ms until the next timer, -1 for none. */
+static int next_timeout(struct pd_server *srv, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    if (srv->accept_paused_until != 0)
+        next = srv->accept_paused_until;
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
+        if (c->state == PD_CONN_HELLO && c->deadline_ns < next)
+            next = c->deadline_ns;
+        /* Nothing wakes us when a client reaps a full completion ring: look again soon. */
+        if (c->state == PD_CONN_READY && c->cq_blocked && now + 1000000u < next)
+            next = now + 1000000u;
+    }
+    if (next == UINT64_MAX)
+        return -1;
+    if (next <= now)
+        return 0;
+    uint64_t ms = (next - now + 999999u) / 1000000u;
+    return ms > 60000 ? 60000 : (int) ms;
+}
+
+/* Announces the shutdown to every client and gives their sockets a bounded time to take
+ * it; returns nothing. */
+static void shutdown_clients(struct pd_server *srv)
+{
+    pd_notify_stopping();
+    pd_log(PD_LOG_INFO, "shutting down on %s: %u clients, %u pools", strsignal(srv->stop_signal),
+           srv->n_channel + srv->n_control, srv->n_pools);
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
+        if (c->state != PD_CONN_READY)
+            continue;
+        pd_engine_cancel(srv, c);
+        struct paged_msg_hdr h = { PAGED_MSG_SHUTDOWN, 0, PAGED_E_SHUTDOWN, sizeof h };
+        c->list.active = 0;
+        pd_conn_send(c, &h, sizeof h, NULL, 0, 0);
+    }
+    uint64_t deadline = pd_now_ns() + (uint64_t) SHUTDOWN_FLUSH_MS * 1000000u;
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
+        while (c->state == PD_CONN_READY && c->out_head != NULL) {
+            uint64_t now = pd_now_ns();
+            if (now >= deadline)
+                break;
+            struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
+            if (poll(&pfd, 1, (int) ((deadline - now) / 1000000u) + 1) <= 0 || pd_conn_flush(c) < 0)
+                break;
+        }
+        pd_server_kill(srv, c, PD_LOG_INFO, "daemon shutting down");
+    }
+    sweep_dead(srv);
+}
+
+/* Serves until stopped; returns 0. */
+int pd_server_run(struct pd_server *srv)
+{
+    struct epoll_event evs[64];
+    uint64_t last_work = pd_now_ns(), last_poll = 0;
+    while (!srv->stop) {
+        unsigned work = engine_pass(srv);
+        uint64_t now = pd_now_ns();
+        if (work != 0)
+            last_work = now;
+        int timeout;
+        int prepared = 0;
+        if (now - last_work < (uint64_t) srv->cfg.spin_us * 1000u) {
+            /* Spinning: look at the sockets now and then, not on every pass. */
+            if (now - last_poll < 20000u) {
+                cpu_relax();
+                continue;
+            }
+            timeout = 0;
+        } else {
+            /* About to sleep: tell every client to wake us, then look once more. */
+            int pending = 0;
+            for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+                if (c->state == PD_CONN_READY && c->ch != NULL)
+                    paged_wake_prepare(&c->ch->sq);
+            prepared = 1;
+            for (struct pd_conn *c = srv->conns; c != NULL && !pending; c = c->next)
+                pending = pd_engine_pending(c);
+            timeout = pending ? 0 : next_timeout(srv, now);
+        }
+        int n = epoll_wait(srv->epoll_fd, evs, 64, timeout);
+        last_poll = pd_now_ns();
+        if (prepared)
+            for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+                if (c->state == PD_CONN_READY && c->ch != NULL)
+                    paged_wake_cancel(&c->ch->sq);
+        if (n < 0 && errno != EINTR) {
+            pd_log(PD_LOG_ERROR, "epoll_wait: %s", strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            struct pd_watch *w = evs[i].data.ptr;
+            switch (w->kind) {
+            case PD_W_LISTEN: on_accept(srv); break;
+            case PD_W_SIGNAL: on_signal(srv); break;
+            case PD_W_SOCK: on_sock(srv, w->conn, evs[i].events); break;
+            case PD_W_SQ:
+                on_sq(srv, w->conn, evs[i].events);
+                last_work = last_poll;
+                break;
+            }
+        }
+        check_timers(srv, last_poll);
+        sweep_dead(srv);
+    }
+    shutdown_clients(srv);
+    return 0;
+}
+
+/* Creates the server; returns it or NULL with *cause. */
+struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *reload_fn,
+                                   void *reload_ctx, char **cause)
+{
+    struct pd_server *srv = calloc(1, sizeof *srv);
+    if (srv == NULL) {
+        *cause = strdup("out of memory");
+        return NULL;
+    }
+    srv->cfg = *cfg;
+    srv->listen_fd = srv->epoll_fd = srv->signal_fd = -1;
+    srv->next_client_id = 1;
+    srv->next_pool_id = 1;
+    srv->reload = reload_fn;
+    srv->reload_ctx = reload_ctx;
+    srv->start_ns = pd_now_ns();
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    srv->mem_limit = pages > 0 && psize > 0 ? (uint64_t) pages * (uint64_t) psize : 0;
+
+    /* Signals first, so that worker threads started by the backend inherit the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    srv->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (srv->signal_fd < 0 || srv->epoll_fd < 0) {
+        if (asprintf(cause, "cannot create the event loop: %s", strerror(errno)) < 0)
+            *cause = NULL;
+        goto fail;
+    }
+    srv->backend = pd_backend_open(cfg, cause);
+    if (srv->backend == NULL)
+        goto fail;
+    srv->backend->ops->info(srv->backend, &srv->binfo);
+
+    gid_t gid = (gid_t) -1;
+    if (cfg->socket_group[0] != '\0' && resolve_group(cfg->socket_group, &gid) < 0) {
+        if (asprintf(cause, "socket-group: no group '%s'", cfg->socket_group) < 0)
+            *cause = NULL;
+        goto fail;
+    }
+    if (make_parent_dirs(cfg->socket) < 0) {
+        if (asprintf(cause, "cannot create the directory of %s: %s", cfg->socket, strerror(errno)) < 0)
+            *cause = NULL;
+        goto fail;
+    }
+    srv->listen_fd = psock_listen(cfg->socket, (mode_t) cfg->socket_mode, gid);
+    if (srv->listen_fd < 0) {
+        int rc = srv->listen_fd;
+        srv->listen_fd = -1;
+        int r;
+        if (rc == PAGED_E_EXIST)
+            r = asprintf(cause, "%s: another daemon is listening there (or it is not a socket)",
+                         cfg->socket);
+        else
+            r = asprintf(cause, "cannot listen on %s: %s (%s)", cfg->socket, paged_strerror(rc),
+                         strerror(errno));
+        if (r < 0)
+            *cause = NULL;
+        goto fail;
+    }
+    srv->listen_watch.kind = PD_W_LISTEN;
+    srv->signal_watch.kind = PD_W_SIGNAL;
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->listen_watch };
+    struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &srv->signal_watch };
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->listen_fd, &ev) < 0
+        || epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->signal_fd, &sev) < 0) {
+        if (asprintf(cause, "cannot watch the socket: %s", strerror(errno)) < 0)
+            *cause = NULL;
+        goto fail;
+    }
+    pd_log(PD_LOG_INFO, "listening on %s (backend %s: %s)", cfg->socket, srv->backend->ops->name,
+           srv->binfo.device_name);
+    return srv;
+fail:
+    pd_server_destroy(srv);
+    return NULL;
+}
+
+/* Frees the server and removes its socket; returns nothing. */
+void pd_server_destroy(struct pd_server *srv)
+{
+    if (srv == NULL)
+        return;
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        pd_server_kill(srv, c, PD_LOG_DEBUG, "daemon exiting");
+    sweep_dead(srv);
+    while (srv->pools != NULL) {
+        struct pd_pool *p = srv->pools;
+        srv->pools = p->next;
+        pd_pool_free(srv->backend, p);
+    }
+    if (srv->listen_fd >= 0) {
+        close(srv->listen_fd);
+        unlink(srv->cfg.socket);
+    }
+    pd_backend_close(srv->backend);
+    if (srv->epoll_fd >= 0)
+        close(srv->epoll_fd);
+    if (srv->signal_fd >= 0)
+        close(srv->signal_fd);
+    free(srv);
+}

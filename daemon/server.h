@@ -1,0 +1,104 @@
+/* server.h: the daemon's one event loop: socket, clients, control messages, rings, signals. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_SERVER_H
+#define PAGED_DAEMON_SERVER_H
+
+#include <stdint.h>
+
+#include "daemon/backend.h"
+#include "daemon/settings.h"
+#include "daemon/conn.h"
+#include "daemon/pool.h"
+#include "daemon/stats.h"
+
+/* Reads the configuration again for SIGHUP; returns 0 or -1 with *cause. */
+typedef int pd_reload_fn(void *ctx, struct pd_config *out, char **cause);
+
+struct pd_server {
+    struct pd_config cfg;
+    pd_backend *backend;
+    struct pd_backend_info binfo;
+    int listen_fd;
+    int epoll_fd;
+    int signal_fd;
+    struct pd_watch listen_watch, signal_watch;
+    uint64_t accept_paused_until;     /* out of descriptors: accept again after this */
+    struct pd_conn *conns;            /* every connection, newest first */
+    struct pd_conn *dead;             /* killed during this loop turn: freed at its end */
+    uint32_t n_pending, n_channel, n_control;
+    uint32_t next_client_id;
+    struct pd_pool *pools;
+    uint32_t n_pools;
+    uint32_t next_pool_id;
+    uint64_t mem_limit;               /* most bytes of one pool (host memory on cpu) */
+    struct pd_stats stats;
+    uint64_t start_ns;
+    int stop;                         /* SIGTERM or SIGINT seen */
+    int stop_signal;
+    pd_reload_fn *reload;
+    void *reload_ctx;
+};
+
+/*
+ * Opens the backend and the listening socket as cfg says (creating the socket's directory,
+ * mode 0755, if missing) and blocks SIGTERM, SIGINT and SIGHUP into a signalfd. Returns the
+ * server ready to run, or NULL with *cause.
+ */
+struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *reload,
+                                   void *reload_ctx, char **cause);
+
+/* Serves until SIGTERM or SIGINT, then shuts down cleanly: every client's queued requests
+ * complete with PAGED_E_SHUTDOWN and it gets PAGED_MSG_SHUTDOWN. Returns 0. */
+int pd_server_run(struct pd_server *srv);
+
+/* Frees everything, closes every connection and removes the socket file. */
+void pd_server_destroy(struct pd_server *srv);
+
+/* Returns the monotonic clock in nanoseconds. */
+uint64_t pd_now_ns(void);
+
+/* ---- shared by the server's modules (server.c, control.c, list.c, engine.c). */
+
+/* Closes c at the end of this loop turn: releases everything it held; reason is logged. */
+void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level level,
+                    const char *reason);
+
+/* Announces an event to every subscriber (dropped for those who do not keep up). */
+void pd_server_event(struct pd_server *srv, uint32_t event, const struct pd_conn *c,
+                     const char *pool, uint32_t count);
+
+/* Announces evictions counted by a pool's allocator since the last call. */
+void pd_server_flush_evictions(struct pd_server *srv, struct pd_pool *p);
+
+/* Detaches c from the pool of attachment index i: releases its block references and frees
+ * a destroyed pool at its last detach. */
+void pd_server_detach(struct pd_server *srv, struct pd_conn *c, uint32_t i);
+
+/* Handles one control message from a ready connection (control.c). */
+void pd_control_handle(struct pd_server *srv, struct pd_conn *c, const void *msg, size_t len);
+
+/* Refuses a new connection: sends an ERROR with status and msg, then closes (control.c). */
+void pd_control_refuse(struct pd_server *srv, struct pd_conn *c, int status, const char *msg);
+
+/* Handles the HELLO of a new connection (control.c). */
+void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *msg, size_t len);
+
+/* Makes the next packet of c's LIST in progress, if any and its queue is empty (list.c). */
+void pd_list_continue(struct pd_server *srv, struct pd_conn *c);
+
+/* Starts a LIST (list.c); replies STATUS and STATS (list.c). */
+void pd_list_start(struct pd_server *srv, struct pd_conn *c, const struct paged_msg_list *m);
+void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq);
+void pd_reply_stats(struct pd_server *srv, struct pd_conn *c, uint32_t seq);
+
+/* Runs up to budget submissions of c (engine.c). Returns how many ran; a corrupt ring
+ * kills c. */
+unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget);
+
+/* Returns whether c has submissions waiting that it could run now (engine.c). */
+int pd_engine_pending(struct pd_conn *c);
+
+/* Completes every queued submission of c with PAGED_E_SHUTDOWN, as room allows (engine.c). */
+void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c);
+
+#endif

@@ -1,0 +1,335 @@
+/* settings.c: pagedd's settings: defaults, paged.conf, command-line options, live reload. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "daemon/settings.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/log.h"
+
+/* How a key's value is stored in struct pd_config. */
+enum key_type { T_STR, T_BOOL, T_U32, T_U64, T_OCTAL, T_LEVEL, T_BACKEND, T_FD };
+
+/* The internal table: the public part plus where and how the value is kept. */
+struct key_slot {
+    struct pd_config_key pub;
+    enum key_type type;
+    size_t off;
+    size_t size;        /* T_STR: buffer size */
+    uint64_t min, max;  /* numbers: accepted range */
+};
+
+#define STR(field) T_STR, offsetof(struct pd_config, field), sizeof(((struct pd_config *) 0)->field), 0, 0
+#define NUM(t, field, lo, hi) t, offsetof(struct pd_config, field), 0, lo, hi
+
+static const struct key_slot keys[] = {
+    { { "socket", 1, 's', 1, 0, "PATH", "listen on PATH (default $PAGED_SOCKET, "
+        "$XDG_RUNTIME_DIR/paged/pagedd.sock or /run/paged/pagedd.sock)" }, STR(socket) },
+    { { "config", 1, 'c', 0, 0, "FILE", "read settings from FILE (default: the FILES line below)" }, STR(config) },
+    { { "foreground", 0, 'f', 1, 0, NULL, "stay in the foreground and log to stderr" },
+      NUM(T_BOOL, foreground, 0, 1) },
+    { { "backend", 1, 'b', 1, 0, "cpu|cuda|auto", "where pool memory lives and kernels run" },
+      NUM(T_BACKEND, backend, 0, 2) },
+    { { "device", 1, 'd', 1, 0, "INDEX|UUID", "the GPU of the cuda backend" }, STR(device) },
+    { { "log-level", 1, 'l', 1, 1, "LEVEL", "error, warning, info (default) or debug" },
+      NUM(T_LEVEL, log_level, 0, 3) },
+    { { "pid-file", 1, 'p', 1, 0, "FILE", "write the daemon's pid to FILE" }, STR(pid_file) },
+    { { "socket-mode", 1, 0, 1, 0, "OCTAL", "permission bits of the socket (default 0660)" },
+      NUM(T_OCTAL, socket_mode, 0, 0777) },
+    { { "socket-group", 1, 0, 1, 0, "GROUP", "group of the socket (name or number)" },
+      STR(socket_group) },
+    { { "max-clients", 1, 0, 1, 1, "N", "most clients with a channel at once (default 256)" },
+      NUM(T_U32, max_clients, 1, 65536) },
+    { { "max-pools", 1, 0, 1, 1, "N", "most pools at once (default 64)" },
+      NUM(T_U32, max_pools, 1, 65536) },
+    { { "max-blocks-per-client", 1, 0, 1, 1, "N", "most block references per client (0: no limit)" },
+      NUM(T_U64, max_blocks_per_client, 0, UINT32_MAX) },
+    { { "threads", 1, 't', 1, 0, "N", "cpu backend worker threads (0: one per online CPU)" },
+      NUM(T_U32, threads, 0, 1024) },
+    { { "hello-timeout", 1, 0, 1, 1, "MS", "drop a connection silent for MS ms (default 5000)" },
+      NUM(T_U32, hello_timeout_ms, 1, 3600000) },
+    { { "spin-us", 1, 0, 1, 1, "US", "poll rings US microseconds after work before sleeping (default 50)" },
+      NUM(T_U32, spin_us, 0, 100000) },
+    { { "ready-fd", 1, 0, 0, 0, "FD", "write READY to descriptor FD once serving, then close it" },
+      NUM(T_FD, ready_fd, 0, 65535) },
+};
+
+#define NKEYS ((int) (sizeof keys / sizeof keys[0]))
+
+/* Fills cfg with the defaults; returns nothing. */
+void pd_config_defaults(struct pd_config *cfg, const char *default_config)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->config, sizeof cfg->config, "%s", default_config);
+    cfg->backend = PD_BACKEND_AUTO;
+    cfg->log_level = PD_LOG_INFO;
+    cfg->socket_mode = 0660;
+    cfg->max_clients = 256;
+    cfg->max_pools = 64;
+    cfg->hello_timeout_ms = 5000;
+    cfg->spin_us = 50;
+    cfg->ready_fd = -1;
+}
+
+/* Returns the public table of keys and its length. */
+const struct pd_config_key *pd_config_keys(int *n)
+{
+    static struct pd_config_key pub[NKEYS];
+    for (int i = 0; i < NKEYS; i++)
+        pub[i] = keys[i].pub;
+    *n = NKEYS;
+    return pub;
+}
+
+/* Returns the slot for key, or NULL. */
+static const struct key_slot *find_key(const char *key)
+{
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].pub.name, key) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+/* Returns whether key is live, or -1 for an unknown key. */
+int pd_config_key_live(const char *key)
+{
+    const struct key_slot *k = find_key(key);
+    return k == NULL ? -1 : k->pub.live;
+}
+
+/* Parses an unsigned number in base (0: C rules) within [min, max]; returns 0 or -1. */
+static int parse_num(const char *s, int base, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    if (*s == '\0' || *s == '-' || isspace((unsigned char) *s))
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, base);
+    if (errno != 0 || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses a boolean word; returns 0 or 1, or -1 when it is not one. */
+static int parse_bool(const char *s)
+{
+    static const char *const yes[] = { "yes", "true", "on", "1" };
+    static const char *const no[] = { "no", "false", "off", "0" };
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0)
+            return 1;
+        if (strcasecmp(s, no[i]) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Stores a value into cfg per its slot; returns 0 or -1 with *cause. */
+static int store(struct pd_config *cfg, const struct key_slot *k, const char *value, char **cause)
+{
+    char *base = (char *) cfg + k->off;
+    uint64_t v;
+    switch (k->type) {
+    case T_STR:
+        if (strlen(value) >= k->size) {
+            if (asprintf(cause, "%s: value too long (at most %zu bytes)", k->pub.name, k->size - 1) < 0)
+                *cause = NULL;
+            return -1;
+        }
+        memcpy(base, value, strlen(value) + 1);
+        return 0;
+    case T_BOOL: {
+        int b = parse_bool(value);
+        if (b < 0)
+            break;
+        *(int *) base = b;
+        return 0;
+    }
+    case T_U32:
+    case T_FD:
+        if (parse_num(value, 10, k->min, k->max, &v) < 0) {
+            if (asprintf(cause, "%s: '%s' is not a number from %llu to %llu", k->pub.name, value,
+                         (unsigned long long) k->min, (unsigned long long) k->max) < 0)
+                *cause = NULL;
+            return -1;
+        }
+        if (k->type == T_FD)
+            *(int *) base = (int) v;
+        else
+            *(uint32_t *) base = (uint32_t) v;
+        return 0;
+    case T_U64:
+        if (parse_num(value, 10, k->min, k->max, &v) < 0) {
+            if (asprintf(cause, "%s: '%s' is not a number from %llu to %llu", k->pub.name, value,
+                         (unsigned long long) k->min, (unsigned long long) k->max) < 0)
+                *cause = NULL;
+            return -1;
+        }
+        *(uint64_t *) base = v;
+        return 0;
+    case T_OCTAL:
+        if (parse_num(value, 8, k->min, k->max, &v) < 0) {
+            if (asprintf(cause, "%s: '%s' is not an octal mode (0 to 0777)", k->pub.name, value) < 0)
+                *cause = NULL;
+            return -1;
+        }
+        *(uint32_t *) base = (uint32_t) v;
+        return 0;
+    case T_LEVEL: {
+        enum pd_log_level lv;
+        if (pd_log_level_parse(value, &lv) < 0) {
+            if (asprintf(cause, "%s: '%s' is not error, warning, info or debug", k->pub.name, value) < 0)
+                *cause = NULL;
+            return -1;
+        }
+        *(enum pd_log_level *) base = lv;
+        return 0;
+    }
+    case T_BACKEND:
+        if (strcmp(value, "auto") == 0)
+            *(enum pd_backend_choice *) base = PD_BACKEND_AUTO;
+        else if (strcmp(value, "cpu") == 0)
+            *(enum pd_backend_choice *) base = PD_BACKEND_CPU;
+        else if (strcmp(value, "cuda") == 0)
+            *(enum pd_backend_choice *) base = PD_BACKEND_CUDA;
+        else {
+            if (asprintf(cause, "%s: '%s' is not cpu, cuda or auto", k->pub.name, value) < 0)
+                *cause = NULL;
+            return -1;
+        }
+        return 0;
+    }
+    if (asprintf(cause, "%s: '%s' is not yes or no", k->pub.name, value) < 0)
+        *cause = NULL;
+    return -1;
+}
+
+/* Sets one key; returns 0 or -1 with *cause. */
+int pd_config_set(struct pd_config *cfg, const char *key, const char *value, int from_file,
+                  char **cause)
+{
+    const struct key_slot *k = find_key(key);
+    if (k == NULL) {
+        if (asprintf(cause, "unknown key '%s'", key) < 0)
+            *cause = NULL;
+        return -1;
+    }
+    if (from_file && !k->pub.file_ok) {
+        if (asprintf(cause, "%s: only allowed on the command line", key) < 0)
+            *cause = NULL;
+        return -1;
+    }
+    if (store(cfg, k, value, cause) < 0)
+        return -1;
+    if (strcmp(key, "config") == 0)
+        cfg->config_explicit = 1;
+    return 0;
+}
+
+/* Returns s with leading and trailing white space cut (in place). */
+static char *trim(char *s)
+{
+    while (isspace((unsigned char) *s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char) s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Reads a config file into cfg; returns 0 or -1 with *cause naming file:line. */
+int pd_config_load_file(struct pd_config *cfg, const char *path, int must_exist, char **cause)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        if (errno == ENOENT && !must_exist)
+            return 0;
+        if (asprintf(cause, "%s: %s", path, strerror(errno)) < 0)
+            *cause = NULL;
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned lineno = 0;
+    int rc = 0;
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash != NULL)
+            *hash = '\0';
+        char *s = trim(line);
+        if (*s == '\0')
+            continue;
+        char *eq = strchr(s, '=');
+        char *why = NULL;
+        if (eq == NULL) {
+            if (asprintf(&why, "expected 'key = value', got '%s'", s) < 0)
+                why = NULL;
+        } else {
+            *eq = '\0';
+            char *key = trim(s), *value = trim(eq + 1);
+            if (*key == '\0') {
+                if (asprintf(&why, "missing key before '='") < 0)
+                    why = NULL;
+            } else if (pd_config_set(cfg, key, value, 1, &why) == 0)
+                continue;
+        }
+        if (asprintf(cause, "%s:%u: %s", path, lineno, why != NULL ? why : "bad line") < 0)
+            *cause = NULL;
+        free(why);
+        rc = -1;
+        break;
+    }
+    if (rc == 0 && ferror(f)) {
+        if (asprintf(cause, "%s: read error", path) < 0)
+            *cause = NULL;
+        rc = -1;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* Formats a slot's value of cfg into buf; returns buf. */
+static const char *format(const struct pd_config *cfg, const struct key_slot *k, char *buf, size_t size)
+{
+    const char *base = (const char *) cfg + k->off;
+    static const char *const backends[] = { "auto", "cpu", "cuda" };
+    switch (k->type) {
+    case T_STR: snprintf(buf, size, "%s", base); break;
+    case T_BOOL: snprintf(buf, size, "%s", *(const int *) base ? "yes" : "no"); break;
+    case T_FD: snprintf(buf, size, "%d", *(const int *) base); break;
+    case T_U32: snprintf(buf, size, "%u", *(const uint32_t *) base); break;
+    case T_U64: snprintf(buf, size, "%llu", (unsigned long long) *(const uint64_t *) base); break;
+    case T_OCTAL: snprintf(buf, size, "%04o", *(const uint32_t *) base); break;
+    case T_LEVEL: snprintf(buf, size, "%s", pd_log_level_name(*(const enum pd_log_level *) base)); break;
+    case T_BACKEND: snprintf(buf, size, "%s", backends[*(const enum pd_backend_choice *) base]); break;
+    }
+    return buf;
+}
+
+/* Reports each differing key to fn; returns the count. */
+int pd_config_diff(const struct pd_config *a, const struct pd_config *b,
+                   void (*fn)(void *ctx, const char *key, const char *oldv, const char *newv,
+                              int live),
+                   void *ctx)
+{
+    int n = 0;
+    for (int i = 0; i < NKEYS; i++) {
+        char x[PD_PATH_MAX], y[PD_PATH_MAX];
+        format(a, &keys[i], x, sizeof x);
+        format(b, &keys[i], y, sizeof y);
+        if (strcmp(x, y) != 0) {
+            fn(ctx, keys[i].pub.name, x, y, keys[i].pub.live);
+            n++;
+        }
+    }
+    return n;
+}

@@ -1,0 +1,87 @@
+/* settings.h: pagedd's settings: defaults, paged.conf, command-line options, live reload. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_SETTINGS_H
+#define PAGED_DAEMON_SETTINGS_H
+
+#include <stdint.h>
+
+#include "daemon/log.h"
+
+/* Which backend the daemon runs. */
+enum pd_backend_choice {
+    PD_BACKEND_AUTO = 0, /* cuda when built with it and a device is present, else cpu */
+    PD_BACKEND_CPU = 1,
+    PD_BACKEND_CUDA = 2,
+};
+
+#define PD_PATH_MAX 4096
+
+/*
+ * Every setting, each one a key of paged.conf and a long option of the same name. Numbers
+ * of 0 mean "no limit" for the limits and "the default" elsewhere, as each comment says.
+ */
+struct pd_config {
+    char socket[108];              /* "" until resolved: psock_default_path */
+    char config[PD_PATH_MAX];      /* the file read at start and on SIGHUP */
+    int config_explicit;           /* --config given: a missing file is an error */
+    int foreground;
+    enum pd_backend_choice backend;
+    char device[64];               /* cuda: index or UUID; "" = device 0 */
+    enum pd_log_level log_level;
+    char pid_file[PD_PATH_MAX];    /* "" = none */
+    uint32_t socket_mode;          /* permission bits of the socket file */
+    char socket_group[64];         /* "" = the daemon's group */
+    uint32_t max_clients;          /* connected clients with a channel */
+    uint32_t max_pools;            /* pools alive, destroyed ones still attached included */
+    uint64_t max_blocks_per_client;/* block references one client may hold; 0 = no limit */
+    uint32_t threads;              /* cpu backend workers; 0 = online CPUs */
+    uint32_t hello_timeout_ms;     /* a new connection must say HELLO within this */
+    uint32_t spin_us;              /* engine's adaptive spin ceiling before it sleeps */
+    int ready_fd;                  /* command line only: write "READY\n" here when serving */
+};
+
+/* Fills cfg with the defaults; default_config is the path --config defaults to. */
+void pd_config_defaults(struct pd_config *cfg, const char *default_config);
+
+/*
+ * Sets key to value as paged.conf and the long options spell them (from_file says which,
+ * as a few keys are command line only). Returns 0, or -1 with *cause (malloc'd) naming the
+ * key and the bad value.
+ */
+int pd_config_set(struct pd_config *cfg, const char *key, const char *value, int from_file,
+                  char **cause);
+
+/*
+ * Reads key = value lines from path into cfg ('#' starts a comment, blank lines are
+ * skipped). A file that does not exist is fine unless must_exist. Returns 0, or -1 with
+ * *cause ("FILE:LINE: what") for the first bad line or an unreadable file.
+ */
+int pd_config_load_file(struct pd_config *cfg, const char *path, int must_exist, char **cause);
+
+/* Returns whether a key can change while the daemon runs (SIGHUP), -1 for an unknown key. */
+int pd_config_key_live(const char *key);
+
+/*
+ * Compares two configurations key by key and calls fn(ctx, key, old, new, live) for each
+ * key whose value differs (values formatted as text). Returns the number of differences.
+ */
+int pd_config_diff(const struct pd_config *a, const struct pd_config *b,
+                   void (*fn)(void *ctx, const char *key, const char *oldv, const char *newv,
+                              int live),
+                   void *ctx);
+
+/* One entry of the option table, for getopt_long and --help. */
+struct pd_config_key {
+    const char *name;
+    int has_arg;                   /* as getopt_long's has_arg */
+    int short_opt;                 /* 0 if none */
+    int file_ok;                   /* may appear in paged.conf */
+    int live;                      /* applied on SIGHUP */
+    const char *arg_name;          /* for --help */
+    const char *help;
+};
+
+/* Returns the table of keys and stores its length in *n. */
+const struct pd_config_key *pd_config_keys(int *n);
+
+#endif

@@ -1,0 +1,169 @@
+/* append.cu: APPEND on CUDA: scatter new keys and values into their cache slots, quantizing for fp8. */
+/* SPDX-License-Identifier: MIT */
+#include <type_traits>
+
+#include "kernels/common.cuh"
+
+/* Kernel arguments of the append kernel (passed by value). */
+struct pk_append_params {
+    char *cache;                    /* the pool base */
+    const char *k, *v;              /* [num_layers][num_tokens][H][D] of the source dtype */
+    const int32_t *slots;
+    int layer_begin, num_layers, num_tokens;
+    int num_blocks, num_kv_heads, head_dim, block_size;
+    float k_scale, v_scale;         /* fp8 caches */
+    int vec;                        /* every address allows the 16-byte (fp8: 8-byte) vector path */
+};
+
+/*
+ * Converts 8 consecutive source elements at src to the cache type and stores them at dst:
+ * a plain copy when the types agree, else (fp8 caches) round(x / scale) with saturation,
+ * bit-identical to pk_f32_to_e4m3(x / scale). vec selects 16-byte loads and 16- or 8-byte
+ * stores; otherwise element by element (any alignment of the source).
+ */
+template <typename ST, typename CT>
+__device__ __forceinline__ void pk_append8(const char *src, char *dst, float scale, bool vec)
+{
+    if constexpr (std::is_same<ST, CT>::value) {
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < (int) sizeof(ST) / 2; ++i)
+                ((uint4 *) dst)[i] = __ldg((const uint4 *) src + i);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                ((ST *) dst)[e] = ((const ST *) src)[e];
+        }
+    } else {
+        static_assert(std::is_same<CT, pk_e4m3>::value, "conversions only into fp8");
+        float x[8];
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < (int) sizeof(ST) / 2; ++i)
+                pk_unpack16<ST>(__ldg((const uint4 *) src + i), x + i * (16 / (int) sizeof(ST)));
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                x[e] = pk_to_f32(((const ST *) src)[e]);
+        }
+        uint8_t q[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+            q[e] = pk_from_f32<pk_e4m3>(x[e] / scale).bits;
+        if (vec) {
+            uint2 w;
+            w.x = (uint32_t) q[0] | (uint32_t) q[1] << 8 | (uint32_t) q[2] << 16 | (uint32_t) q[3] << 24;
+            w.y = (uint32_t) q[4] | (uint32_t) q[5] << 8 | (uint32_t) q[6] << 16 | (uint32_t) q[7] << 24;
+            *(uint2 *) dst = w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                ((uint8_t *) dst)[e] = q[e];
+        }
+    }
+}
+
+/*
+ * One thread per 8 elements of one (layer, token, head) row, K and V together; a
+ * grid-stride loop covers every row. Tokens with a negative slot are skipped.
+ */
+template <typename ST, typename CT>
+static __global__ void __launch_bounds__(256) pk_append_kernel(const pk_append_params p)
+{
+    const int groups = p.head_dim / 8;
+    const size_t total = (size_t) p.num_layers * p.num_tokens * p.num_kv_heads * groups;
+    for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t) gridDim.x * blockDim.x) {
+        size_t rest = i;
+        const int grp = (int) (rest % groups);
+        rest /= groups;
+        const int h = (int) (rest % p.num_kv_heads);
+        rest /= p.num_kv_heads;
+        const int tok = (int) (rest % p.num_tokens);
+        const int l = (int) (rest / p.num_tokens);
+        const int slot = p.slots[tok];
+        if (slot < 0)
+            continue;
+        const int blk = slot / p.block_size, off = slot - blk * p.block_size;
+        const size_t src = (((size_t) l * p.num_tokens + tok) * p.num_kv_heads + h) * p.head_dim + (size_t) grp * 8;
+        const size_t kidx = (size_t) (p.layer_begin + l) * 2 * p.num_blocks + blk;
+        const size_t vidx = kidx + p.num_blocks;
+        const size_t tail = ((size_t) h * p.block_size + off) * p.head_dim + (size_t) grp * 8;
+        const size_t per_block = (size_t) p.num_kv_heads * p.block_size * p.head_dim;
+        pk_append8<ST, CT>(p.k + src * sizeof(ST), p.cache + (kidx * per_block + tail) * sizeof(CT), p.k_scale,
+                           p.vec != 0);
+        pk_append8<ST, CT>(p.v + src * sizeof(ST), p.cache + (vidx * per_block + tail) * sizeof(CT), p.v_scale,
+                           p.vec != 0);
+    }
+}
+
+/* Launches the append kernel for source type ST and cache type CT; returns 0 or PAGED_E_DEVICE. */
+template <typename ST, typename CT>
+static int pk_append_launch(const pk_append_params &p, cudaStream_t stream)
+{
+    int dev = 0;
+    PK_CUDA_CHECK(cudaGetDevice(&dev));
+    const int sms = pk_sm_count(dev);
+    if (sms <= 0)
+        return PAGED_E_DEVICE;
+    const size_t total = (size_t) p.num_layers * p.num_tokens * p.num_kv_heads * (p.head_dim / 8);
+    const size_t want = (total + 255) / 256, cap = (size_t) sms * 16;
+    pk_append_kernel<ST, CT><<<(unsigned) (want < cap ? want : cap), 256, 0, stream>>>(p);
+    return pk_launch_status();
+}
+
+extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
+{
+    if (a == NULL)
+        return PAGED_E_INVAL;
+    const pk_cache *c = &a->cache;
+    if (c->head_dim < 8 || c->head_dim % 8 != 0 || c->block_size < 1 || c->num_kv_heads < 1 || c->num_blocks < 1
+        || c->num_layers < 1)
+        return PAGED_E_GEOMETRY;
+    if (a->layer_begin < 0 || a->num_layers < 0 || a->layer_begin > c->num_layers - a->num_layers)
+        return PAGED_E_LAYER;
+    const bool fp8 = c->dtype == PAGED_DTYPE_FP8_E4M3;
+    if (pk_dtype_size(c->dtype) == 0
+        || (fp8 ? !(a->src_dtype == PAGED_DTYPE_F16 || a->src_dtype == PAGED_DTYPE_BF16
+                    || a->src_dtype == PAGED_DTYPE_F32)
+                : a->src_dtype != c->dtype))
+        return PAGED_E_DTYPE;
+    if (a->num_tokens < 0)
+        return PAGED_E_INVAL;
+    if (a->num_tokens == 0 || a->num_layers == 0)
+        return 0;
+    if (c->base == NULL || a->k == NULL || a->v == NULL || a->slot_mapping == NULL)
+        return PAGED_E_INVAL;
+
+    pk_append_params p;
+    p.cache = (char *) c->base;
+    p.k = (const char *) a->k;
+    p.v = (const char *) a->v;
+    p.slots = a->slot_mapping;
+    p.layer_begin = a->layer_begin;
+    p.num_layers = a->num_layers;
+    p.num_tokens = a->num_tokens;
+    p.num_blocks = c->num_blocks;
+    p.num_kv_heads = c->num_kv_heads;
+    p.head_dim = c->head_dim;
+    p.block_size = c->block_size;
+    p.k_scale = c->k_scale;
+    p.v_scale = c->v_scale;
+    /* Rows are whole 8-element groups; the vector path needs 16-byte sources (8 elements of a
+     * 16-bit type, or two 16-byte halves of f32) and destinations aligned to 8 elements. */
+    const size_t dst_vec = 8 * pk_dtype_size(c->dtype) < 16 ? 8 * pk_dtype_size(c->dtype) : 16;
+    p.vec = pk_aligned(a->k, 16) && pk_aligned(a->v, 16) && pk_aligned(c->base, dst_vec);
+    cudaStream_t st = (cudaStream_t) stream;
+
+    switch (c->dtype) {
+    case PAGED_DTYPE_F16: return pk_append_launch<__half, __half>(p, st);
+    case PAGED_DTYPE_BF16: return pk_append_launch<__nv_bfloat16, __nv_bfloat16>(p, st);
+    case PAGED_DTYPE_F32: return pk_append_launch<float, float>(p, st);
+    default: break;
+    }
+    switch (a->src_dtype) {
+    case PAGED_DTYPE_F16: return pk_append_launch<__half, pk_e4m3>(p, st);
+    case PAGED_DTYPE_BF16: return pk_append_launch<__nv_bfloat16, pk_e4m3>(p, st);
+    case PAGED_DTYPE_F32: return pk_append_launch<float, pk_e4m3>(p, st);
+    default: return PAGED_E_DTYPE;
+    }
+}

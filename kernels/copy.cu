@@ -1,0 +1,81 @@
+/* copy.cu: COPY on CUDA: copy whole blocks (every layer, K and V) from source to destination blocks. */
+/* SPDX-License-Identifier: MIT */
+#include "kernels/common.cuh"
+
+/* Kernel arguments of the block copy kernel (passed by value). */
+struct pk_copy_params {
+    char *base;                     /* the pool */
+    const int32_t *src, *dst;       /* [num_pairs] block ids */
+    int num_pairs, planes;          /* planes = num_layers * 2 (K and V of each layer) */
+    int num_blocks;
+    size_t block_bytes;             /* one block of one plane: H * B * D elements */
+};
+
+/*
+ * Copies words of type W (uint4, or unsigned char for pools whose blocks are not whole 16-byte
+ * words). Grid y walks the (pair, plane) blocks, grid x the words of one block, so
+ * consecutive threads move consecutive words: reads and writes are coalesced, and the index
+ * arithmetic is one division per block rather than per word.
+ */
+template <typename W> static __global__ void __launch_bounds__(256) pk_copy_kernel(const pk_copy_params p)
+{
+    const size_t words = p.block_bytes / sizeof(W);
+    const int jobs = p.num_pairs * p.planes;
+    for (int job = blockIdx.y; job < jobs; job += gridDim.y) {
+        const int pair = job / p.planes, plane = job - pair * p.planes;
+        const W *s = (const W *) (p.base + ((size_t) plane * p.num_blocks + p.src[pair]) * p.block_bytes);
+        W *d = (W *) (p.base + ((size_t) plane * p.num_blocks + p.dst[pair]) * p.block_bytes);
+        for (size_t w = (size_t) blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (size_t) gridDim.x * blockDim.x)
+            d[w] = s[w];
+    }
+}
+
+/* Launches the copy kernel moving words of type W; returns 0 or PAGED_E_DEVICE. */
+template <typename W> static int pk_copy_launch(const pk_copy_params &p, cudaStream_t stream)
+{
+    int dev = 0;
+    PK_CUDA_CHECK(cudaGetDevice(&dev));
+    const int sms = pk_sm_count(dev);
+    if (sms <= 0)
+        return PAGED_E_DEVICE;
+    const size_t words = p.block_bytes / sizeof(W);
+    const long long jobs = (long long) p.num_pairs * p.planes;
+    long long gx = (long long) ((words + 255) / 256), gy = jobs < 65535 ? jobs : 65535;
+    if (gx > sms * 16LL)
+        gx = sms * 16LL;
+    pk_copy_kernel<W><<<dim3((unsigned) gx, (unsigned) gy), 256, 0, stream>>>(p);
+    return pk_launch_status();
+}
+
+/*
+ * The pairs run concurrently: a destination must not also be the source or destination of
+ * another pair (the daemon copies into freshly allocated blocks, so this holds).
+ */
+extern "C" int pk_cuda_copy(const pk_copy_args *a, void *stream)
+{
+    if (a == NULL)
+        return PAGED_E_INVAL;
+    const pk_cache *c = &a->cache;
+    if (c->head_dim < 1 || c->block_size < 1 || c->num_kv_heads < 1 || c->num_blocks < 1 || c->num_layers < 1)
+        return PAGED_E_GEOMETRY;
+    if (pk_dtype_size(c->dtype) == 0)
+        return PAGED_E_DTYPE;
+    if (a->num_pairs < 0 || (long long) a->num_pairs * c->num_layers * 2 > INT32_MAX)
+        return PAGED_E_INVAL;
+    if (a->num_pairs == 0)
+        return 0;
+    if (c->base == NULL || a->src_blocks == NULL || a->dst_blocks == NULL)
+        return PAGED_E_INVAL;
+    pk_copy_params p;
+    p.base = (char *) c->base;
+    p.src = a->src_blocks;
+    p.dst = a->dst_blocks;
+    p.num_pairs = a->num_pairs;
+    p.planes = c->num_layers * 2;
+    p.num_blocks = c->num_blocks;
+    p.block_bytes = (size_t) c->num_kv_heads * c->block_size * c->head_dim * pk_dtype_size(c->dtype);
+    cudaStream_t st = (cudaStream_t) stream;
+    if (p.block_bytes % 16 == 0 && pk_aligned(c->base, 16))
+        return pk_copy_launch<uint4>(p, st);
+    return pk_copy_launch<unsigned char>(p, st);
+}

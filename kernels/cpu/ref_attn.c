@@ -1,0 +1,86 @@
+/* ref_attn.c: the reference attention of one query over one sequence's paged context. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "kernels/cpu/ref_attn.h"
+
+#include <math.h>
+
+#include "kernels/cpu/dtype.h"
+
+/*
+ * Returns the element index of context token j's key (kv 0) or value (kv 1) row, and
+ * sets *scale to what its stored elements are multiplied by (the fp8 scale, else 1).
+ */
+static size_t ref_row(const pk_ref_seq *seq, int32_t kv, int32_t kv_head, int64_t j, float *scale)
+{
+    const pk_cache *c = seq->cache;
+    int32_t block = seq->table[j / c->block_size];
+    *scale = 1.0f;
+    if (c->dtype == PAGED_DTYPE_FP8_E4M3)
+        *scale = kv == 0 ? c->k_scale : c->v_scale;
+    return pk_cache_index(c, seq->layer, kv, block, kv_head, (int32_t) (j % c->block_size));
+}
+
+/*
+ * Two passes over the visible keys: the logits and their maximum first, then the
+ * normalized weights applied to the values. Plain on purpose: it is the oracle.
+ */
+void pk_ref_attend(const pk_ref_seq *seq, const pk_ref_query *q, const pk_attn_opts *opts,
+                   double *logits, double *out)
+{
+    const pk_cache *c = seq->cache;
+    int32_t head_dim = c->head_dim;
+    int64_t hi = (int64_t) q->pos + 1 < seq->seq_len ? (int64_t) q->pos + 1 : seq->seq_len;
+    int64_t lo = 0;
+    if (opts->window > 0 && (int64_t) q->pos - opts->window + 1 > 0)
+        lo = (int64_t) q->pos - opts->window + 1;
+
+    for (int32_t d = 0; d < head_dim; d++)
+        out[d] = 0.0;
+    if (lo >= hi)
+        return;
+
+    double max = -INFINITY;
+    for (int64_t j = lo; j < hi; j++) {
+        float scale;
+        size_t row = ref_row(seq, 0, q->kv_head, j, &scale);
+        double dot = 0.0;
+        for (int32_t d = 0; d < head_dim; d++)
+            dot += q->q[d] * (double) (pk_load(c->base, row + (size_t) d, c->dtype) * scale);
+        double logit = (double) opts->sm_scale * dot;
+        if (opts->soft_cap > 0.0f)
+            logit = opts->soft_cap * tanh(logit / opts->soft_cap);
+        if (opts->alibi_slopes != NULL)
+            logit += (double) opts->alibi_slopes[q->q_head] * (double) (j - q->pos);
+        logits[j] = logit;
+        if (logit > max)
+            max = logit;
+    }
+
+    double sum = 0.0;
+    for (int64_t j = lo; j < hi; j++) {
+        double p = exp(logits[j] - max);
+        float scale;
+        size_t row = ref_row(seq, 1, q->kv_head, j, &scale);
+        sum += p;
+        for (int32_t d = 0; d < head_dim; d++)
+            out[d] += p * (double) (pk_load(c->base, row + (size_t) d, c->dtype) * scale);
+    }
+    for (int32_t d = 0; d < head_dim; d++)
+        out[d] /= sum;
+}
+
+/* Loads one row of a query tensor as doubles. */
+void pk_ref_load_row(double *dst, const void *src, size_t row, int32_t head_dim, int32_t dtype)
+{
+    for (int32_t d = 0; d < head_dim; d++)
+        dst[d] = pk_load(src, row * (size_t) head_dim + (size_t) d, dtype);
+}
+
+/* Stores one row of an output tensor from doubles. */
+void pk_ref_store_row(void *dst, size_t row, int32_t head_dim, int32_t dtype, const double *src)
+{
+    for (int32_t d = 0; d < head_dim; d++)
+        pk_store(dst, row * (size_t) head_dim + (size_t) d, dtype, (float) src[d]);
+}

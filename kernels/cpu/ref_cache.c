@@ -1,0 +1,76 @@
+/* ref_cache.c: the reference cache writes, APPEND (with fp8 quantization) and COPY. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <string.h>
+
+#include "kernels/cpu/check.h"
+#include "kernels/cpu/dtype.h"
+
+/*
+ * Writes one element of a new key or value into the cache: the same type is copied bit
+ * for bit (so even a NaN payload survives), an fp8 cache stores value / scale rounded.
+ */
+static void ref_put(const pk_cache *c, size_t dst, const void *src, size_t i, int32_t src_dtype,
+                    float scale)
+{
+    size_t size = pk_dtype_size(c->dtype);
+    if (src_dtype == c->dtype) {
+        memcpy((char *) c->base + dst * size, (const char *) src + i * size, size);
+        return;
+    }
+    pk_store(c->base, dst, c->dtype, pk_load(src, i, src_dtype) / scale);
+}
+
+/* Runs a whole APPEND element by element; returns 0 or a negative paged_error. */
+int pk_ref_append(const pk_append_args *a)
+{
+    int err = pk_check_append(a);
+    if (err != 0)
+        return err;
+    const pk_cache *c = &a->cache;
+    for (int32_t l = 0; l < a->num_layers; l++) {
+        for (int32_t t = 0; t < a->num_tokens; t++) {
+            int32_t slot = a->slot_mapping[t];
+            if (slot < 0)
+                continue;
+            for (int32_t h = 0; h < c->num_kv_heads; h++) {
+                size_t src = (((size_t) l * (size_t) a->num_tokens + (size_t) t)
+                              * (size_t) c->num_kv_heads + (size_t) h) * (size_t) c->head_dim;
+                int32_t layer = a->layer_begin + l;
+                int32_t block = slot / c->block_size, off = slot % c->block_size;
+                size_t kdst = pk_cache_index(c, layer, 0, block, h, off);
+                size_t vdst = pk_cache_index(c, layer, 1, block, h, off);
+                for (int32_t d = 0; d < c->head_dim; d++) {
+                    ref_put(c, kdst + (size_t) d, a->k, src + (size_t) d, a->src_dtype, c->k_scale);
+                    ref_put(c, vdst + (size_t) d, a->v, src + (size_t) d, a->src_dtype, c->v_scale);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Runs a whole COPY pair by pair, in order; returns 0 or a negative paged_error. */
+int pk_ref_copy(const pk_copy_args *a)
+{
+    int err = pk_check_copy(a);
+    if (err != 0)
+        return err;
+    const pk_cache *c = &a->cache;
+    size_t esize = pk_dtype_size(c->dtype);
+    size_t block_elems = (size_t) c->num_kv_heads * (size_t) c->block_size * (size_t) c->head_dim;
+    for (int32_t i = 0; i < a->num_pairs; i++) {
+        if (a->src_blocks[i] == a->dst_blocks[i])
+            continue;
+        for (int32_t l = 0; l < c->num_layers; l++) {
+            for (int32_t kv = 0; kv < 2; kv++) {
+                size_t src = pk_cache_index(c, l, kv, a->src_blocks[i], 0, 0);
+                size_t dst = pk_cache_index(c, l, kv, a->dst_blocks[i], 0, 0);
+                memcpy((char *) c->base + dst * esize, (const char *) c->base + src * esize,
+                       block_elems * esize);
+            }
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,149 @@
+/* decode.cu: paged decode attention on CUDA: dispatch, the split-KV reduce, and the entry points. */
+/* SPDX-License-Identifier: MIT */
+#include "kernels/decode.cuh"
+
+/*
+ * Combines the partitions of one (sequence, query head): the partials hold unnormalized
+ * outputs with their running max (base 2) and sum; each is weighted by exp2(m_p - M) against
+ * the overall max M. Sequences that fit in one partition were finished by the partition
+ * kernel and are skipped. Grid (seq, query head); dynamic shared memory: max_parts floats.
+ */
+template <typename QT>
+static __global__ void __launch_bounds__(128) pk_decode_reduce_kernel(const pk_decode_reduce_params p)
+{
+    extern __shared__ float w_s[];  /* [max_parts] partition weights */
+    __shared__ float scratch[32];
+    const int seq = blockIdx.x, hq = blockIdx.y, tid = threadIdx.x;
+    const int nparts = pk_decode_nparts(p.seq_lens[seq], p.window, p.part_tokens);
+    if (nparts <= 1)
+        return;
+    const size_t base = ((size_t) seq * p.num_q_heads + hq) * p.max_parts;
+    const float *m = p.ws_m + base, *l = p.ws_l + base, *o = p.ws_o + base * p.head_dim;
+
+    float mx = -INFINITY;
+    for (int i = tid; i < nparts; i += blockDim.x)
+        mx = fmaxf(mx, m[i]);
+    mx = pk_block_reduce(mx, true, scratch);
+    float lsum = 0.0f;
+    for (int i = tid; i < nparts; i += blockDim.x) {
+        const float w = exp2f(m[i] - mx);
+        w_s[i] = w;
+        lsum += w * l[i];
+    }
+    lsum = pk_block_reduce(lsum, false, scratch);   /* its barriers also publish w_s */
+    const float scale = p.v_scale / lsum;
+
+    QT *out = p.out_seq ? (QT *) p.out_seq[seq] + (size_t) hq * p.head_dim
+                        : (QT *) p.out + ((size_t) seq * p.num_q_heads + hq) * p.head_dim;
+    for (int d = tid; d < p.head_dim; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int i = 0; i < nparts; ++i)
+            acc = fmaf(w_s[i], o[(size_t) i * p.head_dim + d], acc);
+        out[d] = pk_from_f32<QT>(acc * scale);
+    }
+}
+
+/* Launches the reduce kernel for queries of type QT; returns 0 or PAGED_E_DEVICE. */
+template <typename QT>
+static int pk_decode_reduce(const pk_decode_args *a, const pk_decode_plan *pl, cudaStream_t stream)
+{
+    pk_decode_reduce_params p;
+    const size_t slots = (size_t) a->num_seqs * a->num_q_heads * pl->max_parts;
+    p.seq_lens = a->seq_lens;
+    p.ws_o = (const float *) a->workspace;
+    p.ws_m = p.ws_o + slots * a->cache.head_dim;
+    p.ws_l = p.ws_m + slots;
+    p.out = a->out;
+    p.out_seq = a->q_seq ? a->out_seq : nullptr;
+    p.num_q_heads = a->num_q_heads;
+    p.head_dim = a->cache.head_dim;
+    p.window = a->opts.window;
+    p.part_tokens = pl->part_tokens;
+    p.max_parts = pl->max_parts;
+    p.v_scale = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.v_scale : 1.0f;
+    dim3 grid((unsigned) a->num_seqs, (unsigned) a->num_q_heads);
+    pk_decode_reduce_kernel<QT><<<grid, 128, (size_t) pl->max_parts * sizeof(float), stream>>>(p);
+    return pk_launch_status();
+}
+
+/* Runs (or only plans) the partition kernel of head dim D for the args' dtypes. */
+template <int D>
+static int pk_decode_by_dtype(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream, bool launch,
+                              pk_decode_plan *pl)
+{
+    switch (a->cache.dtype) {
+    case PAGED_DTYPE_F16: return pk_decode_run<D, __half, __half>(a, ws_limit, stream, launch, pl);
+    case PAGED_DTYPE_BF16: return pk_decode_run<D, __nv_bfloat16, __nv_bfloat16>(a, ws_limit, stream, launch, pl);
+    case PAGED_DTYPE_F32: return pk_decode_run<D, float, float>(a, ws_limit, stream, launch, pl);
+    case PAGED_DTYPE_FP8_E4M3:
+        switch (a->q_dtype) {
+        case PAGED_DTYPE_F16: return pk_decode_run<D, pk_e4m3, __half>(a, ws_limit, stream, launch, pl);
+        case PAGED_DTYPE_BF16: return pk_decode_run<D, pk_e4m3, __nv_bfloat16>(a, ws_limit, stream, launch, pl);
+        case PAGED_DTYPE_F32: return pk_decode_run<D, pk_e4m3, float>(a, ws_limit, stream, launch, pl);
+        default: return PAGED_E_DTYPE;
+        }
+    default: return PAGED_E_DTYPE;
+    }
+}
+
+/* Runs (or only plans) the partition kernel for the args' head dim. */
+static int pk_decode_dispatch(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream, bool launch,
+                              pk_decode_plan *pl)
+{
+    switch (a->cache.head_dim) {
+    case 64: return pk_decode_by_dtype<64>(a, ws_limit, stream, launch, pl);
+    case 80: return pk_decode_by_dtype<80>(a, ws_limit, stream, launch, pl);
+    case 96: return pk_decode_by_dtype<96>(a, ws_limit, stream, launch, pl);
+    case 128: return pk_decode_by_dtype<128>(a, ws_limit, stream, launch, pl);
+    case 256: return pk_decode_by_dtype<256>(a, ws_limit, stream, launch, pl);
+    default: return PAGED_E_GEOMETRY;
+    }
+}
+
+/* Returns 0 if the decode arguments are ones the kernels handle, else a negative paged_error. */
+static int pk_decode_check(const pk_decode_args *a)
+{
+    int rc = pk_attn_check(&a->cache, a->layer, a->num_q_heads, a->q_dtype);
+    if (rc != 0)
+        return rc;
+    if (a->num_seqs < 0 || a->bt_stride < 0 || a->num_seqs > INT32_MAX / 2)
+        return PAGED_E_INVAL;
+    if (a->num_seqs > 0 && (a->block_tables == NULL || a->seq_lens == NULL))
+        return PAGED_E_INVAL;
+    if (a->num_seqs > 0 && !(a->q_seq ? a->out_seq != NULL : a->q != NULL && a->out != NULL))
+        return PAGED_E_INVAL;
+    if (a->cache.num_kv_heads > 65535)
+        return PAGED_E_GEOMETRY;        /* grid dimension y */
+    return 0;
+}
+
+extern "C" size_t pk_cuda_decode_workspace(const pk_decode_args *a)
+{
+    if (a == NULL || pk_decode_check(a) != 0 || a->num_seqs == 0)
+        return 0;
+    pk_decode_plan pl;
+    if (pk_decode_dispatch(a, SIZE_MAX, nullptr, false, &pl) != 0)
+        return 0;
+    return pk_decode_plan_bytes(a, &pl);
+}
+
+extern "C" int pk_cuda_decode(const pk_decode_args *a, void *stream)
+{
+    if (a == NULL)
+        return PAGED_E_INVAL;
+    int rc = pk_decode_check(a);
+    if (rc != 0 || a->num_seqs == 0)
+        return rc;
+    const size_t ws_limit = a->workspace ? a->workspace_size : 0;
+    cudaStream_t st = (cudaStream_t) stream;
+    pk_decode_plan pl;
+    rc = pk_decode_dispatch(a, ws_limit, st, true, &pl);
+    if (rc != 0 || pl.max_parts <= 1)
+        return rc;
+    switch (a->q_dtype) {
+    case PAGED_DTYPE_F16: return pk_decode_reduce<__half>(a, &pl, st);
+    case PAGED_DTYPE_BF16: return pk_decode_reduce<__nv_bfloat16>(a, &pl, st);
+    case PAGED_DTYPE_F32: return pk_decode_reduce<float>(a, &pl, st);
+    default: return PAGED_E_DTYPE;
+    }
+}

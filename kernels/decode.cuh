@@ -1,0 +1,104 @@
+/* decode.cuh: what the decode entry point shares with the per-head-dim decode kernel instances. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_KERNELS_DECODE_CUH
+#define PAGED_KERNELS_DECODE_CUH
+
+#include "kernels/common.cuh"
+
+/*
+ * Decode splits each sequence's context into partitions of part_tokens tokens (a multiple of
+ * PK_DECODE_TILE), one CTA per (sequence, KV head, partition). The context a sequence
+ * attends to starts at lo (0, or seq_len - window with a sliding window) rounded down to a
+ * tile; partitions are counted from there.
+ */
+#define PK_DECODE_TILE 32           /* tokens per pipeline stage; one warp lane per token in the softmax */
+#define PK_DECODE_MIN_PART 256      /* shortest partition worth a CTA of its own */
+#define PK_DECODE_MAX_PARTS 1024    /* bounds the reduce kernel's shared memory */
+#define PK_DECODE_WAVES 4           /* aim for this many CTAs per resident CTA slot of the GPU */
+
+/* How one launch splits the contexts (the same on the host and in both kernels). */
+typedef struct pk_decode_plan {
+    int part_tokens;                /* tokens per partition, a multiple of PK_DECODE_TILE */
+    int max_parts;                  /* partitions of the longest possible context; 1: no split */
+} pk_decode_plan;
+
+/* Kernel arguments of the split-decode reduce kernel. */
+typedef struct pk_decode_reduce_params {
+    const int32_t *seq_lens;
+    const float *ws_o, *ws_m, *ws_l; /* partials: [seq][q_head][part][D], [seq][q_head][part] twice */
+    void *out;
+    void *const *out_seq;
+    int num_q_heads, head_dim, window, part_tokens, max_parts;
+    float v_scale;
+} pk_decode_reduce_params;
+
+/* Returns the first context position attended by a sequence of seq_len tokens, rounded down to a tile. */
+__host__ __device__ __forceinline__ int pk_decode_lo(int seq_len, int window)
+{
+    int lo = window > 0 && seq_len > window ? seq_len - window : 0;
+    return lo / PK_DECODE_TILE * PK_DECODE_TILE;
+}
+
+/* Returns the number of partitions of a sequence of seq_len (>= 1) tokens. */
+__host__ __device__ __forceinline__ int pk_decode_nparts(int seq_len, int window, int part_tokens)
+{
+    return (seq_len - pk_decode_lo(seq_len, window) + part_tokens - 1) / part_tokens;
+}
+
+/* Returns the workspace bytes a plan needs: unnormalized outputs plus running max and sum per partition. */
+static inline size_t pk_decode_plan_bytes(const pk_decode_args *a, const pk_decode_plan *pl)
+{
+    if (pl->max_parts <= 1)
+        return 0;
+    return (size_t) a->num_seqs * (size_t) a->num_q_heads * (size_t) pl->max_parts
+           * ((size_t) a->cache.head_dim + 2) * sizeof(float);
+}
+
+/*
+ * Chooses the partition size: no split when the sequences and heads alone give every CTA slot
+ * of the GPU (cta_slots: SMs times resident CTAs) PK_DECODE_WAVES CTAs; otherwise split the
+ * longest possible context (bt_stride * block_size, or the window) so that they do, with
+ * partitions of at least PK_DECODE_MIN_PART tokens, and never more partials than ws_limit
+ * bytes of workspace hold. The host cannot see the lengths (they live in device memory), so
+ * the plan depends only on shapes: the workspace query and the launch agree.
+ */
+static inline void pk_decode_make_plan(const pk_decode_args *a, long long cta_slots, size_t ws_limit,
+                                       pk_decode_plan *pl)
+{
+    const long long T = PK_DECODE_TILE;
+    long long eff = (long long) a->bt_stride * a->cache.block_size;
+    if (a->opts.window > 0 && eff > (long long) a->opts.window + T - 1)
+        eff = (long long) a->opts.window + T - 1;   /* lo is rounded down by at most T - 1 */
+    if (eff < 1)
+        eff = 1;
+    long long units = (long long) a->num_seqs * a->cache.num_kv_heads;
+    long long want = cta_slots * PK_DECODE_WAVES;
+    long long parts = units >= want ? 1 : pk_ceil_div(want, units);
+    long long part = pk_ceil_div(pk_ceil_div(eff, parts), T) * T;
+    if (part < PK_DECODE_MIN_PART)
+        part = PK_DECODE_MIN_PART;
+    if (pk_ceil_div(eff, part) > PK_DECODE_MAX_PARTS)
+        part = pk_ceil_div(pk_ceil_div(eff, PK_DECODE_MAX_PARTS), T) * T;
+    pl->part_tokens = (int) part;
+    pl->max_parts = (int) pk_ceil_div(eff, part);
+    while (pl->max_parts > 1 && pk_decode_plan_bytes(a, pl) > ws_limit) {
+        part *= 2;
+        pl->part_tokens = (int) part;
+        pl->max_parts = (int) pk_ceil_div(eff, part);
+    }
+    if (pl->max_parts <= 1) {
+        pl->max_parts = 1;
+        pl->part_tokens = (int) (pk_ceil_div(eff, T) * T);
+    }
+}
+
+/*
+ * The decode kernel of one (head dim, cache dtype, query dtype): plans the launch for the
+ * current device into *plan (ws_limit: workspace bytes available) and, if launch, launches
+ * the partition kernel on stream (the caller launches the reduce). Returns 0 or a negative
+ * paged_error. Defined in decode_impl.cuh, instantiated in decode_d*.cu.
+ */
+template <int D, typename KT, typename QT>
+int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream, bool launch, pk_decode_plan *plan);
+
+#endif

@@ -1,0 +1,5 @@
+/* decode_d80.cu: the decode kernels of head dim 80 (one file per head dim so builds run in parallel). */
+/* SPDX-License-Identifier: MIT */
+#include "kernels/decode_impl.cuh"
+
+PK_DECODE_INSTANCES(80)

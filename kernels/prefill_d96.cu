@@ -1,0 +1,5 @@
+/* prefill_d96.cu: the prefill kernels of head dim 96 (one file per head dim so builds run in parallel). */
+/* SPDX-License-Identifier: MIT */
+#include "kernels/prefill_impl.cuh"
+
+PK_PREFILL_INSTANCES(96)

@@ -1,0 +1,341 @@
+/* client.c: connecting to pagedd (HELLO, WELCOME, the channel), closing, and the client's accessors. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/client.h"
+#include "lib/shm.h"
+#include "lib/sock.h"
+
+/* Defaults of paged_connect_opts. */
+#define PC_DEFAULT_SQ 256u
+#define PC_DEFAULT_HOST_ARENA (64ull << 20)
+#define PC_DEFAULT_DATA_ARENA (256ull << 20)
+#define PC_DEFAULT_TIMEOUT_MS 10000
+
+/* Returns whether n is a power of two. */
+static int is_pow2(uint32_t n)
+{
+    return n != 0 && (n & (n - 1)) == 0;
+}
+
+/* Sets O_NONBLOCK on fd; returns PAGED_OK or PAGED_E_SYSTEM. */
+static int set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return PAGED_E_SYSTEM;
+    return PAGED_OK;
+}
+
+/* Returns a fresh client with every descriptor marked absent, or NULL. */
+static paged_client *client_new(void)
+{
+    paged_client *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->sock = c->sq_notify_fd = c->cq_wait_fd = c->epoll_fd = c->data_fd = -1;
+    c->msgbuf = malloc(PAGED_MSG_MAX);
+    if (c->msgbuf == NULL) {
+        free(c);
+        return NULL;
+    }
+    paged_waiter_init(&c->waiter, PAGED_WAKE_SPIN_NS);
+    return c;
+}
+
+/* Frees everything a client holds, in any state of construction. */
+static void client_free(paged_client *c)
+{
+    while (c->pools != NULL)
+        pc_pool_free(c->pools);
+    pc_cuda_unmap(c->cuda, &c->data_map);
+    pc_cuda_unload(c->cuda);
+    if (c->chan != NULL)
+        paged_shm_unmap(c->chan, c->chan_size);
+    int fds[] = { c->sock, c->sq_notify_fd, c->cq_wait_fd, c->epoll_fd, c->data_fd };
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(c->slots);
+    free(c->free_slots);
+    free(c->queue);
+    free(c->prep_slots);
+    free(c->msgbuf);
+    free(c);
+}
+
+/* Fills a HELLO from the options. Returns PAGED_OK or PAGED_E_INVAL naming the bad option. */
+static int fill_hello(paged_client *c, const paged_connect_opts *o, struct paged_msg_hello *m)
+{
+    memset(m, 0, sizeof *m);
+    m->hdr.type = PAGED_MSG_HELLO;
+    m->magic = PAGED_HELLO_MAGIC;
+    m->version = PAGED_PROTO_VERSION;
+    m->pid = (uint32_t) getpid();
+    m->sq_entries = o->sq_entries != 0 ? o->sq_entries : PC_DEFAULT_SQ;
+    m->cq_entries = o->cq_entries != 0 ? o->cq_entries : 2 * m->sq_entries;
+    if (!is_pow2(m->sq_entries) || m->sq_entries > PAGED_RING_MAX_ENTRIES) {
+        pc_set_err(c, "sq_entries %u is not a power of two up to 2^30", m->sq_entries);
+        return PAGED_E_INVAL;
+    }
+    if (!is_pow2(m->cq_entries) || m->cq_entries < m->sq_entries
+        || m->cq_entries > PAGED_RING_MAX_ENTRIES) {
+        pc_set_err(c, "cq_entries %u is not a power of two >= sq_entries", m->cq_entries);
+        return PAGED_E_INVAL;
+    }
+    m->host_arena_size = o->host_arena_size != 0 ? o->host_arena_size : PC_DEFAULT_HOST_ARENA;
+    m->data_arena_size = o->data_arena_size != 0 ? o->data_arena_size : PC_DEFAULT_DATA_ARENA;
+    const char *name = o->name != NULL ? o->name : program_invocation_short_name;
+    snprintf(m->name, sizeof m->name, "%s", name != NULL ? name : "");
+    return PAGED_OK;
+}
+
+/* Checks a WELCOME against the descriptors that came with it. Returns PAGED_OK or an error. */
+static int check_welcome(paged_client *c, const struct paged_msg_welcome *w, int nfds)
+{
+    if (w->version != PAGED_PROTO_VERSION) {
+        pc_set_err(c, "the daemon speaks protocol version %u, this library %u", w->version,
+                   PAGED_PROTO_VERSION);
+        return PAGED_E_VERSION;
+    }
+    if (w->num_fds != (uint32_t) nfds || nfds < 3) {
+        pc_set_err(c, "WELCOME announced %u descriptors and carried %d", w->num_fds, nfds);
+        return PAGED_E_PROTO;
+    }
+    if (w->backend == PAGED_BACKEND_CPU) {
+        if (nfds != 3) {
+            pc_set_err(c, "WELCOME from a cpu daemon carried %d descriptors", nfds);
+            return PAGED_E_PROTO;
+        }
+        return PAGED_OK;
+    }
+    if (w->backend != PAGED_BACKEND_CUDA) {
+        pc_set_err(c, "WELCOME names an unknown backend %u", w->backend);
+        return PAGED_E_PROTO;
+    }
+    int want = w->data_arena_kind == PAGED_MEM_CUDA_VMM ? 4
+               : w->data_arena_kind == PAGED_MEM_CUDA_IPC ? 3 : -1;
+    if (want < 0 || nfds != want || w->data_arena_size == 0
+        || w->data_arena_alloc < w->data_arena_size) {
+        pc_set_err(c, "WELCOME describes a device arena libpaged cannot use (kind %u, %d fds)",
+                   w->data_arena_kind, nfds);
+        return PAGED_E_PROTO;
+    }
+    return PAGED_OK;
+}
+
+/* Maps the channel memfd and attaches to its rings. Returns PAGED_OK or an error. */
+static int map_channel(paged_client *c, int fd, uint64_t size)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return PAGED_E_SYSTEM;
+    if (size < sizeof(struct paged_channel_hdr) || (uint64_t) st.st_size != size) {
+        pc_set_err(c, "channel is %lld bytes, WELCOME said %llu", (long long) st.st_size,
+                   (unsigned long long) size);
+        return PAGED_E_PROTO;
+    }
+    int rc = paged_shm_map(fd, size, 1, &c->chan);
+    if (rc < 0) {
+        c->chan = NULL;
+        pc_set_err(c, "cannot map the channel: %s", paged_strerror(rc));
+        return rc;
+    }
+    c->chan_size = size;
+    /* Our own copy: everything after this reads the geometry from it, never from the map. */
+    memcpy(&c->hdr, c->chan, sizeof c->hdr);
+    rc = paged_channel_check(&c->hdr, size);
+    if (rc < 0) {
+        pc_set_err(c, "the channel header does not add up (%s)", paged_strerror(rc));
+        return rc;
+    }
+    unsigned char *b = c->chan;
+    rc = paged_ring_prod_init(&c->sq, (void *) (b + c->hdr.sq_ctl_off), b + c->hdr.sq_off,
+                              c->hdr.sq_entries, sizeof(struct paged_sqe));
+    if (rc == PAGED_OK)
+        rc = paged_ring_cons_init(&c->cq, (void *) (b + c->hdr.cq_ctl_off), b + c->hdr.cq_off,
+                                  c->hdr.cq_entries, sizeof(struct paged_cqe));
+    if (rc < 0) {
+        pc_set_err(c, "the channel's rings are not empty or not sane");
+        return rc == PAGED_E_INVAL ? PAGED_E_PROTO : rc;
+    }
+    c->host.base = b + c->hdr.arena_off;
+    c->host.size = c->hdr.arena_size;
+    return PAGED_OK;
+}
+
+/* Allocates the slot table and the completion queue for cq_entries. */
+static int alloc_tables(paged_client *c)
+{
+    uint32_t n = c->hdr.cq_entries;
+    c->cq_entries = n;
+    c->slots = calloc(n, sizeof *c->slots);
+    c->free_slots = malloc(sizeof *c->free_slots * (size_t) n);
+    c->queue = malloc(sizeof *c->queue * (size_t) n);
+    c->prep_slots = malloc(sizeof *c->prep_slots * (size_t) c->hdr.sq_entries);
+    if (c->slots == NULL || c->free_slots == NULL || c->queue == NULL || c->prep_slots == NULL)
+        return PAGED_E_NOMEM;
+    /* Hand out low indices first: a stack popped from the end. */
+    for (uint32_t i = 0; i < n; i++)
+        c->free_slots[i] = n - 1 - i;
+    c->nfree = n;
+    return PAGED_OK;
+}
+
+/* Creates the epoll instance paged_client_fd returns. */
+static int make_epoll(paged_client *c)
+{
+    c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->epoll_fd < 0)
+        return PAGED_E_SYSTEM;
+    struct epoll_event ev = { .events = EPOLLIN };
+    ev.data.fd = c->cq_wait_fd;
+    if (epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->cq_wait_fd, &ev) != 0)
+        return PAGED_E_SYSTEM;
+    ev.data.fd = c->sock;
+    if (epoll_ctl(c->epoll_fd, EPOLL_CTL_ADD, c->sock, &ev) != 0)
+        return PAGED_E_SYSTEM;
+    return PAGED_OK;
+}
+
+/* Does the whole connection on a fresh client; returns PAGED_OK or an error (c->err says). */
+static int do_connect(paged_client *c, const paged_connect_opts *o)
+{
+    char path[128];
+    if (o->socket_path != NULL) {
+        if (strlen(o->socket_path) >= sizeof path) {
+            pc_set_err(c, "socket path is too long");
+            return PAGED_E_INVAL;
+        }
+        snprintf(path, sizeof path, "%s", o->socket_path);
+    } else if (psock_default_path(path, sizeof path) < 0) {
+        pc_set_err(c, "the default socket path is too long");
+        return PAGED_E_INVAL;
+    }
+    c->timeout_ms = o->timeout_ms == 0 ? PC_DEFAULT_TIMEOUT_MS : o->timeout_ms < 0 ? -1 : o->timeout_ms;
+
+    struct paged_msg_hello hello;
+    int rc = fill_hello(c, o, &hello);
+    if (rc < 0)
+        return rc;
+    c->sock = psock_connect(path);
+    if (c->sock < 0) {
+        rc = c->sock;
+        c->sock = -1;
+        pc_set_err(c, "%s: %s", path, rc == PAGED_E_NOTCONN ? "no daemon listening"
+                                      : rc == PAGED_E_SYSTEM ? strerror(errno) : paged_strerror(rc));
+        return rc;
+    }
+    if (set_nonblock(c->sock) < 0)
+        return PAGED_E_SYSTEM;
+
+    struct paged_msg_welcome w;
+    int fds[PSOCK_MAX_FDS], nfds = 0;
+    rc = pc_ctl_call(c, &hello, sizeof hello, PAGED_MSG_WELCOME, &w, sizeof w, fds,
+                     PSOCK_MAX_FDS, &nfds);
+    if (rc < 0)
+        return rc;
+    /* Adopt the descriptors first, so every later failure closes them with the client. */
+    int chan_fd = nfds > 0 ? fds[0] : -1;
+    c->sq_notify_fd = nfds > 1 ? fds[1] : -1;
+    c->cq_wait_fd = nfds > 2 ? fds[2] : -1;
+    c->data_fd = nfds > 3 ? fds[3] : -1;
+    for (int i = 4; i < nfds; i++)
+        close(fds[i]);
+    rc = check_welcome(c, &w, nfds);
+    if (rc == PAGED_OK)
+        rc = map_channel(c, chan_fd, w.channel_size);
+    if (chan_fd >= 0)
+        close(chan_fd);
+    if (rc < 0)
+        return rc;
+    if (set_nonblock(c->cq_wait_fd) < 0 || set_nonblock(c->sq_notify_fd) < 0)
+        return PAGED_E_SYSTEM;
+
+    c->id = w.client_id;
+    c->backend = (paged_backend) w.backend;
+    c->device_ordinal = w.device_ordinal;
+    memcpy(c->device_uuid, w.device_uuid, sizeof c->device_uuid);
+    if (c->backend == PAGED_BACKEND_CUDA) {
+        c->data_kind = w.data_arena_kind;
+        c->data.size = w.data_arena_size;
+        c->data_alloc = w.data_arena_alloc;
+        memcpy(c->data_ipc, w.ipc_handle, sizeof c->data_ipc);
+    }
+    rc = alloc_tables(c);
+    if (rc == PAGED_OK)
+        rc = make_epoll(c);
+    return rc;
+}
+
+/* Connects, keeping the reason of a failure in errbuf; see paged.h. */
+int paged_client_connect_err(const paged_connect_opts *opts, paged_client **out, char *errbuf,
+                             size_t errbuf_size)
+{
+    if (errbuf != NULL && errbuf_size > 0)
+        errbuf[0] = '\0';
+    if (out == NULL)
+        return PAGED_E_INVAL;
+    *out = NULL;
+    paged_connect_opts defaults = { 0 };
+    paged_client *c = client_new();
+    if (c == NULL)
+        return PAGED_E_NOMEM;
+    int rc = do_connect(c, opts != NULL ? opts : &defaults);
+    if (rc < 0) {
+        if (errbuf != NULL && errbuf_size > 0)
+            snprintf(errbuf, errbuf_size, "%s", c->err[0] != '\0' ? c->err : paged_strerror(rc));
+        client_free(c);
+        return rc;
+    }
+    c->err[0] = '\0';
+    *out = c;
+    return PAGED_OK;
+}
+
+/* Connects to pagedd; see paged.h. */
+int paged_client_connect(const paged_connect_opts *opts, paged_client **out)
+{
+    return paged_client_connect_err(opts, out, NULL, 0);
+}
+
+/* Closes the connection and frees everything reached through the client. */
+void paged_client_close(paged_client *c)
+{
+    if (c == NULL)
+        return;
+    client_free(c);
+}
+
+/* Returns the daemon's id for this client. */
+uint32_t paged_client_id(const paged_client *c)
+{
+    return c != NULL ? c->id : 0;
+}
+
+/* Returns the daemon's backend. */
+paged_backend paged_client_backend(const paged_client *c)
+{
+    return c != NULL ? c->backend : (paged_backend) 0;
+}
+
+/* Returns the last explained error, or "". */
+const char *paged_client_error(const paged_client *c)
+{
+    return c != NULL ? c->err : "";
+}
+
+/* Returns the epoll descriptor over the completion wake-up and the socket. */
+int paged_client_fd(const paged_client *c)
+{
+    return c != NULL ? c->epoll_fd : -1;
+}

@@ -1,0 +1,191 @@
+/* ring.h: single-producer single-consumer rings over shared memory, and the channel layout. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_LIB_RING_H
+#define PAGED_LIB_RING_H
+
+/*
+ * A ring is a struct paged_ring_ctl (lib/proto.h) plus an array of capacity fixed-size
+ * entries, both in memory the two processes share. Head (next entry to consume) is written
+ * only by the consumer, tail (next entry to produce) only by the producer; both count freely
+ * over 32 bits and wrap, so tail - head (mod 2^32) is the number of entries in the ring.
+ *
+ * Each side holds a private handle (struct paged_ring_prod or struct paged_ring_cons) with its
+ * own copy of the geometry (entry array, mask, entry size) and of its own index. It never
+ * reads the geometry or its own index back from shared memory, and it checks every index the
+ * other side publishes: (uint32_t)(tail - head) > capacity means the peer wrote garbage, and
+ * the handle then reports PAGED_E_RING from every call, for good. So a peer that scribbles
+ * over the control words or the entries can only ever spoil its own traffic.
+ *
+ * Entries are read and written in place in shared memory. A consumer that does not trust its
+ * producer (the daemon reading a client's submissions) copies each entry out before looking
+ * at it: paged_ring_cons_pop does that.
+ *
+ * Each side caches the last index it read of the other's, and reads the shared word again
+ * only when the cache cannot satisfy the request, so a producer that is not near full does
+ * not pull the consumer's cache line over, and vice versa.
+ *
+ * Thread safety: a handle belongs to one thread at a time; a ring has one producer and one
+ * consumer. Nothing here makes a system call; lib/wake.h adds the sleeping and waking.
+ */
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/proto.h"
+
+/*
+ * The control words in lib/proto.h are declared uint32_t so the header describes the layout
+ * in plain C; every access goes through this view of them as _Atomic uint32_t. That is sound
+ * because (1) they live in a shared mapping, memory with no declared type, and are only
+ * ever accessed through this atomic view, so it is their effective type; (2) the asserts
+ * below pin _Atomic uint32_t to the size and alignment of uint32_t; (3) it is always lock
+ * free, and lock-free atomics are address free (C17 7.17.5), so they work across processes
+ * that map the words at different addresses. GCC and Clang compile these accesses to plain
+ * loads, stores and fences on the word.
+ */
+_Static_assert(sizeof(_Atomic uint32_t) == sizeof(uint32_t), "atomic u32 has the size of u32");
+_Static_assert(_Alignof(_Atomic uint32_t) == _Alignof(uint32_t), "atomic u32 has u32's alignment");
+#if ATOMIC_INT_LOCK_FREE != 2 || UINT_MAX != UINT32_MAX
+#error "the rings need an always lock-free 32-bit atomic int"
+#endif
+
+/* Returns the atomic view of a shared control word. */
+static inline _Atomic uint32_t *paged_ring_word(uint32_t *word)
+{
+    return (_Atomic uint32_t *) word;
+}
+
+/* The largest ring: counts of entries then fit an int with room to spare. */
+#define PAGED_RING_MAX_ENTRIES (1u << 30)
+
+/* Alignment of the channel's host arena and of its total size. */
+#define PAGED_CHANNEL_PAGE 4096u
+
+/* The producer's private view of a ring. */
+struct paged_ring_prod {
+    struct paged_ring_ctl *ctl; /* shared control words */
+    unsigned char *entries;     /* shared entry array */
+    uint32_t mask;              /* capacity - 1 */
+    uint32_t entry_size;        /* bytes per entry */
+    uint32_t tail;              /* our own index: the next entry we will publish */
+    uint32_t head_cache;        /* the consumer's head as last read */
+    int broken;                 /* nonzero once the consumer's head was found corrupt */
+};
+
+/* The consumer's private view of a ring. */
+struct paged_ring_cons {
+    struct paged_ring_ctl *ctl;
+    const unsigned char *entries;
+    uint32_t mask;
+    uint32_t entry_size;
+    uint32_t head;              /* our own index: the next entry we will consume */
+    uint32_t tail_cache;        /* the producer's tail as last read */
+    int broken;                 /* nonzero once the producer's tail was found corrupt */
+};
+
+/*
+ * Resets a ring's control words to an empty ring whose indices start at start (normally
+ * 0; tests start near UINT32_MAX to cross the wrap). Only the creator of a ring calls this,
+ * before either side is attached.
+ */
+void paged_ring_ctl_init(struct paged_ring_ctl *ctl, uint32_t start);
+
+/*
+ * Attaches a producer handle to the ring at ctl with capacity entries of entry_size bytes at
+ * entries. Capacity must be a power of two up to PAGED_RING_MAX_ENTRIES, ctl aligned as its
+ * type requires. Reads both indices once. Returns PAGED_OK, PAGED_E_INVAL for bad arguments,
+ * or PAGED_E_RING when the indices already disagree.
+ */
+int paged_ring_prod_init(struct paged_ring_prod *p, struct paged_ring_ctl *ctl, void *entries,
+                         uint32_t capacity, uint32_t entry_size);
+
+/*
+ * Returns the number of free slots (0 when full), reading the consumer's head again only
+ * when fewer than want slots are known to be free; PAGED_E_RING when that head is corrupt.
+ */
+int paged_ring_prod_space(struct paged_ring_prod *p, uint32_t want);
+
+/*
+ * Returns the i-th free slot past the tail, to be filled before publishing, or NULL when i is
+ * not below the free space last returned by paged_ring_prod_space.
+ */
+void *paged_ring_prod_slot(struct paged_ring_prod *p, uint32_t i);
+
+/*
+ * Makes the first n free slots visible to the consumer (a release store of the tail).
+ * Returns PAGED_OK, PAGED_E_INVAL when n exceeds the known free space, or PAGED_E_RING.
+ */
+int paged_ring_prod_publish(struct paged_ring_prod *p, uint32_t n);
+
+/*
+ * Copies one entry of entry_size bytes into the ring and publishes it. Returns PAGED_OK,
+ * PAGED_E_AGAIN when the ring is full, or PAGED_E_RING.
+ */
+int paged_ring_prod_push(struct paged_ring_prod *p, const void *entry);
+
+/*
+ * Attaches a consumer handle; the same rules and results as paged_ring_prod_init.
+ */
+int paged_ring_cons_init(struct paged_ring_cons *c, struct paged_ring_ctl *ctl,
+                         const void *entries, uint32_t capacity, uint32_t entry_size);
+
+/*
+ * Returns the number of entries ready to consume (0 when empty), reading the producer's tail
+ * again only when fewer than want entries are known; PAGED_E_RING when the tail is more
+ * than capacity ahead of the head (or behind it).
+ */
+int paged_ring_cons_available(struct paged_ring_cons *c, uint32_t want);
+
+/*
+ * Returns the i-th ready entry in shared memory, or NULL when i is not below the count last
+ * returned by paged_ring_cons_available. The producer may still scribble on it: copy it out
+ * before trusting it.
+ */
+const void *paged_ring_cons_entry(const struct paged_ring_cons *c, uint32_t i);
+
+/*
+ * Hands the first n ready entries back to the producer (a release store of the head).
+ * Returns PAGED_OK, PAGED_E_INVAL when n exceeds the known ready count, or PAGED_E_RING.
+ */
+int paged_ring_cons_release(struct paged_ring_cons *c, uint32_t n);
+
+/*
+ * Copies the next entry out to out and releases its slot. Returns 1 when an entry was
+ * copied, 0 when the ring is empty, PAGED_E_RING when it is corrupt.
+ */
+int paged_ring_cons_pop(struct paged_ring_cons *c, void *out);
+
+/* Returns the ring's capacity as seen by this handle. */
+static inline uint32_t paged_ring_prod_capacity(const struct paged_ring_prod *p)
+{
+    return p->mask + 1;
+}
+
+/* Returns the ring's capacity as seen by this handle. */
+static inline uint32_t paged_ring_cons_capacity(const struct paged_ring_cons *c)
+{
+    return c->mask + 1;
+}
+
+/*
+ * Computes the layout of a client channel (see lib/proto.h): the header page, then the SQ
+ * control words and entries, the CQ control words and entries, then the host arena on a
+ * page boundary, arena_size rounded up to whole pages. Fills every field of *hdr (magic and
+ * version included). sq_entries and cq_entries must be powers of two up to
+ * PAGED_RING_MAX_ENTRIES with cq_entries >= sq_entries; the whole must fit size_t and off_t.
+ * Returns PAGED_OK or PAGED_E_INVAL, leaving *hdr untouched on error.
+ */
+int paged_channel_layout(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_size,
+                         struct paged_channel_hdr *hdr);
+
+/*
+ * Checks a channel header read from shared memory (copy it out first) against the layout
+ * its own sq_entries, cq_entries and arena_size give, and against map_size, the size of the
+ * object it came in. Returns PAGED_OK, PAGED_E_VERSION for another protocol version, or
+ * PAGED_E_PROTO for anything else that does not add up.
+ */
+int paged_channel_check(const struct paged_channel_hdr *hdr, uint64_t map_size);
+
+#endif

@@ -1,0 +1,422 @@
+/* submit.c: the asynchronous API: prepare, submit, reap and wait, over the client's two rings. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+
+#include "lib/client.h"
+
+/* Polls the clock only every this many spin iterations. */
+#define PC_SPIN_CLOCK_EVERY 64u
+
+/* Tells the CPU we are spinning (cheaper for the sibling hyperthread). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Names of the opcodes, for messages. */
+static const char *const op_names[PAGED_OP_COUNT_] = {
+    [PAGED_OP_NOP] = "nop",         [PAGED_OP_ALLOC] = "alloc",
+    [PAGED_OP_FREE] = "free",       [PAGED_OP_APPEND] = "append",
+    [PAGED_OP_DECODE] = "decode",   [PAGED_OP_PREFILL] = "prefill",
+    [PAGED_OP_FORK] = "fork",       [PAGED_OP_COPY] = "copy",
+    [PAGED_OP_PUBLISH] = "publish", [PAGED_OP_LOOKUP] = "lookup",
+};
+
+/* Returns the lower-case name of an opcode, or "op?" for an unknown one. */
+const char *pc_op_name(unsigned op)
+{
+    return op < PAGED_OP_COUNT_ ? op_names[op] : "op?";
+}
+
+/* Marks the client's ring traffic as broken for good; returns PAGED_E_RING. */
+static int ring_broken(paged_client *c, const char *what)
+{
+    if (c->dead == 0) {
+        c->dead = PAGED_E_RING;
+        pc_set_err(c, "completion ring: %s", what);
+    }
+    return PAGED_E_RING;
+}
+
+/* Returns whether one more request may take a slot. */
+int pc_slot_room(const paged_client *c)
+{
+    uint32_t used = c->cq_entries - c->nfree;
+    return c->nfree > 0 && used + c->q_len < c->cq_entries;
+}
+
+/* Frees a slot. */
+void pc_slot_put(paged_client *c, uint32_t idx)
+{
+    c->slots[idx].state = PC_SLOT_FREE;
+    c->free_slots[c->nfree++] = idx;
+}
+
+/* Takes a slot and writes sqe into the SQ unpublished; see client.h. */
+int pc_prep_sqe(paged_client *c, struct paged_sqe *sqe, int state, uint64_t user_tag)
+{
+    if (c->dead != 0)
+        return c->dead;
+    if (!pc_slot_room(c))
+        return PAGED_E_AGAIN;
+    int space = paged_ring_prod_space(&c->sq, c->prepared + 1);
+    if (space < 0) {
+        c->dead = PAGED_E_RING;
+        pc_set_err(c, "submission ring: the daemon's head index is corrupt");
+        return PAGED_E_RING;
+    }
+    if ((uint32_t) space < c->prepared + 1)
+        return PAGED_E_AGAIN;
+    uint32_t idx = c->free_slots[--c->nfree];
+    struct pc_slot *s = &c->slots[idx];
+    s->gen++;
+    s->state = (uint8_t) state;
+    s->op = sqe->opcode;
+    s->published = 0;
+    s->done = 0;
+    s->user_tag = user_tag;
+    sqe->tag = (uint64_t) s->gen << 32 | idx;
+    memcpy(paged_ring_prod_slot(&c->sq, c->prepared), sqe, sizeof *sqe);
+    c->prep_slots[c->prepared++] = idx;
+    return (int) idx;
+}
+
+/* Publishes the prepared entries and wakes the daemon if it sleeps. */
+int pc_submit(paged_client *c)
+{
+    uint32_t n = c->prepared;
+    if (n == 0)
+        return c->dead != 0 ? c->dead : 0;
+    if (paged_ring_prod_publish(&c->sq, n) < 0) {
+        c->dead = PAGED_E_RING;
+        pc_set_err(c, "submission ring: the daemon's head index is corrupt");
+        return PAGED_E_RING;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct pc_slot *s = &c->slots[c->prep_slots[i]];
+        s->published = 1;
+        if (s->state == PC_SLOT_USER)
+            c->user_published++;
+    }
+    c->prepared = 0;
+    int rc = paged_wake_notify(&c->sq, c->sq_notify_fd);
+    if (rc == PAGED_E_DISCONNECTED && c->dead == 0) {
+        /* The daemon's end of its wake-up is closed: it died before we noticed. */
+        c->dead = PAGED_E_DISCONNECTED;
+        pc_set_err(c, "connection to the daemon lost");
+    }
+    if (rc < 0)
+        return rc;
+    return (int) n;
+}
+
+/* Files one completion copied out of the CQ; returns PAGED_OK or PAGED_E_RING. */
+static int file_cqe(paged_client *c, const struct paged_cqe *e)
+{
+    uint32_t idx = (uint32_t) e->tag;
+    uint32_t gen = (uint32_t) (e->tag >> 32);
+    if (idx >= c->cq_entries)
+        return ring_broken(c, "a completion names no request of ours");
+    struct pc_slot *s = &c->slots[idx];
+    if (s->state == PC_SLOT_FREE || !s->published || s->gen != gen || s->op != e->opcode
+        || (s->state == PC_SLOT_SYNC && s->done))
+        return ring_broken(c, "a completion names no request in flight");
+    if (s->state == PC_SLOT_SYNC) {
+        s->cqe = *e;
+        s->done = 1;
+        return PAGED_OK;
+    }
+    if (c->q_len >= c->cq_entries)
+        return ring_broken(c, "more completions than requests");
+    paged_completion *out = &c->queue[(c->q_head + c->q_len) % c->cq_entries];
+    *out = (paged_completion) {
+        .tag = s->user_tag,
+        .status = e->status <= 0 ? e->status : PAGED_E_PROTO,
+        .op = (paged_op) e->opcode,
+        .count = e->count,
+        .err_field = e->err_field,
+        .err_index = e->err_index,
+        .service_ns = e->value,
+    };
+    c->q_len++;
+    c->user_published--;
+    pc_slot_put(c, idx);
+    return PAGED_OK;
+}
+
+/* Moves the completions ready in the CQ to their slots or the queue; see client.h. */
+int pc_pump(paged_client *c)
+{
+    if (c->dead == PAGED_E_RING)
+        return PAGED_E_RING;
+    int avail = paged_ring_cons_available(&c->cq, 1);
+    if (avail < 0)
+        return ring_broken(c, "the daemon's tail index is corrupt");
+    for (int i = 0; i < avail; i++) {
+        struct paged_cqe e;
+        /* Copied out first: the daemon's memory, read once. */
+        memcpy(&e, paged_ring_cons_entry(&c->cq, (uint32_t) i), sizeof e);
+        int rc = file_cqe(c, &e);
+        if (rc < 0)
+            return rc;
+    }
+    if (avail > 0 && paged_ring_cons_release(&c->cq, (uint32_t) avail) < 0)
+        return ring_broken(c, "cannot release entries");
+    return avail;
+}
+
+/* Copies up to max queued completions to out; returns how many. */
+static int take_queue(paged_client *c, paged_completion *out, unsigned max)
+{
+    unsigned n = 0;
+    while (n < max && c->q_len > 0) {
+        out[n++] = c->queue[c->q_head];
+        c->q_head = (c->q_head + 1) % c->cq_entries;
+        c->q_len--;
+    }
+    return (int) n;
+}
+
+/* Grows the spin budget after a spin that paid, shrinks it after a sleep. */
+static void spin_adapt(struct paged_waiter *w, int hit)
+{
+    if (hit) {
+        uint64_t grown = (uint64_t) w->spin_ns + w->spin_ns / 4 + 1000u;
+        w->spin_ns = grown > w->spin_max_ns ? w->spin_max_ns : (uint32_t) grown;
+        w->spin_hits++;
+    } else {
+        uint32_t floor = w->spin_max_ns / 8;
+        w->spin_ns = w->spin_ns / 2 > floor ? w->spin_ns / 2 : floor;
+        w->sleeps++;
+    }
+}
+
+/* Sleeps (spinning first) until done(c, arg); see client.h. */
+int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, void *), void *arg)
+{
+    int rc = pc_pump(c);
+    if (rc < 0)
+        return rc;
+    if (done(c, arg))
+        return 1;
+    if (c->dead != 0)
+        return c->dead;
+    uint64_t start = pc_now_ns();
+    uint64_t deadline = pc_deadline(timeout_ms);
+
+    /* Spin: a completion a few microseconds away is not worth two system calls. */
+    uint64_t budget = c->waiter.spin_ns;
+    if (deadline != UINT64_MAX && budget > deadline - start)
+        budget = deadline - start;
+    for (uint64_t i = 1; i <= budget; i++) {
+        cpu_relax();
+        rc = pc_pump(c);
+        if (rc < 0)
+            return rc;
+        if (rc > 0 && done(c, arg)) {
+            spin_adapt(&c->waiter, 1);
+            return 1;
+        }
+        if (i % PC_SPIN_CLOCK_EVERY == 0 && pc_now_ns() - start >= budget)
+            break;
+    }
+
+    for (;;) {
+        if (c->dead != 0)
+            return c->dead;
+        paged_wake_prepare(&c->cq);
+        rc = pc_pump(c);
+        if (rc < 0 || done(c, arg)) {
+            paged_wake_cancel(&c->cq);
+            return rc < 0 ? rc : 1;
+        }
+        int left = pc_ms_left(deadline);
+        if (left == 0) {
+            paged_wake_cancel(&c->cq);
+            return PAGED_E_TIMEOUT;
+        }
+        /* The socket too: a daemon that dies or shuts down must end the wait. */
+        struct pollfd p[2] = {
+            { .fd = c->cq_wait_fd, .events = POLLIN },
+            { .fd = c->sock, .events = POLLIN },
+        };
+        int n = poll(p, 2, left);
+        int fin = paged_wake_finish(&c->cq, c->cq_wait_fd);
+        spin_adapt(&c->waiter, 0);
+        if (n < 0 && errno != EINTR)
+            return PAGED_E_SYSTEM;
+        if (fin < 0)
+            return fin;
+        if (n > 0 && ((p[0].revents | p[1].revents) & POLLNVAL))
+            return PAGED_E_SYSTEM;
+        if (n > 0 && p[1].revents != 0)
+            pc_conn_check(c);
+        rc = pc_pump(c);
+        if (rc < 0)
+            return rc;
+        if (done(c, arg))
+            return 1;
+        /* A wake-up pipe whose writer is gone says hang-up for ever: the socket tells why. */
+        if (n > 0 && (p[0].revents & POLLHUP) && c->dead == 0 && pc_conn_check(c) == 0) {
+            c->dead = PAGED_E_DISCONNECTED;
+            pc_set_err(c, "the daemon closed the completion wake-up");
+        }
+    }
+}
+
+/* Converts a paged_request into a submission entry; returns PAGED_OK or PAGED_E_INVAL. */
+static int build_sqe(paged_client *c, const paged_request *r, struct paged_sqe *e)
+{
+    memset(e, 0, sizeof *e);
+    if ((unsigned) r->op >= PAGED_OP_COUNT_) {
+        pc_set_err(c, "unknown opcode %d", (int) r->op);
+        return PAGED_E_INVAL;
+    }
+    e->opcode = (uint8_t) r->op;
+    e->layer = r->layer;
+    if (r->op != PAGED_OP_NOP) {
+        if (r->pool == NULL || r->pool->c != c) {
+            pc_set_err(c, "%s: no pool, or a pool of another client", pc_op_name(r->op));
+            return PAGED_E_INVAL;
+        }
+        e->pool = r->pool->info.id;
+    }
+    switch (r->op) {
+    case PAGED_OP_NOP:
+        break;
+    case PAGED_OP_ALLOC:
+        e->u.alloc.count = r->u.blocks.count;
+        e->u.alloc.ids_off = r->u.blocks.ids_off;
+        break;
+    case PAGED_OP_FREE:
+    case PAGED_OP_FORK:
+        e->u.blocks.count = r->u.blocks.count;
+        e->u.blocks.ids_off = r->u.blocks.ids_off;
+        break;
+    case PAGED_OP_APPEND:
+        if (r->layer == PAGED_ALL_LAYERS) {
+            e->flags = PAGED_SQE_ALL_LAYERS;
+            e->layer = 0;
+        }
+        e->u.append.num_tokens = r->u.append.num_tokens;
+        e->u.append.dtype = (uint32_t) r->u.append.dtype;
+        e->u.append.k_off = r->u.append.k_off;
+        e->u.append.v_off = r->u.append.v_off;
+        e->u.append.slots_off = r->u.append.slots_off;
+        break;
+    case PAGED_OP_DECODE:
+    case PAGED_OP_PREFILL:
+        e->u.attn.num_seqs = r->u.attn.num_seqs;
+        e->u.attn.num_q_heads = r->u.attn.num_q_heads;
+        e->u.attn.dtype = (uint32_t) r->u.attn.dtype;
+        e->u.attn.bt_stride = r->u.attn.bt_stride;
+        e->u.attn.q_off = r->u.attn.q_off;
+        e->u.attn.out_off = r->u.attn.out_off;
+        e->u.attn.bt_off = r->u.attn.block_tables_off;
+        e->u.attn.lens_off = r->u.attn.seq_lens_off;
+        e->u.attn.qo_indptr_off = r->op == PAGED_OP_PREFILL ? r->u.attn.qo_indptr_off : 0;
+        e->u.attn.attn.sm_scale = r->u.attn.opts.sm_scale;
+        e->u.attn.attn.soft_cap = r->u.attn.opts.soft_cap;
+        e->u.attn.attn.window = r->u.attn.opts.window;
+        e->u.attn.attn.has_alibi = r->u.attn.opts.has_alibi != 0;
+        e->u.attn.attn.alibi_off = r->u.attn.opts.alibi_off;
+        break;
+    case PAGED_OP_COPY:
+        e->u.copy.count = r->u.copy.count;
+        e->u.copy.src_off = r->u.copy.src_off;
+        e->u.copy.dst_off = r->u.copy.dst_off;
+        break;
+    case PAGED_OP_PUBLISH:
+    case PAGED_OP_LOOKUP:
+        e->u.prefix.num_blocks = r->u.prefix.num_blocks;
+        e->u.prefix.tokens_off = r->u.prefix.tokens_off;
+        e->u.prefix.ids_off = r->u.prefix.ids_off;
+        e->u.prefix.salt = r->u.prefix.salt;
+        e->u.prefix.parent = r->u.prefix.parent;
+        break;
+    }
+    return PAGED_OK;
+}
+
+/* Writes one request into the submission ring without waking the daemon. */
+int paged_prep(paged_client *c, const paged_request *req)
+{
+    if (c == NULL || req == NULL)
+        return PAGED_E_INVAL;
+    struct paged_sqe e;
+    int rc = build_sqe(c, req, &e);
+    if (rc < 0)
+        return rc;
+    rc = pc_prep_sqe(c, &e, PC_SLOT_USER, req->tag);
+    return rc < 0 ? rc : PAGED_OK;
+}
+
+/* Publishes every prepared request; returns their number or an error. */
+int paged_submit(paged_client *c)
+{
+    if (c == NULL)
+        return PAGED_E_INVAL;
+    return pc_submit(c);
+}
+
+/* Copies ready completions without blocking. */
+int paged_reap(paged_client *c, paged_completion *out, unsigned max)
+{
+    if (c == NULL || (out == NULL && max > 0))
+        return PAGED_E_INVAL;
+    int rc = pc_pump(c);
+    if (rc < 0)
+        return rc;
+    int n = take_queue(c, out, max);
+    if (n > 0 || max == 0) {
+        paged_wake_cancel(&c->cq);
+        return n;
+    }
+    if (pc_conn_check(c) != 0)
+        return c->dead;
+    /* Nothing: arm the wake-up so that paged_client_fd turns readable when something
+     * comes (drained first, or a stale wake-up would make it readable for nothing). */
+    if (paged_wake_drain(c->cq_wait_fd) < 0)
+        return PAGED_E_SYSTEM;
+    paged_wake_prepare(&c->cq);
+    rc = pc_pump(c);
+    if (rc < 0)
+        return rc;
+    n = take_queue(c, out, max);
+    if (n > 0)
+        paged_wake_cancel(&c->cq);
+    return n;
+}
+
+/* Returns whether the user queue holds a completion: paged_wait's condition. */
+static int queue_ready(paged_client *c, void *arg)
+{
+    (void) arg;
+    return c->q_len > 0;
+}
+
+/* Waits for at least one completion, then reaps up to max. */
+int paged_wait(paged_client *c, paged_completion *out, unsigned max, int timeout_ms)
+{
+    if (c == NULL || out == NULL || max == 0)
+        return PAGED_E_INVAL;
+    int rc = pc_wait_until(c, timeout_ms, queue_ready, NULL);
+    /* Completions the daemon posted before it went still count. */
+    if (c->q_len > 0)
+        return take_queue(c, out, max);
+    return rc < 0 ? rc : 0;
+}
+
+/* Returns the submitted requests whose completions the caller has not reaped. */
+unsigned paged_inflight(const paged_client *c)
+{
+    return c != NULL ? c->user_published + c->q_len : 0;
+}

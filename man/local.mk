@@ -1,0 +1,2 @@
+# man/local.mk: what man/ builds.
+# SPDX-License-Identifier: MIT

@@ -1,0 +1,32 @@
+# tests/client/local.mk: tests of libpaged against a real pagedd.
+# SPDX-License-Identifier: MIT
+
+# The harness every client test shares: a real pagedd on a temporary socket.
+check_LTLIBRARIES += tests/client/libharness.la
+tests_client_libharness_la_SOURCES = tests/client/daemon_harness.c tests/client/daemon_harness.h
+
+# The tests link the installed-to-be libpaged (so they see only its exported symbols).
+CLIENT_TEST_LIBS = tests/client/libharness.la lib/libpaged.la $(TAP_LIBS)
+
+check_PROGRAMS += tests/client/api-t tests/client/seq-t tests/client/workers-t
+TESTS += tests/client/api-t tests/client/seq-t tests/client/workers-t tests/client/symbols-t.sh
+EXTRA_DIST += tests/client/symbols-t.sh
+
+tests_client_api_t_SOURCES = tests/client/api-t.c
+tests_client_api_t_LDADD = $(CLIENT_TEST_LIBS)
+tests_client_seq_t_SOURCES = tests/client/seq-t.c
+tests_client_seq_t_LDADD = $(CLIENT_TEST_LIBS)
+tests_client_workers_t_SOURCES = tests/client/workers-t.c
+# The CPU reference kernels are the oracle (and need libpagedcore's dtype helpers).
+tests_client_workers_t_LDADD = $(CLIENT_TEST_LIBS) kernels/libpagedcpu.la lib/libpagedcore.la
+
+# The lazily loaded CUDA driver, on its own: compiled into the test (its symbols are not
+# exported), with the CUDA headers for the test's own export of device memory. Without a
+# driver it checks that loading says PAGED_E_NOTSUP.
+if HAVE_CUDA
+check_PROGRAMS += tests/client/cuda-driver-t
+TESTS += tests/client/cuda-driver-t
+tests_client_cuda_driver_t_SOURCES = tests/client/cuda-driver-t.c lib/cuda_driver.c lib/cuda_driver.h
+tests_client_cuda_driver_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_client_cuda_driver_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
+endif

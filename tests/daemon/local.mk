@@ -1,0 +1,13 @@
+# tests/daemon/local.mk: what tests/daemon/ builds.
+# SPDX-License-Identifier: MIT
+
+DAEMON_TEST_LIBS = daemon/libpageddaemon.la lib/libpagedcore.la $(TAP_LIBS)
+
+check_PROGRAMS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t
+TESTS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t
+tests_daemon_alloc_t_SOURCES = tests/daemon/alloc-t.c
+tests_daemon_alloc_t_LDADD = $(DAEMON_TEST_LIBS)
+tests_daemon_alloc_model_t_SOURCES = tests/daemon/alloc-model-t.c
+tests_daemon_alloc_model_t_LDADD = $(DAEMON_TEST_LIBS)
+tests_daemon_prefix_hash_t_SOURCES = tests/daemon/prefix-hash-t.c
+tests_daemon_prefix_hash_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)

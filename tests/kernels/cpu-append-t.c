@@ -1,0 +1,328 @@
+/* cpu-append-t.c: APPEND and COPY, reference and CPU backend, checked bit for bit over the whole pool. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/dtype.h"
+#include "kernels/kernels.h"
+#include "tests/kernels/naive.h"
+#include "tests/tap/basic.h"
+
+#define NAPPEND 60
+#define NCOPY 30
+
+static const int32_t dims[] = { 64, 80, 96, 128, 256 };
+static const int32_t block_sizes[] = { 8, 16, 32 };
+static const int32_t dtypes[] = { PAGED_DTYPE_F32, PAGED_DTYPE_F16, PAGED_DTYPE_BF16,
+                                  PAGED_DTYPE_FP8_E4M3 };
+static const int32_t fp8_sources[] = { PAGED_DTYPE_F16, PAGED_DTYPE_BF16, PAGED_DTYPE_F32 };
+
+/* Fills n bytes with random bits (NaN patterns included: they are only ever compared). */
+static void random_bytes(tap_rng *rng, void *p, size_t n)
+{
+    unsigned char *b = p;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t x = tap_rng_u64(rng);
+        memcpy(b + i, &x, n - i < 8 ? n - i : 8);
+    }
+}
+
+/* Returns 1 if the pools are equal, else prints where they first differ and returns 0. */
+static int same_pool(const void *want, const void *got, size_t n, const char *what)
+{
+    const unsigned char *w = want, *g = got;
+    for (size_t i = 0; i < n; i++)
+        if (w[i] != g[i]) {
+            diag("%s: byte %zu is %#x, expected %#x", what, i, g[i], w[i]);
+            return 0;
+        }
+    return 1;
+}
+
+/* Returns a random pool geometry of the given dtype, its memory allocated and random. */
+static pk_cache random_cache(tap_rng *rng, int c, int32_t dtype)
+{
+    pk_cache cache = {
+        .num_layers = 1 + (int32_t) tap_rng_below(rng, 3),
+        .num_blocks = 4 + (int32_t) tap_rng_below(rng, 24),
+        .num_kv_heads = 1 + (int32_t) tap_rng_below(rng, 3),
+        .head_dim = dims[c % 5],
+        .block_size = block_sizes[c % 3],
+        .dtype = dtype,
+        .k_scale = dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(rng, 0.002, 0.02) : 1.0f,
+        .v_scale = dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(rng, 0.002, 0.02) : 1.0f,
+    };
+    cache.base = bmalloc(pk_cache_bytes(&cache));
+    random_bytes(rng, cache.base, pk_cache_bytes(&cache));
+    return cache;
+}
+
+/*
+ * Writes into want (a copy of the pool before the append) what an APPEND must leave:
+ * each kept token's rows copied bit for bit, or for fp8 the input value divided by the
+ * scale and rounded by pk_f32_to_e4m3.
+ */
+static void expect_append(const pk_append_args *a, void *want)
+{
+    pk_cache c = a->cache;
+    c.base = want;
+    size_t esize = pk_dtype_size(c.dtype);
+    for (int32_t l = 0; l < a->num_layers; l++)
+        for (int32_t t = 0; t < a->num_tokens; t++) {
+            int32_t slot = a->slot_mapping[t];
+            if (slot < 0)
+                continue;
+            for (int32_t h = 0; h < c.num_kv_heads; h++)
+                for (int32_t kv = 0; kv < 2; kv++) {
+                    const void *in = kv == 0 ? a->k : a->v;
+                    float scale = kv == 0 ? c.k_scale : c.v_scale;
+                    size_t dst = nv_offset(&c, a->layer_begin + l, kv, slot / c.block_size, h,
+                                           slot % c.block_size);
+                    size_t src = (((size_t) l * (size_t) a->num_tokens + (size_t) t) * (size_t) c.num_kv_heads
+                                  + (size_t) h) * (size_t) c.head_dim;
+                    for (int32_t d = 0; d < c.head_dim; d++) {
+                        if (a->src_dtype == c.dtype)
+                            memcpy((char *) want + (dst + (size_t) d) * esize,
+                                   (const char *) in + (src + (size_t) d) * esize, esize);
+                        else
+                            ((uint8_t *) want)[dst + (size_t) d] =
+                                pk_f32_to_e4m3((float) nv_value(in, src + (size_t) d, a->src_dtype) / scale);
+                    }
+                }
+        }
+}
+
+/* Runs one APPEND case through the reference and the CPU backend. */
+static void append_case(uint64_t seed, int c)
+{
+    tap_rng rng;
+    tap_rng_seed(&rng, seed + (uint64_t) c * 0x9e3779b97f4a7c15u);
+    int32_t dtype = dtypes[c % 4];
+    int32_t src_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_sources[(c / 4) % 3] : dtype;
+    pk_cache cache = random_cache(&rng, c, dtype);
+    int32_t L = cache.num_layers, layer_begin = 0, num_layers = L;
+    if (tap_rng_below(&rng, 2) == 0) {          /* one layer, or a range, rather than all */
+        layer_begin = (int32_t) tap_rng_below(&rng, (uint64_t) L);
+        num_layers = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) (L - layer_begin));
+    }
+    int32_t slots = cache.num_blocks * cache.block_size;
+    int32_t T = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) (slots < 300 ? slots : 300));
+    int32_t *perm = bmalloc((size_t) slots * sizeof *perm);
+    for (int32_t i = 0; i < slots; i++)
+        perm[i] = i;
+    for (int32_t i = slots - 1; i > 0; i--) {
+        int32_t j = (int32_t) tap_rng_below(&rng, (uint64_t) i + 1), x = perm[i];
+        perm[i] = perm[j];
+        perm[j] = x;
+    }
+    int32_t *mapping = bmalloc((size_t) T * sizeof *mapping);
+    int skipped = 0;
+    for (int32_t t = 0; t < T; t++) {
+        mapping[t] = tap_rng_below(&rng, 8) == 0 ? -1 : perm[t];
+        skipped += mapping[t] < 0;
+    }
+    size_t n = (size_t) num_layers * (size_t) T * (size_t) cache.num_kv_heads * (size_t) cache.head_dim;
+    size_t in_bytes = n * pk_dtype_size(src_dtype);
+    void *k = bmalloc(in_bytes), *v = bmalloc(in_bytes);
+    for (size_t i = 0; i < n; i++) {
+        /* Up to +-2: with the small fp8 scales some values saturate. */
+        pk_store(k, i, src_dtype, (float) tap_rng_uniform(&rng, -2.0, 2.0));
+        pk_store(v, i, src_dtype, (float) tap_rng_uniform(&rng, -2.0, 2.0));
+    }
+
+    size_t bytes = pk_cache_bytes(&cache);
+    void *before = bmalloc(bytes), *want = bmalloc(bytes);
+    memcpy(before, cache.base, bytes);
+    memcpy(want, cache.base, bytes);
+    pk_append_args a = {
+        .cache = cache,
+        .layer_begin = layer_begin,
+        .num_layers = num_layers,
+        .num_tokens = T,
+        .src_dtype = src_dtype,
+        .k = k,
+        .v = v,
+        .slot_mapping = mapping,
+    };
+    expect_append(&a, want);
+
+    char label[200];
+    snprintf(label, sizeof label,
+             "append %s from %s D=%d B=%d %d KV heads, layers %d..%d of %d, %d tokens (%d skipped)",
+             nv_dtype_name(dtype), nv_dtype_name(src_dtype), (int) cache.head_dim, (int) cache.block_size,
+             (int) cache.num_kv_heads, (int) layer_begin, (int) (layer_begin + num_layers - 1), (int) L,
+             (int) T, skipped);
+    int err = pk_ref_append(&a);
+    ok(err == 0 && same_pool(want, cache.base, bytes, label),
+       "%s: ref writes exactly the expected bits", label);
+
+    memcpy(cache.base, before, bytes);
+    err = pk_cpu_append_check(&a);
+    size_t items = pk_cpu_append_items(&a);
+    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
+    size_t chunks = nv_split(&rng, items, begin, end);
+    for (size_t i = 0; i < chunks && err == 0; i++)
+        pk_cpu_append_run(&a, begin[i], end[i]);
+    ok(err == 0 && same_pool(want, cache.base, bytes, label),
+       "%s: cpu writes exactly the expected bits", label);
+
+    free(begin);
+    free(end);
+    free(before);
+    free(want);
+    free(k);
+    free(v);
+    free(mapping);
+    free(perm);
+    free(cache.base);
+}
+
+/* Runs one COPY case through the reference and the CPU backend. */
+static void copy_case(uint64_t seed, int c)
+{
+    tap_rng rng;
+    tap_rng_seed(&rng, seed + 0x5bd1e995u + (uint64_t) c * 0x9e3779b97f4a7c15u);
+    int32_t dtype = dtypes[c % 4];
+    pk_cache cache = random_cache(&rng, c, dtype);
+    int32_t N = cache.num_blocks;
+    int32_t *perm = bmalloc((size_t) N * sizeof *perm);
+    for (int32_t i = 0; i < N; i++)
+        perm[i] = i;
+    for (int32_t i = N - 1; i > 0; i--) {
+        int32_t j = (int32_t) tap_rng_below(&rng, (uint64_t) i + 1), x = perm[i];
+        perm[i] = perm[j];
+        perm[j] = x;
+    }
+    /* Destinations and sources are disjoint; one pair may copy a third block onto itself. */
+    int32_t pairs = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) ((N - 1) / 2 < 12 ? (N - 1) / 2 : 12));
+    int self = tap_rng_below(&rng, 2) == 0;
+    int32_t *src = bmalloc((size_t) (pairs + 1) * sizeof *src);
+    int32_t *dst = bmalloc((size_t) (pairs + 1) * sizeof *dst);
+    for (int32_t i = 0; i < pairs; i++) {
+        dst[i] = perm[i];
+        src[i] = perm[pairs + i];
+    }
+    if (self) {
+        src[pairs] = dst[pairs] = perm[2 * pairs];
+        pairs++;
+    }
+
+    size_t bytes = pk_cache_bytes(&cache);
+    size_t block_bytes = (size_t) cache.num_kv_heads * (size_t) cache.block_size * (size_t) cache.head_dim
+                         * pk_dtype_size(dtype);
+    void *before = bmalloc(bytes), *want = bmalloc(bytes);
+    memcpy(before, cache.base, bytes);
+    memcpy(want, cache.base, bytes);
+    for (int32_t i = 0; i < pairs; i++)
+        for (int32_t l = 0; l < cache.num_layers; l++)
+            for (int32_t kv = 0; kv < 2; kv++)
+                memcpy((char *) want + nv_offset(&cache, l, kv, dst[i], 0, 0) * pk_dtype_size(dtype),
+                       (char *) before + nv_offset(&cache, l, kv, src[i], 0, 0) * pk_dtype_size(dtype),
+                       block_bytes);
+    pk_copy_args a = { .cache = cache, .num_pairs = pairs, .src_blocks = src, .dst_blocks = dst };
+
+    char label[200];
+    snprintf(label, sizeof label, "copy %s D=%d B=%d %d KV heads %d layers, %d pairs of %d blocks%s",
+             nv_dtype_name(dtype), (int) cache.head_dim, (int) cache.block_size, (int) cache.num_kv_heads,
+             (int) cache.num_layers, (int) pairs, (int) N, self ? " (one onto itself)" : "");
+    int err = pk_ref_copy(&a);
+    ok(err == 0 && same_pool(want, cache.base, bytes, label),
+       "%s: ref copies every layer's K and V, nothing else", label);
+
+    memcpy(cache.base, before, bytes);
+    err = pk_cpu_copy_check(&a);
+    size_t items = pk_cpu_copy_items(&a);
+    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
+    size_t chunks = nv_split(&rng, items, begin, end);
+    for (size_t i = 0; i < chunks && err == 0; i++)
+        pk_cpu_copy_run(&a, begin[i], end[i]);
+    ok(err == 0 && same_pool(want, cache.base, bytes, label),
+       "%s: cpu copies every layer's K and V, nothing else", label);
+
+    free(begin);
+    free(end);
+    free(before);
+    free(want);
+    free(src);
+    free(dst);
+    free(perm);
+    free(cache.base);
+}
+
+/* Checks the refusals of APPEND and COPY, and that empty ops are accepted and do nothing. */
+static void test_errors(void)
+{
+    uint16_t pool[2 * 2 * 2 * 8 * 64], k[64], v[64];
+    int32_t slot = 3;
+    pk_append_args good = {
+        .cache = { .base = pool, .num_layers = 2, .num_blocks = 2, .num_kv_heads = 1, .head_dim = 64,
+                   .block_size = 8, .dtype = PAGED_DTYPE_F16, .k_scale = 1, .v_scale = 1 },
+        .layer_begin = 1, .num_layers = 1, .num_tokens = 1, .src_dtype = PAGED_DTYPE_F16,
+        .k = k, .v = v, .slot_mapping = &slot,
+    };
+    struct {
+        const char *what;
+        int want;
+        pk_append_args a;
+    } cases[6];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cases[i].a = good;
+    cases[0].what = "f32 input into an f16 cache";
+    cases[0].want = PAGED_E_DTYPE;
+    cases[0].a.src_dtype = PAGED_DTYPE_F32;
+    cases[1].what = "fp8 input into an fp8 cache";
+    cases[1].want = PAGED_E_DTYPE;
+    cases[1].a.cache.dtype = PAGED_DTYPE_FP8_E4M3;
+    cases[1].a.src_dtype = PAGED_DTYPE_FP8_E4M3;
+    cases[2].what = "layers past the pool";
+    cases[2].want = PAGED_E_LAYER;
+    cases[2].a.num_layers = 2;
+    cases[3].what = "a negative first layer";
+    cases[3].want = PAGED_E_LAYER;
+    cases[3].a.layer_begin = -1;
+    cases[4].what = "a negative token count";
+    cases[4].want = PAGED_E_INVAL;
+    cases[4].a.num_tokens = -1;
+    cases[5].what = "no KV heads";
+    cases[5].want = PAGED_E_GEOMETRY;
+    cases[5].a.cache.num_kv_heads = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        is_int(cases[i].want, pk_ref_append(&cases[i].a), "append ref refuses %s", cases[i].what);
+        is_int(cases[i].want, pk_cpu_append_check(&cases[i].a), "append cpu check refuses %s",
+               cases[i].what);
+        is_int(0, (long long) pk_cpu_append_items(&cases[i].a), "append cpu has no items for %s",
+               cases[i].what);
+    }
+
+    pk_append_args none = good;
+    none.num_tokens = 0;
+    none.k = none.v = NULL;
+    none.slot_mapping = NULL;
+    is_int(0, pk_ref_append(&none), "append ref accepts zero tokens");
+    is_int(0, (long long) pk_cpu_append_items(&none), "append cpu has no items for zero tokens");
+
+    int32_t b0 = 0, b1 = 1;
+    pk_copy_args copy = { .cache = good.cache, .num_pairs = -1, .src_blocks = &b0, .dst_blocks = &b1 };
+    is_int(PAGED_E_INVAL, pk_ref_copy(&copy), "copy ref refuses a negative pair count");
+    is_int(PAGED_E_INVAL, pk_cpu_copy_check(&copy), "copy cpu check refuses a negative pair count");
+    copy.num_pairs = 1;
+    copy.cache.num_blocks = 0;
+    is_int(PAGED_E_GEOMETRY, pk_ref_copy(&copy), "copy ref refuses a pool of no blocks");
+    is_int(PAGED_E_GEOMETRY, pk_cpu_copy_check(&copy), "copy cpu check refuses a pool of no blocks");
+}
+
+/* Runs the APPEND and COPY cases, then the refusals; returns 0 (the TAP output tells the rest). */
+int main(void)
+{
+    uint64_t seed = tap_seed();
+    plan(2 * NAPPEND + 2 * NCOPY + 3 * 6 + 6);
+    for (int c = 0; c < NAPPEND; c++)
+        append_case(seed, c);
+    for (int c = 0; c < NCOPY; c++)
+        copy_case(seed, c);
+    test_errors();
+    return 0;
+}

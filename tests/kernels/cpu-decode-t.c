@@ -1,0 +1,320 @@
+/* cpu-decode-t.c: pk_ref_decode and the CPU backend's decode against a naive attention in double. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "tests/kernels/naive.h"
+#include "tests/tap/basic.h"
+
+/*
+ * A covering set rather than the cross product: case c takes head dim c % 5, block size
+ * c % 3, GQA group c % 4, cache dtype (c / 4) % 4 and options (c / 3) % 8, so every value
+ * of each appears many times and every pair of them meets. Work per case is capped so
+ * the program stays within seconds under ASan.
+ */
+#define NCASES 100
+#define BUDGET 1000000          /* head_dim * query heads * context tokens, summed over sequences */
+#define MAXSEQS 4
+
+static const int32_t dims[] = { 64, 80, 96, 128, 256 };
+static const int32_t block_sizes[] = { 8, 16, 32 };
+static const int32_t groups[] = { 1, 2, 4, 8 };
+static const int32_t dtypes[] = { PAGED_DTYPE_F32, PAGED_DTYPE_F16, PAGED_DTYPE_BF16,
+                                  PAGED_DTYPE_FP8_E4M3 };
+static const int32_t fp8_queries[] = { PAGED_DTYPE_F16, PAGED_DTYPE_BF16, PAGED_DTYPE_F32 };
+
+/* Returns a context length: 1, one near a block boundary, 2000, or spread log-uniformly. */
+static int32_t pick_len(tap_rng *rng, int32_t block)
+{
+    switch (tap_rng_below(rng, 6)) {
+    case 0:
+        return 1;
+    case 1:
+        return block * (int32_t) (1 + tap_rng_below(rng, 8)) + (int32_t) tap_rng_below(rng, 3) - 1;
+    case 2:
+        return 2000;
+    default:
+        return (int32_t) exp(tap_rng_uniform(rng, 0.0, log(2000.0)));
+    }
+}
+
+/* Fills a label naming the options set in opts. */
+static void opts_label(char *buf, size_t size, const pk_attn_opts *o)
+{
+    snprintf(buf, size, "%s%s%s%s", o->soft_cap > 0 ? " cap" : "", o->alibi_slopes ? " alibi" : "",
+             o->window > 0 ? " window" : "",
+             o->soft_cap > 0 || o->alibi_slopes || o->window > 0 ? "" : " plain");
+}
+
+/* Runs one case through the naive version, the reference and the CPU backend. */
+static void run_case(uint64_t seed, int c)
+{
+    tap_rng rng;
+    tap_rng_seed(&rng, seed + (uint64_t) c * 0x9e3779b97f4a7c15u);
+    int32_t D = dims[c % 5], B = block_sizes[c % 3], G = groups[c % 4];
+    int32_t dtype = dtypes[(c / 4) % 4];
+    int32_t q_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_queries[(c / 16) % 3] : dtype;
+    int options = (c / 3) % 8;
+    int per_seq = (c / 5) % 3 == 0;
+    int32_t H = 1 + (int32_t) tap_rng_below(&rng, 3);
+    int32_t L = 1 + (int32_t) tap_rng_below(&rng, 3);
+    int nseqs = 1 + (int) tap_rng_below(&rng, MAXSEQS);
+    int32_t lens[MAXSEQS];
+    for (int s = 0; s < nseqs; s++)
+        lens[s] = pick_len(&rng, B);
+
+    /* Trim to the budget: fewer sequences, then one KV head, then a shorter context. */
+    for (;;) {
+        long total = 0;
+        for (int s = 0; s < nseqs; s++)
+            total += lens[s];
+        if (total * H * G * D <= BUDGET)
+            break;
+        if (nseqs > 1)
+            nseqs--;
+        else if (H > 1)
+            H = 1;
+        else
+            lens[0] = BUDGET / (G * D) - (int32_t) tap_rng_below(&rng, (uint64_t) B);
+    }
+    int32_t Hq = H * G, bt_stride = 0, used = 0, max_len = 0;
+    for (int s = 0; s < nseqs; s++) {
+        int32_t blocks = (lens[s] + B - 1) / B;
+        used += blocks;
+        bt_stride = blocks > bt_stride ? blocks : bt_stride;
+        max_len = lens[s] > max_len ? lens[s] : max_len;
+    }
+    bt_stride += (int32_t) tap_rng_below(&rng, 3);
+
+    pk_cache cache = {
+        .num_layers = L,
+        .num_blocks = used + (int32_t) tap_rng_below(&rng, 8),
+        .num_kv_heads = H,
+        .head_dim = D,
+        .block_size = B,
+        .dtype = dtype,
+        .k_scale = dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(&rng, 0.003, 0.02) : 1.0f,
+        .v_scale = dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(&rng, 0.003, 0.02) : 1.0f,
+    };
+    int32_t layer = (int32_t) tap_rng_below(&rng, (uint64_t) L);
+    size_t elems = nv_pool_elems(&cache);
+    cache.base = bmalloc(pk_cache_bytes(&cache));
+    nv_poison(cache.base, elems, dtype);
+    int32_t *tables = nv_block_tables(&rng, nseqs, lens, B, cache.num_blocks, bt_stride);
+    for (int s = 0; s < nseqs; s++)
+        nv_fill_seq(&rng, &cache, layer, tables + (size_t) s * (size_t) bt_stride, lens[s]);
+    int32_t *seq_lens = bmalloc((size_t) nseqs * sizeof *seq_lens);
+    memcpy(seq_lens, lens, (size_t) nseqs * sizeof *seq_lens);
+
+    size_t qsize = pk_dtype_size(q_dtype), rows = (size_t) nseqs * (size_t) Hq;
+    size_t seq_bytes = (size_t) Hq * (size_t) D * qsize;
+    void *q = bmalloc(rows * (size_t) D * qsize), *out = bmalloc(rows * (size_t) D * qsize);
+    for (size_t i = 0; i < rows * (size_t) D; i++)
+        nv_random(&rng, q, i, q_dtype, 1.0f);
+
+    pk_attn_opts opts = { .sm_scale = (float) (exp(tap_rng_uniform(&rng, log(0.5), log(12.0))) / sqrt(D)) };
+    float *slopes = NULL;
+    if (options & 1)
+        opts.soft_cap = (float) tap_rng_uniform(&rng, 1.0, 10.0);
+    if (options & 2) {
+        slopes = bmalloc((size_t) Hq * sizeof *slopes);
+        for (int32_t h = 0; h < Hq; h++)
+            slopes[h] = (float) exp(tap_rng_uniform(&rng, log(1.0 / 1024), log(0.25)));
+        opts.alibi_slopes = slopes;
+    }
+    if (options & 4)
+        opts.window = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) max_len + 16);
+
+    /* The naive answer, one KV head of one sequence at a time. */
+    double *want = bmalloc(rows * (size_t) D * sizeof *want);
+    double *K = bmalloc((size_t) max_len * (size_t) D * sizeof *K);
+    double *V = bmalloc((size_t) max_len * (size_t) D * sizeof *V);
+    double *qd = bmalloc((size_t) D * sizeof *qd);
+    for (int s = 0; s < nseqs; s++)
+        for (int32_t h = 0; h < H; h++) {
+            nv_gather(&cache, layer, tables + (size_t) s * (size_t) bt_stride, lens[s], h, K, V);
+            for (int32_t g = 0; g < G; g++) {
+                size_t row = (size_t) s * (size_t) Hq + (size_t) (h * G + g);
+                for (int32_t d = 0; d < D; d++)
+                    qd[d] = nv_value(q, row * (size_t) D + (size_t) d, q_dtype);
+                nv_attend(qd, h * G + g, lens[s] - 1, K, V, lens[s], D, &opts, want + row * (size_t) D);
+            }
+        }
+
+    /* The per-sequence form gets separate buffers so ASan sees each one's bounds. */
+    const void **q_seq = NULL;
+    void **out_seq = NULL;
+    if (per_seq) {
+        q_seq = bmalloc((size_t) nseqs * sizeof *q_seq);
+        out_seq = bmalloc((size_t) nseqs * sizeof *out_seq);
+        for (int s = 0; s < nseqs; s++) {
+            void *qs = bmalloc(seq_bytes);
+            memcpy(qs, (char *) q + (size_t) s * seq_bytes, seq_bytes);
+            q_seq[s] = qs;
+            out_seq[s] = bmalloc(seq_bytes);
+        }
+    }
+    pk_decode_args a = {
+        .cache = cache,
+        .layer = layer,
+        .num_seqs = nseqs,
+        .num_q_heads = Hq,
+        .q_dtype = q_dtype,
+        .q = per_seq ? NULL : q,
+        .out = per_seq ? NULL : out,
+        .q_seq = (const void *const *) q_seq,
+        .out_seq = (void *const *) out_seq,
+        .block_tables = tables,
+        .bt_stride = bt_stride,
+        .seq_lens = seq_lens,
+        .opts = opts,
+    };
+
+    char label[256], olabel[64];
+    opts_label(olabel, sizeof olabel, &opts);
+    if (dtype == PAGED_DTYPE_FP8_E4M3)
+        snprintf(label, sizeof label, "decode fp8 (q %s)", nv_dtype_name(q_dtype));
+    else
+        snprintf(label, sizeof label, "decode %s", nv_dtype_name(dtype));
+    snprintf(label + strlen(label), sizeof label - strlen(label),
+             " D=%d B=%d GQA %d, %d KV heads, %d seqs up to %d tokens,%s%s", (int) D, (int) B, (int) G,
+             (int) H, nseqs, (int) max_len, olabel, per_seq ? ", per-seq pointers" : "");
+
+    for (int which = 0; which < 2; which++) {
+        if (per_seq)
+            for (int s = 0; s < nseqs; s++)
+                memset(out_seq[s], 0xff, seq_bytes);
+        else
+            memset(out, 0xff, rows * (size_t) D * qsize);
+        int err;
+        if (which == 0) {
+            err = pk_ref_decode(&a);
+        } else {
+            err = pk_cpu_decode_check(&a);
+            size_t items = pk_cpu_decode_items(&a);
+            size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
+            size_t chunks = nv_split(&rng, items, begin, end);
+            for (size_t i = 0; i < chunks && err == 0; i++)
+                pk_cpu_decode_run(&a, begin[i], end[i]);
+            free(begin);
+            free(end);
+        }
+        if (per_seq)
+            for (int s = 0; s < nseqs; s++)
+                memcpy((char *) out + (size_t) s * seq_bytes, out_seq[s], seq_bytes);
+        char what[300];
+        snprintf(what, sizeof what, "%s: %s", label, which == 0 ? "ref" : "cpu");
+        if (err != 0)
+            diag("%s: returned %d", what, err);
+        ok(err == 0 && nv_close(out, q_dtype, want, rows, D, what), "%s matches naive", what);
+    }
+
+    if (per_seq) {
+        for (int s = 0; s < nseqs; s++) {
+            free((void *) q_seq[s]);
+            free(out_seq[s]);
+        }
+        free(q_seq);
+        free(out_seq);
+    }
+    free(want);
+    free(K);
+    free(V);
+    free(qd);
+    free(slopes);
+    free(q);
+    free(out);
+    free(seq_lens);
+    free(tables);
+    free(cache.base);
+}
+
+/* Checks that each unsupported shape is refused with its error, by both versions. */
+static void test_errors(void)
+{
+    float pool[2 * 2 * 1 * 8 * 64];
+    float q[2 * 64], out[2 * 64];
+    int32_t table[2] = { 0, 1 }, len = 16;
+    pk_decode_args good = {
+        .cache = { .base = pool, .num_layers = 2, .num_blocks = 2, .num_kv_heads = 1, .head_dim = 64,
+                   .block_size = 8, .dtype = PAGED_DTYPE_F32, .k_scale = 1, .v_scale = 1 },
+        .layer = 1, .num_seqs = 1, .num_q_heads = 2, .q_dtype = PAGED_DTYPE_F32, .q = q, .out = out,
+        .block_tables = table, .bt_stride = 2, .seq_lens = &len, .opts = { .sm_scale = 0.125f },
+    };
+    struct {
+        const char *what;
+        int want;
+        pk_decode_args a;
+    } cases[10];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cases[i].a = good;
+    cases[0].what = "query heads not a multiple of KV heads";
+    cases[0].want = PAGED_E_HEADS;
+    cases[0].a.cache.num_kv_heads = 2;
+    cases[0].a.num_q_heads = 3;
+    cases[1].what = "head_dim 0";
+    cases[1].want = PAGED_E_GEOMETRY;
+    cases[1].a.cache.head_dim = 0;
+    cases[2].what = "head_dim 513";
+    cases[2].want = PAGED_E_GEOMETRY;
+    cases[2].a.cache.head_dim = 513;
+    cases[3].what = "block size 0";
+    cases[3].want = PAGED_E_GEOMETRY;
+    cases[3].a.cache.block_size = 0;
+    cases[4].what = "unknown cache dtype";
+    cases[4].want = PAGED_E_DTYPE;
+    cases[4].a.cache.dtype = 9;
+    cases[5].what = "f16 queries on an f32 cache";
+    cases[5].want = PAGED_E_DTYPE;
+    cases[5].a.q_dtype = PAGED_DTYPE_F16;
+    cases[6].what = "fp8 queries";
+    cases[6].want = PAGED_E_DTYPE;
+    cases[6].a.cache.dtype = PAGED_DTYPE_FP8_E4M3;
+    cases[6].a.q_dtype = PAGED_DTYPE_FP8_E4M3;
+    cases[7].what = "layer past the pool";
+    cases[7].want = PAGED_E_LAYER;
+    cases[7].a.layer = 2;
+    cases[8].what = "zero query heads";
+    cases[8].want = PAGED_E_HEADS;
+    cases[8].a.num_q_heads = 0;
+    cases[9].what = "fp8 cache with a zero scale";
+    cases[9].want = PAGED_E_INVAL;
+    cases[9].a.cache.dtype = PAGED_DTYPE_FP8_E4M3;
+    cases[9].a.cache.k_scale = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        is_int(cases[i].want, pk_ref_decode(&cases[i].a), "decode ref refuses %s", cases[i].what);
+        is_int(cases[i].want, pk_cpu_decode_check(&cases[i].a), "decode cpu check refuses %s",
+               cases[i].what);
+        is_int(0, (long long) pk_cpu_decode_items(&cases[i].a), "decode cpu has no items for %s",
+               cases[i].what);
+    }
+    int32_t long_len = 17;
+    pk_decode_args a = good;
+    a.seq_lens = &long_len;
+    is_int(PAGED_E_SEQLEN, pk_ref_decode(&a), "decode ref refuses a sequence longer than its table");
+    is_int(PAGED_E_SEQLEN, pk_cpu_decode_check(&a), "decode cpu refuses a sequence longer than its table");
+    int32_t zero_len = 0;
+    a.seq_lens = &zero_len;
+    is_int(PAGED_E_SEQLEN, pk_ref_decode(&a), "decode ref refuses an empty sequence");
+    is_int(PAGED_E_SEQLEN, pk_cpu_decode_check(&a), "decode cpu refuses an empty sequence");
+    a = good;
+    a.num_seqs = 0;
+    is_int(0, pk_ref_decode(&a), "decode ref accepts zero sequences");
+    is_int(0, (long long) pk_cpu_decode_items(&a), "decode cpu has no items for zero sequences");
+}
+
+/* Runs every decode case, then the refusals; returns 0 (the TAP output tells the rest). */
+int main(void)
+{
+    uint64_t seed = tap_seed();
+    plan(2 * NCASES + 3 * 10 + 6);
+    for (int c = 0; c < NCASES; c++)
+        run_case(seed, c);
+    test_errors();
+    return 0;
+}

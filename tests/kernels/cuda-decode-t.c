@@ -1,0 +1,350 @@
+/* cuda-decode-t.c: pk_cuda_decode against pk_ref_decode over head dims, block sizes, groups, dtypes and lengths. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/dtype.h"
+#include "kernels/kernels.h"
+#include "tests/kernels/gpu_util.h"
+#include "tests/tap/basic.h"
+
+/*
+ * Three sets of cases. The sweep crosses every (cache, query) dtype pair with every head dim
+ * and block size (the group size, KV heads, options and forms rotate with the case index),
+ * over short contexts that end anywhere in a block. The long set gives each dtype pair and
+ * head dim a context of 600 to 4000 tokens beside short ones, which the GPU splits into
+ * partitions (the reduce kernel runs) while the short ones are finished in one. The edge set
+ * pins what random choices might miss. The reference is single-threaded, so each long case's
+ * context is capped at LONG_BUDGET / (group * head dim) tokens.
+ */
+#define MAXSEQS 24
+#define LONG_BUDGET 2500000
+
+static const int32_t dims[] = { 64, 80, 96, 128, 256 };
+static const int32_t block_sizes[] = { 8, 16, 32 };
+static const int32_t groups[] = { 1, 2, 4, 8 };
+static const int32_t pairs[][2] = {
+    { PAGED_DTYPE_F16, PAGED_DTYPE_F16 },      { PAGED_DTYPE_BF16, PAGED_DTYPE_BF16 },
+    { PAGED_DTYPE_F32, PAGED_DTYPE_F32 },      { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_F16 },
+    { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_BF16 }, { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_F32 },
+};
+
+/* One decode case. */
+typedef struct dcase {
+    int32_t D, B, G, H, L;          /* head dim, block size, group, KV heads, layers */
+    int32_t kv_dtype, q_dtype;
+    int nseqs;
+    int32_t lens[MAXSEQS];
+    int alibi, cap, per_seq, no_workspace;
+    int32_t window;
+} dcase;
+
+/* Fills every plane of a host pool with random values (fp8: K planes by k_scale, V by v_scale). */
+static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
+{
+    size_t plane = (size_t) c->num_blocks * (size_t) c->num_kv_heads * (size_t) c->block_size * (size_t) c->head_dim;
+    size_t esize = pk_dtype_size(c->dtype);
+    for (int32_t l = 0; l < c->num_layers; l++)
+        for (int32_t kv = 0; kv < 2; kv++)
+            gu_fill(rng, (char *) pool + ((size_t) l * 2 + (size_t) kv) * plane * esize, plane, c->dtype, 1.0f,
+                    kv == 0 ? c->k_scale : c->v_scale);
+}
+
+/* Runs one case on the GPU and through the reference, and reports whether they agree. */
+static void run_case(tap_rng *rng, const dcase *c)
+{
+    int32_t Hq = c->H * c->G;
+    int32_t max_blocks = 0, total_blocks = 0;
+    for (int s = 0; s < c->nseqs; s++) {
+        int32_t nb = (c->lens[s] + c->B - 1) / c->B;
+        total_blocks += nb;
+        if (nb > max_blocks)
+            max_blocks = nb;
+    }
+    pk_cache cache = {
+        .num_layers = c->L,
+        .num_blocks = total_blocks + gu_range(rng, 0, 4),
+        .num_kv_heads = c->H,
+        .head_dim = c->D,
+        .block_size = c->B,
+        .dtype = c->kv_dtype,
+        .k_scale = c->kv_dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(rng, 0.01, 0.05) : 1.0f,
+        .v_scale = c->kv_dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(rng, 0.01, 0.05) : 1.0f,
+    };
+    size_t pool_bytes = pk_cache_bytes(&cache);
+    void *pool = bmalloc(pool_bytes);
+    cache.base = pool;
+    fill_pool(rng, &cache, pool);
+    int32_t bt_stride = max_blocks + gu_range(rng, 0, 3);
+    int32_t *bt = gu_block_tables(rng, c->nseqs, c->lens, c->B, cache.num_blocks, bt_stride);
+
+    size_t qsize = pk_dtype_size(c->q_dtype);
+    size_t row_elems = (size_t) Hq * (size_t) c->D;
+    size_t qbytes = (size_t) c->nseqs * row_elems * qsize;
+    void *q = bmalloc(qbytes), *want = bmalloc(qbytes), *got = bmalloc(qbytes);
+    gu_fill(rng, q, (size_t) c->nseqs * row_elems, c->q_dtype, 2.0f, 1.0f);
+    float *slopes = bmalloc((size_t) Hq * sizeof *slopes);
+    for (int32_t h = 0; h < Hq; h++)
+        slopes[h] = (float) tap_rng_uniform(rng, 0.01, 0.3);
+
+    pk_decode_args ha = {
+        .cache = cache,
+        .layer = gu_range(rng, 0, c->L - 1),
+        .num_seqs = c->nseqs,
+        .num_q_heads = Hq,
+        .q_dtype = c->q_dtype,
+        .q = q,
+        .out = want,
+        .block_tables = bt,
+        .bt_stride = bt_stride,
+        .seq_lens = c->lens,
+        .opts = {
+            .sm_scale = (float) (tap_rng_uniform(rng, 0.5, 2.5) / sqrt((double) c->D)),
+            .soft_cap = c->cap ? (float) tap_rng_uniform(rng, 2.0, 10.0) : 0.0f,
+            .window = c->window,
+            .alibi_slopes = c->alibi ? slopes : NULL,
+        },
+    };
+    int rc = pk_ref_decode(&ha);
+    if (rc != 0)
+        bail("pk_ref_decode: %s", paged_strerror(rc));
+
+    /* The same op on the device. */
+    pk_decode_args da = ha;
+    da.cache.base = gu_clone(pool, pool_bytes);
+    da.block_tables = gu_clone(bt, (size_t) c->nseqs * (size_t) bt_stride * sizeof *bt);
+    da.seq_lens = gu_clone(c->lens, (size_t) c->nseqs * sizeof(int32_t));
+    da.opts.alibi_slopes = c->alibi ? gu_clone(slopes, (size_t) Hq * sizeof *slopes) : NULL;
+    void *q_d = gu_clone(q, qbytes), *out_d = NULL;
+    void **qp = NULL, **op = NULL;
+    size_t slot_bytes = row_elems * qsize + 64;  /* per-sequence rows sit apart, in shuffled order */
+    if (c->per_seq) {
+        out_d = gu_alloc((size_t) c->nseqs * slot_bytes);
+        gu_poison(out_d, (size_t) c->nseqs * slot_bytes);
+        qp = bmalloc((size_t) c->nseqs * sizeof *qp);
+        op = bmalloc((size_t) c->nseqs * sizeof *op);
+        void *qs_d = gu_alloc((size_t) c->nseqs * slot_bytes);
+        for (int s = 0; s < c->nseqs; s++) {
+            int where = c->nseqs - 1 - s;   /* reversed: the pointers, not the order, must matter */
+            qp[s] = (char *) qs_d + (size_t) where * slot_bytes;
+            op[s] = (char *) out_d + (size_t) where * slot_bytes;
+            gu_upload(qp[s], (const char *) q + (size_t) s * row_elems * qsize, row_elems * qsize);
+        }
+        gu_free(q_d);
+        q_d = qs_d;
+        da.q = NULL;
+        da.out = NULL;
+        da.q_seq = gu_clone(qp, (size_t) c->nseqs * sizeof *qp);
+        da.out_seq = gu_clone(op, (size_t) c->nseqs * sizeof *op);
+    } else {
+        out_d = gu_alloc(qbytes);
+        gu_poison(out_d, qbytes);
+        da.q = q_d;
+        da.out = out_d;
+    }
+    size_t ws = pk_cuda_decode_workspace(&da);
+    da.workspace = NULL;
+    da.workspace_size = 0;
+    if (!c->no_workspace && ws > 0) {
+        da.workspace = gu_alloc(ws);
+        gu_poison(da.workspace, ws);
+        da.workspace_size = ws;
+    }
+    rc = pk_cuda_decode(&da, NULL);
+    gu_sync("decode");
+    if (c->per_seq) {
+        for (int s = 0; s < c->nseqs; s++)
+            gu_download((char *) got + (size_t) s * row_elems * qsize, op[s], row_elems * qsize);
+    } else {
+        gu_download(got, out_d, qbytes);
+    }
+
+    double worst = 0.0;
+    int same = rc == 0 && gu_compare(got, want, (size_t) c->nseqs * (size_t) Hq, c->D, c->q_dtype,
+                                     gu_tolerance(c->q_dtype), &worst);
+    char lens[160], window[32] = "";
+    size_t n = 0;
+    for (int s = 0; s < c->nseqs && n < sizeof lens - 12; s++)
+        n += (size_t) snprintf(lens + n, sizeof lens - n, "%s%d", s ? "," : "", (int) c->lens[s]);
+    if (c->window > 0)
+        snprintf(window, sizeof window, " window=%d", (int) c->window);
+    ok(same, "decode %s/%s D=%d B=%d G=%d H=%d L=%d lens %s%s%s%s%s%s%s: matches reference (%s, worst row %.2g)",
+       gu_dtype_name(c->kv_dtype), gu_dtype_name(c->q_dtype), (int) c->D, (int) c->B, (int) c->G, (int) c->H,
+       (int) c->L, lens, c->alibi ? " alibi" : "", c->cap ? " cap" : "", window, c->per_seq ? " per-seq" : "",
+       c->no_workspace ? " no-workspace" : "", ws > 0 && !c->no_workspace ? " split" : "",
+       rc == 0 ? "ok" : paged_strerror(rc), worst);
+
+    gu_free(da.cache.base);
+    gu_free((void *) da.block_tables);
+    gu_free((void *) da.seq_lens);
+    gu_free((void *) da.opts.alibi_slopes);
+    gu_free(q_d);
+    gu_free(out_d);
+    gu_free(da.workspace);
+    if (c->per_seq) {
+        gu_free((void *) da.q_seq);
+        gu_free((void *) da.out_seq);
+        free(qp);
+        free(op);
+    }
+    free(pool);
+    free(bt);
+    free(q);
+    free(want);
+    free(got);
+    free(slopes);
+}
+
+/* Returns a case for dtype pair pi, head dim di and block size bi, the rest chosen by idx and rng. */
+static dcase base_case(tap_rng *rng, int pi, int di, int bi, int idx)
+{
+    dcase c;
+    memset(&c, 0, sizeof c);
+    c.D = dims[di];
+    c.B = block_sizes[bi];
+    c.kv_dtype = pairs[pi][0];
+    c.q_dtype = pairs[pi][1];
+    c.G = groups[idx % 4];
+    c.H = 1 + idx % 2;
+    c.L = 1 + idx % 3;
+    c.alibi = idx % 3 == 0;
+    c.cap = idx % 4 == 2;
+    c.per_seq = idx % 5 == 3;
+    c.window = idx % 6 == 1 ? gu_range(rng, 1, 80) : 0;
+    c.nseqs = 3;
+    c.lens[0] = gu_range(rng, 1, c.B);                      /* within the first block */
+    c.lens[1] = gu_range(rng, 1, 300);                      /* ends anywhere */
+    c.lens[2] = c.B * gu_range(rng, 1, 300 / c.B);          /* ends on a block boundary */
+    return c;
+}
+
+/* Runs the long-context case of dtype pair pi and head dim di. */
+static void long_case(tap_rng *rng, int pi, int di, int idx)
+{
+    dcase c = base_case(rng, pi, di, idx % 3, idx);
+    c.H = 1;
+    int32_t len = LONG_BUDGET / (c.G * c.D);
+    if (len > 4000)
+        len = 4000;
+    if (len < 600)
+        len = 600;
+    c.lens[0] = len - gu_range(rng, 0, 40);
+    c.lens[1] = gu_range(rng, 1, 40);
+    c.lens[2] = gu_range(rng, 300, 700);
+    c.window = idx % 6 == 1 ? gu_range(rng, 200, 900) : 0;
+    run_case(rng, &c);
+}
+
+/* Checks the errors returned for shapes the kernels do not support. */
+static void error_cases(void)
+{
+    void *dummy = gu_alloc(4096);
+    int32_t *ints = gu_alloc(64);
+    pk_decode_args a = {
+        .cache = { .base = dummy, .num_layers = 1, .num_blocks = 1, .num_kv_heads = 2, .head_dim = 128,
+                   .block_size = 16, .dtype = PAGED_DTYPE_BF16, .k_scale = 1, .v_scale = 1 },
+        .num_seqs = 1, .num_q_heads = 4, .q_dtype = PAGED_DTYPE_BF16, .q = dummy, .out = dummy,
+        .block_tables = ints, .bt_stride = 1, .seq_lens = ints, .opts = { .sm_scale = 1 },
+    };
+    pk_decode_args b = a;
+    b.cache.head_dim = 72;
+    is_int(PAGED_E_GEOMETRY, pk_cuda_decode(&b, NULL), "decode: head dim 72 is PAGED_E_GEOMETRY");
+    b = a;
+    b.cache.block_size = 24;
+    is_int(PAGED_E_GEOMETRY, pk_cuda_decode(&b, NULL), "decode: block size 24 is PAGED_E_GEOMETRY");
+    b = a;
+    b.num_q_heads = 32;
+    is_int(PAGED_E_GEOMETRY, pk_cuda_decode(&b, NULL), "decode: a GQA group of 16 is PAGED_E_GEOMETRY");
+    b = a;
+    b.num_q_heads = 3;
+    is_int(PAGED_E_HEADS, pk_cuda_decode(&b, NULL), "decode: 3 query heads over 2 KV heads is PAGED_E_HEADS");
+    b = a;
+    b.q_dtype = PAGED_DTYPE_F16;
+    is_int(PAGED_E_DTYPE, pk_cuda_decode(&b, NULL), "decode: f16 queries on a bf16 cache is PAGED_E_DTYPE");
+    b = a;
+    b.num_seqs = 0;
+    is_int(0, pk_cuda_decode(&b, NULL), "decode: no sequences is a no-op");
+    is_int(0, (long long) pk_cuda_decode_workspace(&b), "decode: no sequences need no workspace");
+    gu_sync("error cases");
+    gu_free(dummy);
+    gu_free(ints);
+}
+
+int main(void)
+{
+    gu_require_device();
+    plan_lazy();
+    tap_rng rng;
+    tap_rng_seed(&rng, tap_seed());
+    const int quick = gu_quick();
+
+    error_cases();
+
+    int idx = 0;
+    for (int pi = 0; pi < 6; pi++)
+        for (int di = 0; di < 5; di++)
+            for (int bi = 0; bi < 3; bi++, idx++) {
+                if (quick && bi != (pi + di) % 3)
+                    continue;
+                dcase c = base_case(&rng, pi, di, bi, idx);
+                run_case(&rng, &c);
+            }
+
+    for (int pi = 0; pi < 6; pi++)
+        for (int di = 0; di < 5; di++, idx++) {
+            if (quick && di != pi % 5)
+                continue;
+            long_case(&rng, pi, di, idx);
+        }
+
+    /* Edge cases. */
+    dcase c = base_case(&rng, 1, 3, 1, 0);
+    c.nseqs = MAXSEQS;                      /* many sequences of length 1 to 3 */
+    for (int s = 0; s < c.nseqs; s++)
+        c.lens[s] = 1 + s % 3;
+    c.alibi = 1;
+    run_case(&rng, &c);
+
+    c = base_case(&rng, 0, 0, 0, 1);
+    c.window = 1;                           /* only the last token is visible */
+    c.lens[1] = 200;
+    run_case(&rng, &c);
+
+    c = base_case(&rng, 2, 2, 2, 2);
+    c.window = 5000;                        /* a window wider than every context */
+    run_case(&rng, &c);
+
+    c = base_case(&rng, 1, 3, 1, 3);        /* the shape the bandwidth target is set on, shorter */
+    c.H = 4;
+    c.G = 8;
+    c.nseqs = 4;
+    for (int s = 0; s < c.nseqs; s++)
+        c.lens[s] = 700 + 37 * s;
+    c.per_seq = 0;
+    run_case(&rng, &c);
+
+    c = base_case(&rng, 4, 3, 1, 4);        /* a split-sized context with no workspace: one partition */
+    c.H = 1;
+    c.lens[0] = 1500;
+    c.no_workspace = 1;
+    run_case(&rng, &c);
+
+    c = base_case(&rng, 2, 4, 2, 5);        /* f32, D=256: the largest CTA (512 threads) */
+    c.G = 8;
+    c.H = 1;
+    c.lens[1] = 900;
+    c.per_seq = 1;
+    run_case(&rng, &c);
+
+    c = base_case(&rng, 3, 1, 0, 6);        /* a sliding window deep inside a split context */
+    c.H = 1;
+    c.G = 2;
+    c.lens[0] = 2100;
+    c.window = 333;
+    run_case(&rng, &c);
+    return 0;
+}

@@ -1,0 +1,80 @@
+/* naive.h: test-side helpers for the kernel tests: stored values, random pools, a naive attention. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TESTS_KERNELS_NAIVE_H
+#define PAGED_TESTS_KERNELS_NAIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "tests/tap/basic.h"
+
+/*
+ * Everything here is written independently of kernels/cpu/ (bar pk_store, whose rounding
+ * dtype-t checks exhaustively): the layout formula, the decoding of stored bits, and the
+ * attention, done in double over K and V gathered into contiguous arrays.
+ */
+
+/* Returns element i of an array of dtype, computed in double from the fields of its bits. */
+double nv_value(const void *p, size_t i, int32_t dtype);
+
+/* Returns the element offset of (layer, kv, block, head, token, dim 0) from the pool layout. */
+size_t nv_offset(const pk_cache *c, int32_t layer, int32_t kv, int32_t block, int32_t head,
+                 int32_t token);
+
+/* Returns the number of elements of a whole pool. */
+size_t nv_pool_elems(const pk_cache *c);
+
+/* Fills n elements of dtype at p with NaN, so that any element a kernel should not read
+ * poisons its result and any it should write but does not stays visible. */
+void nv_poison(void *p, size_t n, int32_t dtype);
+
+/* Stores a uniform random value in [-1, 1) as element i of dtype (fp8: value / scale). */
+void nv_random(tap_rng *rng, void *p, size_t i, int32_t dtype, float scale);
+
+/*
+ * Returns block tables for nseqs sequences of the given lengths: bt_stride columns per
+ * sequence, the blocks drawn without repetition from a random permutation of the pool's
+ * num_blocks, the unused columns -1 (a kernel reading one fails under ASan).
+ */
+int32_t *nv_block_tables(tap_rng *rng, int nseqs, const int32_t *lens, int32_t block_size,
+                         int32_t num_blocks, int32_t bt_stride);
+
+/*
+ * Fills the first len tokens of a sequence (every KV head, K and V, one layer) with fresh
+ * random values; the rest of the pool keeps whatever it held.
+ */
+void nv_fill_seq(tap_rng *rng, const pk_cache *c, int32_t layer, const int32_t *table,
+                 int32_t len);
+
+/* Gathers the first len tokens of KV head h of a sequence into K and V ([len][D] doubles),
+ * fp8 scales applied. */
+void nv_gather(const pk_cache *c, int32_t layer, const int32_t *table, int32_t len, int32_t h,
+               double *K, double *V);
+
+/*
+ * Computes in out (D doubles) the attention of query q (D doubles, query head q_head,
+ * context position pos) over K and V (len rows) exactly as kernels.h defines it.
+ */
+void nv_attend(const double *q, int32_t q_head, int32_t pos, const double *K, const double *V,
+               int32_t len, int32_t D, const pk_attn_opts *o, double *out);
+
+/*
+ * Returns 1 when every element of out (rows x D of dtype) is finite and close to want:
+ * for f32 each row's relative L2 error is below 1e-5; for f16 and bf16 each element is
+ * within two units in the last place of that type (plus 1e-6). Prints the worst miss as a
+ * diagnostic when it fails, labelled with what.
+ */
+int nv_close(const void *out, int32_t dtype, const double *want, size_t rows, int32_t D,
+             const char *what);
+
+/*
+ * Splits [0, items) into random chunks in random order: fills begin[] and end[] (room for
+ * items + 1 entries each) and returns the number of chunks, one of which may be empty.
+ */
+size_t nv_split(tap_rng *rng, size_t items, size_t *begin, size_t *end);
+
+/* Returns the name of a dtype for test messages. */
+const char *nv_dtype_name(int32_t dtype);
+
+#endif

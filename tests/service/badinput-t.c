@@ -1,0 +1,664 @@
+/* badinput-t.c: every kind of bad request gets its own error, and nobody else is disturbed. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+#include "lib/proto.h"
+#include "lib/ring.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/* The pool every case uses: 2 layers, 2 KV heads, head_dim 64, blocks of 16, f32. */
+#define L 2
+#define H 2
+#define D 64
+#define B 16
+#define N 64
+#define QH 4
+
+static struct td_daemon daemon_;
+
+/* Correct DECODE outputs the good worker has seen so far, in memory shared with it. */
+static _Atomic long *good_checks;
+
+/* What the well-behaved worker reports when it stops. */
+struct good_report {
+    long checks;
+    long mismatches;
+    long errors;
+    int32_t blocks[5];
+};
+
+/* Fills n floats with random values in [-1, 1). */
+static void fill_random(tap_rng *rng, float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float) tap_rng_uniform(rng, -1.0, 1.0);
+}
+
+/*
+ * The well-behaved client: owns 5 blocks holding two sequences, then runs DECODE on both
+ * layers over and over, comparing each output with pk_ref_decode over a private copy of what
+ * it appended, until stop_fd becomes readable. Reports through report_fd and exits.
+ */
+static void good_worker(int ready_fd, int stop_fd, int report_fd, uint64_t seed)
+{
+    struct rc_client c;
+    struct good_report rep = { 0, 0, 0, { 0 } };
+    tap_rng rng;
+    tap_rng_seed(&rng, seed ^ 0x600d);
+    if (rc_connect(daemon_.socket, "good-worker", 0, &c) != 0 || rc_pool_attach(&c, "bad", PAGED_ATTACH_WRITE, NULL, NULL) != 0)
+        _exit(2);
+    uint32_t pool = 0;
+    struct paged_pool_item item;
+    if (rc_pool_item(&c, "bad", &item) != 0)
+        _exit(3);
+    pool = item.id;
+    struct paged_sqe s;
+    struct paged_cqe q;
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_ALLOC;
+    s.pool = pool;
+    s.tag = 1;
+    s.u.alloc.count = 5;
+    s.u.alloc.ids_off = rc_alloc(&c, 5 * 4);
+    if (rc_call(&c, &s, &q) != 0)
+        _exit(4);
+    memcpy(rep.blocks, rc_ptr(&c, s.u.alloc.ids_off), sizeof rep.blocks);
+
+    /* Sequence 0: 37 tokens in blocks 0-2; sequence 1: 20 tokens in blocks 3-4. */
+    const int lens[2] = { 37, 20 };
+    const int ntok = lens[0] + lens[1];
+    int32_t bt[2][3] = { { rep.blocks[0], rep.blocks[1], rep.blocks[2] }, { rep.blocks[3], rep.blocks[4], 0 } };
+    uint64_t k_off = rc_alloc(&c, (uint64_t) L * ntok * H * D * 4);
+    uint64_t v_off = rc_alloc(&c, (uint64_t) L * ntok * H * D * 4);
+    uint64_t slots_off = rc_alloc(&c, (uint64_t) ntok * 4);
+    int32_t *slots = rc_ptr(&c, slots_off);
+    for (int t = 0, i = 0; i < 2; i++)
+        for (int p = 0; p < lens[i]; p++, t++)
+            slots[t] = bt[i][p / B] * B + p % B;
+    fill_random(&rng, rc_ptr(&c, k_off), (size_t) L * ntok * H * D);
+    fill_random(&rng, rc_ptr(&c, v_off), (size_t) L * ntok * H * D);
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_APPEND;
+    s.flags = PAGED_SQE_ALL_LAYERS;
+    s.pool = pool;
+    s.tag = 2;
+    s.u.append = (struct paged_req_append) { ntok, PAGED_DTYPE_F32, k_off, v_off, slots_off };
+    if (rc_call(&c, &s, &q) != 0)
+        _exit(5);
+
+    /* The same writes into a private cache: the oracle. */
+    pk_cache ref = { calloc((size_t) L * 2 * N * H * B * D, 4), L, N, H, D, B, PAGED_DTYPE_F32, 1, 1 };
+    pk_append_args ap = { ref, 0, L, ntok, PAGED_DTYPE_F32, rc_ptr(&c, k_off), rc_ptr(&c, v_off), slots };
+    if (ref.base == NULL || pk_ref_append(&ap) != 0)
+        _exit(6);
+
+    uint64_t q_off = rc_alloc(&c, 2 * QH * D * 4), out_off = rc_alloc(&c, 2 * QH * D * 4);
+    uint64_t bt_off = rc_alloc(&c, sizeof bt), lens_off = rc_alloc(&c, sizeof lens);
+    memcpy(rc_ptr(&c, bt_off), bt, sizeof bt);
+    memcpy(rc_ptr(&c, lens_off), lens, sizeof lens);
+    float *qv = rc_ptr(&c, q_off), *out = rc_ptr(&c, out_off);
+    float expect[2 * QH * D];
+    if (write(ready_fd, &rep, sizeof rep) != (ssize_t) sizeof rep)
+        _exit(7);
+    for (long iter = 0; iter < 1000000; iter++) {
+        struct pollfd p = { .fd = stop_fd, .events = POLLIN };
+        if (poll(&p, 1, 0) != 0)
+            break;
+        int layer = (int) (iter & 1);
+        fill_random(&rng, qv, 2 * QH * D);
+        memset(&s, 0, sizeof s);
+        s.opcode = PAGED_OP_DECODE;
+        s.pool = pool;
+        s.layer = layer;
+        s.tag = 1000 + (uint64_t) iter;
+        s.u.attn = (struct paged_req_attn) { .num_seqs = 2, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
+                                             .bt_stride = 3, .q_off = q_off, .out_off = out_off,
+                                             .bt_off = bt_off, .lens_off = lens_off };
+        if (rc_call(&c, &s, &q) != 0) {
+            rep.errors++;
+            continue;
+        }
+        pk_decode_args da = { .cache = ref, .layer = layer, .num_seqs = 2, .num_q_heads = QH,
+                              .q_dtype = PAGED_DTYPE_F32, .q = qv, .out = expect,
+                              .block_tables = &bt[0][0], .bt_stride = 3, .seq_lens = lens,
+                              .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL } };
+        pk_ref_decode(&da);
+        rep.checks++;
+        int wrong = 0;
+        for (int i = 0; i < 2 * QH * D && !wrong; i++)
+            wrong = !(fabsf(out[i] - expect[i]) <= 1e-4f + 1e-4f * fabsf(expect[i]));
+        if (wrong)
+            rep.mismatches++;
+        else
+            atomic_fetch_add(good_checks, 1);
+    }
+    if (write(report_fd, &rep, sizeof rep) != (ssize_t) sizeof rep)
+        _exit(8);
+    rc_close(&c);
+    free(ref.base);
+    _exit(0);
+}
+
+static struct rc_client cb;   /* the misbehaving client */
+static uint32_t pool_id;
+static int32_t held[4];       /* blocks cb holds */
+static struct good_report good;
+
+/* Returns a DECODE of one sequence over held[0..1], 20 tokens, that is valid. */
+static struct paged_sqe valid_decode(void)
+{
+    static uint64_t q_off, out_off, bt_off, lens_off;
+    if (q_off == 0) {
+        q_off = rc_alloc(&cb, QH * D * 4);
+        out_off = rc_alloc(&cb, QH * D * 4);
+        bt_off = rc_alloc(&cb, 2 * 4);
+        lens_off = rc_alloc(&cb, 4);
+    }
+    int32_t bt[2] = { held[0], held[1] }, len = 20;
+    memcpy(rc_ptr(&cb, bt_off), bt, sizeof bt);
+    memcpy(rc_ptr(&cb, lens_off), &len, 4);
+    float *qv = rc_ptr(&cb, q_off);
+    for (int i = 0; i < QH * D; i++)
+        qv[i] = (float) ((i % 7) - 3) * 0.25f;
+    struct paged_sqe s;
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_DECODE;
+    s.pool = pool_id;
+    s.layer = 1;
+    s.tag = 77;
+    s.u.attn = (struct paged_req_attn) { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
+                                         .bt_stride = 2, .q_off = q_off, .out_off = out_off,
+                                         .bt_off = bt_off, .lens_off = lens_off };
+    return s;
+}
+
+/* Returns an APPEND of n tokens into slots (written to the arena), layer 0, valid shape. */
+static struct paged_sqe append_to(const int32_t *slots, uint32_t n)
+{
+    uint64_t k = rc_alloc(&cb, (uint64_t) n * H * D * 4), v = rc_alloc(&cb, (uint64_t) n * H * D * 4);
+    uint64_t so = rc_alloc(&cb, (uint64_t) n * 4);
+    memcpy(rc_ptr(&cb, so), slots, (size_t) n * 4);
+    for (uint32_t i = 0; i < n * H * D; i++) {
+        ((float *) rc_ptr(&cb, k))[i] = 0.5f;
+        ((float *) rc_ptr(&cb, v))[i] = -0.5f;
+    }
+    struct paged_sqe s;
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_APPEND;
+    s.pool = pool_id;
+    s.layer = 0;
+    s.tag = 88;
+    s.u.append = (struct paged_req_append) { n, PAGED_DTYPE_F32, k, v, so };
+    return s;
+}
+
+/* Runs one bad request on client c and checks its status and field (and index unless
+ * index < 0), then that the daemon still answers a NOP. Returns nothing. */
+static void expect_on(struct rc_client *c, const char *what, struct paged_sqe s, int status,
+                      enum paged_field field, long index)
+{
+    struct paged_cqe q;
+    int rc = rc_call(c, &s, &q);
+    is_int(status, rc, "%s: %s", what, paged_strerror(status));
+    is_int(field, q.err_field, "%s: err_field names the field (%d)", what, (int) field);
+    if (index >= 0)
+        is_int(index, q.err_index, "%s: err_index %ld", what, index);
+    is_int(0, rc_nop(c), "%s: daemon still serves (NOP round trip)", what);
+}
+
+/* expect_on for the misbehaving client. */
+static void expect(const char *what, struct paged_sqe s, int status, enum paged_field field, long index)
+{
+    expect_on(&cb, what, s, status, field, index);
+}
+
+/* Runs a simple op that must succeed; returns its CQE count. */
+static uint32_t must(const char *what, struct paged_sqe s)
+{
+    struct paged_cqe q;
+    int rc = rc_call(&cb, &s, &q);
+    if (rc != 0)
+        bail("%s failed: %s (field %u index %u)", what, paged_strerror(rc), q.err_field, q.err_index);
+    return q.count;
+}
+
+/* Checks that the good worker got more correct outputs since the last call, waiting for
+ * them (bounded): the other client is served while this one misbehaves. */
+static void good_progress(const char *after)
+{
+    static long last;
+    long now = atomic_load(good_checks);
+    for (int i = 0; i < 10000 && now <= last + 20; i++) {
+        td_pause_ms(1);
+        now = atomic_load(good_checks);
+    }
+    ok(now > last + 20, "after %s the good worker still gets correct DECODE outputs (%ld so far)", after, now);
+    last = now;
+}
+
+/* The request cases. */
+static void request_cases(void)
+{
+    struct paged_sqe s;
+    expect("valid decode (baseline)", valid_decode(), 0, PAGED_FIELD_NONE, -1);
+
+    s = valid_decode();
+    s.opcode = 200;
+    expect("unknown opcode 200", s, PAGED_E_OPCODE, PAGED_FIELD_OPCODE, -1);
+    s = valid_decode();
+    s.opcode = PAGED_OP_COUNT_;
+    expect("opcode one past the last", s, PAGED_E_OPCODE, PAGED_FIELD_OPCODE, -1);
+    s = valid_decode();
+    s.pool = 9999;
+    expect("pool 9999 does not exist", s, PAGED_E_NOENT, PAGED_FIELD_POOL, -1);
+    s = valid_decode();
+    s.layer = L;
+    expect("layer 2 of a 2-layer pool", s, PAGED_E_LAYER, PAGED_FIELD_LAYER, -1);
+    s = valid_decode();
+    s.layer = -1;
+    expect("layer -1", s, PAGED_E_LAYER, PAGED_FIELD_LAYER, -1);
+    s = valid_decode();
+    s.u.attn.q_off = cb.arena_size - 64;
+    expect("q runs past the arena end", s, PAGED_E_RANGE, PAGED_FIELD_Q, -1);
+    s = valid_decode();
+    s.u.attn.q_off = UINT64_MAX - 7;
+    expect("q_off = UINT64_MAX - 7 (sum overflows)", s, PAGED_E_RANGE, PAGED_FIELD_Q, -1);
+    s = valid_decode();
+    s.u.attn.out_off = UINT64_MAX - 8;
+    expect("out_off = UINT64_MAX - 8", s, PAGED_E_RANGE, PAGED_FIELD_OUT, -1);
+    s = valid_decode();
+    s.u.attn.bt_off = UINT64_MAX - 8;
+    expect("block table offset UINT64_MAX - 8", s, PAGED_E_RANGE, PAGED_FIELD_BLOCK_TABLE, -1);
+    s = valid_decode();
+    s.u.attn.lens_off = cb.arena_size - 2;
+    expect("seq_lens straddle the arena end", s, PAGED_E_RANGE, PAGED_FIELD_SEQ_LENS, -1);
+    s = valid_decode();
+    s.u.attn.num_seqs = 0x10000;
+    s.u.attn.bt_stride = 0x10000;
+    expect("num_seqs * bt_stride beyond every bound", s, PAGED_E_INVAL, PAGED_FIELD_BLOCK_TABLE, -1);
+    s = valid_decode();
+    s.u.attn.q_off += 2;
+    expect("q misaligned for f32", s, PAGED_E_INVAL, PAGED_FIELD_Q, -1);
+    s = valid_decode();
+    s.u.attn.out_off = s.u.attn.q_off + 64;
+    expect("out overlaps q", s, PAGED_E_INVAL, PAGED_FIELD_OUT, -1);
+
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_ALLOC;
+    s.pool = pool_id;
+    s.u.alloc.count = 2;
+    s.u.alloc.ids_off = cb.arena_size - 6;
+    expect("ALLOC ids past the arena end", s, PAGED_E_RANGE, PAGED_FIELD_IDS, -1);
+    s.u.alloc.ids_off = rc_alloc(&cb, 64 * 4);
+    s.u.alloc.count = 40;
+    expect("ALLOC past --max-blocks-per-client 32", s, PAGED_E_LIMIT, PAGED_FIELD_COUNT, -1);
+
+    /* Block ids in block tables. */
+    int32_t bad_bt[2];
+    s = valid_decode();
+    bad_bt[0] = held[0];
+    bad_bt[1] = N;
+    memcpy(rc_ptr(&cb, s.u.attn.bt_off), bad_bt, 8);
+    expect("block id 64 in a 64-block pool", s, PAGED_E_BLOCK, PAGED_FIELD_BLOCK_TABLE, 1);
+    s = valid_decode();
+    bad_bt[0] = -3;
+    bad_bt[1] = held[1];
+    memcpy(rc_ptr(&cb, s.u.attn.bt_off), bad_bt, 8);
+    expect("block id -3", s, PAGED_E_BLOCK, PAGED_FIELD_BLOCK_TABLE, 0);
+    s = valid_decode();
+    bad_bt[0] = held[0];
+    bad_bt[1] = good.blocks[2];
+    memcpy(rc_ptr(&cb, s.u.attn.bt_off), bad_bt, 8);
+    expect("block held by another client", s, PAGED_E_NOTHELD, PAGED_FIELD_BLOCK_TABLE, 1);
+    s = valid_decode();
+    int32_t len = 2 * B + 1;
+    memcpy(rc_ptr(&cb, s.u.attn.lens_off), &len, 4);
+    expect("seq_len 33 beyond a 2-block table row", s, PAGED_E_SEQLEN, PAGED_FIELD_SEQ_LENS, 0);
+    s = valid_decode();
+    len = 0;
+    memcpy(rc_ptr(&cb, s.u.attn.lens_off), &len, 4);
+    expect("seq_len 0", s, PAGED_E_INVAL, PAGED_FIELD_SEQ_LENS, 0);
+    s = valid_decode();
+    s.u.attn.num_q_heads = 3;
+    expect("3 query heads over 2 KV heads", s, PAGED_E_HEADS, PAGED_FIELD_HEADS, -1);
+    s = valid_decode();
+    s.u.attn.dtype = PAGED_DTYPE_F16;
+    expect("f16 queries on an f32 pool", s, PAGED_E_DTYPE, PAGED_FIELD_DTYPE, -1);
+    s = valid_decode();
+    s.u.attn.dtype = 9;
+    expect("dtype 9", s, PAGED_E_DTYPE, PAGED_FIELD_DTYPE, -1);
+    s = valid_decode();
+    s.u.attn.attn.window = -1;
+    expect("window -1", s, PAGED_E_INVAL, PAGED_FIELD_WINDOW, -1);
+    s = valid_decode();
+    s.u.attn.attn.sm_scale = NAN;
+    expect("NaN softmax scale", s, PAGED_E_INVAL, PAGED_FIELD_SCALE, -1);
+    s = valid_decode();
+    s.flags = PAGED_SQE_ALL_LAYERS;
+    expect("ALL_LAYERS flag on a DECODE", s, PAGED_E_INVAL, PAGED_FIELD_FLAGS, -1);
+
+    /* PREFILL's qo_indptr. */
+    s = valid_decode();
+    s.opcode = PAGED_OP_PREFILL;
+    uint64_t lens2 = rc_alloc(&cb, 8), bt2 = rc_alloc(&cb, 16), qo = rc_alloc(&cb, 12);
+    int32_t l2[2] = { 20, 20 }, b2[4] = { held[0], held[1], held[0], held[1] }, qi[3] = { 0, 3, 2 };
+    memcpy(rc_ptr(&cb, lens2), l2, 8);
+    memcpy(rc_ptr(&cb, bt2), b2, 16);
+    memcpy(rc_ptr(&cb, qo), qi, 12);
+    s.u.attn.num_seqs = 2;
+    s.u.attn.lens_off = lens2;
+    s.u.attn.bt_off = bt2;
+    s.u.attn.qo_indptr_off = qo;
+    expect("PREFILL qo_indptr {0, 3, 2} not monotone", s, PAGED_E_INVAL, PAGED_FIELD_QO_INDPTR, 2);
+    qi[0] = 1;
+    qi[2] = 4;
+    memcpy(rc_ptr(&cb, qo), qi, 12);
+    expect("PREFILL qo_indptr starting at 1", s, PAGED_E_INVAL, PAGED_FIELD_QO_INDPTR, 0);
+    qi[0] = 0;
+    qi[1] = 25;
+    qi[2] = 26;
+    memcpy(rc_ptr(&cb, qo), qi, 12);
+    expect("PREFILL 25 queries in a 20-token sequence", s, PAGED_E_INVAL, PAGED_FIELD_QO_INDPTR, 1);
+    qi[1] = 3;
+    qi[2] = 5;
+    memcpy(rc_ptr(&cb, qo), qi, 12);
+    s.u.attn.q_off = s.u.attn.out_off = rc_alloc(&cb, 5 * QH * D * 4);
+    s.u.attn.out_off = rc_alloc(&cb, 5 * QH * D * 4);
+    expect("PREFILL valid (baseline)", s, 0, PAGED_FIELD_NONE, -1);
+
+    /* FREE and slots. */
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_FREE;
+    s.pool = pool_id;
+    s.u.blocks.count = 1;
+    s.u.blocks.ids_off = rc_alloc(&cb, 4);
+    memcpy(rc_ptr(&cb, s.u.blocks.ids_off), &good.blocks[0], 4);
+    expect("FREE a block another client holds", s, PAGED_E_NOTHELD, PAGED_FIELD_IDS, 0);
+
+    int32_t slots[3] = { held[0] * B, held[0] * B + 1, good.blocks[1] * B + 3 };
+    expect("APPEND into a block another client holds", append_to(slots, 3), PAGED_E_NOTHELD,
+           PAGED_FIELD_SLOTS, 2);
+    slots[2] = N * B;
+    expect("APPEND slot beyond the pool", append_to(slots, 3), PAGED_E_BLOCK, PAGED_FIELD_SLOTS, 2);
+    slots[2] = held[0] * B + 1;
+    expect("APPEND the same slot twice", append_to(slots, 3), PAGED_E_INVAL, PAGED_FIELD_SLOTS, 2);
+    slots[2] = -1;
+    expect("APPEND with a skipped slot (baseline)", append_to(slots, 3), 0, PAGED_FIELD_NONE, -1);
+    s = append_to(slots, 3);
+    s.u.append.dtype = PAGED_DTYPE_BF16;
+    expect("APPEND bf16 into an f32 pool", s, PAGED_E_DTYPE, PAGED_FIELD_DTYPE, -1);
+    s = append_to(slots, 3);
+    s.u.append.k_off = UINT64_MAX - 8;
+    expect("APPEND k_off = UINT64_MAX - 8", s, PAGED_E_RANGE, PAGED_FIELD_K, -1);
+
+    /* A forked block is shared: no writes in place. */
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_FORK;
+    s.pool = pool_id;
+    s.u.blocks.count = 1;
+    s.u.blocks.ids_off = rc_alloc(&cb, 4);
+    memcpy(rc_ptr(&cb, s.u.blocks.ids_off), &held[2], 4);
+    must("FORK", s);
+    int32_t fslot[1] = { held[2] * B + 5 };
+    expect("APPEND into a forked (shared) block", append_to(fslot, 1), PAGED_E_READONLY,
+           PAGED_FIELD_SLOTS, 0);
+    s.opcode = PAGED_OP_FREE;
+    must("FREE one reference", s);
+
+    /* A published block is immutable. */
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_PUBLISH;
+    s.pool = pool_id;
+    s.u.prefix.num_blocks = 1;
+    s.u.prefix.tokens_off = rc_alloc(&cb, B * 4);
+    s.u.prefix.ids_off = rc_alloc(&cb, 4);
+    for (int i = 0; i < B; i++)
+        ((int32_t *) rc_ptr(&cb, s.u.prefix.tokens_off))[i] = 1000 + i;
+    memcpy(rc_ptr(&cb, s.u.prefix.ids_off), &held[3], 4);
+    must("PUBLISH", s);
+    int32_t pslot[1] = { held[3] * B + 2 };
+    expect("APPEND into a published block", append_to(pslot, 1), PAGED_E_READONLY, PAGED_FIELD_SLOTS, 0);
+
+    /* COPY onto itself. */
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_COPY;
+    s.pool = pool_id;
+    s.u.copy.count = 1;
+    s.u.copy.src_off = rc_alloc(&cb, 4);
+    s.u.copy.dst_off = rc_alloc(&cb, 4);
+    memcpy(rc_ptr(&cb, s.u.copy.src_off), &held[0], 4);
+    memcpy(rc_ptr(&cb, s.u.copy.dst_off), &held[0], 4);
+    expect("COPY a block onto itself", s, PAGED_E_INVAL, PAGED_FIELD_DST, 0);
+    memcpy(rc_ptr(&cb, s.u.copy.dst_off), &held[3], 4);
+    expect("COPY onto a published block", s, PAGED_E_READONLY, PAGED_FIELD_DST, 0);
+}
+
+/* Write ops through a read-only attachment. */
+static void readonly_cases(void)
+{
+    struct rc_client c;
+    struct paged_msg_pool_reply r;
+    int fd = -1;
+    if (rc_connect(daemon_.socket, "reader", 0, &c) != 0)
+        bail("reader cannot connect: %s", c.errmsg);
+    is_int(0, rc_pool_attach(&c, "bad", 0, &r, &fd), "read-only attach succeeds");
+    is_int(0, (int) r.writable, "read-only attach: reply says not writable");
+    ok(fd >= 0, "read-only attach: a descriptor of the pool came");
+    if (fd >= 0)
+        close(fd);
+    struct paged_sqe s;
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_ALLOC;
+    s.pool = r.pool_id;
+    s.u.alloc.count = 1;
+    s.u.alloc.ids_off = rc_alloc(&c, 4);
+    expect_on(&c, "ALLOC on a read-only attachment", s, PAGED_E_READONLY, PAGED_FIELD_POOL, -1);
+    s.opcode = PAGED_OP_APPEND;
+    expect_on(&c, "APPEND on a read-only attachment", s, PAGED_E_READONLY, PAGED_FIELD_POOL, -1);
+    s.opcode = PAGED_OP_COPY;
+    expect_on(&c, "COPY on a read-only attachment", s, PAGED_E_READONLY, PAGED_FIELD_POOL, -1);
+    rc_close(&c);
+}
+
+/* Refused HELLOs. */
+static void hello_cases(void)
+{
+    char msg[PAGED_ERRMSG_MAX];
+    int closed;
+    unsigned char garbage[96];
+    tap_rng rng;
+    tap_rng_seed(&rng, 42);
+    for (size_t i = 0; i < sizeof garbage; i++)
+        garbage[i] = (unsigned char) tap_rng_below(&rng, 256);
+    struct paged_msg_hdr gh = { PAGED_MSG_HELLO, 1, 0, sizeof garbage };
+    memcpy(garbage, &gh, sizeof gh);
+    is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, garbage, sizeof garbage, msg, &closed),
+           "garbage HELLO: PAGED_E_PROTO");
+    ok(closed, "garbage HELLO: connection closed (%s)", msg);
+    struct paged_msg_hello h;
+    rc_fill_hello(&h, "truncated", 0);
+    is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, 20, msg, &closed), "truncated HELLO: PAGED_E_PROTO");
+    ok(closed, "truncated HELLO: connection closed (%s)", msg);
+    is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, sizeof h - 4, msg, &closed),
+           "HELLO 4 bytes short: PAGED_E_PROTO");
+    rc_fill_hello(&h, "old", 0);
+    h.version = 99;
+    is_int(PAGED_E_VERSION, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
+           "protocol version 99: PAGED_E_VERSION");
+    ok(closed && strstr(msg, "99") != NULL && strstr(msg, "version 1") != NULL,
+       "version error names both versions and closes: %s", msg);
+    rc_fill_hello(&h, "type", 0);
+    h.hdr.type = PAGED_MSG_STATUS;
+    is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
+           "STATUS before HELLO: PAGED_E_PROTO");
+    rc_fill_hello(&h, "name", 0);
+    memset(h.name, 'x', sizeof h.name);
+    is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
+           "HELLO name without NUL: PAGED_E_PROTO");
+    rc_fill_hello(&h, "ok", 0);
+    is_int(1, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed), "a valid HELLO still gets WELCOME");
+    is_int(0, rc_nop(&cb), "after refused HELLOs the daemon still serves");
+}
+
+/* Malformed control messages on a live connection: an error each, and it goes on. */
+static void control_cases(void)
+{
+    unsigned char buf[512];
+    struct paged_msg_pool_attach a;
+    memset(&a, 0, sizeof a);
+    a.hdr.type = PAGED_MSG_POOL_ATTACH;
+    a.hdr.len = sizeof a - 8;
+    snprintf(a.name, sizeof a.name, "bad");
+    is_int(PAGED_E_PROTO, (int) rc_control(&cb, &a, sizeof a - 8, buf, sizeof buf, NULL),
+           "POOL_ATTACH 8 bytes short: PAGED_E_PROTO");
+    ok(strstr(cb.errmsg, "POOL_ATTACH") != NULL, "error names the message: %s", cb.errmsg);
+    a.hdr.len = sizeof a + 4;
+    is_int(PAGED_E_PROTO, (int) rc_control(&cb, &a, sizeof a, buf, sizeof buf, NULL),
+           "header length disagrees with the packet: PAGED_E_PROTO");
+    struct paged_msg_hdr h = { 77, 0, 0, sizeof h };
+    is_int(PAGED_E_PROTO, (int) rc_control(&cb, &h, sizeof h, buf, sizeof buf, NULL),
+           "unknown message type 77: PAGED_E_PROTO");
+    a.hdr.len = sizeof a;
+    memset(a.name, 'a', sizeof a.name);
+    is_int(PAGED_E_INVAL, (int) rc_control(&cb, &a, sizeof a, buf, sizeof buf, NULL),
+           "pool name without NUL: PAGED_E_INVAL");
+    snprintf(a.name, sizeof a.name, "no/such");
+    is_int(PAGED_E_INVAL, (int) rc_control(&cb, &a, sizeof a, buf, sizeof buf, NULL),
+           "pool name with '/': PAGED_E_INVAL");
+    snprintf(a.name, sizeof a.name, "nosuch");
+    is_int(PAGED_E_NOENT, (int) rc_control(&cb, &a, sizeof a, buf, sizeof buf, NULL),
+           "attach to a pool that does not exist: PAGED_E_NOENT");
+    struct paged_msg_pool_reply r;
+    is_int(PAGED_E_GEOMETRY, rc_pool_create(&cb, "odd", 1, 1, 100, 16, PAGED_DTYPE_F16, 8, 0600, 0, &r, NULL),
+           "pool with head_dim 100: PAGED_E_GEOMETRY");
+    ok(strstr(cb.errmsg, "head_dim 100") != NULL, "error names head_dim and its value: %s", cb.errmsg);
+    is_int(PAGED_E_DTYPE, rc_pool_create(&cb, "odd", 1, 1, 64, 16, 11, 8, 0600, 0, &r, NULL),
+           "pool with dtype 11: PAGED_E_DTYPE");
+    is_int(PAGED_E_GEOMETRY, rc_pool_create(&cb, "odd", 1, 1, 64, 16, PAGED_DTYPE_F16, 0x7fffffffu, 0600, 0, &r, NULL),
+           "pool whose slots overflow int32: PAGED_E_GEOMETRY");
+    is_int(PAGED_E_EXIST, rc_pool_create(&cb, "bad", 1, 1, 64, 16, PAGED_DTYPE_F16, 8, 0600, 0, &r, NULL),
+           "second pool named 'bad': PAGED_E_EXIST");
+    is_int(0, rc_nop(&cb), "after malformed control messages the daemon still serves");
+}
+
+/* A ring tail that jumps past capacity: that client goes, nobody else notices. */
+static void ring_case(void)
+{
+    struct rc_client d;
+    if (rc_connect(daemon_.socket, "ring-breaker", 0, &d) != 0)
+        bail("ring-breaker cannot connect");
+    struct paged_ring_ctl *ctl = (struct paged_ring_ctl *) ((unsigned char *) d.map + d.hdr.sq_ctl_off);
+    uint32_t head = atomic_load_explicit(paged_ring_word(&ctl->head), memory_order_acquire);
+    atomic_store_explicit(paged_ring_word(&ctl->tail), head + d.hdr.sq_entries + 5, memory_order_release);
+    uint64_t one = 1;
+    if (write(d.sq_notify, &one, sizeof one) < 0)
+        diag("wake-up write failed");
+    struct paged_msg_error e;
+    memset(&e, 0, sizeof e);
+    is_int(1, rc_wait_msg(&d, PAGED_MSG_ERROR, 10000, &e, sizeof e), "corrupt ring: the client gets an ERROR");
+    is_int(PAGED_E_RING, e.hdr.status, "corrupt ring: its status is PAGED_E_RING");
+    is_int(PAGED_E_DISCONNECTED, rc_wait_msg(&d, PAGED_MSG_ERROR, 10000, NULL, 0),
+           "corrupt ring: then the daemon closes the connection");
+    ok(td_log_wait(&daemon_, "PAGED_E_RING", 5000), "corrupt ring: the daemon logs PAGED_E_RING");
+    rc_close(&d);
+    is_int(0, rc_nop(&cb), "after a corrupt ring other clients are served");
+}
+
+/* Runs every case against a real daemon; returns 0 (TAP reports the results). */
+int main(void)
+{
+    uint64_t seed = tap_seed();
+    plan_lazy();
+    good_checks = mmap(NULL, sizeof *good_checks, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (good_checks == MAP_FAILED)
+        sysbail("mmap");
+    const char *args[] = { "--max-blocks-per-client=32", "--log-level=debug", NULL };
+    int st;
+    if (td_start(&daemon_, args, &st) != 0)
+        bail("pagedd did not start (status %d): see its log", st);
+
+    if (rc_connect(daemon_.socket, "bad-client", 0, &cb) != 0)
+        bail("cannot connect: %s", cb.errmsg);
+    struct paged_msg_pool_reply r;
+    int fd = -1;
+    if (rc_pool_create(&cb, "bad", L, H, D, B, PAGED_DTYPE_F32, N, 0666, PAGED_ATTACH_WRITE, &r, &fd) != 0)
+        bail("cannot create the pool: %s", cb.errmsg);
+    if (fd >= 0)
+        close(fd);
+    pool_id = r.pool_id;
+
+    int ready[2], stop[2], report[2];
+    if (pipe(ready) < 0 || pipe(stop) < 0 || pipe(report) < 0)
+        sysbail("pipe");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        sysbail("fork");
+    if (pid == 0) {
+        td_forget_all();
+        close(cb.sock);
+        good_worker(ready[1], stop[0], report[1], seed);
+    }
+    close(ready[1]);
+    close(stop[0]);
+    close(report[1]);
+    struct pollfd p = { .fd = ready[0], .events = POLLIN };
+    if (poll(&p, 1, 30000) <= 0 || read(ready[0], &good, sizeof good) != (ssize_t) sizeof good)
+        bail("the good worker did not get ready");
+
+    struct paged_sqe s;
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_ALLOC;
+    s.pool = pool_id;
+    s.u.alloc.count = 4;
+    s.u.alloc.ids_off = rc_alloc(&cb, 16);
+    must("ALLOC", s);
+    memcpy(held, rc_ptr(&cb, s.u.alloc.ids_off), sizeof held);
+
+    good_progress("its setup");
+    request_cases();
+    good_progress("the bad requests");
+    readonly_cases();
+    good_progress("the read-only cases");
+    control_cases();
+    good_progress("the malformed control messages");
+    hello_cases();
+    good_progress("the refused HELLOs");
+    ring_case();
+    good_progress("the corrupt ring");
+
+    if (write(stop[1], "x", 1) != 1)
+        sysbail("stop");
+    struct good_report rep;
+    memset(&rep, 0, sizeof rep);
+    p.fd = report[0];
+    int got = poll(&p, 1, 30000) > 0 && read(report[0], &rep, sizeof rep) == (ssize_t) sizeof rep;
+    ok(got, "the good worker reported");
+    ok(rep.checks > 0, "the good worker checked %ld DECODE outputs meanwhile", rep.checks);
+    is_int(0, rep.mismatches, "the good worker saw no wrong DECODE output");
+    is_int(0, rep.errors, "the good worker saw no failed request");
+    int wst;
+    waitpid(pid, &wst, 0);
+    ok(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "the good worker exited cleanly");
+
+    rc_close(&cb);
+    st = td_stop(&daemon_);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exited cleanly on SIGTERM (status %d)", st);
+    td_cleanup(&daemon_);
+    return 0;
+}

@@ -1,0 +1,295 @@
+/* daemon-t.c: pagedd as a program: options, config file, readiness, pid file, signals. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/proto.h"
+#include "lib/ring.h"
+#include "lib/sock.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+static struct td_daemon dir_;   /* a directory for files of the cases that start no daemon */
+
+/* Runs pagedd with args (NULL-terminated), stdout and stderr to files in dir_; waits
+ * (bounded) for it to exit. Returns its wait status, or -1 if it had to be killed. */
+static int run_pagedd(const char *const *args, const char *out, const char *err)
+{
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = td_pagedd_path();
+    for (int i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        sysbail("fork");
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0)
+            _exit(126);
+        dup2(o, STDOUT_FILENO);
+        dup2(e, STDERR_FILENO);
+        execv(argv[0], (char *const *) argv);
+        _exit(127);
+    }
+    int st;
+    for (int i = 0; i < 30000; i++) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return st;
+        td_pause_ms(1);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* Returns whether file contains needle. */
+static int file_contains(const char *file, const char *needle)
+{
+    FILE *f = fopen(file, "r");
+    if (f == NULL)
+        return 0;
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* Writes text to path; bails on failure. */
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0)
+        sysbail("write %s", path);
+}
+
+/* Returns the exit code of a wait status, or -1 when it did not exit. */
+static int exit_code(int st)
+{
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* --help, --version, bad options and bad configuration files. */
+static void program_cases(void)
+{
+    char out[400], err[400], conf[400];
+    snprintf(out, sizeof out, "%s/out", dir_.dir);
+    snprintf(err, sizeof err, "%s/err", dir_.dir);
+    snprintf(conf, sizeof conf, "%s/bad.conf", dir_.dir);
+
+    const char *help[] = { "--help", NULL };
+    is_int(0, exit_code(run_pagedd(help, out, err)), "--help exits 0");
+    ok(file_contains(out, "Usage: pagedd") && file_contains(out, "--socket") && file_contains(out, "--max-clients"),
+       "--help prints the usage with every option");
+    const char *version[] = { "--version", NULL };
+    is_int(0, exit_code(run_pagedd(version, out, err)), "--version exits 0");
+    ok(file_contains(out, PACKAGE_VERSION), "--version prints %s", PACKAGE_VERSION);
+    const char *bogus[] = { "--no-such-option", NULL };
+    is_int(2, exit_code(run_pagedd(bogus, out, err)), "an unknown option exits 2");
+
+    write_file(conf, "# a comment\n\nlog-level = debug\nmax-clients = lots\n");
+    const char *bad[] = { "--foreground", "--config", conf, NULL };
+    is_int(1, exit_code(run_pagedd(bad, out, err)), "a bad config line: exit 1");
+    char where[450];
+    snprintf(where, sizeof where, "%s:4:", conf);
+    ok(file_contains(err, where) && file_contains(err, "max-clients"), "the error names file:line and the key (%s)", where);
+    write_file(conf, "socket = /tmp/x\nbogus-key = 1\n");
+    is_int(1, exit_code(run_pagedd(bad, out, err)), "an unknown key: exit 1");
+    snprintf(where, sizeof where, "%s:2: unknown key 'bogus-key'", conf);
+    ok(file_contains(err, where), "the error says %s", where);
+    write_file(conf, "log-level debug\n");
+    is_int(1, exit_code(run_pagedd(bad, out, err)), "a line without '=': exit 1");
+    snprintf(where, sizeof where, "%s:1:", conf);
+    ok(file_contains(err, where), "the error names %s", where);
+    char missing[450];
+    snprintf(missing, sizeof missing, "%s/missing.conf", dir_.dir);
+    const char *miss[] = { "--foreground", "--config", missing, NULL };
+    is_int(1, exit_code(run_pagedd(miss, out, err)), "a missing --config file: exit 1");
+    ok(file_contains(err, "missing.conf"), "the error names the missing file");
+    char sock[450];
+    snprintf(sock, sizeof sock, "--socket=%s/cuda.sock", dir_.dir);
+    const char *cuda[] = { "--foreground", "--config", "/dev/null", "--backend", "cuda", sock, NULL };
+    is_int(1, exit_code(run_pagedd(cuda, out, err)), "--backend cuda without CUDA: exit 1");
+    ok(file_contains(err, "cuda"), "the error says why the cuda backend is not there");
+}
+
+/* Settings from a config file take effect; SIGHUP reloads the live ones. */
+static void config_and_reload_cases(void)
+{
+    struct td_daemon d;
+    td_mkdir(&d);
+    char conf[400], opt[420];
+    snprintf(conf, sizeof conf, "%s/paged.conf", d.dir);
+    write_file(conf, "# test configuration\nlog-level = debug   # chatty\nmax-clients = 1\nthreads = 2\n");
+    snprintf(opt, sizeof opt, "%s", conf);
+    const char *args[] = { "--config", opt, NULL };
+    int st;
+    if (td_start(&d, args, &st) != 0)
+        bail("pagedd with a config file did not start (status %d)", st);
+    struct rc_client a, b;
+    is_int(0, rc_connect(d.socket, "first", 0, &a), "config max-clients = 1: the first client connects");
+    is_int(PAGED_E_LIMIT, rc_connect(d.socket, "second", 0, &b), "config max-clients = 1: a second gets PAGED_E_LIMIT");
+    ok(strstr(b.errmsg, "too many") != NULL, "the refusal says why: %s", b.errmsg);
+    rc_close(&b);
+    ok(td_log_wait(&d, "[debug]", 5000), "config log-level = debug: debug lines are logged");
+
+    write_file(conf, "log-level = warning\nmax-clients = 2\nthreads = 1\n");
+    kill(d.pid, SIGHUP);
+    ok(td_log_wait(&d, "reload: log-level changed from 'debug' to 'warning'", 5000),
+       "SIGHUP: the new log level is applied and logged");
+    ok(td_log_wait(&d, "reload: threads changed from '2' to '1': needs a restart", 5000),
+       "SIGHUP: a setting that needs a restart is logged as such");
+    is_int(0, rc_connect(d.socket, "second", 0, &b), "SIGHUP: max-clients = 2 lets a second client in");
+    rc_close(&b);
+    write_file(conf, "max-clients = many\n");
+    kill(d.pid, SIGHUP);
+    ok(td_log_wait(&d, "reload failed", 5000), "SIGHUP with a bad file: the error is logged, old settings kept");
+    is_int(0, rc_nop(&a), "after the reloads the daemon serves");
+
+    /* Shutdown: a connected client hears about it, the socket goes. */
+    struct rc_client ctl;
+    is_int(0, rc_connect(d.socket, "watcher", PAGED_HELLO_CONTROL, &ctl), "a control client connects");
+    /* Requests still queued when SIGTERM comes: once the daemon says it sleeps, stop it,
+     * queue them, and let it see the signal and the requests in one wake-up. */
+    struct paged_ring_ctl *sqc = (struct paged_ring_ctl *) ((unsigned char *) a.map + a.hdr.sq_ctl_off);
+    int asleep = 0;
+    for (int i = 0; i < 10000 && !asleep; i++) {
+        asleep = atomic_load_explicit(paged_ring_word(&sqc->consumer_waiting), memory_order_acquire) != 0;
+        if (!asleep)
+            td_pause_ms(1);
+    }
+    ok(asleep, "the idle daemon sleeps on its rings");
+    kill(d.pid, SIGSTOP);
+    for (int i = 0; i < 4; i++) {
+        struct paged_sqe s;
+        memset(&s, 0, sizeof s);
+        s.opcode = PAGED_OP_NOP;
+        s.tag = 500 + (uint64_t) i;
+        if (rc_submit(&a, &s) != 0)
+            diag("submit %d failed", i);
+    }
+    kill(d.pid, SIGTERM);
+    kill(d.pid, SIGCONT);
+    is_int(1, rc_wait_msg(&a, PAGED_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM: a client gets PAGED_MSG_SHUTDOWN");
+    is_int(1, rc_wait_msg(&ctl, PAGED_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM: a control client too");
+    struct paged_cqe q;
+    int shut = 0;
+    uint64_t tags = 0;
+    for (int i = 0; i < 4; i++)
+        if (rc_reap(&a, &q, 10000) == 1) {
+            shut += q.status == PAGED_E_SHUTDOWN;
+            tags |= UINT64_C(1) << (q.tag - 500) % 64;
+        }
+    is_int(4, shut, "SIGTERM: each of the 4 queued requests completes with PAGED_E_SHUTDOWN");
+    is_int(0xf, (long long) tags, "SIGTERM: every queued tag is answered once");
+    is_int(PAGED_E_DISCONNECTED, rc_reap(&a, &q, 10000), "SIGTERM: the completion wake-up reports the daemon gone");
+    rc_close(&a);
+    rc_close(&ctl);
+    st = td_stop(&d);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "SIGTERM: pagedd exits 0");
+    struct stat sb;
+    ok(lstat(d.socket, &sb) < 0 && errno == ENOENT, "SIGTERM: the socket file is removed");
+    td_cleanup(&d);
+}
+
+/* Daemonizing: the parent returns only once the socket serves; pid file; second daemon. */
+static void daemonize_cases(void)
+{
+    char sock[400], pidf[400], sockopt[420], pidopt[420], out[400], err[400];
+    snprintf(sock, sizeof sock, "%s/sub/dir/pagedd.sock", dir_.dir);
+    snprintf(pidf, sizeof pidf, "%s/pagedd.pid", dir_.dir);
+    snprintf(sockopt, sizeof sockopt, "--socket=%s", sock);
+    snprintf(pidopt, sizeof pidopt, "--pid-file=%s", pidf);
+    snprintf(out, sizeof out, "%s/out", dir_.dir);
+    snprintf(err, sizeof err, "%s/err", dir_.dir);
+    const char *args[] = { sockopt, pidopt, "--config", "/dev/null", NULL };
+    is_int(0, exit_code(run_pagedd(args, out, err)), "daemonizing: the parent exits 0");
+    /* No waiting here: the parent returned, so the socket must accept now. */
+    struct rc_client c;
+    is_int(0, rc_connect(sock, "right-away", 0, &c), "daemonizing: the socket accepts as soon as the parent returned");
+    is_int(0, rc_nop(&c), "daemonizing: and serves requests");
+    struct stat sb;
+    ok(stat(sock, &sb) == 0 && (sb.st_mode & 0777) == 0660, "the socket has mode 0660");
+    char dirpath[420];
+    snprintf(dirpath, sizeof dirpath, "%s/sub/dir", dir_.dir);
+    ok(stat(dirpath, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0755,
+       "the missing socket directory was created with mode 0755");
+    long pid = 0;
+    FILE *f = fopen(pidf, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    ok(pid > 1 && kill((pid_t) pid, 0) == 0, "the pid file names the running daemon (%ld)", pid);
+
+    const char *again[] = { "--foreground", sockopt, "--config", "/dev/null", NULL };
+    is_int(1, exit_code(run_pagedd(again, out, err)), "a second daemon on the live socket exits 1");
+    ok(file_contains(err, "another daemon"), "and says another daemon is listening");
+    is_int(0, rc_nop(&c), "the first daemon still serves");
+    const char *again_bg[] = { sockopt, "--config", "/dev/null", NULL };
+    is_int(1, exit_code(run_pagedd(again_bg, out, err)), "a second daemonizing daemon: the parent exits 1");
+    ok(file_contains(err, "another daemon"), "with the daemon's reason");
+
+    if (pid > 1)
+        kill((pid_t) pid, SIGTERM);
+    is_int(1, rc_wait_msg(&c, PAGED_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM to the daemon: the client gets SHUTDOWN");
+    rc_close(&c);
+    int gone = 0;
+    for (int i = 0; i < 10000 && !gone; i++) {
+        gone = pid > 1 && kill((pid_t) pid, 0) < 0 && lstat(sock, &sb) < 0 && lstat(pidf, &sb) < 0;
+        if (!gone)
+            td_pause_ms(1);
+    }
+    ok(gone, "the daemon exits and removes its socket and pid file");
+    if (!gone && pid > 1)
+        kill((pid_t) pid, SIGKILL);
+}
+
+/* A connection that never says HELLO is dropped. */
+static void silent_case(void)
+{
+    struct td_daemon d;
+    const char *args[] = { "--hello-timeout=200", NULL };
+    if (td_start(&d, args, NULL) != 0)
+        bail("pagedd did not start");
+    int s = psock_connect(d.socket);
+    ok(s >= 0, "a silent client connects");
+    int rc = psock_wait_readable(s, 10000);
+    char buf[512];
+    int nfds = 0;
+    long n = rc == 1 ? psock_recv(s, buf, sizeof buf, NULL, 0, &nfds) : rc;
+    is_int(PAGED_E_DISCONNECTED, n, "without HELLO it is dropped after --hello-timeout");
+    close(s);
+    ok(td_log_wait(&d, "no HELLO in time", 5000), "the drop is logged");
+    int st = td_stop(&d);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0");
+    td_cleanup(&d);
+}
+
+/* Runs every case against a real daemon; returns 0 (TAP reports the results). */
+int main(void)
+{
+    plan_lazy();
+    td_mkdir(&dir_);
+    program_cases();
+    config_and_reload_cases();
+    daemonize_cases();
+    silent_case();
+    td_cleanup(&dir_);
+    return 0;
+}

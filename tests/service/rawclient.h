@@ -1,0 +1,93 @@
+/* rawclient.h: a raw test client of pagedd: HELLO, the channel, raw SQEs and CQEs. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TESTS_SERVICE_RAWCLIENT_H
+#define PAGED_TESTS_SERVICE_RAWCLIENT_H
+
+/*
+ * Speaks lib/proto.h directly with lib/sock, lib/ring, lib/wake and lib/shm, without
+ * libpaged, so the service tests can send exactly the bytes they mean to, bad ones included.
+ * Functions return 0 / a count or a negative paged_error; the last ERROR message the daemon
+ * sent is kept in errmsg.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/proto.h"
+#include "lib/ring.h"
+
+struct rc_client {
+    int sock;
+    uint32_t id;
+    uint32_t seq;
+    struct paged_msg_welcome welcome;
+    void *map;                       /* the channel */
+    uint64_t map_size;
+    struct paged_channel_hdr hdr;
+    struct paged_ring_prod sq;
+    struct paged_ring_cons cq;
+    int sq_notify, cq_wait;
+    unsigned char *arena;
+    uint64_t arena_size;
+    uint64_t arena_used;             /* bump allocator */
+    char errmsg[PAGED_ERRMSG_MAX];
+    int got_shutdown;                /* a SHUTDOWN message was seen */
+};
+
+/* Connects and says HELLO (flags PAGED_HELLO_*), maps the channel. Returns 0 or the
+ * status of the daemon's ERROR (errmsg has its text), or another paged_error. */
+int rc_connect(const char *path, const char *name, uint32_t flags, struct rc_client *c);
+
+/* Connects and sends msg as the first packet; waits for the reply. Returns the ERROR's
+ * status (message in errmsg, of size PAGED_ERRMSG_MAX), 1 for a WELCOME, or a negative
+ * paged_error of the transport. Whether the daemon then closed is stored in *closed. */
+int rc_raw_hello(const char *path, const void *msg, size_t len, char *errmsg, int *closed);
+
+/* Fills a valid HELLO. */
+void rc_fill_hello(struct paged_msg_hello *h, const char *name, uint32_t flags);
+
+/* Closes everything. */
+void rc_close(struct rc_client *c);
+
+/* Sends a control message (its seq is set here) and waits for the reply with that seq,
+ * skipping EVENTs; stores up to replymax bytes of it and one descriptor (or -1) in *fd.
+ * Returns the reply's length, or a negative error (an ERROR reply returns its status). */
+long rc_control(struct rc_client *c, void *msg, size_t len, void *reply, size_t replymax, int *fd);
+
+/* POOL_CREATE with the common fields; returns 0 or the error; fills *r and *fd (may be NULL). */
+int rc_pool_create(struct rc_client *c, const char *name, uint32_t layers, uint32_t heads,
+                   uint32_t head_dim, uint32_t block_size, uint32_t dtype, uint32_t num_blocks,
+                   uint32_t mode, uint32_t flags, struct paged_msg_pool_reply *r, int *fd);
+
+/* POOL_ATTACH; returns 0 or the error; fills *r and *fd (may be NULL). */
+int rc_pool_attach(struct rc_client *c, const char *name, uint32_t flags,
+                   struct paged_msg_pool_reply *r, int *fd);
+
+/* Fills *out with the LIST item of the pool named name. Returns 0, PAGED_E_NOENT or an error. */
+int rc_pool_item(struct rc_client *c, const char *name, struct paged_pool_item *out);
+
+/* Returns the offset of size fresh bytes (64-aligned) of the host arena, or bails. */
+uint64_t rc_alloc(struct rc_client *c, uint64_t size);
+
+/* Returns a pointer into the host arena. */
+void *rc_ptr(struct rc_client *c, uint64_t off);
+
+/* Pushes one SQE and wakes the daemon if it sleeps. Returns 0, PAGED_E_AGAIN or an error. */
+int rc_submit(struct rc_client *c, const struct paged_sqe *sqe);
+
+/* Waits up to timeout_ms for one CQE. Returns 1, PAGED_E_TIMEOUT, or an error (the daemon
+ * closed the channel: PAGED_E_DISCONNECTED). */
+int rc_reap(struct rc_client *c, struct paged_cqe *cqe, int timeout_ms);
+
+/* Submits one SQE and waits for its CQE (10 s at most). Returns the CQE's status, or a
+ * transport error (then cqe->status is left 1). */
+int rc_call(struct rc_client *c, const struct paged_sqe *sqe, struct paged_cqe *cqe);
+
+/* A NOP round trip; returns its status. */
+int rc_nop(struct rc_client *c);
+
+/* Waits up to timeout_ms for an unsolicited message of type on the socket (skipping
+ * others). Returns 1 when it came, 0 on timeout, PAGED_E_DISCONNECTED at end of stream. */
+int rc_wait_msg(struct rc_client *c, uint32_t type, int timeout_ms, void *out, size_t outmax);
+
+#endif

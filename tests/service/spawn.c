@@ -1,0 +1,236 @@
+/* spawn.c: start a real pagedd for a test on a temporary socket, and stop it for sure. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "tests/service/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/tap/basic.h"
+
+/* Daemons to kill at exit, whatever happens to the test. */
+#define MAX_DAEMONS 16
+static pid_t live[MAX_DAEMONS];
+static int atexit_done;
+
+/* Kills every daemon still running; the atexit hook. Returns nothing. */
+static void kill_all(void)
+{
+    for (int i = 0; i < MAX_DAEMONS; i++)
+        if (live[i] > 0) {
+            kill(live[i], SIGKILL);
+            waitpid(live[i], NULL, 0);
+            live[i] = 0;
+        }
+}
+
+/* Remembers pid for kill_all; returns nothing. */
+static void track(pid_t pid)
+{
+    if (!atexit_done) {
+        atexit(kill_all);
+        atexit_done = 1;
+    }
+    for (int i = 0; i < MAX_DAEMONS; i++)
+        if (live[i] == 0) {
+            live[i] = pid;
+            return;
+        }
+}
+
+/* Forgets pid; returns nothing. */
+static void untrack(pid_t pid)
+{
+    for (int i = 0; i < MAX_DAEMONS; i++)
+        if (live[i] == pid)
+            live[i] = 0;
+}
+
+/* Forgets every daemon (in a forked child); returns nothing. */
+void td_forget_all(void)
+{
+    for (int i = 0; i < MAX_DAEMONS; i++)
+        live[i] = 0;
+}
+
+/* Returns the pagedd path. */
+const char *td_pagedd_path(void)
+{
+    static char path[1024];
+    const char *top = getenv("top_builddir");
+    snprintf(path, sizeof path, "%s/daemon/pagedd", top != NULL ? top : "..");
+    return path;
+}
+
+/* Sleeps about ms milliseconds; returns nothing. */
+void td_pause_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* Makes the temporary directory; returns nothing. */
+void td_mkdir(struct td_daemon *d)
+{
+    memset(d, 0, sizeof *d);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(d->dir, sizeof d->dir, "%s/paged-svc-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
+    if (mkdtemp(d->dir) == NULL)
+        sysbail("mkdtemp %s", d->dir);
+    snprintf(d->socket, sizeof d->socket, "%s/pagedd.sock", d->dir);
+    snprintf(d->log, sizeof d->log, "%s/pagedd.log", d->dir);
+}
+
+/* Starts the daemon; returns 0 or -1. */
+int td_start(struct td_daemon *d, const char *const *extra, int *status)
+{
+    int pfd[2];
+    if (d->dir[0] == '\0')
+        td_mkdir(d);
+    if (pipe(pfd) < 0)
+        sysbail("pipe");
+    const char *argv[64];
+    char fdarg[32];
+    int n = 0;
+    snprintf(fdarg, sizeof fdarg, "--ready-fd=%d", pfd[1]);
+    argv[n++] = td_pagedd_path();
+    argv[n++] = "--foreground";
+    argv[n++] = fdarg;
+    argv[n++] = "--socket";
+    argv[n++] = d->socket;
+    argv[n++] = "--config";
+    argv[n++] = "/dev/null";
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++) {
+        /* A test that names its own config file replaces /dev/null. */
+        if (strcmp(extra[i], "--config") == 0 && extra[i + 1] != NULL) {
+            argv[n - 1] = extra[++i];
+            continue;
+        }
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        sysbail("fork");
+    if (pid == 0) {
+        close(pfd[0]);
+        int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (log >= 0) {
+            dup2(log, STDERR_FILENO);
+            close(log);
+        }
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, STDIN_FILENO);
+            dup2(null, STDOUT_FILENO);
+            close(null);
+        }
+        execv(argv[0], (char *const *) argv);
+        _exit(127);
+    }
+    track(pid);
+    close(pfd[1]);
+    d->pid = pid;
+    char buf[16] = { 0 };
+    struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+    ssize_t got = 0;
+    if (poll(&p, 1, 30000) > 0)
+        got = read(pfd[0], buf, sizeof buf - 1);
+    close(pfd[0]);
+    if (got > 0 && strncmp(buf, "READY", 5) == 0)
+        return 0;
+    /* Not ready: it exited (its status) or hangs (kill it). */
+    int st = 0;
+    for (int i = 0; i < 5000; i++) {
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            untrack(pid);
+            d->pid = 0;
+            if (status != NULL)
+                *status = st;
+            return -1;
+        }
+        td_pause_ms(1);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    untrack(pid);
+    d->pid = 0;
+    if (status != NULL)
+        *status = st;
+    return -1;
+}
+
+/* Stops the daemon; returns its wait status or -1. */
+int td_stop(struct td_daemon *d)
+{
+    if (d->pid <= 0)
+        return -1;
+    int st = -1;
+    kill(d->pid, SIGTERM);
+    for (int i = 0; i < 20000; i++) {
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            untrack(d->pid);
+            d->pid = 0;
+            return st;
+        }
+        td_pause_ms(1);
+    }
+    diag("pagedd %ld ignored SIGTERM for 20 s: killing it", (long) d->pid);
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, &st, 0);
+    untrack(d->pid);
+    d->pid = 0;
+    return -1;
+}
+
+/* Removes the directory; returns nothing. */
+void td_cleanup(struct td_daemon *d)
+{
+    if (d->dir[0] == '\0')
+        return;
+    if (getenv("PAGED_TEST_KEEP") != NULL) {
+        diag("kept %s", d->dir);
+        return;
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+    if (system(cmd) != 0)
+        diag("could not remove %s", d->dir);
+    d->dir[0] = '\0';
+}
+
+/* Returns whether the log contains needle. */
+int td_log_contains(const struct td_daemon *d, const char *needle)
+{
+    FILE *f = fopen(d->log, "r");
+    if (f == NULL)
+        return 0;
+    char line[2048];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f) != NULL)
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Waits for the log to contain needle; returns 1 or 0. */
+int td_log_wait(const struct td_daemon *d, const char *needle, int timeout_ms)
+{
+    for (int i = 0; i < timeout_ms; i++) {
+        if (td_log_contains(d, needle))
+            return 1;
+        td_pause_ms(1);
+    }
+    return td_log_contains(d, needle);
+}

@@ -1,0 +1,49 @@
+/* spawn.h: start a real pagedd for a test on a temporary socket, and stop it for sure. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TESTS_SERVICE_SPAWN_H
+#define PAGED_TESTS_SERVICE_SPAWN_H
+
+#include <sys/types.h>
+
+struct td_daemon {
+    pid_t pid;
+    char dir[256];        /* temporary directory, removed at stop */
+    char socket[300];     /* dir/pagedd.sock */
+    char log[300];        /* dir/pagedd.log: the daemon's stderr */
+};
+
+/* Returns the path of the pagedd under test: $top_builddir/daemon/pagedd. */
+const char *td_pagedd_path(void);
+
+/* Makes a fresh temporary directory into d->dir (and the socket and log paths). Bails on
+ * failure. */
+void td_mkdir(struct td_daemon *d);
+
+/*
+ * Starts pagedd --foreground --ready-fd with --socket d->socket, stderr to d->log, and the
+ * extra arguments (NULL-terminated, may be NULL). Waits (bounded) for READY. Returns 0, or
+ * -1 if it did not get ready (its exit status in *status when it exited). The daemon is
+ * killed at exit even when the test bails.
+ */
+int td_start(struct td_daemon *d, const char *const *extra, int *status);
+
+/* Sends SIGTERM and waits (bounded, then SIGKILL). Returns the exit status as waitpid
+ * reports it, or -1. Leaves the directory. */
+int td_stop(struct td_daemon *d);
+
+/* In a forked child: forgets the daemons, so that the child's exit never kills them. */
+void td_forget_all(void);
+
+/* Removes the temporary directory and everything in it. */
+void td_cleanup(struct td_daemon *d);
+
+/* Returns whether the daemon's log contains needle (read now). */
+int td_log_contains(const struct td_daemon *d, const char *needle);
+
+/* Waits up to timeout_ms, polling every millisecond, for the log to contain needle. Returns 1 or 0. */
+int td_log_wait(const struct td_daemon *d, const char *needle, int timeout_ms);
+
+/* Sleeps about ms milliseconds (for bounded polling loops only). */
+void td_pause_ms(int ms);
+
+#endif

@@ -1,0 +1,2 @@
+# tests/tools/local.mk: tests of pactl, paged-demo and the man pages.
+# SPDX-License-Identifier: MIT

@@ -1,0 +1,2 @@
+# tools/local.mk: what tools/ builds.
+# SPDX-License-Identifier: MIT

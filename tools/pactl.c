@@ -1,0 +1,190 @@
+/* pactl.c: pactl, the control utility of pagedd: options, the command table, main. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/sock.h"
+#include "paged.h"
+#include "tools/pactl.h"
+
+/* Every command pactl knows, in the order the help text lists them. */
+static const struct pactl_cmd *const pactl_cmds[] = {
+    &pactl_cmd_status,
+    &pactl_cmd_list,
+    &pactl_cmd_info,
+    &pactl_cmd_stat,
+    &pactl_cmd_subscribe,
+    &pactl_cmd_kill_client,
+    &pactl_cmd_evict,
+};
+#define PACTL_NUM_CMDS (sizeof pactl_cmds / sizeof pactl_cmds[0])
+
+/* Prints the usage line of one command to fp. */
+static void usage_cmd(FILE *fp, const struct pactl_cmd *cmd)
+{
+    fprintf(fp, "usage: pactl [-s socket] [-f text|json] %s%s%s\n", cmd->name,
+            cmd->args[0] != '\0' ? " " : "", cmd->args);
+}
+
+/* Prints the whole usage text to fp. */
+static void usage(FILE *fp)
+{
+    fputs("usage: pactl [-s socket] [-f text|json] command [arguments]\n"
+          "       pactl -h | -V\n"
+          "\n"
+          "Options:\n"
+          "  -s, --socket PATH     the daemon's socket (default: $PAGED_SOCKET,\n"
+          "                        $XDG_RUNTIME_DIR/paged/pagedd.sock, /run/paged/pagedd.sock)\n"
+          "  -f, --format FORMAT   text (default) or json\n"
+          "  -h, --help            print this help and exit\n"
+          "  -V, --version         print pactl's version and exit\n"
+          "\n"
+          "Commands:\n", fp);
+    for (size_t i = 0; i < PACTL_NUM_CMDS; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "%s %s", pactl_cmds[i]->name, pactl_cmds[i]->args);
+        /* A long synopsis gets its own line so the summaries stay in one column. */
+        if (strlen(head) > 20)
+            fprintf(fp, "  %s\n  %-20s %s\n", head, "", pactl_cmds[i]->summary);
+        else
+            fprintf(fp, "  %-20s %s\n", head, pactl_cmds[i]->summary);
+    }
+}
+
+/* Prints "pactl: CAUSE" and frees it; returns PACTL_EXIT_FAIL. */
+int pactl_fail(char *cause)
+{
+    fprintf(stderr, "pactl: %s\n", cause);
+    free(cause);
+    return PACTL_EXIT_FAIL;
+}
+
+/* Prints a usage complaint; returns PACTL_EXIT_USAGE. */
+int pactl_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("pactl: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return PACTL_EXIT_USAGE;
+}
+
+/* Connects the context to its daemon; returns 0, or -1 after printing why not. */
+int pactl_connect(struct pactl_ctx *ctx)
+{
+    char *cause = NULL;
+    if (pactl_conn_open(&ctx->conn, ctx->socket_path, &cause) < 0) {
+        pactl_conn_close(&ctx->conn);
+        pactl_fail(cause);
+        return -1;
+    }
+    ctx->connected = 1;
+    return 0;
+}
+
+/* Flushes standard output; returns PACTL_EXIT_OK or PACTL_EXIT_FAIL with a message. */
+int pactl_finish_output(void)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "pactl: writing the output: %s\n", strerror(errno));
+        return PACTL_EXIT_FAIL;
+    }
+    return PACTL_EXIT_OK;
+}
+
+/* Returns the command called name, or NULL. */
+static const struct pactl_cmd *find_cmd(const char *name)
+{
+    for (size_t i = 0; i < PACTL_NUM_CMDS; i++)
+        if (strcmp(pactl_cmds[i]->name, name) == 0)
+            return pactl_cmds[i];
+    return NULL;
+}
+
+/* Parses the options, finds the command and runs it; returns the exit status. */
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "socket", required_argument, NULL, 's' },
+        { "format", required_argument, NULL, 'f' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct pactl_ctx ctx = { .format = PACTL_FORMAT_TEXT };
+    char defpath[128];
+    int opt;
+
+    ctx.conn.fd = -1;
+    /* '+': options end at the command, so its arguments are never taken for pactl's. */
+    while ((opt = getopt_long(argc, argv, "+s:f:hV", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 's':
+            ctx.socket_path = optarg;
+            break;
+        case 'f':
+            if (strcmp(optarg, "text") == 0)
+                ctx.format = PACTL_FORMAT_TEXT;
+            else if (strcmp(optarg, "json") == 0)
+                ctx.format = PACTL_FORMAT_JSON;
+            else {
+                fprintf(stderr, "pactl: unknown format '%s' (text or json)\n", optarg);
+                usage(stderr);
+                return PACTL_EXIT_USAGE;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return pactl_finish_output();
+        case 'V':
+            printf("pactl (paged) %s\n", PACKAGE_VERSION);
+            return pactl_finish_output();
+        default:
+            usage(stderr);
+            return PACTL_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fputs("pactl: no command given\n", stderr);
+        usage(stderr);
+        return PACTL_EXIT_USAGE;
+    }
+    const struct pactl_cmd *cmd = find_cmd(argv[optind]);
+    if (cmd == NULL) {
+        fprintf(stderr, "pactl: unknown command '%s'\n", argv[optind]);
+        usage(stderr);
+        return PACTL_EXIT_USAGE;
+    }
+    int nargs = argc - optind - 1;
+    if (nargs < cmd->min_args || nargs > cmd->max_args) {
+        fprintf(stderr, "pactl: %s takes %s arguments\n", cmd->name,
+                nargs < cmd->min_args ? "more" : "fewer");
+        usage_cmd(stderr, cmd);
+        return PACTL_EXIT_USAGE;
+    }
+    if (ctx.socket_path == NULL) {
+        if (psock_default_path(defpath, sizeof defpath) < 0) {
+            fputs("pactl: the default socket path is too long (set -s or $PAGED_SOCKET)\n",
+                  stderr);
+            return PACTL_EXIT_FAIL;
+        }
+        ctx.socket_path = defpath;
+    }
+
+    int rc = cmd->exec(&ctx, nargs, argv + optind + 1);
+    if (rc == PACTL_EXIT_USAGE)
+        usage_cmd(stderr, cmd);
+    if (ctx.connected)
+        pactl_conn_close(&ctx.conn);
+    if (rc == PACTL_EXIT_OK)
+        rc = pactl_finish_output();
+    return rc;
+}

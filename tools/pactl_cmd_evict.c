@@ -1,0 +1,52 @@
+/* pactl_cmd_evict.c: pactl evict: drop a pool's cached prefix blocks that nobody references. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/pactl_fmt.h"
+#include "tools/pactl_json.h"
+#include "tools/pactl.h"
+
+/* Runs "evict POOL"; returns the exit status. */
+static int evict_exec(struct pactl_ctx *ctx, int argc, char **argv)
+{
+    (void) argc;
+    const char *pool = argv[0];
+    struct paged_msg_pool_ref req;
+    char *cause = NULL, name[PAGED_NAME_MAX];
+    size_t len;
+    if (strlen(pool) >= PAGED_NAME_MAX)
+        return pactl_usage_error("evict: pool name longer than %u bytes", PAGED_NAME_MAX - 1);
+    if (pactl_connect(ctx) < 0)
+        return PACTL_EXIT_FAIL;
+    memset(&req, 0, sizeof req);
+    req.hdr.type = PAGED_MSG_EVICT;
+    snprintf(req.name, sizeof req.name, "%s", pool);
+    const struct paged_msg_hdr *h = pactl_conn_call(&ctx->conn, &req, sizeof req, PAGED_MSG_OK,
+                                                    sizeof *h, &len, &cause);
+    if (h == NULL)
+        return pactl_fail(cause);
+    int evicted = h->status > 0 ? h->status : 0;
+    if (ctx->format == PACTL_FORMAT_JSON) {
+        struct json j;
+        json_init(&j, stdout);
+        json_object_begin(&j, NULL);
+        json_str(&j, "pool", pool);
+        json_u64(&j, "evicted", (uint64_t) evicted);
+        json_end(&j);
+    } else
+        printf("evicted %d cached block%s from pool '%s'\n", evicted, evicted == 1 ? "" : "s",
+               fmt_safe(name, sizeof name, pool, PAGED_NAME_MAX));
+    return PACTL_EXIT_OK;
+}
+
+const struct pactl_cmd pactl_cmd_evict = {
+    .name = "evict",
+    .args = "pool",
+    .summary = "drop the pool's unreferenced cached prefix blocks",
+    .min_args = 1,
+    .max_args = 1,
+    .exec = evict_exec,
+};

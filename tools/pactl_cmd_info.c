@@ -1,0 +1,80 @@
+/* pactl_cmd_info.c: pactl info: everything the daemon reports about one pool. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/pactl_fetch.h"
+#include "tools/pactl_fmt.h"
+#include "tools/pactl_items.h"
+#include "tools/pactl_json.h"
+#include "tools/pactl.h"
+
+/* Prints one pool as "key  value" lines. */
+static void info_text(const struct paged_pool_item *p)
+{
+    char name[PAGED_NAME_MAX], a[FMT_BUF], b[FMT_BUF];
+    uint64_t block_bytes = p->num_blocks > 0 ? p->bytes / p->num_blocks : 0;
+    printf("pool           %s\n", fmt_safe(name, sizeof name, p->name, sizeof p->name));
+    printf("id             %u\n", (unsigned) p->id);
+    if (p->destroyed)
+        printf("state          destroyed: freed when its last client detaches\n");
+    printf("layers         %u\n", (unsigned) p->num_layers);
+    printf("kv heads       %u\n", (unsigned) p->num_kv_heads);
+    printf("head dim       %u\n", (unsigned) p->head_dim);
+    printf("block size     %u tokens (%s each)\n", (unsigned) p->block_size,
+           fmt_bytes(a, sizeof a, block_bytes));
+    printf("dtype          %s\n", fmt_dtype(p->dtype));
+    printf("blocks         %u: %u free, %u referenced, %u cached\n", (unsigned) p->num_blocks,
+           (unsigned) p->free, (unsigned) p->referenced, (unsigned) p->cached);
+    printf("memory         %s, %s in use\n", fmt_bytes(a, sizeof a, p->bytes),
+           fmt_bytes(b, sizeof b, block_bytes * ((uint64_t) p->referenced + p->cached)));
+    printf("owner          uid %u, mode %04o\n", (unsigned) p->owner_uid,
+           (unsigned) (p->mode & 07777));
+    printf("clients        %u attached\n", (unsigned) p->attached);
+    printf("prefix cache   %" PRIu64 " lookups, %" PRIu64 " blocks found, %" PRIu64
+           " evicted\n", p->lookups, p->lookup_hits, p->evictions);
+}
+
+/* Runs "info POOL"; returns the exit status. */
+static int info_exec(struct pactl_ctx *ctx, int argc, char **argv)
+{
+    (void) argc;
+    const char *pool = argv[0];
+    char *cause = NULL, name[PAGED_NAME_MAX];
+    struct pactl_list pools;
+    if (strlen(pool) >= PAGED_NAME_MAX)
+        return pactl_usage_error("info: pool name longer than %u bytes", PAGED_NAME_MAX - 1);
+    if (pactl_connect(ctx) < 0)
+        return PACTL_EXIT_FAIL;
+    if (pactl_fetch_list(&ctx->conn, PAGED_LIST_POOLS, pool, &pools, &cause) < 0)
+        return pactl_fail(cause);
+    const struct paged_pool_item *p = pools.items, *found = NULL;
+    for (size_t i = 0; i < pools.count && found == NULL; i++)
+        if (strncmp(p[i].name, pool, sizeof p[i].name) == 0)
+            found = &p[i];
+    if (found == NULL) {
+        pactl_list_free(&pools);
+        return pactl_fail(pactl_cause("no such pool '%s'",
+                                      fmt_safe(name, sizeof name, pool, PAGED_NAME_MAX)));
+    }
+    if (ctx->format == PACTL_FORMAT_JSON) {
+        struct json j;
+        json_init(&j, stdout);
+        items_pool_json(&j, NULL, found);
+    } else
+        info_text(found);
+    pactl_list_free(&pools);
+    return PACTL_EXIT_OK;
+}
+
+const struct pactl_cmd pactl_cmd_info = {
+    .name = "info",
+    .args = "pool",
+    .summary = "one pool's geometry, blocks, owner and prefix cache",
+    .min_args = 1,
+    .max_args = 1,
+    .exec = info_exec,
+};

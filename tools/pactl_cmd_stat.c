@@ -1,0 +1,76 @@
+/* pactl_cmd_stat.c: pactl stat: per-op request counts, errors, volume and service latency. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "tools/pactl_fetch.h"
+#include "tools/pactl_fmt.h"
+#include "tools/pactl_json.h"
+#include "tools/pactl.h"
+
+/* Prints one row per op. */
+static void stat_text(const struct paged_msg_stats_reply *s)
+{
+    char bytes[FMT_BUF], p50[FMT_BUF], p99[FMT_BUF];
+    printf("%-8s %10s %8s %12s %12s %10s %10s\n", "OP", "REQUESTS", "ERRORS", "TOKENS", "BYTES",
+           "P50", "P99");
+    for (uint32_t i = 0; i < s->num_ops; i++) {
+        const struct paged_op_stats *o = &s->ops[i];
+        int seen = o->requests > 0;
+        printf("%-8s %10" PRIu64 " %8" PRIu64 " %12" PRIu64 " %12s %10s %10s\n", fmt_op(i),
+               o->requests, o->errors, o->tokens, fmt_bytes(bytes, sizeof bytes, o->bytes),
+               seen ? fmt_latency(p50, sizeof p50, o->latency_p50_ns) : "-",
+               seen ? fmt_latency(p99, sizeof p99, o->latency_p99_ns) : "-");
+    }
+}
+
+/* Prints an object with one member per op. */
+static void stat_json(const struct paged_msg_stats_reply *s)
+{
+    struct json j;
+    json_init(&j, stdout);
+    json_object_begin(&j, NULL);
+    json_object_begin(&j, "ops");
+    for (uint32_t i = 0; i < s->num_ops; i++) {
+        const struct paged_op_stats *o = &s->ops[i];
+        json_object_begin(&j, fmt_op(i));
+        json_u64(&j, "requests", o->requests);
+        json_u64(&j, "errors", o->errors);
+        json_u64(&j, "tokens", o->tokens);
+        json_u64(&j, "bytes", o->bytes);
+        json_u64(&j, "latency_p50_ns", o->latency_p50_ns);
+        json_u64(&j, "latency_p99_ns", o->latency_p99_ns);
+        json_end(&j);
+    }
+    json_end(&j);
+    json_end(&j);
+}
+
+/* Runs "stat"; returns the exit status. */
+static int stat_exec(struct pactl_ctx *ctx, int argc, char **argv)
+{
+    (void) argc;
+    (void) argv;
+    struct paged_msg_stats_reply s;
+    char *cause = NULL;
+    if (pactl_connect(ctx) < 0)
+        return PACTL_EXIT_FAIL;
+    if (pactl_fetch_stats(&ctx->conn, &s, &cause) < 0)
+        return pactl_fail(cause);
+    if (ctx->format == PACTL_FORMAT_JSON)
+        stat_json(&s);
+    else
+        stat_text(&s);
+    return PACTL_EXIT_OK;
+}
+
+const struct pactl_cmd pactl_cmd_stat = {
+    .name = "stat",
+    .args = "",
+    .summary = "per-op requests, errors, tokens, bytes and latency",
+    .min_args = 0,
+    .max_args = 0,
+    .exec = stat_exec,
+};

@@ -1,0 +1,40 @@
+/* pactl_fetch.h: the requests several pactl commands share: status, lists of items, statistics. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TOOLS_PACTL_FETCH_H
+#define PAGED_TOOLS_PACTL_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/proto.h"
+#include "tools/pactl_conn.h"
+
+/* Items of one LIST request, gathered from every LIST_ITEMS packet until LIST_END. */
+struct pactl_list {
+    uint32_t what;               /* enum paged_list_what */
+    size_t count;
+    size_t item_size;            /* sizeof the item struct for what */
+    void *items;                 /* count items, malloc'd */
+};
+
+/* Asks for the daemon's status into *out. Returns 0 or -1 with *cause. */
+int pactl_fetch_status(struct pactl_conn *c, struct paged_msg_status_reply *out, char **cause);
+
+/* Asks for the per-op statistics into *out. Returns 0 or -1 with *cause. */
+int pactl_fetch_stats(struct pactl_conn *c, struct paged_msg_stats_reply *out, char **cause);
+
+/*
+ * Lists pools, clients or blocks (enum paged_list_what); name is the pool to restrict the
+ * list to, or NULL. Returns 0 with *out filled (free it with pactl_list_free), or -1 with
+ * *cause.
+ */
+int pactl_fetch_list(struct pactl_conn *c, uint32_t what, const char *name,
+                     struct pactl_list *out, char **cause);
+
+/* Frees the items of a list. */
+void pactl_list_free(struct pactl_list *l);
+
+/* Returns the name of pool id in a list of pools, or NULL if it is not there. */
+const char *pactl_pool_name(const struct pactl_list *pools, uint32_t id);
+
+#endif

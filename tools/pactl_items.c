@@ -1,0 +1,166 @@
+/* pactl_items.c: how pactl shows pools, clients and blocks, as table rows and as JSON objects. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "tools/pactl_items.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/pactl_fmt.h"
+
+/* Prints the column names of the pool table. */
+void items_pool_heading(void)
+{
+    printf("%4s  %-16s %6s %5s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %6s %10s\n", "ID", "NAME",
+           "LAYERS", "HEADS", "DIM", "BLOCK", "DTYPE", "BLOCKS", "FREE", "USED", "CACHED",
+           "CLIENTS", "MODE", "OWNER", "SIZE");
+}
+
+/* Prints one pool as a table row; a destroyed pool's name is marked with a star. */
+void items_pool_row(const struct paged_pool_item *p)
+{
+    char name[PAGED_NAME_MAX + 2], size[FMT_BUF], mode[16];
+    fmt_safe(name, sizeof name - 1, p->name, sizeof p->name);
+    snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
+    if (p->destroyed)
+        strcat(name, "*");
+    printf("%4u  %-16s %6u %5u %4u %5u %-8s %7u %7u %7u %7u %7u %5s %6u %10s\n",
+           (unsigned) p->id, name, (unsigned) p->num_layers, (unsigned) p->num_kv_heads,
+           (unsigned) p->head_dim, (unsigned) p->block_size, fmt_dtype(p->dtype),
+           (unsigned) p->num_blocks, (unsigned) p->free, (unsigned) p->referenced,
+           (unsigned) p->cached, (unsigned) p->attached, mode,
+           (unsigned) p->owner_uid, fmt_bytes(size, sizeof size, p->bytes));
+}
+
+/* Writes one pool as a JSON object. */
+void items_pool_json(struct json *j, const char *key, const struct paged_pool_item *p)
+{
+    char mode[16];
+    snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
+    json_object_begin(j, key);
+    json_u64(j, "id", p->id);
+    json_strn(j, "name", p->name, sizeof p->name);
+    json_u64(j, "num_layers", p->num_layers);
+    json_u64(j, "num_kv_heads", p->num_kv_heads);
+    json_u64(j, "head_dim", p->head_dim);
+    json_u64(j, "block_size", p->block_size);
+    json_str(j, "dtype", fmt_dtype(p->dtype));
+    json_u64(j, "num_blocks", p->num_blocks);
+    json_u64(j, "free", p->free);
+    json_u64(j, "referenced", p->referenced);
+    json_u64(j, "cached", p->cached);
+    json_u64(j, "attached", p->attached);
+    json_u64(j, "owner_uid", p->owner_uid);
+    json_str(j, "mode", mode);
+    json_bool(j, "destroyed", p->destroyed != 0);
+    json_u64(j, "bytes", p->bytes);
+    json_u64(j, "evictions", p->evictions);
+    json_u64(j, "lookups", p->lookups);
+    json_u64(j, "lookup_hits", p->lookup_hits);
+    json_end(j);
+}
+
+/* Prints the column names of the client table. */
+void items_client_heading(void)
+{
+    printf("%4s %8s %6s  %-20s %-7s %5s %7s %10s %7s %9s\n", "ID", "PID", "UID", "NAME",
+           "KIND", "POOLS", "BLOCKS", "REQUESTS", "ERRORS", "CONNECTED");
+}
+
+/* Prints one client as a table row. */
+void items_client_row(const struct paged_client_item *c)
+{
+    char name[PAGED_NAME_MAX], up[FMT_BUF];
+    printf("%4u %8u %6u  %-20s %-7s %5u %7" PRIu64 " %10" PRIu64 " %7" PRIu64 " %9s\n",
+           (unsigned) c->id, (unsigned) c->pid, (unsigned) c->uid,
+           fmt_safe(name, sizeof name, c->name, sizeof c->name),
+           c->control_only ? "control" : "worker", (unsigned) c->pools, c->blocks, c->requests,
+           c->errors, fmt_uptime(up, sizeof up, c->connected_ns));
+}
+
+/* Writes one client as a JSON object. */
+void items_client_json(struct json *j, const struct paged_client_item *c)
+{
+    json_object_begin(j, NULL);
+    json_u64(j, "id", c->id);
+    json_u64(j, "pid", c->pid);
+    json_u64(j, "uid", c->uid);
+    json_strn(j, "name", c->name, sizeof c->name);
+    json_bool(j, "control_only", c->control_only != 0);
+    json_u64(j, "pools", c->pools);
+    json_u64(j, "blocks", c->blocks);
+    json_u64(j, "requests", c->requests);
+    json_u64(j, "errors", c->errors);
+    json_u64(j, "connected_ns", c->connected_ns);
+    json_end(j);
+}
+
+/* Prints the column names of the block table. */
+void items_block_heading(void)
+{
+    printf("%-16s %7s %5s %-10s %-32s  %s\n", "POOL", "BLOCK", "REFS", "STATE", "HASH",
+           "HOLDERS");
+}
+
+/* Returns the number of holder ids an item actually carries. */
+static uint32_t block_holders_shown(const struct paged_block_item *b)
+{
+    uint32_t n = b->num_holders;
+    return n < 4 ? n : 4;
+}
+
+/* Prints one block as a table row: the first holders' ids, then how many more there are. */
+void items_block_row(const struct paged_block_item *b, const struct pactl_list *pools)
+{
+    char pool[PAGED_NAME_MAX], hash[FMT_BUF], holders[96];
+    const char *name = pactl_pool_name(pools, b->pool_id);
+    if (name != NULL)
+        fmt_safe(pool, sizeof pool, name, PAGED_NAME_MAX);
+    else
+        snprintf(pool, sizeof pool, "#%u", (unsigned) b->pool_id);
+    if (b->published)
+        fmt_hash(hash, sizeof hash, &b->hash);
+    else
+        snprintf(hash, sizeof hash, "-");
+    size_t off = 0;
+    holders[0] = '\0';
+    for (uint32_t i = 0; i < block_holders_shown(b); i++)
+        off += (size_t) snprintf(holders + off, sizeof holders - off, "%s%u", i ? "," : "",
+                                 (unsigned) b->holders[i]);
+    if (b->num_holders > 4)
+        snprintf(holders + off, sizeof holders - off, " +%u", (unsigned) (b->num_holders - 4));
+    else if (b->num_holders == 0)
+        snprintf(holders, sizeof holders, "-");
+    printf("%-16s %7d %5u %-10s %-32s  %s\n", pool, (int) b->block, (unsigned) b->refcount,
+           b->refcount > 0 ? "referenced" : "cached", hash, holders);
+}
+
+/* Writes one block as a JSON object. */
+void items_block_json(struct json *j, const struct paged_block_item *b,
+                      const struct pactl_list *pools)
+{
+    char hash[FMT_BUF];
+    const char *name = pactl_pool_name(pools, b->pool_id);
+    json_object_begin(j, NULL);
+    json_u64(j, "pool_id", b->pool_id);
+    if (name != NULL)
+        json_strn(j, "pool", name, PAGED_NAME_MAX);
+    else
+        json_null(j, "pool");
+    json_i64(j, "block", b->block);
+    json_u64(j, "refcount", b->refcount);
+    json_str(j, "state", b->refcount > 0 ? "referenced" : "cached");
+    json_bool(j, "published", b->published != 0);
+    if (b->published)
+        json_str(j, "hash", fmt_hash(hash, sizeof hash, &b->hash));
+    else
+        json_null(j, "hash");
+    json_u64(j, "num_holders", b->num_holders);
+    json_array_begin(j, "holders");
+    for (uint32_t i = 0; i < block_holders_shown(b); i++)
+        json_u64(j, NULL, b->holders[i]);
+    json_end(j);
+    json_end(j);
+}
