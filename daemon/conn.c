@@ -239,6 +239,7 @@ int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_s
     }
     ch->arena = base + ch->hdr.arena_off;
     ch->arena_size = ch->hdr.arena_size;
+    ch->data_size = ch->arena_size;
     /* Pipes, not eventfds: the daemon's ends are open file descriptions of its own, so a
      * client cannot make them blocking (see lib/wake.h). */
     if ((rc = paged_wake_pipe(&ch->sq_wait, &sq_notify)) < 0
@@ -263,11 +264,35 @@ fail:
     return rc < 0 ? rc : PAGED_E_SYSTEM;
 }
 
+/* Creates the channel's device data arena; returns PAGED_OK or an error with *cause. */
+int pd_channel_add_data_arena(struct pd_channel *ch, pd_backend *b, uint64_t size,
+                              struct pd_export *ex, char **cause)
+{
+    const uint64_t unit = 64u << 10;
+    if (size == 0)
+        size = 256u << 20;
+    if (size < (1u << 20))
+        size = 1u << 20;
+    if (size > (4ull << 30))
+        size = 4ull << 30;
+    size = (size + unit - 1) & ~(unit - 1);
+    int rc = b->ops->arena_create(b, size, &ch->data, ex, cause);
+    if (rc < 0) {
+        ch->data = NULL;
+        return rc;
+    }
+    ch->backend = b;
+    ch->data_size = size;
+    return PAGED_OK;
+}
+
 /* Unmaps and closes a channel; returns nothing. */
 void pd_channel_destroy(struct pd_channel *ch)
 {
     if (ch == NULL)
         return;
+    if (ch->data != NULL)
+        ch->backend->ops->arena_destroy(ch->backend, ch->data);
     if (ch->map != NULL)
         paged_shm_unmap(ch->map, ch->size);
     if (ch->sq_wait >= 0)

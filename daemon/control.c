@@ -110,7 +110,7 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
     w.device_ordinal = srv->binfo.device_ordinal;
     memcpy(w.device_uuid, srv->binfo.device_uuid, sizeof w.device_uuid);
     snprintf(w.daemon_version, sizeof w.daemon_version, "%s", PACKAGE_VERSION);
-    int fds[3] = { -1, -1, -1 };
+    int fds[4] = { -1, -1, -1, -1 };
     uint32_t sq = m.sq_entries, cq = m.cq_entries;
     uint64_t arena = m.host_arena_size;
     if (!c->control_only) {
@@ -126,11 +126,33 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
         w.num_fds = 3;
         w.data_arena_kind = PAGED_MEM_MEMFD;
         w.channel_size = c->ch->size;
+        if (srv->backend->ops->arena_create != NULL) {
+            /* The device data arena: a 4th descriptor, or an IPC handle in the message. */
+            struct pd_export ex;
+            rc = pd_channel_add_data_arena(c->ch, srv->backend, m.data_arena_size, &ex, &cause);
+            if (rc < 0) {
+                snprintf(why, sizeof why, "cannot create the data arena: %s", cause != NULL ? cause : "?");
+                free(cause);
+                for (int i = 0; i < 3; i++)
+                    close(fds[i]);
+                pd_channel_destroy(c->ch);
+                c->ch = NULL;
+                pd_control_refuse(srv, c, rc, why);
+                return;
+            }
+            w.data_arena_kind = ex.mem_kind;
+            w.data_arena_size = c->ch->data_size;
+            w.data_arena_alloc = ex.alloc_bytes;
+            memcpy(w.ipc_handle, ex.ipc_handle, sizeof w.ipc_handle);
+            if (ex.fd >= 0)
+                fds[w.num_fds++] = ex.fd;
+        }
         c->sq_watch = (struct pd_watch) { PD_W_SQ, c };
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &c->sq_watch };
         if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, c->ch->sq_wait, &ev) < 0) {
-            for (int i = 0; i < 3; i++)
-                close(fds[i]);
+            for (int i = 0; i < 4; i++)
+                if (fds[i] >= 0)
+                    close(fds[i]);
             pd_channel_destroy(c->ch);
             c->ch = NULL;
             pd_control_refuse(srv, c, PAGED_E_SYSTEM, "cannot watch the submission wake-up");
@@ -138,7 +160,7 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
         }
     }
     int rc = pd_conn_send(c, &w, sizeof w, fds, (int) w.num_fds, 0);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (fds[i] >= 0)
             close(fds[i]);
     c->state = PD_CONN_READY;

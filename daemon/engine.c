@@ -78,7 +78,7 @@ static int execute(struct pd_server *srv, struct pd_conn *c, const struct pv_op 
         cqe->count = (uint32_t) rc;
         return PAGED_OK;
     default: {
-        struct pd_arenas ar = { c->ch->arena, c->ch->arena_size, NULL, c->ch->arena_size };
+        struct pd_arenas ar = { c->ch->arena, c->ch->arena_size, c->ch->data, c->ch->data_size };
         rc = srv->backend->ops->run(srv->backend, &p->cache, p->mem, &ar, op);
         if (rc >= 0)
             cqe->count = op->count;
@@ -137,7 +137,7 @@ unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budg
         uint64_t t0 = pd_now_ns();
         struct pv_env env = {
             .holder = c->id, .host = ch->arena, .host_size = ch->arena_size,
-            .data_size = ch->arena_size, .held_total = pd_conn_held(c),
+            .data_size = ch->data_size, .held_total = pd_conn_held(c),
             .max_blocks = srv->cfg.max_blocks_per_client, .find_pool = find_pool, .ctx = c,
         };
         struct pv_op op;

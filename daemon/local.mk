@@ -32,6 +32,18 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/notify.h \
 	daemon/notify.c
 daemon_libpageddaemon_la_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
+daemon_libpageddaemon_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+# The cuda backend: C17 against the runtime's C headers and <cuda.h>; the driver API only
+# through cudaGetDriverEntryPoint, so nothing links libcuda.
+PD_CUDA_BACKEND_SOURCES = \
+	daemon/cuda_mem.h \
+	daemon/cuda_mem.c \
+	daemon/backend_cuda.c
+if HAVE_CUDA
+daemon_libpageddaemon_la_SOURCES += $(PD_CUDA_BACKEND_SOURCES)
+else
+EXTRA_DIST += $(PD_CUDA_BACKEND_SOURCES)
+endif
 # The modules need nothing of libpagedcore at this level; programs link lib/libpagedcore.la
 # and kernels/libpagedcpu.la after this library (a convenience library added here would be
 # copied in, and its objects linked twice).
@@ -42,6 +54,10 @@ daemon_pagedd_SOURCES = daemon/main.c
 daemon_pagedd_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR='"$(sysconfdir)"'
 daemon_pagedd_LDADD = daemon/libpageddaemon.la lib/libpagedcore.la kernels/libpagedcpu.la \
 	$(SYSTEMD_LIBS)
+if HAVE_CUDA
+# The kernels, and the static runtime (a pagedd built with CUDA starts without a driver).
+daemon_pagedd_LDADD += kernels/libpagedcuda.la $(CUDA_LIBS)
+endif
 
 # The systemd unit, with the installation paths substituted.
 systemdsystemunit_DATA = daemon/pagedd.service

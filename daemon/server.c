@@ -461,12 +461,16 @@ int pd_server_run(struct pd_server *srv)
             timeout = pending ? 0 : next_timeout(srv, now);
         }
         int n = epoll_wait(srv->epoll_fd, evs, 64, timeout);
+        /* A stop and continue (SIGSTOP, a debugger) interrupts the wait; collect what became
+         * ready meanwhile, a SIGTERM included, before the rings are served again. */
+        while (n < 0 && errno == EINTR)
+            n = epoll_wait(srv->epoll_fd, evs, 64, 0);
         last_poll = pd_now_ns();
         if (prepared)
             for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
                 if (c->state == PD_CONN_READY && c->ch != NULL)
                     paged_wake_cancel(&c->ch->sq);
-        if (n < 0 && errno != EINTR) {
+        if (n < 0) {
             pd_log(PD_LOG_ERROR, "epoll_wait: %s", strerror(errno));
             break;
         }
@@ -527,6 +531,9 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     if (srv->backend == NULL)
         goto fail;
     srv->backend->ops->info(srv->backend, &srv->binfo);
+    /* Host memory does not bound a GPU pool: the cuda backend checks free device memory. */
+    if (srv->binfo.kind == PAGED_BACKEND_CUDA)
+        srv->mem_limit = 0;
 
     gid_t gid = (gid_t) -1;
     if (cfg->socket_group[0] != '\0' && resolve_group(cfg->socket_group, &gid) < 0) {

@@ -176,7 +176,8 @@ typedef struct paged_pool_desc {
     uint32_t num_blocks;      /* N; 0: as many as byte_budget allows */
     uint64_t byte_budget;     /* used when num_blocks is 0 */
     uint32_t mode;            /* permission bits as for files (0600, 0640, 0666); 0: 0600.
-                                 Read: attach, DECODE, PREFILL, LOOKUP. Write: the rest. */
+                                 Read: attach, DECODE, PREFILL, LOOKUP, and FREE and FORK of
+                                 blocks already held. Write: ALLOC, APPEND, COPY, PUBLISH. */
     float k_scale;            /* fp8 caches: stored = value / k_scale; 0: 1.0 */
     float v_scale;            /* fp8 caches: likewise for V */
 } paged_pool_desc;
@@ -276,7 +277,7 @@ typedef enum paged_op {
 typedef struct paged_attn_opts {
     float sm_scale;           /* 0: 1 / sqrt(head_dim) */
     float soft_cap;           /* <= 0: off */
-    int32_t window;           /* <= 0: off */
+    int32_t window;           /* 0: off; negative is refused (PAGED_E_INVAL) */
     int has_alibi;            /* nonzero: alibi_off holds num_q_heads float slopes (host arena) */
     uint64_t alibi_off;
 } paged_attn_opts;

@@ -111,6 +111,7 @@ static int pk_append_launch(const pk_append_params &p, cudaStream_t stream)
     return pk_launch_status();
 }
 
+/* Checks and launches an APPEND on stream; returns 0 or a negative paged_error. */
 extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
 {
     if (a == NULL)

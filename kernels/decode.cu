@@ -117,6 +117,7 @@ static int pk_decode_check(const pk_decode_args *a)
     return 0;
 }
 
+/* Returns the split-KV workspace the decode of a needs on the current device (0: no split). */
 extern "C" size_t pk_cuda_decode_workspace(const pk_decode_args *a)
 {
     if (a == NULL || pk_decode_check(a) != 0 || a->num_seqs == 0)
@@ -127,6 +128,11 @@ extern "C" size_t pk_cuda_decode_workspace(const pk_decode_args *a)
     return pk_decode_plan_bytes(a, &pl);
 }
 
+/*
+ * Launches the decode of a on stream: the partition kernel, then the reduce if the plan splits.
+ * A workspace smaller than pk_cuda_decode_workspace asks for makes the plan split less (or
+ * not at all) rather than fail. Returns 0 or a negative paged_error.
+ */
 extern "C" int pk_cuda_decode(const pk_decode_args *a, void *stream)
 {
     if (a == NULL)

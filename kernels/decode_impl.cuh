@@ -302,6 +302,7 @@ template <int D, typename KT, typename QT> struct pk_decode_occupancy {
 };
 template <int D, typename KT, typename QT> std::atomic<int> pk_decode_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
 
+/* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
 template <int D, typename KT, typename QT>
 int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream, bool launch, pk_decode_plan *plan)
 {

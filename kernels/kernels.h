@@ -22,8 +22,8 @@
  *     out = sum_j softmax(logit)_j * v_j
  * Decode has one query per sequence at i = seq_len - 1. Prefill places the qo_len queries of
  * a sequence at the end of its context: query r sits at i = seq_len - qo_len + r (causal);
- * with causal == 0 every query sees the whole context (and the window, if any, is measured
- * from the last position). An fp8 cache stores round(x / scale) and reads back stored *
+ * with causal == 0 every query sees the whole context and stands at i = seq_len - 1 for the
+ * window and ALiBi. An fp8 cache stores round(x / scale) and reads back stored *
  * scale, with k_scale for K and v_scale for V.
  *
  * All functions return 0 (PAGED_OK) or a negative paged_error; they check shapes they do not

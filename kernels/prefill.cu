@@ -37,12 +37,14 @@ static int pk_prefill_check(const pk_prefill_args *a)
     return 0;
 }
 
+/* Returns the workspace prefill needs: none. */
 extern "C" size_t pk_cuda_prefill_workspace(const pk_prefill_args *a)
 {
     (void) a;                       /* each CTA walks all of its keys: no split, no partials */
     return 0;
 }
 
+/* Launches the prefill of a on stream; returns 0 or a negative paged_error. */
 extern "C" int pk_cuda_prefill(const pk_prefill_args *a, void *stream)
 {
     if (a == NULL)

@@ -215,6 +215,7 @@ __device__ __forceinline__ void pk_prefill_widen(const unsigned char *raw, QT *k
     }
 }
 
+/* The tensor-core prefill kernel (see pk_prefill_mma_shape). Grid (row tile, KV head, sequence). */
 template <int D, typename KT, typename QT>
 static __global__ void __launch_bounds__(128) pk_prefill_mma_kernel(const pk_prefill_params p)
 {
@@ -428,6 +429,7 @@ template <> __device__ __forceinline__ float4 pk_load4_f32<pk_e4m3>(const char *
     return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
+/* The fp32 prefill kernel (see pk_prefill_simt_shape). Grid (row tile, KV head, sequence). */
 template <int D, typename KT>
 static __global__ void __launch_bounds__(128, 4) pk_prefill_simt_kernel(const pk_prefill_params p)
 {
@@ -565,6 +567,7 @@ template <int D, typename KT, typename QT> struct pk_prefill_prepared {
 };
 template <int D, typename KT, typename QT> std::atomic<int> pk_prefill_prepared<D, KT, QT>::cache[PK_MAX_DEVICES];
 
+/* Fills the kernel arguments and launches the tensor-core kernel (16-bit queries) or the fp32 one. */
 template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_args *a, cudaStream_t stream)
 {
     pk_prefill_params p;

@@ -181,10 +181,10 @@ int pc_submit(paged_client *c);
 int pc_pump(paged_client *c);
 
 /*
- * Sleeps until the CQ may have something, the socket has something, or timeout_ms passes
- * (negative: no limit), spinning first up to the adaptive budget when spin is nonzero.
- * done(c, arg) says whether the wait is over. Returns 1 when done, PAGED_E_TIMEOUT, or an
- * error (connection, ring).
+ * Waits until done(c, arg) says the wait is over, pumping the CQ: spins first up to the
+ * adaptive budget, then sleeps in poll() on the completion wake-up and the socket (so a
+ * daemon that dies or shuts down ends it), until timeout_ms passes (negative: no limit).
+ * Returns 1 when done, PAGED_E_TIMEOUT, or an error (connection, ring).
  */
 int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, void *), void *arg);
 

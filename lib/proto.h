@@ -55,7 +55,7 @@ struct paged_channel_hdr {
  * tail to the producer; both run freely over 32 bits and wrap. Each word sits on its own
  * cache line so producer and consumer do not false-share. A consumer that is about to sleep
  * sets consumer_waiting (then re-checks the ring); a producer that sees it set after
- * publishing writes the consumer's eventfd. The ring never stores its geometry here: each
+ * publishing writes the consumer's wake-up pipe (lib/wake.h). The ring never stores its geometry here: each
  * side keeps its own copy.
  */
 struct paged_ring_ctl {
@@ -191,12 +191,15 @@ _Static_assert(sizeof(struct paged_ring_ctl) == 4 * PAGED_CACHELINE, "ring contr
  * Control messages on the SOCK_SEQPACKET socket: one message per packet, each starting
  * with struct paged_msg_hdr. A request carries a sequence number that its reply echoes;
  * EVENT and SHUTDOWN arrive unsolicited. Any request may be answered by PAGED_MSG_ERROR
- * instead of its reply. The first two members of HELLO (after the header) never change, so
- * a daemon of any version can read a client's version and refuse it clearly.
+ * instead of its reply; an ERROR that refuses the connection itself (a bad HELLO, a
+ * corrupt ring) carries sequence number 0 and the daemon then closes the socket. The first
+ * two members of HELLO after the header never change, so a daemon of any version can read
+ * a client's version and refuse it clearly.
  */
 enum paged_msg_type {
     PAGED_MSG_HELLO = 1,        /* client: first message */
-    PAGED_MSG_WELCOME = 2,      /* daemon: + SCM_RIGHTS channel memfd, sq eventfd, cq eventfd
+    PAGED_MSG_WELCOME = 2,      /* daemon: + SCM_RIGHTS channel memfd, the write end of the
+                                   SQ wake-up pipe, the read end of the CQ wake-up pipe
                                    [, device arena fd] */
     PAGED_MSG_ERROR = 3,        /* daemon: struct paged_msg_error */
     PAGED_MSG_OK = 4,           /* daemon: bare header, status = result count (>= 0) */
@@ -251,7 +254,7 @@ struct paged_msg_welcome {
     uint32_t backend;          /* enum paged_backend */
     uint32_t num_fds;          /* descriptors passed with this message */
     int32_t device_ordinal;    /* daemon's device index, -1 for cpu */
-    uint32_t data_arena_kind;  /* enum paged_mem_kind of the device arena (cuda) */
+    uint32_t data_arena_kind;  /* enum paged_mem_kind of the data arena (memfd on cpu: the host arena) */
     uint8_t device_uuid[16];   /* the GPU's UUID, so clients map the right one */
     uint64_t channel_size;     /* size of the channel memfd */
     uint64_t data_arena_size;  /* cuda: device arena bytes; cpu: 0 (the host arena serves) */

@@ -1,2 +1,60 @@
-# man/local.mk: what man/ builds.
+# man/local.mk: the man pages, mdoc, installed by make install and linted by tests/tools/man-t.sh.
 # SPDX-License-Identifier: MIT
+
+# The pages.
+dist_man_MANS += \
+	man/pactl.1 \
+	man/paged-demo.1 \
+	man/libpaged.3 \
+	man/paged_client_connect.3 \
+	man/paged_pool_create.3 \
+	man/paged_arena_base.3 \
+	man/paged_prep.3 \
+	man/paged_decode.3 \
+	man/paged_seq_create.3 \
+	man/paged_strerror.3 \
+	man/paged.conf.5 \
+	man/paged.7 \
+	man/pagedd.8
+
+# One-line .so pages, so that every function of a family finds its page.
+dist_man_MANS += \
+	man/paged_alloc.3 \
+	man/paged_append.3 \
+	man/paged_arena_alloc.3 \
+	man/paged_arena_mark.3 \
+	man/paged_arena_release.3 \
+	man/paged_client_backend.3 \
+	man/paged_client_close.3 \
+	man/paged_client_connect_err.3 \
+	man/paged_client_error.3 \
+	man/paged_client_fd.3 \
+	man/paged_client_id.3 \
+	man/paged_copy.3 \
+	man/paged_dtype_name.3 \
+	man/paged_dtype_size.3 \
+	man/paged_field_name.3 \
+	man/paged_fork.3 \
+	man/paged_free.3 \
+	man/paged_hash_blocks.3 \
+	man/paged_inflight.3 \
+	man/paged_lookup.3 \
+	man/paged_nop.3 \
+	man/paged_pool_attach.3 \
+	man/paged_pool_destroy.3 \
+	man/paged_pool_detach.3 \
+	man/paged_pool_get_info.3 \
+	man/paged_pool_map.3 \
+	man/paged_prefill.3 \
+	man/paged_publish.3 \
+	man/paged_reap.3 \
+	man/paged_seq_adopt_prefix.3 \
+	man/paged_seq_blocks.3 \
+	man/paged_seq_destroy.3 \
+	man/paged_seq_extend.3 \
+	man/paged_seq_fork.3 \
+	man/paged_seq_len.3 \
+	man/paged_seq_publish.3 \
+	man/paged_submit.3 \
+	man/paged_version.3 \
+	man/paged_wait.3

@@ -1,2 +1,60 @@
-# tools/local.mk: what tools/ builds.
+# tools/local.mk: what tools/ builds: pactl, paged-demo, and the `make demo` target.
 # SPDX-License-Identifier: MIT
+
+# pactl: the control utility. It speaks the control protocol (lib/proto.h) through
+# lib/sock directly, as a control-only client, so it needs libpagedcore but not libpaged.
+bin_PROGRAMS += tools/pactl
+tools_pactl_SOURCES = \
+	tools/pactl.h \
+	tools/pactl.c \
+	tools/pactl_conn.h \
+	tools/pactl_conn.c \
+	tools/pactl_fetch.h \
+	tools/pactl_fetch.c \
+	tools/pactl_fmt.h \
+	tools/pactl_fmt.c \
+	tools/pactl_items.h \
+	tools/pactl_items.c \
+	tools/pactl_json.h \
+	tools/pactl_json.c \
+	tools/pactl_cmd_status.c \
+	tools/pactl_cmd_list.c \
+	tools/pactl_cmd_info.c \
+	tools/pactl_cmd_stat.c \
+	tools/pactl_cmd_subscribe.c \
+	tools/pactl_cmd_kill_client.c \
+	tools/pactl_cmd_evict.c
+tools_pactl_LDADD = lib/libpagedcore.la
+
+# paged-demo: the first thing a new user runs. Its workers use only the public API
+# (libpaged); the check against the CPU reference links the reference kernels.
+bin_PROGRAMS += tools/paged-demo
+tools_paged_demo_SOURCES = \
+	tools/paged-demo.c \
+	tools/demo/barrier.h \
+	tools/demo/barrier.c \
+	tools/demo/model.h \
+	tools/demo/model.c \
+	tools/demo/shadow.h \
+	tools/demo/shadow.c \
+	tools/demo/spawn.h \
+	tools/demo/spawn.c \
+	tools/demo/stage.h \
+	tools/demo/stage.c \
+	tools/demo/worker.h \
+	tools/demo/worker.c
+tools_paged_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \
+	-DPAGED_SBINDIR='"$(sbindir)"' -DPAGED_BINDIR='"$(bindir)"'
+tools_paged_demo_LDADD = lib/libpaged.la kernels/libpagedcpu.la
+if HAVE_CUDA
+# On the cuda backend the workers stage their tensors in device memory (tools/demo/stage.c),
+# with the static runtime, so paged-demo still starts where there is no driver.
+tools_paged_demo_LDADD += $(CUDA_LIBS)
+endif
+
+# `make demo`: the installed paged-demo, run from the build tree with the build tree's
+# daemon and pactl.
+demo: tools/paged-demo$(EXEEXT) daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
+	$(AM_V_at)tools/paged-demo --pagedd $(abs_top_builddir)/daemon/pagedd \
+	  --pactl $(abs_top_builddir)/tools/pactl
+.PHONY: demo

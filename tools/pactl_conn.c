@@ -201,8 +201,7 @@ static int handshake_reply(struct pactl_conn *c, const struct paged_msg_hdr *h, 
     if (h->type == PAGED_MSG_ERROR) {
         char *why = error_cause(h, len);
         if (h->status == PAGED_E_VERSION)
-            *cause = pactl_cause("protocol version mismatch: pactl speaks version %u (%s)",
-                                 PAGED_PROTO_VERSION, why);
+            *cause = pactl_cause("protocol version mismatch: %s", why);
         else
             *cause = pactl_cause("the daemon refused the connection: %s", why);
         free(why);

@@ -3,18 +3,18 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "paged.h"
+#include "tools/demo/barrier.h"
 #include "tools/demo/model.h"
 #include "tools/demo/spawn.h"
 #include "tools/demo/worker.h"
@@ -149,100 +149,6 @@ static uint32_t pool_blocks(const struct demo_opts *o, const struct demo_model *
     return n > INT32_MAX ? INT32_MAX : (uint32_t) n;
 }
 
-/*
- * A barrier between the workers and us made of two pipes: a worker writes a byte to
- * arrive and then waits for end of file on go, which comes when we close go's write end
- * once every worker has arrived. A new pair serves each crossing.
- */
-struct demo_barrier {
-    int arrive[2];
-    int go[2];
-};
-
-/* Makes the pipes of a barrier; returns 0 or -1. */
-static int barrier_init(struct demo_barrier *b)
-{
-    if (pipe2(b->arrive, O_CLOEXEC) != 0)
-        return -1;
-    if (pipe2(b->go, O_CLOEXEC) != 0) {
-        close(b->arrive[0]);
-        close(b->arrive[1]);
-        return -1;
-    }
-    return 0;
-}
-
-/* In a worker: keeps only its ends of the barriers. */
-static void barrier_child(struct demo_barrier *b, int n)
-{
-    for (int i = 0; i < n; i++) {
-        close(b[i].arrive[0]);
-        close(b[i].go[1]);
-    }
-}
-
-/* In a worker, the barrier callback: arrives at the next of its barriers and waits for the
- * others, bounded by DEMO_WORKER_MS. */
-static void barrier_cross(void *ctx)
-{
-    struct demo_barrier **next = ctx;
-    struct demo_barrier *b = (*next)++;
-    char byte;
-    struct pollfd p = { .fd = b->go[0], .events = POLLIN };
-    if (write(b->arrive[1], "A", 1) == 1)
-        while (poll(&p, 1, DEMO_WORKER_MS) < 0 && errno == EINTR)
-            continue;
-    /* End of file (or the time limit): go on either way. */
-    if (read(b->go[0], &byte, 1) < 0)
-        return;
-}
-
-/* Returns 1 if one of the workers has exited (without reaping it). */
-static int worker_exited(const pid_t *pids, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        siginfo_t si = { .si_pid = 0 };
-        if (pids[i] > 0 && waitid(P_PID, (id_t) pids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0
-            && si.si_pid != 0)
-            return 1;
-    }
-    return 0;
-}
-
-/*
- * In the parent: waits until n workers (of the npids in pids) arrived at b, then lets
- * them go. A worker only
- * exits after crossing every barrier, so one that exits before arriving has crashed: the
- * others are let go then too. Bounded by DEMO_WORKER_MS in all.
- */
-static void barrier_release(struct demo_barrier *b, const pid_t *pids, uint32_t npids,
-                            uint32_t n)
-{
-    uint32_t arrived = 0;
-    int waited = 0;
-    close(b->arrive[1]);
-    close(b->go[0]);
-    while (arrived < n && waited < DEMO_WORKER_MS) {
-        struct pollfd p = { .fd = b->arrive[0], .events = POLLIN };
-        int rc = poll(&p, 1, 1000);
-        char bytes[64];
-        if (rc > 0) {
-            ssize_t got = read(b->arrive[0], bytes, sizeof bytes < n - arrived ? sizeof bytes
-                                                                               : n - arrived);
-            if (got <= 0)
-                break;
-            arrived += (uint32_t) got;
-        } else if (rc == 0) {
-            waited += 1000;
-            if (worker_exited(pids, npids))
-                break;
-        } else if (errno != EINTR)
-            break;
-    }
-    close(b->arrive[0]);
-    close(b->go[1]);
-}
-
 /* Forks one worker; the child keeps its ends of the barriers, runs the worker, writes its
  * result to result_fd and exits. Returns the child's pid or -1. */
 static pid_t start_worker(struct demo_worker_args *a, int result_fd, int other_fd,
@@ -257,8 +163,8 @@ static pid_t start_worker(struct demo_worker_args *a, int result_fd, int other_f
     struct demo_barrier *next = barriers;
     if (other_fd >= 0)
         close(other_fd);
-    barrier_child(barriers, nbarriers);
-    a->barrier = barrier_cross;
+    demo_barrier_child(barriers, nbarriers);
+    a->barrier = demo_barrier_cross;
     a->barrier_ctx = &next;
     demo_worker_run(a, &r);
     /* One write below PIPE_BUF is atomic, so results of workers never interleave. */
@@ -326,8 +232,8 @@ static int run_workers(const struct demo_opts *o, const char *socket)
         fprintf(stderr, "paged-demo: %s\n", strerror(errno));
         goto out;
     }
-    if (pipe(published) != 0 || barrier_init(&barriers[0]) != 0
-        || barrier_init(&barriers[1]) != 0) {
+    if (pipe(published) != 0 || demo_barrier_init(&barriers[0]) != 0
+        || demo_barrier_init(&barriers[1]) != 0) {
         fprintf(stderr, "paged-demo: pipe: %s\n", strerror(errno));
         exit(1);
     }
@@ -359,8 +265,8 @@ static int run_workers(const struct demo_opts *o, const char *socket)
     close(published[0]);
     close(published[1]);
     close(results[1]);
-    barrier_release(&barriers[0], pids, o->workers, started);
-    barrier_release(&barriers[1], pids, o->workers, started);
+    demo_barrier_release(&barriers[0], pids, o->workers, started);
+    demo_barrier_release(&barriers[1], pids, o->workers, started);
     uint32_t got = collect_results(results[0], o->workers, res, seen);
     close(results[0]);
 
@@ -448,6 +354,8 @@ int main(int argc, char **argv)
         return 1;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* A reader that goes away (paged-demo | head) must not keep us from stopping the daemon. */
+    signal(SIGPIPE, SIG_IGN);
     demo_block_sigchld();
 
     pid_t daemon = demo_daemon_start(o.pagedd, socket, o.backend, o.verbose, DEMO_READY_MS, err,

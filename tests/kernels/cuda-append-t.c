@@ -252,6 +252,7 @@ static void error_cases(void)
     gu_free(dummy);
 }
 
+/* Runs the error checks, then APPEND and COPY over dtypes, head dims and block sizes. */
 int main(void)
 {
     gu_require_device();

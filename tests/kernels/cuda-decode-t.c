@@ -274,6 +274,7 @@ static void error_cases(void)
     gu_free(ints);
 }
 
+/* Runs the error checks, the sweep, the long contexts and the edge cases. */
 int main(void)
 {
     gu_require_device();

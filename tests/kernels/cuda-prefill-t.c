@@ -255,6 +255,7 @@ static void error_cases(void)
     gu_free(ints);
 }
 
+/* Runs the error checks, the sweep, the large cases and the edge cases. */
 int main(void)
 {
     gu_require_device();

@@ -22,3 +22,20 @@ TESTS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t
 # The tests exec the daemon: make sure it is built first.
 tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.log \
 	tests/service/control-t.log: daemon/pagedd
+
+# The cuda backend with several client processes (libpaged, mapped pools, kernels checked
+# against the CPU reference); skips where there is no CUDA device. It compiles libpaged's
+# driver loader in for its read-only attacher, which speaks the raw protocol.
+EXTRA_DIST += tests/service/cuda-service-t.c
+if HAVE_CUDA
+check_PROGRAMS += tests/service/cuda-service-t
+TESTS += tests/service/cuda-service-t
+tests_service_cuda_service_t_SOURCES = tests/service/cuda-service-t.c lib/cuda_driver.c \
+	lib/cuda_driver.h
+tests_service_cuda_service_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_service_cuda_service_t_LDADD = tests/kernels/libgpuutil.la tests/service/libsvctest.la \
+	lib/libpaged.la kernels/libpagedcpu.la lib/libpagedcore.la $(TAP_LIBS) $(CUDA_LIBS)
+# The test execs the daemon: build it first. (A .log rule here, conditional, would replace
+# automake's own rule for that log.)
+EXTRA_tests_service_cuda_service_t_DEPENDENCIES = daemon/pagedd
+endif

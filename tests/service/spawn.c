@@ -108,6 +108,12 @@ int td_start(struct td_daemon *d, const char *const *extra, int *status)
     argv[n++] = fdarg;
     argv[n++] = "--socket";
     argv[n++] = d->socket;
+    /* The cpu backend unless the test says otherwise (a later --backend wins): "auto" would
+     * pick cuda on a GPU machine, and these tests speak to the host arena. */
+    char backend[64];
+    const char *be = getenv("PAGED_TEST_BACKEND");
+    snprintf(backend, sizeof backend, "--backend=%s", be != NULL && *be != '\0' ? be : "cpu");
+    argv[n++] = backend;
     argv[n++] = "--config";
     argv[n++] = "/dev/null";
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++) {

@@ -20,8 +20,9 @@ const char *td_pagedd_path(void);
 void td_mkdir(struct td_daemon *d);
 
 /*
- * Starts pagedd --foreground --ready-fd with --socket d->socket, stderr to d->log, and the
- * extra arguments (NULL-terminated, may be NULL). Waits (bounded) for READY. Returns 0, or
+ * Starts pagedd --foreground --ready-fd with --socket d->socket, --backend
+ * $PAGED_TEST_BACKEND (default cpu), stderr to d->log, and the extra arguments
+ * (NULL-terminated, may be NULL; a --backend among them wins). Waits (bounded) for READY. Returns 0, or
  * -1 if it did not get ready (its exit status in *status when it exited). The daemon is
  * killed at exit even when the test bails.
  */

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/proto.h"
 #include "tests/tap/basic.h"
 #include "tests/tools/tjson.h"
 
@@ -545,9 +546,39 @@ static void test_kill(uint32_t id_a)
     run_free(&r);
 }
 
+/* What a fake server answers to the first message it gets. */
+enum fake_reply {
+    FAKE_GARBAGE,        /* eight bytes that are no message of ours */
+    FAKE_ERROR_VERSION,  /* an ERROR saying the versions differ, as a newer pagedd would */
+    FAKE_WELCOME_OTHER,  /* a WELCOME of protocol version 99 */
+};
+
+/* Writes the answer of kind to c; returns what write returned. */
+static ssize_t fake_answer(int c, enum fake_reply kind)
+{
+    struct paged_msg_error e;
+    struct paged_msg_welcome w;
+    memset(&e, 0, sizeof e);
+    memset(&w, 0, sizeof w);
+    switch (kind) {
+    case FAKE_ERROR_VERSION:
+        e.hdr = (struct paged_msg_hdr) { PAGED_MSG_ERROR, 0, PAGED_E_VERSION, sizeof e };
+        snprintf(e.message, sizeof e.message,
+                 "client speaks protocol version %u, this daemon speaks version 99",
+                 PAGED_PROTO_VERSION);
+        return write(c, &e, sizeof e);
+    case FAKE_WELCOME_OTHER:
+        w.hdr = (struct paged_msg_hdr) { PAGED_MSG_WELCOME, 1, 0, sizeof w };
+        w.version = 99;
+        return write(c, &w, sizeof w);
+    default:
+        return write(c, "garbage!", 8);
+    }
+}
+
 /* Starts a process that accepts one connection on path (a socket of type type), answers
- * whatever arrives with garbage, and exits. Returns its pid. */
-static pid_t fake_server(const char *path, int type)
+ * whatever arrives as kind says, and exits. Returns its pid. */
+static pid_t fake_server(const char *path, int type, enum fake_reply kind)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
@@ -565,7 +596,7 @@ static pid_t fake_server(const char *path, int type)
             char buf[512];
             p.fd = c;
             if (c >= 0 && poll(&p, 1, RUN_MS) == 1 && read(c, buf, sizeof buf) > 0
-                && write(c, "garbage!", 8) < 0)
+                && fake_answer(c, kind) < 0)
                 _exit(1);
         }
         _exit(0);
@@ -598,7 +629,7 @@ static void test_errors(void)
     run_free(&r);
 
     snprintf(path, sizeof path, "%s/stream.sock", dir);
-    pid_t fake = fake_server(path, SOCK_STREAM);
+    pid_t fake = fake_server(path, SOCK_STREAM, FAKE_GARBAGE);
     run_pactl(&r, "-s", path, "list", NULL);
     ok(r.status == 1 && one_line(r.err) && strstr(r.err, "is not a pagedd socket") != NULL,
        "a stream socket: exit 1, 'not a pagedd socket'");
@@ -607,10 +638,28 @@ static void test_errors(void)
     reap(fake, RUN_MS);
 
     snprintf(path, sizeof path, "%s/other.sock", dir);
-    fake = fake_server(path, SOCK_SEQPACKET);
+    fake = fake_server(path, SOCK_SEQPACKET, FAKE_GARBAGE);
     run_pactl(&r, "-s", path, "status", NULL);
     ok(r.status == 1 && one_line(r.err) && strstr(r.err, "is not a pagedd socket") != NULL,
        "a seqpacket socket answering garbage: exit 1, 'not a pagedd socket'");
+    run_free(&r);
+    reap(fake, RUN_MS);
+    unlink(path);
+
+    fake = fake_server(path, SOCK_SEQPACKET, FAKE_ERROR_VERSION);
+    run_pactl(&r, "-s", path, "status", NULL);
+    ok(r.status == 1 && one_line(r.err) && strstr(r.err, "protocol version mismatch") != NULL
+           && strstr(r.err, "version 99") != NULL,
+       "a daemon refusing our protocol version: exit 1, one line with its reason");
+    run_free(&r);
+    reap(fake, RUN_MS);
+    unlink(path);
+
+    fake = fake_server(path, SOCK_SEQPACKET, FAKE_WELCOME_OTHER);
+    run_pactl(&r, "-s", path, "status", NULL);
+    ok(r.status == 1 && one_line(r.err) && strstr(r.err, "protocol version mismatch") != NULL
+           && strstr(r.err, "version 99") != NULL,
+       "a daemon welcoming us with another protocol version: exit 1, one line");
     run_free(&r);
     reap(fake, RUN_MS);
 

@@ -21,6 +21,7 @@ struct parser {
 };
 
 /* Records the first failure with its offset; returns NULL for the caller to pass on. */
+__attribute__((format(printf, 2, 3)))
 static void *fail(struct parser *p, const char *fmt, ...)
 {
     if (p->failed)

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -92,10 +95,12 @@ int demo_daemon_stop(pid_t pid, int timeout_ms)
     return status;
 }
 
-/* In a freshly forked child: restores the signal mask and runs argv; never returns. */
+/* In a freshly forked child: restores the signal mask and SIGPIPE's default, and runs argv;
+ * never returns. */
 static void demo_exec(char *const argv[])
 {
     sigprocmask(SIG_SETMASK, &demo_saved_mask, NULL);
+    signal(SIGPIPE, SIG_DFL);
     execv(argv[0], argv);
     fprintf(stderr, "paged-demo: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -117,6 +122,7 @@ pid_t demo_daemon_start(const char *pagedd, const char *socket, const char *back
         "--backend", (char *) backend, "--log-level", verbose ? "info" : "warning",
         "--ready-fd", fdarg, NULL,
     };
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errsize, "fork: %s", strerror(errno));
@@ -125,6 +131,11 @@ pid_t demo_daemon_start(const char *pagedd, const char *socket, const char *back
         return -1;
     }
     if (pid == 0) {
+#ifdef __linux__
+        /* However the demo ends, even killed, its private daemon must not outlive it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+            _exit(127);
+#endif
         /* dup2 clears close-on-exec, so exactly the ready pipe survives into pagedd. */
         if (dup2(ready[1], DEMO_READY_FD) < 0)
             _exit(127);

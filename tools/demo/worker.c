@@ -16,6 +16,7 @@
 
 #include "paged.h"
 #include "tools/demo/shadow.h"
+#include "tools/demo/stage.h"
 
 /*
  * This file is the example to copy: everything it asks of the daemon goes through the
@@ -24,7 +25,8 @@
  * through the prefix cache, then decodes: each step appends one new token per sequence
  * (its K and V for every layer at once) and runs DECODE layer by layer for the whole
  * batch. The outputs are kept and checked against the CPU reference afterwards, so the
- * timed loop measures the service alone.
+ * timed loop measures the service alone. Tensors live in host memory; on the cuda backend
+ * the stages (stage.h) copy them to and from the device around each call.
  */
 
 /* How long worker 0 may take to publish the prefix before the others give up on it. */
@@ -46,6 +48,7 @@ struct worker {
     struct demo_seq *seqs;
     uint32_t total_len;          /* tokens per sequence at the end */
     struct demo_shadow shadow;   /* our own copy of the K/V, for the reference check */
+    struct demo_stage k_stage, v_stage, q_stage, out_stage;
     float sm_scale;
     /* Decode history, [step][layer][seq] rows, checked once the timed loop is over. */
     unsigned char *q_hist, *out_hist;
@@ -53,6 +56,7 @@ struct worker {
 };
 
 /* Records the first failure: what was being done and the library's explanation. Returns rc. */
+__attribute__((format(printf, 3, 4)))
 static int fail(struct worker *w, int rc, const char *fmt, ...)
 {
     if (w->r->status != PAGED_OK)
@@ -87,11 +91,13 @@ static int open_pool(struct worker *w)
     int rc = paged_client_connect(&opts, &w->client);
     if (rc != PAGED_OK)
         return fail(w, rc, "connecting to %s", w->a->socket);
-    /* The synchronous calls take device pointers on the cuda backend; this demo keeps its
-     * tensors in host memory. */
-    if (paged_client_backend(w->client) != PAGED_BACKEND_CPU)
-        return fail(w, PAGED_E_NOTSUP, "this demo passes host memory, which only the cpu "
-                    "backend takes (run it with --backend cpu)");
+    /* The synchronous calls take device pointers on the cuda backend. */
+    char why[160];
+    int on_device = paged_client_backend(w->client) == PAGED_BACKEND_CUDA;
+    struct demo_stage *stages[] = { &w->k_stage, &w->v_stage, &w->q_stage, &w->out_stage };
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
+        if (demo_stage_init(stages[i], on_device, why, sizeof why) < 0)
+            return fail(w, PAGED_E_NOTSUP, "%s", why);
 
     paged_pool_desc desc = {
         .name = w->a->pool_name,
@@ -134,6 +140,37 @@ static int make_sequences(struct worker *w)
     return PAGED_OK;
 }
 
+/* APPENDs n tokens' K and V (host tensors, every layer) to slots, through the stages.
+ * Returns PAGED_OK or an error. */
+static int append_kv(struct worker *w, uint32_t n, const void *k, const void *v,
+                     const int32_t *slots)
+{
+    char why[160];
+    size_t bytes = demo_kv_bytes(w->m, n);
+    const void *dk = demo_stage_in(&w->k_stage, k, bytes, why, sizeof why);
+    const void *dv = dk != NULL ? demo_stage_in(&w->v_stage, v, bytes, why, sizeof why) : NULL;
+    if (dv == NULL)
+        return fail(w, PAGED_E_DEVICE, "staging K and V: %s", why);
+    return paged_append(w->pool, PAGED_ALL_LAYERS, n, w->m->dtype, dk, dv, slots);
+}
+
+/* DECODEs one layer with args->q and args->out in host memory, through the stages.
+ * Returns PAGED_OK or an error. */
+static int decode_layer(struct worker *w, int32_t layer, const paged_attn_args *args)
+{
+    char why[160];
+    size_t bytes = demo_q_bytes(w->m, args->num_seqs);
+    paged_attn_args a = *args;
+    a.q = demo_stage_in(&w->q_stage, args->q, bytes, why, sizeof why);
+    a.out = a.q != NULL ? demo_stage_out(&w->out_stage, args->out, bytes, why, sizeof why) : NULL;
+    if (a.out == NULL)
+        return fail(w, PAGED_E_DEVICE, "staging queries: %s", why);
+    int rc = paged_decode(w->pool, layer, &a);
+    if (rc == PAGED_OK && demo_stage_back(&w->out_stage, args->out, bytes, why, sizeof why) < 0)
+        return fail(w, PAGED_E_DEVICE, "fetching outputs: %s", why);
+    return rc;
+}
+
 /*
  * Adds tokens [from, to) of sequence i: to the pool (extend the sequence, which allocates
  * blocks and returns the slots, then APPEND their K and V for every layer) when to_pool,
@@ -164,7 +201,7 @@ static int add_tokens(struct worker *w, uint32_t i, uint32_t from, uint32_t to, 
             fail(w, rc, "extending sequence %u by %u tokens", i, n);
             goto out;
         }
-        rc = paged_append(w->pool, PAGED_ALL_LAYERS, n, w->m->dtype, k, v, slots);
+        rc = append_kv(w, n, k, v, slots);
         if (rc != PAGED_OK) {
             fail(w, rc, "appending %u tokens to sequence %u", n, i);
             goto out;
@@ -314,7 +351,7 @@ static int decode(struct worker *w)
             }
         }
         demo_model_kv(m, ns, tokens, pos, k, v);
-        rc = paged_append(w->pool, PAGED_ALL_LAYERS, ns, m->dtype, k, v, slots);
+        rc = append_kv(w, ns, k, v, slots);
         if (rc != PAGED_OK) {
             fail(w, rc, "step %u: append", step);
             goto out;
@@ -337,7 +374,7 @@ static int decode(struct worker *w)
                 .seq_lens = lens,
                 .sm_scale = w->sm_scale,
             };
-            rc = paged_decode(w->pool, (int32_t) layer, &args);
+            rc = decode_layer(w, (int32_t) layer, &args);
             if (rc != PAGED_OK) {
                 fail(w, rc, "step %u: decode layer %u", step, layer);
                 goto out;
@@ -436,6 +473,10 @@ int demo_worker_run(const struct demo_worker_args *a, struct demo_result *r)
         paged_pool_detach(w.pool);
     paged_client_close(w.client);
     demo_shadow_free(&w.shadow);
+    demo_stage_free(&w.k_stage);
+    demo_stage_free(&w.v_stage);
+    demo_stage_free(&w.q_stage);
+    demo_stage_free(&w.out_stage);
     free(w.q_hist);
     free(w.out_hist);
     free(w.lens_hist);

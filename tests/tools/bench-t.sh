@@ -1,0 +1,48 @@
+#!/bin/sh
+# bench-t.sh: paged-bench --quick all runs (CPU backend, or the GPU where there is one) and prints and writes finite positive figures.
+# SPDX-License-Identifier: MIT
+top_builddir=${top_builddir:-.}
+bench=$top_builddir/tools/paged-bench
+check=$top_builddir/tools/bench/bench-json-check
+pagedd=$top_builddir/daemon/pagedd
+for p in "$bench" "$check" "$pagedd"; do
+    if [ ! -x "$p" ]; then
+        echo "1..0 # SKIP $p is not built"
+        exit 0
+    fi
+done
+echo 1..6
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-t.XXXXXX") || { echo "Bail out! mktemp failed"; exit 1; }
+trap 'rm -rf "$tmp"' EXIT
+
+# ok N DESCRIPTION: reports the exit status of the command before it.
+ok() {
+    if [ "$1" -eq 0 ]; then echo "ok $2 - $3"; else echo "not ok $2 - $3"; fi
+}
+
+"$bench" --quick --json "$tmp/bench.json" --pagedd "$pagedd" all >"$tmp/out" 2>"$tmp/err"
+rc=$?
+sed 's/^/# /' "$tmp/out" "$tmp/err"
+ok $rc 1 "paged-bench --quick all exits 0 (got $rc)"
+
+grep -Eq '^stream read +[0-9]+\.[0-9] GB/s$' "$tmp/out" && grep -Eq '^copy \(read \+ write\) +[0-9]+\.[0-9] GB/s$' "$tmp/out"
+ok $? 2 "paged-bench: the header gives the measured read and copy bandwidth"
+
+missing=
+for title in '^decode: ' '^prefill: ' '^append: ' '^NOP round trips' '^service: '; do
+    grep -Eq "$title" "$tmp/out" || missing="$missing $title"
+done
+[ -z "$missing" ]
+ok $? 3 "paged-bench: prints the decode, prefill, append, NOP and service tables${missing:+ (missing:$missing)}"
+
+! grep -Eiq '(^|[^a-z/])-?(nan|inf)([^a-z]|$)' "$tmp/out"
+ok $? 4 "paged-bench: no NaN or infinite figure in the output"
+
+"$check" "$tmp/bench.json" decode prefill append nop service | sed 's/^/# /'
+[ -s "$tmp/bench.json" ] && "$check" "$tmp/bench.json" decode prefill append nop service >/dev/null
+ok $? 5 "paged-bench --json: strict JSON, every table present, every figure finite and positive"
+
+"$bench" bogus >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ]
+ok $? 6 "paged-bench: an unknown benchmark is a usage error (exit 2, got $rc)"

@@ -1,0 +1,112 @@
+/* bench.h: paged-bench's options, its two benchmarks, and the small helpers every part shares. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TOOLS_BENCH_BENCH_H
+#define PAGED_TOOLS_BENCH_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tools/bench/report.h"
+
+/* Where kernels run: as asked on the command line, then resolved. */
+enum bench_backend {
+    BENCH_AUTO = 0,
+    BENCH_CPU = 1,
+    BENCH_CUDA = 2,
+};
+
+#define BENCH_MAX_CLIENT_COUNTS 8
+
+/* The command line. */
+struct bench_opts {
+    int quick;                      /* small shapes, few repetitions: seconds, not minutes */
+    const char *json_path;          /* NULL: no JSON */
+    enum bench_backend backend;     /* as asked */
+    const char *pagedd;             /* the daemon to start for the service benchmark */
+    unsigned threads;               /* CPU worker threads (0: one per online CPU) */
+    unsigned clients[BENCH_MAX_CLIENT_COUNTS]; /* client process counts of the service runs */
+    int nclients;
+    unsigned batch;                 /* sequences per client in the multi-client runs */
+    unsigned context;               /* service: tokens already in each sequence (0: default) */
+    unsigned steps;                 /* service: timed decode steps per client (0: default) */
+    long nops;                      /* service: NOP round trips (0: default) */
+    uint64_t seed;                  /* of every random input */
+    int do_kernels, do_service;
+};
+
+/* What the machine measured once, the ceilings every percentage refers to. */
+struct bench_ceilings {
+    enum bench_backend backend;     /* resolved: BENCH_CPU or BENCH_CUDA */
+    char name[128];                 /* the GPU's name, or the CPU model */
+    int units;                      /* SMs, or CPU worker threads */
+    size_t cache_bytes;             /* L2 of the GPU, last-level cache of the CPU */
+    double read_gbps;               /* streaming read, bytes read per second / 1e9 */
+    double copy_gbps;               /* the better of the two copies, read + write bytes */
+    double copy_kernel_gbps;        /* our copy kernel (CPU: threads running memcpy) */
+    double memcpy_gbps;             /* cudaMemcpyAsync device to device (CPU: NAN) */
+    double mma_tflops;              /* cuBLAS bf16 8192^3 rate; NAN when n/a */
+    int mma_n;                      /* the matrix size it was measured at */
+};
+
+/* Runs the kernels benchmark on the resolved backend into the report; exits 1 on failure. */
+void bench_kernels(const struct bench_opts *o, const struct bench_ceilings *ceil,
+                   struct br_report *r);
+
+/* Runs the service benchmark (starting pagedd) into the report; exits 1 on failure. The
+ * in-process comparison runs on whatever backend the daemon reports. */
+void bench_service(const struct bench_opts *o, struct br_report *r);
+
+/* The service benchmark's client process (the hidden "_client" command); returns the exit code. */
+int bench_client_main(int argc, char **argv);
+
+/* Measures the CPU ceilings into c (name, threads, cache, read and copy rates). */
+void bench_cpu_ceilings(const struct bench_opts *o, struct bench_ceilings *c);
+
+/* ---- helpers (util.c) */
+
+/* Prints "paged-bench: " and the message to stderr and exits 1. */
+void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Returns malloc(n) (at least 1 byte), or dies naming what it was for. */
+void *bench_alloc(size_t n, const char *what);
+
+/* Returns CLOCK_MONOTONIC in nanoseconds. */
+int64_t bench_now_ns(void);
+
+/* Returns the median of n values (sorts v in place); NAN for n == 0. */
+double bench_median(double *v, size_t n);
+
+/* Sorts n int64 samples in place. */
+void bench_sort_i64(int64_t *v, size_t n);
+
+/* Returns the nearest-rank p-quantile (0 < p <= 1) of n sorted samples; 0 for n == 0. */
+int64_t bench_quantile(const int64_t *sorted, size_t n, double p);
+
+/* Returns a well-mixed 64-bit hash of x (the splitmix64 finalizer). */
+static inline uint64_t bench_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15u;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
+
+/* Returns a uniform float in [-1, 1) drawn from element i of the stream named seed. */
+static inline float bench_uniform(uint64_t seed, uint64_t i)
+{
+    uint64_t h = bench_mix64(seed ^ bench_mix64(i));
+    return (float) ((double) (h >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+/* Fills n elements of dtype at p with amp * uniform[-1, 1) values (fp8: divided by scale),
+ * element i from stream seed, so any split of the range gives the same data. */
+void bench_fill_host(void *p, size_t begin, size_t end, int32_t dtype, float amp, float scale,
+                     uint64_t seed);
+
+/* Returns a random permutation of 0..n-1 (malloc'd) drawn from seed. */
+int32_t *bench_permutation(int32_t n, uint64_t seed);
+
+/* Returns the number of online CPUs, at least 1. */
+unsigned bench_online_cpus(void);
+
+#endif

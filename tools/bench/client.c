@@ -1,0 +1,359 @@
+/* client.c: one client process of the service benchmark: a libpaged client running decode steps of the model. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "paged.h"
+#include "tools/bench/bench.h"
+#include "tools/bench/service.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "tools/bench/gpu.h"
+#endif
+
+/*
+ * paged-bench re-executes itself as "paged-bench _client ..." for each client, so a client
+ * starts with a clean process (a CUDA context does not survive fork) and uses only the
+ * public API of <paged.h>. It attaches to the pool the parent created, takes its blocks,
+ * fills its sequences' contexts, says it is ready and waits for the start, then runs the
+ * timed loop: per step and layer, APPEND one token per sequence and DECODE the batch,
+ * prepared together, submitted together, both completions awaited before the next layer
+ * (the next layer's queries depend on this one's output). The tensors live in the client's
+ * data arena (device memory on the cuda backend), where a worker would produce them, so
+ * nothing is copied per request.
+ */
+
+/* Everything one client holds. */
+struct client {
+    unsigned index;
+    struct svc_run run;
+    paged_client *c;
+    paged_pool *pool;
+    int cuda;                      /* the daemon's backend is cuda: the data arena is device memory */
+    unsigned char *host;           /* host arena base */
+    unsigned char *data;           /* data arena base (host or device pointer) */
+    unsigned nblk;                 /* blocks per sequence */
+    int32_t *ids;                  /* [batch][nblk] our blocks */
+    uint64_t tables_off, lens_off, slots_off, pslots_off;  /* host arena */
+    uint64_t q_off[SVC_LAYERS], out_off[SVC_LAYERS], k_off[SVC_LAYERS], v_off[SVC_LAYERS];
+    uint64_t pk_off, pv_off;       /* prompt chunk K and V, [layers][chunk][H][D] */
+};
+
+/* Dies naming the client, what failed, the error and the library's explanation. */
+static void fail(const struct client *cl, int rc, const char *what)
+{
+    const char *detail = cl->c != NULL ? paged_client_error(cl->c) : "";
+    bench_die("client %u: %s: %s%s%s%s", cl->index, what, paged_strerror(rc), *detail ? " (" : "", detail,
+              *detail ? ")" : "");
+}
+
+/* Returns an arena offset of size bytes, or dies. */
+static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
+{
+    uint64_t off = 0;
+    int rc = paged_arena_alloc(cl->c, kind, size, 256, &off);
+    if (rc != PAGED_OK)
+        fail(cl, rc, kind == PAGED_ARENA_HOST ? "carving the host arena" : "carving the data arena");
+    return off;
+}
+
+/* Copies n bytes of host memory into the data arena at off; returns nothing. */
+static void put_data(struct client *cl, uint64_t off, const void *src, size_t n)
+{
+#ifdef HAVE_CUDA
+    if (cl->cuda) {
+        bg_check((int) cudaMemcpy(cl->data + off, src, n, cudaMemcpyHostToDevice),
+                 "client %u: copying into the device arena", cl->index);
+        return;
+    }
+#endif
+    memcpy(cl->data + off, src, n);
+}
+
+/* Fills n bf16 elements of the data arena at off with random values; returns nothing. */
+static void fill_data(struct client *cl, uint64_t off, size_t n, uint64_t seed)
+{
+    uint16_t *h = bench_alloc(n * SVC_ELEM, "random data");
+    bench_fill_host(h, 0, n, PAGED_DTYPE_BF16, 1.0f, 1.0f, seed);
+    put_data(cl, off, h, n * SVC_ELEM);
+    free(h);
+}
+
+/* Waits for n completions, dying on any failure; stores each one's latency from t0 in lat
+ * (when lat is not NULL). Returns nothing. */
+static void await(struct client *cl, unsigned n, int64_t t0, int64_t *lat)
+{
+    paged_completion comp[4];
+    unsigned got = 0;
+    while (got < n) {
+        int k = paged_wait(cl->c, comp, n - got < 4 ? n - got : 4, 60000);
+        if (k < 0)
+            fail(cl, k, "waiting for completions");
+        int64_t now = bench_now_ns();
+        for (int i = 0; i < k; i++) {
+            if (comp[i].status != PAGED_OK) {
+                char what[128];
+                snprintf(what, sizeof what, "request %s (field %s, element %u)",
+                         comp[i].op == PAGED_OP_APPEND ? "APPEND" : comp[i].op == PAGED_OP_DECODE ? "DECODE" : "?",
+                         paged_field_name(comp[i].err_field), comp[i].err_index);
+                fail(cl, comp[i].status, what);
+            }
+            if (lat != NULL)
+                lat[got] = now - t0;
+            got++;
+        }
+    }
+}
+
+/* Prepares one request, dying on failure; returns nothing. */
+static void prep(struct client *cl, const paged_request *req)
+{
+    int rc = paged_prep(cl->c, req);
+    if (rc != PAGED_OK)
+        fail(cl, rc, "preparing a request");
+}
+
+/* Submits what was prepared, dying on failure; returns nothing. */
+static void submit(struct client *cl)
+{
+    int rc = paged_submit(cl->c);
+    if (rc < 0)
+        fail(cl, rc, "submitting");
+}
+
+/* Connects, attaches, carves the arenas and fills the inputs. Returns nothing. */
+static void setup(struct client *cl, const char *socket, const char *pool_name, uint64_t seed)
+{
+    const struct svc_run *r = &cl->run;
+    size_t qrow = (size_t) SVC_HQ * SVC_D * SVC_ELEM, kvrow = (size_t) SVC_HKV * SVC_D * SVC_ELEM;
+    size_t chunk = (size_t) SVC_LAYERS * SVC_PROMPT_CHUNK * kvrow;
+    size_t data_need = SVC_LAYERS * (size_t) r->batch * 2 * (qrow + kvrow) + 2 * chunk + (1u << 20);
+    cl->nblk = svc_blocks_per_seq(r);
+    size_t host_need = (size_t) r->batch * (cl->nblk + 2) * 4 + SVC_PROMPT_CHUNK * 4 + (1u << 20);
+    char name[64], err[256] = "";
+    snprintf(name, sizeof name, "paged-bench-client-%u", cl->index);
+    paged_connect_opts opts = {
+        .socket_path = socket,
+        .name = name,
+        .host_arena_size = host_need + data_need,   /* the data arena on the cpu backend */
+        .data_arena_size = data_need,
+        .timeout_ms = 60000,
+    };
+    int rc = paged_client_connect_err(&opts, &cl->c, err, sizeof err);
+    if (rc != PAGED_OK)
+        bench_die("client %u: connecting to %s: %s (%s)", cl->index, socket, paged_strerror(rc), err);
+    rc = paged_pool_attach(cl->c, pool_name, &cl->pool);
+    if (rc != PAGED_OK)
+        fail(cl, rc, "attaching the pool");
+    cl->cuda = paged_client_backend(cl->c) == PAGED_BACKEND_CUDA;
+#ifndef HAVE_CUDA
+    if (cl->cuda)
+        bench_die("client %u: the daemon runs the cuda backend, but this paged-bench was built without "
+                  "CUDA and cannot fill device memory", cl->index);
+#endif
+    size_t hsize = 0, dsize = 0;
+    cl->host = paged_arena_base(cl->c, PAGED_ARENA_HOST, &hsize);
+    cl->data = paged_arena_base(cl->c, PAGED_ARENA_DATA, &dsize);
+    if (cl->host == NULL || cl->data == NULL)
+        fail(cl, PAGED_E_NOMEM, "mapping the arenas");
+#ifdef HAVE_CUDA
+    if (cl->cuda) {
+        /* Work on the device the daemon exported the arena from. */
+        struct cudaPointerAttributes attr;
+        bg_check((int) cudaPointerGetAttributes(&attr, cl->data), "client %u: locating the device arena", cl->index);
+        bg_check((int) cudaSetDevice(attr.device), "client %u: cudaSetDevice(%d)", cl->index, attr.device);
+    }
+#endif
+
+    /* Our blocks, all at once: the loop then never waits for the allocator. */
+    size_t nids = (size_t) r->batch * cl->nblk;
+    cl->ids = bench_alloc(nids * sizeof *cl->ids, "block ids");
+    rc = paged_alloc(cl->pool, (uint32_t) nids, cl->ids);
+    if (rc != PAGED_OK)
+        fail(cl, rc, "allocating blocks");
+    cl->tables_off = carve(cl, PAGED_ARENA_HOST, nids * 4);
+    cl->lens_off = carve(cl, PAGED_ARENA_HOST, (size_t) r->batch * 4);
+    cl->slots_off = carve(cl, PAGED_ARENA_HOST, (size_t) r->batch * 4);
+    cl->pslots_off = carve(cl, PAGED_ARENA_HOST, SVC_PROMPT_CHUNK * 4);
+    memcpy(cl->host + cl->tables_off, cl->ids, nids * 4);
+
+    for (int l = 0; l < SVC_LAYERS; l++) {
+        cl->q_off[l] = carve(cl, PAGED_ARENA_DATA, (size_t) r->batch * qrow);
+        cl->out_off[l] = carve(cl, PAGED_ARENA_DATA, (size_t) r->batch * qrow);
+        cl->k_off[l] = carve(cl, PAGED_ARENA_DATA, (size_t) r->batch * kvrow);
+        cl->v_off[l] = carve(cl, PAGED_ARENA_DATA, (size_t) r->batch * kvrow);
+        uint64_t s = seed + 16 * (uint64_t) l;
+        fill_data(cl, cl->q_off[l], (size_t) r->batch * qrow / SVC_ELEM, s + 1);
+        fill_data(cl, cl->k_off[l], (size_t) r->batch * kvrow / SVC_ELEM, s + 2);
+        fill_data(cl, cl->v_off[l], (size_t) r->batch * kvrow / SVC_ELEM, s + 3);
+    }
+    cl->pk_off = carve(cl, PAGED_ARENA_DATA, chunk);
+    cl->pv_off = carve(cl, PAGED_ARENA_DATA, chunk);
+    fill_data(cl, cl->pk_off, chunk / SVC_ELEM, seed + 1001);
+    fill_data(cl, cl->pv_off, chunk / SVC_ELEM, seed + 1002);
+}
+
+/* Fills every sequence's context with chunks of prompt K and V for all layers at once.
+ * Returns nothing. */
+static void fill_contexts(struct client *cl)
+{
+    const struct svc_run *r = &cl->run;
+    int32_t *pslots = (int32_t *) (cl->host + cl->pslots_off);
+    for (unsigned b = 0; b < r->batch; b++)
+        for (unsigned t0 = 0; t0 < r->context; t0 += SVC_PROMPT_CHUNK) {
+            unsigned n = r->context - t0 < SVC_PROMPT_CHUNK ? r->context - t0 : SVC_PROMPT_CHUNK;
+            for (unsigned i = 0; i < n; i++) {
+                unsigned pos = t0 + i;
+                pslots[i] = cl->ids[(size_t) b * cl->nblk + pos / SVC_B] * SVC_B + (int32_t) (pos % SVC_B);
+            }
+            paged_request req = {
+                .op = PAGED_OP_APPEND,
+                .pool = cl->pool,
+                .layer = PAGED_ALL_LAYERS,
+                .u.append = { .num_tokens = n, .dtype = PAGED_DTYPE_BF16, .k_off = cl->pk_off,
+                              .v_off = cl->pv_off, .slots_off = cl->pslots_off },
+            };
+            prep(cl, &req);
+            submit(cl);
+            await(cl, 1, 0, NULL);
+        }
+}
+
+/* Signals readiness on ready_fd and blocks until go_fd reaches end of file (the parent
+ * closes it once every client is ready). Returns nothing. */
+static void rendezvous(const struct client *cl, int ready_fd, int go_fd)
+{
+    ssize_t w;
+    do
+        w = write(ready_fd, "R", 1);
+    while (w < 0 && errno == EINTR);
+    if (w != 1)
+        bench_die("client %u: telling the parent it is ready: %s", cl->index, strerror(errno));
+    close(ready_fd);
+    char byte;
+    ssize_t got;
+    do
+        got = read(go_fd, &byte, 1);
+    while (got < 0 && errno == EINTR);
+    close(go_fd);
+}
+
+/* Runs the warm-up and timed steps; fills lat (2 * layers per timed step), step times and
+ * the start and end. Returns nothing. */
+static void decode_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struct svc_result *res)
+{
+    const struct svc_run *r = &cl->run;
+    int32_t *lens = (int32_t *) (cl->host + cl->lens_off), *slots = (int32_t *) (cl->host + cl->slots_off);
+    const float sm_scale = 1.0f / sqrtf((float) SVC_D);
+    size_t nlat = 0;
+    for (unsigned step = 0; step < r->warmup + r->steps; step++) {
+        int timed = step >= r->warmup;
+        int64_t t_step = bench_now_ns();
+        if (step == r->warmup)
+            res->start_ns = t_step;
+        unsigned pos = r->context + step;
+        for (unsigned b = 0; b < r->batch; b++) {
+            slots[b] = cl->ids[(size_t) b * cl->nblk + pos / SVC_B] * SVC_B + (int32_t) (pos % SVC_B);
+            lens[b] = (int32_t) pos + 1;
+        }
+        for (int l = 0; l < SVC_LAYERS; l++) {
+            paged_request app = {
+                .op = PAGED_OP_APPEND,
+                .pool = cl->pool,
+                .layer = l,
+                .tag = 2 * (uint64_t) l,
+                .u.append = { .num_tokens = r->batch, .dtype = PAGED_DTYPE_BF16, .k_off = cl->k_off[l],
+                              .v_off = cl->v_off[l], .slots_off = cl->slots_off },
+            };
+            paged_request dec = {
+                .op = PAGED_OP_DECODE,
+                .pool = cl->pool,
+                .layer = l,
+                .tag = 2 * (uint64_t) l + 1,
+                .u.attn = { .num_seqs = r->batch, .num_q_heads = SVC_HQ, .dtype = PAGED_DTYPE_BF16,
+                            .q_off = cl->q_off[l], .out_off = cl->out_off[l],
+                            .block_tables_off = cl->tables_off, .bt_stride = cl->nblk,
+                            .seq_lens_off = cl->lens_off, .opts = { .sm_scale = sm_scale } },
+            };
+            prep(cl, &app);
+            prep(cl, &dec);
+            int64_t t0 = bench_now_ns();
+            submit(cl);
+            await(cl, 2, t0, timed ? lat + nlat : NULL);
+            if (timed)
+                nlat += 2;
+        }
+        if (timed)
+            step_ns[step - r->warmup] = bench_now_ns() - t_step;
+    }
+    res->end_ns = bench_now_ns();
+    res->nlat = (uint32_t) nlat;
+    res->nsteps = r->steps;
+}
+
+/* Writes the result file; dies on failure. Returns nothing. */
+static void write_result(const struct client *cl, const char *path, const struct svc_result *res,
+                         const int64_t *lat, const int64_t *step_ns)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        bench_die("client %u: %s: %s", cl->index, path, strerror(errno));
+    int ok = fwrite(res, sizeof *res, 1, f) == 1
+             && fwrite(lat, sizeof *lat, res->nlat, f) == res->nlat
+             && fwrite(step_ns, sizeof *step_ns, res->nsteps, f) == res->nsteps;
+    if (fclose(f) != 0 || !ok)
+        bench_die("client %u: writing %s failed", cl->index, path);
+}
+
+/* Parses an unsigned argument or dies; returns it. */
+static unsigned long long arg_u(const char *s, const char *what)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0')
+        bench_die("_client: bad %s '%s'", what, s);
+    return v;
+}
+
+/* The client's main: _client SOCKET POOL INDEX BATCH CONTEXT WARMUP STEPS READY_FD GO_FD
+ * RESULT SEED. Returns 0 (it dies on any failure). */
+int bench_client_main(int argc, char **argv)
+{
+    if (argc != 12)
+        bench_die("_client: expected 11 arguments, got %d (this command is paged-bench's own)", argc - 1);
+    struct client cl;
+    memset(&cl, 0, sizeof cl);
+    cl.index = (unsigned) arg_u(argv[3], "index");
+    cl.run = (struct svc_run) {
+        .batch = (unsigned) arg_u(argv[4], "batch"),
+        .context = (unsigned) arg_u(argv[5], "context"),
+        .warmup = (unsigned) arg_u(argv[6], "warm-up"),
+        .steps = (unsigned) arg_u(argv[7], "steps"),
+    };
+    int ready_fd = (int) arg_u(argv[8], "ready fd"), go_fd = (int) arg_u(argv[9], "go fd");
+    uint64_t seed = arg_u(argv[11], "seed");
+    if (cl.run.batch == 0 || cl.run.steps == 0)
+        bench_die("_client: batch and steps must be positive");
+
+    setup(&cl, argv[1], argv[2], seed);
+    fill_contexts(&cl);
+    int64_t *lat = bench_alloc((size_t) cl.run.steps * 2 * SVC_LAYERS * sizeof *lat, "latencies");
+    int64_t *step_ns = bench_alloc((size_t) cl.run.steps * sizeof *step_ns, "step times");
+    struct svc_result res = { .magic = SVC_RESULT_MAGIC };
+    rendezvous(&cl, ready_fd, go_fd);
+    decode_loop(&cl, lat, step_ns, &res);
+    write_result(&cl, argv[10], &res, lat, step_ns);
+    free(lat);
+    free(step_ns);
+    free(cl.ids);
+    paged_client_close(cl.c);
+    return 0;
+}

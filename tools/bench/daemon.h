@@ -1,0 +1,32 @@
+/* daemon.h: paged-bench's own pagedd: started on a temporary socket, stopped for sure, children reaped. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TOOLS_BENCH_DAEMON_H
+#define PAGED_TOOLS_BENCH_DAEMON_H
+
+#include <sys/types.h>
+
+struct bd_daemon {
+    pid_t pid;
+    char dir[256];        /* a fresh temporary directory, removed at stop */
+    char socket[300];     /* dir/pagedd.sock */
+    char log[300];        /* dir/pagedd.log: the daemon's stderr */
+};
+
+/*
+ * Starts pagedd (the program at path) in the foreground with --ready-fd, on a socket in a
+ * new temporary directory, with no configuration file, backend backend ("cpu", "cuda",
+ * "auto") and threads CPU workers (0: its default). Waits up to a minute for READY. Dies
+ * with the daemon's last log lines when it does not get ready.
+ */
+void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsigned threads);
+
+/* Stops the daemon (SIGTERM, then SIGKILL after 20 s) and removes the directory. */
+void bd_stop(struct bd_daemon *d);
+
+/* Remembers a child process to kill (SIGKILL) and reap if paged-bench exits early. */
+void bd_track(pid_t pid);
+
+/* Forgets a child that was reaped. */
+void bd_untrack(pid_t pid);
+
+#endif

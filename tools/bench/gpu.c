@@ -1,0 +1,164 @@
+/* gpu.c: paged-bench's checked CUDA runtime calls and its event timing loop. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "tools/bench/gpu.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "paged.h"
+#include "tools/bench/probe.h"
+
+static cudaStream_t stream;
+static int opened;
+
+/* Returns the number of devices, 0 on any error (no driver, no device). */
+int bg_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();   /* not sticky, but leave nothing behind */
+        return 0;
+    }
+    return n;
+}
+
+/* Dies naming what failed when err is not cudaSuccess. */
+void bg_check(int err, const char *fmt, ...)
+{
+    if (err == (int) cudaSuccess)
+        return;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    bench_die("%s: %s (%s)", what, cudaGetErrorString((cudaError_t) err),
+              cudaGetErrorName((cudaError_t) err));
+}
+
+/* Dies when a kernel entry point failed or left a launch error. */
+void bg_check_kernel(int rc, const char *what)
+{
+    if (rc != 0)
+        bench_die("%s: %s", what, paged_strerror(rc));
+    bg_check((int) cudaGetLastError(), "%s: launch", what);
+}
+
+/* Selects device 0 and creates the stream once. */
+void bg_open(void)
+{
+    if (opened)
+        return;
+    bg_check((int) cudaSetDevice(0), "cudaSetDevice(0)");
+    bg_check((int) cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    opened = 1;
+}
+
+/* Returns the stream. */
+void *bg_stream(void)
+{
+    bg_open();
+    return stream;
+}
+
+/* Allocates device memory or dies. */
+void *bg_alloc(size_t bytes, const char *what)
+{
+    void *p = NULL;
+    bg_check((int) cudaMalloc(&p, bytes > 0 ? bytes : 1), "cudaMalloc(%zu bytes) for %s", bytes, what);
+    return p;
+}
+
+/* Frees device memory (NULL is fine) or dies. */
+void bg_free(void *p)
+{
+    if (p != NULL)
+        bg_check((int) cudaFree(p), "cudaFree");
+}
+
+/* Copies host memory to the device and waits, or dies. */
+void bg_upload(void *dst, const void *src, size_t bytes)
+{
+    if (bytes > 0)
+        bg_check((int) cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "upload of %zu bytes", bytes);
+}
+
+/* Fills device memory with random values or dies. */
+void bg_fill(void *p, size_t n, int32_t dtype, float amp, float scale, uint64_t seed)
+{
+    if (n > 0)
+        bg_check(bp_fill(p, n, dtype, amp, scale, seed, bg_stream()), "random fill of %zu elements", n);
+}
+
+/* Waits for the stream or dies. */
+void bg_sync(const char *what)
+{
+    bg_check((int) cudaStreamSynchronize(stream), "%s", what);
+}
+
+/* Enqueues the timed runs behind a spin of spin_ns and returns whether the spin was still
+ * running once they were all queued (so they ran back to back). Stores the times. */
+static int timed_pass(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us,
+                      cudaEvent_t *ev, uint64_t spin_ns)
+{
+    bg_check(bp_spin(spin_ns, stream), "launching the spin kernel");
+    bg_check((int) cudaEventRecord(ev[0], stream), "cudaEventRecord");
+    for (int r = 0; r < runs; r++) {
+        launch(ctx, (warmup + r) % nsets);
+        bg_check((int) cudaEventRecord(ev[r + 1], stream), "cudaEventRecord");
+    }
+    cudaError_t q = cudaEventQuery(ev[0]);
+    if (q != cudaErrorNotReady)
+        bg_check((int) q, "cudaEventQuery");
+    bg_sync("the timed runs");
+    for (int r = 0; r < runs; r++) {
+        float ms = 0.0f;
+        bg_check((int) cudaEventElapsedTime(&ms, ev[r], ev[r + 1]), "cudaEventElapsedTime");
+        us[r] = (double) ms * 1e3;
+    }
+    return q == cudaErrorNotReady;
+}
+
+/* Times runs one by one with events; see gpu.h. */
+void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us)
+{
+    bg_open();
+    /* Warm-up: module loading and first-touch costs stay out; the host's cost of queueing
+     * one run (the later warm-up runs, past lazy loading) sizes the spin. */
+    double *enqueue = bench_alloc((size_t) (warmup > 0 ? warmup : 1) * sizeof *enqueue, "warm-up times");
+    for (int i = 0; i < warmup; i++) {
+        int64_t t0 = bench_now_ns();
+        launch(ctx, i % nsets);
+        enqueue[i] = (double) (bench_now_ns() - t0);
+    }
+    bg_sync("the warm-up runs");
+    double per_run = warmup > 1 ? bench_median(enqueue + 1, (size_t) warmup - 1) : 50e3;
+    free(enqueue);
+
+    cudaEvent_t *ev = bench_alloc((size_t) (runs + 1) * sizeof *ev, "events");
+    for (int i = 0; i <= runs; i++)
+        bg_check((int) cudaEventCreate(&ev[i]), "cudaEventCreate");
+    /* Twice the queueing time plus slack for the event records; if the spin still ran out
+     * before the last run was queued, the host fell behind somewhere: spin longer. */
+    double spin = 2.0 * (per_run + 5e3) * runs + 1e6;
+    for (int attempt = 0;; attempt++) {
+        if (spin > 4e9)
+            spin = 4e9;
+        if (timed_pass(launch, ctx, nsets, warmup, runs, us, ev, (uint64_t) spin))
+            break;
+        if (attempt == 3) {
+            fprintf(stderr, "paged-bench: warning: the host could not queue %d runs ahead of the "
+                            "GPU; their times include launch gaps\n", runs);
+            break;
+        }
+        spin *= 4.0;
+    }
+    for (int i = 0; i <= runs; i++)
+        bg_check((int) cudaEventDestroy(ev[i]), "cudaEventDestroy");
+    free(ev);
+}

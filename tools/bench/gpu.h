@@ -1,0 +1,63 @@
+/* gpu.h: the CUDA side of paged-bench: checked runtime calls, the ceilings, kernel timing (HAVE_CUDA only). */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TOOLS_BENCH_GPU_H
+#define PAGED_TOOLS_BENCH_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tools/bench/bench.h"
+#include "tools/bench/cpuwork.h"
+#include "tools/bench/shapes.h"
+
+/*
+ * Every CUDA call paged-bench makes goes through bg_check or one of the wrappers here: a
+ * failure prints what was being done and the CUDA error, and exits 1. A tool that goes on
+ * after a device error only prints wrong numbers.
+ */
+
+/* Returns the number of CUDA devices, 0 when there is no driver or no device. */
+int bg_device_count(void);
+
+/* Dies with the message and the CUDA error's name when err (a cudaError_t) is not success. */
+void bg_check(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Dies when a pk_cuda_* call returned rc != 0 or left a launch error behind. */
+void bg_check_kernel(int rc, const char *what);
+
+/* Selects device 0 and creates the stream everything here runs on; idempotent. */
+void bg_open(void);
+
+/* Returns the stream (a cudaStream_t). */
+void *bg_stream(void);
+
+/* Device memory: allocation, release, host-to-device copy; each dies on failure. */
+void *bg_alloc(size_t bytes, const char *what);
+void bg_free(void *p);
+void bg_upload(void *dst, const void *src, size_t bytes);
+
+/* Fills n elements of dtype with seeded random values on the stream (see bp_fill). */
+void bg_fill(void *p, size_t n, int32_t dtype, float amp, float scale, uint64_t seed);
+
+/* Waits for the stream, dying (with what) if anything on it failed. */
+void bg_sync(const char *what);
+
+/* Measures the device's ceilings: name, SMs, L2, streaming read, copy, cuBLAS bf16. */
+void bk_cuda_ceilings(const struct bench_opts *o, struct bench_ceilings *c);
+
+/* Times shape s with the pk_cuda_* kernels. */
+void bk_cuda_time(const struct bench_opts *o, const struct bench_ceilings *c, const struct bk_shape *s,
+                  uint64_t seed, struct bk_timing *t);
+
+/* Runs launch(ctx, i) for runs runs after warmup warm-up runs, set (i mod nsets) each,
+ * timed one by one with CUDA events queued back to back behind a spin (so the host's
+ * launch cost stays out of the numbers); stores each run's time in microseconds in
+ * us[runs]. Dies on failure. */
+typedef void bg_launch_fn(void *ctx, int set);
+void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us);
+
+/* Measures cuBLAS's bf16 matrix rate (n^3, f32 accumulate, random data) with runs timed
+ * runs; returns TFLOP/s, or NAN when libcublas cannot be loaded (why in *why). */
+double bg_cublas_tflops(int n, int runs, uint64_t seed, char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,58 @@
+# tools/bench/local.mk: paged-bench, the kernel and service benchmarks.
+# SPDX-License-Identifier: MIT
+
+# paged-bench: the kernels on every benchmark shape against the device's measured ceilings,
+# and the service (its own pagedd, client processes through libpaged) against the same
+# kernels called in-process. It links the daemon's convenience library for its thread pool
+# (daemon/workers.h), so CPU runs split work exactly as the cpu backend does.
+bin_PROGRAMS += tools/paged-bench
+tools_paged_bench_SOURCES = \
+	tools/bench/bench.h \
+	tools/bench/main.c \
+	tools/bench/util.c \
+	tools/bench/report.h \
+	tools/bench/report.c \
+	tools/bench/shapes.h \
+	tools/bench/shapes.c \
+	tools/bench/kcase.h \
+	tools/bench/kcase.c \
+	tools/bench/cpuwork.h \
+	tools/bench/cpuwork.c \
+	tools/bench/kernels.c \
+	tools/bench/service.h \
+	tools/bench/service.c \
+	tools/bench/client.c \
+	tools/bench/inproc.c \
+	tools/bench/daemon.h \
+	tools/bench/daemon.c
+tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DPAGEDD_PATH='"$(sbindir)/pagedd"'
+tools_paged_bench_LDADD = lib/libpaged.la daemon/libpageddaemon.la kernels/libpagedcpu.la
+noinst_HEADERS += tools/bench/probe.h
+
+if HAVE_CUDA
+# libbenchcuda: paged-bench's own device code (random fill, the read probe, the copy
+# kernel, the spin). No per-target flags: the .cu.lo suffix rule would not see renamed objects.
+noinst_LTLIBRARIES += tools/bench/libbenchcuda.la
+tools_bench_libbenchcuda_la_SOURCES = tools/bench/probe.cu
+tools_paged_bench_SOURCES += \
+	tools/bench/gpu.h \
+	tools/bench/gpu.c \
+	tools/bench/kcuda.c \
+	tools/bench/cublas.c
+tools_paged_bench_LDADD += tools/bench/libbenchcuda.la kernels/libpagedcuda.la $(CUDA_LIBS)
+else
+EXTRA_DIST += tools/bench/probe.cu
+endif
+-include $(wildcard tools/bench/$(DEPDIR)/*.Plo)
+
+# The check: paged-bench --quick all must run, exit 0, and print and write finite positive
+# figures (no timing assertion). bench-json-check reads its JSON back with the tests' strict
+# parser; its own CPPFLAGS keep the parser's object apart from any other target's.
+check_PROGRAMS += tools/bench/bench-json-check
+tools_bench_bench_json_check_SOURCES = tools/bench/json_check.c tests/tools/tjson.c tests/tools/tjson.h
+tools_bench_bench_json_check_CPPFLAGS = $(AM_CPPFLAGS)
+tools_bench_bench_json_check_LDADD = -lm
+TESTS += tests/tools/bench-t.sh
+EXTRA_DIST += tests/tools/bench-t.sh
+tests/tools/bench-t.log: tools/paged-bench$(EXEEXT) daemon/pagedd$(EXEEXT) \
+	tools/bench/bench-json-check$(EXEEXT)

@@ -1,0 +1,226 @@
+/* main.c: paged-bench: options, the device header, the kernels and service benchmarks, the JSON. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/bench/bench.h"
+#include "tools/bench/cpuwork.h"
+#ifdef HAVE_CUDA
+#include "tools/bench/gpu.h"
+#endif
+
+/* Prints usage to f; returns nothing. */
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: paged-bench [OPTION]... kernels|service|all\n"
+            "Benchmark paged's attention kernels and its service against the hardware's limits.\n\n"
+            "  -q, --quick            small shapes and few runs: finishes in seconds\n"
+            "  -j, --json=FILE        also write every figure to FILE as JSON\n"
+            "  -b, --backend=NAME     cpu, cuda or auto (default: cuda when built in and a\n"
+            "                         device is present, else cpu)\n"
+            "      --pagedd=PATH      the daemon to start for the service benchmark (default\n"
+            "                         $PAGED_BENCH_PAGEDD, else the build tree's daemon/pagedd\n"
+            "                         when run from one, else %s)\n"
+            "  -t, --threads=N        CPU worker threads, here and in the daemon (0: one per CPU)\n"
+            "  -c, --clients=LIST     client process counts of the service runs (default 1,4,16;\n"
+            "                         with --quick 1,4)\n"
+            "  -B, --batch=N          sequences per client in those runs (default 1); one more\n"
+            "                         run puts the largest count's sequences in one client\n"
+            "      --context=N        service: tokens in each sequence before decoding\n"
+            "                         (default 1024 on cuda, 256 on cpu; with --quick 32)\n"
+            "      --steps=N          service: timed decode steps per client (default 100 on\n"
+            "                         cuda, 10 on cpu; with --quick 3)\n"
+            "      --nops=N           service: NOP round trips (default 100000; --quick 1000)\n"
+            "      --seed=N           seed of every random input (default: from the clock)\n"
+            "  -h, --help             print this help and exit\n"
+            "  -V, --version          print the version and exit\n\n"
+            "kernels times decode, prefill and append on every shape of the benchmark; service\n"
+            "starts its own pagedd and drives it with client processes; all does both.\n",
+            PAGEDD_PATH);
+}
+
+/* Parses a positive integer option or dies; returns it. */
+static unsigned long parse_count(const char *s, const char *what, unsigned long min)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > 100000000ul)
+        bench_die("bad %s '%s'", what, s);
+    return v;
+}
+
+/* Parses --clients (comma-separated counts) into o; dies on a bad list. Returns nothing. */
+static void parse_clients(struct bench_opts *o, const char *s)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    o->nclients = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (o->nclients == BENCH_MAX_CLIENT_COUNTS)
+            bench_die("--clients: at most %d counts", BENCH_MAX_CLIENT_COUNTS);
+        o->clients[o->nclients++] = (unsigned) parse_count(tok, "client count", 1);
+    }
+    if (o->nclients == 0)
+        bench_die("--clients: an empty list");
+}
+
+/* Parses the command line into o; exits for --help, --version and usage errors. Returns nothing. */
+static void parse_args(int argc, char **argv, struct bench_opts *o)
+{
+    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED };
+    static const struct option longopts[] = {
+        { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
+        { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
+        { "threads", required_argument, NULL, 't' }, { "clients", required_argument, NULL, 'c' },
+        { "batch", required_argument, NULL, 'B' }, { "context", required_argument, NULL, OPT_CONTEXT },
+        { "steps", required_argument, NULL, OPT_STEPS }, { "nops", required_argument, NULL, OPT_NOPS },
+        { "seed", required_argument, NULL, OPT_SEED }, { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
+    };
+    const char *clients = NULL;
+    int seeded = 0, c;
+    memset(o, 0, sizeof *o);
+    o->batch = 1;
+    while ((c = getopt_long(argc, argv, "qj:b:t:c:B:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'q': o->quick = 1; break;
+        case 'j': o->json_path = optarg; break;
+        case 'b':
+            if (strcmp(optarg, "cpu") == 0)
+                o->backend = BENCH_CPU;
+            else if (strcmp(optarg, "cuda") == 0)
+                o->backend = BENCH_CUDA;
+            else if (strcmp(optarg, "auto") == 0)
+                o->backend = BENCH_AUTO;
+            else
+                bench_die("--backend: cpu, cuda or auto, not '%s'", optarg);
+            break;
+        case OPT_PAGEDD: o->pagedd = optarg; break;
+        case 't': o->threads = (unsigned) parse_count(optarg, "thread count", 0); break;
+        case 'c': clients = optarg; break;
+        case 'B': o->batch = (unsigned) parse_count(optarg, "batch", 1); break;
+        case OPT_CONTEXT: o->context = (unsigned) parse_count(optarg, "context", 1); break;
+        case OPT_STEPS: o->steps = (unsigned) parse_count(optarg, "step count", 1); break;
+        case OPT_NOPS: o->nops = (long) parse_count(optarg, "NOP count", 1); break;
+        case OPT_SEED:
+            o->seed = strtoull(optarg, NULL, 0) & ((1ull << 48) - 1);
+            seeded = 1;
+            break;
+        case 'h': usage(stdout); exit(0);
+        case 'V': printf("paged-bench (paged) %s\n", PACKAGE_VERSION); exit(0);
+        default: fprintf(stderr, "Try 'paged-bench --help' for more information.\n"); exit(2);
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "paged-bench: say what to run: kernels, service or all\n"
+                        "Try 'paged-bench --help' for more information.\n");
+        exit(2);
+    }
+    const char *what = argv[optind];
+    o->do_kernels = strcmp(what, "kernels") == 0 || strcmp(what, "all") == 0;
+    o->do_service = strcmp(what, "service") == 0 || strcmp(what, "all") == 0;
+    if (!o->do_kernels && !o->do_service) {
+        fprintf(stderr, "paged-bench: unknown benchmark '%s': kernels, service or all\n", what);
+        exit(2);
+    }
+    if (clients != NULL)
+        parse_clients(o, clients);
+    else {
+        static const unsigned quick_counts[] = { 1, 4 }, full_counts[] = { 1, 4, 16 };
+        o->nclients = o->quick ? 2 : 3;
+        memcpy(o->clients, o->quick ? quick_counts : full_counts, (size_t) o->nclients * sizeof o->clients[0]);
+    }
+    if (!seeded) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o->seed = ((uint64_t) ts.tv_sec * 1000003u ^ (uint64_t) ts.tv_nsec ^ (uint64_t) getpid()) & ((1ull << 48) - 1);
+    }
+}
+
+/* Resolves the kernels' backend: auto is cuda when built in and a device is present.
+ * Dies when cuda was asked for and cannot be had. Returns BENCH_CPU or BENCH_CUDA. */
+static enum bench_backend resolve_backend(const struct bench_opts *o)
+{
+#ifdef HAVE_CUDA
+    int devices = bg_device_count();
+    if (o->backend == BENCH_CUDA && devices == 0)
+        bench_die("--backend cuda: no CUDA device (or no driver) here");
+    if (o->backend != BENCH_CPU && devices > 0)
+        return BENCH_CUDA;
+#else
+    if (o->backend == BENCH_CUDA)
+        bench_die("--backend cuda: this paged-bench was built without CUDA");
+#endif
+    return BENCH_CPU;
+}
+
+/* Puts the device and its ceilings into the report's header. Returns nothing. */
+static void header(const struct bench_ceilings *c, struct br_report *r)
+{
+    int gpu = c->backend == BENCH_CUDA;
+    br_device_str(r, "backend", "backend", gpu ? "cuda" : "cpu");
+    br_device_str(r, "name", gpu ? "device" : "cpu", c->name);
+    br_device_int(r, gpu ? "sms" : "threads", gpu ? "SMs" : "worker threads", c->units);
+    br_device_int(r, gpu ? "l2_bytes" : "llc_bytes", gpu ? "L2 bytes" : "last-level cache bytes",
+                  (long long) c->cache_bytes);
+    br_device_fig(r, "read_gbps", "stream read", c->read_gbps, "GB/s", 1);
+    br_device_fig(r, "copy_gbps", "copy (read + write)", c->copy_gbps, "GB/s", 1);
+    br_device_fig(r, "copy_kernel_gbps", gpu ? "  copy kernel" : "  memcpy on threads", c->copy_kernel_gbps,
+                  "GB/s", 1);
+    if (gpu)
+        br_device_fig(r, "memcpy_gbps", "  cudaMemcpyAsync D2D", c->memcpy_gbps, "GB/s", 1);
+    char label[64];
+    snprintf(label, sizeof label, "cuBLAS bf16 %d^3", c->mma_n > 0 ? c->mma_n : 8192);
+    br_device_fig(r, "mma_tflops", label, c->mma_tflops, "TFLOP/s", 1);
+}
+
+/* Runs paged-bench; returns the exit status. */
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "_client") == 0)
+        return bench_client_main(argc - 1, argv + 1);
+    struct bench_opts o;
+    parse_args(argc, argv, &o);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    struct br_report r;
+    br_init(&r, argc, argv, o.quick, o.seed);
+    struct bench_ceilings ceil;
+    memset(&ceil, 0, sizeof ceil);
+    bench_workers(o.threads);
+    if (resolve_backend(&o) == BENCH_CUDA) {
+#ifdef HAVE_CUDA
+        bk_cuda_ceilings(&o, &ceil);
+#endif
+    } else
+        bench_cpu_ceilings(&o, &ceil);
+    header(&ceil, &r);
+    br_print_header(&r, stdout);
+
+    if (o.do_kernels)
+        bench_kernels(&o, &ceil, &r);
+    if (o.do_service)
+        bench_service(&o, &r);
+    br_print_summary(&r, stdout);
+
+    int status = 0;
+    if (br_check(&r) < 0)
+        status = 1;
+    if (o.json_path != NULL && br_write_json(&r, o.json_path) < 0) {
+        fprintf(stderr, "paged-bench: writing %s: %s\n", o.json_path, strerror(errno));
+        status = 1;
+    }
+    br_free(&r);
+    bench_workers_close();
+    return status;
+}

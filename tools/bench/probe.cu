@@ -1,0 +1,202 @@
+/* probe.cu: paged-bench's own device code: random fill, the streaming-read probe, a copy kernel, a spin. */
+/* SPDX-License-Identifier: MIT */
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "paged.h"
+#include "tools/bench/probe.h"
+
+namespace {
+
+constexpr int kThreads = 256;   /* per block, for every kernel here */
+constexpr int kUnroll = 8;      /* 16-byte loads in flight per thread in the read probe */
+constexpr int kCopyUnroll = 4;  /* loads (then stores) in flight per thread in the copy */
+
+/* Returns a well-mixed hash of x (the splitmix64 finalizer, as the host's bench_mix64). */
+__device__ __forceinline__ uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Returns element i of the seeded uniform [-1, 1) stream, the same values the host draws. */
+__device__ __forceinline__ float uniform(uint64_t seed, uint64_t i)
+{
+    const uint64_t h = mix64(seed ^ mix64(i));
+    return (float) ((double) (h >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+/* Stores x as element i of p in the element type T's representation. */
+template <typename T> __device__ __forceinline__ void store(void *p, size_t i, float x);
+
+/* Stores an f32 element. */
+template <> __device__ __forceinline__ void store<float>(void *p, size_t i, float x)
+{
+    static_cast<float *>(p)[i] = x;
+}
+
+/* Stores an f16 element, rounded to nearest. */
+template <> __device__ __forceinline__ void store<__half>(void *p, size_t i, float x)
+{
+    static_cast<__half *>(p)[i] = __float2half_rn(x);
+}
+
+/* Stores a bf16 element, rounded to nearest. */
+template <> __device__ __forceinline__ void store<__nv_bfloat16>(void *p, size_t i, float x)
+{
+    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(x);
+}
+
+/* Stores an fp8 e4m3 element, saturated to the largest finite value. */
+template <> __device__ __forceinline__ void store<__nv_fp8_storage_t>(void *p, size_t i, float x)
+{
+    static_cast<__nv_fp8_storage_t *>(p)[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
+
+/* Fills n elements with amp * uniform * mul (mul = 1 / scale for fp8, else 1). */
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fill_kernel(void *p, size_t n, float amp, float mul, uint64_t seed)
+{
+    const size_t stride = (size_t) gridDim.x * blockDim.x;
+    for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        store<T>(p, i, amp * uniform(seed, i) * mul);
+}
+
+/*
+ * Reads tiles of kThreads * kUnroll 16-byte words: each thread issues its kUnroll loads
+ * of a tile before using any, consecutive threads read consecutive words (coalesced), and
+ * blocks walk the tiles grid-stride. The words are XOR-folded, reduced over the warp and
+ * XORed into *sink by one lane, so the compiler must keep every load.
+ */
+__global__ void __launch_bounds__(kThreads) read_kernel(const uint4 *__restrict__ src, size_t tiles, unsigned *sink)
+{
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const uint4 *base = src + t * (kThreads * kUnroll) + threadIdx.x;
+        uint4 v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++)
+            v[u] = __ldg(base + u * kThreads);
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++) {
+            acc.x ^= v[u].x;
+            acc.y ^= v[u].y;
+            acc.z ^= v[u].z;
+            acc.w ^= v[u].w;
+        }
+    }
+    unsigned r = acc.x ^ acc.y ^ acc.z ^ acc.w;
+    for (int off = 16; off > 0; off /= 2)
+        r ^= __shfl_xor_sync(0xffffffffu, r, off);
+    if ((threadIdx.x & 31) == 0)
+        atomicXor(sink, r);
+}
+
+/* Copies tiles of kThreads * kCopyUnroll 16-byte words: all loads of a tile, then all stores. */
+__global__ void __launch_bounds__(kThreads) copy_kernel(uint4 *__restrict__ dst, const uint4 *__restrict__ src, size_t tiles)
+{
+    for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const size_t first = t * (kThreads * kCopyUnroll) + threadIdx.x;
+        uint4 v[kCopyUnroll];
+#pragma unroll
+        for (int u = 0; u < kCopyUnroll; u++)
+            v[u] = __ldg(src + first + u * kThreads);
+#pragma unroll
+        for (int u = 0; u < kCopyUnroll; u++)
+            dst[first + u * kThreads] = v[u];
+    }
+}
+
+/* Returns the global timer in nanoseconds. */
+__device__ __forceinline__ uint64_t global_ns()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Spins one thread until ns nanoseconds have passed on the global timer. */
+__global__ void spin_kernel(uint64_t ns)
+{
+    const uint64_t start = global_ns();
+    while (global_ns() - start < ns)
+        __nanosleep(1000);
+}
+
+/* Returns the fill grid for n elements: enough blocks for the SMs, no more than needed. */
+unsigned fill_blocks(size_t n)
+{
+    const size_t need = (n + kThreads - 1) / kThreads;
+    return (unsigned) (need < 65536 ? (need > 0 ? need : 1) : 65536);
+}
+
+} // namespace
+
+/* Returns the tile size of the read and copy kernels, the larger of the two. */
+extern "C" size_t bp_tile_bytes(void)
+{
+    return (size_t) kThreads * kUnroll * sizeof(uint4);
+}
+
+/* Launches the fill for dtype; returns the launch status. */
+extern "C" int bp_fill(void *p, size_t n, int32_t dtype, float amp, float scale, uint64_t seed, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const unsigned blocks = fill_blocks(n);
+    switch (dtype) {
+    case PAGED_DTYPE_F32: fill_kernel<float><<<blocks, kThreads, 0, s>>>(p, n, amp, 1.0f, seed); break;
+    case PAGED_DTYPE_F16: fill_kernel<__half><<<blocks, kThreads, 0, s>>>(p, n, amp, 1.0f, seed); break;
+    case PAGED_DTYPE_BF16: fill_kernel<__nv_bfloat16><<<blocks, kThreads, 0, s>>>(p, n, amp, 1.0f, seed); break;
+    case PAGED_DTYPE_FP8_E4M3:
+        fill_kernel<__nv_fp8_storage_t><<<blocks, kThreads, 0, s>>>(p, n, amp, 1.0f / scale, seed);
+        break;
+    default: return (int) cudaErrorInvalidValue;
+    }
+    return (int) cudaGetLastError();
+}
+
+/* Computes the probes' grid from the occupancy of the read kernel; returns the status. */
+extern "C" int bp_grid(int waves, int *blocks)
+{
+    int dev = 0, sms = 0, per_sm = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_kernel, kThreads, 0);
+    if (e == cudaSuccess)
+        *blocks = waves * sms * (per_sm > 0 ? per_sm : 1);
+    return (int) e;
+}
+
+/* Launches the read probe; returns the launch status. */
+extern "C" int bp_read(const void *src, size_t bytes, unsigned *sink, int blocks, void *stream)
+{
+    const size_t tiles = bytes / bp_tile_bytes();
+    read_kernel<<<(unsigned) blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const uint4 *>(src), tiles, sink);
+    return (int) cudaGetLastError();
+}
+
+/* Launches the copy kernel; returns the launch status. */
+extern "C" int bp_copy(void *dst, const void *src, size_t bytes, int blocks, void *stream)
+{
+    const size_t tiles = bytes / ((size_t) kThreads * kCopyUnroll * sizeof(uint4));
+    copy_kernel<<<(unsigned) blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<uint4 *>(dst), static_cast<const uint4 *>(src), tiles);
+    return (int) cudaGetLastError();
+}
+
+/* Launches the spin; returns the launch status. */
+extern "C" int bp_spin(uint64_t ns, void *stream)
+{
+    spin_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(ns);
+    return (int) cudaGetLastError();
+}
