@@ -49,6 +49,7 @@ template <int D, typename KT> struct pk_decode_shape {
     static constexpr int MINB_REGS = 65536 / (NT * 80);  /* but leave at least 80 registers */
     static constexpr int MINB_CAP = MINB_SMEM < MINB_REGS ? MINB_SMEM : MINB_REGS;
     static constexpr int MINB = MINB_CAP < 1 ? 1 : MINB_CAP;
+    static_assert(T == 32, "the softmax gives each token of a tile one lane of a warp");
     static_assert(D % EPC == 0 && EPC % 4 == 0, "head dim must be a whole number of 16-byte chunks");
     static_assert(NT % 32 == 0 && NT <= 1024, "bad thread count");
     static_assert(SLOTS >= 8, "every query head of a group needs a PV slot");
@@ -236,6 +237,7 @@ pk_decode_kernel(const pk_decode_params p)
             const float pr = exp2f(s - m_use);
             const float sum = pk_warp_sum(pr);
             s_s[g * T + lane] = pr;
+            __syncwarp();           /* every lane has read m_s[g] before lane 0 replaces it */
             if (lane == 0) {
                 const float alpha = exp2f(m_old - m_use);
                 a_s[g] = alpha;

@@ -51,8 +51,8 @@ struct pk_prefill_row {
 };
 
 /*
- * Fills c for row tile mtile (of bm rows) of sequence seq at KV head h; returns false if the
- * tile has no rows (a shorter sequence than the grid was sized for).
+ * Fills c for row tile mtile (of bm rows) of sequence seq; returns false if the tile has no
+ * rows (a shorter sequence than the grid was sized for).
  */
 __device__ __forceinline__ bool pk_prefill_setup(const pk_prefill_params &p, int bm, int mtile, int seq,
                                                  pk_prefill_cta *c)
@@ -92,7 +92,8 @@ __device__ __forceinline__ pk_prefill_row pk_prefill_row_of(const pk_prefill_par
 
 /*
  * Returns the base-2 logit of scaled score x (sm_scale * dot) of key j for row w: soft cap,
- * ALiBi, then the causal, window and length masks (-inf).
+ * ALiBi, then the masks (-inf): keys after the row's position (which covers the causal mask
+ * and keys past the context) and keys out of the window.
  */
 __device__ __forceinline__ float pk_prefill_logit(const pk_prefill_params &p, const pk_prefill_cta &c,
                                                   const pk_prefill_row &w, int j, float x)
