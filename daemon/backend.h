@@ -9,8 +9,15 @@
  * backend owns: the memory of each pool (pool_create/pool_destroy), its export to clients
  * (pool_export: a memfd, a CUDA VMM descriptor or a legacy IPC handle), each client's data
  * arena where the host arena does not serve (arena_create/arena_destroy: the cuda device
- * arena), running ops (run: synchronous, outputs visible to the client when it returns),
- * and its health. Everything is called from the engine thread only.
+ * arena), running one engine pass's ops as a batch (run_batch), and its health. Everything
+ * is called from the engine thread only.
+ *
+ * A batch is a list of launches run in order: each sees the effects of those before it.
+ * A launch is one op, or several DECODEs that the engine found compatible
+ * (pd_batch_mergeable in daemon/batch.h: same pool, layer, query dtype, query heads and
+ * attention options) run as ONE kernel launch with per-sequence query and output pointers
+ * (pk_decode_args.q_seq/out_seq). run_batch returns only once every output of the batch is
+ * visible to its client, so the engine may post the completions then.
  *
  * Adding a backend: a file daemon/backend_NAME.c defining a const struct pd_backend_ops and
  * an open function, and a line in pd_backend_open (daemon/backend.c).
@@ -55,6 +62,31 @@ struct pd_arenas {
     uint64_t data_size;
 };
 
+/* One validated op of a batch, with what the backend needs to run it. */
+struct pd_batch_op {
+    const pk_cache *cache;        /* its pool's geometry and the daemon's view of its memory */
+    pd_pool_mem *mem;             /* its pool's memory */
+    struct pd_arenas arenas;      /* its client's arenas */
+    const struct pv_op *op;       /* APPEND, DECODE, PREFILL or COPY */
+    uint32_t user;                /* the engine's own index; the backend leaves it alone */
+    int status;                   /* set by run_batch: PAGED_OK or a paged_error */
+};
+
+/* One launch of a batch: ops [first, first + count). count > 1 only for mergeable DECODEs. */
+struct pd_launch {
+    uint32_t first;
+    uint32_t count;
+    int merged;                   /* set by run_batch: the count ops ran as one kernel launch */
+};
+
+/* What run_batch runs: the ops in launch order (a launch's ops adjacent) and the launches. */
+struct pd_batch {
+    struct pd_batch_op *ops;
+    uint32_t nops;
+    struct pd_launch *launches;
+    uint32_t nlaunches;
+};
+
 struct pd_backend_ops {
     const char *name;             /* "cpu", "cuda" */
     /* Allocates and zeroes a pool's memory for cache (base ignored); stores the record and
@@ -73,10 +105,16 @@ struct pd_backend_ops {
                         char **cause);
     /* Frees a client's data arena. */
     void (*arena_destroy)(pd_backend *b, pd_arena *arena);
-    /* Runs a validated APPEND, DECODE, PREFILL or COPY against cache for a client's arenas
+    /* Runs one validated APPEND, DECODE, PREFILL or COPY by itself, as a batch of one launch,
      * and returns once its outputs are visible to the client: PAGED_OK or a paged_error. */
     int (*run)(pd_backend *b, const pk_cache *cache, pd_pool_mem *mem,
                const struct pd_arenas *arenas, const struct pv_op *op);
+    /* Runs the launches of batch in order and returns once every output is visible to its
+     * client, with each op's status set: an op's error is its own (a refused launch fails
+     * only its ops; a merged launch that is refused is retried op by op), except that a
+     * device fault the backend cannot pin on one launch fails every op of the batch that
+     * had not failed already. */
+    void (*run_batch)(pd_backend *b, struct pd_batch *batch);
     /* Fills *out. */
     void (*info)(pd_backend *b, struct pd_backend_info *out);
     /* Frees the backend (pools and arenas are gone by then). */

@@ -15,6 +15,13 @@
 
 struct cpu_backend {
     pd_workers *workers;
+    /* A merged DECODE's arrays, grown as needed and reused. */
+    const void **q_seq;
+    void **out_seq;
+    int32_t *lens;
+    size_t cap_seqs;
+    int32_t *tables;
+    size_t cap_tables;
 };
 
 struct pd_pool_mem {
@@ -114,7 +121,7 @@ static int cpu_pool_export(pd_backend *b, pd_pool_mem *m, int writable, struct p
     return PAGED_OK;
 }
 
-/* Runs one validated op on the workers; returns PAGED_OK or the kernel's error. */
+/* Runs one validated op on the workers, to its end; returns PAGED_OK or the kernel's error. */
 static int cpu_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
                    const struct pd_arenas *ar, const struct pv_op *op)
 {
@@ -180,6 +187,104 @@ static int cpu_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
     return PAGED_OK;
 }
 
+/* Makes the merged-DECODE arrays of cb hold seqs sequences and entries table entries.
+ * Returns PAGED_OK or PAGED_E_NOMEM (the arrays kept as they were). */
+static int merge_reserve(struct cpu_backend *cb, size_t seqs, size_t entries)
+{
+    if (seqs > cb->cap_seqs) {
+        const void **q = realloc(cb->q_seq, seqs * sizeof *q);
+        if (q == NULL)
+            return PAGED_E_NOMEM;
+        cb->q_seq = q;
+        void **o = realloc(cb->out_seq, seqs * sizeof *o);
+        if (o == NULL)
+            return PAGED_E_NOMEM;
+        cb->out_seq = o;
+        int32_t *l = realloc(cb->lens, seqs * sizeof *l);
+        if (l == NULL)
+            return PAGED_E_NOMEM;
+        cb->lens = l;
+        cb->cap_seqs = seqs;
+    }
+    if (entries > cb->cap_tables) {
+        int32_t *t = realloc(cb->tables, entries * sizeof *t);
+        if (t == NULL)
+            return PAGED_E_NOMEM;
+        cb->tables = t;
+        cb->cap_tables = entries;
+    }
+    return PAGED_OK;
+}
+
+/*
+ * Runs count mergeable DECODEs (batch.h says which) as one job with per-sequence query and
+ * output pointers, a block table padded to the largest stride, and the lengths side by
+ * side. Returns PAGED_OK, or an error when the merged job cannot run (nothing ran then).
+ */
+static int cpu_run_merged(struct cpu_backend *cb, const struct pd_batch_op *ops, uint32_t count)
+{
+    size_t seqs = 0, stride = 1;
+    for (uint32_t i = 0; i < count; i++) {
+        seqs += ops[i].op->count;
+        if (ops[i].op->bt_stride > stride)
+            stride = ops[i].op->bt_stride;
+    }
+    int rc = merge_reserve(cb, seqs, seqs * stride);
+    if (rc < 0)
+        return rc;
+    const struct pv_op *first = ops[0].op;
+    size_t es = pk_dtype_size(first->dtype);
+    size_t qrow = (size_t) first->num_q_heads * (size_t) ops[0].cache->head_dim * es;
+    size_t s = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct pv_op *op = ops[i].op;
+        /* On this backend the data arena is the host arena. */
+        unsigned char *data = ops[i].arenas.host;
+        for (uint32_t j = 0; j < op->count; j++, s++) {
+            cb->q_seq[s] = data + op->q_off + j * qrow;
+            cb->out_seq[s] = data + op->out_off + j * qrow;
+            cb->lens[s] = op->seq_lens[j];
+            int32_t *row = cb->tables + s * stride;
+            memcpy(row, op->block_tables + (size_t) j * op->bt_stride, (size_t) op->bt_stride * 4);
+            memset(row + op->bt_stride, 0, (stride - op->bt_stride) * 4);
+        }
+    }
+    struct cpu_job j;
+    memset(&j, 0, sizeof j);
+    j.op = PAGED_OP_DECODE;
+    j.u.decode = (pk_decode_args) {
+        .cache = *ops[0].cache, .layer = first->layer_begin, .num_seqs = (int32_t) seqs,
+        .num_q_heads = (int32_t) first->num_q_heads, .q_dtype = first->dtype,
+        .q_seq = cb->q_seq, .out_seq = cb->out_seq,
+        .block_tables = cb->tables, .bt_stride = (int32_t) stride, .seq_lens = cb->lens,
+        .opts = { first->sm_scale, first->soft_cap, first->window, first->alibi },
+    };
+    if ((rc = pk_cpu_decode_check(&j.u.decode)) < 0)
+        return rc;
+    pd_workers_run(cb->workers, cpu_work, &j, pk_cpu_decode_items(&j.u.decode));
+    return PAGED_OK;
+}
+
+/* Runs a batch's launches in order, each to the end before the next; returns nothing. */
+static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
+{
+    struct cpu_backend *cb = b->priv;
+    for (uint32_t l = 0; l < batch->nlaunches; l++) {
+        struct pd_launch *la = &batch->launches[l];
+        struct pd_batch_op *ops = batch->ops + la->first;
+        la->merged = 0;
+        if (la->count > 1 && cpu_run_merged(cb, ops, la->count) == PAGED_OK) {
+            la->merged = 1;
+            for (uint32_t i = 0; i < la->count; i++)
+                ops[i].status = PAGED_OK;
+            continue;
+        }
+        /* One op, or a merged job that could not run: each op by itself. */
+        for (uint32_t i = 0; i < la->count; i++)
+            ops[i].status = cpu_run(b, ops[i].cache, ops[i].mem, &ops[i].arenas, ops[i].op);
+    }
+}
+
 /* Describes the backend; returns nothing. */
 static void cpu_info(pd_backend *b, struct pd_backend_info *out)
 {
@@ -198,6 +303,10 @@ static void cpu_destroy(pd_backend *b)
 {
     struct cpu_backend *cb = b->priv;
     pd_workers_destroy(cb->workers);
+    free(cb->q_seq);
+    free(cb->out_seq);
+    free(cb->lens);
+    free(cb->tables);
     free(cb);
     free(b);
 }
@@ -210,6 +319,7 @@ static const struct pd_backend_ops cpu_ops = {
     .arena_create = NULL,
     .arena_destroy = NULL,
     .run = cpu_run,
+    .run_batch = cpu_run_batch,
     .info = cpu_info,
     .destroy = cpu_destroy,
 };

@@ -16,15 +16,21 @@
 #include "daemon/log.h"
 
 /*
- * Everything runs on the engine thread, on one non-blocking stream, and every op ends with
- * a cudaStreamSynchronize: run() returns only once the GPU work is done, so the completion
- * the engine posts next is never ahead of the outputs. The validated metadata of an op
- * (block tables, lengths, qo_indptr, slots, block ids, ALiBi slopes: private host copies
- * made by the validator) goes to the device in one cudaMemcpyAsync from a pinned staging
- * buffer into a device staging buffer, both grown as needed and reused, which is safe
- * because the previous op has finished by then.
+ * Everything runs on the engine thread, on one non-blocking stream. An engine pass arrives as
+ * one batch: its launches are queued in order on the stream and the batch ends with ONE
+ * cudaStreamSynchronize, so run_batch returns only once the GPU work is done and the
+ * completions the engine posts next are never ahead of the outputs. The validated metadata
+ * of every op of the batch (block tables, lengths, qo_indptr, slots, block ids, ALiBi slopes:
+ * private host copies made by the validator; for a merged DECODE also the per-sequence query
+ * and output pointers and the padded table) goes to the device in one cudaMemcpyAsync from a
+ * pinned staging buffer into a device staging buffer, both grown as needed and reused, which
+ * is safe because the previous batch has finished by then; the workspace is grown, if need
+ * be, at the same moment, and shared by the batch's DECODEs and PREFILLs, which run one
+ * after another on the stream.
  *
- * Health. A failed launch or a failed synchronization fails the op with PAGED_E_DEVICE. If
+ * Health. A launch the kernels refuse fails its own ops (a refused merged DECODE is retried
+ * op by op on slices of its arrays); a failed synchronization fails every op of the batch
+ * with PAGED_E_DEVICE, since a fault cannot be pinned on one kernel there. If
  * the error is sticky (the context is lost: an illegal address, a trap, a launch failure)
  * the backend logs it once, reports itself unhealthy in info() (pactl status shows it) and
  * refuses every later op, pool and arena with PAGED_E_DEVICE: serving from a broken context
@@ -56,9 +62,23 @@ struct cuda_backend {
     size_t stage_cap;             /* bytes of each */
     void *ws;                     /* decode/prefill workspace */
     size_t ws_cap;
+    struct cuda_launch *launch;   /* the launches of the batch being run */
+    size_t launch_cap;
     int healthy;
     char health[128];
     unsigned warned;              /* non-sticky errors logged so far */
+};
+
+/* One launch of a batch as prepared: its kind and the kernel library's arguments. */
+struct cuda_launch {
+    int kind;                     /* PAGED_OP_APPEND, _DECODE (merged or not), _PREFILL, _COPY */
+    size_t ws_need;               /* workspace the DECODE or PREFILL asks for */
+    union {
+        pk_append_args append;
+        pk_decode_args decode;
+        pk_prefill_args prefill;
+        pk_copy_args copy;
+    } a;
 };
 
 struct pd_pool_mem {
@@ -336,36 +356,6 @@ static void cuda_arena_destroy(pd_backend *b, pd_arena *a)
     free(a);
 }
 
-/* The metadata arrays of one op, laid out in the staging buffers. */
-#define STAGE_MAX 5
-struct staging {
-    const void *src[STAGE_MAX];
-    size_t bytes[STAGE_MAX];
-    size_t off[STAGE_MAX];
-    int n;
-    size_t total;
-};
-
-/* Adds an array (NULL src: none) to s; returns its index, or -1 for NULL. */
-static int stage_add(struct staging *s, const void *src, size_t bytes)
-{
-    if (src == NULL || s->n == STAGE_MAX)
-        return -1;
-    /* 256-byte alignment: whatever vector width a kernel reads the array with. */
-    size_t off = (s->total + 255) & ~(size_t) 255;
-    s->src[s->n] = src;
-    s->bytes[s->n] = bytes;
-    s->off[s->n] = off;
-    s->total = off + bytes;
-    return s->n++;
-}
-
-/* Returns the device address of array i of s after stage_upload, or NULL for -1. */
-static void *stage_dev(const struct cuda_backend *cb, const struct staging *s, int i)
-{
-    return i < 0 || cb->d_stage == NULL ? NULL : cb->d_stage + s->off[i];
-}
-
 /* Makes both staging buffers hold at least need bytes. Returns PAGED_OK, PAGED_E_NOMEM, or
  * PAGED_E_DEVICE (through device_error when the runtime reports more than a lack of memory). */
 static int stage_grow(struct cuda_backend *cb, size_t need)
@@ -375,7 +365,7 @@ static int stage_grow(struct cuda_backend *cb, size_t need)
     size_t cap = PD_CUDA_STAGE_MIN;
     while (cap < need)
         cap *= 2;
-    /* The previous op has finished (every run synchronizes), so nothing reads the old ones. */
+    /* The previous batch has finished (every batch synchronizes), so nothing reads the old ones. */
     cudaFreeHost(cb->h_stage);
     cudaFree(cb->d_stage);
     cb->h_stage = NULL;
@@ -400,26 +390,9 @@ static int stage_grow(struct cuda_backend *cb, size_t need)
     return PAGED_OK;
 }
 
-/* Copies every array of s to the device in one transfer, queued on the stream. Returns
- * PAGED_OK or an error. */
-static int stage_upload(struct cuda_backend *cb, const struct staging *s)
-{
-    if (s->total == 0)
-        return PAGED_OK;
-    int rc = stage_grow(cb, s->total);
-    if (rc < 0)
-        return rc;
-    for (int i = 0; i < s->n; i++)
-        memcpy(cb->h_stage + s->off[i], s->src[i], s->bytes[i]);
-    cudaError_t e = cudaMemcpyAsync(cb->d_stage, cb->h_stage, s->total, cudaMemcpyHostToDevice,
-                                    cb->stream);
-    if (e != cudaSuccess)
-        return device_error(cb, "metadata upload", e);
-    return PAGED_OK;
-}
-
 /* Returns a workspace of up to need bytes (the cached one, grown when it can be) and stores
- * its size; NULL with 0 when there is none. */
+ * its size; NULL with 0 when there is none. Only called while nothing is queued on the
+ * stream, since growing frees the old one. */
 static void *workspace(struct cuda_backend *cb, size_t need, size_t *size)
 {
     if (need > PD_CUDA_WS_MAX)
@@ -440,109 +413,358 @@ static void *workspace(struct cuda_backend *cb, size_t need, size_t *size)
     return cb->ws;
 }
 
-/* Waits for the op's GPU work and turns the launch's status rc and the synchronization's
- * into the op's status; returns it. */
-static int finish(struct cuda_backend *cb, int opcode, int rc)
+/*
+ * The staging of a batch. Every launch's metadata (block tables, lengths, qo_indptr, slots,
+ * block ids, ALiBi slopes, and a merged DECODE's per-sequence pointer arrays) is laid out
+ * twice by the same code: once to size it (fill 0), then, with the buffers grown, to copy it
+ * into the pinned buffer (fill 1) and build each launch's arguments with device addresses.
+ * One cudaMemcpyAsync then moves all of it before the first launch.
+ */
+struct stage {
+    size_t total;                 /* bytes laid out so far */
+    int fill;                     /* the second pass: write and address */
+};
+
+/* Takes bytes of staging (256-aligned: whatever vector width a kernel reads with). When
+ * filling, stores the device address in *dev and returns the host address to write at;
+ * else stores NULL and returns NULL. */
+static void *stage_take(struct cuda_backend *cb, struct stage *st, size_t bytes, void **dev)
 {
-    cudaError_t e = cudaStreamSynchronize(cb->stream);
-    if (e != cudaSuccess || rc == PAGED_E_DEVICE)
-        return device_error(cb, op_name(opcode), e);
-    return rc;
+    size_t off = (st->total + 255) & ~(size_t) 255;
+    st->total = off + bytes;
+    if (!st->fill) {
+        *dev = NULL;
+        return NULL;
+    }
+    *dev = cb->d_stage + off;
+    return cb->h_stage + off;
 }
 
-/* Runs one validated op on the device and waits for it; returns PAGED_OK or an error. */
-static int cuda_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
-                    const struct pd_arenas *ar, const struct pv_op *op)
+/* Stages a copy of an array (src NULL: none); returns its device address when filling,
+ * else NULL. */
+static void *stage_put(struct cuda_backend *cb, struct stage *st, const void *src, size_t bytes)
 {
-    struct cuda_backend *cb = b->priv;
-    (void) m;
-    if (!cb->healthy)
-        return PAGED_E_DEVICE;
-    if (ar->data == NULL)
-        return PAGED_E_INVAL;   /* every client of this backend has a device arena */
-    unsigned char *data = ar->data->mem.dptr;
-    struct staging st;
-    memset(&st, 0, sizeof st);
-    int i0 = -1, i1 = -1, i2 = -1, i3 = -1;
+    if (src == NULL)
+        return NULL;
+    void *dev;
+    void *h = stage_take(cb, st, bytes, &dev);
+    if (h != NULL && bytes != 0)
+        memcpy(h, src, bytes);
+    return dev;
+}
+
+/* Stages one op and builds its launch; sets the op's status (PAGED_OK or why it cannot run). */
+static void prepare_one(struct cuda_backend *cb, struct stage *st, struct pd_batch_op *bop,
+                        struct cuda_launch *cl)
+{
+    const struct pv_op *op = bop->op;
+    memset(cl, 0, sizeof *cl);
+    cl->kind = op->opcode;
+    bop->status = PAGED_OK;
+    if (bop->arenas.data == NULL) {
+        bop->status = PAGED_E_INVAL;   /* every client of this backend has a device arena */
+        return;
+    }
+    unsigned char *data = bop->arenas.data->mem.dptr;
     size_t nseq = op->count;
     switch (op->opcode) {
     case PAGED_OP_APPEND:
-        i0 = stage_add(&st, op->slots, (size_t) op->num_tokens * 4);
+        cl->a.append = (pk_append_args) {
+            .cache = *bop->cache, .layer_begin = op->layer_begin, .num_layers = op->num_layers,
+            .num_tokens = (int32_t) op->num_tokens, .src_dtype = op->dtype,
+            .k = data + op->k_off, .v = data + op->v_off,
+            .slot_mapping = stage_put(cb, st, op->slots, (size_t) op->num_tokens * 4),
+        };
         break;
     case PAGED_OP_DECODE:
-    case PAGED_OP_PREFILL:
-        i0 = stage_add(&st, op->block_tables, nseq * op->bt_stride * 4);
-        i1 = stage_add(&st, op->seq_lens, nseq * 4);
-        i2 = stage_add(&st, op->alibi, (size_t) op->num_q_heads * 4);
-        if (op->opcode == PAGED_OP_PREFILL)
-            i3 = stage_add(&st, op->qo_indptr, (nseq + 1) * 4);
-        break;
-    case PAGED_OP_COPY:
-        i0 = stage_add(&st, op->ids, nseq * 4);
-        i1 = stage_add(&st, op->ids2, nseq * 4);
-        break;
-    default:
-        return PAGED_E_NOTSUP;
-    }
-    int rc = stage_upload(cb, &st);
-    if (rc < 0)
-        return rc;
-    pk_attn_opts opts = { op->sm_scale, op->soft_cap, op->window, stage_dev(cb, &st, i2) };
-    size_t ws_size = 0;
-    switch (op->opcode) {
-    case PAGED_OP_APPEND: {
-        pk_append_args a = {
-            .cache = *cache, .layer_begin = op->layer_begin, .num_layers = op->num_layers,
-            .num_tokens = (int32_t) op->num_tokens, .src_dtype = op->dtype,
-            .k = data + op->k_off, .v = data + op->v_off, .slot_mapping = stage_dev(cb, &st, i0),
-        };
-        rc = pk_cuda_append(&a, cb->stream);
-        break;
-    }
-    case PAGED_OP_DECODE: {
-        pk_decode_args a = {
-            .cache = *cache, .layer = op->layer_begin, .num_seqs = (int32_t) op->count,
-            .num_q_heads = (int32_t) op->num_q_heads, .q_dtype = op->dtype,
-            .q = data + op->q_off, .out = data + op->out_off,
-            .block_tables = stage_dev(cb, &st, i0), .bt_stride = (int32_t) op->bt_stride,
-            .seq_lens = stage_dev(cb, &st, i1), .opts = opts,
-        };
-        size_t need = pk_cuda_decode_workspace(&a);
-        if (need > 0) {
-            a.workspace = workspace(cb, need, &ws_size);
-            a.workspace_size = ws_size;
-        }
-        rc = pk_cuda_decode(&a, cb->stream);
-        break;
-    }
     case PAGED_OP_PREFILL: {
-        pk_prefill_args a = {
-            .cache = *cache, .layer = op->layer_begin, .num_seqs = (int32_t) op->count,
+        const int32_t *bt = stage_put(cb, st, op->block_tables, nseq * op->bt_stride * 4);
+        const int32_t *lens = stage_put(cb, st, op->seq_lens, nseq * 4);
+        pk_attn_opts opts = { op->sm_scale, op->soft_cap, op->window,
+                              stage_put(cb, st, op->alibi, (size_t) op->num_q_heads * 4) };
+        if (op->opcode == PAGED_OP_DECODE) {
+            cl->a.decode = (pk_decode_args) {
+                .cache = *bop->cache, .layer = op->layer_begin, .num_seqs = (int32_t) nseq,
+                .num_q_heads = (int32_t) op->num_q_heads, .q_dtype = op->dtype,
+                .q = data + op->q_off, .out = data + op->out_off,
+                .block_tables = bt, .bt_stride = (int32_t) op->bt_stride, .seq_lens = lens,
+                .opts = opts,
+            };
+            break;
+        }
+        cl->a.prefill = (pk_prefill_args) {
+            .cache = *bop->cache, .layer = op->layer_begin, .num_seqs = (int32_t) nseq,
             .num_q_heads = (int32_t) op->num_q_heads, .q_dtype = op->dtype, .causal = 1,
             .total_q = op->total_q, .max_qo_len = op->max_qo_len,
-            .q = data + op->q_off, .out = data + op->out_off, .qo_indptr = stage_dev(cb, &st, i3),
-            .block_tables = stage_dev(cb, &st, i0), .bt_stride = (int32_t) op->bt_stride,
-            .seq_lens = stage_dev(cb, &st, i1), .opts = opts,
+            .q = data + op->q_off, .out = data + op->out_off,
+            .qo_indptr = stage_put(cb, st, op->qo_indptr, (nseq + 1) * 4),
+            .block_tables = bt, .bt_stride = (int32_t) op->bt_stride, .seq_lens = lens,
+            .opts = opts,
         };
-        size_t need = pk_cuda_prefill_workspace(&a);
-        if (need > 0) {
-            a.workspace = workspace(cb, need, &ws_size);
-            a.workspace_size = ws_size;
+        break;
+    }
+    case PAGED_OP_COPY:
+        cl->a.copy = (pk_copy_args) {
+            .cache = *bop->cache, .num_pairs = (int32_t) nseq,
+            .src_blocks = stage_put(cb, st, op->ids, nseq * 4),
+            .dst_blocks = stage_put(cb, st, op->ids2, nseq * 4),
+        };
+        break;
+    default:
+        bop->status = PAGED_E_NOTSUP;
+        break;
+    }
+}
+
+/*
+ * Stages count mergeable DECODEs (daemon/batch.h says which) as one launch: per-sequence
+ * query and output pointers, the block tables padded to the largest stride, the lengths
+ * side by side, the slopes of the first. An op without a device arena is left out with
+ * PAGED_E_INVAL; the others get PAGED_OK. Returns nothing.
+ */
+static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_batch_op *ops,
+                           uint32_t count, struct cuda_launch *cl)
+{
+    const struct pv_op *first = ops[0].op;
+    size_t seqs = 0, stride = 1;
+    memset(cl, 0, sizeof *cl);
+    cl->kind = PAGED_OP_DECODE;
+    for (uint32_t i = 0; i < count; i++) {
+        ops[i].status = ops[i].arenas.data != NULL ? PAGED_OK : PAGED_E_INVAL;
+        if (ops[i].status < 0)
+            continue;
+        seqs += ops[i].op->count;
+        if (ops[i].op->bt_stride > stride)
+            stride = ops[i].op->bt_stride;
+    }
+    void *dq, *dout, *dbt, *dlens;
+    const void **hq = stage_take(cb, st, seqs * sizeof *hq, &dq);
+    void **hout = stage_take(cb, st, seqs * sizeof *hout, &dout);
+    int32_t *hbt = stage_take(cb, st, seqs * stride * 4, &dbt);
+    int32_t *hlens = stage_take(cb, st, seqs * 4, &dlens);
+    const float *alibi = stage_put(cb, st, first->alibi, (size_t) first->num_q_heads * 4);
+    if (st->fill) {
+        size_t qrow = (size_t) first->num_q_heads * (size_t) ops[0].cache->head_dim
+                      * pk_dtype_size(first->dtype);
+        size_t s = 0;
+        for (uint32_t i = 0; i < count; i++) {
+            const struct pv_op *op = ops[i].op;
+            if (ops[i].status < 0)
+                continue;
+            unsigned char *data = ops[i].arenas.data->mem.dptr;
+            for (uint32_t j = 0; j < op->count; j++, s++) {
+                hq[s] = data + op->q_off + j * qrow;
+                hout[s] = data + op->out_off + j * qrow;
+                hlens[s] = op->seq_lens[j];
+                int32_t *row = hbt + s * stride;
+                memcpy(row, op->block_tables + (size_t) j * op->bt_stride, (size_t) op->bt_stride * 4);
+                memset(row + op->bt_stride, 0, (stride - op->bt_stride) * 4);
+            }
         }
-        rc = pk_cuda_prefill(&a, cb->stream);
-        break;
     }
-    case PAGED_OP_COPY: {
-        pk_copy_args a = {
-            .cache = *cache, .num_pairs = (int32_t) op->count,
-            .src_blocks = stage_dev(cb, &st, i0), .dst_blocks = stage_dev(cb, &st, i1),
-        };
-        rc = pk_cuda_copy(&a, cb->stream);
-        break;
+    cl->a.decode = (pk_decode_args) {
+        .cache = *ops[0].cache, .layer = first->layer_begin, .num_seqs = (int32_t) seqs,
+        .num_q_heads = (int32_t) first->num_q_heads, .q_dtype = first->dtype,
+        .q_seq = dq, .out_seq = dout, .block_tables = dbt, .bt_stride = (int32_t) stride,
+        .seq_lens = dlens, .opts = { first->sm_scale, first->soft_cap, first->window, alibi },
+    };
+}
+
+/* Stages every launch of batch (both passes go through here); returns nothing. */
+static void prepare(struct cuda_backend *cb, struct stage *st, struct pd_batch *batch)
+{
+    for (uint32_t l = 0; l < batch->nlaunches; l++) {
+        const struct pd_launch *la = &batch->launches[l];
+        if (la->count > 1)
+            prepare_merged(cb, st, batch->ops + la->first, la->count, &cb->launch[l]);
+        else
+            prepare_one(cb, st, batch->ops + la->first, &cb->launch[l]);
     }
+}
+
+/* Queues one prepared launch on the stream; returns the kernel library's status. */
+static int launch(struct cuda_backend *cb, const struct cuda_launch *cl)
+{
+    switch (cl->kind) {
+    case PAGED_OP_APPEND: return pk_cuda_append(&cl->a.append, cb->stream);
+    case PAGED_OP_DECODE: return pk_cuda_decode(&cl->a.decode, cb->stream);
+    case PAGED_OP_PREFILL: return pk_cuda_prefill(&cl->a.prefill, cb->stream);
+    case PAGED_OP_COPY: return pk_cuda_copy(&cl->a.copy, cb->stream);
+    default: return PAGED_E_NOTSUP;
     }
-    /* Synchronize even when the launch was refused: the metadata copy may be in flight. */
-    return finish(cb, op->opcode, rc);
+}
+
+/* Returns how many ops of a launch are still fine. */
+static uint32_t ok_ops(const struct pd_batch *batch, const struct pd_launch *la)
+{
+    uint32_t n = 0;
+    for (uint32_t i = la->first; i < la->first + la->count; i++)
+        n += batch->ops[i].status == PAGED_OK;
+    return n;
+}
+
+/* Gives every op of a launch that is still fine the status rc; returns nothing. */
+static void launch_status(struct pd_batch *batch, const struct pd_launch *la, int rc)
+{
+    for (uint32_t i = la->first; i < la->first + la->count; i++)
+        if (batch->ops[i].status == PAGED_OK)
+            batch->ops[i].status = rc;
+}
+
+/* Handles a launch the kernel library refused with rc: a device error is looked at (and may
+ * turn the backend unhealthy); returns rc. */
+static int refused(struct cuda_backend *cb, int kind, int rc)
+{
+    return rc == PAGED_E_DEVICE ? device_error(cb, op_name(kind), cudaSuccess) : rc;
+}
+
+/*
+ * Runs a merged DECODE launch that the kernels refused op by op, each on its own slice of
+ * the merged arrays (already on the device); sets each op's status. Returns nothing.
+ */
+static void launch_split(struct cuda_backend *cb, struct pd_batch *batch, const struct pd_launch *la,
+                         const pk_decode_args *m)
+{
+    size_t s = 0;
+    for (uint32_t i = la->first; i < la->first + la->count; i++) {
+        struct pd_batch_op *bop = &batch->ops[i];
+        if (bop->status < 0)
+            continue;
+        pk_decode_args a = *m;
+        a.num_seqs = (int32_t) bop->op->count;
+        a.q_seq = m->q_seq + s;
+        a.out_seq = m->out_seq + s;
+        a.block_tables = m->block_tables + s * (size_t) m->bt_stride;
+        a.seq_lens = m->seq_lens + s;
+        s += bop->op->count;
+        int rc = cb->healthy ? pk_cuda_decode(&a, cb->stream) : PAGED_E_DEVICE;
+        if (rc != PAGED_OK)
+            bop->status = refused(cb, PAGED_OP_DECODE, rc);
+    }
+}
+
+/* Makes the per-launch array hold n launches; returns PAGED_OK or PAGED_E_NOMEM. */
+static int launch_reserve(struct cuda_backend *cb, uint32_t n)
+{
+    if (n <= cb->launch_cap)
+        return PAGED_OK;
+    size_t cap = cb->launch_cap != 0 ? cb->launch_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    struct cuda_launch *p = realloc(cb->launch, cap * sizeof *p);
+    if (p == NULL)
+        return PAGED_E_NOMEM;
+    cb->launch = p;
+    cb->launch_cap = cap;
+    return PAGED_OK;
+}
+
+/* Gives every op of batch the status rc; returns nothing. */
+static void fail_all(struct pd_batch *batch, int rc)
+{
+    for (uint32_t i = 0; i < batch->nops; i++)
+        batch->ops[i].status = rc;
+}
+
+/*
+ * Runs a batch: stages all its metadata and grows the workspace while nothing is queued,
+ * uploads the metadata in one copy, queues every launch in order on the one stream, and
+ * synchronizes once; see backend.h. Returns nothing.
+ */
+static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
+{
+    struct cuda_backend *cb = b->priv;
+    if (!cb->healthy) {
+        fail_all(batch, PAGED_E_DEVICE);
+        return;
+    }
+    int rc = launch_reserve(cb, batch->nlaunches);
+    struct stage st = { 0, 0 };
+    if (rc == PAGED_OK) {
+        prepare(cb, &st, batch);
+        /* Never empty, so that a device address is never computed from a NULL buffer. */
+        rc = stage_grow(cb, st.total != 0 ? st.total : 1);
+    }
+    if (rc < 0) {
+        fail_all(batch, rc);
+        return;
+    }
+    st = (struct stage) { 0, 1 };
+    prepare(cb, &st, batch);
+
+    /* One workspace for every DECODE and PREFILL: they run one after another on the stream. */
+    size_t need = 0;
+    for (uint32_t l = 0; l < batch->nlaunches; l++) {
+        struct cuda_launch *cl = &cb->launch[l];
+        cl->ws_need = 0;
+        if (cl->kind == PAGED_OP_DECODE)
+            cl->ws_need = pk_cuda_decode_workspace(&cl->a.decode);
+        else if (cl->kind == PAGED_OP_PREFILL)
+            cl->ws_need = pk_cuda_prefill_workspace(&cl->a.prefill);
+        if (cl->ws_need > need)
+            need = cl->ws_need;
+    }
+    size_t ws_size = 0;
+    void *ws = need > 0 ? workspace(cb, need, &ws_size) : NULL;
+    for (uint32_t l = 0; l < batch->nlaunches; l++) {
+        struct cuda_launch *cl = &cb->launch[l];
+        if (cl->ws_need == 0)
+            continue;
+        if (cl->kind == PAGED_OP_DECODE) {
+            cl->a.decode.workspace = ws;
+            cl->a.decode.workspace_size = ws_size;
+        } else {
+            cl->a.prefill.workspace = ws;
+            cl->a.prefill.workspace_size = ws_size;
+        }
+    }
+
+    cudaError_t e = cudaMemcpyAsync(cb->d_stage, cb->h_stage, st.total, cudaMemcpyHostToDevice,
+                                    cb->stream);
+    if (e != cudaSuccess) {
+        fail_all(batch, device_error(cb, "metadata upload", e));
+        return;
+    }
+    for (uint32_t l = 0; l < batch->nlaunches; l++) {
+        struct pd_launch *la = &batch->launches[l];
+        const struct cuda_launch *cl = &cb->launch[l];
+        la->merged = 0;
+        if (batch->ops[la->first].status < 0 && la->count == 1)
+            continue;
+        if (!cb->healthy) {
+            launch_status(batch, la, PAGED_E_DEVICE);
+            continue;
+        }
+        rc = launch(cb, cl);
+        if (rc == PAGED_OK)
+            la->merged = ok_ops(batch, la) > 1;
+        else if (la->count > 1 && rc != PAGED_E_DEVICE)
+            launch_split(cb, batch, la, &cl->a.decode);
+        else
+            launch_status(batch, la, refused(cb, cl->kind, rc));
+    }
+    /* Also when every launch was refused: the metadata copy is in flight. */
+    e = cudaStreamSynchronize(cb->stream);
+    if (e != cudaSuccess) {
+        /* A fault of one kernel cannot be told from the others' here, and it is sticky. */
+        rc = device_error(cb, "batch", e);
+        for (uint32_t i = 0; i < batch->nops; i++)
+            if (batch->ops[i].status == PAGED_OK)
+                batch->ops[i].status = rc;
+        for (uint32_t l = 0; l < batch->nlaunches; l++)
+            batch->launches[l].merged = 0;
+    }
+}
+
+/* Runs one op as a batch of one launch; returns its status. */
+static int cuda_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
+                    const struct pd_arenas *ar, const struct pv_op *op)
+{
+    struct pd_batch_op bop = { cache, m, *ar, op, 0, PAGED_OK };
+    struct pd_launch la = { 0, 1, 0 };
+    struct pd_batch batch = { &bop, 1, &la, 1 };
+    cuda_run_batch(b, &batch);
+    return bop.status;
 }
 
 /* Describes the backend; returns nothing. */
@@ -578,6 +800,7 @@ static void cuda_destroy(pd_backend *b)
         cudaFree(cb->ws);
     if (cb->stream != NULL)
         cudaStreamDestroy(cb->stream);
+    free(cb->launch);
     free(cb);
     free(b);
 }
@@ -590,6 +813,7 @@ static const struct pd_backend_ops cuda_ops = {
     .arena_create = cuda_arena_create,
     .arena_destroy = cuda_arena_destroy,
     .run = cuda_run,
+    .run_batch = cuda_run_batch,
     .info = cuda_info,
     .destroy = cuda_destroy,
 };

@@ -93,6 +93,8 @@ struct pd_conn {
     uint32_t natt, catt;
     uint64_t requests, errors;
     int cq_blocked;                    /* submissions wait for completion space */
+    uint64_t engine_pass;              /* engine: the last pass that looked at its requests */
+    uint64_t engine_decode_pass;       /* engine: the last pass that took a DECODE of it */
     struct pd_conn *prev, *next;
 };
 

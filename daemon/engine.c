@@ -1,4 +1,4 @@
-/* engine.c: drains a client's submission ring: copy, validate, run, complete, wake. */
+/* engine.c: the request engine: takes every client's submissions into a pass, runs it as one batch, completes. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -6,9 +6,75 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/batch.h"
 #include "daemon/server.h"
 #include "daemon/validate.h"
 #include "lib/wake.h"
+
+/*
+ * One pass: for each ready client in turn, copy its submissions out of the ring in order
+ * (up to the budget and the room in its completion ring), validate each, run the allocator
+ * ops at once, and keep the rest for the backend, as long as daemon/batch.h's rules let the
+ * client's requests join; then hand the kept ops to the backend as one batch (non-DECODEs in
+ * order, then the DECODEs, mergeable ones as one launch each), which returns once every
+ * output is visible; then post every completion, each client's in its ring order, and wake
+ * each client once. Nothing a client can do kills another client's requests in the pass: a
+ * corrupt ring is acted on (the client disconnected) only once the pass is over, and so are
+ * eviction events, whose sending may drop a subscriber.
+ *
+ * Gathering. Clients that decode in lock step (a layer each, waiting for its completion)
+ * resubmit a few microseconds after a pass posts their completions; a pass that starts at
+ * once catches only some of them, and the rest would run in a second batch of their own. So
+ * a pass holding a DECODE waits, briefly, for the clients that had a DECODE in the last such
+ * pass and have not submitted yet: at most PD_GATHER_MAX_NS, and at most a
+ * 1/PD_GATHER_SHARE of how long the previous batch took in the backend, so a client that no
+ * longer comes costs little. A pass without a DECODE (NOPs, allocator ops) never waits.
+ */
+
+#define PD_GATHER_MAX_NS 20000u
+#define PD_GATHER_SHARE 8u
+
+/* An item's status while the backend has it. */
+#define ITEM_WAITS 1
+#define NONE UINT32_MAX
+
+/* One request taken into the pass. */
+struct eng_item {
+    struct paged_cqe cqe;         /* its completion, status and count filled at the end */
+    struct pv_op op;              /* validated (empty when refused) */
+    uint32_t client;              /* its record in clients */
+    uint32_t next;                /* the same client's next item, or NONE */
+    int status;                   /* PAGED_OK, a paged_error, or ITEM_WAITS */
+};
+
+/* One client with requests (or a corrupt ring) in the pass. */
+struct eng_client {
+    struct pd_conn *c;
+    struct pb_client rules;
+    uint32_t first, last;         /* its items, or NONE */
+    uint32_t taken;
+    uint64_t t0;                  /* when the pass took its requests */
+    int corrupt;                  /* its rings are broken: disconnect it after the pass */
+};
+
+struct pd_engine {
+    struct eng_item *items;
+    uint32_t nitems, citems;
+    struct eng_client *clients;
+    uint32_t nclients, cclients;
+    /* The batch, sized with items: ops as taken, ops in launch order, launches, scratch. */
+    struct pd_batch_op *in, *out;
+    struct pd_launch *launches;
+    struct pb_group *groups;
+    uint32_t *next;
+    uint64_t pass;                /* passes so far (this one included) */
+    int decode_in_pass;           /* a DECODE waits for the backend in this pass */
+    uint64_t last_decode_pass;    /* the last pass that had one */
+    uint64_t last_batch_ns;       /* the backend's time for the last batch with a DECODE */
+    int flush_evictions;          /* an ALLOC or LOOKUP ran: announce evictions afterwards */
+    uint64_t merged_launches;     /* DECODE launches that served more than one request */
+    uint64_t merged_requests;     /* requests they served */
+};
 
 /* Names of the request fields for log lines, in enum paged_field order. */
 static const char *const field_names[PAGED_FIELD_COUNT_] = {
@@ -21,6 +87,101 @@ static const char *const op_names[PAGED_OP_COUNT_] = {
     "NOP", "ALLOC", "FREE", "APPEND", "DECODE", "PREFILL", "FORK", "COPY", "PUBLISH", "LOOKUP",
 };
 
+/* Tells the CPU we spin; returns nothing. */
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Returns whether opcode is run by the backend rather than the allocator. */
+static int backend_op(unsigned opcode)
+{
+    return opcode == PAGED_OP_APPEND || opcode == PAGED_OP_DECODE || opcode == PAGED_OP_PREFILL
+           || opcode == PAGED_OP_COPY;
+}
+
+/* Grows *p (an array of *cap elements of size bytes) to hold want; returns 0 or -1. */
+static int grow(void **p, uint32_t *cap, uint32_t want, size_t size)
+{
+    if (want <= *cap)
+        return 0;
+    uint32_t n = *cap != 0 ? *cap : 16;
+    while (n < want)
+        n *= 2;
+    void *q = realloc(*p, (size_t) n * size);
+    if (q == NULL)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Reallocates *p to n elements of size bytes; returns 0, or -1 with *p as it was. */
+static int resize(void **p, uint32_t n, size_t size)
+{
+    void *q = realloc(*p, (size_t) n * size);
+    if (q == NULL)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+/* Makes room for want items and the batch arrays that go with them. Returns 0 or -1. */
+static int reserve_items(struct pd_engine *e, uint32_t want)
+{
+    if (want <= e->citems)
+        return 0;
+    uint32_t n = e->citems != 0 ? e->citems : 16;
+    while (n < want)
+        n *= 2;
+    /* An array grown before a later one failed is merely larger than citems says. */
+    if (resize((void **) &e->items, n, sizeof *e->items) < 0
+        || resize((void **) &e->in, n, sizeof *e->in) < 0
+        || resize((void **) &e->out, n, sizeof *e->out) < 0
+        || resize((void **) &e->launches, n, sizeof *e->launches) < 0
+        || resize((void **) &e->groups, n, sizeof *e->groups) < 0
+        || resize((void **) &e->next, n, sizeof *e->next) < 0)
+        return -1;
+    e->citems = n;
+    return 0;
+}
+
+/* Creates the engine; returns it or NULL when out of memory. */
+struct pd_engine *pd_engine_create(void)
+{
+    struct pd_engine *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return NULL;
+    if (reserve_items(e, 64) < 0
+        || grow((void **) &e->clients, &e->cclients, 16, sizeof *e->clients) < 0) {
+        pd_engine_destroy(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* Frees the engine; returns nothing. */
+void pd_engine_destroy(struct pd_engine *e)
+{
+    if (e == NULL)
+        return;
+    if (e->merged_launches != 0)
+        pd_log(PD_LOG_INFO, "engine: %llu merged DECODE launches served %llu requests",
+               (unsigned long long) e->merged_launches, (unsigned long long) e->merged_requests);
+    free(e->items);
+    free(e->clients);
+    free(e->in);
+    free(e->out);
+    free(e->launches);
+    free(e->groups);
+    free(e->next);
+    free(e);
+}
+
 /* The validator's pool lookup over a connection's attachments; returns the view or NULL. */
 static const struct pv_pool *find_pool(void *ctx, uint32_t id)
 {
@@ -28,9 +189,9 @@ static const struct pv_pool *find_pool(void *ctx, uint32_t id)
     return a != NULL ? &a->view : NULL;
 }
 
-/* Runs the allocator part of a validated op, or hands it to the backend. Returns the
+/* Runs a validated allocator op (NOP, ALLOC, FREE, FORK, PUBLISH, LOOKUP) now. Returns the
  * status and sets cqe's count and error fields. */
-static int execute(struct pd_server *srv, struct pd_conn *c, const struct pv_op *op,
+static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *op,
                    struct paged_cqe *cqe)
 {
     struct pd_pool *p = op->pool != NULL ? op->pool->user : NULL;
@@ -55,7 +216,7 @@ static int execute(struct pd_server *srv, struct pd_conn *c, const struct pv_op 
         if (rc == PAGED_OK && cqe->count != 0)
             memcpy(c->ch->arena + op->out_ids_off, ids, (size_t) cqe->count * 4);
         free(ids);
-        pd_server_flush_evictions(srv, p);
+        e->flush_evictions = 1;
         return rc;
     }
     case PAGED_OP_FREE:
@@ -77,24 +238,322 @@ static int execute(struct pd_server *srv, struct pd_conn *c, const struct pv_op 
         }
         cqe->count = (uint32_t) rc;
         return PAGED_OK;
-    default: {
-        struct pd_arenas ar = { c->ch->arena, c->ch->arena_size, c->ch->data, c->ch->data_size };
-        rc = srv->backend->ops->run(srv->backend, &p->cache, p->mem, &ar, op);
-        if (rc >= 0)
-            cqe->count = op->count;
-        return rc;
-    }
+    default:
+        return PAGED_E_NOTSUP;
     }
 }
 
-/* Posts one completion (room was checked); returns PAGED_OK or PAGED_E_RING. */
-static int post(struct pd_conn *c, const struct paged_cqe *cqe)
+/* Returns whether the validated DECODE op (entry sqe) of client r must wait for the next pass
+ * because of one of r's ops already waiting for the backend. */
+static int decode_conflicts(const struct pd_engine *e, const struct eng_client *r,
+                            const struct pv_op *op, const struct paged_sqe *sqe)
 {
-    void *slot = paged_ring_prod_slot(&c->ch->cq, 0);
-    if (slot == NULL)
-        return PAGED_E_RING;
-    memcpy(slot, cqe, sizeof *cqe);
-    return paged_ring_prod_publish(&c->ch->cq, 1);
+    for (uint32_t j = r->first; j != NONE; j = e->items[j].next)
+        if (e->items[j].status == ITEM_WAITS && pb_decode_conflicts(&r->rules, &e->items[j].op, op, sqe))
+            return 1;
+    return 0;
+}
+
+/* Adds a record for c to the pass; returns it, or NULL when out of memory. */
+static struct eng_client *add_client(struct pd_engine *e, struct pd_conn *c)
+{
+    if (grow((void **) &e->clients, &e->cclients, e->nclients + 1, sizeof *e->clients) < 0)
+        return NULL;
+    struct eng_client *r = &e->clients[e->nclients++];
+    memset(r, 0, sizeof *r);
+    r->c = c;
+    r->first = r->last = NONE;
+    r->rules.host_is_data = c->ch->data == NULL;
+    return r;
+}
+
+/*
+ * Takes up to budget requests of c into the pass, in ring order, while batch.h's rules let
+ * them join; runs the allocator ops among them now. Returns the number taken.
+ */
+static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_conn *c, unsigned budget)
+{
+    struct pd_channel *ch = c->ch;
+    c->cq_blocked = 0;
+    int avail = paged_ring_cons_available(&ch->sq, 1);
+    if (avail == 0)
+        return 0;
+    int space = 0;
+    if (avail > 0) {
+        space = paged_ring_prod_space(&ch->cq, 1);
+        if (space == 0) {
+            /* Backpressure: the client must reap before it gets more completions. */
+            c->cq_blocked = 1;
+            return 0;
+        }
+    }
+    struct eng_client *r = add_client(e, c);
+    if (r == NULL)
+        return 0;   /* out of memory: the requests wait in the ring */
+    c->engine_pass = e->pass;
+    uint32_t ri = (uint32_t) (r - e->clients);
+    if (avail < 0 || space < 0) {
+        r->corrupt = 1;
+        return 0;
+    }
+    uint32_t n = avail < space ? (uint32_t) avail : (uint32_t) space;
+    if (n > budget)
+        n = budget;
+    if (reserve_items(e, e->nitems + n) < 0)
+        return 0;
+    r->t0 = pd_now_ns();
+    for (uint32_t i = 0; i < n; i++) {
+        struct paged_sqe sqe;
+        memcpy(&sqe, paged_ring_cons_entry(&ch->sq, i), sizeof sqe);
+        if (!pb_may_join(&r->rules, sqe.opcode))
+            break;
+        struct eng_item *it = &e->items[e->nitems];
+        struct pv_env env = {
+            .holder = c->id, .host = ch->arena, .host_size = ch->arena_size,
+            .data_size = ch->data_size, .held_total = pd_conn_held(c),
+            .max_blocks = srv->cfg.max_blocks_per_client, .find_pool = find_pool, .ctx = c,
+        };
+        struct pv_error err;
+        memset(&it->cqe, 0, sizeof it->cqe);
+        it->cqe.tag = sqe.tag;
+        it->cqe.opcode = sqe.opcode;
+        int status = pv_validate(&sqe, &env, &it->op, &err);
+        if (status < 0) {
+            it->cqe.err_field = err.field;
+            it->cqe.err_index = err.index;
+        } else if (backend_op(sqe.opcode)) {
+            if (sqe.opcode == PAGED_OP_DECODE && decode_conflicts(e, r, &it->op, &sqe)) {
+                pv_op_free(&it->op);
+                break;
+            }
+            pb_taken(&r->rules, &it->op);
+            if (sqe.opcode == PAGED_OP_DECODE) {
+                e->decode_in_pass = 1;
+                c->engine_decode_pass = e->pass;
+            }
+            status = ITEM_WAITS;
+        } else {
+            status = execute(e, c, &it->op, &it->cqe);
+        }
+        it->status = status;
+        it->client = ri;
+        it->next = NONE;
+        if (r->last != NONE)
+            e->items[r->last].next = e->nitems;
+        else
+            r->first = e->nitems;
+        r->last = e->nitems++;
+        r->taken++;
+    }
+    if (r->taken != 0 && paged_ring_cons_release(&ch->sq, r->taken) < 0)
+        r->corrupt = 1;
+    return r->taken;
+}
+
+/*
+ * Waits (bounded; see the top of this file) for the clients that had a DECODE in the last
+ * pass that had one and have nothing in this one, taking their requests as they come.
+ * Returns how many requests it took.
+ */
+static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budget)
+{
+    uint64_t window = e->last_batch_ns / PD_GATHER_SHARE;
+    if (!e->decode_in_pass || window == 0 || e->last_decode_pass == 0)
+        return 0;
+    if (window > PD_GATHER_MAX_NS)
+        window = PD_GATHER_MAX_NS;
+    uint64_t deadline = 0;
+    uint32_t took = 0;
+    for (;;) {
+        unsigned missing = 0;
+        for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
+            if (c->state != PD_CONN_READY || c->ch == NULL || c->engine_pass == e->pass
+                || c->engine_decode_pass != e->last_decode_pass)
+                continue;
+            if (paged_ring_cons_available(&c->ch->sq, 1) != 0)
+                took += collect(e, srv, c, budget);
+            else
+                missing++;
+        }
+        if (missing == 0)
+            return took;
+        uint64_t now = pd_now_ns();
+        if (deadline == 0)
+            deadline = now + window;
+        else if (now >= deadline)
+            return took;
+        cpu_relax();
+    }
+}
+
+/* Counts the clients among the n ops of a launch starting at first; returns it. */
+static unsigned launch_clients(const struct pd_engine *e, uint32_t first, uint32_t n)
+{
+    unsigned k = 0;
+    uint32_t prev = NONE;
+    /* Members follow the order they were taken in, which is client by client. */
+    for (uint32_t i = first; i < first + n; i++) {
+        uint32_t cl = e->items[e->out[i].user].client;
+        if (cl != prev)
+            k++;
+        prev = cl;
+    }
+    return k;
+}
+
+/* Hands every op waiting for the backend to it as one batch, and stores their statuses;
+ * returns nothing. */
+static void run_batch(struct pd_engine *e, struct pd_server *srv)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < e->nitems; i++) {
+        struct eng_item *it = &e->items[i];
+        if (it->status != ITEM_WAITS)
+            continue;
+        struct pd_pool *p = it->op.pool->user;
+        struct pd_channel *ch = e->clients[it->client].c->ch;
+        e->in[n++] = (struct pd_batch_op) {
+            .cache = &p->cache, .mem = p->mem,
+            .arenas = { ch->arena, ch->arena_size, ch->data, ch->data_size },
+            .op = &it->op, .user = i, .status = PAGED_E_INVAL,
+        };
+    }
+    if (n == 0)
+        return;
+    struct pd_batch batch = { e->out, n, e->launches, 0 };
+    batch.nlaunches = pb_plan(e->in, n, e->out, e->launches, e->groups, e->next);
+    uint64_t t0 = pd_now_ns();
+    srv->backend->ops->run_batch(srv->backend, &batch);
+    if (e->decode_in_pass) {
+        e->last_batch_ns = pd_now_ns() - t0;
+        e->last_decode_pass = e->pass;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        e->items[e->out[i].user].status = e->out[i].status;
+    for (uint32_t l = 0; l < batch.nlaunches; l++) {
+        const struct pd_launch *la = &e->launches[l];
+        if (!la->merged)
+            continue;
+        e->merged_launches++;
+        e->merged_requests += la->count;
+        if (pd_log_enabled(PD_LOG_DEBUG)) {
+            const struct pv_op *op = e->out[la->first].op;
+            uint64_t seqs = 0;
+            for (uint32_t i = la->first; i < la->first + la->count; i++)
+                seqs += e->out[i].op->count;
+            pd_log(PD_LOG_DEBUG, "engine: merged DECODE launch %llu: %u requests of %u clients, "
+                   "%llu sequences, pool '%s' layer %d", (unsigned long long) e->merged_launches,
+                   la->count, launch_clients(e, la->first, la->count), (unsigned long long) seqs,
+                   ((struct pd_pool *) op->pool->user)->name, op->layer_begin);
+        }
+    }
+}
+
+/* Posts the completions of client record r, in its ring order, and wakes it. Returns the
+ * number posted. */
+static uint32_t complete_client(struct pd_engine *e, struct pd_server *srv, struct eng_client *r,
+                                uint64_t t1)
+{
+    struct pd_conn *c = r->c;
+    struct pd_channel *ch = c->ch;
+    uint32_t k = 0;
+    for (uint32_t j = r->first; j != NONE; j = e->items[j].next) {
+        struct eng_item *it = &e->items[j];
+        struct paged_cqe *cqe = &it->cqe;
+        int status = it->status;
+        if (status >= 0 && backend_op(it->op.opcode))
+            cqe->count = it->op.count;
+        cqe->status = status;
+        cqe->value = t1 - r->t0;
+        c->requests++;
+        if (status < 0) {
+            c->errors++;
+            if (pd_log_enabled(PD_LOG_DEBUG))
+                pd_clog(c, PD_LOG_DEBUG, "request tag %llu %s: %s (%s[%u])",
+                        (unsigned long long) cqe->tag,
+                        cqe->opcode < PAGED_OP_COUNT_ ? op_names[cqe->opcode] : "unknown opcode",
+                        paged_strerror(status),
+                        cqe->err_field < PAGED_FIELD_COUNT_ ? field_names[cqe->err_field] : "?",
+                        cqe->err_index);
+        }
+        pd_stats_record(&srv->stats, cqe->opcode, status, it->op.tokens, it->op.kv_bytes, t1 - r->t0);
+        pv_op_free(&it->op);
+        void *slot = r->corrupt ? NULL : paged_ring_prod_slot(&ch->cq, k);
+        if (slot != NULL) {
+            memcpy(slot, cqe, sizeof *cqe);
+            k++;
+        } else
+            r->corrupt = 1;
+    }
+    if (k != 0) {
+        if (paged_ring_prod_publish(&ch->cq, k) < 0)
+            r->corrupt = 1;
+        paged_wake_notify(&ch->cq, ch->cq_notify);
+    }
+    return k;
+}
+
+/*
+ * Runs one pass: over every ready client, or over only (gathering nobody else) when it is not
+ * NULL. Returns how many requests completed, or were taken when none could complete.
+ */
+static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budget)
+{
+    /* A server made without pd_server_create (a test harness) gets its engine here. */
+    if (srv->engine == NULL && (srv->engine = pd_engine_create()) == NULL)
+        return 0;
+    struct pd_engine *e = srv->engine;
+    e->nitems = 0;
+    e->nclients = 0;
+    e->decode_in_pass = 0;
+    e->flush_evictions = 0;
+    /* Numbered before it takes anything, so a client's marks say which pass saw it. */
+    e->pass++;
+    uint32_t took = 0;
+    if (only != NULL) {
+        if (only->state == PD_CONN_READY && only->ch != NULL)
+            took = collect(e, srv, only, budget);
+    } else {
+        for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+            if (c->state == PD_CONN_READY && c->ch != NULL)
+                took += collect(e, srv, c, budget);
+    }
+    if (e->nclients == 0)
+        return 0;
+    if (only == NULL)
+        took += gather(e, srv, budget);
+    run_batch(e, srv);
+    uint64_t t1 = pd_now_ns();
+    unsigned done = 0;
+    for (uint32_t i = 0; i < e->nclients; i++)
+        done += complete_client(e, srv, &e->clients[i], t1);
+    e->nitems = 0;
+    /* Only now may a connection go away: nothing of the pass refers to it any more. */
+    if (e->flush_evictions)
+        for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+            pd_server_flush_evictions(srv, p);
+    for (uint32_t i = 0; i < e->nclients; i++) {
+        struct pd_conn *c = e->clients[i].c;
+        if (!e->clients[i].corrupt || c->state == PD_CONN_DEAD)
+            continue;
+        pd_conn_error(c, 0, PAGED_E_RING, "ring indices corrupt: the submission tail is more "
+                      "than the ring's capacity ahead, or the completion head moved wrongly");
+        pd_server_kill(srv, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
+    }
+    e->nclients = 0;
+    return done != 0 ? done : took;
+}
+
+/* Runs one pass over every ready client; see server.h. */
+unsigned pd_engine_pass(struct pd_server *srv, unsigned budget)
+{
+    return pass(srv, NULL, budget);
+}
+
+/* Runs one pass over c alone; see server.h. */
+unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget)
+{
+    return pass(srv, c, budget);
 }
 
 /* Returns whether c has a submission it could run now. */
@@ -106,81 +565,8 @@ int pd_engine_pending(struct pd_conn *c)
     if (n == 0)
         return 0;
     if (n < 0)
-        return 1; /* corrupt: the next drain finds it and disconnects the client */
+        return 1; /* corrupt: the next pass finds it and disconnects the client */
     return paged_ring_prod_space(&c->ch->cq, 1) != 0;
-}
-
-/* Runs up to budget submissions of c; returns how many. */
-unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget)
-{
-    struct pd_channel *ch = c->ch;
-    unsigned done = 0;
-    int rc = PAGED_OK;
-    c->cq_blocked = 0;
-    while (done < budget) {
-        int avail = paged_ring_cons_available(&ch->sq, 1);
-        if (avail <= 0) {
-            rc = avail;
-            break;
-        }
-        int space = paged_ring_prod_space(&ch->cq, 1);
-        if (space <= 0) {
-            /* Backpressure: the client must reap before it gets more completions. */
-            if (space == 0)
-                c->cq_blocked = 1;
-            rc = space;
-            break;
-        }
-        struct paged_sqe sqe;
-        if ((rc = paged_ring_cons_pop(&ch->sq, &sqe)) <= 0)
-            break;
-        uint64_t t0 = pd_now_ns();
-        struct pv_env env = {
-            .holder = c->id, .host = ch->arena, .host_size = ch->arena_size,
-            .data_size = ch->data_size, .held_total = pd_conn_held(c),
-            .max_blocks = srv->cfg.max_blocks_per_client, .find_pool = find_pool, .ctx = c,
-        };
-        struct pv_op op;
-        struct pv_error err;
-        struct paged_cqe cqe;
-        memset(&cqe, 0, sizeof cqe);
-        cqe.tag = sqe.tag;
-        cqe.opcode = sqe.opcode;
-        int status = pv_validate(&sqe, &env, &op, &err);
-        if (status < 0) {
-            cqe.err_field = err.field;
-            cqe.err_index = err.index;
-        } else {
-            status = execute(srv, c, &op, &cqe);
-        }
-        cqe.status = status;
-        uint64_t t1 = pd_now_ns();
-        cqe.value = t1 - t0;
-        c->requests++;
-        if (status < 0) {
-            c->errors++;
-            if (pd_log_enabled(PD_LOG_DEBUG))
-                pd_clog(c, PD_LOG_DEBUG, "request tag %llu %s: %s (%s[%u])",
-                        (unsigned long long) sqe.tag,
-                        sqe.opcode < PAGED_OP_COUNT_ ? op_names[sqe.opcode] : "unknown opcode",
-                        paged_strerror(status),
-                        cqe.err_field < PAGED_FIELD_COUNT_ ? field_names[cqe.err_field] : "?",
-                        cqe.err_index);
-        }
-        pd_stats_record(&srv->stats, sqe.opcode, status, op.tokens, op.kv_bytes, t1 - t0);
-        pv_op_free(&op);
-        if ((rc = post(c, &cqe)) < 0)
-            break;
-        done++;
-    }
-    if (done != 0)
-        paged_wake_notify(&ch->cq, ch->cq_notify);
-    if (rc == PAGED_E_RING) {
-        pd_conn_error(c, 0, PAGED_E_RING, "ring indices corrupt: the submission tail is more "
-                      "than the ring's capacity ahead, or the completion head moved wrongly");
-        pd_server_kill(srv, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
-    }
-    return done;
 }
 
 /* Completes c's queued submissions with PAGED_E_SHUTDOWN; returns nothing. */
@@ -188,7 +574,6 @@ void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c)
 {
     (void) srv;
     struct pd_channel *ch = c->ch;
-    unsigned done = 0;
     if (ch == NULL || c->state != PD_CONN_READY)
         return;
     for (unsigned i = 0; i < ch->hdr.sq_entries; i++) {
@@ -198,9 +583,12 @@ void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c)
         if (paged_ring_cons_pop(&ch->sq, &sqe) <= 0)
             break;
         struct paged_cqe cqe = { .tag = sqe.tag, .status = PAGED_E_SHUTDOWN, .opcode = sqe.opcode };
-        if (post(c, &cqe) < 0)
+        void *slot = paged_ring_prod_slot(&ch->cq, 0);
+        if (slot == NULL)
             break;
-        done++;
+        memcpy(slot, &cqe, sizeof cqe);
+        if (paged_ring_prod_publish(&ch->cq, 1) < 0)
+            break;
     }
     /* Wake it whether or not it says it sleeps, so that it looks at the socket. */
     uint64_t one = 1;

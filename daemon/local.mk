@@ -28,6 +28,8 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/server.c \
 	daemon/control.c \
 	daemon/list.c \
+	daemon/batch.h \
+	daemon/batch.c \
 	daemon/engine.c \
 	daemon/notify.h \
 	daemon/notify.c

@@ -354,14 +354,10 @@ static void on_sq(struct pd_server *srv, struct pd_conn *c, uint32_t events)
     }
 }
 
-/* Runs every client's ready submissions once around; returns how many ran. */
+/* Runs every client's ready submissions once around, as one batch; returns how many ran. */
 static unsigned engine_pass(struct pd_server *srv)
 {
-    unsigned n = 0;
-    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
-        if (c->state == PD_CONN_READY && c->ch != NULL)
-            n += pd_engine_drain(srv, c, DRAIN_BUDGET);
-    return n;
+    return pd_engine_pass(srv, DRAIN_BUDGET);
 }
 
 /* Drops connections past their HELLO deadline and resumes accepting; returns nothing. */
@@ -527,6 +523,11 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
             *cause = NULL;
         goto fail;
     }
+    srv->engine = pd_engine_create();
+    if (srv->engine == NULL) {
+        *cause = strdup("out of memory");
+        goto fail;
+    }
     srv->backend = pd_backend_open(cfg, cause);
     if (srv->backend == NULL)
         goto fail;
@@ -597,6 +598,7 @@ void pd_server_destroy(struct pd_server *srv)
         unlink(srv->cfg.socket);
     }
     pd_backend_close(srv->backend);
+    pd_engine_destroy(srv->engine);
     if (srv->epoll_fd >= 0)
         close(srv->epoll_fd);
     if (srv->signal_fd >= 0)

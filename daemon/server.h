@@ -11,6 +11,8 @@
 #include "daemon/pool.h"
 #include "daemon/stats.h"
 
+struct pd_engine;
+
 /* Reads the configuration again for SIGHUP; returns 0 or -1 with *cause. */
 typedef int pd_reload_fn(void *ctx, struct pd_config *out, char **cause);
 
@@ -32,6 +34,7 @@ struct pd_server {
     uint32_t next_pool_id;
     uint64_t mem_limit;               /* most bytes of one pool (host memory on cpu) */
     struct pd_stats stats;
+    struct pd_engine *engine;         /* the request engine's reused buffers (engine.c) */
     uint64_t start_ns;
     int stop;                         /* SIGTERM or SIGINT seen */
     int stop_signal;
@@ -91,8 +94,19 @@ void pd_list_start(struct pd_server *srv, struct pd_conn *c, const struct paged_
 void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq);
 void pd_reply_stats(struct pd_server *srv, struct pd_conn *c, uint32_t seq);
 
-/* Runs up to budget submissions of c (engine.c). Returns how many ran; a corrupt ring
- * kills c. */
+/* Creates the engine (engine.c); returns it or NULL when out of memory. */
+struct pd_engine *pd_engine_create(void);
+
+/* Frees the engine (engine.c). NULL is ignored. */
+void pd_engine_destroy(struct pd_engine *e);
+
+/* Runs one engine pass over every ready client (engine.c): takes up to budget submissions
+ * of each, runs them as one batch (DECODEs of several clients merged into one launch where
+ * they are compatible), and posts the completions. Returns how many completed; a client
+ * whose ring is corrupt is disconnected at the end of the pass. */
+unsigned pd_engine_pass(struct pd_server *srv, unsigned budget);
+
+/* The same pass over c alone (engine.c): for harnesses that drive one connection. */
 unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget);
 
 /* Returns whether c has submissions waiting that it could run now (engine.c). */

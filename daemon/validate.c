@@ -361,7 +361,8 @@ static int v_attn(const struct paged_sqe *s, const struct pv_env *env, struct pv
         return fail(err, PAGED_E_HEADS, PAGED_FIELD_HEADS, 0);
     if (!dtype_ok(a->dtype, p->dtype, 1))
         return fail(err, PAGED_E_DTYPE, PAGED_FIELD_DTYPE, 0);
-    if (ns != 0 && (a->bt_stride == 0 || a->bt_stride > PV_MAX_BT / ns))
+    /* Bounded with no sequences too: the kernels take the stride as an int32. */
+    if (a->bt_stride > PV_MAX_BT / (ns != 0 ? ns : 1) || (ns != 0 && a->bt_stride == 0))
         return fail(err, PAGED_E_INVAL, PAGED_FIELD_BLOCK_TABLE, 0);
     uint64_t bt_n = (uint64_t) ns * a->bt_stride;
     if (!in_arena(a->bt_off, bt_n, 4, env->host_size))

@@ -277,6 +277,37 @@ static inline int pk_launch_status(void)
     return cudaGetLastError() == cudaSuccess ? 0 : PAGED_E_DEVICE;
 }
 
+/*
+ * Launches kernel, with programmatic stream serialization where asked and the device allows
+ * it: its blocks may then be scheduled while the kernel before it on the stream still runs
+ * (once that one's blocks have all started or called griddepcontrol.launch_dependents), so
+ * it must begin with griddepcontrol.wait (pk_grid_dependency_wait), which returns when that
+ * kernel has finished and its writes are visible. Falls back to a plain launch. Returns 0 or
+ * PAGED_E_DEVICE.
+ */
+template <typename P>
+static int pk_launch_dependent(void (*kernel)(P), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                               const P &params, bool programmatic)
+{
+    if (programmatic) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute attr[1] = {};
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (cudaLaunchKernelEx(&cfg, kernel, params) == cudaSuccess)
+            return 0;
+        (void) cudaGetLastError();  /* not supported here: launch it the plain way */
+    }
+    kernel<<<grid, block, smem, stream>>>(params);
+    return pk_launch_status();
+}
+
 /* Returns nonzero if head_dim is one the kernels are built for. */
 static inline int pk_head_dim_supported(int d)
 {

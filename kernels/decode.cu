@@ -1,45 +1,113 @@
 /* decode.cu: paged decode attention on CUDA: dispatch, the split-KV reduce, and the entry points. */
 /* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "kernels/decode.cuh"
+#include "kernels/ptx.cuh"
+
+/* Reads PAGED_DECODE_PLAN once (see decode.cuh); returns nothing. */
+void pk_decode_tuning(int k[3])
+{
+    static std::atomic<int> cached[3];  /* cached[0] 0: not read yet */
+    if (cached[0].load(std::memory_order_acquire) == 0) {
+        int v[3] = { PK_DECODE_WAVES, PK_DECODE_MIN_PART, 1 }, e[3] = { 0, 0, 1 };
+        const char *env = getenv("PAGED_DECODE_PLAN");
+        int n = env != NULL ? sscanf(env, "%d,%d,%d", &e[0], &e[1], &e[2]) : 0;
+        if (n >= 2 && e[0] >= 1 && e[0] <= 64 && e[1] >= 16 && e[1] <= 1 << 20) {
+            v[0] = e[0];
+            v[1] = e[1];
+            v[2] = e[2] != 0;
+        }
+        for (int i = 2; i >= 0; --i)   /* cached[0] last: it marks the rest as stored */
+            cached[i].store(v[i], i == 0 ? std::memory_order_release : std::memory_order_relaxed);
+    }
+    for (int i = 0; i < 3; ++i)
+        k[i] = cached[i].load(i == 0 ? std::memory_order_acquire : std::memory_order_relaxed);
+}
 
 /*
  * Combines the partitions of one (sequence, query head): the partials hold unnormalized
- * outputs with their running max (base 2) and sum; each is weighted by exp2(m_p - M) against
- * the overall max M. Sequences that fit in one partition were finished by the partition
- * kernel and are skipped. Grid (seq, query head); dynamic shared memory: max_parts floats.
+ * outputs with their max (base 2) and sum; each is weighted by exp2(m_p - M) against the
+ * overall max M. The maxima and sums are read in one round (a thread per partition), then
+ * thread (g, q) sums 4 dims q*4.. over partitions g, g + NG, ... with 16-byte loads, several
+ * in flight, and the NG groups meet in shared memory: few dependent trips to memory, which
+ * is what a reduce of a few microseconds is made of. Sequences that fit in one partition
+ * were finished by the partition kernel and are skipped. Grid (seq, query head).
  */
 template <typename QT>
 static __global__ void __launch_bounds__(128) pk_decode_reduce_kernel(const pk_decode_reduce_params p)
 {
-    extern __shared__ float w_s[];  /* [max_parts] partition weights */
+    __shared__ float w_s[PK_DECODE_MAX_PARTS];          /* partition weights */
+    __shared__ float4 sum_s[128];
     __shared__ float scratch[32];
+    pk_grid_dependency_wait();      /* launched early (see pk_decode_reduce): wait for the partials */
+    pk_grid_launch_dependents();    /* the next decode may be scheduled now (it waits likewise) */
     const int seq = blockIdx.x, hq = blockIdx.y, tid = threadIdx.x;
-    const int nparts = pk_decode_nparts(p.seq_lens[seq], p.window, p.part_tokens);
-    if (nparts <= 1)
-        return;
     const size_t base = ((size_t) seq * p.num_q_heads + hq) * p.max_parts;
     const float *m = p.ws_m + base, *l = p.ws_l + base, *o = p.ws_o + base * p.head_dim;
 
+    /* The maxima and sums of every planned partition are loaded along with the length (one
+     * trip to memory, not two); those past the sequence's partitions are then ignored. */
+    float mv[PK_DECODE_MAX_PARTS / 128], lv[PK_DECODE_MAX_PARTS / 128];
+#pragma unroll
+    for (int k = 0; k < PK_DECODE_MAX_PARTS / 128; ++k) {
+        const int i = tid + 128 * k;
+        mv[k] = i < p.max_parts ? m[i] : -INFINITY;
+        lv[k] = i < p.max_parts ? l[i] : 0.0f;
+    }
+    const int nparts = pk_decode_nparts(p.seq_lens[seq], p.window, p.part_tokens);
+    if (nparts <= 1)
+        return;
     float mx = -INFINITY;
-    for (int i = tid; i < nparts; i += blockDim.x)
-        mx = fmaxf(mx, m[i]);
+#pragma unroll
+    for (int k = 0; k < PK_DECODE_MAX_PARTS / 128; ++k)
+        if (tid + 128 * k < nparts)
+            mx = fmaxf(mx, mv[k]);
     mx = pk_block_reduce(mx, true, scratch);
     float lsum = 0.0f;
-    for (int i = tid; i < nparts; i += blockDim.x) {
-        const float w = exp2f(m[i] - mx);
-        w_s[i] = w;
-        lsum += w * l[i];
+#pragma unroll
+    for (int k = 0; k < PK_DECODE_MAX_PARTS / 128; ++k) {
+        const int i = tid + 128 * k;
+        if (i < nparts) {
+            const float w = exp2f(mv[k] - mx);
+            w_s[i] = w;
+            lsum += w * lv[k];
+        }
     }
     lsum = pk_block_reduce(lsum, false, scratch);   /* its barriers also publish w_s */
-    const float scale = p.v_scale / lsum;
 
-    QT *out = p.out_seq ? (QT *) p.out_seq[seq] + (size_t) hq * p.head_dim
-                        : (QT *) p.out + ((size_t) seq * p.num_q_heads + hq) * p.head_dim;
-    for (int d = tid; d < p.head_dim; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int i = 0; i < nparts; ++i)
-            acc = fmaf(w_s[i], o[(size_t) i * p.head_dim + d], acc);
-        out[d] = pk_from_f32<QT>(acc * scale);
+    const int nq = p.head_dim / 4, ng = 128 / nq;       /* dim quads, partition groups */
+    const int q = tid % nq, g = tid / nq;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (g < ng) {
+#pragma unroll 8
+        for (int i = g; i < nparts; i += ng) {
+            const float w = w_s[i];
+            const float4 v = ((const float4 *) (o + (size_t) i * p.head_dim))[q];
+            acc.x = fmaf(w, v.x, acc.x);
+            acc.y = fmaf(w, v.y, acc.y);
+            acc.z = fmaf(w, v.z, acc.z);
+            acc.w = fmaf(w, v.w, acc.w);
+        }
+    }
+    sum_s[tid] = acc;
+    __syncthreads();
+    if (tid < nq) {
+        for (int k = 1; k < ng; ++k) {
+            const float4 v = sum_s[k * nq + tid];
+            acc.x += v.x;
+            acc.y += v.y;
+            acc.z += v.z;
+            acc.w += v.w;
+        }
+        const float scale = p.v_scale / lsum;
+        QT *out = p.out_seq ? (QT *) p.out_seq[seq] + (size_t) hq * p.head_dim
+                            : (QT *) p.out + ((size_t) seq * p.num_q_heads + hq) * p.head_dim;
+        out[4 * tid] = pk_from_f32<QT>(acc.x * scale);
+        out[4 * tid + 1] = pk_from_f32<QT>(acc.y * scale);
+        out[4 * tid + 2] = pk_from_f32<QT>(acc.z * scale);
+        out[4 * tid + 3] = pk_from_f32<QT>(acc.w * scale);
     }
 }
 
@@ -62,12 +130,9 @@ static int pk_decode_reduce(const pk_decode_args *a, const pk_decode_plan *pl, c
     p.max_parts = pl->max_parts;
     p.v_scale = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.v_scale : 1.0f;
     dim3 grid((unsigned) a->num_seqs, (unsigned) a->num_q_heads);
-    /* The compiler reads w_s in 16-byte vectors when it unrolls the weighting loop (seen
-     * under compute-sanitizer memcheck: 12 bytes past 2 weights); round the array up to
-     * whole vectors so every such read stays inside it. */
-    const size_t w_bytes = (size_t) ((pl->max_parts + 3) & ~3) * sizeof(float);
-    pk_decode_reduce_kernel<QT><<<grid, 128, w_bytes, stream>>>(p);
-    return pk_launch_status();
+    int k[3];
+    pk_decode_tuning(k);
+    return pk_launch_dependent(pk_decode_reduce_kernel<QT>, grid, dim3(128), 0, stream, p, k[2] != 0);
 }
 
 /* Runs (or only plans) the partition kernel of head dim D for the args' dtypes. */

@@ -11,10 +11,15 @@
  * attends to starts at lo (0, or seq_len - window with a sliding window) rounded down to a
  * tile; partitions are counted from there.
  */
-#define PK_DECODE_TILE 32           /* tokens per pipeline stage; one warp lane per token in the softmax */
-#define PK_DECODE_MIN_PART 256      /* shortest partition worth a CTA of its own */
-#define PK_DECODE_MAX_PARTS 1024    /* bounds the reduce kernel's shared memory */
-#define PK_DECODE_WAVES 4           /* aim for this many CTAs per resident CTA slot of the GPU */
+#define PK_DECODE_TILE 16           /* partition granule: one warp's chunk, one mma row tile */
+#define PK_DECODE_MIN_PART 128      /* shortest partition worth a CTA of its own */
+#define PK_DECODE_MAX_PARTS 1024    /* bounds the partials and the reduce kernel's loop */
+#define PK_DECODE_WAVES 4           /* split a grid of less than a wave of CTAs into this many waves */
+
+/* The launch knobs, k[0..2]: PK_DECODE_WAVES, PK_DECODE_MIN_PART and programmatic launches
+ * (1), unless the environment variable PAGED_DECODE_PLAN=WAVES,MIN_PART[,PDL] (a benchmarking
+ * aid) overrides them. Defined in decode.cu. */
+void pk_decode_tuning(int k[3]);
 
 /* How one launch splits the contexts (the same on the host and in both kernels). */
 typedef struct pk_decode_plan {
@@ -55,15 +60,18 @@ static inline size_t pk_decode_plan_bytes(const pk_decode_args *a, const pk_deco
 }
 
 /*
- * Chooses the partition size: no split when the sequences and heads alone give every CTA slot
- * of the GPU (cta_slots: SMs times resident CTAs) PK_DECODE_WAVES CTAs; otherwise split the
- * longest possible context (bt_stride * block_size, or the window) so that they do, with
- * partitions of at least PK_DECODE_MIN_PART tokens, and never more partials than ws_limit
- * bytes of workspace hold. The host cannot see the lengths (they live in device memory), so
- * the plan depends only on shapes: the workspace query and the launch agree.
+ * Chooses the partition size. units CTAs serve one partition of every (sequence, KV head);
+ * cta_slots CTAs fit on the GPU at once. Splitting costs the partials (G / part_tokens of the
+ * bytes, written, then read by the reduce) and the reduce kernel; a thin last wave of CTAs
+ * costs more. So: no split from 1.9 waves up; from 1 wave, split into 2 waves or more; below
+ * 1 wave, into PK_DECODE_WAVES waves (all measured best on an H100, see
+ * tools/bench/NOTES-decode.md). Partitions keep at least PK_DECODE_MIN_PART tokens (batch 1
+ * gets as many as that allows), and never more partials than ws_limit bytes hold. The host
+ * cannot see the lengths (they live in device memory), so the plan depends only on shapes:
+ * the workspace query and the launch agree.
  */
-static inline void pk_decode_make_plan(const pk_decode_args *a, long long cta_slots, size_t ws_limit,
-                                       pk_decode_plan *pl)
+static inline void pk_decode_make_plan(const pk_decode_args *a, long long units, long long cta_slots,
+                                       size_t ws_limit, pk_decode_plan *pl)
 {
     const long long T = PK_DECODE_TILE;
     long long eff = (long long) a->bt_stride * a->cache.block_size;
@@ -71,12 +79,14 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long cta_sl
         eff = (long long) a->opts.window + T - 1;   /* lo is rounded down by at most T - 1 */
     if (eff < 1)
         eff = 1;
-    long long units = (long long) a->num_seqs * a->cache.num_kv_heads;
-    long long want = cta_slots * PK_DECODE_WAVES;
-    long long parts = units >= want ? 1 : pk_ceil_div(want, units);
+    int k[3];
+    pk_decode_tuning(k);
+    long long parts = 1;
+    if (units * 10 < cta_slots * 19)
+        parts = pk_ceil_div(cta_slots * (units >= cta_slots && k[0] > 2 ? 2 : k[0]), units);
     long long part = pk_ceil_div(pk_ceil_div(eff, parts), T) * T;
-    if (part < PK_DECODE_MIN_PART)
-        part = PK_DECODE_MIN_PART;
+    if (part < k[1])
+        part = pk_ceil_div(k[1], T) * T;
     if (pk_ceil_div(eff, part) > PK_DECODE_MAX_PARTS)
         part = pk_ceil_div(pk_ceil_div(eff, PK_DECODE_MAX_PARTS), T) * T;
     pl->part_tokens = (int) part;

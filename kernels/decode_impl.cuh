@@ -1,12 +1,18 @@
-/* decode_impl.cuh: the split-KV paged decode kernel, included by the per-head-dim instance files. */
+/* decode_impl.cuh: the split-KV paged decode kernels, included by the per-head-dim instance files. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_KERNELS_DECODE_IMPL_CUH
 #define PAGED_KERNELS_DECODE_IMPL_CUH
+
+#include <type_traits>
 
 #include "kernels/decode.cuh"
 #include "kernels/ptx.cuh"
 
 /*
+ * Two partition kernels. The tensor-core one (further down) serves f16, bf16 and fp8 caches
+ * with 16-bit queries; this one, on plain FMAs, serves f32 caches and fp8 caches with f32
+ * queries, whose f32 outputs 16-bit probabilities would not match.
+ *
  * One CTA handles one (sequence, KV head, partition) and serves all G query heads of the
  * group, so every K/V byte is read from memory once. The partition is walked in tiles of
  * T = 32 tokens; a tile's K and V rows ([T][D] each) arrive in shared memory through 16-byte
@@ -23,7 +29,7 @@
  *       between them, and are summed at the end.
  */
 template <int D, typename KT> struct pk_decode_shape {
-    static constexpr int T = PK_DECODE_TILE;
+    static constexpr int T = 32;                         /* tile tokens: one softmax lane each */
     static constexpr int ESZ = (int) sizeof(KT);
     static constexpr int EPC = 16 / ESZ;                 /* elements per 16-byte chunk */
     static constexpr int NC = D / EPC;                   /* chunks per token row */
@@ -116,6 +122,8 @@ pk_decode_kernel(const pk_decode_params p)
     float *a_s = l_s + 8;
     unsigned char *pipe = smem + S::PIPE_OFF;
 
+    pk_grid_dependency_wait();      /* launched early (programmatic): the inputs may be in flight */
+    pk_grid_launch_dependents();    /* the reduce may be scheduled once every CTA runs */
     const int seq = blockIdx.x, h = blockIdx.y, part = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int G = p.group;
@@ -298,6 +306,475 @@ pk_decode_kernel(const pk_decode_params p)
     }
 }
 
+/* ==== The tensor-core kernel: f16, bf16 and fp8 caches with 16-bit queries. ==== */
+
+/*
+ * The same partitions as above (one CTA per sequence, KV head and partition), but the
+ * group's dot products and the weighted sum of V run on mma.sync m16n8k16, with the roles
+ * turned around so that the tokens, not the query heads, fill the 16 rows: S^T = K Q^T
+ * takes a 16-token tile of K as A (straight from shared memory with ldmatrix) and the
+ * group's queries as B, whose 8 columns hold up to 8 heads (the largest group built), kept
+ * in registers for the whole partition. The softmax
+ * then works on the C fragment (each lane holds 2 tokens x 2 heads; a head's 16 tokens sit in
+ * the 8 lanes of one column group, 3 shuffles apart); the probabilities are rounded to the
+ * mma type and turned from C layout (token rows) into B layout (head columns) with movmatrix,
+ * and O^T += V^T P^T takes V (ldmatrix .trans) as A, one 16-dim row tile per mma, into
+ * accumulators that stay in registers.
+ *
+ * Each warp streams its own chunks of 16 tokens (chunks w, w + W, w + 2W, ... of the
+ * partition) through its own ring of STAGES shared-memory stages with 16-byte cp.async, so
+ * warps never wait for each other until the end, where their (max, sum, output) triples are
+ * merged through shared memory (see pk_decode_mma_shape for the ring sizes and the bank
+ * layout). Tokens outside [lo, part_end) are zero-filled by the copy (no NaN from stale
+ * memory reaches the mma) and masked to -inf.
+ *
+ * fp8 e4m3 widens exactly to f16. Its rows are loaded with the 16-bit ldmatrix as pairs of
+ * bytes: for K a lane then holds 4 consecutive dims of one token, which the mma takes in a
+ * permuted k order (the queries are loaded in the same order, which leaves the dot product
+ * unchanged); for V (.trans) it holds 2 dims of 2 tokens, which one byte permute sorts into
+ * a (token, token) pair per dim: two output dims per lane row, an output mapping only.
+ * Queries of another type than the mma's (bf16 with an fp8 cache) are scaled by a power of
+ * two that brings their largest magnitude just under 2^15 before rounding to f16, and the
+ * logit scale divides it out again, so no query overflows and none loses more precision
+ * than f16 rounding.
+ */
+
+/* The element type the tensor cores see for a cache of KT: e4m3 widens exactly to f16. */
+template <typename KT> struct pk_decode_mma_type {
+    using type = KT;
+};
+template <> struct pk_decode_mma_type<pk_e4m3> {
+    using type = __half;
+};
+
+/* Whether a (cache, query) pair runs on the tensor-core kernel: not with f32 on either side,
+ * whose outputs are held to f32 accuracy that 16-bit probabilities would miss. */
+template <typename KT, typename QT> struct pk_decode_uses_mma {
+    static constexpr bool value = sizeof(KT) < 4 && sizeof(QT) < 4;
+};
+
+/*
+ * Compile-time shape of the tensor-core kernel for head dim D and cache type KT. The rings
+ * take as much of the SM's shared memory as 3 CTAs can hold (2 for the largest rows), in
+ * chunks of 16 tokens (K then V): 3 warps of 3 stages of 8 KB at D 128 bf16, 27 chunks per
+ * SM, 6 stages of 4 KB at D 64 bf16 and fp8 D 128. Rows whose
+ * 16-byte units come in whole groups of 8 are swizzled (unit c of row t stored at
+ * c ^ (t % 8)); others are padded to an odd number of units. Either way the 8 rows one
+ * ldmatrix reads fall in distinct banks.
+ */
+template <int D, typename KT> struct pk_decode_mma_shape {
+    static constexpr int CH = PK_DECODE_TILE;            /* tokens per chunk: one mma row tile */
+    static constexpr bool FP8 = sizeof(KT) == 1;
+    static constexpr int ROW = D * (int) sizeof(KT);     /* bytes of one token row in the cache */
+    static constexpr int NC = ROW / 16;                  /* 16-byte units per row */
+    static constexpr bool SWZ = NC % 8 == 0;
+    static constexpr int RS = SWZ ? ROW : (NC % 2 ? NC : NC + 1) * 16;   /* row stride in shared memory */
+    static constexpr int TILE = CH * RS;                 /* one chunk of K (or V) */
+    static constexpr int STAGE = 2 * TILE;               /* K then V */
+    static constexpr int CTA_BUDGET = 232448 / 3 - 1024; /* shared memory of one of 3 CTAs per SM */
+    static constexpr bool BIG = 3 * 2 * STAGE > CTA_BUDGET;          /* D 256 at 16 bits */
+    static constexpr int W = BIG ? 2 : 3;                /* warps per CTA */
+    static constexpr int NT = 32 * W;
+    static constexpr int STAGES_FIT = CTA_BUDGET / (W * STAGE);
+    static constexpr int STAGES = BIG ? 3 : (STAGES_FIT > 8 ? 8 : STAGES_FIT);
+    static constexpr int WARP_BYTES = STAGES * STAGE;    /* one warp's ring */
+    static constexpr int SMEM = W * WARP_BYTES;
+    static constexpr int NKS = D / 16;                   /* k steps of QK = row tiles of PV */
+    static constexpr int MINB_SMEM = 232448 / (SMEM + 1024);
+    static constexpr int MINB = MINB_SMEM < 1 ? 1 : (MINB_SMEM > 4 ? 4 : MINB_SMEM);
+    static_assert(D % 16 == 0, "head dim must be a whole number of mma k steps");
+    static_assert(CH == 16, "a chunk is one mma row tile");
+    static_assert(STAGES >= 2, "a ring needs two stages");
+    static_assert(8 * D * 4 + 64 <= WARP_BYTES, "a warp's merge area fits in its ring");
+};
+
+/* Returns the byte offset in a chunk tile of 16-byte unit c of token row t (see above). */
+template <int D, typename KT> __device__ __forceinline__ int pk_decode_unit(int t, int c)
+{
+    using S = pk_decode_mma_shape<D, KT>;
+    return t * S::RS + (S::SWZ ? (c ^ (t & 7)) : c) * 16;
+}
+
+/*
+ * Returns the row index in the layer's [N][H][B] rows of context position pos of KV head h
+ * (block id blk, looked up by the caller), or -1 if pos is outside [lo, hi).
+ */
+__device__ __forceinline__ long long pk_decode_row(const pk_decode_params &p, int blk, int h, int pos, int lo, int hi)
+{
+    if (pos < lo || pos >= hi)
+        return -1;
+    return (((long long) blk * p.num_kv_heads + h) << p.block_shift) + (pos & ((1 << p.block_shift) - 1));
+}
+
+/* Returns the block id of context position pos (which must lie inside the block table row). */
+__device__ __forceinline__ int pk_decode_block(const pk_decode_params &p, const int32_t *bt, int pos)
+{
+    return __ldg(bt + (pos >> p.block_shift));
+}
+
+/*
+ * Starts the copies of one chunk of 16 tokens into a warp's stage buf: row is the row index
+ * (pk_decode_row) of token lane % 16 of the chunk; the rows reach the lanes that copy their
+ * 16-byte units by shuffle. Tokens whose row is -1 are zero-filled. Every lane of the warp
+ * must call it.
+ */
+template <int D, typename KT>
+__device__ __forceinline__ void pk_decode_mma_issue(const pk_decode_params &p, unsigned char *buf, long long row,
+                                                    int lane)
+{
+    using S = pk_decode_mma_shape<D, KT>;
+#pragma unroll
+    for (int it = 0; it < (S::CH * S::NC + 31) / 32; ++it) {
+        const int ci = lane + 32 * it;
+        const int t = ci / S::NC, col = ci - t * S::NC;
+        const long long r = __shfl_sync(0xffffffffu, row, t & 15);
+        if (S::CH * S::NC % 32 == 0 || ci < S::CH * S::NC) {
+            const bool ok = r >= 0;
+            const size_t off = ok ? (size_t) r * S::ROW + (size_t) col * 16 : 0;
+            unsigned char *dst = buf + pk_decode_unit<D, KT>(t, col);
+            pk_cp_async16_zfill(dst, p.k + off, ok);
+            pk_cp_async16_zfill(dst + S::TILE, p.v + off, ok);
+        }
+    }
+}
+
+/* Returns the f16 pair of the low two e4m3 bytes of x (low byte first) as an mma operand word. */
+__device__ __forceinline__ uint32_t pk_e4m3_lo2(uint32_t x)
+{
+    return pk_cvt_e4m3x2<false>(x);
+}
+
+/* Returns the f16 pair of the high two e4m3 bytes of x. */
+__device__ __forceinline__ uint32_t pk_e4m3_hi2(uint32_t x)
+{
+    return pk_cvt_e4m3x2<true>(x);
+}
+
+/*
+ * acc += V^T P^T for one 16-dim row tile of an fp8 V chunk: lo and hi are a lane's .trans
+ * ldmatrix words of tokens 0-7 and 8-15 (bytes: dim d of token t, d + 1 of t, d of t + 1,
+ * d + 1 of t + 1); rows r and r + 8 of the tile are dims d and d + 1.
+ */
+__device__ __forceinline__ void pk_decode_pv_fp8(float acc[4], uint32_t lo, uint32_t hi, uint32_t pb0, uint32_t pb1)
+{
+    const uint32_t x = __byte_perm(lo, 0, 0x3120), y = __byte_perm(hi, 0, 0x3120);
+    const uint32_t a[4] = { pk_e4m3_lo2(x), pk_e4m3_hi2(x), pk_e4m3_lo2(y), pk_e4m3_hi2(y) };
+    pk_mma16816<__half>(acc, a, pb0, pb1);
+}
+
+/*
+ * The tensor-core decode partition kernel (see above). Grid (seq x KV head, partition), the
+ * heads fastest, so that CTAs running side by side read neighbouring slices of the same pool
+ * blocks. Warp w streams chunks w, w + W, w + 2W, ... of the partition.
+ */
+template <int D, typename KT, typename QT>
+static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT>::NT, pk_decode_mma_shape<D, KT>::MINB)
+pk_decode_mma_kernel(const pk_decode_params p)
+{
+    using S = pk_decode_mma_shape<D, KT>;
+    using MT = typename pk_decode_mma_type<KT>::type;
+    constexpr int CH = S::CH, NKS = S::NKS, W = S::W, STAGES = S::STAGES;
+    constexpr bool FP8 = S::FP8;
+    extern __shared__ __align__(16) unsigned char smem[];
+
+    pk_grid_dependency_wait();      /* launched early (programmatic): the inputs may be in flight */
+    pk_grid_launch_dependents();    /* the reduce may be scheduled once every CTA runs */
+    const int seq = blockIdx.x / p.num_kv_heads, h = blockIdx.x - seq * p.num_kv_heads, part = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int G = p.group;
+    const int32_t *bt = p.block_tables + (size_t) seq * p.bt_stride;
+    unsigned char *wbuf = smem + warp * S::WARP_BYTES;
+    const int cstride = W * CH;                          /* tokens between a warp's chunks */
+
+    /* Without a window the partition does not depend on the length: look up the block ids of
+     * the ring's first chunks while the length is still on its way. */
+    const int table_tokens = p.bt_stride << p.block_shift;
+    int pre_blk[STAGES - 1];
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+        const int pos = part * p.part_tokens + warp * CH + st * cstride + (lane & 15);
+        pre_blk[st] = p.window <= 0 && pos < table_tokens ? pk_decode_block(p, bt, pos) : 0;
+    }
+
+    const int seq_len = p.seq_lens[seq];
+    const int lo = p.window > 0 && seq_len > p.window ? seq_len - p.window : 0;
+    const int part_start = pk_decode_lo(seq_len, p.window) + part * p.part_tokens;
+    if (part_start >= seq_len)
+        return;                                          /* a shorter sequence: nothing here */
+    const int part_end = min(part_start + p.part_tokens, seq_len);
+    const int nparts = pk_decode_nparts(seq_len, p.window, p.part_tokens);
+    const int nchunks = (part_end - part_start + CH - 1) / CH;
+    const int nw = warp < nchunks ? (nchunks - warp + W - 1) / W : 0;   /* this warp's chunks */
+    const int cs0 = part_start + warp * CH;              /* the warp's first chunk */
+
+    /* Fill the ring first, so the copies are in flight while the queries are set up. */
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+        if (st < nw) {
+            const int pos = cs0 + st * cstride + (lane & 15);
+            const int blk = p.window <= 0 ? pre_blk[st] : (pos < part_end ? pk_decode_block(p, bt, pos) : 0);
+            pk_decode_mma_issue<D, KT>(p, wbuf + st * S::STAGE, pk_decode_row(p, blk, h, pos, lo, part_end), lane);
+        }
+        pk_cp_async_commit();
+    }
+
+    /* Queries as B fragments: lane (r, c) = (lane / 4, lane % 4) holds head r's dims
+     * 2c, 2c + 1 and 2c + 8, 2c + 9 of each k step (fp8: 4c .. 4c + 3, see above). */
+    const int qr = lane >> 2, qc = lane & 3;
+    const QT *q = p.q_seq ? (const QT *) p.q_seq[seq] : (const QT *) p.q + (size_t) seq * p.num_q_heads * D;
+    q += (size_t) (h * G + (qr < G ? qr : 0)) * D;
+    float qv[NKS][4];
+#pragma unroll
+    for (int ks = 0; ks < NKS; ++ks)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int d = FP8 ? 16 * ks + 4 * qc + e : 16 * ks + 2 * qc + (e & 1) + 8 * (e >> 1);
+            qv[ks][e] = qr < G ? pk_to_f32(q[d]) : 0.0f;
+        }
+    int qexp = 0;
+    if constexpr (!std::is_same<QT, MT>::value) {
+        float amax = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < NKS; ++ks)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                amax = fmaxf(amax, fabsf(qv[ks][e]));
+        amax = pk_warp_max(amax);
+        int ex = 0;
+        frexpf(amax, &ex);                               /* amax < 2^ex */
+        qexp = min(max(15 - ex, -100), 100);
+#pragma unroll
+        for (int ks = 0; ks < NKS; ++ks)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                qv[ks][e] = ldexpf(qv[ks][e], qexp);
+    }
+    uint32_t qf[NKS][2];
+#pragma unroll
+    for (int ks = 0; ks < NKS; ++ks) {
+        qf[ks][0] = pk_pack2<MT>(qv[ks][0], qv[ks][1]);
+        qf[ks][1] = pk_pack2<MT>(qv[ks][2], qv[ks][3]);
+    }
+
+    const float ss = ldexpf(p.qk_scale, -qexp);         /* logit per unit of the mma's dot product */
+    const float ss2 = ss * PK_LOG2E;
+    const float cap = p.soft_cap;
+    const float *slopes = p.alibi ? p.alibi + (size_t) h * G : nullptr;
+    const int g0 = 2 * qc, g1 = g0 + 1;                  /* the heads of this lane's C columns */
+    const float sl0 = slopes && g0 < G ? slopes[g0] : 0.0f;
+    const float sl1 = slopes && g1 < G ? slopes[g1] : 0.0f;
+    const bool plain = !(cap > 0.0f) && slopes == nullptr;
+
+    float acc[NKS][4];
+#pragma unroll
+    for (int mt = 0; mt < NKS; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            acc[mt][e] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* l: this lane's share */
+
+    int stage = 0;
+    for (int i = 0; i < nw; ++i) {
+        __syncwarp();               /* every lane is done with the stage refilled next */
+        {
+            const int j = i + STAGES - 1;
+            const int js = stage == 0 ? STAGES - 1 : stage - 1;
+            if (j < nw) {
+                const int pos = cs0 + j * cstride + (lane & 15);
+                const int blk = pos < part_end ? pk_decode_block(p, bt, pos) : 0;
+                pk_decode_mma_issue<D, KT>(p, wbuf + js * S::STAGE, pk_decode_row(p, blk, h, pos, lo, part_end),
+                                           lane);
+            }
+            pk_cp_async_commit();
+        }
+        pk_cp_async_wait<STAGES - 1>();
+        __syncwarp();               /* chunk i landed for every lane */
+        const unsigned char *kb = wbuf + stage * S::STAGE;
+        const unsigned char *vb = kb + S::TILE;
+        const int cs = cs0 + i * cstride;
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
+
+        /* S^T = K Q^T, two accumulator chains. */
+        float c[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, c2[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+        if constexpr (FP8) {
+#pragma unroll
+            for (int ks = 0; ks < NKS; ks += 2) {
+                if (ks + 1 < NKS) {
+                    uint32_t r[4];
+                    pk_ldmatrix_x4(r, kb + pk_decode_unit<D, KT>(lane & 15, ks + (lane >> 4)));
+                    const uint32_t a[4] = { pk_e4m3_lo2(r[0]), pk_e4m3_lo2(r[1]), pk_e4m3_hi2(r[0]),
+                                            pk_e4m3_hi2(r[1]) };
+                    pk_mma16816<MT>(c, a, qf[ks][0], qf[ks][1]);
+                    const uint32_t b[4] = { pk_e4m3_lo2(r[2]), pk_e4m3_lo2(r[3]), pk_e4m3_hi2(r[2]),
+                                            pk_e4m3_hi2(r[3]) };
+                    pk_mma16816<MT>(c2, b, qf[ks + 1][0], qf[ks + 1][1]);
+                } else {
+                    uint32_t r[2];
+                    pk_ldmatrix_x2(r, kb + pk_decode_unit<D, KT>(lane & 15, ks));
+                    const uint32_t a[4] = { pk_e4m3_lo2(r[0]), pk_e4m3_lo2(r[1]), pk_e4m3_hi2(r[0]),
+                                            pk_e4m3_hi2(r[1]) };
+                    pk_mma16816<MT>(c, a, qf[ks][0], qf[ks][1]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < NKS; ++ks) {
+                uint32_t a[4];
+                pk_ldmatrix_x4(a, kb + pk_decode_unit<D, KT>(lane & 15, 2 * ks + (lane >> 4)));
+                if (ks & 1)
+                    pk_mma16816<MT>(c2, a, qf[ks][0], qf[ks][1]);
+                else
+                    pk_mma16816<MT>(c, a, qf[ks][0], qf[ks][1]);
+            }
+        }
+
+        /* Logits in base 2: c[0], c[1] are token qr for heads g0, g1; c[2], c[3] token qr + 8. */
+        float s[4];
+        if (plain) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                s[e] = (c[e] + c2[e]) * ss2;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float x = (c[e] + c2[e]) * ss;
+                if (cap > 0.0f)
+                    x = cap * tanhf(x / cap);
+                if (slopes)
+                    x += (e & 1 ? sl1 : sl0) * (float) (cs + qr + 8 * (e >> 1) - (seq_len - 1));
+                s[e] = x * PK_LOG2E;
+            }
+        }
+        if (cs < lo || cs + CH > part_end) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int pos = cs + qr + 8 * (e >> 1);
+                if (pos < lo || pos >= part_end)
+                    s[e] = -INFINITY;
+            }
+        }
+
+        /* Online softmax per head over the 8 lanes of a column group. */
+        float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+        }
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float mu0 = mn0 == -INFINITY ? 0.0f : mn0;   /* all masked so far */
+        const float mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float al0 = pk_exp2(m0 - mu0), al1 = pk_exp2(m1 - mu1);
+        m0 = mn0;
+        m1 = mn1;
+        const float p0 = pk_exp2(s[0] - mu0), p1 = pk_exp2(s[1] - mu1);
+        const float p2 = pk_exp2(s[2] - mu0), p3 = pk_exp2(s[3] - mu1);
+        l0 = l0 * al0 + (p0 + p2);
+        l1 = l1 * al1 + (p1 + p3);
+        const uint32_t pb0 = pk_movmatrix_trans(pk_pack2<MT>(p0, p1));  /* tokens 0-7 as B */
+        const uint32_t pb1 = pk_movmatrix_trans(pk_pack2<MT>(p2, p3));  /* tokens 8-15 */
+
+        /* O^T += V^T P^T: lane (r, c) accumulates heads g0, g1 of two dims per row tile. */
+#pragma unroll
+        for (int mt = 0; mt < NKS; ++mt) {
+            acc[mt][0] *= al0;
+            acc[mt][1] *= al1;
+            acc[mt][2] *= al0;
+            acc[mt][3] *= al1;
+        }
+        if constexpr (FP8) {
+#pragma unroll
+            for (int mt = 0; mt < NKS; mt += 2) {
+                if (mt + 1 < NKS) {
+                    uint32_t r[4];
+                    pk_ldmatrix_x4_trans(r, vb + pk_decode_unit<D, KT>(lane & 15, mt + (lane >> 4)));
+                    pk_decode_pv_fp8(acc[mt], r[0], r[1], pb0, pb1);
+                    pk_decode_pv_fp8(acc[mt + 1], r[2], r[3], pb0, pb1);
+                } else {
+                    uint32_t r[2];
+                    pk_ldmatrix_x2_trans(r, vb + pk_decode_unit<D, KT>(lane & 15, mt));
+                    pk_decode_pv_fp8(acc[mt], r[0], r[1], pb0, pb1);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int mt = 0; mt < NKS; ++mt) {
+                uint32_t a[4];
+                pk_ldmatrix_x4_trans(a, vb + pk_decode_unit<D, KT>(((lane >> 4) << 3) + (lane & 7),
+                                                                   2 * mt + ((lane >> 3) & 1)));
+                pk_mma16816<MT>(acc[mt], a, pb0, pb1);
+            }
+        }
+    }
+    pk_cp_async_wait<0>();          /* only empty groups remain, but the ring is reused below */
+    __syncwarp();
+
+    /* Each warp leaves its (max, sum, unnormalized output) per head in its own ring. */
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+    float *ow = (float *) wbuf;     /* [G][D] */
+    float *mw = ow + 8 * D, *lw = mw + 8;
+#pragma unroll
+    for (int mt = 0; mt < NKS; ++mt) {
+        const int da = FP8 ? 16 * mt + 2 * qr : 16 * mt + qr;
+        const int db = FP8 ? da + 1 : da + 8;
+        if (g0 < G) {
+            ow[g0 * D + da] = acc[mt][0];
+            ow[g0 * D + db] = acc[mt][2];
+        }
+        if (g1 < G) {
+            ow[g1 * D + da] = acc[mt][1];
+            ow[g1 * D + db] = acc[mt][3];
+        }
+    }
+    if (qr == 0) {
+        if (g0 < G) {
+            mw[g0] = m0;
+            lw[g0] = l0;
+        }
+        if (g1 < G) {
+            mw[g1] = m1;
+            lw[g1] = l1;
+        }
+    }
+    __syncthreads();
+
+    /* Merge the warps: out = sum_w 2^(m_w - M) o_w / sum_w 2^(m_w - M) l_w. */
+    const size_t hq0 = (size_t) seq * p.num_q_heads + (size_t) h * G;
+    QT *out = nullptr;
+    if (nparts == 1)
+        out = p.out_seq ? (QT *) p.out_seq[seq] + (size_t) h * G * D : (QT *) p.out + hq0 * D;
+    for (int idx = threadIdx.x; idx < G * D; idx += S::NT) {
+        const int g = idx / D, d = idx - g * D;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+            M = fmaxf(M, ((const float *) (smem + w * S::WARP_BYTES))[8 * D + g]);
+        const float Mu = M == -INFINITY ? 0.0f : M;
+        float L = 0.0f, O = 0.0f;
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            const float *o = (const float *) (smem + w * S::WARP_BYTES);
+            const float f = exp2f(o[8 * D + g] - Mu);
+            L += f * o[8 * D + 8 + g];
+            O += f * o[idx];
+        }
+        if (nparts == 1) {
+            out[idx] = pk_from_f32<QT>(O / L * p.v_scale);
+        } else {
+            const size_t pi = (hq0 + g) * p.max_parts + part;
+            p.ws_o[pi * D + d] = O;
+            if (d == 0) {
+                p.ws_m[pi] = M;
+                p.ws_l[pi] = L;
+            }
+        }
+    }
+}
+
 /* Per-device cache of the decode kernel's resident CTAs per SM, one per instance. */
 template <int D, typename KT, typename QT> struct pk_decode_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
@@ -308,17 +785,29 @@ template <int D, typename KT, typename QT> std::atomic<int> pk_decode_occupancy<
 template <int D, typename KT, typename QT>
 int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream, bool launch, pk_decode_plan *plan)
 {
-    using S = pk_decode_shape<D, KT>;
+    constexpr bool MMA = pk_decode_uses_mma<KT, QT>::value;
+    constexpr int NT = MMA ? pk_decode_mma_shape<D, KT>::NT : pk_decode_shape<D, KT>::NT;
+    constexpr int SMEM = MMA ? pk_decode_mma_shape<D, KT>::SMEM : pk_decode_shape<D, KT>::SMEM;
+    void (*kernel)(pk_decode_params);
+    if constexpr (MMA)
+        kernel = pk_decode_mma_kernel<D, KT, QT>;
+    else
+        kernel = pk_decode_kernel<D, KT, QT>;
     int dev = 0;
     PK_CUDA_CHECK(cudaGetDevice(&dev));
-    const int occ = pk_kernel_prepare(pk_decode_kernel<D, KT, QT>, S::NT, S::SMEM, dev,
-                                      pk_decode_occupancy<D, KT, QT>::cache);
+    const int occ = pk_kernel_prepare(kernel, NT, SMEM, dev, pk_decode_occupancy<D, KT, QT>::cache);
     if (occ < 0)
         return occ;
     const int sms = pk_sm_count(dev);
     if (sms <= 0)
         return PAGED_E_DEVICE;
-    pk_decode_make_plan(a, (long long) sms * occ, ws_limit, plan);
+    const long long units = (long long) a->num_seqs * a->cache.num_kv_heads;
+    if (units > INT32_MAX)
+        return PAGED_E_GEOMETRY;        /* grid dimension x of the tensor-core kernel */
+    /* The reduce reads the partials in 16-byte vectors. */
+    if (!pk_aligned(a->workspace, 16))
+        ws_limit = 0;
+    pk_decode_make_plan(a, units, (long long) sms * occ, ws_limit, plan);
     if (!launch)
         return 0;
 
@@ -348,9 +837,11 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     p.part_tokens = plan->part_tokens;
     p.max_parts = plan->max_parts;
 
-    dim3 grid((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
-    pk_decode_kernel<D, KT, QT><<<grid, S::NT, S::SMEM, stream>>>(p);
-    return pk_launch_status();
+    const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
+                          : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
+    int k[3];
+    pk_decode_tuning(k);
+    return pk_launch_dependent(kernel, grid, dim3(NT), SMEM, stream, p, k[2] != 0);
 }
 
 /* Instantiates the decode of head dim D for every supported (cache, query) dtype pair. */

@@ -1,4 +1,4 @@
-/* ptx.cuh: every inline-PTX wrapper of the kernels: cp.async copies, ldmatrix, mma.sync m16n8k16. */
+/* ptx.cuh: every inline-PTX wrapper of the kernels: cp.async, ldmatrix, movmatrix, mma.sync, griddepcontrol. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_KERNELS_PTX_CUH
 #define PAGED_KERNELS_PTX_CUH
@@ -18,6 +18,18 @@ __device__ __forceinline__ void pk_cp_async16(void *smem, const void *gmem)
     unsigned s = (unsigned) __cvta_generic_to_shared(smem);
     size_t g = __cvta_generic_to_global(gmem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(g) : "memory");
+}
+
+/*
+ * Starts a 16-byte copy like pk_cp_async16, or, when !valid, writes 16 zero bytes to smem
+ * without reading gmem (the source size operand is 0; gmem must still be a valid address).
+ */
+__device__ __forceinline__ void pk_cp_async16_zfill(void *smem, const void *gmem, bool valid)
+{
+    unsigned s = (unsigned) __cvta_generic_to_shared(smem);
+    size_t g = __cvta_generic_to_global(gmem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(valid ? 16 : 0)
+                 : "memory");
 }
 
 /* Closes the group of copies this thread started since the last commit. */
@@ -62,6 +74,36 @@ __device__ __forceinline__ void pk_ldmatrix_x4_trans(uint32_t r[4], const void *
                  : "r"(a));
 }
 
+/* Loads two 8x8 16-bit matrices (row addresses from lanes 0..15) into r[0..1]. */
+__device__ __forceinline__ void pk_ldmatrix_x2(uint32_t r[2], const void *smem_row)
+{
+    unsigned a = (unsigned) __cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(a));
+}
+
+/* Like pk_ldmatrix_x2, each matrix transposed. */
+__device__ __forceinline__ void pk_ldmatrix_x2_trans(uint32_t r[2], const void *smem_row)
+{
+    unsigned a = (unsigned) __cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(a));
+}
+
+/*
+ * Returns this lane's word of the transpose of the 8x8 16-bit matrix whose row l / 4,
+ * columns 2 * (l % 4) ..+1 lane l passes in x (the ldmatrix layout on both sides): turns a
+ * C fragment of one mma into a B fragment of the next without touching shared memory.
+ */
+__device__ __forceinline__ uint32_t pk_movmatrix_trans(uint32_t x)
+{
+    uint32_t r;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
+    return r;
+}
+
 /* d += A * B for one m16n8k16 tile with element type T (__half or __nv_bfloat16). */
 template <typename T>
 __device__ __forceinline__ void pk_mma16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
@@ -83,6 +125,53 @@ __device__ __forceinline__ void pk_mma16816<__nv_bfloat16>(float d[4], const uin
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* ---- programmatic dependent launch (sm_90 and later; no-ops before). */
+
+/* Lets the grid launched after this one on the stream (with programmatic serialization)
+ * start its blocks now; they wait in pk_grid_dependency_wait until this grid is done. */
+__device__ __forceinline__ void pk_grid_launch_dependents(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+/* Waits until the grids this one depends on have finished and their writes are visible. */
+__device__ __forceinline__ void pk_grid_dependency_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+/* ---- conversions and special functions. */
+
+/* Returns the f16 pair (low byte first) of the two e4m3 bytes in the low (high: upper) half
+ * of x: on sm_89 and later one cvt straight from the register half, no shift or mask. */
+template <bool HIGH> __device__ __forceinline__ uint32_t pk_cvt_e4m3x2(uint32_t x)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    uint32_t r;
+    if (HIGH)
+        asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\ncvt.rn.f16x2.e4m3x2 %0, h;\n}\n" : "=r"(r) : "r"(x));
+    else
+        asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\ncvt.rn.f16x2.e4m3x2 %0, l;\n}\n" : "=r"(r) : "r"(x));
+    return r;
+#else
+    return pk_e4m3x2_to_f16x2(HIGH ? x >> 16 : x & 0xffffu);
+#endif
+}
+
+/* Returns 2^x by the bare MUFU.EX2 (ex2.approx.ftz: about 2 ulp; results under 2^-126 flush
+ * to 0, 2^-inf = 0), without exp2f's rescaling for subnormal results, which a softmax weight
+ * that small does not need. */
+__device__ __forceinline__ float pk_exp2(float x)
+{
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
 }
 
 #endif

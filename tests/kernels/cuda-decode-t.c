@@ -41,6 +41,7 @@ typedef struct dcase {
     int32_t lens[MAXSEQS];
     int alibi, cap, per_seq, no_workspace;
     int32_t window;
+    float q_amp;                    /* query magnitude; 0: the default 2 */
 } dcase;
 
 /* Fills every plane of a host pool with random values (fp8: K planes by k_scale, V by v_scale). */
@@ -86,7 +87,7 @@ static void run_case(tap_rng *rng, const dcase *c)
     size_t row_elems = (size_t) Hq * (size_t) c->D;
     size_t qbytes = (size_t) c->nseqs * row_elems * qsize;
     void *q = bmalloc(qbytes), *want = bmalloc(qbytes), *got = bmalloc(qbytes);
-    gu_fill(rng, q, (size_t) c->nseqs * row_elems, c->q_dtype, 2.0f, 1.0f);
+    gu_fill(rng, q, (size_t) c->nseqs * row_elems, c->q_dtype, c->q_amp > 0.0f ? c->q_amp : 2.0f, 1.0f);
     float *slopes = bmalloc((size_t) Hq * sizeof *slopes);
     for (int32_t h = 0; h < Hq; h++)
         slopes[h] = (float) tap_rng_uniform(rng, 0.01, 0.3);
@@ -103,7 +104,9 @@ static void run_case(tap_rng *rng, const dcase *c)
         .bt_stride = bt_stride,
         .seq_lens = c->lens,
         .opts = {
-            .sm_scale = (float) (tap_rng_uniform(rng, 0.5, 2.5) / sqrt((double) c->D)),
+            /* queries of another magnitude keep the logits' scale */
+            .sm_scale = (float) (tap_rng_uniform(rng, 0.5, 2.5) / sqrt((double) c->D)
+                                 * (c->q_amp > 0.0f ? 2.0 / c->q_amp : 1.0)),
             .soft_cap = c->cap ? (float) tap_rng_uniform(rng, 2.0, 10.0) : 0.0f,
             .window = c->window,
             .alibi_slopes = c->alibi ? slopes : NULL,
@@ -172,10 +175,13 @@ static void run_case(tap_rng *rng, const dcase *c)
         n += (size_t) snprintf(lens + n, sizeof lens - n, "%s%d", s ? "," : "", (int) c->lens[s]);
     if (c->window > 0)
         snprintf(window, sizeof window, " window=%d", (int) c->window);
-    ok(same, "decode %s/%s D=%d B=%d G=%d H=%d L=%d lens %s%s%s%s%s%s%s: matches reference (%s, worst row %.2g)",
+    char amp[32] = "";
+    if (c->q_amp > 0.0f)
+        snprintf(amp, sizeof amp, " |q|<%g", (double) c->q_amp);
+    ok(same, "decode %s/%s D=%d B=%d G=%d H=%d L=%d lens %s%s%s%s%s%s%s%s: matches reference (%s, worst row %.2g)",
        gu_dtype_name(c->kv_dtype), gu_dtype_name(c->q_dtype), (int) c->D, (int) c->B, (int) c->G, (int) c->H,
        (int) c->L, lens, c->alibi ? " alibi" : "", c->cap ? " cap" : "", window, c->per_seq ? " per-seq" : "",
-       c->no_workspace ? " no-workspace" : "", ws > 0 && !c->no_workspace ? " split" : "",
+       c->no_workspace ? " no-workspace" : "", ws > 0 && !c->no_workspace ? " split" : "", amp,
        rc == 0 ? "ok" : paged_strerror(rc), worst);
 
     gu_free(da.cache.base);
@@ -347,5 +353,48 @@ int main(void)
     c.lens[0] = 2100;
     c.window = 333;
     run_case(&rng, &c);
+
+    /* bf16 queries far beyond the f16 range on an fp8 cache (the tensor cores see them as
+     * f16 after a power-of-two scaling), then tiny ones; sm_scale keeps the logits as usual. */
+    c = base_case(&rng, 4, 3, 1, 8);
+    c.H = 2;
+    c.G = 4;
+    c.lens[0] = 1200;
+    c.q_amp = 3e6f;
+    run_case(&rng, &c);
+    c = base_case(&rng, 4, 0, 2, 9);
+    c.G = 8;
+    c.q_amp = 1e-3f;
+    run_case(&rng, &c);
+
+    /* Every group size on one long bf16 context with 3 to 6 KV heads (CTAs serve up to 4 KV
+     * heads: some with idle warps): many partitions, each warp with several chunks. */
+    for (int g = 0; g < 4; g++) {
+        c = base_case(&rng, 1, 3, 1, 4 * g);
+        c.G = groups[g];
+        c.H = 3 + g;
+        c.nseqs = 2;
+        c.lens[0] = 3000 / c.G + 17;
+        c.lens[1] = 5 + g;
+        c.per_seq = g == 2;
+        run_case(&rng, &c);
+    }
+
+    /* 24 sequences x 4 KV heads of 700-odd tokens, some very short: a grid of a fraction of
+     * a wave, which the plan splits into a few partitions (empty ones for the short). */
+    static const int32_t cl[3][3] = { { 1, 3, 2 }, { 4, 0, 4 }, { 0, 4, 8 } };   /* pair, dim, group */
+    for (int k = 0; k < 3; k++) {
+        c = base_case(&rng, cl[k][0], cl[k][1], 1, 10 + k);
+        c.G = cl[k][2];
+        c.H = 4;
+        c.nseqs = MAXSEQS;
+        for (int sq = 0; sq < c.nseqs; sq++)
+            c.lens[sq] = sq % 5 == 4 ? gu_range(&rng, 1, 20) : gu_range(&rng, 650, 800);
+        c.window = k == 1 ? 300 : 0;
+        c.alibi = k == 2;
+        c.cap = k == 2;
+        c.per_seq = k == 2;
+        run_case(&rng, &c);
+    }
     return 0;
 }

@@ -195,6 +195,9 @@ static void config_and_reload_cases(void)
     }
     ok(asleep, "the idle daemon sleeps on its rings");
     kill(d.pid, SIGSTOP);
+    int stopped_status;
+    if (waitpid(d.pid, &stopped_status, WUNTRACED) != d.pid || !WIFSTOPPED(stopped_status))
+        bail("pagedd did not stop on SIGSTOP");
     for (int i = 0; i < 4; i++) {
         struct paged_sqe s;
         memset(&s, 0, sizeof s);

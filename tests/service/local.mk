@@ -23,6 +23,19 @@ TESTS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t
 tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.log \
 	tests/service/control-t.log: daemon/pagedd
 
+# DECODEs of several client processes merged into one launch (libpaged clients; with
+# PAGED_TEST_BACKEND=cuda the clients fill their device arenas through the CUDA runtime).
+check_PROGRAMS += tests/service/merge-t
+TESTS += tests/service/merge-t
+tests_service_merge_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
+	lib/libpagedcore.la $(TAP_LIBS)
+EXTRA_tests_service_merge_t_DEPENDENCIES = daemon/pagedd
+tests_service_merge_t_CPPFLAGS = $(AM_CPPFLAGS)
+if HAVE_CUDA
+tests_service_merge_t_CPPFLAGS += $(CUDA_CPPFLAGS)
+tests_service_merge_t_LDADD += $(CUDA_LIBS)
+endif
+
 # The cuda backend with several client processes (libpaged, mapped pools, kernels checked
 # against the CPU reference); skips where there is no CUDA device. It compiles libpaged's
 # driver loader in for its read-only attacher, which speaks the raw protocol.

@@ -99,9 +99,19 @@ int td_start(struct td_daemon *d, const char *const *extra, int *status)
         td_mkdir(d);
     if (pipe(pfd) < 0)
         sysbail("pipe");
-    const char *argv[64];
+    const char *argv[96];
     char fdarg[32];
     int n = 0;
+    /* $PAGED_DAEMON_WRAPPER runs the daemon under another program (valgrind), its words
+     * split at blanks, no quoting; the wrapper is found on PATH. */
+    char wrap[1024] = "";
+    const char *w = getenv("PAGED_DAEMON_WRAPPER");
+    if (w != NULL)
+        snprintf(wrap, sizeof wrap, "%s", w);
+    char *save = NULL;
+    for (char *word = strtok_r(wrap, " \t", &save); word != NULL && n < 24;
+         word = strtok_r(NULL, " \t", &save))
+        argv[n++] = word;
     snprintf(fdarg, sizeof fdarg, "--ready-fd=%d", pfd[1]);
     argv[n++] = td_pagedd_path();
     argv[n++] = "--foreground";
@@ -116,7 +126,7 @@ int td_start(struct td_daemon *d, const char *const *extra, int *status)
     argv[n++] = backend;
     argv[n++] = "--config";
     argv[n++] = "/dev/null";
-    for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++) {
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 94; i++) {
         /* A test that names its own config file replaces /dev/null. */
         if (strcmp(extra[i], "--config") == 0 && extra[i + 1] != NULL) {
             argv[n - 1] = extra[++i];
@@ -142,7 +152,12 @@ int td_start(struct td_daemon *d, const char *const *extra, int *status)
             dup2(null, STDOUT_FILENO);
             close(null);
         }
-        execv(argv[0], (char *const *) argv);
+        /* The daemon inherits nothing of the test's but the readiness pipe: a stray copy of
+         * a test pipe or socket would keep its other end from ever seeing end of file. */
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != pfd[1])
+                close(fd);
+        execvp(argv[0], (char *const *) argv);
         _exit(127);
     }
     track(pid);

@@ -24,7 +24,8 @@ void td_mkdir(struct td_daemon *d);
  * $PAGED_TEST_BACKEND (default cpu), stderr to d->log, and the extra arguments
  * (NULL-terminated, may be NULL; a --backend among them wins). Waits (bounded) for READY. Returns 0, or
  * -1 if it did not get ready (its exit status in *status when it exited). The daemon is
- * killed at exit even when the test bails.
+ * killed at exit even when the test bails. With $PAGED_DAEMON_WRAPPER set ("valgrind
+ * --error-exitcode=99"), the daemon runs under that command (words split at blanks).
  */
 int td_start(struct td_daemon *d, const char *const *extra, int *status);
 

@@ -1,0 +1,96 @@
+/* batch.h: planning an engine pass: which requests join it, and which DECODEs share a launch. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_BATCH_H
+#define PAGED_DAEMON_BATCH_H
+
+/*
+ * Pure: no I/O, no allocation. The engine (daemon/engine.c) takes each client's requests in
+ * ring order into a pass; the allocator ops (NOP, ALLOC, FREE, FORK, PUBLISH, LOOKUP) run at
+ * once, the rest wait for the backend. The pass then runs as one batch:
+ *
+ *   1. every APPEND, PREFILL and COPY, one launch each, in the order they were taken;
+ *   2. the DECODEs, those that pb_mergeable finds compatible gathered into one launch.
+ *
+ * The allocator ops run when they are taken, the backend's ops later, and step 2 moves a
+ * DECODE behind ops taken after it; so a client's requests join a pass only while that
+ * cannot change what any request sees (pb_may_join, pb_decode_conflicts):
+ *
+ *   - once a DECODE of a client is in the pass, only its further DECODEs (and NOPs) join, and
+ *     only those whose query and output do not overlap the output of an earlier one, nor
+ *     their output the query of an earlier one: DECODEs of a launch run in any order;
+ *   - a FREE, FORK or PUBLISH does not join after a request of its client that waits for the
+ *     backend: it would take away, before that request runs, a right over a block (held,
+ *     writable) that the request was validated with;
+ *   - where the data arena is the host arena (cpu backend), nothing but a DECODE joins after
+ *     a DECODE or PREFILL (they write the arena at launch, later than the request after them
+ *     was validated from it), and such a DECODE's block table, lengths and slopes must not
+ *     overlap their outputs; nor does an ALLOC or LOOKUP (it writes its ids into the arena
+ *     at once) join after any request that waits for the backend.
+ *
+ * The first request that may not join ends the client's part of the pass and stays in its
+ * ring for the next pass. So every op waiting for the backend still has, when it runs, the
+ * rights it was validated with, and across clients nothing conflicts: an op reads only blocks
+ * its client holds and writes only blocks its client holds alone, until the pass ends; the
+ * ops that are not DECODEs run in the order they were taken, which is also the order of every
+ * allocator change.
+ */
+
+#include <stdint.h>
+
+#include "daemon/backend.h"
+#include "daemon/validate.h"
+#include "lib/proto.h"
+
+/* The most block-table entries (sequences x padded stride) of one merged launch, so that
+ * merging a long-context request with many short ones cannot make a huge padded table. */
+#define PB_MAX_MERGED_BT (1u << 22)
+/* How many of the latest groups a DECODE is compared with before it opens a new one. */
+#define PB_GROUP_SCAN 64u
+
+/* What the rules know of one client's requests already in the pass. */
+struct pb_client {
+    int host_is_data;             /* its data arena is its host arena (cpu backend) */
+    int decode_taken;             /* a valid DECODE of it waits for the backend */
+    int backend_taken;            /* any valid op of it waits for the backend */
+    int writer_taken;             /* a valid DECODE or PREFILL (writes the data arena) waits */
+};
+
+/*
+ * Returns whether the client's next request, of opcode (as the entry says, before it is
+ * validated), may join the pass after what cl records; 0 ends its part of the pass.
+ */
+int pb_may_join(const struct pb_client *cl, unsigned opcode);
+
+/*
+ * Returns whether the validated DECODE op (sqe: its entry) must wait for the next pass
+ * because of w, an op of the same client that waits for the backend in this pass.
+ */
+int pb_decode_conflicts(const struct pb_client *cl, const struct pv_op *w, const struct pv_op *op,
+                        const struct paged_sqe *sqe);
+
+/* Records in cl that op (valid) joined the pass and waits for the backend. */
+void pb_taken(struct pb_client *cl, const struct pv_op *op);
+
+/* Returns whether DECODEs a and b may run in one launch: same pool, layer, query dtype,
+ * query heads, scale, soft cap, window, and no ALiBi or the same slopes. */
+int pb_mergeable(const struct pv_op *a, const struct pv_op *b);
+
+/* One group of mergeable DECODEs while pb_plan builds it. */
+struct pb_group {
+    uint32_t head, tail;          /* first and last member (indices into the input) */
+    uint32_t count;               /* members */
+    uint64_t seqs;                /* their sequences */
+    uint32_t max_stride;          /* their largest bt_stride */
+};
+
+/*
+ * Orders the n ops of in (in the order they were taken) into out as launches: first every
+ * op that is not a DECODE, one launch each, in order; then the DECODEs, each group of
+ * mergeable ones as one launch (members adjacent, in order), groups in order of their first
+ * member; a group stops growing at PB_MAX_MERGED_BT padded table entries. launches must hold
+ * n entries; groups and next are scratch of n entries. Returns the number of launches.
+ */
+uint32_t pb_plan(const struct pd_batch_op *in, uint32_t n, struct pd_batch_op *out,
+                 struct pd_launch *launches, struct pb_group *groups, uint32_t *next);
+
+#endif

@@ -1,0 +1,158 @@
+/* hard.c: what the hardening tests share: long mode, clocks, /proc figures, daemon listings. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "tests/hard/hard.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/sock.h"
+
+/* Returns whether the long run was asked for. */
+int hard_long(void)
+{
+    const char *v = getenv("PAGED_TEST_LONG");
+    return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+/* Returns the monotonic clock in nanoseconds. */
+uint64_t hard_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* Sleeps about us microseconds; returns nothing. */
+void hard_pause_us(long us)
+{
+    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* Returns a KiB field of /proc/PID/status, or -1. */
+long hard_status_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    size_t n = strlen(field);
+    snprintf(path, sizeof path, "/proc/%ld/status", (long) pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long kb = -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            kb = strtol(line + n + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kb;
+}
+
+/* Returns the number of open descriptors of pid, or -1. */
+int hard_fd_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/fd", (long) pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* Runs a LIST and collects its items; see hard.h. */
+long hard_list(struct rc_client *c, uint32_t what, const char *name, void *items, size_t isize,
+               long max)
+{
+    static unsigned char buf[PAGED_MSG_MAX];
+    struct paged_msg_list m;
+    memset(&m, 0, sizeof m);
+    m.hdr.type = PAGED_MSG_LIST;
+    m.hdr.len = sizeof m;
+    m.what = what;
+    snprintf(m.name, sizeof m.name, "%s", name);
+    long n = rc_control(c, &m, sizeof m, buf, sizeof buf, NULL), got = 0;
+    /* Bounded: every packet holds at least one item, and no pool has 2^31 blocks here. */
+    for (int i = 0; i < 100000 && n >= 0; i++) {
+        struct paged_msg_list_items *li = (struct paged_msg_list_items *) buf;
+        if (li->hdr.type == PAGED_MSG_LIST_END)
+            return li->hdr.status == got ? got : PAGED_E_PROTO;
+        if (li->hdr.type != PAGED_MSG_LIST_ITEMS || (size_t) n != sizeof *li + li->count * isize)
+            return PAGED_E_PROTO;
+        for (uint32_t k = 0; k < li->count; k++, got++)
+            if (got < max)
+                memcpy((char *) items + (size_t) got * isize, buf + sizeof *li + k * isize, isize);
+        int nfds = 0;
+        if (psock_wait_readable(c->sock, 10000) != 1)
+            return PAGED_E_TIMEOUT;
+        n = psock_recv(c->sock, buf, sizeof buf, NULL, 0, &nfds);
+    }
+    return n < 0 ? n : PAGED_E_PROTO;
+}
+
+/* Finds a client by pid in LIST clients; see hard.h. */
+int hard_client_by_pid(struct rc_client *c, pid_t pid, struct paged_client_item *out)
+{
+    enum { MAXC = 512 };
+    static struct paged_client_item items[MAXC];
+    long n = hard_list(c, PAGED_LIST_CLIENTS, "", items, sizeof items[0], MAXC);
+    if (n < 0)
+        return (int) n;
+    for (long i = 0; i < n && i < MAXC; i++)
+        if (items[i].pid == (uint32_t) pid && !items[i].control_only) {
+            if (out != NULL)
+                *out = items[i];
+            return 1;
+        }
+    return 0;
+}
+
+/* Reads exactly n bytes within timeout_ms; returns 1 or 0. */
+int hard_read_full(int fd, void *buf, size_t n, int timeout_ms)
+{
+    uint64_t deadline = hard_now_ns() + (uint64_t) timeout_ms * 1000000u;
+    size_t have = 0;
+    /* Bounded by the deadline and by one byte, at least, per successful read. */
+    for (int i = 0; i < 1000000 && have < n; i++) {
+        uint64_t now = hard_now_ns();
+        if (now >= deadline)
+            return 0;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int left = (int) ((deadline - now) / 1000000u) + 1;
+        int r = poll(&p, 1, left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return 0;
+        ssize_t got = read(fd, (char *) buf + have, n - have);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return 0;
+        have += (size_t) got;
+    }
+    return have == n;
+}
+
+/* Fills n floats with random values in [-1, 1); returns nothing. */
+void hard_fill(tap_rng *rng, float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float) tap_rng_uniform(rng, -1.0, 1.0);
+    if (n > 0 && x[0] == 0.0f)
+        x[0] = 0.5f;
+}

@@ -1,0 +1,48 @@
+/* hard.h: what the hardening tests share: long mode, clocks, /proc figures, daemon listings. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TESTS_HARD_HARD_H
+#define PAGED_TESTS_HARD_HARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lib/proto.h"
+#include "tests/service/rawclient.h"
+#include "tests/tap/basic.h"
+
+/* Returns whether $PAGED_TEST_LONG asks for the full-length run (make check-long). */
+int hard_long(void);
+
+/* Returns the monotonic clock in nanoseconds. */
+uint64_t hard_now_ns(void);
+
+/* Sleeps about us microseconds: the pause of a bounded polling loop, never a synchronization. */
+void hard_pause_us(long us);
+
+/* Returns field ("VmRSS", "RssAnon") of /proc/PID/status in KiB, or -1. */
+long hard_status_kb(pid_t pid, const char *field);
+
+/* Returns the number of open descriptors of process pid (entries of /proc/PID/fd), or -1. */
+int hard_fd_count(pid_t pid);
+
+/*
+ * Runs LIST what (PAGED_LIST_*) with pool filter name ("" for all) on control connection c
+ * and copies up to max items of size isize into items. Returns the number of items the
+ * daemon listed (which may exceed max), or a negative paged_error.
+ */
+long hard_list(struct rc_client *c, uint32_t what, const char *name, void *items, size_t isize,
+               long max);
+
+/* Looks for the client connected from process pid in LIST clients. Returns 1 with *out
+ * filled (out may be NULL), 0 when there is none, or a negative paged_error. */
+int hard_client_by_pid(struct rc_client *c, pid_t pid, struct paged_client_item *out);
+
+/* Reads exactly n bytes from fd, waiting at most timeout_ms for the whole. Returns 1, or 0
+ * on end of file, timeout or error. */
+int hard_read_full(int fd, void *buf, size_t n, int timeout_ms);
+
+/* Fills n floats with random values in [-1, 1), never all zero. */
+void hard_fill(tap_rng *rng, float *x, size_t n);
+
+#endif

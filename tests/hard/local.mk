@@ -1,0 +1,47 @@
+# tests/hard/local.mk: the hardening tests: crash torture, load, daemon restart, access control,
+# and the check-long and check-valgrind targets.
+# SPDX-License-Identifier: MIT
+
+# What the hardening tests share. They link the service tests' raw client and daemon
+# spawner, libpaged for real clients, and the CPU reference kernels as the oracle.
+check_LTLIBRARIES += tests/hard/libhardtest.la
+tests_hard_libhardtest_la_SOURCES = tests/hard/hard.h tests/hard/hard.c
+HARD_CLIENT_LIBS = tests/hard/libhardtest.la tests/service/libsvctest.la lib/libpaged.la \
+	kernels/libpagedcpu.la lib/libpagedcore.la $(TAP_LIBS)
+
+HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t
+check_PROGRAMS += $(HARD_TESTS)
+TESTS += $(HARD_TESTS)
+tests_hard_torture_t_LDADD = $(HARD_CLIENT_LIBS)
+tests_hard_load_t_LDADD = $(HARD_CLIENT_LIBS)
+tests_hard_restart_t_LDADD = $(HARD_CLIENT_LIBS)
+tests_hard_access_t_LDADD = $(HARD_CLIENT_LIBS)
+
+# The tests exec the daemon: make sure it is built first.
+tests/hard/torture-t.log tests/hard/load-t.log tests/hard/restart-t.log tests/hard/access-t.log: \
+	daemon/pagedd
+
+# make check-long: the full-length runs (1000 kills, 64 clients x 10 000 requests).
+check-long: all
+	PAGED_TEST_LONG=1 $(MAKE) $(AM_MAKEFLAGS) check TESTS="$(HARD_TESTS)"
+
+# make check-valgrind: the service tests and the hardening tests that stop their daemon with
+# SIGTERM (restart, access, load), with pagedd under valgrind memcheck (tests/service/spawn.c
+# prefixes $PAGED_DAEMON_WRAPPER). Every daemon's report lands in tests/hard/valgrind/; an
+# error or a definite or indirect leak in any of them fails the target.
+HARD_VALGRIND_TESTS = tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
+	tests/service/control-t tests/hard/restart-t tests/hard/access-t tests/hard/load-t
+HARD_VALGRIND = valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
+	--errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
+	--log-file=$(abs_top_builddir)/tests/hard/valgrind/pagedd.%p.log
+check-valgrind: all
+	@command -v valgrind >/dev/null || { echo "check-valgrind: valgrind is not installed"; exit 1; }
+	rm -rf tests/hard/valgrind && $(MKDIR_P) tests/hard/valgrind
+	PAGED_DAEMON_WRAPPER="$(HARD_VALGRIND)" $(MAKE) $(AM_MAKEFLAGS) check TESTS="$(HARD_VALGRIND_TESTS)"
+	$(SHELL) $(srcdir)/tests/hard/valgrind-summary.sh tests/hard/valgrind
+EXTRA_DIST += tests/hard/valgrind-summary.sh
+.PHONY: check-long check-valgrind
+clean-local: clean-hard-valgrind
+clean-hard-valgrind:
+	-rm -rf tests/hard/valgrind
+.PHONY: clean-hard-valgrind

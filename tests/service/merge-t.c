@@ -1,0 +1,755 @@
+/* merge-t.c: DECODEs of several client processes merged into one launch: every output right, every client's order kept. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "paged.h"
+#include "kernels/kernels.h"
+#include "lib/proto.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/*
+ * NCLI client processes (libpaged) share one pool. Twice the parent stops the daemon
+ * (SIGSTOP), lets every client publish a whole burst of requests at once, and continues it,
+ * so that the bursts of all clients are in the rings when the engine looks: its passes take
+ * DECODEs of several clients together, and merge those that fit into one launch.
+ *
+ *   Burst A: NA DECODEs per client, all in flight at once (more than the engine takes of a
+ *   client per pass), over two layers, two query head counts, a window, ALiBi with a soft
+ *   cap, block-table strides 3 and 4, one DECODE whose query is an earlier one's output (so
+ *   they must not run in one launch), and two bad requests: every output must match
+ *   pk_ref_decode, and the bad ones fail alone.
+ *
+ *   Burst B: per layer and step, APPEND one token per sequence then DECODE over it, all in
+ *   flight at once, and at the end a token rewritten in place and decoded again: every DECODE
+ *   must match the reference with its client's just-appended token, and differ from the one
+ *   without it (what it would give had it run before the APPEND); the DECODE before the
+ *   rewrite must not see it.
+ *
+ * The daemon logs each merged launch at debug level; the parent counts them in the log. With
+ * PAGED_TEST_BACKEND=cuda the same runs on the GPU: the children (never the parent, since a
+ * CUDA context does not survive fork) copy tensors into and out of their device arenas.
+ * Children report each check as a fixed-size record through a pipe; the parent prints TAP.
+ */
+
+#define L 2
+#define H 2                 /* KV heads */
+#define QH 8                /* query heads: GQA groups of 4 (some requests use 4: groups of 2) */
+#define D 64
+#define B 16
+#define N 128
+#define NCLI 4
+#define NSEQ 2
+#define MAXBLK 4            /* blocks per sequence */
+#define CTX0 37             /* tokens in every sequence before the bursts */
+#define NA 40               /* burst A: DECODEs per client (the engine takes 32 per pass) */
+/* Burst A: DECODE CHAIN_TO's query is DECODE CHAIN_FROM's output. CHAIN_FROM is on layer 1,
+ * whose group is launched after CHAIN_TO's (layer 0): the two must not share a pass. */
+#define CHAIN_FROM 13
+#define CHAIN_TO 17
+#define NSTEP 5             /* burst B: tokens appended per layer */
+#define NB (2 * NSTEP * L + 2)
+#define TOL 1e-4            /* f32 everywhere: relative L2 error of one output row */
+#define WAIT_MS 120000
+
+enum rec_kind { REC_RESULT = 1, REC_READY, REC_SUBMITTED, REC_DONE };
+
+/* What a child tells the parent. */
+struct rec {
+    int32_t kind;
+    int32_t who;
+    int32_t ok;
+    int32_t phase;
+    char msg[240];
+};
+_Static_assert(sizeof(struct rec) <= PIPE_BUF, "records are written atomically");
+
+static struct td_daemon daemon_;
+static uint64_t seed;
+static int use_cuda;        /* the daemon runs the cuda backend: data arenas are device memory */
+static int out_fd = -1;     /* in a child: the write end of the record pipe */
+static int child_who;
+
+/* Writes one record to the parent; a child that cannot report has nothing left to do. */
+static void send_rec(int kind, int ok_, int phase, const char *msg)
+{
+    struct rec r;
+    memset(&r, 0, sizeof r);
+    r.kind = kind;
+    r.who = child_who;
+    r.ok = ok_;
+    r.phase = phase;
+    if (msg != NULL)
+        snprintf(r.msg, sizeof r.msg, "%s", msg);
+    if (write(out_fd, &r, sizeof r) != (ssize_t) sizeof r)
+        _exit(90);
+}
+
+/* Reports one check from a child; returns cond. */
+static int check(int cond, const char *fmt, ...) TAP_PRINTF(2, 3);
+static int check(int cond, const char *fmt, ...)
+{
+    char msg[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    send_rec(REC_RESULT, cond != 0, 0, msg);
+    return cond;
+}
+
+/* Reports a failed check that leaves the child nothing to do, and exits. */
+static void fatal(const char *fmt, ...) TAP_PRINTF(1, 2);
+static void fatal(const char *fmt, ...)
+{
+    char msg[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    send_rec(REC_RESULT, 0, 0, msg);
+    _exit(1);
+}
+
+/* Returns n zeroed bytes, or exits the child. */
+static void *xcalloc(size_t n)
+{
+    void *p = calloc(1, n > 0 ? n : 1);
+    if (p == NULL)
+        fatal("client %d: out of memory", child_who);
+    return p;
+}
+
+/* Everything one client holds. */
+struct client {
+    paged_client *c;
+    paged_pool *pool;
+    unsigned char *host, *data;   /* arena bases (data: a device pointer on cuda) */
+    int32_t ids[NSEQ * MAXBLK];   /* our blocks, sequence by sequence */
+    pk_cache ref;                 /* a host copy of the pool as we wrote it */
+    tap_rng rng;
+};
+
+/* Returns the offset of size bytes of an arena, or exits. */
+static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
+{
+    uint64_t off = 0;
+    if (paged_arena_alloc(cl->c, kind, size, 256, &off) != PAGED_OK)
+        fatal("client %d: carving %zu bytes of an arena: %s", child_who, size, paged_client_error(cl->c));
+    return off;
+}
+
+/* Copies n bytes of host memory into the data arena at off; returns nothing. */
+static void put(struct client *cl, uint64_t off, const void *src, size_t n)
+{
+#ifdef HAVE_CUDA
+    if (use_cuda) {
+        if (cudaMemcpy(cl->data + off, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
+            fatal("client %d: cudaMemcpy into the data arena", child_who);
+        return;
+    }
+#endif
+    memcpy(cl->data + off, src, n);
+}
+
+/* Copies n bytes of the data arena at off out to dst; returns nothing. */
+static void get(struct client *cl, void *dst, uint64_t off, size_t n)
+{
+#ifdef HAVE_CUDA
+    if (use_cuda) {
+        if (cudaMemcpy(dst, cl->data + off, n, cudaMemcpyDeviceToHost) != cudaSuccess)
+            fatal("client %d: cudaMemcpy out of the data arena", child_who);
+        return;
+    }
+#endif
+    memcpy(dst, cl->data + off, n);
+}
+
+/* Fills n bytes of the data arena at off with 0xff (NaN as f32), so that an output the daemon
+ * never wrote fails; returns nothing. */
+static void poison(struct client *cl, uint64_t off, size_t n)
+{
+    unsigned char *p = xcalloc(n);
+    memset(p, 0xff, n);
+    put(cl, off, p, n);
+    free(p);
+}
+
+/* Stores n random floats in [-1, 1) at x; returns nothing. */
+static void fill(tap_rng *rng, float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float) tap_rng_uniform(rng, -1.0, 1.0);
+}
+
+/* Returns the slot of token pos of sequence s. */
+static int32_t slot_of(const struct client *cl, int s, int pos)
+{
+    return cl->ids[s * MAXBLK + pos / B] * B + pos % B;
+}
+
+/* Returns the worst relative L2 error over rows of D floats of got against want (infinity
+ * for a non-finite value). */
+static double row_error(const float *got, const float *want, size_t rows)
+{
+    double worst = 0;
+    for (size_t r = 0; r < rows; r++) {
+        double num = 0, den = 0;
+        for (size_t d = 0; d < D; d++) {
+            double g = got[r * D + d], w = want[r * D + d];
+            if (!isfinite(g))
+                return INFINITY;
+            num += (g - w) * (g - w);
+            den += w * w;
+        }
+        double e = sqrt(num) / (den > 1e-12 ? sqrt(den) : 1e-6);
+        if (e > worst)
+            worst = e;
+    }
+    return worst;
+}
+
+/* Prepares one request, or exits; returns nothing. */
+static void prep(struct client *cl, const paged_request *req)
+{
+    if (paged_prep(cl->c, req) != PAGED_OK)
+        fatal("client %d: paged_prep: %s", child_who, paged_client_error(cl->c));
+}
+
+/* Waits for n completions into comp (by tag - base), or exits; returns nothing. */
+static void await_all(struct client *cl, paged_completion *comp, unsigned n, uint64_t base)
+{
+    unsigned got = 0;
+    for (unsigned i = 0; i < n; i++)
+        comp[i].tag = UINT64_MAX;
+    while (got < n) {
+        paged_completion c[8];
+        int k = paged_wait(cl->c, c, 8, WAIT_MS);
+        if (k < 0)
+            fatal("client %d: waiting for completions: %s (%u of %u came)", child_who,
+                  paged_strerror(k), got, n);
+        for (int i = 0; i < k; i++) {
+            uint64_t t = c[i].tag - base;
+            if (t >= n || comp[t].tag != UINT64_MAX)
+                fatal("client %d: a completion with tag %llu it did not expect", child_who,
+                      (unsigned long long) c[i].tag);
+            comp[t] = c[i];
+            got++;
+        }
+    }
+}
+
+/* Blocks until the parent writes a byte on cmd_fd (its go), or exits; returns nothing. */
+static void await_go(int cmd_fd)
+{
+    char ch;
+    ssize_t n;
+    do
+        n = read(cmd_fd, &ch, 1);
+    while (n < 0 && errno == EINTR);
+    if (n != 1)
+        _exit(2);
+}
+
+/* Connects, attaches, takes blocks and fills every sequence's first CTX0 tokens, every
+ * layer, through one APPEND (mirrored into cl->ref); returns nothing. */
+static void setup(struct client *cl)
+{
+    char name[32], err[256] = "";
+    snprintf(name, sizeof name, "merge-client-%d", child_who);
+    paged_connect_opts o = {
+        .socket_path = daemon_.socket, .name = name, .host_arena_size = 16u << 20,
+        .data_arena_size = 8u << 20,
+    };
+    int rc = paged_client_connect_err(&o, &cl->c, err, sizeof err);
+    if (rc != PAGED_OK)
+        fatal("client %d: connecting: %s (%s)", child_who, paged_strerror(rc), err);
+    if ((paged_client_backend(cl->c) == PAGED_BACKEND_CUDA) != use_cuda)
+        fatal("client %d: the daemon's backend is not the one asked for", child_who);
+    if ((rc = paged_pool_attach(cl->c, "merge", &cl->pool)) != PAGED_OK)
+        fatal("client %d: attaching the pool: %s", child_who, paged_client_error(cl->c));
+    size_t size;
+    cl->host = paged_arena_base(cl->c, PAGED_ARENA_HOST, &size);
+    cl->data = paged_arena_base(cl->c, PAGED_ARENA_DATA, &size);
+    if (cl->host == NULL || cl->data == NULL)
+        fatal("client %d: no arenas", child_who);
+#ifdef HAVE_CUDA
+    if (use_cuda) {
+        struct cudaPointerAttributes attr;
+        if (cudaPointerGetAttributes(&attr, cl->data) != cudaSuccess || cudaSetDevice(attr.device) != cudaSuccess)
+            fatal("client %d: the data arena is not device memory this process can use", child_who);
+    }
+#endif
+    if (paged_alloc(cl->pool, NSEQ * MAXBLK, cl->ids) != PAGED_OK)
+        fatal("client %d: ALLOC: %s", child_who, paged_client_error(cl->c));
+    cl->ref = (pk_cache) {
+        .num_layers = L, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
+        .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f,
+    };
+    cl->ref.base = xcalloc(pk_cache_bytes(&cl->ref));
+
+    int ntok = NSEQ * CTX0;
+    size_t n = (size_t) L * ntok * H * D;
+    float *k = xcalloc(n * 4), *v = xcalloc(n * 4);
+    fill(&cl->rng, k, n);
+    fill(&cl->rng, v, n);
+    uint64_t koff = carve(cl, PAGED_ARENA_DATA, n * 4), voff = carve(cl, PAGED_ARENA_DATA, n * 4);
+    uint64_t soff = carve(cl, PAGED_ARENA_HOST, (size_t) ntok * 4);
+    int32_t *slots = (int32_t *) (cl->host + soff);
+    for (int s = 0; s < NSEQ; s++)
+        for (int p = 0; p < CTX0; p++)
+            slots[s * CTX0 + p] = slot_of(cl, s, p);
+    put(cl, koff, k, n * 4);
+    put(cl, voff, v, n * 4);
+    paged_request app = {
+        .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = PAGED_ALL_LAYERS, .tag = 7,
+        .u.append = { .num_tokens = (uint32_t) ntok, .dtype = PAGED_DTYPE_F32, .k_off = koff,
+                      .v_off = voff, .slots_off = soff },
+    };
+    prep(cl, &app);
+    if (paged_submit(cl->c) < 0)
+        fatal("client %d: submitting the context", child_who);
+    paged_completion comp;
+    await_all(cl, &comp, 1, 7);
+    if (comp.status != PAGED_OK)
+        fatal("client %d: APPEND of the context: %s", child_who, paged_strerror(comp.status));
+    pk_append_args ra = {
+        .cache = cl->ref, .layer_begin = 0, .num_layers = L, .num_tokens = ntok,
+        .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots,
+    };
+    if (pk_ref_append(&ra) != 0)
+        fatal("client %d: pk_ref_append", child_who);
+    free(k);
+    free(v);
+}
+
+/* One DECODE of burst A as the client made it, kept for the reference. */
+struct dec {
+    int layer, nseq, heads, stride, window;
+    float soft_cap;
+    int alibi;
+    int32_t bt[NSEQ * MAXBLK];
+    int32_t lens[NSEQ];
+    float q[NSEQ * QH * D];
+    uint64_t out_off;
+    int expect;                   /* the status it must complete with */
+    uint32_t expect_field;
+};
+
+/* Burst A: NA DECODEs in flight at once; checks their statuses and outputs. Returns nothing. */
+static void burst_a(struct client *cl, int cmd_fd)
+{
+    static struct dec dv[NA];
+    float slopes[QH];
+    for (int h = 0; h < QH; h++)
+        slopes[h] = -0.05f * (float) (h + 1);
+    uint64_t slopes_off = carve(cl, PAGED_ARENA_HOST, sizeof slopes);
+    memcpy(cl->host + slopes_off, slopes, sizeof slopes);
+    size_t qbytes = (size_t) NSEQ * QH * D * 4;
+    for (int r = 0; r < NA; r++) {
+        struct dec *d = &dv[r];
+        memset(d, 0, sizeof *d);
+        d->nseq = 1 + r % 2;
+        d->layer = r % 8 == 5 ? 1 : 0;
+        d->heads = r % 10 == 9 ? QH / 2 : QH;
+        d->window = r % 8 == 7 ? 9 : 0;
+        d->stride = r % 3 == 0 ? MAXBLK : 3;
+        if (r == 22) {
+            d->alibi = 1;
+            d->soft_cap = 20.0f;
+        }
+        for (int i = 0; i < d->nseq; i++) {
+            int s = d->nseq == 1 ? (r / 2) % NSEQ : i;
+            d->lens[i] = CTX0 - (r * 5 + i * 3 + child_who) % 21;
+            for (int j = 0; j < d->stride; j++)
+                d->bt[i * d->stride + j] = cl->ids[s * MAXBLK + j];
+        }
+        d->expect = PAGED_OK;
+        if (r == 30) {
+            d->lens[0] = 0;
+            d->expect = PAGED_E_INVAL;
+            d->expect_field = PAGED_FIELD_SEQ_LENS;
+        } else if (r == 31) {
+            d->bt[0] = -5;
+            d->expect = PAGED_E_BLOCK;
+            d->expect_field = PAGED_FIELD_BLOCK_TABLE;
+        }
+        fill(&cl->rng, d->q, (size_t) d->nseq * d->heads * D);
+        uint64_t q_off = carve(cl, PAGED_ARENA_DATA, qbytes);
+        d->out_off = carve(cl, PAGED_ARENA_DATA, qbytes);
+        /* A chain: this query is the output of an earlier DECODE, so it must run after it. */
+        if (r == CHAIN_TO)
+            q_off = dv[CHAIN_FROM].out_off;
+        uint64_t bt_off = carve(cl, PAGED_ARENA_HOST, sizeof d->bt);
+        uint64_t lens_off = carve(cl, PAGED_ARENA_HOST, sizeof d->lens);
+        memcpy(cl->host + bt_off, d->bt, sizeof d->bt);
+        memcpy(cl->host + lens_off, d->lens, sizeof d->lens);
+        if (r != CHAIN_TO)
+            put(cl, q_off, d->q, qbytes);
+        poison(cl, d->out_off, qbytes);
+        paged_request req = {
+            .op = PAGED_OP_DECODE, .pool = cl->pool, .layer = d->layer, .tag = 100 + (uint64_t) r,
+            .u.attn = { .num_seqs = (uint32_t) d->nseq, .num_q_heads = (uint32_t) d->heads,
+                        .dtype = PAGED_DTYPE_F32, .q_off = q_off, .out_off = d->out_off,
+                        .block_tables_off = bt_off, .bt_stride = (uint32_t) d->stride,
+                        .seq_lens_off = lens_off,
+                        .opts = { .soft_cap = d->soft_cap, .window = d->window,
+                                  .has_alibi = d->alibi, .alibi_off = slopes_off } },
+        };
+        prep(cl, &req);
+    }
+    send_rec(REC_READY, 1, 1, NULL);
+    await_go(cmd_fd);
+    if (paged_submit(cl->c) != NA)
+        fatal("client %d: submitting burst A", child_who);
+    send_rec(REC_SUBMITTED, 1, 1, NULL);
+
+    static paged_completion comp[NA];
+    await_all(cl, comp, NA, 100);
+    int statuses = 1, good = 0, bad = 0;
+    double worst = 0;
+    float got[NSEQ * QH * D], want[NSEQ * QH * D], chained_q[NSEQ * QH * D];
+    for (int r = 0; r < NA; r++) {
+        const struct dec *d = &dv[r];
+        if (comp[r].status != d->expect
+            || (d->expect < 0 && comp[r].err_field != d->expect_field)) {
+            if (statuses)
+                check(0, "client %d: DECODE %d completes with %s (field %s), expected %s",
+                      child_who, r, paged_strerror(comp[r].status),
+                      paged_field_name(comp[r].err_field), paged_strerror(d->expect));
+            statuses = 0;
+            continue;
+        }
+        if (d->expect < 0)
+            continue;
+        get(cl, got, d->out_off, (size_t) d->nseq * d->heads * D * 4);
+        if (r == CHAIN_FROM)
+            memcpy(chained_q, got, (size_t) d->nseq * d->heads * D * 4);
+        pk_decode_args ra = {
+            .cache = cl->ref, .layer = d->layer, .num_seqs = d->nseq, .num_q_heads = d->heads,
+            .q_dtype = PAGED_DTYPE_F32, .q = r == CHAIN_TO ? chained_q : d->q, .out = want,
+            .block_tables = d->bt,
+            .bt_stride = d->stride, .seq_lens = d->lens,
+            .opts = { 1.0f / sqrtf((float) D), d->soft_cap, d->window, d->alibi ? slopes : NULL },
+        };
+        if (pk_ref_decode(&ra) != 0)
+            fatal("client %d: pk_ref_decode refused DECODE %d", child_who, r);
+        double e = row_error(got, want, (size_t) d->nseq * d->heads);
+        if (e > worst)
+            worst = e;
+        if (e <= TOL)
+            good++;
+        else if (bad++ == 0)
+            check(0, "client %d: DECODE %d (layer %d, %d sequences, %d heads, window %d, alibi %d): "
+                  "row error %.3g", child_who, r, d->layer, d->nseq, d->heads, d->window, d->alibi, e);
+    }
+    check(statuses, "client %d: %d DECODEs in flight at once all complete, the two bad ones alone "
+          "with PAGED_E_INVAL (seq_lens) and PAGED_E_BLOCK (block_tables)", child_who, NA);
+    check(bad == 0 && good == NA - 2, "client %d: its %d good DECODEs (2 layers, GQA 4 and 2, a "
+          "window, ALiBi with a soft cap, strides 3 and 4, one whose query is an earlier one's "
+          "output) match pk_ref_decode (worst row error %.2g)", child_who, good, worst);
+}
+
+/*
+ * Burst B: per step and layer, APPEND a token to both sequences then DECODE over it, all in
+ * flight at once; at the end the last token of layer 0 rewritten and decoded again. Checks
+ * that each DECODE saw its client's APPEND just before it and nothing after. Returns nothing.
+ */
+static void burst_b(struct client *cl, int cmd_fd)
+{
+    size_t kvn = (size_t) NSEQ * H * D, qn = (size_t) NSEQ * QH * D;
+    static float kk[NB / 2][NSEQ * H * D], vv[NB / 2][NSEQ * H * D], qq[NB / 2][NSEQ * QH * D];
+    static int32_t lens[NB / 2][NSEQ], slots[NB / 2][NSEQ];
+    uint64_t out_off[NB / 2];
+    int layer[NB / 2];
+    int32_t bt[NSEQ * MAXBLK];
+    memcpy(bt, cl->ids, sizeof bt);
+    uint64_t bt_off = carve(cl, PAGED_ARENA_HOST, sizeof bt);
+    memcpy(cl->host + bt_off, bt, sizeof bt);
+    for (int i = 0; i < NB / 2; i++) {
+        int rewrite = i == NB / 2 - 1;
+        int step = rewrite ? NSTEP - 1 : i / L;
+        layer[i] = rewrite ? 0 : i % L;
+        int pos = CTX0 + step;
+        fill(&cl->rng, kk[i], kvn);
+        fill(&cl->rng, vv[i], kvn);
+        fill(&cl->rng, qq[i], qn);
+        for (int s = 0; s < NSEQ; s++) {
+            slots[i][s] = slot_of(cl, s, pos);
+            lens[i][s] = pos + 1;
+        }
+        uint64_t k_off = carve(cl, PAGED_ARENA_DATA, kvn * 4), v_off = carve(cl, PAGED_ARENA_DATA, kvn * 4);
+        uint64_t q_off = carve(cl, PAGED_ARENA_DATA, qn * 4);
+        out_off[i] = carve(cl, PAGED_ARENA_DATA, qn * 4);
+        uint64_t s_off = carve(cl, PAGED_ARENA_HOST, sizeof slots[i]);
+        uint64_t l_off = carve(cl, PAGED_ARENA_HOST, sizeof lens[i]);
+        memcpy(cl->host + s_off, slots[i], sizeof slots[i]);
+        memcpy(cl->host + l_off, lens[i], sizeof lens[i]);
+        put(cl, k_off, kk[i], kvn * 4);
+        put(cl, v_off, vv[i], kvn * 4);
+        put(cl, q_off, qq[i], qn * 4);
+        poison(cl, out_off[i], qn * 4);
+        paged_request app = {
+            .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = layer[i], .tag = 1000 + 2 * (uint64_t) i,
+            .u.append = { .num_tokens = NSEQ, .dtype = PAGED_DTYPE_F32, .k_off = k_off,
+                          .v_off = v_off, .slots_off = s_off },
+        };
+        paged_request dec = {
+            .op = PAGED_OP_DECODE, .pool = cl->pool, .layer = layer[i], .tag = 1001 + 2 * (uint64_t) i,
+            .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
+                        .q_off = q_off, .out_off = out_off[i], .block_tables_off = bt_off,
+                        .bt_stride = MAXBLK, .seq_lens_off = l_off },
+        };
+        prep(cl, &app);
+        prep(cl, &dec);
+    }
+    send_rec(REC_READY, 1, 2, NULL);
+    await_go(cmd_fd);
+    if (paged_submit(cl->c) != NB)
+        fatal("client %d: submitting burst B", child_who);
+    send_rec(REC_SUBMITTED, 1, 2, NULL);
+
+    static paged_completion comp[NB];
+    await_all(cl, comp, NB, 1000);
+    int all_ok = 1;
+    for (int i = 0; i < NB; i++)
+        all_ok &= comp[i].status == PAGED_OK;
+    check(all_ok, "client %d: %d APPENDs and DECODEs in flight at once all complete OK", child_who, NB);
+
+    /* Replay the client's order on the reference: each DECODE against the cache after its
+     * APPEND (want) and before it (stale: what it gives if it ran first). */
+    double worst = 0, least_change = INFINITY;
+    int matches = 0;
+    const int before = (NSTEP - 1) * L;   /* the last DECODE of layer 0 before the rewrite */
+    float got[NSEQ * QH * D], want[NSEQ * QH * D], stale[NSEQ * QH * D], before_got[NSEQ * QH * D];
+    for (int i = 0; i < NB / 2; i++) {
+        pk_decode_args ra = {
+            .cache = cl->ref, .layer = layer[i], .num_seqs = NSEQ, .num_q_heads = QH,
+            .q_dtype = PAGED_DTYPE_F32, .q = qq[i], .out = stale, .block_tables = bt,
+            .bt_stride = MAXBLK, .seq_lens = lens[i], .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL },
+        };
+        pk_append_args aa = {
+            .cache = cl->ref, .layer_begin = layer[i], .num_layers = 1, .num_tokens = NSEQ,
+            .src_dtype = PAGED_DTYPE_F32, .k = kk[i], .v = vv[i], .slot_mapping = slots[i],
+        };
+        if (pk_ref_decode(&ra) != 0 || pk_ref_append(&aa) != 0)
+            fatal("client %d: the reference refused step %d", child_who, i);
+        ra.out = want;
+        if (pk_ref_decode(&ra) != 0)
+            fatal("client %d: the reference refused step %d", child_who, i);
+        get(cl, got, out_off[i], sizeof got);
+        double e = row_error(got, want, (size_t) NSEQ * QH), change = row_error(got, stale, (size_t) NSEQ * QH);
+        if (e > worst)
+            worst = e;
+        if (change < least_change)
+            least_change = change;
+        matches += e <= TOL && change > 100 * TOL;
+        if (i == before)
+            memcpy(before_got, got, sizeof got);
+    }
+    /* The DECODE before the rewrite, replayed on the cache as it is after it: had the rewrite
+     * overtaken it, this is what it would have given. */
+    pk_decode_args late = {
+        .cache = cl->ref, .layer = 0, .num_seqs = NSEQ, .num_q_heads = QH,
+        .q_dtype = PAGED_DTYPE_F32, .q = qq[before], .out = want, .block_tables = bt,
+        .bt_stride = MAXBLK, .seq_lens = lens[before], .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL },
+    };
+    if (pk_ref_decode(&late) != 0)
+        fatal("client %d: the reference refused the late replay", child_who);
+    double diff = row_error(before_got, want, (size_t) NSEQ * QH);
+    check(diff > 100 * TOL, "client %d: the DECODE before a token's rewrite in place does not see "
+          "the new K and V (differs from what it would give by %.2g), the one after does", child_who,
+          diff);
+    check(matches == NB / 2, "client %d: each of its %d DECODEs matches pk_ref_decode with the "
+          "token its APPEND just wrote (worst row error %.2g) and not without it (smallest "
+          "difference %.2g)", child_who, NB / 2, worst, least_change);
+}
+
+/* A client process: set up, burst A, burst B, then exits. */
+static void client_main(int who, int cmd_fd)
+{
+    child_who = who;
+    struct client cl;
+    memset(&cl, 0, sizeof cl);
+    tap_rng_seed(&cl.rng, seed * 1000003u + (uint64_t) who * 7919u);
+    setup(&cl);
+    burst_a(&cl, cmd_fd);
+    burst_b(&cl, cmd_fd);
+    send_rec(REC_DONE, 1, 0, NULL);
+    paged_client_close(cl.c);
+    free(cl.ref.base);
+    _exit(0);
+}
+
+/* Reads records until count records of kind for phase came (printing results on the way);
+ * returns 1, or 0 when the children went away or the wait took too long. */
+static int await_recs(int fd, int kind, int phase, int count)
+{
+    int seen = 0;
+    for (int waited = 0; seen < count && waited < WAIT_MS;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int rc = poll(&p, 1, 100);
+        if (rc < 0 && errno != EINTR)
+            sysbail("poll");
+        if (rc <= 0) {
+            waited += 100;
+            continue;
+        }
+        struct rec r;
+        ssize_t n = read(fd, &r, sizeof r);
+        if (n == 0)
+            return 0;
+        if (n != (ssize_t) sizeof r)
+            bail("short record from a client (%zd bytes)", n);
+        if (r.kind == REC_RESULT)
+            ok(r.ok, "%s", r.msg);
+        else if (r.kind == kind && (phase == 0 || r.phase == phase))
+            seen++;
+    }
+    return seen == count;
+}
+
+/* Scans the daemon's log for merged launches; stores how many, and the most clients one
+ * served. Returns nothing. */
+static void merged_in_log(unsigned long *launches, unsigned *most_clients, unsigned long *requests)
+{
+    *launches = 0;
+    *most_clients = 0;
+    *requests = 0;
+    FILE *f = fopen(daemon_.log, "r");
+    if (f == NULL)
+        return;
+    char line[2048];
+    while (fgets(line, sizeof line, f) != NULL) {
+        const char *at = strstr(line, "merged DECODE launch ");
+        unsigned long id;
+        unsigned reqs, clients;
+        if (at == NULL || sscanf(at, "merged DECODE launch %lu: %u requests of %u clients", &id,
+                                 &reqs, &clients) != 3)
+            continue;
+        (*launches)++;
+        *requests += reqs;
+        if (clients > *most_clients)
+            *most_clients = clients;
+    }
+    fclose(f);
+}
+
+/* Stops the daemon and waits until it has stopped; returns nothing. */
+static void stop_daemon(void)
+{
+    int st;
+    if (kill(daemon_.pid, SIGSTOP) != 0)
+        sysbail("SIGSTOP");
+    while (waitpid(daemon_.pid, &st, WUNTRACED) < 0)
+        if (errno != EINTR)
+            sysbail("waitpid");
+}
+
+/* Starts the daemon and the clients, conducts the two bursts, reads the log; returns 0. */
+int main(void)
+{
+    const char *be = getenv("PAGED_TEST_BACKEND");
+    use_cuda = be != NULL && strcmp(be, "cuda") == 0;
+#ifndef HAVE_CUDA
+    if (use_cuda)
+        skip_all("PAGED_TEST_BACKEND=cuda, but this build has no CUDA to fill device arenas");
+#endif
+    seed = tap_seed();
+    const char *extra[] = { "--log-level", "debug", "--threads", "2", NULL };
+    int st = 0;
+    if (td_start(&daemon_, extra, &st) < 0) {
+        if (use_cuda)
+            skip_all("pagedd --backend cuda does not start here (no CUDA device?)");
+        bail("pagedd did not start (status %d)", st);
+    }
+    plan_lazy();
+
+    /* The pool, made over a raw control connection: the parent never touches CUDA. */
+    struct rc_client ctl;
+    int rc = rc_connect(daemon_.socket, "merge-t", PAGED_HELLO_CONTROL, &ctl);
+    if (rc == 0)
+        rc = rc_pool_create(&ctl, "merge", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE,
+                            NULL, NULL);
+    if (!ok(rc == 0, "pool 'merge' created (%d layers, %d KV heads, D %d, blocks of %d, f32)", L, H, D, B))
+        bail("cannot go on without the pool: %s", ctl.errmsg);
+
+    int pfd[2];
+    if (pipe(pfd) < 0)
+        sysbail("pipe");
+    int cmd[NCLI];
+    pid_t pids[NCLI];
+    for (int w = 0; w < NCLI; w++) {
+        int c[2];
+        if (pipe(c) < 0)
+            sysbail("pipe");
+        fflush(NULL);
+        pids[w] = fork();
+        if (pids[w] < 0)
+            sysbail("fork");
+        if (pids[w] == 0) {
+            td_forget_all();
+            close(pfd[0]);
+            close(c[1]);
+            for (int j = 0; j < w; j++)
+                close(cmd[j]);
+            out_fd = pfd[1];
+            client_main(w, c[0]);
+        }
+        close(c[0]);
+        cmd[w] = c[1];
+    }
+    close(pfd[1]);
+
+    int ready = 1;
+    for (int phase = 1; phase <= 2 && ready; phase++) {
+        ready = await_recs(pfd[0], REC_READY, phase, NCLI);
+        if (!ok(ready, "burst %c: every client prepared its requests", 'A' + phase - 1))
+            break;
+        /* Stopped, so every client's whole burst is in its ring when the engine looks. */
+        stop_daemon();
+        for (int w = 0; w < NCLI; w++)
+            if (write(cmd[w], "g", 1) != 1)
+                sysbail("write");
+        ready = await_recs(pfd[0], REC_SUBMITTED, phase, NCLI);
+        kill(daemon_.pid, SIGCONT);
+        ok(ready, "burst %c: every client submitted while the daemon was stopped", 'A' + phase - 1);
+    }
+    ok(ready && await_recs(pfd[0], REC_DONE, 0, NCLI), "every client checked both bursts");
+    for (int w = 0; w < NCLI; w++) {
+        close(cmd[w]);
+        int cst = 0;
+        waitpid(pids[w], &cst, 0);
+        is_int(0, WIFEXITED(cst) ? WEXITSTATUS(cst) : 128 + WTERMSIG(cst), "client %d exits 0", w);
+    }
+    close(pfd[0]);
+
+    unsigned long launches, requests;
+    unsigned most;
+    merged_in_log(&launches, &most, &requests);
+    ok(launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", launches, requests);
+    ok(most >= 2, "a merged launch served DECODEs of %u clients (at least 2)", most);
+    rc_close(&ctl);
+    st = td_stop(&daemon_);
+    ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
+    ok(!td_log_contains(&daemon_, "corrupt"), "the daemon saw no corrupt ring");
+    td_cleanup(&daemon_);
+    return 0;
+}
