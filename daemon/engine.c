@@ -38,6 +38,17 @@
 #define ITEM_WAITS 1
 #define NONE UINT32_MAX
 
+/* What the engine did since it was last idle, for the INFO line pd_engine_idle writes. */
+struct eng_activity {
+    uint64_t passes;              /* passes that ran a batch */
+    uint64_t decode_passes;       /* of them, with a DECODE */
+    uint64_t decode_requests;     /* DECODE requests in those */
+    uint64_t decode_clients;      /* clients with a DECODE in those, summed over the passes */
+    uint64_t launches;            /* backend launches (a merged DECODE counts once) */
+    uint64_t backend_ns;          /* time in the backend's run_batch */
+    uint64_t gather_ns;           /* time gathering late clients */
+};
+
 /* One request taken into the pass. */
 struct eng_item {
     struct paged_cqe cqe;         /* its completion, status and count filled at the end */
@@ -74,6 +85,7 @@ struct pd_engine {
     int flush_evictions;          /* an ALLOC or LOOKUP ran: announce evictions afterwards */
     uint64_t merged_launches;     /* DECODE launches that served more than one request */
     uint64_t merged_requests;     /* requests they served */
+    struct eng_activity act;      /* since the daemon last had no client (pd_engine_idle) */
 };
 
 /* Names of the request fields for log lines, in enum paged_field order. */
@@ -424,9 +436,20 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     batch.nlaunches = pb_plan(e->in, n, e->out, e->launches, e->groups, e->next);
     uint64_t t0 = pd_now_ns();
     srv->backend->ops->run_batch(srv->backend, &batch);
+    uint64_t spent = pd_now_ns() - t0;
+    e->act.passes++;
+    e->act.launches += batch.nlaunches;
+    e->act.backend_ns += spent;
     if (e->decode_in_pass) {
-        e->last_batch_ns = pd_now_ns() - t0;
+        e->last_batch_ns = spent;
         e->last_decode_pass = e->pass;
+        e->act.decode_passes++;
+        for (uint32_t c = 0; c < e->nclients; c++)
+            if (e->clients[c].rules.decode_taken)
+                e->act.decode_clients++;
+        for (uint32_t i = 0; i < n; i++)
+            if (e->out[i].op->opcode == PAGED_OP_DECODE)
+                e->act.decode_requests++;
     }
     for (uint32_t i = 0; i < n; i++)
         e->items[e->out[i].user].status = e->out[i].status;
@@ -520,8 +543,12 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     }
     if (e->nclients == 0)
         return 0;
-    if (only == NULL)
+    if (only == NULL) {
+        uint64_t g0 = e->decode_in_pass ? pd_now_ns() : 0;
         took += gather(e, srv, budget);
+        if (g0 != 0)
+            e->act.gather_ns += pd_now_ns() - g0;
+    }
     run_batch(e, srv);
     uint64_t t1 = pd_now_ns();
     unsigned done = 0;
@@ -554,6 +581,23 @@ unsigned pd_engine_pass(struct pd_server *srv, unsigned budget)
 unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget)
 {
     return pass(srv, c, budget);
+}
+
+/* Logs what the engine did since it was last idle and starts counting afresh; see server.h. */
+void pd_engine_idle(struct pd_server *srv)
+{
+    struct pd_engine *e = srv->engine;
+    if (e == NULL || e->act.passes == 0)
+        return;
+    const struct eng_activity *a = &e->act;
+    double dp = a->decode_passes != 0 ? (double) a->decode_passes : 1.0;
+    pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend; "
+           "%llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering",
+           (unsigned long long) a->passes, (unsigned long long) a->launches,
+           (double) a->backend_ns / 1e3 / (double) a->passes, (unsigned long long) a->decode_passes,
+           (double) a->decode_requests / dp, (double) a->decode_clients / dp,
+           (double) a->gather_ns / 1e3 / dp);
+    memset(&e->act, 0, sizeof e->act);
 }
 
 /* Returns whether c has a submission it could run now. */

@@ -158,6 +158,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
 static void sweep_dead(struct pd_server *srv)
 {
     struct pd_conn *c = srv->conns;
+    int swept = 0;
     while (c != NULL) {
         struct pd_conn *next = c->next;
         if (c->state == PD_CONN_DEAD) {
@@ -167,11 +168,18 @@ static void sweep_dead(struct pd_server *srv)
                 srv->conns = c->next;
             if (c->next != NULL)
                 c->next->prev = c->prev;
+            swept |= c->engine_decode_pass != 0;
             free(c->att);
             free(c);
         }
         c = next;
     }
+    /* The last client that ran a DECODE has left: the engine reports what it did. */
+    for (c = srv->conns; swept && c != NULL; c = c->next)
+        if (c->engine_decode_pass != 0)
+            swept = 0;
+    if (swept)
+        pd_engine_idle(srv);
 }
 
 /* Accepts every pending connection; returns nothing. */

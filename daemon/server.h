@@ -109,6 +109,11 @@ unsigned pd_engine_pass(struct pd_server *srv, unsigned budget);
 /* The same pass over c alone (engine.c): for harnesses that drive one connection. */
 unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget);
 
+/* Logs, at INFO, what the engine did since it was last called (batches, launches, backend
+ * time, DECODE requests and clients per batch, time spent gathering), and starts counting
+ * afresh (engine.c). The server calls it when the last client that ran a DECODE leaves. */
+void pd_engine_idle(struct pd_server *srv);
+
 /* Returns whether c has submissions waiting that it could run now (engine.c). */
 int pd_engine_pending(struct pd_conn *c);
 

@@ -60,7 +60,9 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
     step bench-kernels tools/paged-bench kernels --json "$out/bench-kernels.json"
+    export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd.log"
     step bench-service tools/paged-bench service --json "$out/bench-service.json"
+    grep 'engine:' "$logs/bench-pagedd.log" | tee -a "$summary"
     cat "$logs/bench-kernels.log" "$logs/bench-service.log" | tee -a "$summary"
 fi
 tar -czf "$out/logs.tar.gz" -C "$logs" .

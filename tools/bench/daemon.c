@@ -171,6 +171,26 @@ void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsign
     bench_die("no daemon to benchmark");
 }
 
+/* Appends the daemon's log to the file $PAGED_BENCH_DAEMON_LOG names, when it names one, so
+ * that the engine's activity lines (batches, merges) survive the run; returns nothing. */
+static void keep_log(const struct bd_daemon *d)
+{
+    const char *dest = getenv("PAGED_BENCH_DAEMON_LOG");
+    if (dest == NULL || *dest == '\0')
+        return;
+    FILE *in = fopen(d->log, "r");
+    FILE *out = fopen(dest, "a");
+    char buf[4096];
+    size_t n;
+    while (in != NULL && out != NULL && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            break;
+    if (in != NULL)
+        fclose(in);
+    if (out != NULL)
+        fclose(out);
+}
+
 /* Stops the daemon and removes its directory. */
 void bd_stop(struct bd_daemon *d)
 {
@@ -191,6 +211,7 @@ void bd_stop(struct bd_daemon *d)
         bd_untrack(d->pid);
         d->pid = 0;
     }
+    keep_log(d);
     remove_dir(d->dir);
     cleanup_dir[0] = '\0';
 }
