@@ -123,6 +123,10 @@ typedef struct paged_connect_opts {
     uint64_t host_arena_size; /* bytes; 0: 64 MiB. The daemon may cap it. */
     uint64_t data_arena_size; /* device arena bytes on the cuda backend; 0: 256 MiB */
     int timeout_ms;           /* for connect and control calls; 0: 10000; -1: forever */
+    int spin_us;              /* the longest a wait for completions spins before it sleeps,
+                                 in microseconds, up to 1000000 (it adapts below that); 0: 30;
+                                 -1: never spins. Spinning answers sooner and burns a core
+                                 meanwhile (since 0.1). */
 } paged_connect_opts;
 
 /*

@@ -290,6 +290,16 @@ int paged_client_connect_err(const paged_connect_opts *opts, paged_client **out,
     paged_client *c = client_new();
     if (c == NULL)
         return PAGED_E_NOMEM;
+    if (opts != NULL && opts->spin_us != 0) {
+        if (opts->spin_us < -1 || opts->spin_us > PAGED_SPIN_US_MAX) {
+            if (errbuf != NULL && errbuf_size > 0)
+                snprintf(errbuf, errbuf_size, "spin_us %d is out of range (-1 to %d)", opts->spin_us,
+                         PAGED_SPIN_US_MAX);
+            client_free(c);
+            return PAGED_E_INVAL;
+        }
+        paged_waiter_init(&c->waiter, opts->spin_us < 0 ? 0 : (uint32_t) opts->spin_us * 1000u);
+    }
     int rc = do_connect(c, opts != NULL ? opts : &defaults);
     if (rc < 0) {
         if (errbuf != NULL && errbuf_size > 0)

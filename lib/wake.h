@@ -42,6 +42,8 @@
 
 /* The default ceiling of the adaptive spin, in nanoseconds. */
 #define PAGED_WAKE_SPIN_NS 30000u
+/* The largest ceiling a client may ask for (paged_connect_opts.spin_us), in microseconds. */
+#define PAGED_SPIN_US_MAX 1000000
 
 /* A waiter's adaptive spin budget and counters, owned by one waiting thread. */
 struct paged_waiter {

@@ -128,6 +128,24 @@ static void test_connect_failures(const struct harness *h)
     o.cq_entries = 32;
     is_int(PAGED_E_INVAL, paged_client_connect(&o, &c), "connect: cq_entries below sq_entries is refused");
     o.sq_entries = o.cq_entries = 0;
+    o.spin_us = -2;
+    is_int(PAGED_E_INVAL, paged_client_connect_err(&o, &c, why, sizeof why), "connect: spin_us -2 is refused");
+    ok(contains(why, "spin_us"), "connect: the reason names spin_us (%s)", why);
+    o.spin_us = 1000001;
+    is_int(PAGED_E_INVAL, paged_client_connect(&o, &c), "connect: spin_us 1000001 is refused");
+    /* Never spinning and spinning long both still complete requests. */
+    static const int spins[] = { -1, 500 };
+    for (size_t i = 0; i < sizeof spins / sizeof spins[0]; i++) {
+        o.spin_us = spins[i];
+        int rc = paged_client_connect_err(&o, &c, why, sizeof why);
+        is_int(PAGED_OK, rc, "connect: spin_us %d is accepted (%s)", spins[i], why);
+        if (rc == PAGED_OK) {
+            for (int k = 0; k < 3; k++)
+                is_int(PAGED_OK, paged_nop(c), "spin_us %d: NOP %d completes", spins[i], k);
+            paged_client_close(c);
+        }
+    }
+    o.spin_us = 0;
 
     static const struct { enum fake_mode mode; int want; const char *what; } cases[] = {
         { FAKE_REFUSE_SEQ0, PAGED_E_VERSION, "a refusal answering no request" },

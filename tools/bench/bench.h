@@ -30,6 +30,7 @@ struct bench_opts {
     unsigned context;               /* service: tokens already in each sequence (0: default) */
     unsigned steps;                 /* service: timed decode steps per client (0: default) */
     long nops;                      /* service: NOP round trips (0: default) */
+    int spin_us;                    /* service: clients' paged_connect_opts.spin_us (0: default) */
     uint64_t seed;                  /* of every random input */
     int do_kernels, do_service;
 };

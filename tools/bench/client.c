@@ -146,6 +146,9 @@ static void setup(struct client *cl, const char *socket, const char *pool_name, 
         .data_arena_size = data_need,
         .timeout_ms = 60000,
     };
+    const char *spin = getenv("PAGED_BENCH_SPIN_US");   /* --spin-us, set by the parent */
+    if (spin != NULL)
+        opts.spin_us = atoi(spin);
     int rc = paged_client_connect_err(&opts, &cl->c, err, sizeof err);
     if (rc != PAGED_OK)
         bench_die("client %u: connecting to %s: %s (%s)", cl->index, socket, paged_strerror(rc), err);

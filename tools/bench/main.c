@@ -40,6 +40,8 @@ static void usage(FILE *f)
             "      --steps=N          service: timed decode steps per client (default 100 on\n"
             "                         cuda, 10 on cpu; with --quick 3)\n"
             "      --nops=N           service: NOP round trips (default 100000; --quick 1000)\n"
+            "      --spin-us=N        service: how long the clients' waits spin before they\n"
+            "                         sleep, in microseconds (-1: never; default: libpaged's)\n"
             "      --seed=N           seed of every random input (default: from the clock)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n\n"
@@ -77,14 +79,15 @@ static void parse_clients(struct bench_opts *o, const char *s)
 /* Parses the command line into o; exits for --help, --version and usage errors. Returns nothing. */
 static void parse_args(int argc, char **argv, struct bench_opts *o)
 {
-    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED };
+    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN };
     static const struct option longopts[] = {
         { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
         { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
         { "threads", required_argument, NULL, 't' }, { "clients", required_argument, NULL, 'c' },
         { "batch", required_argument, NULL, 'B' }, { "context", required_argument, NULL, OPT_CONTEXT },
         { "steps", required_argument, NULL, OPT_STEPS }, { "nops", required_argument, NULL, OPT_NOPS },
-        { "seed", required_argument, NULL, OPT_SEED }, { "help", no_argument, NULL, 'h' },
+        { "seed", required_argument, NULL, OPT_SEED }, { "spin-us", required_argument, NULL, OPT_SPIN },
+        { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
     };
     const char *clients = NULL;
@@ -112,6 +115,11 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         case OPT_CONTEXT: o->context = (unsigned) parse_count(optarg, "context", 1); break;
         case OPT_STEPS: o->steps = (unsigned) parse_count(optarg, "step count", 1); break;
         case OPT_NOPS: o->nops = (long) parse_count(optarg, "NOP count", 1); break;
+        case OPT_SPIN:
+            o->spin_us = strcmp(optarg, "-1") == 0 ? -1 : (int) parse_count(optarg, "spin", 1);
+            if (o->spin_us > 1000000)
+                bench_die("--spin-us: at most 1000000, not %s", optarg);
+            break;
         case OPT_SEED:
             o->seed = strtoull(optarg, NULL, 0) & ((1ull << 48) - 1);
             seeded = 1;

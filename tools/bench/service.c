@@ -389,12 +389,19 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
 
     struct scenario sc[MAX_SCENARIOS];
     int n = scenarios(o, sc);
-    char title[300];
+    char title[360], spin[48] = "libpaged's default";
+    if (o->spin_us != 0) {
+        /* The client processes read it at connection time (client.c). */
+        char v[16];
+        snprintf(v, sizeof v, "%d", o->spin_us);
+        setenv("PAGED_BENCH_SPIN_US", v, 1);
+        snprintf(spin, sizeof spin, o->spin_us < 0 ? "none" : "%d us", o->spin_us);
+    }
     snprintf(title, sizeof title,
              "service: %d-layer decode steps (APPEND + DECODE per layer, 32/8 heads, D 128, bf16) on "
-             "%u-token contexts, %u steps per client; daemon backend %s; in-process: the same kernels "
-             "called directly",
-             SVC_LAYERS, s.run.context, s.run.steps, s.backend == BENCH_CUDA ? "cuda" : "cpu");
+             "%u-token contexts, %u steps per client; daemon backend %s; client wait spin %s; "
+             "in-process: the same kernels called directly",
+             SVC_LAYERS, s.run.context, s.run.steps, s.backend == BENCH_CUDA ? "cuda" : "cpu", spin);
     struct br_table *t = br_table(r, "service", title);
     br_col(t, "clients", "clients", 0, 0);
     br_col(t, "batch", "batch", 0, 0);
