@@ -154,8 +154,8 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     c->list.active = 0;
 }
 
-/* Frees connections killed during this turn; returns nothing. */
-static void sweep_dead(struct pd_server *srv)
+/* Frees connections killed during this turn; see server.h. */
+void pd_server_sweep(struct pd_server *srv)
 {
     struct pd_conn *c = srv->conns;
     int swept = 0;
@@ -431,7 +431,7 @@ static void shutdown_clients(struct pd_server *srv)
         }
         pd_server_kill(srv, c, PD_LOG_INFO, "daemon shutting down");
     }
-    sweep_dead(srv);
+    pd_server_sweep(srv);
 }
 
 /* Serves until stopped; returns 0. */
@@ -491,7 +491,7 @@ int pd_server_run(struct pd_server *srv)
             }
         }
         check_timers(srv, last_poll);
-        sweep_dead(srv);
+        pd_server_sweep(srv);
     }
     shutdown_clients(srv);
     return 0;
@@ -595,7 +595,7 @@ void pd_server_destroy(struct pd_server *srv)
         return;
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
         pd_server_kill(srv, c, PD_LOG_DEBUG, "daemon exiting");
-    sweep_dead(srv);
+    pd_server_sweep(srv);
     while (srv->pools != NULL) {
         struct pd_pool *p = srv->pools;
         srv->pools = p->next;

@@ -66,6 +66,10 @@ uint64_t pd_now_ns(void);
 void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level level,
                     const char *reason);
 
+/* Unlinks and frees every connection pd_server_kill marked dead; the event loop calls it
+ * after each turn, when nothing refers to them any more. Returns nothing. */
+void pd_server_sweep(struct pd_server *srv);
+
 /* Announces an event to every subscriber (dropped for those who do not keep up). */
 void pd_server_event(struct pd_server *srv, uint32_t event, const struct pd_conn *c,
                      const char *pool, uint32_t count);

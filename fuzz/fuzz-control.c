@@ -350,32 +350,12 @@ static struct peer add_bystander(struct pd_pool *base)
     return by;
 }
 
-/* Frees the connections killed so far, as server.c's sweep does; returns nothing. */
-static void sweep(void)
-{
-    struct pd_conn *c = srv->conns;
-    while (c != NULL) {
-        struct pd_conn *next = c->next;
-        if (c->state == PD_CONN_DEAD) {
-            if (c->prev != NULL)
-                c->prev->next = c->next;
-            else
-                srv->conns = c->next;
-            if (c->next != NULL)
-                c->next->prev = c->prev;
-            free(c->att);
-            free(c);
-        }
-        c = next;
-    }
-}
-
 /* Kills every connection, frees every pool and resets the counters; returns nothing. */
 static void reset_server(void)
 {
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
         pd_server_kill(srv, c, PD_LOG_DEBUG, "end of input");
-    sweep();
+    pd_server_sweep(srv);
     FUZZ_CHECK(srv->conns == NULL && srv->n_pending == 0 && srv->n_channel == 0
                && srv->n_control == 0, "connections left: pending %u channel %u control %u",
                srv->n_pending, srv->n_channel, srv->n_control);

@@ -401,7 +401,7 @@ static long x_blocks_differ(void)
 static int x_blocks_held_by_x_only(void)
 {
     static struct paged_block_item items[N];
-    long n = hard_list(&cr, PAGED_LIST_BLOCKS, "shared", items, sizeof items[0], N);
+    long n = rc_list(&cr, PAGED_LIST_BLOCKS, "shared", items, sizeof items[0], N);
     int good = 0;
     for (int i = 0; i < 4; i++)
         for (long k = 0; k < n && k < N; k++)

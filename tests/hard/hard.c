@@ -74,42 +74,12 @@ int hard_fd_count(pid_t pid)
     return n;
 }
 
-/* Runs a LIST and collects its items; see hard.h. */
-long hard_list(struct rc_client *c, uint32_t what, const char *name, void *items, size_t isize,
-               long max)
-{
-    static unsigned char buf[PAGED_MSG_MAX];
-    struct paged_msg_list m;
-    memset(&m, 0, sizeof m);
-    m.hdr.type = PAGED_MSG_LIST;
-    m.hdr.len = sizeof m;
-    m.what = what;
-    snprintf(m.name, sizeof m.name, "%s", name);
-    long n = rc_control(c, &m, sizeof m, buf, sizeof buf, NULL), got = 0;
-    /* Bounded: every packet holds at least one item, and no pool has 2^31 blocks here. */
-    for (int i = 0; i < 100000 && n >= 0; i++) {
-        struct paged_msg_list_items *li = (struct paged_msg_list_items *) buf;
-        if (li->hdr.type == PAGED_MSG_LIST_END)
-            return li->hdr.status == got ? got : PAGED_E_PROTO;
-        if (li->hdr.type != PAGED_MSG_LIST_ITEMS || (size_t) n != sizeof *li + li->count * isize)
-            return PAGED_E_PROTO;
-        for (uint32_t k = 0; k < li->count; k++, got++)
-            if (got < max)
-                memcpy((char *) items + (size_t) got * isize, buf + sizeof *li + k * isize, isize);
-        int nfds = 0;
-        if (psock_wait_readable(c->sock, 10000) != 1)
-            return PAGED_E_TIMEOUT;
-        n = psock_recv(c->sock, buf, sizeof buf, NULL, 0, &nfds);
-    }
-    return n < 0 ? n : PAGED_E_PROTO;
-}
-
 /* Finds a client by pid in LIST clients; see hard.h. */
 int hard_client_by_pid(struct rc_client *c, pid_t pid, struct paged_client_item *out)
 {
     enum { MAXC = 512 };
     static struct paged_client_item items[MAXC];
-    long n = hard_list(c, PAGED_LIST_CLIENTS, "", items, sizeof items[0], MAXC);
+    long n = rc_list(c, PAGED_LIST_CLIENTS, "", items, sizeof items[0], MAXC);
     if (n < 0)
         return (int) n;
     for (long i = 0; i < n && i < MAXC; i++)

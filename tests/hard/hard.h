@@ -26,14 +26,6 @@ long hard_status_kb(pid_t pid, const char *field);
 /* Returns the number of open descriptors of process pid (entries of /proc/PID/fd), or -1. */
 int hard_fd_count(pid_t pid);
 
-/*
- * Runs LIST what (PAGED_LIST_*) with pool filter name ("" for all) on control connection c
- * and copies up to max items of size isize into items. Returns the number of items the
- * daemon listed (which may exceed max), or a negative paged_error.
- */
-long hard_list(struct rc_client *c, uint32_t what, const char *name, void *items, size_t isize,
-               long max);
-
 /* Looks for the client connected from process pid in LIST clients. Returns 1 with *out
  * filled (out may be NULL), 0 when there is none, or a negative paged_error. */
 int hard_client_by_pid(struct rc_client *c, pid_t pid, struct paged_client_item *out);

@@ -319,7 +319,7 @@ static int wait_idle(struct rc_client *ctl)
 {
     static struct paged_client_item items[512];
     for (int i = 0; i < 20000; i++) {
-        long n = hard_list(ctl, PAGED_LIST_CLIENTS, "", items, sizeof items[0], 512);
+        long n = rc_list(ctl, PAGED_LIST_CLIENTS, "", items, sizeof items[0], 512);
         int channels = 0;
         for (long k = 0; k < n && k < 512; k++)
             channels += !items[k].control_only;

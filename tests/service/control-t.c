@@ -27,36 +27,6 @@ static uint32_t must(struct rc_client *c, struct paged_sqe s)
     return q.count;
 }
 
-/* Collects every item of a LIST into items (up to max, of size isize); returns the count
- * LIST_END reported, or a negative error. */
-static long list_all(struct rc_client *c, uint32_t what, const char *name, void *items, size_t isize, long max)
-{
-    static unsigned char buf[PAGED_MSG_MAX];
-    struct paged_msg_list m;
-    memset(&m, 0, sizeof m);
-    m.hdr.type = PAGED_MSG_LIST;
-    m.hdr.len = sizeof m;
-    m.what = what;
-    snprintf(m.name, sizeof m.name, "%s", name);
-    long n = rc_control(c, &m, sizeof m, buf, sizeof buf, NULL), got = 0;
-    for (int i = 0; i < 10000 && n >= 0; i++) {
-        struct paged_msg_list_items *li = (struct paged_msg_list_items *) buf;
-        if (li->hdr.type == PAGED_MSG_LIST_END)
-            return li->hdr.status == got ? got : PAGED_E_PROTO;
-        if (li->hdr.type != PAGED_MSG_LIST_ITEMS || (size_t) n != sizeof *li + li->count * isize
-            || (size_t) n > PAGED_MSG_MAX)
-            return PAGED_E_PROTO;
-        for (uint32_t k = 0; k < li->count; k++, got++)
-            if (got < max)
-                memcpy((char *) items + (size_t) got * isize, buf + sizeof *li + k * isize, isize);
-        int nfds = 0;
-        if (psock_wait_readable(c->sock, 10000) != 1)
-            return PAGED_E_TIMEOUT;
-        n = psock_recv(c->sock, buf, sizeof buf, NULL, 0, &nfds);
-    }
-    return n < 0 ? n : PAGED_E_PROTO;
-}
-
 /* Waits for the next EVENT on c; returns 1 with *e, or 0. */
 static int next_event(struct rc_client *c, struct paged_msg_event *e)
 {
@@ -110,7 +80,7 @@ int main(void)
         is_int(0, rc_nop(&w), "NOP %d", i);
 
     struct paged_block_item blocks[64];
-    long nb = list_all(&ctl, PAGED_LIST_BLOCKS, "ctlpool", blocks, sizeof blocks[0], 64);
+    long nb = rc_list(&ctl, PAGED_LIST_BLOCKS, "ctlpool", blocks, sizeof blocks[0], 64);
     is_int(4, nb, "LIST blocks shows the 4 blocks in use");
     int published = 0, held_by_w = 0;
     for (long i = 0; i < nb && i < 64; i++) {
@@ -121,7 +91,7 @@ int main(void)
     is_int(4, held_by_w, "LIST blocks: each held once, by the worker");
 
     struct paged_client_item clients[16];
-    long nc = list_all(&ctl, PAGED_LIST_CLIENTS, "", clients, sizeof clients[0], 16);
+    long nc = rc_list(&ctl, PAGED_LIST_CLIENTS, "", clients, sizeof clients[0], 16);
     is_int(3, nc, "LIST clients shows the 3 connections");
     int seen = 0;
     for (long i = 0; i < nc && i < 16; i++)
@@ -178,13 +148,13 @@ int main(void)
     is_int(1, must(&w, (struct paged_sqe) { .opcode = PAGED_OP_ALLOC, .pool = r.pool_id, .u.alloc = { 1, 0, ids } }),
            "the attached worker still allocates from the destroyed pool");
     struct paged_pool_item pools[4];
-    long np = list_all(&ctl, PAGED_LIST_POOLS, "", pools, sizeof pools[0], 4);
+    long np = rc_list(&ctl, PAGED_LIST_POOLS, "", pools, sizeof pools[0], 4);
     ok(np == 1 && pools[0].destroyed == 1 && pools[0].attached == 1, "LIST pools shows it destroyed, 1 attached");
     ref.hdr.type = PAGED_MSG_POOL_DETACH;
     ref.pool_id = r.pool_id;
     is_int(sizeof ok_reply, rc_control(&w, &ref, sizeof ref, &ok_reply, sizeof ok_reply, NULL), "the worker detaches");
     ok(next_event(&sub, &e) && e.event == PAGED_EVENT_DETACH && e.count == 1, "event: detach releasing 1 block");
-    np = list_all(&ctl, PAGED_LIST_POOLS, "", pools, sizeof pools[0], 4);
+    np = rc_list(&ctl, PAGED_LIST_POOLS, "", pools, sizeof pools[0], 4);
     is_int(0, np, "after the last detach the pool is gone");
 
     /* KILL_CLIENT. */

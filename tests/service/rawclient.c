@@ -252,37 +252,51 @@ int rc_pool_attach(struct rc_client *c, const char *name, uint32_t flags,
     return (r != NULL ? r : &tmp)->hdr.type == PAGED_MSG_POOL_REPLY ? 0 : PAGED_E_PROTO;
 }
 
-/* Finds a pool in LIST pools; returns 0, PAGED_E_NOENT or an error. */
-int rc_pool_item(struct rc_client *c, const char *name, struct paged_pool_item *out)
+/* Runs a LIST and collects its items; see rawclient.h. */
+long rc_list(struct rc_client *c, uint32_t what, const char *name, void *items, size_t isize, long max)
 {
     static unsigned char buf[PAGED_MSG_MAX];
     struct paged_msg_list m;
     memset(&m, 0, sizeof m);
     m.hdr.type = PAGED_MSG_LIST;
     m.hdr.len = sizeof m;
-    m.what = PAGED_LIST_POOLS;
+    m.what = what;
     snprintf(m.name, sizeof m.name, "%s", name);
-    long n = rc_control(c, &m, sizeof m, buf, sizeof buf, NULL);
-    int found = 0;
-    for (int i = 0; i < 100 && n >= 0; i++) {
+    long n = rc_control(c, &m, sizeof m, buf, sizeof buf, NULL), got = 0;
+    /* Bounded: every packet holds at least one item, and no test lists 2^31 of them. */
+    for (int i = 0; i < 100000 && n >= 0; i++) {
         struct paged_msg_list_items *li = (struct paged_msg_list_items *) buf;
         if (li->hdr.type == PAGED_MSG_LIST_END)
-            return found ? 0 : PAGED_E_NOENT;
-        if (li->hdr.type != PAGED_MSG_LIST_ITEMS || li->what != PAGED_LIST_POOLS
-            || (size_t) n != sizeof *li + li->count * sizeof(struct paged_pool_item))
+            return li->hdr.status == got ? got : PAGED_E_PROTO;
+        if (li->hdr.type != PAGED_MSG_LIST_ITEMS || li->what != what
+            || (size_t) n != sizeof *li + li->count * isize)
             return PAGED_E_PROTO;
-        struct paged_pool_item *it = (struct paged_pool_item *) (buf + sizeof *li);
-        for (uint32_t k = 0; k < li->count; k++)
-            if (strcmp(it[k].name, name) == 0 && !it[k].destroyed) {
-                *out = it[k];
-                found = 1;
-            }
+        for (uint32_t k = 0; k < li->count; k++, got++)
+            if (got < max)
+                memcpy((char *) items + (size_t) got * isize, buf + sizeof *li + k * isize, isize);
         int fds[4], nfds = 0;
         n = recv_msg(c->sock, buf, sizeof buf, fds, &nfds, 10000);
         for (int k = 0; k < nfds; k++)
             close(fds[k]);
     }
-    return n < 0 ? (int) n : PAGED_E_PROTO;
+    return n < 0 ? n : PAGED_E_PROTO;
+}
+
+/* Finds a pool in LIST pools; returns 0, PAGED_E_NOENT or an error. */
+int rc_pool_item(struct rc_client *c, const char *name, struct paged_pool_item *out)
+{
+    enum { MAXP = 256 };
+    static struct paged_pool_item pools[MAXP];
+    long n = rc_list(c, PAGED_LIST_POOLS, name, pools, sizeof pools[0], MAXP);
+    if (n < 0)
+        return (int) n;
+    int found = 0;
+    for (long k = 0; k < n && k < MAXP; k++)
+        if (strcmp(pools[k].name, name) == 0 && !pools[k].destroyed) {
+            *out = pools[k];
+            found = 1;
+        }
+    return found ? 0 : PAGED_E_NOENT;
 }
 
 /* Carves arena bytes; returns the offset. */
