@@ -63,6 +63,13 @@ int rc_pool_create(struct rc_client *c, const char *name, uint32_t layers, uint3
 int rc_pool_attach(struct rc_client *c, const char *name, uint32_t flags,
                    struct paged_msg_pool_reply *r, int *fd);
 
+/*
+ * Runs LIST what (PAGED_LIST_*) with pool filter name ("" for all) on control connection c
+ * and copies up to max items of size isize into items. Returns the number of items the
+ * daemon listed (which may exceed max), or a negative paged_error.
+ */
+long rc_list(struct rc_client *c, uint32_t what, const char *name, void *items, size_t isize, long max);
+
 /* Fills *out with the LIST item of the pool named name. Returns 0, PAGED_E_NOENT or an error. */
 int rc_pool_item(struct rc_client *c, const char *name, struct paged_pool_item *out);
 
