@@ -13,10 +13,12 @@
  * is called from the engine thread only.
  *
  * A batch is a list of launches run in order: each sees the effects of those before it.
- * A launch is one op, or several DECODEs that the engine found compatible
- * (pd_batch_mergeable in daemon/batch.h: same pool, layer, query dtype, query heads and
- * attention options) run as ONE kernel launch with per-sequence query and output pointers
- * (pk_decode_args.q_seq/out_seq). run_batch returns only once every output of the batch is
+ * A launch is one op, or several DECODEs that the engine found compatible (pb_mergeable in
+ * daemon/batch.h: same pool, layer, query dtype, query heads and attention options) run as
+ * ONE kernel launch with per-sequence query and output pointers
+ * (pk_decode_args.q_seq/out_seq), or several APPENDs it found compatible
+ * (pb_append_mergeable: same pool, layers and source dtype) run as ONE launch of the
+ * segmented form (pk_append_args.k_seg/v_seg/seg_indptr, slots concatenated). run_batch returns only once every output of the batch is
  * visible to its client, so the engine may post the completions then.
  *
  * Adding a backend: a file daemon/backend_NAME.c defining a const struct pd_backend_ops and
@@ -69,10 +71,12 @@ struct pd_batch_op {
     struct pd_arenas arenas;      /* its client's arenas */
     const struct pv_op *op;       /* APPEND, DECODE, PREFILL or COPY */
     uint32_t user;                /* the engine's own index; the backend leaves it alone */
+    uint32_t client;              /* the engine's index of its client (for pb_plan) */
     int status;                   /* set by run_batch: PAGED_OK or a paged_error */
 };
 
-/* One launch of a batch: ops [first, first + count). count > 1 only for mergeable DECODEs. */
+/* One launch of a batch: ops [first, first + count). count > 1 only for mergeable DECODEs or
+ * mergeable APPENDs (all of one opcode). */
 struct pd_launch {
     uint32_t first;
     uint32_t count;

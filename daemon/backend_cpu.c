@@ -22,6 +22,12 @@ struct cpu_backend {
     size_t cap_seqs;
     int32_t *tables;
     size_t cap_tables;
+    /* A merged APPEND's arrays, grown as needed and reused. */
+    const void **k_seg, **v_seg;
+    int32_t *seg_indptr;
+    size_t cap_segs;              /* of k_seg and v_seg; seg_indptr holds one more */
+    int32_t *slots;
+    size_t cap_slots;
 };
 
 struct pd_pool_mem {
@@ -265,7 +271,81 @@ static int cpu_run_merged(struct cpu_backend *cb, const struct pd_batch_op *ops,
     return PAGED_OK;
 }
 
-/* Runs a batch's launches in order, each to the end before the next; returns nothing. */
+/* Makes the merged-APPEND arrays of cb hold segs segments and tokens slots. Returns PAGED_OK
+ * or PAGED_E_NOMEM (the arrays kept as they were). */
+static int append_reserve(struct cpu_backend *cb, size_t segs, size_t tokens)
+{
+    if (segs > cb->cap_segs) {
+        const void **k = realloc(cb->k_seg, segs * sizeof *k);
+        if (k == NULL)
+            return PAGED_E_NOMEM;
+        cb->k_seg = k;
+        const void **v = realloc(cb->v_seg, segs * sizeof *v);
+        if (v == NULL)
+            return PAGED_E_NOMEM;
+        cb->v_seg = v;
+        int32_t *p = realloc(cb->seg_indptr, (segs + 1) * sizeof *p);
+        if (p == NULL)
+            return PAGED_E_NOMEM;
+        cb->seg_indptr = p;
+        cb->cap_segs = segs;
+    }
+    if (tokens > cb->cap_slots) {
+        int32_t *s = realloc(cb->slots, tokens * sizeof *s);
+        if (s == NULL)
+            return PAGED_E_NOMEM;
+        cb->slots = s;
+        cb->cap_slots = tokens;
+    }
+    return PAGED_OK;
+}
+
+/*
+ * Runs count mergeable APPENDs (batch.h says which) as one job of the segmented form: one
+ * segment per op with its own key and value sources, the slots side by side. Returns
+ * PAGED_OK, or an error when the merged job cannot run (nothing ran then).
+ */
+static int cpu_run_merged_append(struct cpu_backend *cb, const struct pd_batch_op *ops, uint32_t count)
+{
+    size_t tokens = 0;
+    for (uint32_t i = 0; i < count; i++)
+        tokens += ops[i].op->num_tokens;
+    if (tokens > INT32_MAX)
+        return PAGED_E_INVAL;
+    int rc = append_reserve(cb, count, tokens != 0 ? tokens : 1);
+    if (rc < 0)
+        return rc;
+    size_t t = 0;
+    cb->seg_indptr[0] = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct pv_op *op = ops[i].op;
+        /* On this backend the data arena is the host arena. */
+        unsigned char *data = ops[i].arenas.host;
+        cb->k_seg[i] = data + op->k_off;
+        cb->v_seg[i] = data + op->v_off;
+        if (op->num_tokens != 0)
+            memcpy(cb->slots + t, op->slots, (size_t) op->num_tokens * sizeof *cb->slots);
+        t += op->num_tokens;
+        cb->seg_indptr[i + 1] = (int32_t) t;
+    }
+    const struct pv_op *first = ops[0].op;
+    struct cpu_job j;
+    memset(&j, 0, sizeof j);
+    j.op = PAGED_OP_APPEND;
+    j.u.append = (pk_append_args) {
+        .cache = *ops[0].cache, .layer_begin = first->layer_begin, .num_layers = first->num_layers,
+        .num_tokens = (int32_t) tokens, .src_dtype = first->dtype, .slot_mapping = cb->slots,
+        .num_segments = (int32_t) count, .seg_indptr = cb->seg_indptr,
+        .k_seg = cb->k_seg, .v_seg = cb->v_seg,
+    };
+    if ((rc = pk_cpu_append_check(&j.u.append)) < 0)
+        return rc;
+    pd_workers_run(cb->workers, cpu_work, &j, pk_cpu_append_items(&j.u.append));
+    return PAGED_OK;
+}
+
+/* Runs a batch's launches in order, each to the end before the next (a merged one as one
+ * job, whose items the workers share); returns nothing. */
 static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
 {
     struct cpu_backend *cb = b->priv;
@@ -273,7 +353,9 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
         struct pd_launch *la = &batch->launches[l];
         struct pd_batch_op *ops = batch->ops + la->first;
         la->merged = 0;
-        if (la->count > 1 && cpu_run_merged(cb, ops, la->count) == PAGED_OK) {
+        if (la->count > 1
+            && (ops[0].op->opcode == PAGED_OP_APPEND ? cpu_run_merged_append(cb, ops, la->count)
+                                                     : cpu_run_merged(cb, ops, la->count)) == PAGED_OK) {
             la->merged = 1;
             for (uint32_t i = 0; i < la->count; i++)
                 ops[i].status = PAGED_OK;
@@ -307,6 +389,10 @@ static void cpu_destroy(pd_backend *b)
     free(cb->out_seq);
     free(cb->lens);
     free(cb->tables);
+    free(cb->k_seg);
+    free(cb->v_seg);
+    free(cb->seg_indptr);
+    free(cb->slots);
     free(cb);
     free(b);
 }

@@ -22,14 +22,15 @@
  * completions the engine posts next are never ahead of the outputs. The validated metadata
  * of every op of the batch (block tables, lengths, qo_indptr, slots, block ids, ALiBi slopes:
  * private host copies made by the validator; for a merged DECODE also the per-sequence query
- * and output pointers and the padded table) goes to the device in one cudaMemcpyAsync from a
+ * and output pointers and the padded table; for a merged APPEND the concatenated slots, the
+ * segment offsets and the per-segment key and value pointers) goes to the device in one cudaMemcpyAsync from a
  * pinned staging buffer into a device staging buffer, both grown as needed and reused, which
  * is safe because the previous batch has finished by then; the workspace is grown, if need
  * be, at the same moment, and shared by the batch's DECODEs and PREFILLs, which run one
  * after another on the stream.
  *
- * Health. A launch the kernels refuse fails its own ops (a refused merged DECODE is retried
- * op by op on slices of its arrays); a failed synchronization fails every op of the batch
+ * Health. A launch the kernels refuse fails its own ops (a refused merged DECODE or APPEND is
+ * retried op by op on slices of its arrays); a failed synchronization fails every op of the batch
  * with PAGED_E_DEVICE, since a fault cannot be pinned on one kernel there. If
  * the error is sticky (the context is lost: an illegal address, a trap, a launch failure)
  * the backend logs it once, reports itself unhealthy in info() (pactl status shows it) and
@@ -570,12 +571,63 @@ static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_
     };
 }
 
+/*
+ * Stages count mergeable APPENDs (daemon/batch.h says which) as one launch of the segmented
+ * form: the slots of every op side by side, the segment offsets, and per segment the key and
+ * value pointers into its client's data arena. An op without a device arena is left out with
+ * PAGED_E_INVAL; the others get PAGED_OK. Returns nothing.
+ */
+static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, struct pd_batch_op *ops,
+                                  uint32_t count, struct cuda_launch *cl)
+{
+    const struct pv_op *first = ops[0].op;
+    size_t tokens = 0, segs = 0;
+    memset(cl, 0, sizeof *cl);
+    cl->kind = PAGED_OP_APPEND;
+    for (uint32_t i = 0; i < count; i++) {
+        ops[i].status = ops[i].arenas.data != NULL ? PAGED_OK : PAGED_E_INVAL;
+        if (ops[i].status < 0)
+            continue;
+        tokens += ops[i].op->num_tokens;
+        segs++;
+    }
+    void *dslots, *dindptr, *dk, *dv;
+    int32_t *hslots = stage_take(cb, st, tokens * 4, &dslots);
+    int32_t *hindptr = stage_take(cb, st, (segs + 1) * 4, &dindptr);
+    const void **hk = stage_take(cb, st, segs * sizeof *hk, &dk);
+    const void **hv = stage_take(cb, st, segs * sizeof *hv, &dv);
+    if (st->fill) {
+        size_t t = 0, s = 0;
+        hindptr[0] = 0;
+        for (uint32_t i = 0; i < count; i++) {
+            const struct pv_op *op = ops[i].op;
+            if (ops[i].status < 0)
+                continue;
+            unsigned char *data = ops[i].arenas.data->mem.dptr;
+            if (op->num_tokens != 0)
+                memcpy(hslots + t, op->slots, (size_t) op->num_tokens * 4);
+            t += op->num_tokens;
+            hk[s] = data + op->k_off;
+            hv[s] = data + op->v_off;
+            hindptr[++s] = (int32_t) t;
+        }
+    }
+    /* batch.h bounds a merged APPEND far below INT32_MAX tokens. */
+    cl->a.append = (pk_append_args) {
+        .cache = *ops[0].cache, .layer_begin = first->layer_begin, .num_layers = first->num_layers,
+        .num_tokens = (int32_t) tokens, .src_dtype = first->dtype, .slot_mapping = dslots,
+        .num_segments = (int32_t) segs, .seg_indptr = dindptr, .k_seg = dk, .v_seg = dv,
+    };
+}
+
 /* Stages every launch of batch (both passes go through here); returns nothing. */
 static void prepare(struct cuda_backend *cb, struct stage *st, struct pd_batch *batch)
 {
     for (uint32_t l = 0; l < batch->nlaunches; l++) {
         const struct pd_launch *la = &batch->launches[l];
-        if (la->count > 1)
+        if (la->count > 1 && batch->ops[la->first].op->opcode == PAGED_OP_APPEND)
+            prepare_merged_append(cb, st, batch->ops + la->first, la->count, &cb->launch[l]);
+        else if (la->count > 1)
             prepare_merged(cb, st, batch->ops + la->first, la->count, &cb->launch[l]);
         else
             prepare_one(cb, st, batch->ops + la->first, &cb->launch[l]);
@@ -640,6 +692,36 @@ static void launch_split(struct cuda_backend *cb, struct pd_batch *batch, const 
         int rc = cb->healthy ? pk_cuda_decode(&a, cb->stream) : PAGED_E_DEVICE;
         if (rc != PAGED_OK)
             bop->status = refused(cb, PAGED_OP_DECODE, rc);
+    }
+}
+
+/*
+ * Runs a merged APPEND launch that the kernels refused op by op in the contiguous form, each
+ * on its own slice of the merged slots (already on the device); sets each op's status.
+ * Returns nothing.
+ */
+static void launch_split_append(struct cuda_backend *cb, struct pd_batch *batch,
+                                const struct pd_launch *la, const pk_append_args *m)
+{
+    size_t t = 0;
+    for (uint32_t i = la->first; i < la->first + la->count; i++) {
+        struct pd_batch_op *bop = &batch->ops[i];
+        if (bop->status < 0)
+            continue;
+        const struct pv_op *op = bop->op;
+        unsigned char *data = bop->arenas.data->mem.dptr;
+        pk_append_args a = *m;
+        a.num_tokens = (int32_t) op->num_tokens;
+        a.k = data + op->k_off;
+        a.v = data + op->v_off;
+        a.slot_mapping = m->slot_mapping + t;
+        a.num_segments = 0;
+        a.seg_indptr = NULL;
+        a.k_seg = a.v_seg = NULL;
+        t += op->num_tokens;
+        int rc = cb->healthy ? pk_cuda_append(&a, cb->stream) : PAGED_E_DEVICE;
+        if (rc != PAGED_OK)
+            bop->status = refused(cb, PAGED_OP_APPEND, rc);
     }
 }
 
@@ -738,6 +820,8 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         rc = launch(cb, cl);
         if (rc == PAGED_OK)
             la->merged = ok_ops(batch, la) > 1;
+        else if (la->count > 1 && rc != PAGED_E_DEVICE && cl->kind == PAGED_OP_APPEND)
+            launch_split_append(cb, batch, la, &cl->a.append);
         else if (la->count > 1 && rc != PAGED_E_DEVICE)
             launch_split(cb, batch, la, &cl->a.decode);
         else
@@ -760,7 +844,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
 static int cuda_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
                     const struct pd_arenas *ar, const struct pv_op *op)
 {
-    struct pd_batch_op bop = { cache, m, *ar, op, 0, PAGED_OK };
+    struct pd_batch_op bop = { cache, m, *ar, op, 0, 0, PAGED_OK };
     struct pd_launch la = { 0, 1, 0 };
     struct pd_batch batch = { &bop, 1, &la, 1 };
     cuda_run_batch(b, &batch);

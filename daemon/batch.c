@@ -1,4 +1,4 @@
-/* batch.c: planning an engine pass: which requests join it, and which DECODEs share a launch. */
+/* batch.c: planning an engine pass: which requests join it, and which APPENDs and DECODEs share a launch. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -86,6 +86,14 @@ int pb_mergeable(const struct pv_op *a, const struct pv_op *b)
     return a->alibi == NULL || memcmp(a->alibi, b->alibi, (size_t) a->num_q_heads * sizeof *a->alibi) == 0;
 }
 
+/* Returns whether two APPENDs may share a launch; see batch.h. */
+int pb_append_mergeable(const struct pv_op *a, const struct pv_op *b)
+{
+    return a->opcode == PAGED_OP_APPEND && b->opcode == PAGED_OP_APPEND
+           && a->pool->user == b->pool->user && a->layer_begin == b->layer_begin
+           && a->num_layers == b->num_layers && a->dtype == b->dtype;
+}
+
 /* Returns whether the group g can take op without its padded table growing too large. */
 static int group_room(const struct pb_group *g, const struct pv_op *op)
 {
@@ -93,42 +101,157 @@ static int group_room(const struct pb_group *g, const struct pv_op *op)
     return (g->seqs + op->count) * stride <= PB_MAX_MERGED_BT;
 }
 
-/* Plans the launches; see batch.h. */
-uint32_t pb_plan(const struct pd_batch_op *in, uint32_t n, struct pd_batch_op *out,
-                 struct pd_launch *launches, struct pb_group *groups, uint32_t *next)
+/* Stores in *lo and *hi the smallest and largest slot an APPEND writes (lo > hi when it
+ * writes none); returns nothing. */
+static void slot_range(const struct pv_op *op, int32_t *lo, int32_t *hi)
 {
-    uint32_t nl = 0, no = 0, ng = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const struct pv_op *op = in[i].op;
-        if (op->opcode != PAGED_OP_DECODE) {
-            launches[nl++] = (struct pd_launch) { no, 1, 0 };
-            out[no++] = in[i];
+    int32_t l = INT32_MAX, h = -1;
+    for (uint32_t t = 0; t < op->num_tokens; t++) {
+        int32_t s = op->slots[t];
+        if (s < 0)
             continue;
-        }
-        /* The latest groups first: requests of one layer tend to arrive together. */
-        uint32_t g = UINT32_MAX;
-        for (uint32_t k = ng, seen = 0; k > 0 && seen < PB_GROUP_SCAN; k--, seen++)
-            if (pb_mergeable(in[groups[k - 1].head].op, op) && group_room(&groups[k - 1], op)) {
+        if (s < l)
+            l = s;
+        if (s > h)
+            h = s;
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/*
+ * Returns whether the APPEND group g (of the non-DECODE groups, whose first members come in
+ * the order taken) can take op, of client, writing slots [lo, hi]: a compatible first member,
+ * room for its tokens, and no overlap with the slots of its client's members in g.
+ */
+static int append_fits(const struct pd_batch_op *in, const struct pb_group *g, const struct pv_op *op,
+                       uint32_t client, int32_t lo, int32_t hi)
+{
+    if (!pb_append_mergeable(in[g->head].op, op)
+        || g->tokens + op->num_tokens > PB_MAX_MERGED_TOKENS)
+        return 0;
+    /* The ops of one client are adjacent, so g holds ops of client only if its latest is. */
+    return g->client != client || lo > hi || g->slot_lo > g->slot_hi || hi < g->slot_lo
+           || g->slot_hi < lo;
+}
+
+/*
+ * Places the non-DECODE op in[i] (of a client whose earlier non-DECODE ops run at launch
+ * positions up to *pos, UINT32_MAX for none) into one of the ng groups at front (in order of
+ * their first member) or a new one; updates *pos. Returns the new number of groups.
+ */
+static uint32_t place_other(const struct pd_batch_op *in, uint32_t i, struct pb_group *front,
+                            uint32_t ng, uint32_t *next, uint32_t *pos)
+{
+    const struct pv_op *op = in[i].op;
+    uint32_t client = in[i].client;
+    int32_t lo = INT32_MAX, hi = -1;
+    uint32_t g = UINT32_MAX;
+    if (op->opcode == PAGED_OP_APPEND && op->num_tokens <= PB_MAX_MERGED_TOKENS) {
+        slot_range(op, &lo, &hi);
+        for (uint32_t k = ng, seen = 0; k > 0 && seen < PB_GROUP_SCAN; k--, seen++) {
+            /* Joining runs op at the group's position: not before an earlier op of its
+             * client that runs later (groups further back start earlier still). */
+            if (*pos != UINT32_MAX && front[k - 1].head < *pos)
+                break;
+            if (append_fits(in, &front[k - 1], op, client, lo, hi)) {
                 g = k - 1;
                 break;
             }
-        next[i] = UINT32_MAX;
-        if (g == UINT32_MAX) {
-            groups[ng++] = (struct pb_group) { i, i, 1, op->count, op->bt_stride };
-            continue;
         }
-        struct pb_group *gr = &groups[g];
-        next[gr->tail] = i;
-        gr->tail = i;
-        gr->count++;
-        gr->seqs += op->count;
-        if (op->bt_stride > gr->max_stride)
-            gr->max_stride = op->bt_stride;
     }
-    for (uint32_t g = 0; g < ng; g++) {
-        launches[nl++] = (struct pd_launch) { no, groups[g].count, 0 };
-        for (uint32_t i = groups[g].head; i != UINT32_MAX; i = next[i])
-            out[no++] = in[i];
+    next[i] = UINT32_MAX;
+    if (g == UINT32_MAX) {
+        front[ng] = (struct pb_group) { .head = i, .tail = i, .count = 1,
+                                        .tokens = op->num_tokens, .client = client,
+                                        .slot_lo = lo, .slot_hi = hi };
+        *pos = i;
+        return ng + 1;
     }
+    struct pb_group *gr = &front[g];
+    next[gr->tail] = i;
+    gr->tail = i;
+    gr->count++;
+    gr->tokens += op->num_tokens;
+    if (gr->client != client) {
+        gr->client = client;
+        gr->slot_lo = lo;
+        gr->slot_hi = hi;
+    } else if (lo <= hi) {
+        if (lo < gr->slot_lo)
+            gr->slot_lo = lo;
+        if (hi > gr->slot_hi)
+            gr->slot_hi = hi;
+    }
+    if (*pos == UINT32_MAX || gr->head > *pos)
+        *pos = gr->head;
+    return ng;
+}
+
+/*
+ * Places the DECODE in[i] into one of the nd groups of back (newest first: back[-k] is the
+ * k-th, counting from 1) or a new one. Returns the new number of groups.
+ */
+static uint32_t place_decode(const struct pd_batch_op *in, uint32_t i, struct pb_group *back,
+                             uint32_t nd, uint32_t *next)
+{
+    const struct pv_op *op = in[i].op;
+    /* The latest groups first: requests of one layer tend to arrive together. */
+    struct pb_group *gr = NULL;
+    for (uint32_t k = nd, seen = 0; k > 0 && seen < PB_GROUP_SCAN; k--, seen++) {
+        struct pb_group *c = back - (k - 1);
+        if (pb_mergeable(in[c->head].op, op) && group_room(c, op)) {
+            gr = c;
+            break;
+        }
+    }
+    next[i] = UINT32_MAX;
+    if (gr == NULL) {
+        *(back - nd) = (struct pb_group) { .head = i, .tail = i, .count = 1, .seqs = op->count,
+                                           .max_stride = op->bt_stride };
+        return nd + 1;
+    }
+    next[gr->tail] = i;
+    gr->tail = i;
+    gr->count++;
+    gr->seqs += op->count;
+    if (op->bt_stride > gr->max_stride)
+        gr->max_stride = op->bt_stride;
+    return nd;
+}
+
+/* Appends the launch of group g (its members in order) to out and launches; returns nothing. */
+static void emit(const struct pd_batch_op *in, const struct pb_group *g, const uint32_t *next,
+                 struct pd_batch_op *out, uint32_t *no, struct pd_launch *launches, uint32_t *nl)
+{
+    launches[(*nl)++] = (struct pd_launch) { *no, g->count, 0 };
+    for (uint32_t i = g->head; i != UINT32_MAX; i = next[i])
+        out[(*no)++] = in[i];
+}
+
+/* Plans the launches; see batch.h. The non-DECODE groups fill groups from the front, in
+ * order of their first member; the DECODE groups fill it from the back. */
+uint32_t pb_plan(const struct pd_batch_op *in, uint32_t n, struct pd_batch_op *out,
+                 struct pd_launch *launches, struct pb_group *groups, uint32_t *next)
+{
+    if (n == 0)
+        return 0;
+    uint32_t nl = 0, no = 0, nf = 0, nd = 0;
+    struct pb_group *back = &groups[n - 1];
+    uint32_t client = UINT32_MAX, pos = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i == 0 || in[i].client != client) {
+            client = in[i].client;
+            pos = UINT32_MAX;
+        }
+        if (in[i].op->opcode == PAGED_OP_DECODE)
+            nd = place_decode(in, i, back, nd, next);
+        else
+            nf = place_other(in, i, groups, nf, next, &pos);
+    }
+    for (uint32_t g = 0; g < nf; g++)
+        emit(in, &groups[g], next, out, &no, launches, &nl);
+    for (uint32_t g = 0; g < nd; g++)
+        emit(in, back - g, next, out, &no, launches, &nl);
     return nl;
 }

@@ -1,4 +1,4 @@
-/* batch.h: planning an engine pass: which requests join it, and which DECODEs share a launch. */
+/* batch.h: planning an engine pass: which requests join it, and which APPENDs and DECODEs share a launch. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_DAEMON_BATCH_H
 #define PAGED_DAEMON_BATCH_H
@@ -8,7 +8,9 @@
  * ring order into a pass; the allocator ops (NOP, ALLOC, FREE, FORK, PUBLISH, LOOKUP) run at
  * once, the rest wait for the backend. The pass then runs as one batch:
  *
- *   1. every APPEND, PREFILL and COPY, one launch each, in the order they were taken;
+ *   1. every APPEND, PREFILL and COPY in the order they were taken, one launch each, except
+ *      that APPENDs pb_append_mergeable finds compatible are gathered into one launch, which
+ *      runs at the position of its first member (the rules for that are below);
  *   2. the DECODEs, those that pb_mergeable finds compatible gathered into one launch.
  *
  * The allocator ops run when they are taken, the backend's ops later, and step 2 moves a
@@ -33,6 +35,18 @@
  * its client holds and writes only blocks its client holds alone, until the pass ends; the
  * ops that are not DECODEs run in the order they were taken, which is also the order of every
  * allocator change.
+ *
+ * Merged APPENDs (pb_plan). Gathering an APPEND into a group moves it forward, to the group's
+ * first member, past the ops taken between the two. Those of other clients cannot conflict:
+ * an APPEND writes only slots of blocks its client holds alone (pv_validate checks
+ * pa_writable: held, refcount 1, not published), which no op of another client reads or
+ * writes, and it reads only its own client's data arena, which only its client's ops write.
+ * Those of its own client can, so an APPEND joins a group only if no backend op of its client
+ * taken before it (PREFILL, COPY, another APPEND not in the group) runs after the group's
+ * position; and, as the members of a launch run in any order, only if its slots do not
+ * overlap (as ranges) those of its client's members already in the group. Members have the
+ * same pool, layers and source dtype; a group stops growing at PB_MAX_MERGED_TOKENS tokens,
+ * so larger APPENDs run alone. DECODEs still run after every APPEND, as before.
  */
 
 #include <stdint.h>
@@ -44,7 +58,10 @@
 /* The most block-table entries (sequences x padded stride) of one merged launch, so that
  * merging a long-context request with many short ones cannot make a huge padded table. */
 #define PB_MAX_MERGED_BT (1u << 22)
-/* How many of the latest groups a DECODE is compared with before it opens a new one. */
+/* The most tokens (slot entries, skipped ones included) of one merged APPEND launch, so that
+ * its staged slots stay small; an APPEND of more runs alone. */
+#define PB_MAX_MERGED_TOKENS (1u << 14)
+/* How many of the latest groups an APPEND or DECODE is compared with before it opens a new one. */
 #define PB_GROUP_SCAN 64u
 
 /* What the rules know of one client's requests already in the pass. */
@@ -75,19 +92,31 @@ void pb_taken(struct pb_client *cl, const struct pv_op *op);
  * query heads, scale, soft cap, window, and no ALiBi or the same slopes. */
 int pb_mergeable(const struct pv_op *a, const struct pv_op *b);
 
-/* One group of mergeable DECODEs while pb_plan builds it. */
+/* Returns whether APPENDs a and b may run in one launch: same pool, first layer, number of
+ * layers and source dtype. */
+int pb_append_mergeable(const struct pv_op *a, const struct pv_op *b);
+
+/* One group of ops that share a launch while pb_plan builds it (DECODEs, APPENDs, or one
+ * PREFILL or COPY alone). */
 struct pb_group {
     uint32_t head, tail;          /* first and last member (indices into the input) */
     uint32_t count;               /* members */
-    uint64_t seqs;                /* their sequences */
-    uint32_t max_stride;          /* their largest bt_stride */
+    uint64_t seqs;                /* DECODE: their sequences */
+    uint32_t max_stride;          /* DECODE: their largest bt_stride */
+    uint64_t tokens;              /* APPEND: their tokens */
+    uint32_t client;              /* APPEND: the client of the latest member */
+    int32_t slot_lo, slot_hi;     /* APPEND: the range of that client's members' slots
+                                   * (lo > hi: none) */
 };
 
 /*
- * Orders the n ops of in (in the order they were taken) into out as launches: first every
- * op that is not a DECODE, one launch each, in order; then the DECODEs, each group of
- * mergeable ones as one launch (members adjacent, in order), groups in order of their first
- * member; a group stops growing at PB_MAX_MERGED_BT padded table entries. launches must hold
+ * Orders the n ops of in (in the order they were taken, the ops of one client adjacent:
+ * pd_batch_op.client) into out as launches: first every op that is not a DECODE, in order,
+ * one launch each except that each group of mergeable APPENDs (see the top of this file)
+ * is one launch at the position of its first member; then the DECODEs, each group of
+ * mergeable ones as one launch, groups in order of their first member. A group's members
+ * are adjacent in out, in the order taken. A DECODE group stops growing at PB_MAX_MERGED_BT
+ * padded table entries, an APPEND group at PB_MAX_MERGED_TOKENS tokens. launches must hold
  * n entries; groups and next are scratch of n entries. Returns the number of launches.
  */
 uint32_t pb_plan(const struct pd_batch_op *in, uint32_t n, struct pd_batch_op *out,

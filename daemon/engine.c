@@ -16,7 +16,8 @@
  * (up to the budget and the room in its completion ring), validate each, run the allocator
  * ops at once, and keep the rest for the backend, as long as daemon/batch.h's rules let the
  * client's requests join; then hand the kept ops to the backend as one batch (non-DECODEs in
- * order, then the DECODEs, mergeable ones as one launch each), which returns once every
+ * order, mergeable APPENDs as one launch each, then the DECODEs, mergeable ones as one
+ * launch each), which returns once every
  * output is visible; then post every completion, each client's in its ring order, and wake
  * each client once. Nothing a client can do kills another client's requests in the pass: a
  * corrupt ring is acted on (the client disconnected) only once the pass is over, and so are
@@ -44,7 +45,10 @@ struct eng_activity {
     uint64_t decode_passes;       /* of them, with a DECODE */
     uint64_t decode_requests;     /* DECODE requests in those */
     uint64_t decode_clients;      /* clients with a DECODE in those, summed over the passes */
-    uint64_t launches;            /* backend launches (a merged DECODE counts once) */
+    uint64_t launches;            /* backend launches (a merged DECODE or APPEND counts once) */
+    uint64_t appends;             /* APPEND requests run */
+    uint64_t merged_appends;      /* of them, run in merged launches */
+    uint64_t merged_append_launches; /* those launches */
     uint64_t backend_ns;          /* time in the backend's run_batch */
     uint64_t gather_ns;           /* time gathering late clients */
 };
@@ -85,6 +89,8 @@ struct pd_engine {
     int flush_evictions;          /* an ALLOC or LOOKUP ran: announce evictions afterwards */
     uint64_t merged_launches;     /* DECODE launches that served more than one request */
     uint64_t merged_requests;     /* requests they served */
+    uint64_t merged_append_launches; /* APPEND launches that served more than one request */
+    uint64_t merged_append_requests; /* requests they served */
     struct eng_activity act;      /* since the daemon last had no client (pd_engine_idle) */
 };
 
@@ -184,6 +190,10 @@ void pd_engine_destroy(struct pd_engine *e)
     if (e->merged_launches != 0)
         pd_log(PD_LOG_INFO, "engine: %llu merged DECODE launches served %llu requests",
                (unsigned long long) e->merged_launches, (unsigned long long) e->merged_requests);
+    if (e->merged_append_launches != 0)
+        pd_log(PD_LOG_INFO, "engine: %llu merged APPEND launches served %llu requests",
+               (unsigned long long) e->merged_append_launches,
+               (unsigned long long) e->merged_append_requests);
     free(e->items);
     free(e->clients);
     free(e->in);
@@ -427,7 +437,7 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
         e->in[n++] = (struct pd_batch_op) {
             .cache = &p->cache, .mem = p->mem,
             .arenas = { ch->arena, ch->arena_size, ch->data, ch->data_size },
-            .op = &it->op, .user = i, .status = PAGED_E_INVAL,
+            .op = &it->op, .user = i, .client = it->client, .status = PAGED_E_INVAL,
         };
     }
     if (n == 0)
@@ -451,16 +461,36 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
             if (e->out[i].op->opcode == PAGED_OP_DECODE)
                 e->act.decode_requests++;
     }
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         e->items[e->out[i].user].status = e->out[i].status;
+        if (e->out[i].op->opcode == PAGED_OP_APPEND)
+            e->act.appends++;
+    }
     for (uint32_t l = 0; l < batch.nlaunches; l++) {
         const struct pd_launch *la = &e->launches[l];
         if (!la->merged)
             continue;
+        const struct pv_op *op = e->out[la->first].op;
+        if (op->opcode == PAGED_OP_APPEND) {
+            e->merged_append_launches++;
+            e->merged_append_requests += la->count;
+            e->act.merged_append_launches++;
+            e->act.merged_appends += la->count;
+            if (pd_log_enabled(PD_LOG_DEBUG)) {
+                uint64_t tokens = 0;
+                for (uint32_t i = la->first; i < la->first + la->count; i++)
+                    tokens += e->out[i].op->num_tokens;
+                pd_log(PD_LOG_DEBUG, "engine: merged APPEND launch %llu: %u requests of %u clients, "
+                       "%llu tokens, pool '%s' layers %d+%d",
+                       (unsigned long long) e->merged_append_launches, la->count,
+                       launch_clients(e, la->first, la->count), (unsigned long long) tokens,
+                       ((struct pd_pool *) op->pool->user)->name, op->layer_begin, op->num_layers);
+            }
+            continue;
+        }
         e->merged_launches++;
         e->merged_requests += la->count;
         if (pd_log_enabled(PD_LOG_DEBUG)) {
-            const struct pv_op *op = e->out[la->first].op;
             uint64_t seqs = 0;
             for (uint32_t i = la->first; i < la->first + la->count; i++)
                 seqs += e->out[i].op->count;
@@ -592,11 +622,13 @@ void pd_engine_idle(struct pd_server *srv)
     const struct eng_activity *a = &e->act;
     double dp = a->decode_passes != 0 ? (double) a->decode_passes : 1.0;
     pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend; "
-           "%llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering",
+           "%llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
+           "%llu APPENDs, %llu of them in %llu merged launches",
            (unsigned long long) a->passes, (unsigned long long) a->launches,
            (double) a->backend_ns / 1e3 / (double) a->passes, (unsigned long long) a->decode_passes,
            (double) a->decode_requests / dp, (double) a->decode_clients / dp,
-           (double) a->gather_ns / 1e3 / dp);
+           (double) a->gather_ns / 1e3 / dp, (unsigned long long) a->appends,
+           (unsigned long long) a->merged_appends, (unsigned long long) a->merged_append_launches);
     memset(&e->act, 0, sizeof e->act);
 }
 

@@ -9,11 +9,36 @@ struct pk_append_params {
     char *cache;                    /* the pool base */
     const char *k, *v;              /* [num_layers][num_tokens][H][D] of the source dtype */
     const int32_t *slots;
+    /* Segmented form (k_seg not NULL): segment s holds tokens seg_indptr[s].. of the slots,
+     * its sources k_seg[s], v_seg[s] ([num_layers][seg_tokens][H][D] each); k, v unused. */
+    const int32_t *seg_indptr;
+    const void *const *k_seg, *const *v_seg;
+    int num_segments;
     int layer_begin, num_layers, num_tokens;
     int num_blocks, num_kv_heads, head_dim, block_size;
     float k_scale, v_scale;         /* fp8 caches */
-    int vec;                        /* every address allows the 16-byte (fp8: 8-byte) vector path */
+    int vec;                        /* every address allows the 16-byte (fp8: 8-byte) vector path;
+                                     * segmented form: the cache does (sources are checked per
+                                     * segment in the kernel) */
 };
+
+/*
+ * Finds the segment holding token tok of a segmented APPEND: the last segment that starts at
+ * or before tok (empty segments before it are passed over), by binary search over
+ * seg_indptr. Returns its index.
+ */
+static __device__ __forceinline__ int pk_append_segment(const pk_append_params &p, int tok)
+{
+    int lo = 0, hi = p.num_segments - 1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (__ldg(p.seg_indptr + mid) <= tok)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
 
 /*
  * Converts 8 consecutive source elements at src to the cache type and stores them at dst:
@@ -65,7 +90,9 @@ __device__ __forceinline__ void pk_append8(const char *src, char *dst, float sca
 
 /*
  * One thread per 8 elements of one (layer, token, head) row, K and V together; a
- * grid-stride loop covers every row. Tokens with a negative slot are skipped.
+ * grid-stride loop covers every row. Tokens with a negative slot are skipped. In the
+ * segmented form a token reads from its segment's sources, found by pk_append_segment, and
+ * takes the vector path where the cache and that segment's sources allow it.
  */
 template <typename ST, typename CT>
 static __global__ void __launch_bounds__(256) pk_append_kernel(const pk_append_params p)
@@ -84,15 +111,27 @@ static __global__ void __launch_bounds__(256) pk_append_kernel(const pk_append_p
         if (slot < 0)
             continue;
         const int blk = slot / p.block_size, off = slot - blk * p.block_size;
-        const size_t src = (((size_t) l * p.num_tokens + tok) * p.num_kv_heads + h) * p.head_dim + (size_t) grp * 8;
+        const char *ks = p.k, *vs = p.v;
+        int stok = tok, ntok = p.num_tokens;
+        bool vec = p.vec != 0;
+        if (p.k_seg != nullptr) {
+            const int seg = pk_append_segment(p, tok);
+            const int first = __ldg(p.seg_indptr + seg);
+            stok = tok - first;
+            ntok = __ldg(p.seg_indptr + seg + 1) - first;
+            ks = (const char *) p.k_seg[seg];
+            vs = (const char *) p.v_seg[seg];
+            vec = vec && (((uintptr_t) ks | (uintptr_t) vs) & 15) == 0;
+        }
+        const size_t src = (((size_t) l * ntok + stok) * p.num_kv_heads + h) * p.head_dim + (size_t) grp * 8;
         const size_t kidx = (size_t) (p.layer_begin + l) * 2 * p.num_blocks + blk;
         const size_t vidx = kidx + p.num_blocks;
         const size_t tail = ((size_t) h * p.block_size + off) * p.head_dim + (size_t) grp * 8;
         const size_t per_block = (size_t) p.num_kv_heads * p.block_size * p.head_dim;
-        pk_append8<ST, CT>(p.k + src * sizeof(ST), p.cache + (kidx * per_block + tail) * sizeof(CT), p.k_scale,
-                           p.vec != 0);
-        pk_append8<ST, CT>(p.v + src * sizeof(ST), p.cache + (vidx * per_block + tail) * sizeof(CT), p.v_scale,
-                           p.vec != 0);
+        pk_append8<ST, CT>(ks + src * sizeof(ST), p.cache + (kidx * per_block + tail) * sizeof(CT), p.k_scale,
+                           vec);
+        pk_append8<ST, CT>(vs + src * sizeof(ST), p.cache + (vidx * per_block + tail) * sizeof(CT), p.v_scale,
+                           vec);
     }
 }
 
@@ -111,7 +150,8 @@ static int pk_append_launch(const pk_append_params &p, cudaStream_t stream)
     return pk_launch_status();
 }
 
-/* Checks and launches an APPEND on stream; returns 0 or a negative paged_error. */
+/* Checks and launches an APPEND (contiguous or segmented form) on stream; returns 0 or a
+ * negative paged_error. The segment arrays are device memory and not read here. */
 extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
 {
     if (a == NULL)
@@ -132,7 +172,11 @@ extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
         return PAGED_E_INVAL;
     if (a->num_tokens == 0 || a->num_layers == 0)
         return 0;
-    if (c->base == NULL || a->k == NULL || a->v == NULL || a->slot_mapping == NULL)
+    const bool seg = a->k_seg != NULL;
+    if (c->base == NULL || a->slot_mapping == NULL)
+        return PAGED_E_INVAL;
+    if (seg ? a->num_segments < 1 || a->seg_indptr == NULL || a->v_seg == NULL
+            : a->k == NULL || a->v == NULL)
         return PAGED_E_INVAL;
 
     pk_append_params p;
@@ -140,6 +184,10 @@ extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
     p.k = (const char *) a->k;
     p.v = (const char *) a->v;
     p.slots = a->slot_mapping;
+    p.seg_indptr = seg ? a->seg_indptr : nullptr;
+    p.k_seg = seg ? a->k_seg : nullptr;
+    p.v_seg = seg ? a->v_seg : nullptr;
+    p.num_segments = seg ? a->num_segments : 0;
     p.layer_begin = a->layer_begin;
     p.num_layers = a->num_layers;
     p.num_tokens = a->num_tokens;
@@ -152,7 +200,7 @@ extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
     /* Rows are whole 8-element groups; the vector path needs 16-byte sources (8 elements of a
      * 16-bit type, or two 16-byte halves of f32) and destinations aligned to 8 elements. */
     const size_t dst_vec = 8 * pk_dtype_size(c->dtype) < 16 ? 8 * pk_dtype_size(c->dtype) : 16;
-    p.vec = pk_aligned(a->k, 16) && pk_aligned(a->v, 16) && pk_aligned(c->base, dst_vec);
+    p.vec = pk_aligned(c->base, dst_vec) && (seg || (pk_aligned(a->k, 16) && pk_aligned(a->v, 16)));
     cudaStream_t st = (cudaStream_t) stream;
 
     switch (c->dtype) {

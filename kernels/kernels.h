@@ -61,7 +61,17 @@ typedef struct pk_attn_opts {
     const float *alibi_slopes;    /* [num_q_heads], or NULL for none; device memory for CUDA */
 } pk_attn_opts;
 
-/* APPEND: scatter num_tokens new keys and values into their slots, layers [layer_begin, +num_layers). */
+/*
+ * APPEND: scatter num_tokens new keys and values into their slots, layers [layer_begin,
+ * +num_layers). The sources are either one contiguous tensor each (k, v) or, when k_seg is
+ * not NULL, num_segments of them: segment s holds tokens seg_indptr[s]..seg_indptr[s+1] of
+ * the slot mapping, its keys at k_seg[s] and values at v_seg[s], each
+ * [num_layers][seg_tokens][num_kv_heads][head_dim] (seg_tokens = seg_indptr[s+1] -
+ * seg_indptr[s]). That lets the engine merge APPENDs of several clients into one launch.
+ * Zeroed segment fields (k_seg NULL) mean the contiguous form. For CUDA seg_indptr, k_seg
+ * and v_seg are device memory (the pointers they hold device pointers too), and like slots
+ * they are trusted: seg_indptr must start at 0, never decrease and end at num_tokens.
+ */
 typedef struct pk_append_args {
     pk_cache cache;
     int32_t layer_begin;
@@ -71,6 +81,10 @@ typedef struct pk_append_args {
     const void *k;                /* [num_layers][num_tokens][num_kv_heads][head_dim] */
     const void *v;                /* same shape */
     const int32_t *slot_mapping;  /* [num_tokens]; a negative slot is skipped */
+    int32_t num_segments;         /* segmented form: >= 1 */
+    const int32_t *seg_indptr;    /* [num_segments + 1] token offsets into slot_mapping */
+    const void *const *k_seg;     /* [num_segments] per-segment keys, or NULL: contiguous form */
+    const void *const *v_seg;     /* [num_segments] per-segment values (with k_seg) */
 } pk_append_args;
 
 /*

@@ -84,6 +84,29 @@ static int check_attn(const pk_cache *c, int32_t layer, int32_t num_q_heads, int
     return check_opts(o);
 }
 
+/*
+ * Checks the segmented form of an APPEND (k_seg not NULL): at least one segment, seg_indptr
+ * from 0, never decreasing, ending at num_tokens, and a key and value source for every
+ * segment that has tokens when any layer is written. Returns 0 or PAGED_E_INVAL.
+ */
+static int check_segments(const pk_append_args *a)
+{
+    if (a->num_segments < 1 || a->seg_indptr == NULL || a->v_seg == NULL)
+        return PAGED_E_INVAL;
+    if (a->seg_indptr[0] != 0 || a->seg_indptr[a->num_segments] != a->num_tokens)
+        return PAGED_E_INVAL;
+    for (int32_t s = 0; s < a->num_segments; s++) {
+        if (a->seg_indptr[s + 1] < a->seg_indptr[s])
+            return PAGED_E_INVAL;
+        if (a->seg_indptr[s + 1] > a->seg_indptr[s] && a->num_layers > 0
+            && (a->k_seg[s] == NULL || a->v_seg[s] == NULL))
+            return PAGED_E_INVAL;
+    }
+    if (a->num_tokens > 0 && a->num_layers > 0 && a->slot_mapping == NULL)
+        return PAGED_E_INVAL;
+    return 0;
+}
+
 /* Checks an APPEND; returns 0 or a negative paged_error. */
 int pk_check_append(const pk_append_args *a)
 {
@@ -98,6 +121,8 @@ int pk_check_append(const pk_append_args *a)
     err = check_pair(a->cache.dtype, a->src_dtype);
     if (err != 0)
         return err;
+    if (a->k_seg != NULL)
+        return check_segments(a);
     if (a->num_tokens > 0 && a->num_layers > 0
         && (a->k == NULL || a->v == NULL || a->slot_mapping == NULL))
         return PAGED_E_INVAL;

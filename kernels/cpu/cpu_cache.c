@@ -41,6 +41,36 @@ static void put_row(const pk_cache *c, size_t dst, const void *in, size_t src, i
         q[d] = pk_f32_to_e4m3(x[d] / scale);
 }
 
+/*
+ * Finds where token t of a checked APPEND reads from: stores the key and value sources that
+ * hold it, its index within them and how many tokens they hold (a binary search over
+ * seg_indptr in the segmented form). Returns nothing.
+ */
+static void token_source(const pk_append_args *a, int32_t t, const void **k, const void **v,
+                         size_t *index, size_t *tokens)
+{
+    if (a->k_seg == NULL) {
+        *k = a->k;
+        *v = a->v;
+        *index = (size_t) t;
+        *tokens = (size_t) a->num_tokens;
+        return;
+    }
+    /* The last segment starting at or before t: empty segments before it are passed over. */
+    int32_t lo = 0, hi = a->num_segments - 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (a->seg_indptr[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    *k = a->k_seg[lo];
+    *v = a->v_seg[lo];
+    *index = (size_t) (t - a->seg_indptr[lo]);
+    *tokens = (size_t) (a->seg_indptr[lo + 1] - a->seg_indptr[lo]);
+}
+
 /* Runs items [begin, end) of a checked APPEND; item i is layer i / T, token i % T. */
 void pk_cpu_append_run(const pk_append_args *a, size_t begin, size_t end)
 {
@@ -53,12 +83,15 @@ void pk_cpu_append_run(const pk_append_args *a, size_t begin, size_t end)
         int32_t slot = a->slot_mapping[t];
         if (slot < 0)
             continue;
+        const void *k, *v;
+        size_t st, stokens;
+        token_source(a, (int32_t) t, &k, &v, &st, &stokens);
         int32_t layer = a->layer_begin + (int32_t) l;
         int32_t block = slot / c->block_size, off = slot % c->block_size;
         for (int32_t h = 0; h < c->num_kv_heads; h++) {
-            size_t src = ((l * tokens + t) * (size_t) c->num_kv_heads + (size_t) h) * row;
-            put_row(c, pk_cache_index(c, layer, 0, block, h, off), a->k, src, a->src_dtype, c->k_scale);
-            put_row(c, pk_cache_index(c, layer, 1, block, h, off), a->v, src, a->src_dtype, c->v_scale);
+            size_t src = ((l * stokens + st) * (size_t) c->num_kv_heads + (size_t) h) * row;
+            put_row(c, pk_cache_index(c, layer, 0, block, h, off), k, src, a->src_dtype, c->k_scale);
+            put_row(c, pk_cache_index(c, layer, 1, block, h, off), v, src, a->src_dtype, c->v_scale);
         }
     }
 }

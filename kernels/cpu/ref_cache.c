@@ -22,32 +22,49 @@ static void ref_put(const pk_cache *c, size_t dst, const void *src, size_t i, in
     pk_store(c->base, dst, c->dtype, pk_load(src, i, src_dtype) / scale);
 }
 
-/* Runs a whole APPEND element by element; returns 0 or a negative paged_error. */
-int pk_ref_append(const pk_append_args *a)
+/*
+ * Writes tokens [t0, t1) of an APPEND whose sources k and v ([num_layers][t1 - t0][H][D]
+ * each) hold just those tokens, element by element; returns nothing.
+ */
+static void ref_append_tokens(const pk_append_args *a, int32_t t0, int32_t t1, const void *k,
+                              const void *v)
 {
-    int err = pk_check_append(a);
-    if (err != 0)
-        return err;
     const pk_cache *c = &a->cache;
+    size_t tokens = (size_t) (t1 - t0);
     for (int32_t l = 0; l < a->num_layers; l++) {
-        for (int32_t t = 0; t < a->num_tokens; t++) {
+        for (int32_t t = t0; t < t1; t++) {
             int32_t slot = a->slot_mapping[t];
             if (slot < 0)
                 continue;
             for (int32_t h = 0; h < c->num_kv_heads; h++) {
-                size_t src = (((size_t) l * (size_t) a->num_tokens + (size_t) t)
+                size_t src = (((size_t) l * tokens + (size_t) (t - t0))
                               * (size_t) c->num_kv_heads + (size_t) h) * (size_t) c->head_dim;
                 int32_t layer = a->layer_begin + l;
                 int32_t block = slot / c->block_size, off = slot % c->block_size;
                 size_t kdst = pk_cache_index(c, layer, 0, block, h, off);
                 size_t vdst = pk_cache_index(c, layer, 1, block, h, off);
                 for (int32_t d = 0; d < c->head_dim; d++) {
-                    ref_put(c, kdst + (size_t) d, a->k, src + (size_t) d, a->src_dtype, c->k_scale);
-                    ref_put(c, vdst + (size_t) d, a->v, src + (size_t) d, a->src_dtype, c->v_scale);
+                    ref_put(c, kdst + (size_t) d, k, src + (size_t) d, a->src_dtype, c->k_scale);
+                    ref_put(c, vdst + (size_t) d, v, src + (size_t) d, a->src_dtype, c->v_scale);
                 }
             }
         }
     }
+}
+
+/* Runs a whole APPEND element by element, segment by segment in the segmented form;
+ * returns 0 or a negative paged_error. */
+int pk_ref_append(const pk_append_args *a)
+{
+    int err = pk_check_append(a);
+    if (err != 0)
+        return err;
+    if (a->k_seg == NULL) {
+        ref_append_tokens(a, 0, a->num_tokens, a->k, a->v);
+        return 0;
+    }
+    for (int32_t s = 0; s < a->num_segments; s++)
+        ref_append_tokens(a, a->seg_indptr[s], a->seg_indptr[s + 1], a->k_seg[s], a->v_seg[s]);
     return 0;
 }
 

@@ -596,8 +596,9 @@ static void setup_clients(void)
     must(&cx, s, "x's APPEND");
     mirror = (pk_cache) { NULL, L, N, H, D, B, PAGED_DTYPE_F32, 1.0f, 1.0f };
     mirror.base = bcalloc(pk_cache_bytes(&mirror), 1);
-    pk_append_args a = { mirror, 0, L, 4 * B, PAGED_DTYPE_F32, rc_ptr(&cx, s.u.append.k_off),
-                         rc_ptr(&cx, s.u.append.v_off), slots };
+    pk_append_args a = { .cache = mirror, .layer_begin = 0, .num_layers = L, .num_tokens = 4 * B,
+                         .src_dtype = PAGED_DTYPE_F32, .k = rc_ptr(&cx, s.u.append.k_off),
+                         .v = rc_ptr(&cx, s.u.append.v_off), .slot_mapping = slots };
     if (pk_ref_append(&a) != 0)
         bail("reference append failed");
     for (int i = 0; i < 4; i++)

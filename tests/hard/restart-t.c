@@ -93,7 +93,8 @@ static int checked_session(const char *name, tap_rng *rng, paged_client **out, p
         rc = paged_decode(p, 0, &a);
     }
     if (rc == PAGED_OK) {
-        pk_append_args ap = { mine, 0, 1, CTX, PAGED_DTYPE_F32, k, v, slots };
+        pk_append_args ap = { .cache = mine, .layer_begin = 0, .num_layers = 1, .num_tokens = CTX,
+                              .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots };
         pk_decode_args da = { .cache = mine, .layer = 0, .num_seqs = 1, .num_q_heads = QH,
                               .q_dtype = PAGED_DTYPE_F32, .q = q, .out = ref, .block_tables = blocks,
                               .bt_stride = 2, .seq_lens = lens,

@@ -85,7 +85,8 @@ static pk_cache private_cache(int32_t num_blocks)
 /* Mirrors an APPEND of n tokens (all layers) into a private cache; returns nothing. */
 static void mirror_append(pk_cache *c, uint32_t n, const float *k, const float *v, const int32_t *slots)
 {
-    pk_append_args a = { *c, 0, L, (int32_t) n, PAGED_DTYPE_F32, k, v, slots };
+    pk_append_args a = { .cache = *c, .layer_begin = 0, .num_layers = L, .num_tokens = (int32_t) n,
+                         .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots };
     if (pk_ref_append(&a) != 0)
         bail("reference append failed");
 }

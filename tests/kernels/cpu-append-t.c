@@ -1,4 +1,4 @@
-/* cpu-append-t.c: APPEND and COPY, reference and CPU backend, checked bit for bit over the whole pool. */
+/* cpu-append-t.c: APPEND (contiguous and segmented) and COPY, reference and CPU backend, checked bit for bit over the whole pool. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -12,7 +12,9 @@
 #include "tests/tap/basic.h"
 
 #define NAPPEND 60
+#define NSEG 48
 #define NCOPY 30
+#define NSEGERR 5
 
 static const int32_t dims[] = { 64, 80, 96, 128, 256 };
 static const int32_t block_sizes[] = { 8, 16, 32 };
@@ -180,6 +182,157 @@ static void append_case(uint64_t seed, int c)
     free(cache.base);
 }
 
+/*
+ * Runs one segmented APPEND case: up to 7 segments (some empty), each with its own key and
+ * value sources, the slots of all side by side, some skipped. The expected pool is what
+ * running each segment alone, in the contiguous form, through the reference leaves; the
+ * segmented form must leave exactly that, in the reference and in the CPU backend.
+ */
+static void segmented_case(uint64_t seed, int c)
+{
+    tap_rng rng;
+    tap_rng_seed(&rng, seed + 0x7f4a7c15u + (uint64_t) c * 0x9e3779b97f4a7c15u);
+    int32_t dtype = dtypes[c % 4];
+    int32_t src_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_sources[(c / 4) % 3] : dtype;
+    pk_cache cache = random_cache(&rng, c, dtype);
+    int32_t L = cache.num_layers, layer_begin = 0, num_layers = L;
+    if (tap_rng_below(&rng, 2) == 0) {
+        layer_begin = (int32_t) tap_rng_below(&rng, (uint64_t) L);
+        num_layers = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) (L - layer_begin));
+    }
+    int32_t nslots = cache.num_blocks * cache.block_size;
+    int32_t S = 1 + (int32_t) tap_rng_below(&rng, 7);
+    int32_t *indptr = bmalloc((size_t) (S + 1) * sizeof *indptr);
+    indptr[0] = 0;
+    for (int32_t s = 0; s < S; s++) {
+        /* Every third or so empty; none past the pool's slots in all. */
+        int32_t room = nslots - indptr[s], want = tap_rng_below(&rng, 3) == 0 ? 0 : 1 + (int32_t) tap_rng_below(&rng, 40);
+        indptr[s + 1] = indptr[s] + (want < room ? want : room);
+    }
+    int32_t T = indptr[S];
+    int32_t *perm = bmalloc((size_t) nslots * sizeof *perm);
+    for (int32_t i = 0; i < nslots; i++)
+        perm[i] = i;
+    for (int32_t i = nslots - 1; i > 0; i--) {
+        int32_t j = (int32_t) tap_rng_below(&rng, (uint64_t) i + 1), x = perm[i];
+        perm[i] = perm[j];
+        perm[j] = x;
+    }
+    int32_t *mapping = bmalloc((size_t) (T + 1) * sizeof *mapping);
+    int skipped = 0;
+    for (int32_t t = 0; t < T; t++) {
+        mapping[t] = tap_rng_below(&rng, 8) == 0 ? -1 : perm[t];
+        skipped += mapping[t] < 0;
+    }
+    size_t row = (size_t) cache.num_kv_heads * (size_t) cache.head_dim, ssize = pk_dtype_size(src_dtype);
+    const void **kseg = bmalloc((size_t) S * sizeof *kseg), **vseg = bmalloc((size_t) S * sizeof *vseg);
+    for (int32_t s = 0; s < S; s++) {
+        size_t n = (size_t) num_layers * (size_t) (indptr[s + 1] - indptr[s]) * row;
+        void *k = bmalloc(n * ssize + 1), *v = bmalloc(n * ssize + 1);
+        for (size_t i = 0; i < n; i++) {
+            pk_store(k, i, src_dtype, (float) tap_rng_uniform(&rng, -2.0, 2.0));
+            pk_store(v, i, src_dtype, (float) tap_rng_uniform(&rng, -2.0, 2.0));
+        }
+        kseg[s] = k;
+        vseg[s] = v;
+    }
+
+    size_t bytes = pk_cache_bytes(&cache);
+    void *before = bmalloc(bytes), *want = bmalloc(bytes);
+    memcpy(before, cache.base, bytes);
+    memcpy(want, cache.base, bytes);
+    int err = 0;
+    for (int32_t s = 0; s < S && err == 0; s++) {
+        pk_append_args one = {
+            .cache = cache, .layer_begin = layer_begin, .num_layers = num_layers,
+            .num_tokens = indptr[s + 1] - indptr[s], .src_dtype = src_dtype,
+            .k = kseg[s], .v = vseg[s], .slot_mapping = mapping + indptr[s],
+        };
+        one.cache.base = want;
+        err = pk_ref_append(&one);
+    }
+    if (err != 0)
+        bail("pk_ref_append of one segment: %s", paged_strerror(err));
+    pk_append_args a = {
+        .cache = cache, .layer_begin = layer_begin, .num_layers = num_layers, .num_tokens = T,
+        .src_dtype = src_dtype, .slot_mapping = mapping, .num_segments = S, .seg_indptr = indptr,
+        .k_seg = kseg, .v_seg = vseg,
+    };
+
+    char label[200];
+    snprintf(label, sizeof label,
+             "segmented append %s from %s D=%d B=%d %d KV heads, layers %d..%d of %d, %d segments, "
+             "%d tokens (%d skipped)", nv_dtype_name(dtype), nv_dtype_name(src_dtype), (int) cache.head_dim,
+             (int) cache.block_size, (int) cache.num_kv_heads, (int) layer_begin,
+             (int) (layer_begin + num_layers - 1), (int) L, (int) S, (int) T, skipped);
+    err = pk_ref_append(&a);
+    ok(err == 0 && same_pool(want, cache.base, bytes, label),
+       "%s: ref writes what each segment alone writes", label);
+
+    memcpy(cache.base, before, bytes);
+    err = pk_cpu_append_check(&a);
+    size_t items = pk_cpu_append_items(&a);
+    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
+    size_t chunks = nv_split(&rng, items, begin, end);
+    for (size_t i = 0; i < chunks && err == 0; i++)
+        pk_cpu_append_run(&a, begin[i], end[i]);
+    ok(err == 0 && same_pool(want, cache.base, bytes, label),
+       "%s: cpu writes what each segment alone writes", label);
+
+    free(begin);
+    free(end);
+    free(before);
+    free(want);
+    for (int32_t s = 0; s < S; s++) {
+        free((void *) kseg[s]);
+        free((void *) vseg[s]);
+    }
+    free(kseg);
+    free(vseg);
+    free(mapping);
+    free(indptr);
+    free(perm);
+    free(cache.base);
+}
+
+/* Checks the refusals of malformed segmented APPENDs, in the reference and the CPU check. */
+static void test_segment_errors(void)
+{
+    uint16_t pool[2 * 2 * 2 * 8 * 64], k[2 * 64], v[2 * 64];
+    int32_t slots[2] = { 3, 9 };
+    int32_t indptr[3] = { 0, 1, 2 }, bad_end[3] = { 0, 1, 1 }, bad_start[3] = { 1, 1, 2 },
+            down[3] = { 0, 2, 1 };
+    const void *kseg[2] = { k, k + 64 }, *vseg[2] = { v, v + 64 }, *vnull[2] = { v, NULL };
+    pk_append_args good = {
+        .cache = { .base = pool, .num_layers = 2, .num_blocks = 2, .num_kv_heads = 1, .head_dim = 64,
+                   .block_size = 8, .dtype = PAGED_DTYPE_F16, .k_scale = 1, .v_scale = 1 },
+        .layer_begin = 1, .num_layers = 1, .num_tokens = 2, .src_dtype = PAGED_DTYPE_F16,
+        .slot_mapping = slots, .num_segments = 2, .seg_indptr = indptr, .k_seg = kseg, .v_seg = vseg,
+    };
+    is_int(0, pk_ref_append(&good), "segmented append ref accepts two segments of a token each");
+    struct {
+        const char *what;
+        pk_append_args a;
+    } cases[NSEGERR];
+    for (size_t i = 0; i < NSEGERR; i++)
+        cases[i].a = good;
+    cases[0].what = "no segments";
+    cases[0].a.num_segments = 0;
+    cases[1].what = "offsets that do not end at the token count";
+    cases[1].a.seg_indptr = bad_end;
+    cases[2].what = "offsets that do not start at 0";
+    cases[2].a.seg_indptr = bad_start;
+    cases[3].what = "decreasing offsets";
+    cases[3].a.seg_indptr = down;
+    cases[4].what = "a segment with tokens but no values";
+    cases[4].a.v_seg = vnull;
+    for (size_t i = 0; i < NSEGERR; i++) {
+        is_int(PAGED_E_INVAL, pk_ref_append(&cases[i].a), "segmented append ref refuses %s", cases[i].what);
+        is_int(PAGED_E_INVAL, pk_cpu_append_check(&cases[i].a), "segmented append cpu check refuses %s",
+               cases[i].what);
+    }
+}
+
 /* Runs one COPY case through the reference and the CPU backend. */
 static void copy_case(uint64_t seed, int c)
 {
@@ -314,15 +467,18 @@ static void test_errors(void)
     is_int(PAGED_E_GEOMETRY, pk_cpu_copy_check(&copy), "copy cpu check refuses a pool of no blocks");
 }
 
-/* Runs the APPEND and COPY cases, then the refusals; returns 0 (the TAP output tells the rest). */
+/* Runs the APPEND (contiguous, then segmented) and COPY cases, then the refusals; returns 0 (the TAP output tells the rest). */
 int main(void)
 {
     uint64_t seed = tap_seed();
-    plan(2 * NAPPEND + 2 * NCOPY + 3 * 6 + 6);
+    plan(2 * NAPPEND + 2 * NSEG + 2 * NCOPY + 3 * 6 + 6 + 1 + 2 * NSEGERR);
     for (int c = 0; c < NAPPEND; c++)
         append_case(seed, c);
+    for (int c = 0; c < NSEG; c++)
+        segmented_case(seed, c);
     for (int c = 0; c < NCOPY; c++)
         copy_case(seed, c);
     test_errors();
+    test_segment_errors();
     return 0;
 }

@@ -1,4 +1,4 @@
-/* cuda-append-t.c: pk_cuda_append and pk_cuda_copy against pk_ref_append and pk_ref_copy, bit for bit over the whole pool. */
+/* cuda-append-t.c: pk_cuda_append (contiguous and segmented) and pk_cuda_copy against pk_ref_append and pk_ref_copy, bit for bit over the whole pool. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -162,6 +162,160 @@ static void append_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     free(v);
 }
 
+/* Stores n random source values of src_dtype at k and v for a cache (fp8: spanning
+ * subnormals to past saturation in units of the scales); returns nothing. */
+static void random_sources(tap_rng *rng, const pk_cache *cache, int32_t src_dtype, void *k, void *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float kx, vx;
+        if (cache->dtype == PAGED_DTYPE_FP8_E4M3) {
+            kx = (float) (tap_rng_uniform(rng, -1.0, 1.0) * pow(10.0, tap_rng_uniform(rng, -4.0, 0.3)) * 448.0)
+                 * cache->k_scale;
+            vx = (float) (tap_rng_uniform(rng, -1.0, 1.0) * pow(10.0, tap_rng_uniform(rng, -4.0, 0.3)) * 448.0)
+                 * cache->v_scale;
+        } else {
+            kx = (float) tap_rng_uniform(rng, -3.0, 3.0);
+            vx = (float) tap_rng_uniform(rng, -3.0, 3.0);
+        }
+        pk_store(k, i, src_dtype, kx);
+        pk_store(v, i, src_dtype, vx);
+    }
+}
+
+/*
+ * Runs one segmented APPEND case (what the daemon launches for merged APPENDs): dtype pair
+ * pi, head dim D, block size B; up to 9 segments, some empty, each source in its own device
+ * buffer, some of them misaligned (the vector path is chosen per segment); the segment
+ * offsets and the pointer arrays in device memory. Reports whether the whole pool matches
+ * the reference's segmented APPEND (which cpu-append-t checks against segment by segment).
+ */
+static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
+{
+    int32_t cache_dtype = pairs[pi][0], src_dtype = pairs[pi][1];
+    const int fp8 = cache_dtype == PAGED_DTYPE_FP8_E4M3;
+    pk_cache cache = {
+        .num_layers = 1 + idx % 3,
+        .num_blocks = gu_range(rng, 2, 12),
+        .num_kv_heads = 1 + idx % 3,
+        .head_dim = D,
+        .block_size = B,
+        .dtype = cache_dtype,
+        .k_scale = fp8 ? (float) tap_rng_uniform(rng, 0.001, 0.05) : 1.0f,
+        .v_scale = fp8 ? (float) tap_rng_uniform(rng, 0.001, 0.05) : 1.0f,
+    };
+    size_t pool_bytes = pk_cache_bytes(&cache);
+    void *pool = random_pool(rng, &cache);
+
+    int32_t nslots = cache.num_blocks * B;
+    int32_t S = gu_range(rng, 1, 9);
+    int32_t *indptr = bmalloc((size_t) (S + 1) * sizeof *indptr);
+    indptr[0] = 0;
+    for (int32_t s = 0; s < S; s++) {
+        int32_t room = nslots - indptr[s], want = gu_range(rng, 0, 3) == 0 ? 0 : gu_range(rng, 1, 24);
+        indptr[s + 1] = indptr[s] + (want < room ? want : room);
+    }
+    int32_t ntok = indptr[S];
+    int32_t *slots = bmalloc((size_t) nslots * sizeof *slots);
+    for (int32_t i = 0; i < nslots; i++)
+        slots[i] = i;
+    for (int32_t i = nslots - 1; i > 0; i--) {
+        int32_t j = (int32_t) tap_rng_below(rng, (uint64_t) i + 1), t = slots[i];
+        slots[i] = slots[j];
+        slots[j] = t;
+    }
+    int skipped = 0;
+    for (int32_t t = 0; t < ntok; t++)
+        if (tap_rng_below(rng, 7) == 0) {
+            slots[t] = -1;
+            skipped++;
+        }
+    int32_t layer_begin = gu_range(rng, 0, cache.num_layers - 1);
+    int32_t num_layers = gu_range(rng, 1, cache.num_layers - layer_begin);
+
+    size_t ssize = pk_dtype_size(src_dtype), row = (size_t) cache.num_kv_heads * (size_t) D;
+    const void **hk = bmalloc((size_t) S * sizeof *hk), **hv = bmalloc((size_t) S * sizeof *hv);
+    const void **dk = bmalloc((size_t) S * sizeof *dk), **dv = bmalloc((size_t) S * sizeof *dv);
+    char **kbuf = bmalloc((size_t) S * sizeof *kbuf), **vbuf = bmalloc((size_t) S * sizeof *vbuf);
+    int misaligned = 0;
+    for (int32_t s = 0; s < S; s++) {
+        size_t n = (size_t) num_layers * (size_t) (indptr[s + 1] - indptr[s]) * row;
+        void *k = bmalloc(n * ssize + 1), *v = bmalloc(n * ssize + 1);
+        random_sources(rng, &cache, src_dtype, k, v, n);
+        size_t shift = (idx + s) % 4 == 3 ? ssize : 0;
+        misaligned += shift != 0;
+        kbuf[s] = gu_alloc(n * ssize + 16);
+        vbuf[s] = gu_alloc(n * ssize + 16);
+        if (n != 0) {
+            gu_upload(kbuf[s] + shift, k, n * ssize);
+            gu_upload(vbuf[s] + shift, v, n * ssize);
+        }
+        hk[s] = k;
+        hv[s] = v;
+        dk[s] = kbuf[s] + shift;
+        dv[s] = vbuf[s] + shift;
+    }
+
+    void *want = bmalloc(pool_bytes);
+    memcpy(want, pool, pool_bytes);
+    pk_append_args ha = {
+        .cache = cache, .layer_begin = layer_begin, .num_layers = num_layers, .num_tokens = ntok,
+        .src_dtype = src_dtype, .slot_mapping = slots, .num_segments = S, .seg_indptr = indptr,
+        .k_seg = hk, .v_seg = hv,
+    };
+    ha.cache.base = want;
+    int rc = pk_ref_append(&ha);
+    if (rc != 0)
+        bail("pk_ref_append (segmented): %s", paged_strerror(rc));
+
+    pk_append_args da = ha;
+    da.cache.base = gu_clone(pool, pool_bytes);
+    da.slot_mapping = gu_clone(slots, (size_t) (ntok > 0 ? ntok : 1) * sizeof *slots);
+    da.seg_indptr = gu_clone(indptr, (size_t) (S + 1) * sizeof *indptr);
+    da.k_seg = gu_clone(dk, (size_t) S * sizeof *dk);
+    da.v_seg = gu_clone(dv, (size_t) S * sizeof *dv);
+    rc = pk_cuda_append(&da, NULL);
+    gu_sync("segmented append");
+    void *got = bmalloc(pool_bytes);
+    gu_download(got, da.cache.base, pool_bytes);
+    ok(rc == 0 && memcmp(got, want, pool_bytes) == 0,
+       "segmented append %s<-%s D=%d B=%d H=%d layers %d+%d of %d, %d segments (%d misaligned), %d tokens "
+       "(%d skipped): whole pool bit-identical to reference", gu_dtype_name(cache_dtype),
+       gu_dtype_name(src_dtype), (int) D, (int) B, (int) cache.num_kv_heads, (int) layer_begin,
+       (int) num_layers, (int) cache.num_layers, (int) S, misaligned, (int) ntok, skipped);
+    if (rc == 0 && memcmp(got, want, pool_bytes) != 0) {
+        size_t esize = pk_dtype_size(cache_dtype);
+        for (size_t i = 0; i < pool_bytes / esize; i++)
+            if (memcmp((char *) got + i * esize, (char *) want + i * esize, esize) != 0) {
+                diag("first difference at element %zu: got %g, want %g", i, pk_load(got, i, cache_dtype),
+                     pk_load(want, i, cache_dtype));
+                break;
+            }
+    }
+
+    for (int32_t s = 0; s < S; s++) {
+        gu_free(kbuf[s]);
+        gu_free(vbuf[s]);
+        free((void *) hk[s]);
+        free((void *) hv[s]);
+    }
+    gu_free(da.cache.base);
+    gu_free((void *) da.slot_mapping);
+    gu_free((void *) da.seg_indptr);
+    gu_free((void *) da.k_seg);
+    gu_free((void *) da.v_seg);
+    free(kbuf);
+    free(vbuf);
+    free(hk);
+    free(hv);
+    free(dk);
+    free(dv);
+    free(pool);
+    free(want);
+    free(got);
+    free(slots);
+    free(indptr);
+}
+
 /* Runs one COPY case on a random pool of dtype, head dim D and block size B. */
 static void copy_case(tap_rng *rng, int32_t dtype, int32_t D, int32_t B, int idx)
 {
@@ -246,13 +400,27 @@ static void error_cases(void)
     b = a;
     b.num_tokens = 0;
     is_int(0, pk_cuda_append(&b, NULL), "append: no tokens is a no-op");
+    b = a;
+    b.k = b.v = NULL;
+    b.k_seg = (const void *const *) dummy;
+    b.v_seg = (const void *const *) dummy;
+    b.seg_indptr = (const int32_t *) dummy;
+    b.num_segments = 0;
+    is_int(PAGED_E_INVAL, pk_cuda_append(&b, NULL), "append: the segmented form with no segments is PAGED_E_INVAL");
+    b.num_segments = 1;
+    b.seg_indptr = NULL;
+    is_int(PAGED_E_INVAL, pk_cuda_append(&b, NULL), "append: the segmented form without offsets is PAGED_E_INVAL");
+    b.seg_indptr = (const int32_t *) dummy;
+    b.v_seg = NULL;
+    is_int(PAGED_E_INVAL, pk_cuda_append(&b, NULL), "append: the segmented form without values is PAGED_E_INVAL");
     pk_copy_args c = { .cache = a.cache, .num_pairs = 0, .src_blocks = NULL, .dst_blocks = NULL };
     is_int(0, pk_cuda_copy(&c, NULL), "copy: no pairs is a no-op");
     gu_sync("error cases");
     gu_free(dummy);
 }
 
-/* Runs the error checks, then APPEND and COPY over dtypes, head dims and block sizes. */
+/* Runs the error checks, then APPEND (contiguous, then segmented) and COPY over dtypes, head
+ * dims and block sizes. */
 int main(void)
 {
     gu_require_device();
@@ -268,6 +436,12 @@ int main(void)
             if (quick && di % 3 != pi % 3)
                 continue;
             append_case(&rng, pi, dims[di], block_sizes[idx % 5], idx);
+        }
+    for (int pi = 0; pi < 6; pi++)
+        for (int di = 0; di < 7; di++, idx++) {
+            if (quick && di % 3 != pi % 3)
+                continue;
+            segmented_case(&rng, pi, dims[di], block_sizes[idx % 5], idx);
         }
     static const int32_t copy_dtypes[] = { PAGED_DTYPE_F16, PAGED_DTYPE_BF16, PAGED_DTYPE_F32, PAGED_DTYPE_FP8_E4M3 };
     for (int ti = 0; ti < 4; ti++)

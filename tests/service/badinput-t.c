@@ -103,7 +103,9 @@ static void good_worker(int ready_fd, int stop_fd, int report_fd, uint64_t seed)
 
     /* The same writes into a private cache: the oracle. */
     pk_cache ref = { calloc((size_t) L * 2 * N * H * B * D, 4), L, N, H, D, B, PAGED_DTYPE_F32, 1, 1 };
-    pk_append_args ap = { ref, 0, L, ntok, PAGED_DTYPE_F32, rc_ptr(&c, k_off), rc_ptr(&c, v_off), slots };
+    pk_append_args ap = { .cache = ref, .layer_begin = 0, .num_layers = L, .num_tokens = ntok,
+                          .src_dtype = PAGED_DTYPE_F32, .k = rc_ptr(&c, k_off), .v = rc_ptr(&c, v_off),
+                          .slot_mapping = slots };
     if (ref.base == NULL || pk_ref_append(&ap) != 0)
         _exit(6);
 

@@ -1,4 +1,4 @@
-/* merge-t.c: DECODEs of several client processes merged into one launch: every output right, every client's order kept. */
+/* merge-t.c: DECODEs and APPENDs of several client processes merged into one launch: every output right, every client's order kept. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -43,6 +43,13 @@
  *   without it (what it would give had it run before the APPEND); the DECODE before the
  *   rewrite must not see it.
  *
+ *   Burst C: APPENDs only, plus one COPY, per client into two blocks of its own: two tokens
+ *   of layer 0 (they merge with each other and with every client's), COPY of the first block
+ *   onto the second, a token of layer 0 (which must NOT merge with the APPENDs before the
+ *   COPY: it would run before it and the copy would carry it), the same slot rewritten, and
+ *   two tokens of every layer. Afterwards each client reads the pool back and every one of
+ *   its blocks, every layer, K and V, must hold exactly what it wrote, in its order.
+ *
  * The daemon logs each merged launch at debug level; the parent counts them in the log. With
  * PAGED_TEST_BACKEND=cuda the same runs on the GPU: the children (never the parent, since a
  * CUDA context does not survive fork) copy tensors into and out of their device arenas.
@@ -66,6 +73,7 @@
 #define CHAIN_TO 17
 #define NSTEP 5             /* burst B: tokens appended per layer */
 #define NB (2 * NSTEP * L + 2)
+#define NC 6                /* burst C: requests per client */
 #define TOL 1e-4            /* f32 everywhere: relative L2 error of one output row */
 #define WAIT_MS 120000
 
@@ -143,6 +151,7 @@ struct client {
     paged_pool *pool;
     unsigned char *host, *data;   /* arena bases (data: a device pointer on cuda) */
     int32_t ids[NSEQ * MAXBLK];   /* our blocks, sequence by sequence */
+    int32_t extra[2];             /* burst C's blocks */
     pk_cache ref;                 /* a host copy of the pool as we wrote it */
     tap_rng rng;
 };
@@ -582,7 +591,174 @@ static void burst_b(struct client *cl, int cmd_fd)
           "difference %.2g)", child_who, NB / 2, worst, least_change);
 }
 
-/* A client process: set up, burst A, burst B, then exits. */
+/* One request of burst C as the client made it, kept to replay on the reference. */
+struct creq {
+    int copy;                     /* a COPY of extra[0] onto extra[1], else an APPEND */
+    int layer;                    /* APPEND: a layer or PAGED_ALL_LAYERS */
+    int ntok;
+    int32_t slots[B];
+    float k[L * B * H * D], v[L * B * H * D];
+};
+
+/* Prepares an APPEND of the ntok tokens of r (random keys and values, into r->slots) and
+ * records it in r; returns nothing. */
+static void prep_append(struct client *cl, struct creq *r, int layer, int ntok, uint64_t tag)
+{
+    int nl = layer == PAGED_ALL_LAYERS ? L : 1;
+    size_t n = (size_t) nl * ntok * H * D;
+    r->copy = 0;
+    r->layer = layer;
+    r->ntok = ntok;
+    fill(&cl->rng, r->k, n);
+    fill(&cl->rng, r->v, n);
+    uint64_t k_off = carve(cl, PAGED_ARENA_DATA, n * 4), v_off = carve(cl, PAGED_ARENA_DATA, n * 4);
+    uint64_t s_off = carve(cl, PAGED_ARENA_HOST, (size_t) ntok * 4);
+    memcpy(cl->host + s_off, r->slots, (size_t) ntok * 4);
+    put(cl, k_off, r->k, n * 4);
+    put(cl, v_off, r->v, n * 4);
+    paged_request app = {
+        .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = layer, .tag = tag,
+        .u.append = { .num_tokens = (uint32_t) ntok, .dtype = PAGED_DTYPE_F32, .k_off = k_off,
+                      .v_off = v_off, .slots_off = s_off },
+    };
+    prep(cl, &app);
+}
+
+/* Replays r on the client's reference copy of the pool, or exits; returns nothing. */
+static void replay(struct client *cl, const struct creq *r)
+{
+    int rc;
+    if (r->copy) {
+        pk_copy_args ca = { .cache = cl->ref, .num_pairs = 1, .src_blocks = &cl->extra[0],
+                            .dst_blocks = &cl->extra[1] };
+        rc = pk_ref_copy(&ca);
+    } else {
+        pk_append_args aa = {
+            .cache = cl->ref, .layer_begin = r->layer == PAGED_ALL_LAYERS ? 0 : r->layer,
+            .num_layers = r->layer == PAGED_ALL_LAYERS ? L : 1, .num_tokens = r->ntok,
+            .src_dtype = PAGED_DTYPE_F32, .k = r->k, .v = r->v, .slot_mapping = r->slots,
+        };
+        rc = pk_ref_append(&aa);
+    }
+    if (rc != 0)
+        fatal("client %d: the reference refused a replay: %s", child_who, paged_strerror(rc));
+}
+
+/* Copies the whole pool as the daemon holds it into dst (pool bytes); returns nothing. */
+static void read_pool(struct client *cl, void *dst, size_t bytes)
+{
+    void *base = NULL;
+    if (paged_pool_map(cl->pool, &base) != PAGED_OK || base == NULL)
+        fatal("client %d: mapping the pool: %s", child_who, paged_client_error(cl->c));
+#ifdef HAVE_CUDA
+    if (use_cuda) {
+        if (cudaMemcpy(dst, base, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+            fatal("client %d: cudaMemcpy out of the pool", child_who);
+        return;
+    }
+#endif
+    memcpy(dst, base, bytes);
+}
+
+/* Returns the number of (layer, K or V) parts of block that differ between the pool got and
+ * the reference; names the first difference in first (len bytes) unless it names one already. */
+static int block_diffs(const struct client *cl, const void *got, int32_t block, char *first, size_t len)
+{
+    size_t rowb = (size_t) H * B * D * 4;
+    int bad = 0;
+    for (int l = 0; l < L; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            size_t off = pk_cache_index(&cl->ref, l, kv, block, 0, 0) * 4;
+            if (memcmp((const char *) got + off, (const char *) cl->ref.base + off, rowb) == 0)
+                continue;
+            if (bad++ == 0 && first[0] == '\0')
+                snprintf(first, len, "block %d layer %d %s", (int) block, l, kv ? "V" : "K");
+        }
+    return bad;
+}
+
+/*
+ * Burst C: APPENDs and one COPY in flight at once; then reads the pool back and checks every
+ * block of the client against its reference replayed in its order. Returns nothing.
+ */
+static void burst_c(struct client *cl, int cmd_fd)
+{
+    if (paged_alloc(cl->pool, 2, cl->extra) != PAGED_OK)
+        fatal("client %d: ALLOC for burst C: %s", child_who, paged_client_error(cl->c));
+    /* Both blocks filled first, every layer, so every slot's old contents are known. */
+    static struct creq r[NC + 2];
+    for (int b = 0; b < 2; b++) {
+        for (int t = 0; t < B; t++)
+            r[NC + b].slots[t] = cl->extra[b] * B + t;
+        prep_append(cl, &r[NC + b], PAGED_ALL_LAYERS, B, 3000 + (uint64_t) b);
+    }
+    if (paged_submit(cl->c) != 2)
+        fatal("client %d: submitting burst C's fill", child_who);
+    paged_completion fillc[2];
+    await_all(cl, fillc, 2, 3000);
+    if (fillc[0].status != PAGED_OK || fillc[1].status != PAGED_OK)
+        fatal("client %d: burst C's fill: %s", child_who, paged_strerror(fillc[0].status != PAGED_OK
+                                                                         ? fillc[0].status : fillc[1].status));
+    replay(cl, &r[NC]);
+    replay(cl, &r[NC + 1]);
+
+    int32_t e0 = cl->extra[0] * B, e1 = cl->extra[1] * B;
+    r[0].slots[0] = e0 + 0;                       /* two APPENDs of layer 0 that merge */
+    prep_append(cl, &r[0], 0, 1, 2000);
+    r[1].slots[0] = e0 + 2;
+    prep_append(cl, &r[1], 0, 1, 2001);
+    r[2].copy = 1;                                /* extra[0] onto extra[1] */
+    uint64_t src_off = carve(cl, PAGED_ARENA_HOST, 4), dst_off = carve(cl, PAGED_ARENA_HOST, 4);
+    memcpy(cl->host + src_off, &cl->extra[0], 4);
+    memcpy(cl->host + dst_off, &cl->extra[1], 4);
+    paged_request copy = { .op = PAGED_OP_COPY, .pool = cl->pool, .tag = 2002,
+                           .u.copy = { .count = 1, .src_off = src_off, .dst_off = dst_off } };
+    prep(cl, &copy);
+    r[3].slots[0] = e0 + 1;                       /* must not overtake the COPY */
+    prep_append(cl, &r[3], 0, 1, 2003);
+    r[4].slots[0] = e0 + 1;                       /* the same slot again: after the one before */
+    prep_append(cl, &r[4], 0, 1, 2004);
+    r[5].slots[0] = e1 + 3;                       /* every layer, into the copy */
+    r[5].slots[1] = e1 + 5;
+    prep_append(cl, &r[5], PAGED_ALL_LAYERS, 2, 2005);
+
+    send_rec(REC_READY, 1, 3, NULL);
+    await_go(cmd_fd);
+    if (paged_submit(cl->c) != NC)
+        fatal("client %d: submitting burst C", child_who);
+    send_rec(REC_SUBMITTED, 1, 3, NULL);
+    static paged_completion comp[NC];
+    await_all(cl, comp, NC, 2000);
+    int all_ok = 1;
+    for (int i = 0; i < NC; i++)
+        all_ok &= comp[i].status == PAGED_OK;
+    check(all_ok, "client %d: %d APPENDs and a COPY in flight at once all complete OK", child_who, NC);
+
+    for (int i = 0; i < NC; i++)
+        replay(cl, &r[i]);
+    size_t bytes = pk_cache_bytes(&cl->ref);
+    unsigned char *got = xcalloc(bytes);
+    read_pool(cl, got, bytes);
+    char first[96] = "";
+    int bad = 0;
+    for (int i = 0; i < NSEQ * MAXBLK; i++)
+        bad += block_diffs(cl, got, cl->ids[i], first, sizeof first);
+    for (int i = 0; i < 2; i++)
+        bad += block_diffs(cl, got, cl->extra[i], first, sizeof first);
+    /* The slot the third APPEND wrote, as the COPY left it in the copy: the fill's value, not
+     * that APPEND's (what an APPEND moved before the COPY would leave). */
+    size_t at = pk_cache_index(&cl->ref, 0, 0, cl->extra[1], 0, 1) * 4;
+    int copy_first = memcmp(got + at, (const char *) cl->ref.base + at, (size_t) D * 4) == 0
+                     && memcmp(got + at, r[3].k, (size_t) D * 4) != 0;
+    check(copy_first, "client %d: an APPEND after its COPY did not overtake it (the copy holds "
+          "the slot's old keys, not the new ones)", child_who);
+    check(bad == 0, "client %d: reading the pool back, every block of its own (%d), every "
+          "layer, K and V, holds exactly what it wrote, in its order%s%s", child_who,
+          NSEQ * MAXBLK + 2, bad != 0 ? "; first difference: " : "", first);
+    free(got);
+}
+
+/* A client process: set up, burst A, burst B, burst C, then exits. */
 static void client_main(int who, int cmd_fd)
 {
     child_who = who;
@@ -592,6 +768,7 @@ static void client_main(int who, int cmd_fd)
     setup(&cl);
     burst_a(&cl, cmd_fd);
     burst_b(&cl, cmd_fd);
+    burst_c(&cl, cmd_fd);
     send_rec(REC_DONE, 1, 0, NULL);
     paged_client_close(cl.c);
     free(cl.ref.base);
@@ -626,10 +803,13 @@ static int await_recs(int fd, int kind, int phase, int count)
     return seen == count;
 }
 
-/* Scans the daemon's log for merged launches; stores how many, and the most clients one
- * served. Returns nothing. */
-static void merged_in_log(unsigned long *launches, unsigned *most_clients, unsigned long *requests)
+/* Scans the daemon's log for merged launches of op ("DECODE" or "APPEND"); stores how many,
+ * the most clients one served and the requests they served. Returns nothing. */
+static void merged_in_log(const char *op, unsigned long *launches, unsigned *most_clients,
+                          unsigned long *requests)
 {
+    char key[64];
+    snprintf(key, sizeof key, "merged %s launch ", op);
     *launches = 0;
     *most_clients = 0;
     *requests = 0;
@@ -638,11 +818,11 @@ static void merged_in_log(unsigned long *launches, unsigned *most_clients, unsig
         return;
     char line[2048];
     while (fgets(line, sizeof line, f) != NULL) {
-        const char *at = strstr(line, "merged DECODE launch ");
+        const char *at = strstr(line, key);
         unsigned long id;
         unsigned reqs, clients;
-        if (at == NULL || sscanf(at, "merged DECODE launch %lu: %u requests of %u clients", &id,
-                                 &reqs, &clients) != 3)
+        if (at == NULL || sscanf(at + strlen(key), "%lu: %u requests of %u clients", &id, &reqs,
+                                 &clients) != 3)
             continue;
         (*launches)++;
         *requests += reqs;
@@ -719,7 +899,7 @@ int main(void)
     close(pfd[1]);
 
     int ready = 1;
-    for (int phase = 1; phase <= 2 && ready; phase++) {
+    for (int phase = 1; phase <= 3 && ready; phase++) {
         ready = await_recs(pfd[0], REC_READY, phase, NCLI);
         if (!ok(ready, "burst %c: every client prepared its requests", 'A' + phase - 1))
             break;
@@ -732,7 +912,7 @@ int main(void)
         kill(daemon_.pid, SIGCONT);
         ok(ready, "burst %c: every client submitted while the daemon was stopped", 'A' + phase - 1);
     }
-    ok(ready && await_recs(pfd[0], REC_DONE, 0, NCLI), "every client checked both bursts");
+    ok(ready && await_recs(pfd[0], REC_DONE, 0, NCLI), "every client checked the three bursts");
     for (int w = 0; w < NCLI; w++) {
         close(cmd[w]);
         int cst = 0;
@@ -743,9 +923,12 @@ int main(void)
 
     unsigned long launches, requests;
     unsigned most;
-    merged_in_log(&launches, &most, &requests);
+    merged_in_log("DECODE", &launches, &most, &requests);
     ok(launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", launches, requests);
     ok(most >= 2, "a merged launch served DECODEs of %u clients (at least 2)", most);
+    merged_in_log("APPEND", &launches, &most, &requests);
+    ok(launches > 0, "the daemon logged %lu merged APPEND launches serving %lu requests", launches, requests);
+    ok(most >= 2, "a merged launch served APPENDs of %u clients (at least 2)", most);
     rc_close(&ctl);
     st = td_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
