@@ -84,11 +84,17 @@ struct pd_launch {
 };
 
 /* What run_batch runs: the ops in launch order (a launch's ops adjacent) and the launches. */
+/* Returns the monotonic clock in nanoseconds (server.c); the engine and the backends time
+ * batches with it. */
+uint64_t pd_now_ns(void);
+
 struct pd_batch {
     struct pd_batch_op *ops;
     uint32_t nops;
     struct pd_launch *launches;
     uint32_t nlaunches;
+    uint64_t wait_ns;             /* set by run_batch: of its time, how long it waited for the
+                                   * device (0 where it does not wait, as on the cpu backend) */
 };
 
 struct pd_backend_ops {

@@ -828,7 +828,9 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
             launch_status(batch, la, refused(cb, cl->kind, rc));
     }
     /* Also when every launch was refused: the metadata copy is in flight. */
+    uint64_t w0 = pd_now_ns();
     e = cudaStreamSynchronize(cb->stream);
+    batch->wait_ns = pd_now_ns() - w0;
     if (e != cudaSuccess) {
         /* A fault of one kernel cannot be told from the others' here, and it is sticky. */
         rc = device_error(cb, "batch", e);
@@ -846,7 +848,7 @@ static int cuda_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
 {
     struct pd_batch_op bop = { cache, m, *ar, op, 0, 0, PAGED_OK };
     struct pd_launch la = { 0, 1, 0 };
-    struct pd_batch batch = { &bop, 1, &la, 1 };
+    struct pd_batch batch = { &bop, 1, &la, 1, 0 };
     cuda_run_batch(b, &batch);
     return bop.status;
 }

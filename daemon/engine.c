@@ -50,6 +50,7 @@ struct eng_activity {
     uint64_t merged_appends;      /* of them, run in merged launches */
     uint64_t merged_append_launches; /* those launches */
     uint64_t backend_ns;          /* time in the backend's run_batch */
+    uint64_t wait_ns;             /* of it, waiting for the device */
     uint64_t gather_ns;           /* time gathering late clients */
 };
 
@@ -442,7 +443,7 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     }
     if (n == 0)
         return;
-    struct pd_batch batch = { e->out, n, e->launches, 0 };
+    struct pd_batch batch = { e->out, n, e->launches, 0, 0 };
     batch.nlaunches = pb_plan(e->in, n, e->out, e->launches, e->groups, e->next);
     uint64_t t0 = pd_now_ns();
     srv->backend->ops->run_batch(srv->backend, &batch);
@@ -450,6 +451,7 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     e->act.passes++;
     e->act.launches += batch.nlaunches;
     e->act.backend_ns += spent;
+    e->act.wait_ns += batch.wait_ns;
     if (e->decode_in_pass) {
         e->last_batch_ns = spent;
         e->last_decode_pass = e->pass;
@@ -621,11 +623,12 @@ void pd_engine_idle(struct pd_server *srv)
         return;
     const struct eng_activity *a = &e->act;
     double dp = a->decode_passes != 0 ? (double) a->decode_passes : 1.0;
-    pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend; "
-           "%llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
+    pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend "
+           "(%.1f waiting for the device); %llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
            "%llu APPENDs, %llu of them in %llu merged launches",
            (unsigned long long) a->passes, (unsigned long long) a->launches,
-           (double) a->backend_ns / 1e3 / (double) a->passes, (unsigned long long) a->decode_passes,
+           (double) a->backend_ns / 1e3 / (double) a->passes,
+           (double) a->wait_ns / 1e3 / (double) a->passes, (unsigned long long) a->decode_passes,
            (double) a->decode_requests / dp, (double) a->decode_clients / dp,
            (double) a->gather_ns / 1e3 / dp, (unsigned long long) a->appends,
            (unsigned long long) a->merged_appends, (unsigned long long) a->merged_append_launches);

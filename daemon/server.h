@@ -57,8 +57,6 @@ int pd_server_run(struct pd_server *srv);
 /* Frees everything, closes every connection and removes the socket file. */
 void pd_server_destroy(struct pd_server *srv);
 
-/* Returns the monotonic clock in nanoseconds. */
-uint64_t pd_now_ns(void);
 
 /* ---- shared by the server's modules (server.c, control.c, list.c, engine.c). */
 

@@ -726,7 +726,7 @@ static void run_alone(struct item *it, unsigned char *arena, uint64_t arena_size
         .arenas = { arena, arena_size, NULL, arena_size }, .op = &it->op, .status = PAGED_E_INVAL,
     };
     struct pd_launch la = { 0, 1, 0 };
-    struct pd_batch batch = { &bo, 1, &la, 1 };
+    struct pd_batch batch = { &bo, 1, &la, 1, 0 };
     server.backend->ops->run_batch(server.backend, &batch);
     FUZZ_UNPOISON(fp->p.cache.base, fp->bytes);
     FUZZ_UNPOISON(arena, arena_size);
