@@ -118,7 +118,9 @@ __device__ __forceinline__ size_t pk_prefill_row_offset(const pk_prefill_params 
 /* ===================================================================================== */
 /*
  * Tensor-core kernel (f16/bf16 queries; cache of the same dtype, or fp8 widened to it in
- * shared memory). 4 warps, BM = 64 rows (16 per warp), BN keys per tile. Per tile each
+ * shared memory). 16 rows per warp: BM = 128 rows, 8 warps (BM = 64, 4 warps at D 256,
+ * where the output accumulators take twice the registers), BN keys per tile; the larger
+ * tile halves the K/V traffic from L2 per FLOP against 64 rows. Per tile each
  * warp computes S = Q K^T with mma.sync m16n8k16 (A = Q from shared memory by ldmatrix,
  * B = K rows by ldmatrix), applies masks and the online softmax on the accumulators, and
  * multiplies P (the S accumulators re-packed in registers as A fragments) by V (B fragments
@@ -128,9 +130,9 @@ __device__ __forceinline__ size_t pk_prefill_row_offset(const pk_prefill_params 
  */
 template <int D, typename KT, typename QT> struct pk_prefill_mma_shape {
     static constexpr bool FP8 = std::is_same<KT, pk_e4m3>::value;
-    static constexpr int BM = 64;
+    static constexpr int BM = D > 128 ? 64 : 128;
     static constexpr int BN = D > 128 ? 32 : 64;
-    static constexpr int NT = 128;
+    static constexpr int NT = BM * 2;                    /* a warp per 16 rows */
     static constexpr int LDS = D + 8;                    /* padded row, in elements */
     static constexpr int Q_BYTES = BM * LDS * 2;
     static constexpr int KV_BYTES = BN * LDS * 2;
@@ -218,7 +220,8 @@ __device__ __forceinline__ void pk_prefill_widen(const unsigned char *raw, QT *k
 
 /* The tensor-core prefill kernel (see pk_prefill_mma_shape). Grid (row tile, KV head, sequence). */
 template <int D, typename KT, typename QT>
-static __global__ void __launch_bounds__(128) pk_prefill_mma_kernel(const pk_prefill_params p)
+static __global__ void __launch_bounds__(pk_prefill_mma_shape<D, KT, QT>::NT)
+    pk_prefill_mma_kernel(const pk_prefill_params p)
 {
     using S = pk_prefill_mma_shape<D, KT, QT>;
     constexpr int BN = S::BN, LDS = S::LDS;
@@ -271,6 +274,8 @@ static __global__ void __launch_bounds__(128) pk_prefill_mma_kernel(const pk_pre
     for (int dt = 0; dt < D / 8; ++dt)
         o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
     float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f };
+    const bool plain = p.soft_cap <= 0.0f && p.alibi == nullptr;
+    const float qk_log2 = p.qk_scale * PK_LOG2E;
 
     for (int jt = 0; jt < ntiles; ++jt) {
         const int kv0 = kv_start + jt * BN;
@@ -310,15 +315,30 @@ static __global__ void __launch_bounds__(128) pk_prefill_mma_kernel(const pk_pre
             }
         }
 
-        /* Masks and the online softmax; a row's 4 lanes (a quad) share its statistics. */
+        /* Masks and the online softmax; a row's 4 lanes (a quad) share its statistics. A tile
+         * whose every key both of this thread's rows see, with no cap and no ALiBi (most
+         * tiles of a long prefill), needs only the scale. */
         float mx[2] = { -INFINITY, -INFINITY };
+        const bool visible = plain && kv0 + BN - 1 <= min(rw[0].i, rw[1].i)
+                             && (p.window <= 0 || kv0 > max(rw[0].i, rw[1].i) - p.window);
+        if (visible) {
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) {
+            for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int j = kv0 + nt * 8 + (lane & 3) * 2 + (e & 1);
-                s[nt][e] = pk_prefill_logit(p, c, rw[e >> 1], j, s[nt][e] * p.qk_scale);
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+                for (int e = 0; e < 4; ++e) {
+                    s[nt][e] *= qk_log2;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int j = kv0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+                    s[nt][e] = pk_prefill_logit(p, c, rw[e >> 1], j, s[nt][e] * p.qk_scale);
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+                }
             }
         }
         float m_use[2], alpha[2];
@@ -328,7 +348,7 @@ static __global__ void __launch_bounds__(128) pk_prefill_mma_kernel(const pk_pre
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
             const float m_new = fmaxf(m_run[r], mx[r]);
             m_use[r] = m_new == -INFINITY ? 0.0f : m_new;   /* nothing visible yet */
-            alpha[r] = exp2f(m_run[r] - m_use[r]);
+            alpha[r] = pk_exp2(m_run[r] - m_use[r]);
             m_run[r] = m_new;
             l_run[r] *= alpha[r];
         }
@@ -336,7 +356,7 @@ static __global__ void __launch_bounds__(128) pk_prefill_mma_kernel(const pk_pre
         for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                s[nt][e] = exp2f(s[nt][e] - m_use[e >> 1]);
+                s[nt][e] = pk_exp2(s[nt][e] - m_use[e >> 1]);
                 l_run[e >> 1] += s[nt][e];
             }
         }
