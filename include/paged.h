@@ -124,7 +124,7 @@ typedef struct paged_connect_opts {
     uint64_t data_arena_size; /* device arena bytes on the cuda backend; 0: 256 MiB */
     int timeout_ms;           /* for connect and control calls; 0: 10000; -1: forever */
     int spin_us;              /* the longest a wait for completions spins before it sleeps,
-                                 in microseconds, up to 1000000 (it adapts below that); 0: 30;
+                                 in microseconds, up to 1000000 (it adapts below that); 0: 300;
                                  -1: never spins. Spinning answers sooner and burns a core
                                  meanwhile (since 0.1). */
 } paged_connect_opts;

@@ -41,7 +41,7 @@
 #include "lib/ring.h"
 
 /* The default ceiling of the adaptive spin, in nanoseconds. */
-#define PAGED_WAKE_SPIN_NS 30000u
+#define PAGED_WAKE_SPIN_NS 300000u
 /* The largest ceiling a client may ask for (paged_connect_opts.spin_us), in microseconds. */
 #define PAGED_SPIN_US_MAX 1000000
 
