@@ -14,12 +14,14 @@
  *
  * A batch is a list of launches run in order: each sees the effects of those before it.
  * A launch is one op, or several DECODEs that the engine found compatible (pb_mergeable in
- * daemon/batch.h: same pool, layer, query dtype, query heads and attention options) run as
- * ONE kernel launch with per-sequence query and output pointers
- * (pk_decode_args.q_seq/out_seq), or several APPENDs it found compatible
- * (pb_append_mergeable: same pool, layers and source dtype) run as ONE launch of the
- * segmented form (pk_append_args.k_seg/v_seg/seg_indptr, slots concatenated). run_batch returns only once every output of the batch is
- * visible to its client, so the engine may post the completions then.
+ * daemon/batch.h: same pool, query dtype, query heads and attention options) run as ONE
+ * kernel launch with per-sequence query and output pointers (pk_decode_args.q_seq/out_seq)
+ * and, where their layers differ, per-sequence layers (seq_layer), or several APPENDs it
+ * found compatible (pb_append_mergeable: same pool, number of layers and source dtype) run
+ * as ONE launch of the segmented form (pk_append_args.k_seg/v_seg/seg_indptr, slots
+ * concatenated, and seg_layer where their first layers differ). A launch the kernels refuse
+ * is run op by op, each op on its own layer. run_batch returns only once every output of
+ * the batch is visible to its client, so the engine may post the completions then.
  *
  * Adding a backend: a file daemon/backend_NAME.c defining a const struct pd_backend_ops and
  * an open function, and a line in pd_backend_open (daemon/backend.c).

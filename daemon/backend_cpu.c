@@ -19,13 +19,15 @@ struct cpu_backend {
     const void **q_seq;
     void **out_seq;
     int32_t *lens;
+    int32_t *seq_layer;
     size_t cap_seqs;
     int32_t *tables;
     size_t cap_tables;
     /* A merged APPEND's arrays, grown as needed and reused. */
     const void **k_seg, **v_seg;
+    int32_t *seg_layer;
     int32_t *seg_indptr;
-    size_t cap_segs;              /* of k_seg and v_seg; seg_indptr holds one more */
+    size_t cap_segs;              /* of k_seg, v_seg and seg_layer; seg_indptr holds one more */
     int32_t *slots;
     size_t cap_slots;
 };
@@ -210,6 +212,10 @@ static int merge_reserve(struct cpu_backend *cb, size_t seqs, size_t entries)
         if (l == NULL)
             return PAGED_E_NOMEM;
         cb->lens = l;
+        int32_t *ly = realloc(cb->seq_layer, seqs * sizeof *ly);
+        if (ly == NULL)
+            return PAGED_E_NOMEM;
+        cb->seq_layer = ly;
         cb->cap_seqs = seqs;
     }
     if (entries > cb->cap_tables) {
@@ -224,16 +230,19 @@ static int merge_reserve(struct cpu_backend *cb, size_t seqs, size_t entries)
 
 /*
  * Runs count mergeable DECODEs (batch.h says which) as one job with per-sequence query and
- * output pointers, a block table padded to the largest stride, and the lengths side by
- * side. Returns PAGED_OK, or an error when the merged job cannot run (nothing ran then).
+ * output pointers, a block table padded to the largest stride, the lengths side by side,
+ * and each sequence's layer if the ops' layers differ. Returns PAGED_OK, or an error when
+ * the merged job cannot run (nothing ran then).
  */
 static int cpu_run_merged(struct cpu_backend *cb, const struct pd_batch_op *ops, uint32_t count)
 {
     size_t seqs = 0, stride = 1;
+    int layers_differ = 0;
     for (uint32_t i = 0; i < count; i++) {
         seqs += ops[i].op->count;
         if (ops[i].op->bt_stride > stride)
             stride = ops[i].op->bt_stride;
+        layers_differ |= ops[i].op->layer_begin != ops[0].op->layer_begin;
     }
     int rc = merge_reserve(cb, seqs, seqs * stride);
     if (rc < 0)
@@ -250,6 +259,7 @@ static int cpu_run_merged(struct cpu_backend *cb, const struct pd_batch_op *ops,
             cb->q_seq[s] = data + op->q_off + j * qrow;
             cb->out_seq[s] = data + op->out_off + j * qrow;
             cb->lens[s] = op->seq_lens[j];
+            cb->seq_layer[s] = op->layer_begin;
             int32_t *row = cb->tables + s * stride;
             memcpy(row, op->block_tables + (size_t) j * op->bt_stride, (size_t) op->bt_stride * 4);
             memset(row + op->bt_stride, 0, (stride - op->bt_stride) * 4);
@@ -264,6 +274,7 @@ static int cpu_run_merged(struct cpu_backend *cb, const struct pd_batch_op *ops,
         .q_seq = cb->q_seq, .out_seq = cb->out_seq,
         .block_tables = cb->tables, .bt_stride = (int32_t) stride, .seq_lens = cb->lens,
         .opts = { first->sm_scale, first->soft_cap, first->window, first->alibi },
+        .seq_layer = layers_differ ? cb->seq_layer : NULL,
     };
     if ((rc = pk_cpu_decode_check(&j.u.decode)) < 0)
         return rc;
@@ -284,6 +295,10 @@ static int append_reserve(struct cpu_backend *cb, size_t segs, size_t tokens)
         if (v == NULL)
             return PAGED_E_NOMEM;
         cb->v_seg = v;
+        int32_t *ly = realloc(cb->seg_layer, segs * sizeof *ly);
+        if (ly == NULL)
+            return PAGED_E_NOMEM;
+        cb->seg_layer = ly;
         int32_t *p = realloc(cb->seg_indptr, (segs + 1) * sizeof *p);
         if (p == NULL)
             return PAGED_E_NOMEM;
@@ -302,14 +317,18 @@ static int append_reserve(struct cpu_backend *cb, size_t segs, size_t tokens)
 
 /*
  * Runs count mergeable APPENDs (batch.h says which) as one job of the segmented form: one
- * segment per op with its own key and value sources, the slots side by side. Returns
- * PAGED_OK, or an error when the merged job cannot run (nothing ran then).
+ * segment per op with its own key and value sources (and its own first layer if the ops'
+ * layers differ), the slots side by side. Returns PAGED_OK, or an error when the merged
+ * job cannot run (nothing ran then).
  */
 static int cpu_run_merged_append(struct cpu_backend *cb, const struct pd_batch_op *ops, uint32_t count)
 {
     size_t tokens = 0;
-    for (uint32_t i = 0; i < count; i++)
+    int layers_differ = 0;
+    for (uint32_t i = 0; i < count; i++) {
         tokens += ops[i].op->num_tokens;
+        layers_differ |= ops[i].op->layer_begin != ops[0].op->layer_begin;
+    }
     if (tokens > INT32_MAX)
         return PAGED_E_INVAL;
     int rc = append_reserve(cb, count, tokens != 0 ? tokens : 1);
@@ -323,6 +342,7 @@ static int cpu_run_merged_append(struct cpu_backend *cb, const struct pd_batch_o
         unsigned char *data = ops[i].arenas.host;
         cb->k_seg[i] = data + op->k_off;
         cb->v_seg[i] = data + op->v_off;
+        cb->seg_layer[i] = op->layer_begin;
         if (op->num_tokens != 0)
             memcpy(cb->slots + t, op->slots, (size_t) op->num_tokens * sizeof *cb->slots);
         t += op->num_tokens;
@@ -336,7 +356,7 @@ static int cpu_run_merged_append(struct cpu_backend *cb, const struct pd_batch_o
         .cache = *ops[0].cache, .layer_begin = first->layer_begin, .num_layers = first->num_layers,
         .num_tokens = (int32_t) tokens, .src_dtype = first->dtype, .slot_mapping = cb->slots,
         .num_segments = (int32_t) count, .seg_indptr = cb->seg_indptr,
-        .k_seg = cb->k_seg, .v_seg = cb->v_seg,
+        .k_seg = cb->k_seg, .v_seg = cb->v_seg, .seg_layer = layers_differ ? cb->seg_layer : NULL,
     };
     if ((rc = pk_cpu_append_check(&j.u.append)) < 0)
         return rc;
@@ -361,7 +381,7 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
                 ops[i].status = PAGED_OK;
             continue;
         }
-        /* One op, or a merged job that could not run: each op by itself. */
+        /* One op, or a merged job that could not run: each op by itself, on its own layers. */
         for (uint32_t i = 0; i < la->count; i++)
             ops[i].status = cpu_run(b, ops[i].cache, ops[i].mem, &ops[i].arenas, ops[i].op);
     }
@@ -388,9 +408,11 @@ static void cpu_destroy(pd_backend *b)
     free(cb->q_seq);
     free(cb->out_seq);
     free(cb->lens);
+    free(cb->seq_layer);
     free(cb->tables);
     free(cb->k_seg);
     free(cb->v_seg);
+    free(cb->seg_layer);
     free(cb->seg_indptr);
     free(cb->slots);
     free(cb);

@@ -22,8 +22,10 @@
  * completions the engine posts next are never ahead of the outputs. The validated metadata
  * of every op of the batch (block tables, lengths, qo_indptr, slots, block ids, ALiBi slopes:
  * private host copies made by the validator; for a merged DECODE also the per-sequence query
- * and output pointers and the padded table; for a merged APPEND the concatenated slots, the
- * segment offsets and the per-segment key and value pointers) goes to the device in one cudaMemcpyAsync from a
+ * and output pointers, the padded table and, if their layers differ, the per-sequence layers;
+ * for a merged APPEND the concatenated slots, the segment offsets, the per-segment key and
+ * value pointers and, if their layers differ, the per-segment first layers) goes to the
+ * device in one cudaMemcpyAsync from a
  * pinned staging buffer into a device staging buffer, both grown as needed and reused, which
  * is safe because the previous batch has finished by then; the workspace is grown, if need
  * be, at the same moment, and shared by the batch's DECODEs and PREFILLs, which run one
@@ -416,7 +418,8 @@ static void *workspace(struct cuda_backend *cb, size_t need, size_t *size)
 
 /*
  * The staging of a batch. Every launch's metadata (block tables, lengths, qo_indptr, slots,
- * block ids, ALiBi slopes, and a merged DECODE's per-sequence pointer arrays) is laid out
+ * block ids, ALiBi slopes, and a merged launch's per-sequence or per-segment pointer and
+ * layer arrays) is laid out
  * twice by the same code: once to size it (fill 0), then, with the buffers grown, to copy it
  * into the pinned buffer (fill 1) and build each launch's arguments with device addresses.
  * One cudaMemcpyAsync then moves all of it before the first launch.
@@ -518,10 +521,31 @@ static void prepare_one(struct cuda_backend *cb, struct stage *st, struct pd_bat
 }
 
 /*
+ * Returns whether the ops of a merged launch that are still fine have different first layers
+ * (so the launch needs per-sequence or per-segment layers), and stores in *layer the first
+ * layer of the first of them (that of ops[0] if none is fine).
+ */
+static int layers_differ(const struct pd_batch_op *ops, uint32_t count, int32_t *layer)
+{
+    int any = 0, differ = 0;
+    *layer = ops[0].op->layer_begin;
+    for (uint32_t i = 0; i < count; i++) {
+        if (ops[i].status < 0)
+            continue;
+        if (!any)
+            *layer = ops[i].op->layer_begin;
+        differ |= ops[i].op->layer_begin != *layer;
+        any = 1;
+    }
+    return differ;
+}
+
+/*
  * Stages count mergeable DECODEs (daemon/batch.h says which) as one launch: per-sequence
  * query and output pointers, the block tables padded to the largest stride, the lengths
- * side by side, the slopes of the first. An op without a device arena is left out with
- * PAGED_E_INVAL; the others get PAGED_OK. Returns nothing.
+ * side by side, the slopes of the first, and each sequence's layer if the ops' layers differ
+ * (every one of them checked by pv_validate against the pool). An op without a device arena
+ * is left out with PAGED_E_INVAL; the others get PAGED_OK. Returns nothing.
  */
 static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_batch_op *ops,
                            uint32_t count, struct cuda_launch *cl)
@@ -538,11 +562,14 @@ static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_
         if (ops[i].op->bt_stride > stride)
             stride = ops[i].op->bt_stride;
     }
-    void *dq, *dout, *dbt, *dlens;
+    int32_t layer;
+    int per_seq_layer = layers_differ(ops, count, &layer);
+    void *dq, *dout, *dbt, *dlens, *dlayer = NULL;
     const void **hq = stage_take(cb, st, seqs * sizeof *hq, &dq);
     void **hout = stage_take(cb, st, seqs * sizeof *hout, &dout);
     int32_t *hbt = stage_take(cb, st, seqs * stride * 4, &dbt);
     int32_t *hlens = stage_take(cb, st, seqs * 4, &dlens);
+    int32_t *hlayer = per_seq_layer ? stage_take(cb, st, seqs * 4, &dlayer) : NULL;
     const float *alibi = stage_put(cb, st, first->alibi, (size_t) first->num_q_heads * 4);
     if (st->fill) {
         size_t qrow = (size_t) first->num_q_heads * (size_t) ops[0].cache->head_dim
@@ -557,6 +584,8 @@ static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_
                 hq[s] = data + op->q_off + j * qrow;
                 hout[s] = data + op->out_off + j * qrow;
                 hlens[s] = op->seq_lens[j];
+                if (hlayer != NULL)
+                    hlayer[s] = op->layer_begin;
                 int32_t *row = hbt + s * stride;
                 memcpy(row, op->block_tables + (size_t) j * op->bt_stride, (size_t) op->bt_stride * 4);
                 memset(row + op->bt_stride, 0, (stride - op->bt_stride) * 4);
@@ -564,18 +593,20 @@ static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_
         }
     }
     cl->a.decode = (pk_decode_args) {
-        .cache = *ops[0].cache, .layer = first->layer_begin, .num_seqs = (int32_t) seqs,
+        .cache = *ops[0].cache, .layer = layer, .num_seqs = (int32_t) seqs,
         .num_q_heads = (int32_t) first->num_q_heads, .q_dtype = first->dtype,
         .q_seq = dq, .out_seq = dout, .block_tables = dbt, .bt_stride = (int32_t) stride,
         .seq_lens = dlens, .opts = { first->sm_scale, first->soft_cap, first->window, alibi },
+        .seq_layer = dlayer,
     };
 }
 
 /*
  * Stages count mergeable APPENDs (daemon/batch.h says which) as one launch of the segmented
- * form: the slots of every op side by side, the segment offsets, and per segment the key and
- * value pointers into its client's data arena. An op without a device arena is left out with
- * PAGED_E_INVAL; the others get PAGED_OK. Returns nothing.
+ * form: the slots of every op side by side, the segment offsets, per segment the key and
+ * value pointers into its client's data arena, and each segment's first layer if the ops'
+ * layers differ (every one checked by pv_validate against the pool). An op without a device
+ * arena is left out with PAGED_E_INVAL; the others get PAGED_OK. Returns nothing.
  */
 static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, struct pd_batch_op *ops,
                                   uint32_t count, struct cuda_launch *cl)
@@ -591,11 +622,14 @@ static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, str
         tokens += ops[i].op->num_tokens;
         segs++;
     }
-    void *dslots, *dindptr, *dk, *dv;
+    int32_t layer;
+    int per_seg_layer = layers_differ(ops, count, &layer);
+    void *dslots, *dindptr, *dk, *dv, *dlayer = NULL;
     int32_t *hslots = stage_take(cb, st, tokens * 4, &dslots);
     int32_t *hindptr = stage_take(cb, st, (segs + 1) * 4, &dindptr);
     const void **hk = stage_take(cb, st, segs * sizeof *hk, &dk);
     const void **hv = stage_take(cb, st, segs * sizeof *hv, &dv);
+    int32_t *hlayer = per_seg_layer ? stage_take(cb, st, segs * 4, &dlayer) : NULL;
     if (st->fill) {
         size_t t = 0, s = 0;
         hindptr[0] = 0;
@@ -609,14 +643,17 @@ static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, str
             t += op->num_tokens;
             hk[s] = data + op->k_off;
             hv[s] = data + op->v_off;
+            if (hlayer != NULL)
+                hlayer[s] = op->layer_begin;
             hindptr[++s] = (int32_t) t;
         }
     }
     /* batch.h bounds a merged APPEND far below INT32_MAX tokens. */
     cl->a.append = (pk_append_args) {
-        .cache = *ops[0].cache, .layer_begin = first->layer_begin, .num_layers = first->num_layers,
+        .cache = *ops[0].cache, .layer_begin = layer, .num_layers = first->num_layers,
         .num_tokens = (int32_t) tokens, .src_dtype = first->dtype, .slot_mapping = dslots,
         .num_segments = (int32_t) segs, .seg_indptr = dindptr, .k_seg = dk, .v_seg = dv,
+        .seg_layer = dlayer,
     };
 }
 
@@ -671,8 +708,9 @@ static int refused(struct cuda_backend *cb, int kind, int rc)
 }
 
 /*
- * Runs a merged DECODE launch that the kernels refused op by op, each on its own slice of
- * the merged arrays (already on the device); sets each op's status. Returns nothing.
+ * Runs a merged DECODE launch that the kernels refused op by op, each on its own layer and
+ * its own slice of the merged arrays (already on the device); sets each op's status.
+ * Returns nothing.
  */
 static void launch_split(struct cuda_backend *cb, struct pd_batch *batch, const struct pd_launch *la,
                          const pk_decode_args *m)
@@ -683,6 +721,8 @@ static void launch_split(struct cuda_backend *cb, struct pd_batch *batch, const 
         if (bop->status < 0)
             continue;
         pk_decode_args a = *m;
+        a.layer = bop->op->layer_begin;
+        a.seq_layer = NULL;
         a.num_seqs = (int32_t) bop->op->count;
         a.q_seq = m->q_seq + s;
         a.out_seq = m->out_seq + s;
@@ -697,8 +737,8 @@ static void launch_split(struct cuda_backend *cb, struct pd_batch *batch, const 
 
 /*
  * Runs a merged APPEND launch that the kernels refused op by op in the contiguous form, each
- * on its own slice of the merged slots (already on the device); sets each op's status.
- * Returns nothing.
+ * on its own layers and its own slice of the merged slots (already on the device); sets
+ * each op's status. Returns nothing.
  */
 static void launch_split_append(struct cuda_backend *cb, struct pd_batch *batch,
                                 const struct pd_launch *la, const pk_append_args *m)
@@ -711,6 +751,8 @@ static void launch_split_append(struct cuda_backend *cb, struct pd_batch *batch,
         const struct pv_op *op = bop->op;
         unsigned char *data = bop->arenas.data->mem.dptr;
         pk_append_args a = *m;
+        a.layer_begin = op->layer_begin;
+        a.seg_layer = NULL;
         a.num_tokens = (int32_t) op->num_tokens;
         a.k = data + op->k_off;
         a.v = data + op->v_off;

@@ -77,7 +77,7 @@ void pb_taken(struct pb_client *cl, const struct pv_op *op)
 /* Returns whether two DECODEs may share a launch; see batch.h. */
 int pb_mergeable(const struct pv_op *a, const struct pv_op *b)
 {
-    if (a->pool->user != b->pool->user || a->layer_begin != b->layer_begin || a->dtype != b->dtype
+    if (a->pool->user != b->pool->user || a->dtype != b->dtype
         || a->num_q_heads != b->num_q_heads || a->sm_scale != b->sm_scale
         || a->soft_cap != b->soft_cap || a->window != b->window)
         return 0;
@@ -90,8 +90,8 @@ int pb_mergeable(const struct pv_op *a, const struct pv_op *b)
 int pb_append_mergeable(const struct pv_op *a, const struct pv_op *b)
 {
     return a->opcode == PAGED_OP_APPEND && b->opcode == PAGED_OP_APPEND
-           && a->pool->user == b->pool->user && a->layer_begin == b->layer_begin
-           && a->num_layers == b->num_layers && a->dtype == b->dtype;
+           && a->pool->user == b->pool->user && a->num_layers == b->num_layers
+           && a->dtype == b->dtype;
 }
 
 /* Returns whether the group g can take op without its padded table growing too large. */
@@ -196,7 +196,7 @@ static uint32_t place_decode(const struct pd_batch_op *in, uint32_t i, struct pb
                              uint32_t nd, uint32_t *next)
 {
     const struct pv_op *op = in[i].op;
-    /* The latest groups first: requests of one layer tend to arrive together. */
+    /* The latest groups first: compatible requests (one model's) tend to arrive together. */
     struct pb_group *gr = NULL;
     for (uint32_t k = nd, seen = 0; k > 0 && seen < PB_GROUP_SCAN; k--, seen++) {
         struct pb_group *c = back - (k - 1);

@@ -36,6 +36,14 @@
  * ops that are not DECODEs run in the order they were taken, which is also the order of every
  * allocator change.
  *
+ * Layers do not enter these arguments: rights are over whole blocks (every layer of a block
+ * at once), and a DECODE writes only its client's data arena, whatever layer it reads. So
+ * a merged launch carries its members' layers with it (pk_decode_args.seq_layer, one per
+ * sequence; pk_append_args.seg_layer, one per segment) and members need not share a layer:
+ * clients that have drifted to different layers still share one launch. Every layer in
+ * those arrays is a member's own, which pv_validate checked against its pool (so the
+ * kernels, which trust device arrays, only ever see layers in range).
+ *
  * Merged APPENDs (pb_plan). Gathering an APPEND into a group moves it forward, to the group's
  * first member, past the ops taken between the two. Those of other clients cannot conflict:
  * an APPEND writes only slots of blocks its client holds alone (pv_validate checks
@@ -44,9 +52,11 @@
  * Those of its own client can, so an APPEND joins a group only if no backend op of its client
  * taken before it (PREFILL, COPY, another APPEND not in the group) runs after the group's
  * position; and, as the members of a launch run in any order, only if its slots do not
- * overlap (as ranges) those of its client's members already in the group. Members have the
- * same pool, layers and source dtype; a group stops growing at PB_MAX_MERGED_TOKENS tokens,
- * so larger APPENDs run alone. DECODEs still run after every APPEND, as before.
+ * overlap (as ranges) those of its client's members already in the group: two of its
+ * APPENDs of different layers with disjoint slots write different (layer, slot) pairs, and
+ * so do two of any layers with disjoint slots. Members have the same pool, number of layers
+ * and source dtype, each its own first layer; a group stops growing at PB_MAX_MERGED_TOKENS
+ * tokens, so larger APPENDs run alone. DECODEs still run after every APPEND, as before.
  */
 
 #include <stdint.h>
@@ -88,12 +98,13 @@ int pb_decode_conflicts(const struct pb_client *cl, const struct pv_op *w, const
 /* Records in cl that op (valid) joined the pass and waits for the backend. */
 void pb_taken(struct pb_client *cl, const struct pv_op *op);
 
-/* Returns whether DECODEs a and b may run in one launch: same pool, layer, query dtype,
- * query heads, scale, soft cap, window, and no ALiBi or the same slopes. */
+/* Returns whether DECODEs a and b may run in one launch: same pool, query dtype, query
+ * heads, scale, soft cap, window, and no ALiBi or the same slopes. Their layers may differ
+ * (each sequence of the launch reads its own). */
 int pb_mergeable(const struct pv_op *a, const struct pv_op *b);
 
-/* Returns whether APPENDs a and b may run in one launch: same pool, first layer, number of
- * layers and source dtype. */
+/* Returns whether APPENDs a and b may run in one launch: same pool, number of layers and
+ * source dtype. Their first layers may differ (each segment of the launch has its own). */
 int pb_append_mergeable(const struct pv_op *a, const struct pv_op *b);
 
 /* One group of ops that share a launch while pb_plan builds it (DECODEs, APPENDs, or one

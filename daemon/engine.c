@@ -424,6 +424,22 @@ static unsigned launch_clients(const struct pd_engine *e, uint32_t first, uint32
     return k;
 }
 
+/* Stores in *lo and *hi the lowest and highest layer the n ops of a launch starting at first
+ * touch (each op's layers [layer_begin, + num_layers)); returns nothing. */
+static void launch_layers(const struct pd_engine *e, uint32_t first, uint32_t n, int32_t *lo,
+                          int32_t *hi)
+{
+    *lo = INT32_MAX;
+    *hi = INT32_MIN;
+    for (uint32_t i = first; i < first + n; i++) {
+        const struct pv_op *op = e->out[i].op;
+        if (op->layer_begin < *lo)
+            *lo = op->layer_begin;
+        if (op->layer_begin + op->num_layers - 1 > *hi)
+            *hi = op->layer_begin + op->num_layers - 1;
+    }
+}
+
 /* Hands every op waiting for the backend to it as one batch, and stores their statuses;
  * returns nothing. */
 static void run_batch(struct pd_engine *e, struct pd_server *srv)
@@ -482,11 +498,13 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
                 uint64_t tokens = 0;
                 for (uint32_t i = la->first; i < la->first + la->count; i++)
                     tokens += e->out[i].op->num_tokens;
+                int32_t lo, hi;
+                launch_layers(e, la->first, la->count, &lo, &hi);
                 pd_log(PD_LOG_DEBUG, "engine: merged APPEND launch %llu: %u requests of %u clients, "
-                       "%llu tokens, pool '%s' layers %d+%d",
+                       "%llu tokens, pool '%s' layers %d..%d, %d per request",
                        (unsigned long long) e->merged_append_launches, la->count,
                        launch_clients(e, la->first, la->count), (unsigned long long) tokens,
-                       ((struct pd_pool *) op->pool->user)->name, op->layer_begin, op->num_layers);
+                       ((struct pd_pool *) op->pool->user)->name, lo, hi, op->num_layers);
             }
             continue;
         }
@@ -496,10 +514,12 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
             uint64_t seqs = 0;
             for (uint32_t i = la->first; i < la->first + la->count; i++)
                 seqs += e->out[i].op->count;
+            int32_t lo, hi;
+            launch_layers(e, la->first, la->count, &lo, &hi);
             pd_log(PD_LOG_DEBUG, "engine: merged DECODE launch %llu: %u requests of %u clients, "
-                   "%llu sequences, pool '%s' layer %d", (unsigned long long) e->merged_launches,
+                   "%llu sequences, pool '%s' layers %d..%d", (unsigned long long) e->merged_launches,
                    la->count, launch_clients(e, la->first, la->count), (unsigned long long) seqs,
-                   ((struct pd_pool *) op->pool->user)->name, op->layer_begin);
+                   ((struct pd_pool *) op->pool->user)->name, lo, hi);
         }
     }
 }

@@ -13,6 +13,7 @@ struct pk_append_params {
      * its sources k_seg[s], v_seg[s] ([num_layers][seg_tokens][H][D] each); k, v unused. */
     const int32_t *seg_indptr;
     const void *const *k_seg, *const *v_seg;
+    const int32_t *seg_layer;       /* per-segment first layers, or nullptr: layer_begin */
     int num_segments;
     int layer_begin, num_layers, num_tokens;
     int num_blocks, num_kv_heads, head_dim, block_size;
@@ -91,7 +92,8 @@ __device__ __forceinline__ void pk_append8(const char *src, char *dst, float sca
 /*
  * One thread per 8 elements of one (layer, token, head) row, K and V together; a
  * grid-stride loop covers every row. Tokens with a negative slot are skipped. In the
- * segmented form a token reads from its segment's sources, found by pk_append_segment, and
+ * segmented form a token reads from its segment's sources, found by pk_append_segment,
+ * writes from its segment's first layer (seg_layer) if the segments have their own, and
  * takes the vector path where the cache and that segment's sources allow it.
  */
 template <typename ST, typename CT>
@@ -112,7 +114,7 @@ static __global__ void __launch_bounds__(256) pk_append_kernel(const pk_append_p
             continue;
         const int blk = slot / p.block_size, off = slot - blk * p.block_size;
         const char *ks = p.k, *vs = p.v;
-        int stok = tok, ntok = p.num_tokens;
+        int stok = tok, ntok = p.num_tokens, layer0 = p.layer_begin;
         bool vec = p.vec != 0;
         if (p.k_seg != nullptr) {
             const int seg = pk_append_segment(p, tok);
@@ -122,9 +124,11 @@ static __global__ void __launch_bounds__(256) pk_append_kernel(const pk_append_p
             ks = (const char *) p.k_seg[seg];
             vs = (const char *) p.v_seg[seg];
             vec = vec && (((uintptr_t) ks | (uintptr_t) vs) & 15) == 0;
+            if (p.seg_layer != nullptr)
+                layer0 = __ldg(p.seg_layer + seg);
         }
         const size_t src = (((size_t) l * ntok + stok) * p.num_kv_heads + h) * p.head_dim + (size_t) grp * 8;
-        const size_t kidx = (size_t) (p.layer_begin + l) * 2 * p.num_blocks + blk;
+        const size_t kidx = (size_t) (layer0 + l) * 2 * p.num_blocks + blk;
         const size_t vidx = kidx + p.num_blocks;
         const size_t tail = ((size_t) h * p.block_size + off) * p.head_dim + (size_t) grp * 8;
         const size_t per_block = (size_t) p.num_kv_heads * p.block_size * p.head_dim;
@@ -150,8 +154,9 @@ static int pk_append_launch(const pk_append_params &p, cudaStream_t stream)
     return pk_launch_status();
 }
 
-/* Checks and launches an APPEND (contiguous or segmented form) on stream; returns 0 or a
- * negative paged_error. The segment arrays are device memory and not read here. */
+/* Checks and launches an APPEND (contiguous or segmented form, with or without per-segment
+ * layers) on stream; returns 0 or a negative paged_error. The segment arrays are device
+ * memory and not read here. */
 extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
 {
     if (a == NULL)
@@ -168,8 +173,8 @@ extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
                     || a->src_dtype == PAGED_DTYPE_F32)
                 : a->src_dtype != c->dtype))
         return PAGED_E_DTYPE;
-    if (a->num_tokens < 0)
-        return PAGED_E_INVAL;
+    if (a->num_tokens < 0 || (a->seg_layer != NULL && a->k_seg == NULL))
+        return PAGED_E_INVAL;     /* per-segment layers need segments */
     if (a->num_tokens == 0 || a->num_layers == 0)
         return 0;
     const bool seg = a->k_seg != NULL;
@@ -187,6 +192,7 @@ extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
     p.seg_indptr = seg ? a->seg_indptr : nullptr;
     p.k_seg = seg ? a->k_seg : nullptr;
     p.v_seg = seg ? a->v_seg : nullptr;
+    p.seg_layer = seg ? a->seg_layer : nullptr;
     p.num_segments = seg ? a->num_segments : 0;
     p.layer_begin = a->layer_begin;
     p.num_layers = a->num_layers;

@@ -368,4 +368,12 @@ static inline const char *pk_cache_plane(const pk_cache *c, int layer, int kv)
     return (const char *) c->base + pk_cache_index(c, layer, kv, 0, 0, 0) * pk_dtype_size(c->dtype);
 }
 
+/* Returns the bytes from one layer's planes to the next layer's (K and V of one layer, the
+ * stride pk_cache_plane steps by per layer): a kernel that takes each sequence's layer from
+ * device memory adds layer * this to layer 0's planes. */
+static inline size_t pk_cache_layer_bytes(const pk_cache *c)
+{
+    return pk_cache_index(c, 1, 0, 0, 0, 0) * pk_dtype_size(c->dtype);
+}
+
 #endif

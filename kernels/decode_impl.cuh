@@ -64,7 +64,10 @@ template <int D, typename KT> struct pk_decode_shape {
 
 /* Kernel arguments of the decode partition kernel (passed by value). */
 struct pk_decode_params {
-    const char *k, *v;              /* the layer's K and V planes, [N][H][B][D] */
+    const char *k, *v;              /* the layer's K and V planes, [N][H][B][D]; with seq_layer
+                                     * layer 0's */
+    const int32_t *seq_layer;       /* per-sequence layers, or nullptr */
+    size_t layer_bytes;             /* from one layer's planes to the next (with seq_layer) */
     const int32_t *block_tables;
     const int32_t *seq_lens;
     const void *q;
@@ -82,13 +85,23 @@ struct pk_decode_params {
 };
 
 /*
+ * Returns the offset in bytes of sequence seq's layer's planes from p.k and p.v: 0 without
+ * per-sequence layers. A CTA calls it once and keeps the planes it gives.
+ */
+__device__ __forceinline__ size_t pk_decode_layer_offset(const pk_decode_params &p, int seq)
+{
+    return p.seq_layer ? (size_t) __ldg(p.seq_layer + seq) * p.layer_bytes : 0;
+}
+
+/*
  * Starts the copies of tile `tile` of a partition into pipeline stage buf: the K and V rows
- * of tokens [t_lo, t_hi) of the tile; other rows are left alone (never read).
+ * (from the sequence's planes kp and vp) of tokens [t_lo, t_hi) of the tile; other rows are
+ * left alone (never read).
  */
 template <int D, typename KT>
-__device__ __forceinline__ void pk_decode_load_tile(const pk_decode_params &p, unsigned char *buf,
-                                                    const int32_t *bt, int h, int tile_start, int t_lo,
-                                                    int t_hi)
+__device__ __forceinline__ void pk_decode_load_tile(const pk_decode_params &p, const char *kp, const char *vp,
+                                                    unsigned char *buf, const int32_t *bt, int h,
+                                                    int tile_start, int t_lo, int t_hi)
 {
     using S = pk_decode_shape<D, KT>;
     const int bmask = (1 << p.block_shift) - 1;
@@ -101,8 +114,8 @@ __device__ __forceinline__ void pk_decode_load_tile(const pk_decode_params &p, u
             const int blk = __ldg(bt + (pos >> p.block_shift));
             const size_t row = (((size_t) blk * p.num_kv_heads + h) << p.block_shift) + (pos & bmask);
             const size_t off = row * S::ROW + (size_t) col * 16;
-            pk_cp_async16(buf + ci * 16, p.k + off);
-            pk_cp_async16(buf + S::TILE_BYTES + ci * 16, p.v + off);
+            pk_cp_async16(buf + ci * 16, kp + off);
+            pk_cp_async16(buf + S::TILE_BYTES + ci * 16, vp + off);
         }
     }
 }
@@ -136,13 +149,15 @@ pk_decode_kernel(const pk_decode_params p)
     const int nparts = pk_decode_nparts(seq_len, p.window, p.part_tokens);
     const int ntiles = (part_end - part_start + T - 1) / T;
     const int32_t *bt = p.block_tables + (size_t) seq * p.bt_stride;
+    const size_t lofs = pk_decode_layer_offset(p, seq);
+    const char *const kp = p.k + lofs, *const vp = p.v + lofs;   /* the sequence's layer */
 
     /* Fill the pipeline first, so the copies are in flight while the queries are set up. */
 #pragma unroll
     for (int st = 0; st < S::STAGES - 1; ++st) {
         if (st < ntiles) {
             const int ts = part_start + st * T;
-            pk_decode_load_tile<D, KT>(p, pipe + st * S::STAGE_BYTES, bt, h, ts, max(lo - ts, 0),
+            pk_decode_load_tile<D, KT>(p, kp, vp, pipe + st * S::STAGE_BYTES, bt, h, ts, max(lo - ts, 0),
                                        min(part_end - ts, T));
         }
         pk_cp_async_commit();
@@ -179,7 +194,7 @@ pk_decode_kernel(const pk_decode_params p)
             const int nt = i + S::STAGES - 1;
             if (nt < ntiles) {
                 const int ts = part_start + nt * T;
-                pk_decode_load_tile<D, KT>(p, pipe + (nt % S::STAGES) * S::STAGE_BYTES, bt, h, ts,
+                pk_decode_load_tile<D, KT>(p, kp, vp, pipe + (nt % S::STAGES) * S::STAGE_BYTES, bt, h, ts,
                                            max(lo - ts, 0), min(part_end - ts, T));
             }
             pk_cp_async_commit();
@@ -413,14 +428,14 @@ __device__ __forceinline__ int pk_decode_block(const pk_decode_params &p, const 
 }
 
 /*
- * Starts the copies of one chunk of 16 tokens into a warp's stage buf: row is the row index
- * (pk_decode_row) of token lane % 16 of the chunk; the rows reach the lanes that copy their
- * 16-byte units by shuffle. Tokens whose row is -1 are zero-filled. Every lane of the warp
- * must call it.
+ * Starts the copies of one chunk of 16 tokens into a warp's stage buf from the sequence's K
+ * and V planes kp and vp: row is the row index (pk_decode_row) of token lane % 16 of the
+ * chunk; the rows reach the lanes that copy their 16-byte units by shuffle. Tokens whose row
+ * is -1 are zero-filled. Every lane of the warp must call it.
  */
 template <int D, typename KT>
-__device__ __forceinline__ void pk_decode_mma_issue(const pk_decode_params &p, unsigned char *buf, long long row,
-                                                    int lane)
+__device__ __forceinline__ void pk_decode_mma_issue(const char *kp, const char *vp, unsigned char *buf,
+                                                    long long row, int lane)
 {
     using S = pk_decode_mma_shape<D, KT>;
 #pragma unroll
@@ -432,8 +447,8 @@ __device__ __forceinline__ void pk_decode_mma_issue(const pk_decode_params &p, u
             const bool ok = r >= 0;
             const size_t off = ok ? (size_t) r * S::ROW + (size_t) col * 16 : 0;
             unsigned char *dst = buf + pk_decode_unit<D, KT>(t, col);
-            pk_cp_async16_zfill(dst, p.k + off, ok);
-            pk_cp_async16_zfill(dst + S::TILE, p.v + off, ok);
+            pk_cp_async16_zfill(dst, kp + off, ok);
+            pk_cp_async16_zfill(dst + S::TILE, vp + off, ok);
         }
     }
 }
@@ -485,6 +500,8 @@ pk_decode_mma_kernel(const pk_decode_params p)
     const int32_t *bt = p.block_tables + (size_t) seq * p.bt_stride;
     unsigned char *wbuf = smem + warp * S::WARP_BYTES;
     const int cstride = W * CH;                          /* tokens between a warp's chunks */
+    /* The sequence's layer, looked up once while the block ids below are on their way. */
+    const size_t lofs = pk_decode_layer_offset(p, seq);
 
     /* Without a window the partition does not depend on the length: look up the block ids of
      * the ring's first chunks while the length is still on its way. */
@@ -506,6 +523,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
     const int nchunks = (part_end - part_start + CH - 1) / CH;
     const int nw = warp < nchunks ? (nchunks - warp + W - 1) / W : 0;   /* this warp's chunks */
     const int cs0 = part_start + warp * CH;              /* the warp's first chunk */
+    const char *const kp = p.k + lofs, *const vp = p.v + lofs;   /* the sequence's layer */
 
     /* Fill the ring first, so the copies are in flight while the queries are set up. */
 #pragma unroll
@@ -513,7 +531,8 @@ pk_decode_mma_kernel(const pk_decode_params p)
         if (st < nw) {
             const int pos = cs0 + st * cstride + (lane & 15);
             const int blk = p.window <= 0 ? pre_blk[st] : (pos < part_end ? pk_decode_block(p, bt, pos) : 0);
-            pk_decode_mma_issue<D, KT>(p, wbuf + st * S::STAGE, pk_decode_row(p, blk, h, pos, lo, part_end), lane);
+            pk_decode_mma_issue<D, KT>(kp, vp, wbuf + st * S::STAGE, pk_decode_row(p, blk, h, pos, lo, part_end),
+                                       lane);
         }
         pk_cp_async_commit();
     }
@@ -582,8 +601,8 @@ pk_decode_mma_kernel(const pk_decode_params p)
             if (j < nw) {
                 const int pos = cs0 + j * cstride + (lane & 15);
                 const int blk = pos < part_end ? pk_decode_block(p, bt, pos) : 0;
-                pk_decode_mma_issue<D, KT>(p, wbuf + js * S::STAGE, pk_decode_row(p, blk, h, pos, lo, part_end),
-                                           lane);
+                pk_decode_mma_issue<D, KT>(kp, vp, wbuf + js * S::STAGE,
+                                           pk_decode_row(p, blk, h, pos, lo, part_end), lane);
             }
             pk_cp_async_commit();
         }
@@ -812,8 +831,12 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
         return 0;
 
     pk_decode_params p;
-    p.k = pk_cache_plane(&a->cache, a->layer, 0);
-    p.v = pk_cache_plane(&a->cache, a->layer, 1);
+    /* With per-sequence layers each CTA steps from layer 0's planes to its sequence's. */
+    const int base_layer = a->seq_layer ? 0 : a->layer;
+    p.k = pk_cache_plane(&a->cache, base_layer, 0);
+    p.v = pk_cache_plane(&a->cache, base_layer, 1);
+    p.seq_layer = a->seq_layer;
+    p.layer_bytes = pk_cache_layer_bytes(&a->cache);
     p.block_tables = a->block_tables;
     p.seq_lens = a->seq_lens;
     p.q = a->q;

@@ -71,6 +71,14 @@ typedef struct pk_attn_opts {
  * Zeroed segment fields (k_seg NULL) mean the contiguous form. For CUDA seg_indptr, k_seg
  * and v_seg are device memory (the pointers they hold device pointers too), and like slots
  * they are trusted: seg_indptr must start at 0, never decrease and end at num_tokens.
+ *
+ * In the segmented form seg_layer, when not NULL, gives each segment its own first layer:
+ * segment s writes layers [seg_layer[s], seg_layer[s] + num_layers) and layer_begin is not
+ * used (it is still checked), so APPENDs of different layers share a launch. NULL means
+ * layer_begin for every segment; seg_layer without k_seg is PAGED_E_INVAL. The CPU versions
+ * check every entry (PAGED_E_LAYER); for CUDA seg_layer is device memory and trusted like the
+ * slots: every entry must lie in [0, cache.num_layers - num_layers]. Tokens are written in
+ * any order, so no (layer, slot) may be written twice by one APPEND.
  */
 typedef struct pk_append_args {
     pk_cache cache;
@@ -85,6 +93,7 @@ typedef struct pk_append_args {
     const int32_t *seg_indptr;    /* [num_segments + 1] token offsets into slot_mapping */
     const void *const *k_seg;     /* [num_segments] per-segment keys, or NULL: contiguous form */
     const void *const *v_seg;     /* [num_segments] per-segment values (with k_seg) */
+    const int32_t *seg_layer;     /* [num_segments] per-segment first layers, or NULL (with k_seg) */
 } pk_append_args;
 
 /*
@@ -92,6 +101,12 @@ typedef struct pk_append_args {
  * tensor (q, out: [num_seqs][num_q_heads][head_dim]) or, when q_seq is not NULL, one
  * pointer per sequence (q_seq[s], out_seq[s]: [num_q_heads][head_dim] each), which lets the
  * engine merge requests of several clients into one launch.
+ *
+ * seq_layer, when not NULL, gives each sequence its own layer: sequence s reads layer
+ * seq_layer[s] of the cache and `layer` is not used (it is still checked), so requests of
+ * different layers share a launch. NULL means `layer` for every sequence. The CPU versions
+ * check every entry (PAGED_E_LAYER); for CUDA seq_layer is device memory and trusted like the
+ * block tables: every entry must lie in [0, cache.num_layers).
  */
 typedef struct pk_decode_args {
     pk_cache cache;
@@ -109,6 +124,7 @@ typedef struct pk_decode_args {
     pk_attn_opts opts;
     void *workspace;              /* CUDA: scratch for split-KV partials (see pk_cuda_decode_workspace) */
     size_t workspace_size;
+    const int32_t *seq_layer;     /* optional [num_seqs] per-sequence layers; NULL: `layer` for all */
 } pk_decode_args;
 
 /* PREFILL: qo_indptr[s]..qo_indptr[s+1] are sequence s's query rows in q and out. */

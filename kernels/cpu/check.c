@@ -87,7 +87,8 @@ static int check_attn(const pk_cache *c, int32_t layer, int32_t num_q_heads, int
 /*
  * Checks the segmented form of an APPEND (k_seg not NULL): at least one segment, seg_indptr
  * from 0, never decreasing, ending at num_tokens, and a key and value source for every
- * segment that has tokens when any layer is written. Returns 0 or PAGED_E_INVAL.
+ * segment that has tokens when any layer is written (else PAGED_E_INVAL); with seg_layer,
+ * every segment's layers inside the pool (else PAGED_E_LAYER). Returns 0 or that error.
  */
 static int check_segments(const pk_append_args *a)
 {
@@ -101,6 +102,10 @@ static int check_segments(const pk_append_args *a)
         if (a->seg_indptr[s + 1] > a->seg_indptr[s] && a->num_layers > 0
             && (a->k_seg[s] == NULL || a->v_seg[s] == NULL))
             return PAGED_E_INVAL;
+        /* num_layers <= cache.num_layers was checked by the caller. */
+        if (a->seg_layer != NULL
+            && (a->seg_layer[s] < 0 || a->seg_layer[s] > a->cache.num_layers - a->num_layers))
+            return PAGED_E_LAYER;
     }
     if (a->num_tokens > 0 && a->num_layers > 0 && a->slot_mapping == NULL)
         return PAGED_E_INVAL;
@@ -123,13 +128,15 @@ int pk_check_append(const pk_append_args *a)
         return err;
     if (a->k_seg != NULL)
         return check_segments(a);
+    if (a->seg_layer != NULL)
+        return PAGED_E_INVAL;     /* per-segment layers need segments */
     if (a->num_tokens > 0 && a->num_layers > 0
         && (a->k == NULL || a->v == NULL || a->slot_mapping == NULL))
         return PAGED_E_INVAL;
     return 0;
 }
 
-/* Checks a DECODE, each sequence's length included; returns 0 or a negative paged_error. */
+/* Checks a DECODE, each sequence's length and layer included; returns 0 or a negative paged_error. */
 int pk_check_decode(const pk_decode_args *a)
 {
     int err = check_attn(&a->cache, a->layer, a->num_q_heads, a->q_dtype, &a->opts);
@@ -151,9 +158,12 @@ int pk_check_decode(const pk_decode_args *a)
         return PAGED_E_INVAL;
     }
     int64_t covered = (int64_t) a->bt_stride * a->cache.block_size;
-    for (int32_t s = 0; s < a->num_seqs; s++)
+    for (int32_t s = 0; s < a->num_seqs; s++) {
         if (a->seq_lens[s] < 1 || a->seq_lens[s] > covered)
             return PAGED_E_SEQLEN;
+        if (a->seq_layer != NULL && (a->seq_layer[s] < 0 || a->seq_layer[s] >= a->cache.num_layers))
+            return PAGED_E_LAYER;
+    }
     return 0;
 }
 

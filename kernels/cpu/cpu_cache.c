@@ -42,13 +42,15 @@ static void put_row(const pk_cache *c, size_t dst, const void *in, size_t src, i
 }
 
 /*
- * Finds where token t of a checked APPEND reads from: stores the key and value sources that
- * hold it, its index within them and how many tokens they hold (a binary search over
- * seg_indptr in the segmented form). Returns nothing.
+ * Finds where token t of a checked APPEND reads from and goes to: stores the key and value
+ * sources that hold it, its index within them, how many tokens they hold (a binary search
+ * over seg_indptr in the segmented form) and the first layer it is written to (its
+ * segment's, with seg_layer). Returns nothing.
  */
 static void token_source(const pk_append_args *a, int32_t t, const void **k, const void **v,
-                         size_t *index, size_t *tokens)
+                         size_t *index, size_t *tokens, int32_t *first_layer)
 {
+    *first_layer = a->layer_begin;
     if (a->k_seg == NULL) {
         *k = a->k;
         *v = a->v;
@@ -69,9 +71,12 @@ static void token_source(const pk_append_args *a, int32_t t, const void **k, con
     *v = a->v_seg[lo];
     *index = (size_t) (t - a->seg_indptr[lo]);
     *tokens = (size_t) (a->seg_indptr[lo + 1] - a->seg_indptr[lo]);
+    if (a->seg_layer != NULL)
+        *first_layer = a->seg_layer[lo];
 }
 
-/* Runs items [begin, end) of a checked APPEND; item i is layer i / T, token i % T. */
+/* Runs items [begin, end) of a checked APPEND; item i is layer i / T (counted from the token's
+ * first layer), token i % T. */
 void pk_cpu_append_run(const pk_append_args *a, size_t begin, size_t end)
 {
     const pk_cache *c = &a->cache;
@@ -85,8 +90,9 @@ void pk_cpu_append_run(const pk_append_args *a, size_t begin, size_t end)
             continue;
         const void *k, *v;
         size_t st, stokens;
-        token_source(a, (int32_t) t, &k, &v, &st, &stokens);
-        int32_t layer = a->layer_begin + (int32_t) l;
+        int32_t first_layer;
+        token_source(a, (int32_t) t, &k, &v, &st, &stokens, &first_layer);
+        int32_t layer = first_layer + (int32_t) l;
         int32_t block = slot / c->block_size, off = slot % c->block_size;
         for (int32_t h = 0; h < c->num_kv_heads; h++) {
             size_t src = ((l * stokens + st) * (size_t) c->num_kv_heads + (size_t) h) * row;

@@ -23,7 +23,8 @@ size_t pk_cpu_decode_items(const pk_decode_args *a)
     return (size_t) a->num_seqs * (size_t) a->cache.num_kv_heads;
 }
 
-/* Runs items [begin, end) of a checked DECODE; item i is sequence i / H, KV head i % H. */
+/* Runs items [begin, end) of a checked DECODE; item i is sequence i / H, KV head i % H, on
+ * the sequence's layer (seq_layer) or a->layer. */
 void pk_cpu_decode_run(const pk_decode_args *a, size_t begin, size_t end)
 {
     size_t heads = (size_t) a->cache.num_kv_heads;
@@ -38,7 +39,7 @@ void pk_cpu_decode_run(const pk_decode_args *a, size_t begin, size_t end)
         size_t s = i / heads;
         pk_cpu_rows w = {
             .cache = &a->cache,
-            .layer = a->layer,
+            .layer = a->seq_layer != NULL ? a->seq_layer[s] : a->layer,
             .table = a->block_tables + s * (size_t) a->bt_stride,
             .seq_len = a->seq_lens[s],
             .kv_head = (int32_t) (i % heads),

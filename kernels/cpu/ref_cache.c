@@ -24,10 +24,11 @@ static void ref_put(const pk_cache *c, size_t dst, const void *src, size_t i, in
 
 /*
  * Writes tokens [t0, t1) of an APPEND whose sources k and v ([num_layers][t1 - t0][H][D]
- * each) hold just those tokens, element by element; returns nothing.
+ * each) hold just those tokens, into layers [first_layer, + num_layers), element by element;
+ * returns nothing.
  */
-static void ref_append_tokens(const pk_append_args *a, int32_t t0, int32_t t1, const void *k,
-                              const void *v)
+static void ref_append_tokens(const pk_append_args *a, int32_t first_layer, int32_t t0, int32_t t1,
+                              const void *k, const void *v)
 {
     const pk_cache *c = &a->cache;
     size_t tokens = (size_t) (t1 - t0);
@@ -39,7 +40,7 @@ static void ref_append_tokens(const pk_append_args *a, int32_t t0, int32_t t1, c
             for (int32_t h = 0; h < c->num_kv_heads; h++) {
                 size_t src = (((size_t) l * tokens + (size_t) (t - t0))
                               * (size_t) c->num_kv_heads + (size_t) h) * (size_t) c->head_dim;
-                int32_t layer = a->layer_begin + l;
+                int32_t layer = first_layer + l;
                 int32_t block = slot / c->block_size, off = slot % c->block_size;
                 size_t kdst = pk_cache_index(c, layer, 0, block, h, off);
                 size_t vdst = pk_cache_index(c, layer, 1, block, h, off);
@@ -52,19 +53,20 @@ static void ref_append_tokens(const pk_append_args *a, int32_t t0, int32_t t1, c
     }
 }
 
-/* Runs a whole APPEND element by element, segment by segment in the segmented form;
- * returns 0 or a negative paged_error. */
+/* Runs a whole APPEND element by element, segment by segment (each from its own first layer
+ * with seg_layer) in the segmented form; returns 0 or a negative paged_error. */
 int pk_ref_append(const pk_append_args *a)
 {
     int err = pk_check_append(a);
     if (err != 0)
         return err;
     if (a->k_seg == NULL) {
-        ref_append_tokens(a, 0, a->num_tokens, a->k, a->v);
+        ref_append_tokens(a, a->layer_begin, 0, a->num_tokens, a->k, a->v);
         return 0;
     }
     for (int32_t s = 0; s < a->num_segments; s++)
-        ref_append_tokens(a, a->seg_indptr[s], a->seg_indptr[s + 1], a->k_seg[s], a->v_seg[s]);
+        ref_append_tokens(a, a->seg_layer != NULL ? a->seg_layer[s] : a->layer_begin, a->seg_indptr[s],
+                          a->seg_indptr[s + 1], a->k_seg[s], a->v_seg[s]);
     return 0;
 }
 

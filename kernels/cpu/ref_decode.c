@@ -7,7 +7,8 @@
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/ref_attn.h"
 
-/* Runs a whole DECODE query head by query head; returns 0 or a negative paged_error. */
+/* Runs a whole DECODE query head by query head, each sequence on its layer (seq_layer) or on
+ * a->layer; returns 0 or a negative paged_error. */
 int pk_ref_decode(const pk_decode_args *a)
 {
     int err = pk_check_decode(a);
@@ -35,7 +36,7 @@ int pk_ref_decode(const pk_decode_args *a)
     for (int32_t s = 0; s < a->num_seqs; s++) {
         pk_ref_seq seq = {
             .cache = &a->cache,
-            .layer = a->layer,
+            .layer = a->seq_layer != NULL ? a->seq_layer[s] : a->layer,
             .table = a->block_tables + (size_t) s * (size_t) a->bt_stride,
             .seq_len = a->seq_lens[s],
         };

@@ -57,15 +57,22 @@ static uint32_t add_other(struct plan *p, uint32_t client, unsigned opcode)
     return i;
 }
 
-/* Adds a DECODE of client on layer 0 of pool 0; returns its index. */
-static uint32_t add_decode(struct plan *p, uint32_t client)
+/* Adds a DECODE of client on layer of pool with heads query heads (f16, scale 1/8, no
+ * options); returns its index. */
+static uint32_t add_decode_at(struct plan *p, uint32_t client, int pool, int32_t layer, uint32_t heads)
 {
     uint32_t i = p->n++;
-    p->ops[i] = (struct pv_op) { .opcode = PAGED_OP_DECODE, .pool = &pools[0], .count = 1,
-                                 .dtype = PAGED_DTYPE_F16, .num_q_heads = 8, .bt_stride = 4,
-                                 .sm_scale = 0.125f };
+    p->ops[i] = (struct pv_op) { .opcode = PAGED_OP_DECODE, .pool = &pools[pool], .count = 1,
+                                 .layer_begin = layer, .num_layers = 1, .dtype = PAGED_DTYPE_F16,
+                                 .num_q_heads = heads, .bt_stride = 4, .sm_scale = 0.125f };
     p->in[i] = (struct pd_batch_op) { .op = &p->ops[i], .user = i, .client = client };
     return i;
+}
+
+/* Adds a DECODE of client on layer 0 of pool 0 with 8 query heads; returns its index. */
+static uint32_t add_decode(struct plan *p, uint32_t client)
+{
+    return add_decode_at(p, client, 0, 0, 8);
 }
 
 /*
@@ -90,7 +97,7 @@ static void expect(struct plan *p, const char *want, const char *what)
 /* Runs the planning cases; returns 0 (the TAP output tells the rest). */
 int main(void)
 {
-    plan(12);
+    plan(17);
     struct plan p;
 
     memset(&p, 0, sizeof p);
@@ -99,6 +106,54 @@ int main(void)
         add_decode(&p, c);
     }
     expect(&p, "0,2,4|1,3,5", "three clients' APPEND + DECODE: one APPEND launch, then one DECODE launch");
+
+    memset(&p, 0, sizeof p);
+    for (uint32_t c = 0; c < 4; c++) {
+        add_append(&p, c, 0, (int32_t) c, 1, PAGED_DTYPE_F16, 1, (int32_t) c * 16);
+        add_decode_at(&p, c, 0, (int32_t) (3 - c), 8);
+    }
+    expect(&p, "0,2,4,6|1,3,5,7", "four clients at four different layers: still one APPEND launch "
+           "and one DECODE launch");
+
+    memset(&p, 0, sizeof p);
+    add_decode_at(&p, 0, 0, 0, 8);
+    add_decode_at(&p, 1, 1, 0, 8);
+    add_decode_at(&p, 2, 0, 2, 4);
+    add_decode_at(&p, 3, 0, 3, 8);
+    add_decode_at(&p, 4, 1, 1, 8);
+    add_decode_at(&p, 5, 0, 1, 4);
+    expect(&p, "0,3|1,4|2,5", "DECODEs of other layers merge; of other pools or query head "
+           "counts they do not");
+
+    memset(&p, 0, sizeof p);
+    add_decode_at(&p, 0, 0, 0, 8);
+    add_decode_at(&p, 1, 0, 1, 8);
+    p.ops[1].dtype = PAGED_DTYPE_BF16;
+    add_decode_at(&p, 2, 0, 2, 8);
+    p.ops[2].window = 64;
+    add_decode_at(&p, 3, 0, 3, 8);
+    p.ops[3].sm_scale = 0.25f;
+    add_decode_at(&p, 4, 0, 1, 8);
+    p.ops[4].soft_cap = 30.0f;
+    add_decode_at(&p, 5, 0, 2, 8);
+    expect(&p, "0,5|1|2|3|4", "DECODEs of other query dtypes, windows, scales or soft caps do "
+           "not merge, whatever their layers");
+
+    memset(&p, 0, sizeof p);
+    add_append(&p, 0, 0, 0, 4, PAGED_DTYPE_F16, 1, 0);
+    add_append(&p, 1, 0, 2, 1, PAGED_DTYPE_F16, 1, 100);
+    add_append(&p, 2, 0, 0, 4, PAGED_DTYPE_F16, 1, 200);
+    add_append(&p, 3, 0, 3, 1, PAGED_DTYPE_F16, 1, 300);
+    add_append(&p, 4, 1, 1, 1, PAGED_DTYPE_F16, 1, 400);
+    expect(&p, "0,2|1,3|4", "APPENDs of other first layers merge when their numbers of layers "
+           "and pools agree");
+
+    memset(&p, 0, sizeof p);
+    add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
+    add_append(&p, 0, 0, 1, 1, PAGED_DTYPE_F16, 1, 0);
+    add_append(&p, 0, 0, 2, 1, PAGED_DTYPE_F16, 2, 1);
+    expect(&p, "0|1,2", "a client's APPENDs of other layers still merge only where their slot "
+           "ranges do not overlap");
 
     memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
@@ -127,7 +182,8 @@ int main(void)
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 1);
     add_append(&p, 1, 0, 0, 1, PAGED_DTYPE_F16, 1, 100);
     add_append(&p, 1, 0, 1, 1, PAGED_DTYPE_F16, 1, 100);
-    expect(&p, "0|1|2,3|4", "an APPEND does not overtake its client's APPEND of another layer");
+    expect(&p, "0|1,2,3|4", "an APPEND does not overtake its client's APPEND of the same slot "
+           "(of another layer); it and another client's join the later group");
 
     memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 2, 4);
@@ -148,7 +204,8 @@ int main(void)
     add_append(&p, 3, 0, 0, 4, PAGED_DTYPE_F16, 1, 300);
     add_append(&p, 4, 0, 0, 1, PAGED_DTYPE_F32, 1, 400);
     add_append(&p, 5, 0, 0, 1, PAGED_DTYPE_F16, 1, 500);
-    expect(&p, "0,5|1|2|3|4", "other pools, layers, layer counts and source dtypes do not merge");
+    expect(&p, "0,2,5|1|3|4", "other pools, layer counts and source dtypes do not merge; "
+           "another first layer does");
 
     memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);

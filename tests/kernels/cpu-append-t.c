@@ -44,11 +44,12 @@ static int same_pool(const void *want, const void *got, size_t n, const char *wh
     return 1;
 }
 
-/* Returns a random pool geometry of the given dtype, its memory allocated and random. */
-static pk_cache random_cache(tap_rng *rng, int c, int32_t dtype)
+/* Returns a random pool geometry of the given dtype with at least min_layers (1 to 3)
+ * layers, its memory allocated and random. */
+static pk_cache random_cache(tap_rng *rng, int c, int32_t dtype, int32_t min_layers)
 {
     pk_cache cache = {
-        .num_layers = 1 + (int32_t) tap_rng_below(rng, 3),
+        .num_layers = min_layers + (int32_t) tap_rng_below(rng, (uint64_t) (4 - min_layers)),
         .num_blocks = 4 + (int32_t) tap_rng_below(rng, 24),
         .num_kv_heads = 1 + (int32_t) tap_rng_below(rng, 3),
         .head_dim = dims[c % 5],
@@ -104,7 +105,7 @@ static void append_case(uint64_t seed, int c)
     tap_rng_seed(&rng, seed + (uint64_t) c * 0x9e3779b97f4a7c15u);
     int32_t dtype = dtypes[c % 4];
     int32_t src_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_sources[(c / 4) % 3] : dtype;
-    pk_cache cache = random_cache(&rng, c, dtype);
+    pk_cache cache = random_cache(&rng, c, dtype, 1);
     int32_t L = cache.num_layers, layer_begin = 0, num_layers = L;
     if (tap_rng_below(&rng, 2) == 0) {          /* one layer, or a range, rather than all */
         layer_begin = (int32_t) tap_rng_below(&rng, (uint64_t) L);
@@ -184,9 +185,12 @@ static void append_case(uint64_t seed, int c)
 
 /*
  * Runs one segmented APPEND case: up to 7 segments (some empty), each with its own key and
- * value sources, the slots of all side by side, some skipped. The expected pool is what
- * running each segment alone, in the contiguous form, through the reference leaves; the
- * segmented form must leave exactly that, in the reference and in the CPU backend.
+ * value sources, the slots of all side by side, some skipped. In half of the cases (by
+ * runs of 12, so every dtype pair) each segment also has its own random first layer
+ * (seg_layer, what a merged launch of clients at different layers uses; the first two
+ * different). The expected pool is what running each segment alone, in the contiguous form
+ * on its layers, through the reference leaves; the segmented form must leave exactly that,
+ * in the reference and in the CPU backend.
  */
 static void segmented_case(uint64_t seed, int c)
 {
@@ -194,9 +198,13 @@ static void segmented_case(uint64_t seed, int c)
     tap_rng_seed(&rng, seed + 0x7f4a7c15u + (uint64_t) c * 0x9e3779b97f4a7c15u);
     int32_t dtype = dtypes[c % 4];
     int32_t src_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_sources[(c / 4) % 3] : dtype;
-    pk_cache cache = random_cache(&rng, c, dtype);
+    int mixed = (c / 12) % 2 == 1;
+    pk_cache cache = random_cache(&rng, c, dtype, mixed ? 2 : 1);
     int32_t L = cache.num_layers, layer_begin = 0, num_layers = L;
-    if (tap_rng_below(&rng, 2) == 0) {
+    if (mixed) {
+        num_layers = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) (L - 1));   /* fewer than all */
+        layer_begin = (int32_t) tap_rng_below(&rng, (uint64_t) (L - num_layers + 1));
+    } else if (tap_rng_below(&rng, 2) == 0) {
         layer_begin = (int32_t) tap_rng_below(&rng, (uint64_t) L);
         num_layers = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) (L - layer_begin));
     }
@@ -210,6 +218,14 @@ static void segmented_case(uint64_t seed, int c)
         indptr[s + 1] = indptr[s] + (want < room ? want : room);
     }
     int32_t T = indptr[S];
+    int32_t *seg_layer = NULL;
+    if (mixed) {
+        seg_layer = bmalloc((size_t) S * sizeof *seg_layer);
+        for (int32_t s = 0; s < S; s++)
+            seg_layer[s] = (int32_t) tap_rng_below(&rng, (uint64_t) (L - num_layers + 1));
+        if (S > 1 && seg_layer[1] == seg_layer[0])
+            seg_layer[1] = (seg_layer[0] + 1) % (L - num_layers + 1);
+    }
     int32_t *perm = bmalloc((size_t) nslots * sizeof *perm);
     for (int32_t i = 0; i < nslots; i++)
         perm[i] = i;
@@ -244,7 +260,7 @@ static void segmented_case(uint64_t seed, int c)
     int err = 0;
     for (int32_t s = 0; s < S && err == 0; s++) {
         pk_append_args one = {
-            .cache = cache, .layer_begin = layer_begin, .num_layers = num_layers,
+            .cache = cache, .layer_begin = mixed ? seg_layer[s] : layer_begin, .num_layers = num_layers,
             .num_tokens = indptr[s + 1] - indptr[s], .src_dtype = src_dtype,
             .k = kseg[s], .v = vseg[s], .slot_mapping = mapping + indptr[s],
         };
@@ -256,15 +272,20 @@ static void segmented_case(uint64_t seed, int c)
     pk_append_args a = {
         .cache = cache, .layer_begin = layer_begin, .num_layers = num_layers, .num_tokens = T,
         .src_dtype = src_dtype, .slot_mapping = mapping, .num_segments = S, .seg_indptr = indptr,
-        .k_seg = kseg, .v_seg = vseg,
+        .k_seg = kseg, .v_seg = vseg, .seg_layer = seg_layer,
     };
 
-    char label[200];
-    snprintf(label, sizeof label,
-             "segmented append %s from %s D=%d B=%d %d KV heads, layers %d..%d of %d, %d segments, "
-             "%d tokens (%d skipped)", nv_dtype_name(dtype), nv_dtype_name(src_dtype), (int) cache.head_dim,
-             (int) cache.block_size, (int) cache.num_kv_heads, (int) layer_begin,
-             (int) (layer_begin + num_layers - 1), (int) L, (int) S, (int) T, skipped);
+    char label[300];
+    int n = snprintf(label, sizeof label,
+                     "segmented append %s from %s D=%d B=%d %d KV heads, layers %d..%d of %d, %d segments, "
+                     "%d tokens (%d skipped)", nv_dtype_name(dtype), nv_dtype_name(src_dtype),
+                     (int) cache.head_dim, (int) cache.block_size, (int) cache.num_kv_heads, (int) layer_begin,
+                     (int) (layer_begin + num_layers - 1), (int) L, (int) S, (int) T, skipped);
+    if (mixed) {
+        n += snprintf(label + n, sizeof label - (size_t) n, ", %d layers from per-segment firsts", (int) num_layers);
+        for (int32_t s = 0; s < S; s++)
+            n += snprintf(label + n, sizeof label - (size_t) n, " %d", (int) seg_layer[s]);
+    }
     err = pk_ref_append(&a);
     ok(err == 0 && same_pool(want, cache.base, bytes, label),
        "%s: ref writes what each segment alone writes", label);
@@ -291,6 +312,7 @@ static void segmented_case(uint64_t seed, int c)
     free(vseg);
     free(mapping);
     free(indptr);
+    free(seg_layer);
     free(perm);
     free(cache.base);
 }
@@ -331,6 +353,31 @@ static void test_segment_errors(void)
         is_int(PAGED_E_INVAL, pk_cpu_append_check(&cases[i].a), "segmented append cpu check refuses %s",
                cases[i].what);
     }
+
+    /* Per-segment first layers: one layer each of a 2-layer pool. */
+    int32_t layers[2] = { 0, 1 };
+    pk_append_args a = good;
+    a.seg_layer = layers;
+    is_int(0, pk_ref_append(&a), "segmented append ref accepts first layers 0 and 1 of one layer each");
+    layers[1] = 2;
+    is_int(PAGED_E_LAYER, pk_ref_append(&a), "segmented append ref refuses a segment's layer past the pool");
+    is_int(PAGED_E_LAYER, pk_cpu_append_check(&a), "segmented append cpu check refuses a segment's layer "
+           "past the pool");
+    layers[1] = 1;
+    a.num_layers = 2;
+    a.layer_begin = 0;
+    is_int(PAGED_E_LAYER, pk_cpu_append_check(&a), "segmented append cpu check refuses a segment whose "
+           "layers run past the pool");
+    layers[1] = -1;
+    a.num_layers = 1;
+    is_int(PAGED_E_LAYER, pk_ref_append(&a), "segmented append ref refuses a negative first layer of a segment");
+    pk_append_args b = {
+        .cache = good.cache, .layer_begin = 0, .num_layers = 1, .num_tokens = 1,
+        .src_dtype = PAGED_DTYPE_F16, .k = k, .v = v, .slot_mapping = slots, .seg_layer = layers,
+    };
+    layers[0] = 0;
+    is_int(PAGED_E_INVAL, pk_ref_append(&b), "append ref refuses per-segment layers without segments");
+    is_int(PAGED_E_INVAL, pk_cpu_append_check(&b), "append cpu check refuses per-segment layers without segments");
 }
 
 /* Runs one COPY case through the reference and the CPU backend. */
@@ -339,7 +386,7 @@ static void copy_case(uint64_t seed, int c)
     tap_rng rng;
     tap_rng_seed(&rng, seed + 0x5bd1e995u + (uint64_t) c * 0x9e3779b97f4a7c15u);
     int32_t dtype = dtypes[c % 4];
-    pk_cache cache = random_cache(&rng, c, dtype);
+    pk_cache cache = random_cache(&rng, c, dtype, 1);
     int32_t N = cache.num_blocks;
     int32_t *perm = bmalloc((size_t) N * sizeof *perm);
     for (int32_t i = 0; i < N; i++)
@@ -471,7 +518,7 @@ static void test_errors(void)
 int main(void)
 {
     uint64_t seed = tap_seed();
-    plan(2 * NAPPEND + 2 * NSEG + 2 * NCOPY + 3 * 6 + 6 + 1 + 2 * NSEGERR);
+    plan(2 * NAPPEND + 2 * NSEG + 2 * NCOPY + 3 * 6 + 6 + 1 + 2 * NSEGERR + 7);
     for (int c = 0; c < NAPPEND; c++)
         append_case(seed, c);
     for (int c = 0; c < NSEG; c++)

@@ -15,7 +15,11 @@
  * A covering set rather than the cross product: case c takes head dim c % 5, block size
  * c % 3, GQA group c % 4, cache dtype (c / 4) % 4 and options (c / 3) % 8, so every value
  * of each appears many times and every pair of them meets. Work per case is capped so
- * the program stays within seconds under ASan.
+ * the program stays within seconds under ASan. Every other run of 7 cases (mixed_layers)
+ * gives each sequence its own random layer (pk_decode_args.seq_layer, what a merged launch
+ * of clients at different layers uses) over a pool whose every layer holds different data,
+ * and also checks that the result is bit for bit what each sequence gives run alone on its
+ * layer.
  */
 #define NCASES 100
 #define BUDGET 1000000          /* head_dim * query heads * context tokens, summed over sequences */
@@ -43,6 +47,29 @@ static int32_t pick_len(tap_rng *rng, int32_t block)
     }
 }
 
+/* Returns whether case c gives its sequences layers of their own. */
+static int mixed_layers(int c)
+{
+    return (c / 7) % 2 == 1;
+}
+
+/* Runs a checked DECODE through the reference (which 0) or the CPU backend's work items in
+ * random chunks (which 1); returns the check's result. */
+static int run_one(tap_rng *rng, const pk_decode_args *a, int which)
+{
+    if (which == 0)
+        return pk_ref_decode(a);
+    int err = pk_cpu_decode_check(a);
+    size_t items = pk_cpu_decode_items(a);
+    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
+    size_t chunks = nv_split(rng, items, begin, end);
+    for (size_t i = 0; i < chunks && err == 0; i++)
+        pk_cpu_decode_run(a, begin[i], end[i]);
+    free(begin);
+    free(end);
+    return err;
+}
+
 /* Fills a label naming the options set in opts. */
 static void opts_label(char *buf, size_t size, const pk_attn_opts *o)
 {
@@ -61,8 +88,9 @@ static void run_case(uint64_t seed, int c)
     int32_t q_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_queries[(c / 16) % 3] : dtype;
     int options = (c / 3) % 8;
     int per_seq = (c / 5) % 3 == 0;
+    int mixed = mixed_layers(c);
     int32_t H = 1 + (int32_t) tap_rng_below(&rng, 3);
-    int32_t L = 1 + (int32_t) tap_rng_below(&rng, 3);
+    int32_t L = mixed ? 2 + (int32_t) tap_rng_below(&rng, 2) : 1 + (int32_t) tap_rng_below(&rng, 3);
     int nseqs = 1 + (int) tap_rng_below(&rng, MAXSEQS);
     int32_t lens[MAXSEQS];
     for (int s = 0; s < nseqs; s++)
@@ -102,12 +130,24 @@ static void run_case(uint64_t seed, int c)
         .v_scale = dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(&rng, 0.003, 0.02) : 1.0f,
     };
     int32_t layer = (int32_t) tap_rng_below(&rng, (uint64_t) L);
+    /* Per-sequence layers: random, the first two different. */
+    int32_t *seq_layer = NULL;
+    if (mixed) {
+        seq_layer = bmalloc((size_t) nseqs * sizeof *seq_layer);
+        for (int s = 0; s < nseqs; s++)
+            seq_layer[s] = (int32_t) tap_rng_below(&rng, (uint64_t) L);
+        if (nseqs > 1 && seq_layer[1] == seq_layer[0])
+            seq_layer[1] = (seq_layer[0] + 1) % L;
+    }
     size_t elems = nv_pool_elems(&cache);
     cache.base = bmalloc(pk_cache_bytes(&cache));
     nv_poison(cache.base, elems, dtype);
     int32_t *tables = nv_block_tables(&rng, nseqs, lens, B, cache.num_blocks, bt_stride);
+    /* With per-sequence layers every layer of a sequence holds its own data, so reading
+     * another layer than the sequence's gives another answer. */
     for (int s = 0; s < nseqs; s++)
-        nv_fill_seq(&rng, &cache, layer, tables + (size_t) s * (size_t) bt_stride, lens[s]);
+        for (int32_t l = mixed ? 0 : layer; l < (mixed ? L : layer + 1); l++)
+            nv_fill_seq(&rng, &cache, l, tables + (size_t) s * (size_t) bt_stride, lens[s]);
     int32_t *seq_lens = bmalloc((size_t) nseqs * sizeof *seq_lens);
     memcpy(seq_lens, lens, (size_t) nseqs * sizeof *seq_lens);
 
@@ -137,7 +177,8 @@ static void run_case(uint64_t seed, int c)
     double *qd = bmalloc((size_t) D * sizeof *qd);
     for (int s = 0; s < nseqs; s++)
         for (int32_t h = 0; h < H; h++) {
-            nv_gather(&cache, layer, tables + (size_t) s * (size_t) bt_stride, lens[s], h, K, V);
+            nv_gather(&cache, mixed ? seq_layer[s] : layer, tables + (size_t) s * (size_t) bt_stride, lens[s],
+                      h, K, V);
             for (int32_t g = 0; g < G; g++) {
                 size_t row = (size_t) s * (size_t) Hq + (size_t) (h * G + g);
                 for (int32_t d = 0; d < D; d++)
@@ -173,6 +214,7 @@ static void run_case(uint64_t seed, int c)
         .bt_stride = bt_stride,
         .seq_lens = seq_lens,
         .opts = opts,
+        .seq_layer = seq_layer,
     };
 
     char label[256], olabel[64];
@@ -184,35 +226,57 @@ static void run_case(uint64_t seed, int c)
     snprintf(label + strlen(label), sizeof label - strlen(label),
              " D=%d B=%d GQA %d, %d KV heads, %d seqs up to %d tokens,%s%s", (int) D, (int) B, (int) G,
              (int) H, nseqs, (int) max_len, olabel, per_seq ? ", per-seq pointers" : "");
+    if (mixed) {
+        size_t n = strlen(label);
+        n += (size_t) snprintf(label + n, sizeof label - n, ", per-seq layers of %d:", (int) L);
+        for (int s = 0; s < nseqs && n < sizeof label; s++)
+            n += (size_t) snprintf(label + n, sizeof label - n, " %d", (int) seq_layer[s]);
+    }
 
+    size_t out_bytes = rows * (size_t) D * qsize;
+    void *got[2] = { bmalloc(out_bytes), bmalloc(out_bytes) };
+    int errs[2];
     for (int which = 0; which < 2; which++) {
         if (per_seq)
             for (int s = 0; s < nseqs; s++)
                 memset(out_seq[s], 0xff, seq_bytes);
         else
-            memset(out, 0xff, rows * (size_t) D * qsize);
-        int err;
-        if (which == 0) {
-            err = pk_ref_decode(&a);
-        } else {
-            err = pk_cpu_decode_check(&a);
-            size_t items = pk_cpu_decode_items(&a);
-            size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
-            size_t chunks = nv_split(&rng, items, begin, end);
-            for (size_t i = 0; i < chunks && err == 0; i++)
-                pk_cpu_decode_run(&a, begin[i], end[i]);
-            free(begin);
-            free(end);
-        }
+            memset(out, 0xff, out_bytes);
+        int err = errs[which] = run_one(&rng, &a, which);
         if (per_seq)
             for (int s = 0; s < nseqs; s++)
                 memcpy((char *) out + (size_t) s * seq_bytes, out_seq[s], seq_bytes);
+        memcpy(got[which], out, out_bytes);
         char what[300];
         snprintf(what, sizeof what, "%s: %s", label, which == 0 ? "ref" : "cpu");
         if (err != 0)
             diag("%s: returned %d", what, err);
         ok(err == 0 && nv_close(out, q_dtype, want, rows, D, what), "%s matches naive", what);
     }
+
+    /* Each sequence alone on its layer, in the contiguous form: both versions must give
+     * exactly what they gave with the sequences merged. */
+    if (mixed) {
+        int same = errs[0] == 0 && errs[1] == 0;
+        for (int which = 0; which < 2 && same; which++)
+            for (int s = 0; s < nseqs && same; s++) {
+                pk_decode_args one = {
+                    .cache = cache, .layer = seq_layer[s], .num_seqs = 1, .num_q_heads = Hq,
+                    .q_dtype = q_dtype, .q = (const char *) q + (size_t) s * seq_bytes, .out = out,
+                    .block_tables = tables + (size_t) s * (size_t) bt_stride, .bt_stride = bt_stride,
+                    .seq_lens = seq_lens + s, .opts = opts,
+                };
+                memset(out, 0xff, seq_bytes);
+                same = run_one(&rng, &one, which) == 0
+                       && memcmp(out, (const char *) got[which] + (size_t) s * seq_bytes, seq_bytes) == 0;
+                if (!same)
+                    diag("sequence %d (layer %d) alone differs in the %s", s, (int) seq_layer[s],
+                         which == 0 ? "reference" : "cpu backend");
+            }
+        ok(same, "%s: ref and cpu give bit for bit what each sequence gives alone on its layer", label);
+    }
+    free(got[0]);
+    free(got[1]);
 
     if (per_seq) {
         for (int s = 0; s < nseqs; s++) {
@@ -230,6 +294,7 @@ static void run_case(uint64_t seed, int c)
     free(q);
     free(out);
     free(seq_lens);
+    free(seq_layer);
     free(tables);
     free(cache.base);
 }
@@ -302,6 +367,18 @@ static void test_errors(void)
     a.seq_lens = &zero_len;
     is_int(PAGED_E_SEQLEN, pk_ref_decode(&a), "decode ref refuses an empty sequence");
     is_int(PAGED_E_SEQLEN, pk_cpu_decode_check(&a), "decode cpu refuses an empty sequence");
+    int32_t seq_layer = 2;
+    a = good;
+    a.seq_layer = &seq_layer;
+    is_int(PAGED_E_LAYER, pk_ref_decode(&a), "decode ref refuses a sequence's layer past the pool");
+    is_int(PAGED_E_LAYER, pk_cpu_decode_check(&a), "decode cpu refuses a sequence's layer past the pool");
+    seq_layer = -1;
+    is_int(PAGED_E_LAYER, pk_ref_decode(&a), "decode ref refuses a negative layer of a sequence");
+    is_int(PAGED_E_LAYER, pk_cpu_decode_check(&a), "decode cpu refuses a negative layer of a sequence");
+    seq_layer = 0;
+    is_int(0, pk_cpu_decode_check(&a), "decode cpu accepts a sequence's own layer 0 beside layer 1");
+    a.layer = 2;
+    is_int(PAGED_E_LAYER, pk_cpu_decode_check(&a), "decode cpu still checks the layer with per-sequence layers");
     a = good;
     a.num_seqs = 0;
     is_int(0, pk_ref_decode(&a), "decode ref accepts zero sequences");
@@ -312,7 +389,10 @@ static void test_errors(void)
 int main(void)
 {
     uint64_t seed = tap_seed();
-    plan(2 * NCASES + 3 * 10 + 6);
+    int mixed = 0;
+    for (int c = 0; c < NCASES; c++)
+        mixed += mixed_layers(c);
+    plan(2 * NCASES + mixed + 3 * 10 + 6 + 6);
     for (int c = 0; c < NCASES; c++)
         run_case(seed, c);
     test_errors();

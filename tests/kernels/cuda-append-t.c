@@ -186,15 +186,18 @@ static void random_sources(tap_rng *rng, const pk_cache *cache, int32_t src_dtyp
  * Runs one segmented APPEND case (what the daemon launches for merged APPENDs): dtype pair
  * pi, head dim D, block size B; up to 9 segments, some empty, each source in its own device
  * buffer, some of them misaligned (the vector path is chosen per segment); the segment
- * offsets and the pointer arrays in device memory. Reports whether the whole pool matches
- * the reference's segmented APPEND (which cpu-append-t checks against segment by segment).
+ * offsets and the pointer arrays in device memory. Every odd idx gives each segment its own
+ * random first layer (seg_layer in device memory, as a merged launch of clients at different
+ * layers has it; the first two different). Reports whether the whole pool matches the
+ * reference's segmented APPEND (which cpu-append-t checks against segment by segment).
  */
 static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
 {
     int32_t cache_dtype = pairs[pi][0], src_dtype = pairs[pi][1];
     const int fp8 = cache_dtype == PAGED_DTYPE_FP8_E4M3;
+    const int mixed = idx % 2 == 1;
     pk_cache cache = {
-        .num_layers = 1 + idx % 3,
+        .num_layers = (mixed ? 2 : 1) + idx % 3,
         .num_blocks = gu_range(rng, 2, 12),
         .num_kv_heads = 1 + idx % 3,
         .head_dim = D,
@@ -231,6 +234,21 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
         }
     int32_t layer_begin = gu_range(rng, 0, cache.num_layers - 1);
     int32_t num_layers = gu_range(rng, 1, cache.num_layers - layer_begin);
+    int32_t *seg_layer = NULL;
+    char layers[96] = "";
+    if (mixed) {
+        num_layers = gu_range(rng, 1, cache.num_layers - 1);    /* fewer than all */
+        layer_begin = gu_range(rng, 0, cache.num_layers - num_layers);
+        const int32_t firsts = cache.num_layers - num_layers + 1;
+        seg_layer = bmalloc((size_t) S * sizeof *seg_layer);
+        for (int32_t s = 0; s < S; s++)
+            seg_layer[s] = gu_range(rng, 0, firsts - 1);
+        if (S > 1 && seg_layer[1] == seg_layer[0])
+            seg_layer[1] = (seg_layer[0] + 1) % firsts;
+        size_t m = (size_t) snprintf(layers, sizeof layers, ", per-segment first layers");
+        for (int32_t s = 0; s < S && m < sizeof layers - 4; s++)
+            m += (size_t) snprintf(layers + m, sizeof layers - m, "%s%d", s ? "," : " ", (int) seg_layer[s]);
+    }
 
     size_t ssize = pk_dtype_size(src_dtype), row = (size_t) cache.num_kv_heads * (size_t) D;
     const void **hk = bmalloc((size_t) S * sizeof *hk), **hv = bmalloc((size_t) S * sizeof *hv);
@@ -260,7 +278,7 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     pk_append_args ha = {
         .cache = cache, .layer_begin = layer_begin, .num_layers = num_layers, .num_tokens = ntok,
         .src_dtype = src_dtype, .slot_mapping = slots, .num_segments = S, .seg_indptr = indptr,
-        .k_seg = hk, .v_seg = hv,
+        .k_seg = hk, .v_seg = hv, .seg_layer = seg_layer,
     };
     ha.cache.base = want;
     int rc = pk_ref_append(&ha);
@@ -273,15 +291,16 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     da.seg_indptr = gu_clone(indptr, (size_t) (S + 1) * sizeof *indptr);
     da.k_seg = gu_clone(dk, (size_t) S * sizeof *dk);
     da.v_seg = gu_clone(dv, (size_t) S * sizeof *dv);
+    da.seg_layer = mixed ? gu_clone(seg_layer, (size_t) S * sizeof *seg_layer) : NULL;
     rc = pk_cuda_append(&da, NULL);
     gu_sync("segmented append");
     void *got = bmalloc(pool_bytes);
     gu_download(got, da.cache.base, pool_bytes);
     ok(rc == 0 && memcmp(got, want, pool_bytes) == 0,
        "segmented append %s<-%s D=%d B=%d H=%d layers %d+%d of %d, %d segments (%d misaligned), %d tokens "
-       "(%d skipped): whole pool bit-identical to reference", gu_dtype_name(cache_dtype),
+       "(%d skipped)%s: whole pool bit-identical to reference", gu_dtype_name(cache_dtype),
        gu_dtype_name(src_dtype), (int) D, (int) B, (int) cache.num_kv_heads, (int) layer_begin,
-       (int) num_layers, (int) cache.num_layers, (int) S, misaligned, (int) ntok, skipped);
+       (int) num_layers, (int) cache.num_layers, (int) S, misaligned, (int) ntok, skipped, layers);
     if (rc == 0 && memcmp(got, want, pool_bytes) != 0) {
         size_t esize = pk_dtype_size(cache_dtype);
         for (size_t i = 0; i < pool_bytes / esize; i++)
@@ -303,6 +322,8 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     gu_free((void *) da.seg_indptr);
     gu_free((void *) da.k_seg);
     gu_free((void *) da.v_seg);
+    gu_free((void *) da.seg_layer);
+    free(seg_layer);
     free(kbuf);
     free(vbuf);
     free(hk);
@@ -413,6 +434,9 @@ static void error_cases(void)
     b.seg_indptr = (const int32_t *) dummy;
     b.v_seg = NULL;
     is_int(PAGED_E_INVAL, pk_cuda_append(&b, NULL), "append: the segmented form without values is PAGED_E_INVAL");
+    b = a;
+    b.seg_layer = (const int32_t *) dummy;
+    is_int(PAGED_E_INVAL, pk_cuda_append(&b, NULL), "append: per-segment layers without segments are PAGED_E_INVAL");
     pk_copy_args c = { .cache = a.cache, .num_pairs = 0, .src_blocks = NULL, .dst_blocks = NULL };
     is_int(0, pk_cuda_copy(&c, NULL), "copy: no pairs is a no-op");
     gu_sync("error cases");

@@ -19,7 +19,11 @@
  * head dim a context of 600 to 4000 tokens beside short ones, which the GPU splits into
  * partitions (the reduce kernel runs) while the short ones are finished in one. The edge set
  * pins what random choices might miss. The reference is single-threaded, so each long case's
- * context is capped at LONG_BUDGET / (group * head dim) tokens.
+ * context is capped at LONG_BUDGET / (group * head dim) tokens. Cases marked mixed give each
+ * sequence its own random layer (seq_layer in device memory, as a merged launch of clients
+ * at different layers has it) over a pool whose every layer holds different data; the
+ * reference takes the same layers (cpu-decode-t checks that it then gives what each
+ * sequence gives alone on its layer).
  */
 #define MAXSEQS 24
 #define LONG_BUDGET 2500000
@@ -39,7 +43,7 @@ typedef struct dcase {
     int32_t kv_dtype, q_dtype;
     int nseqs;
     int32_t lens[MAXSEQS];
-    int alibi, cap, per_seq, no_workspace;
+    int alibi, cap, per_seq, no_workspace, mixed;
     int32_t window;
     float q_amp;                    /* query magnitude; 0: the default 2 */
 } dcase;
@@ -91,6 +95,15 @@ static void run_case(tap_rng *rng, const dcase *c)
     float *slopes = bmalloc((size_t) Hq * sizeof *slopes);
     for (int32_t h = 0; h < Hq; h++)
         slopes[h] = (float) tap_rng_uniform(rng, 0.01, 0.3);
+    /* Per-sequence layers: random, the first two different. */
+    int32_t *seq_layer = NULL;
+    if (c->mixed) {
+        seq_layer = bmalloc((size_t) c->nseqs * sizeof *seq_layer);
+        for (int s = 0; s < c->nseqs; s++)
+            seq_layer[s] = gu_range(rng, 0, c->L - 1);
+        if (c->nseqs > 1 && seq_layer[1] == seq_layer[0])
+            seq_layer[1] = (seq_layer[0] + 1) % c->L;
+    }
 
     pk_decode_args ha = {
         .cache = cache,
@@ -111,6 +124,7 @@ static void run_case(tap_rng *rng, const dcase *c)
             .window = c->window,
             .alibi_slopes = c->alibi ? slopes : NULL,
         },
+        .seq_layer = seq_layer,
     };
     int rc = pk_ref_decode(&ha);
     if (rc != 0)
@@ -122,6 +136,7 @@ static void run_case(tap_rng *rng, const dcase *c)
     da.block_tables = gu_clone(bt, (size_t) c->nseqs * (size_t) bt_stride * sizeof *bt);
     da.seq_lens = gu_clone(c->lens, (size_t) c->nseqs * sizeof(int32_t));
     da.opts.alibi_slopes = c->alibi ? gu_clone(slopes, (size_t) Hq * sizeof *slopes) : NULL;
+    da.seq_layer = c->mixed ? gu_clone(seq_layer, (size_t) c->nseqs * sizeof *seq_layer) : NULL;
     void *q_d = gu_clone(q, qbytes), *out_d = NULL;
     void **qp = NULL, **op = NULL;
     size_t slot_bytes = row_elems * qsize + 64;  /* per-sequence rows sit apart, in shuffled order */
@@ -178,16 +193,23 @@ static void run_case(tap_rng *rng, const dcase *c)
     char amp[32] = "";
     if (c->q_amp > 0.0f)
         snprintf(amp, sizeof amp, " |q|<%g", (double) c->q_amp);
-    ok(same, "decode %s/%s D=%d B=%d G=%d H=%d L=%d lens %s%s%s%s%s%s%s%s: matches reference (%s, worst row %.2g)",
+    char layers[96] = "";
+    if (c->mixed) {
+        size_t m = (size_t) snprintf(layers, sizeof layers, " seq-layers");
+        for (int s = 0; s < c->nseqs && m < sizeof layers - 4; s++)
+            m += (size_t) snprintf(layers + m, sizeof layers - m, "%s%d", s ? "," : " ", (int) seq_layer[s]);
+    }
+    ok(same, "decode %s/%s D=%d B=%d G=%d H=%d L=%d lens %s%s%s%s%s%s%s%s%s: matches reference (%s, worst row %.2g)",
        gu_dtype_name(c->kv_dtype), gu_dtype_name(c->q_dtype), (int) c->D, (int) c->B, (int) c->G, (int) c->H,
        (int) c->L, lens, c->alibi ? " alibi" : "", c->cap ? " cap" : "", window, c->per_seq ? " per-seq" : "",
-       c->no_workspace ? " no-workspace" : "", ws > 0 && !c->no_workspace ? " split" : "", amp,
+       c->no_workspace ? " no-workspace" : "", ws > 0 && !c->no_workspace ? " split" : "", amp, layers,
        rc == 0 ? "ok" : paged_strerror(rc), worst);
 
     gu_free(da.cache.base);
     gu_free((void *) da.block_tables);
     gu_free((void *) da.seq_lens);
     gu_free((void *) da.opts.alibi_slopes);
+    gu_free((void *) da.seq_layer);
     gu_free(q_d);
     gu_free(out_d);
     gu_free(da.workspace);
@@ -203,6 +225,7 @@ static void run_case(tap_rng *rng, const dcase *c)
     free(want);
     free(got);
     free(slopes);
+    free(seq_layer);
 }
 
 /* Returns a case for dtype pair pi, head dim di and block size bi, the rest chosen by idx and rng. */
@@ -221,6 +244,9 @@ static dcase base_case(tap_rng *rng, int pi, int di, int bi, int idx)
     c.cap = idx % 4 == 2;
     c.per_seq = idx % 5 == 3;
     c.window = idx % 6 == 1 ? gu_range(rng, 1, 80) : 0;
+    c.mixed = idx % 7 == 4;
+    if (c.mixed && c.L == 1)
+        c.L = 3;
     c.nseqs = 3;
     c.lens[0] = gu_range(rng, 1, c.B);                      /* within the first block */
     c.lens[1] = gu_range(rng, 1, 300);                      /* ends anywhere */
@@ -316,6 +342,21 @@ int main(void)
     c.alibi = 1;
     run_case(&rng, &c);
 
+    /* Per-sequence layers on both kernels (tensor cores: bf16, fp8 with f16 queries; FMAs:
+     * f32, fp8 with f32 queries), with and without per-sequence pointers and splits: the
+     * shape of a merged launch of clients that drifted to different layers. */
+    static const int mixed_pairs[4] = { 1, 3, 2, 5 };
+    for (int k = 0; k < 8; k++) {
+        c = base_case(&rng, mixed_pairs[k % 4], k % 2 ? 3 : 0, k % 3, 20 + k);
+        c.mixed = 1;
+        c.L = 4;
+        c.per_seq = k < 4;
+        c.nseqs = k % 2 ? 16 : 5;
+        for (int s = 0; s < c.nseqs; s++)
+            c.lens[s] = k >= 6 && s == 0 ? gu_range(&rng, 1500, 2500) : gu_range(&rng, 1, 400);
+        run_case(&rng, &c);
+    }
+
     c = base_case(&rng, 0, 0, 0, 1);
     c.window = 1;                           /* only the last token is visible */
     c.lens[1] = 200;
@@ -394,6 +435,9 @@ int main(void)
         c.alibi = k == 2;
         c.cap = k == 2;
         c.per_seq = k == 2;
+        c.mixed = k != 0;
+        if (c.mixed)
+            c.L = 2 + k;
         run_case(&rng, &c);
     }
     return 0;

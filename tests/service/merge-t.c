@@ -1,4 +1,4 @@
-/* merge-t.c: DECODEs and APPENDs of several client processes merged into one launch: every output right, every client's order kept. */
+/* merge-t.c: DECODEs and APPENDs of several client processes (of one layer or several) merged into one launch: every output right, every client's order kept. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,10 @@
  * DECODEs of several clients together, and merge those that fit into one launch.
  *
  *   Burst A: NA DECODEs per client, all in flight at once (more than the engine takes of a
- *   client per pass), over two layers, two query head counts, a window, ALiBi with a soft
- *   cap, block-table strides 3 and 4, one DECODE whose query is an earlier one's output (so
- *   they must not run in one launch), and two bad requests: every output must match
- *   pk_ref_decode, and the bad ones fail alone.
+ *   client per pass), over two layers (which share launches), two query head counts, a
+ *   window, ALiBi with a soft cap, block-table strides 3 and 4, one DECODE whose query is an
+ *   earlier one's output (so they must not run in one launch), and two bad requests: every
+ *   output must match pk_ref_decode, and the bad ones fail alone.
  *
  *   Burst B: per layer and step, APPEND one token per sequence then DECODE over it, all in
  *   flight at once, and at the end a token rewritten in place and decoded again: every DECODE
@@ -50,13 +51,21 @@
  *   two tokens of every layer. Afterwards each client reads the pool back and every one of
  *   its blocks, every layer, K and V, must hold exactly what it wrote, in its order.
  *
+ *   Burst D: every client at a layer of its own (client w at layer w % L, as clients that
+ *   drift apart are) APPENDs a token to each sequence and DECODEs over it. The engine takes
+ *   them in one pass and must run the APPENDs as ONE launch and the DECODEs as ONE launch,
+ *   each member on its own layer: every DECODE must match the reference with its APPEND's
+ *   token on its layer (and differ from without it), and reading the pool back every block
+ *   of the client, every layer, must hold exactly what it wrote. The parent finds the two
+ *   launches in the part of the log that burst D wrote.
+ *
  * The daemon logs each merged launch at debug level; the parent counts them in the log. With
  * PAGED_TEST_BACKEND=cuda the same runs on the GPU: the children (never the parent, since a
  * CUDA context does not survive fork) copy tensors into and out of their device arenas.
  * Children report each check as a fixed-size record through a pipe; the parent prints TAP.
  */
 
-#define L 2
+#define L 4                 /* layers: burst D puts each client on its own */
 #define H 2                 /* KV heads */
 #define QH 8                /* query heads: GQA groups of 4 (some requests use 4: groups of 2) */
 #define D 64
@@ -68,7 +77,8 @@
 #define CTX0 37             /* tokens in every sequence before the bursts */
 #define NA 40               /* burst A: DECODEs per client (the engine takes 32 per pass) */
 /* Burst A: DECODE CHAIN_TO's query is DECODE CHAIN_FROM's output. CHAIN_FROM is on layer 1,
- * whose group is launched after CHAIN_TO's (layer 0): the two must not share a pass. */
+ * CHAIN_TO on layer 0, and DECODEs of both layers share launches, whose members run in any
+ * order: the two must not share a pass. */
 #define CHAIN_FROM 13
 #define CHAIN_TO 17
 #define NSTEP 5             /* burst B: tokens appended per layer */
@@ -758,7 +768,98 @@ static void burst_c(struct client *cl, int cmd_fd)
     free(got);
 }
 
-/* A client process: set up, burst A, burst B, burst C, then exits. */
+/*
+ * Burst D: one APPEND (a token per sequence) and one DECODE over it, both on the client's own
+ * layer, submitted while the daemon is stopped so that every client's pair is in one pass;
+ * checks the DECODE against the reference with and without the token, and every block of
+ * the client, every layer, against the reference after the APPEND. Returns nothing.
+ */
+static void burst_d(struct client *cl, int cmd_fd)
+{
+    const int layer = child_who % L, pos = CTX0 + NSTEP;   /* after burst B's tokens */
+    size_t kvn = (size_t) NSEQ * H * D, qn = (size_t) NSEQ * QH * D;
+    static float k[NSEQ * H * D], v[NSEQ * H * D], q[NSEQ * QH * D];
+    int32_t slots[NSEQ], lens[NSEQ], bt[NSEQ * MAXBLK];
+    memcpy(bt, cl->ids, sizeof bt);
+    fill(&cl->rng, k, kvn);
+    fill(&cl->rng, v, kvn);
+    fill(&cl->rng, q, qn);
+    for (int s = 0; s < NSEQ; s++) {
+        slots[s] = slot_of(cl, s, pos);
+        lens[s] = pos + 1;
+    }
+    uint64_t k_off = carve(cl, PAGED_ARENA_DATA, kvn * 4), v_off = carve(cl, PAGED_ARENA_DATA, kvn * 4);
+    uint64_t q_off = carve(cl, PAGED_ARENA_DATA, qn * 4), out_off = carve(cl, PAGED_ARENA_DATA, qn * 4);
+    uint64_t s_off = carve(cl, PAGED_ARENA_HOST, sizeof slots), l_off = carve(cl, PAGED_ARENA_HOST, sizeof lens);
+    uint64_t bt_off = carve(cl, PAGED_ARENA_HOST, sizeof bt);
+    memcpy(cl->host + s_off, slots, sizeof slots);
+    memcpy(cl->host + l_off, lens, sizeof lens);
+    memcpy(cl->host + bt_off, bt, sizeof bt);
+    put(cl, k_off, k, kvn * 4);
+    put(cl, v_off, v, kvn * 4);
+    put(cl, q_off, q, qn * 4);
+    poison(cl, out_off, qn * 4);
+    paged_request app = {
+        .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = layer, .tag = 4000,
+        .u.append = { .num_tokens = NSEQ, .dtype = PAGED_DTYPE_F32, .k_off = k_off, .v_off = v_off,
+                      .slots_off = s_off },
+    };
+    paged_request dec = {
+        .op = PAGED_OP_DECODE, .pool = cl->pool, .layer = layer, .tag = 4001,
+        .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q_off = q_off,
+                    .out_off = out_off, .block_tables_off = bt_off, .bt_stride = MAXBLK,
+                    .seq_lens_off = l_off },
+    };
+    prep(cl, &app);
+    prep(cl, &dec);
+    send_rec(REC_READY, 1, 4, NULL);
+    await_go(cmd_fd);
+    if (paged_submit(cl->c) != 2)
+        fatal("client %d: submitting burst D", child_who);
+    send_rec(REC_SUBMITTED, 1, 4, NULL);
+    paged_completion comp[2];
+    await_all(cl, comp, 2, 4000);
+    check(comp[0].status == PAGED_OK && comp[1].status == PAGED_OK,
+          "client %d: its APPEND and DECODE of layer %d complete OK (%s, %s)", child_who, layer,
+          paged_strerror(comp[0].status), paged_strerror(comp[1].status));
+
+    float got[NSEQ * QH * D], want[NSEQ * QH * D], stale[NSEQ * QH * D];
+    pk_decode_args ra = {
+        .cache = cl->ref, .layer = layer, .num_seqs = NSEQ, .num_q_heads = QH,
+        .q_dtype = PAGED_DTYPE_F32, .q = q, .out = stale, .block_tables = bt, .bt_stride = MAXBLK,
+        .seq_lens = lens, .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL },
+    };
+    pk_append_args aa = {
+        .cache = cl->ref, .layer_begin = layer, .num_layers = 1, .num_tokens = NSEQ,
+        .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots,
+    };
+    if (pk_ref_decode(&ra) != 0 || pk_ref_append(&aa) != 0)
+        fatal("client %d: the reference refused burst D", child_who);
+    ra.out = want;
+    if (pk_ref_decode(&ra) != 0)
+        fatal("client %d: the reference refused burst D", child_who);
+    get(cl, got, out_off, sizeof got);
+    double e = row_error(got, want, (size_t) NSEQ * QH), change = row_error(got, stale, (size_t) NSEQ * QH);
+    check(e <= TOL && change > 100 * TOL, "client %d: its DECODE of layer %d, merged with other "
+          "clients' of other layers, matches pk_ref_decode on its layer with the token its APPEND "
+          "just wrote (row error %.2g) and not without it (difference %.2g)", child_who, layer, e, change);
+
+    size_t bytes = pk_cache_bytes(&cl->ref);
+    unsigned char *pool = xcalloc(bytes);
+    read_pool(cl, pool, bytes);
+    char first[96] = "";
+    int bad = 0;
+    for (int i = 0; i < NSEQ * MAXBLK; i++)
+        bad += block_diffs(cl, pool, cl->ids[i], first, sizeof first);
+    for (int i = 0; i < 2; i++)
+        bad += block_diffs(cl, pool, cl->extra[i], first, sizeof first);
+    check(bad == 0, "client %d: after its APPEND of layer %d, merged with other clients' of other "
+          "layers, every block of its own, every layer, K and V, holds exactly what it wrote%s%s",
+          child_who, layer, bad != 0 ? "; first difference: " : "", first);
+    free(pool);
+}
+
+/* A client process: set up, bursts A to D, then exits. */
 static void client_main(int who, int cmd_fd)
 {
     child_who = who;
@@ -769,6 +870,7 @@ static void client_main(int who, int cmd_fd)
     burst_a(&cl, cmd_fd);
     burst_b(&cl, cmd_fd);
     burst_c(&cl, cmd_fd);
+    burst_d(&cl, cmd_fd);
     send_rec(REC_DONE, 1, 0, NULL);
     paged_client_close(cl.c);
     free(cl.ref.base);
@@ -803,19 +905,36 @@ static int await_recs(int fd, int kind, int phase, int count)
     return seen == count;
 }
 
-/* Scans the daemon's log for merged launches of op ("DECODE" or "APPEND"); stores how many,
- * the most clients one served and the requests they served. Returns nothing. */
-static void merged_in_log(const char *op, unsigned long *launches, unsigned *most_clients,
-                          unsigned long *requests)
+/* What the daemon's log says of the merged launches of one op. */
+struct merged {
+    unsigned long launches;       /* how many */
+    unsigned long requests;       /* the requests they served */
+    unsigned most_clients;        /* the most clients one served */
+    int lo, hi;                   /* the layers of the first launch that served most_clients */
+};
+
+/* Returns the size of the daemon's log now (0 if it cannot be read). */
+static long log_size(void)
+{
+    struct stat sb;
+    return stat(daemon_.log, &sb) == 0 ? (long) sb.st_size : 0;
+}
+
+/* Scans the daemon's log from byte from on for merged launches of op ("DECODE" or
+ * "APPEND") into *m. Returns nothing. */
+static void merged_in_log(const char *op, long from, struct merged *m)
 {
     char key[64];
     snprintf(key, sizeof key, "merged %s launch ", op);
-    *launches = 0;
-    *most_clients = 0;
-    *requests = 0;
+    memset(m, 0, sizeof *m);
+    m->lo = m->hi = -1;
     FILE *f = fopen(daemon_.log, "r");
     if (f == NULL)
         return;
+    if (fseek(f, from, SEEK_SET) != 0) {
+        fclose(f);
+        return;
+    }
     char line[2048];
     while (fgets(line, sizeof line, f) != NULL) {
         const char *at = strstr(line, key);
@@ -824,10 +943,14 @@ static void merged_in_log(const char *op, unsigned long *launches, unsigned *mos
         if (at == NULL || sscanf(at + strlen(key), "%lu: %u requests of %u clients", &id, &reqs,
                                  &clients) != 3)
             continue;
-        (*launches)++;
-        *requests += reqs;
-        if (clients > *most_clients)
-            *most_clients = clients;
+        m->launches++;
+        m->requests += reqs;
+        if (clients > m->most_clients) {
+            const char *ly = strstr(at, " layers ");
+            m->most_clients = clients;
+            if (ly == NULL || sscanf(ly, " layers %d..%d", &m->lo, &m->hi) != 2)
+                m->lo = m->hi = -1;
+        }
     }
     fclose(f);
 }
@@ -899,10 +1022,14 @@ int main(void)
     close(pfd[1]);
 
     int ready = 1;
-    for (int phase = 1; phase <= 3 && ready; phase++) {
+    long burst_d_log = 0;       /* where burst D's part of the log starts */
+    for (int phase = 1; phase <= 4 && ready; phase++) {
         ready = await_recs(pfd[0], REC_READY, phase, NCLI);
         if (!ok(ready, "burst %c: every client prepared its requests", 'A' + phase - 1))
             break;
+        /* The log is written before completions are posted: all of burst C's is there. */
+        if (phase == 4)
+            burst_d_log = log_size();
         /* Stopped, so every client's whole burst is in its ring when the engine looks. */
         stop_daemon();
         for (int w = 0; w < NCLI; w++)
@@ -912,7 +1039,7 @@ int main(void)
         kill(daemon_.pid, SIGCONT);
         ok(ready, "burst %c: every client submitted while the daemon was stopped", 'A' + phase - 1);
     }
-    ok(ready && await_recs(pfd[0], REC_DONE, 0, NCLI), "every client checked the three bursts");
+    ok(ready && await_recs(pfd[0], REC_DONE, 0, NCLI), "every client checked the four bursts");
     for (int w = 0; w < NCLI; w++) {
         close(cmd[w]);
         int cst = 0;
@@ -921,14 +1048,27 @@ int main(void)
     }
     close(pfd[0]);
 
-    unsigned long launches, requests;
-    unsigned most;
-    merged_in_log("DECODE", &launches, &most, &requests);
-    ok(launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", launches, requests);
-    ok(most >= 2, "a merged launch served DECODEs of %u clients (at least 2)", most);
-    merged_in_log("APPEND", &launches, &most, &requests);
-    ok(launches > 0, "the daemon logged %lu merged APPEND launches serving %lu requests", launches, requests);
-    ok(most >= 2, "a merged launch served APPENDs of %u clients (at least 2)", most);
+    struct merged m;
+    merged_in_log("DECODE", 0, &m);
+    ok(m.launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", m.launches,
+       m.requests);
+    ok(m.most_clients >= 2, "a merged launch served DECODEs of %u clients (at least 2)", m.most_clients);
+    merged_in_log("APPEND", 0, &m);
+    ok(m.launches > 0, "the daemon logged %lu merged APPEND launches serving %lu requests", m.launches,
+       m.requests);
+    ok(m.most_clients >= 2, "a merged launch served APPENDs of %u clients (at least 2)", m.most_clients);
+    /* Burst D: one launch each, every client on a layer of its own. */
+    const int top = (NCLI < L ? NCLI : L) - 1;
+    merged_in_log("DECODE", burst_d_log, &m);
+    ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
+       "burst D: the %d clients' DECODEs of layers 0..%d ran as one launch (logged: %lu launches "
+       "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
+       m.most_clients, m.lo, m.hi);
+    merged_in_log("APPEND", burst_d_log, &m);
+    ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
+       "burst D: the %d clients' APPENDs of layers 0..%d ran as one launch (logged: %lu launches "
+       "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
+       m.most_clients, m.lo, m.hi);
     rc_close(&ctl);
     st = td_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
