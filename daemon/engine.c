@@ -69,6 +69,7 @@ struct eng_client {
     struct pb_client rules;
     uint32_t first, last;         /* its items, or NONE */
     uint32_t taken;
+    uint32_t posted;              /* completions posted at the end of the pass */
     uint64_t t0;                  /* when the pass took its requests */
     int corrupt;                  /* its rings are broken: disconnect it after the pass */
 };
@@ -524,8 +525,8 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     }
 }
 
-/* Posts the completions of client record r, in its ring order, and wakes it. Returns the
- * number posted. */
+/* Posts the completions of client record r, in its ring order (pass() wakes it afterwards).
+ * Returns the number posted. */
 static uint32_t complete_client(struct pd_engine *e, struct pd_server *srv, struct eng_client *r,
                                 uint64_t t1)
 {
@@ -560,11 +561,9 @@ static uint32_t complete_client(struct pd_engine *e, struct pd_server *srv, stru
         } else
             r->corrupt = 1;
     }
-    if (k != 0) {
-        if (paged_ring_prod_publish(&ch->cq, k) < 0)
-            r->corrupt = 1;
-        paged_wake_notify(&ch->cq, ch->cq_notify);
-    }
+    if (k != 0 && paged_ring_prod_publish(&ch->cq, k) < 0)
+        r->corrupt = 1;
+    r->posted = k;
     return k;
 }
 
@@ -606,6 +605,11 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     unsigned done = 0;
     for (uint32_t i = 0; i < e->nclients; i++)
         done += complete_client(e, srv, &e->clients[i], t1);
+    /* Every completion is visible before the first wake-up's system call: clients that spin
+     * go on at once instead of after the sleepers' wake-ups. */
+    for (uint32_t i = 0; i < e->nclients; i++)
+        if (e->clients[i].posted != 0)
+            paged_wake_notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify);
     e->nitems = 0;
     /* Only now may a connection go away: nothing of the pass refers to it any more. */
     if (e->flush_evictions)
