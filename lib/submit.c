@@ -4,17 +4,12 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <string.h>
 
 #include "lib/client.h"
 
 /* Polls the clock only every this many spin iterations. */
 #define PC_SPIN_CLOCK_EVERY 64u
-/* A spinning wait yields the CPU this often, so that with more runnable threads than cores
- * (many workers beside the daemon) the spin does not hold off the daemon that would answer
- * it; with a core to itself the yield returns at once. */
-#define PC_SPIN_YIELD_NS 10000u
 
 /* Tells the CPU we are spinning (cheaper for the sibling hyperthread). */
 static inline void cpu_relax(void)
@@ -221,7 +216,6 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
     uint64_t budget = c->waiter.spin_ns;
     if (deadline != UINT64_MAX && budget > deadline - start)
         budget = deadline - start;
-    uint64_t yielded = start;
     for (uint64_t i = 1; i <= budget; i++) {
         cpu_relax();
         rc = pc_pump(c);
@@ -231,15 +225,8 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
             spin_adapt(&c->waiter, 1);
             return 1;
         }
-        if (i % PC_SPIN_CLOCK_EVERY == 0) {
-            uint64_t now = pc_now_ns();
-            if (now - start >= budget)
-                break;
-            if (now - yielded >= PC_SPIN_YIELD_NS) {
-                sched_yield();
-                yielded = now;
-            }
-        }
+        if (i % PC_SPIN_CLOCK_EVERY == 0 && pc_now_ns() - start >= budget)
+            break;
     }
 
     for (;;) {
