@@ -3,6 +3,7 @@
 #ifndef PAGED_KERNELS_PREFILL_IMPL_CUH
 #define PAGED_KERNELS_PREFILL_IMPL_CUH
 
+#include <climits>
 #include <type_traits>
 
 #include "kernels/ptx.cuh"
@@ -118,9 +119,10 @@ __device__ __forceinline__ size_t pk_prefill_row_offset(const pk_prefill_params 
 /* ===================================================================================== */
 /*
  * Tensor-core kernel (f16/bf16 queries; cache of the same dtype, or fp8 widened to it in
- * shared memory). 16 rows per warp: BM = 128 rows, 8 warps (BM = 64, 4 warps at D 256,
- * where the output accumulators take twice the registers), BN keys per tile; the larger
- * tile halves the K/V traffic from L2 per FLOP against 64 rows. Per tile each
+ * shared memory). 4 warps of MT 16-row m-tiles each: MT = 2 (BM = 128 rows) up to D 128,
+ * so every K and V fragment a warp loads from shared memory serves two m-tiles and every K/V
+ * tile loaded from L2 serves 128 rows; MT = 1 (BM = 64) at D 256, where the output
+ * accumulators take twice the registers, and for fp8 caches. BN = 32 keys per tile. Per tile each
  * warp computes S = Q K^T with mma.sync m16n8k16 (A = Q from shared memory by ldmatrix,
  * B = K rows by ldmatrix), applies masks and the online softmax on the accumulators, and
  * multiplies P (the S accumulators re-packed in registers as A fragments) by V (B fragments
@@ -130,9 +132,11 @@ __device__ __forceinline__ size_t pk_prefill_row_offset(const pk_prefill_params 
  */
 template <int D, typename KT, typename QT> struct pk_prefill_mma_shape {
     static constexpr bool FP8 = std::is_same<KT, pk_e4m3>::value;
-    static constexpr int BM = D > 128 ? 64 : 128;
-    static constexpr int BN = D > 128 ? 32 : 64;
-    static constexpr int NT = BM * 2;                    /* a warp per 16 rows */
+    static constexpr int MT = D > 128 || FP8 ? 1 : 2;    /* 16-row m-tiles per warp (fp8's
+                                                          * widening needs the registers) */
+    static constexpr int NT = 128;                       /* 4 warps */
+    static constexpr int BM = 16 * MT * (NT / 32);
+    static constexpr int BN = 32;
     static constexpr int LDS = D + 8;                    /* padded row, in elements */
     static constexpr int Q_BYTES = BM * LDS * 2;
     static constexpr int KV_BYTES = BN * LDS * 2;
@@ -267,13 +271,30 @@ static __global__ void __launch_bounds__(pk_prefill_mma_shape<D, KT, QT>::NT)
         pk_prefill_load16<D, KT, QT>(p, c, bt, h, kv_start, kbuf, vbuf);
     pk_cp_async_commit();
 
-    const pk_prefill_row rw[2] = { pk_prefill_row_of(p, c, h, warp * 16 + (lane >> 2)),
-                                   pk_prefill_row_of(p, c, h, warp * 16 + (lane >> 2) + 8) };
-    float o[D / 8][4];
+    constexpr int MT = S::MT;
+    /* This thread's rows are rows lane / 4 and lane / 4 + 8 of m-tile mi of the warp; only
+     * the range of their positions is kept (registers are short), the rest is recomputed
+     * where needed. */
+    int i_lo = INT_MAX, i_hi = INT_MIN;
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
-        o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-    float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f };
+    for (int mi = 0; mi < MT; ++mi) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int i = pk_prefill_row_of(p, c, h, (warp * MT + mi) * 16 + (lane >> 2) + r * 8).i;
+            i_lo = min(i_lo, i);
+            i_hi = max(i_hi, i);
+        }
+    }
+    float o[MT][D / 8][4];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+            o[mi][dt][0] = o[mi][dt][1] = o[mi][dt][2] = o[mi][dt][3] = 0.0f;
+    float m_run[MT][2], l_run[MT][2];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+        m_run[mi][0] = m_run[mi][1] = -INFINITY, l_run[mi][0] = l_run[mi][1] = 0.0f;
     const bool plain = p.soft_cap <= 0.0f && p.alibi == nullptr;
     const float qk_log2 = p.qk_scale * PK_LOG2E;
 
@@ -296,117 +317,138 @@ static __global__ void __launch_bounds__(pk_prefill_mma_shape<D, KT, QT>::NT)
         }
         const QT *kb = kbuf + buf * BN * LDS, *vb = vbuf + buf * BN * LDS;
 
-        /* S = Q K^T for this warp's 16 rows. */
-        float s[BN / 8][4];
+        /* S = Q K^T for this warp's rows: each K fragment serves every m-tile. */
+        float sc[MT][BN / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt)
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt)
+                sc[mi][nt][0] = sc[mi][nt][1] = sc[mi][nt][2] = sc[mi][nt][3] = 0.0f;
 #pragma unroll
         for (int kc = 0; kc < D / 16; ++kc) {
-            uint32_t a[4];
-            pk_ldmatrix_x4(a, qs + (warp * 16 + (lane & 15)) * LDS + kc * 16 + (lane >> 4) * 8);
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi)
+                pk_ldmatrix_x4(a[mi], qs + ((warp * MT + mi) * 16 + (lane & 15)) * LDS + kc * 16 + (lane >> 4) * 8);
 #pragma unroll
             for (int np = 0; np < BN / 16; ++np) {
                 uint32_t b[4];
                 pk_ldmatrix_x4(b, kb + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kc * 16
                                       + ((lane >> 3) & 1) * 8);
-                pk_mma16816<QT>(s[2 * np], a, b[0], b[1]);
-                pk_mma16816<QT>(s[2 * np + 1], a, b[2], b[3]);
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    pk_mma16816<QT>(sc[mi][2 * np], a[mi], b[0], b[1]);
+                    pk_mma16816<QT>(sc[mi][2 * np + 1], a[mi], b[2], b[3]);
+                }
             }
         }
 
         /* Masks and the online softmax; a row's 4 lanes (a quad) share its statistics. A tile
-         * whose every key both of this thread's rows see, with no cap and no ALiBi (most
-         * tiles of a long prefill), needs only the scale. */
-        float mx[2] = { -INFINITY, -INFINITY };
-        const bool visible = plain && kv0 + BN - 1 <= min(rw[0].i, rw[1].i)
-                             && (p.window <= 0 || kv0 > max(rw[0].i, rw[1].i) - p.window);
-        if (visible) {
+         * whose every key all of this thread's rows see, with no cap and no ALiBi (most tiles
+         * of a long prefill), needs only the scale. */
+        const bool visible = plain && kv0 + BN - 1 <= i_lo && (p.window <= 0 || kv0 > i_hi - p.window);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            float mx[2] = { -INFINITY, -INFINITY };
+            if (visible) {
+#pragma unroll
+                for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        sc[mi][nt][e] *= qk_log2;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], sc[mi][nt][e]);
+                    }
+                }
+            } else {
+                const int m0 = (warp * MT + mi) * 16 + (lane >> 2);
+                const pk_prefill_row rw[2] = { pk_prefill_row_of(p, c, h, m0), pk_prefill_row_of(p, c, h, m0 + 8) };
+#pragma unroll
+                for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int j = kv0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+                        sc[mi][nt][e] = pk_prefill_logit(p, c, rw[e >> 1], j, sc[mi][nt][e] * p.qk_scale);
+                        mx[e >> 1] = fmaxf(mx[e >> 1], sc[mi][nt][e]);
+                    }
+                }
+            }
+            float m_use[2], alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                const float m_new = fmaxf(m_run[mi][r], mx[r]);
+                m_use[r] = m_new == -INFINITY ? 0.0f : m_new;   /* nothing visible yet */
+                alpha[r] = pk_exp2(m_run[mi][r] - m_use[r]);
+                m_run[mi][r] = m_new;
+                l_run[mi][r] *= alpha[r];
+            }
 #pragma unroll
             for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    s[nt][e] *= qk_log2;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+                    sc[mi][nt][e] = pk_exp2(sc[mi][nt][e] - m_use[e >> 1]);
+                    l_run[mi][e >> 1] += sc[mi][nt][e];
                 }
             }
-        } else {
 #pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int j = kv0 + nt * 8 + (lane & 3) * 2 + (e & 1);
-                    s[nt][e] = pk_prefill_logit(p, c, rw[e >> 1], j, s[nt][e] * p.qk_scale);
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
-                }
+            for (int dt = 0; dt < D / 8; ++dt) {
+                o[mi][dt][0] *= alpha[0];
+                o[mi][dt][1] *= alpha[0];
+                o[mi][dt][2] *= alpha[1];
+                o[mi][dt][3] *= alpha[1];
             }
-        }
-        float m_use[2], alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float m_new = fmaxf(m_run[r], mx[r]);
-            m_use[r] = m_new == -INFINITY ? 0.0f : m_new;   /* nothing visible yet */
-            alpha[r] = pk_exp2(m_run[r] - m_use[r]);
-            m_run[r] = m_new;
-            l_run[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                s[nt][e] = pk_exp2(s[nt][e] - m_use[e >> 1]);
-                l_run[e >> 1] += s[nt][e];
-            }
-        }
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-            o[dt][0] *= alpha[0];
-            o[dt][1] *= alpha[0];
-            o[dt][2] *= alpha[1];
-            o[dt][3] *= alpha[1];
         }
 
-        /* O += P V: the S accumulators of key chunk kc2 are the A fragment of P. */
+        /* O += P V: the S accumulators of key chunk kc2 are the A fragment of P; each V
+         * fragment serves every m-tile. */
 #pragma unroll
         for (int kc2 = 0; kc2 < BN / 16; ++kc2) {
-            const uint32_t a[4] = { pk_pack2<QT>(s[2 * kc2][0], s[2 * kc2][1]),
-                                    pk_pack2<QT>(s[2 * kc2][2], s[2 * kc2][3]),
-                                    pk_pack2<QT>(s[2 * kc2 + 1][0], s[2 * kc2 + 1][1]),
-                                    pk_pack2<QT>(s[2 * kc2 + 1][2], s[2 * kc2 + 1][3]) };
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                a[mi][0] = pk_pack2<QT>(sc[mi][2 * kc2][0], sc[mi][2 * kc2][1]);
+                a[mi][1] = pk_pack2<QT>(sc[mi][2 * kc2][2], sc[mi][2 * kc2][3]);
+                a[mi][2] = pk_pack2<QT>(sc[mi][2 * kc2 + 1][0], sc[mi][2 * kc2 + 1][1]);
+                a[mi][3] = pk_pack2<QT>(sc[mi][2 * kc2 + 1][2], sc[mi][2 * kc2 + 1][3]);
+            }
 #pragma unroll
             for (int dp = 0; dp < D / 16; ++dp) {
                 uint32_t b[4];
                 pk_ldmatrix_x4_trans(b, vb + (kc2 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16
                                             + (lane >> 4) * 8);
-                pk_mma16816<QT>(o[2 * dp], a, b[0], b[1]);
-                pk_mma16816<QT>(o[2 * dp + 1], a, b[2], b[3]);
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    pk_mma16816<QT>(o[mi][2 * dp], a[mi], b[0], b[1]);
+                    pk_mma16816<QT>(o[mi][2 * dp + 1], a[mi], b[2], b[3]);
+                }
             }
         }
         __syncthreads();            /* every warp is done with this tile's buffers */
     }
 
-    /* Normalize and store this thread's two rows. */
+    /* Normalize and store this thread's rows. */
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-    }
+    for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        if (!rw[r].valid)
-            continue;
-        const float scale = p.v_scale / l_run[r];
-        QT *dst = (QT *) p.out + ((size_t) (c.qo_start + rw[r].r) * p.num_q_heads + rw[r].hq) * D + (lane & 3) * 2;
+        for (int r = 0; r < 2; ++r) {
+            float l = l_run[mi][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const pk_prefill_row w = pk_prefill_row_of(p, c, h, (warp * MT + mi) * 16 + (lane >> 2) + r * 8);
+            if (!w.valid)
+                continue;
+            const float scale = p.v_scale / l;
+            QT *dst = (QT *) p.out + ((size_t) (c.qo_start + w.r) * p.num_q_heads + w.hq) * D + (lane & 3) * 2;
 #pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-            const float x0 = o[dt][2 * r] * scale, x1 = o[dt][2 * r + 1] * scale;
-            if (p.out_aligned) {
-                *(uint32_t *) (dst + dt * 8) = pk_pack2<QT>(x0, x1);
-            } else {
-                dst[dt * 8] = pk_from_f32<QT>(x0);
-                dst[dt * 8 + 1] = pk_from_f32<QT>(x1);
+            for (int dt = 0; dt < D / 8; ++dt) {
+                const float x0 = o[mi][dt][2 * r] * scale, x1 = o[mi][dt][2 * r + 1] * scale;
+                if (p.out_aligned) {
+                    *(uint32_t *) (dst + dt * 8) = pk_pack2<QT>(x0, x1);
+                } else {
+                    dst[dt * 8] = pk_from_f32<QT>(x0);
+                    dst[dt * 8 + 1] = pk_from_f32<QT>(x1);
+                }
             }
         }
     }
