@@ -2,6 +2,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +35,8 @@
 
 #define PD_GATHER_MAX_NS 20000u
 #define PD_GATHER_SHARE 8u
+/* PAGEDD_GATHER=SHARE,MAX_US in the environment overrides both (a benchmarking aid, read
+ * when the engine is created). */
 
 /* An item's status while the backend has it. */
 #define ITEM_WAITS 1
@@ -88,6 +91,8 @@ struct pd_engine {
     int decode_in_pass;           /* a DECODE waits for the backend in this pass */
     uint64_t last_decode_pass;    /* the last pass that had one */
     uint64_t last_batch_ns;       /* the backend's time for the last batch with a DECODE */
+    uint32_t gather_share;        /* PD_GATHER_SHARE unless PAGEDD_GATHER says otherwise */
+    uint64_t gather_max_ns;       /* PD_GATHER_MAX_NS likewise */
     int flush_evictions;          /* an ALLOC or LOOKUP ran: announce evictions afterwards */
     uint64_t merged_launches;     /* DECODE launches that served more than one request */
     uint64_t merged_requests;     /* requests they served */
@@ -176,6 +181,16 @@ struct pd_engine *pd_engine_create(void)
     struct pd_engine *e = calloc(1, sizeof *e);
     if (e == NULL)
         return NULL;
+    e->gather_share = PD_GATHER_SHARE;
+    e->gather_max_ns = PD_GATHER_MAX_NS;
+    const char *g = getenv("PAGEDD_GATHER");
+    unsigned share = 0, max_us = 0;
+    if (g != NULL && sscanf(g, "%u,%u", &share, &max_us) == 2 && share >= 1 && max_us <= 1000) {
+        e->gather_share = share;
+        e->gather_max_ns = (uint64_t) max_us * 1000u;
+        pd_log(PD_LOG_INFO, "engine: gathering for 1/%u of the last batch, at most %u us (PAGEDD_GATHER)",
+               share, max_us);
+    }
     if (reserve_items(e, 64) < 0
         || grow((void **) &e->clients, &e->cclients, 16, sizeof *e->clients) < 0) {
         pd_engine_destroy(e);
@@ -381,11 +396,11 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
  */
 static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budget)
 {
-    uint64_t window = e->last_batch_ns / PD_GATHER_SHARE;
+    uint64_t window = e->last_batch_ns / e->gather_share;
     if (!e->decode_in_pass || window == 0 || e->last_decode_pass == 0)
         return 0;
-    if (window > PD_GATHER_MAX_NS)
-        window = PD_GATHER_MAX_NS;
+    if (window > e->gather_max_ns)
+        window = e->gather_max_ns;
     uint64_t deadline = 0;
     uint32_t took = 0;
     for (;;) {
