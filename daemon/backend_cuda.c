@@ -541,6 +541,23 @@ static int layers_differ(const struct pd_batch_op *ops, uint32_t count, int32_t 
 }
 
 /*
+ * Starts merged launch cl of kind (PAGED_OP_DECODE or PAGED_OP_APPEND) over count ops:
+ * clears it and gives each op PAGED_OK, or PAGED_E_INVAL when it has no device arena (it is
+ * left out of the launch). Returns how many ops stay in.
+ */
+static uint32_t begin_merged(struct cuda_launch *cl, int kind, struct pd_batch_op *ops, uint32_t count)
+{
+    uint32_t in = 0;
+    memset(cl, 0, sizeof *cl);
+    cl->kind = kind;
+    for (uint32_t i = 0; i < count; i++) {
+        ops[i].status = ops[i].arenas.data != NULL ? PAGED_OK : PAGED_E_INVAL;
+        in += ops[i].status == PAGED_OK;
+    }
+    return in;
+}
+
+/*
  * Stages count mergeable DECODEs (daemon/batch.h says which) as one launch: per-sequence
  * query and output pointers, the block tables padded to the largest stride, the lengths
  * side by side, the slopes of the first, and each sequence's layer if the ops' layers differ
@@ -552,10 +569,8 @@ static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_
 {
     const struct pv_op *first = ops[0].op;
     size_t seqs = 0, stride = 1;
-    memset(cl, 0, sizeof *cl);
-    cl->kind = PAGED_OP_DECODE;
+    begin_merged(cl, PAGED_OP_DECODE, ops, count);
     for (uint32_t i = 0; i < count; i++) {
-        ops[i].status = ops[i].arenas.data != NULL ? PAGED_OK : PAGED_E_INVAL;
         if (ops[i].status < 0)
             continue;
         seqs += ops[i].op->count;
@@ -612,16 +627,10 @@ static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, str
                                   uint32_t count, struct cuda_launch *cl)
 {
     const struct pv_op *first = ops[0].op;
-    size_t tokens = 0, segs = 0;
-    memset(cl, 0, sizeof *cl);
-    cl->kind = PAGED_OP_APPEND;
-    for (uint32_t i = 0; i < count; i++) {
-        ops[i].status = ops[i].arenas.data != NULL ? PAGED_OK : PAGED_E_INVAL;
-        if (ops[i].status < 0)
-            continue;
-        tokens += ops[i].op->num_tokens;
-        segs++;
-    }
+    size_t segs = begin_merged(cl, PAGED_OP_APPEND, ops, count), tokens = 0;
+    for (uint32_t i = 0; i < count; i++)
+        if (ops[i].status == PAGED_OK)
+            tokens += ops[i].op->num_tokens;
     int32_t layer;
     int per_seg_layer = layers_differ(ops, count, &layer);
     void *dslots, *dindptr, *dk, *dv, *dlayer = NULL;

@@ -112,16 +112,6 @@ static const char *const op_names[PAGED_OP_COUNT_] = {
     "NOP", "ALLOC", "FREE", "APPEND", "DECODE", "PREFILL", "FORK", "COPY", "PUBLISH", "LOOKUP",
 };
 
-/* Tells the CPU we spin; returns nothing. */
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Returns whether opcode is run by the backend rather than the allocator. */
 static int backend_op(unsigned opcode)
 {
@@ -421,7 +411,7 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
             deadline = now + window;
         else if (now >= deadline)
             return took;
-        cpu_relax();
+        paged_cpu_relax();
     }
 }
 
@@ -454,6 +444,32 @@ static void launch_layers(const struct pd_engine *e, uint32_t first, uint32_t n,
         if (op->layer_begin + op->num_layers - 1 > *hi)
             *hi = op->layer_begin + op->num_layers - 1;
     }
+}
+
+/*
+ * Logs merged launch la, the number-th of its kind (APPEND or DECODE), at debug level: its
+ * requests, their clients, their tokens (APPEND) or sequences (DECODE), the pool and the
+ * layers it touches, and for APPEND the layers per request. Returns nothing.
+ */
+static void log_merged_launch(const struct pd_engine *e, const struct pd_launch *la, uint64_t number)
+{
+    if (!pd_log_enabled(PD_LOG_DEBUG))
+        return;
+    const struct pv_op *op = e->out[la->first].op;
+    int append = op->opcode == PAGED_OP_APPEND;
+    uint64_t units = 0;
+    for (uint32_t i = la->first; i < la->first + la->count; i++)
+        units += append ? e->out[i].op->num_tokens : e->out[i].op->count;
+    int32_t lo, hi;
+    launch_layers(e, la->first, la->count, &lo, &hi);
+    char per_request[32] = "";
+    if (append)
+        snprintf(per_request, sizeof per_request, ", %d per request", op->num_layers);
+    pd_log(PD_LOG_DEBUG, "engine: merged %s launch %llu: %u requests of %u clients, %llu %s, "
+           "pool '%s' layers %d..%d%s", op_names[op->opcode], (unsigned long long) number, la->count,
+           launch_clients(e, la->first, la->count), (unsigned long long) units,
+           append ? "tokens" : "sequences", ((struct pd_pool *) op->pool->user)->name, lo, hi,
+           per_request);
 }
 
 /* Hands every op waiting for the backend to it as one batch, and stores their statuses;
@@ -504,38 +520,16 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
         const struct pd_launch *la = &e->launches[l];
         if (!la->merged)
             continue;
-        const struct pv_op *op = e->out[la->first].op;
-        if (op->opcode == PAGED_OP_APPEND) {
+        if (e->out[la->first].op->opcode == PAGED_OP_APPEND) {
             e->merged_append_launches++;
             e->merged_append_requests += la->count;
             e->act.merged_append_launches++;
             e->act.merged_appends += la->count;
-            if (pd_log_enabled(PD_LOG_DEBUG)) {
-                uint64_t tokens = 0;
-                for (uint32_t i = la->first; i < la->first + la->count; i++)
-                    tokens += e->out[i].op->num_tokens;
-                int32_t lo, hi;
-                launch_layers(e, la->first, la->count, &lo, &hi);
-                pd_log(PD_LOG_DEBUG, "engine: merged APPEND launch %llu: %u requests of %u clients, "
-                       "%llu tokens, pool '%s' layers %d..%d, %d per request",
-                       (unsigned long long) e->merged_append_launches, la->count,
-                       launch_clients(e, la->first, la->count), (unsigned long long) tokens,
-                       ((struct pd_pool *) op->pool->user)->name, lo, hi, op->num_layers);
-            }
-            continue;
-        }
-        e->merged_launches++;
-        e->merged_requests += la->count;
-        if (pd_log_enabled(PD_LOG_DEBUG)) {
-            uint64_t seqs = 0;
-            for (uint32_t i = la->first; i < la->first + la->count; i++)
-                seqs += e->out[i].op->count;
-            int32_t lo, hi;
-            launch_layers(e, la->first, la->count, &lo, &hi);
-            pd_log(PD_LOG_DEBUG, "engine: merged DECODE launch %llu: %u requests of %u clients, "
-                   "%llu sequences, pool '%s' layers %d..%d", (unsigned long long) e->merged_launches,
-                   la->count, launch_clients(e, la->first, la->count), (unsigned long long) seqs,
-                   ((struct pd_pool *) op->pool->user)->name, lo, hi);
+            log_merged_launch(e, la, e->merged_append_launches);
+        } else {
+            e->merged_launches++;
+            e->merged_requests += la->count;
+            log_merged_launch(e, la, e->merged_launches);
         }
     }
 }

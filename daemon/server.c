@@ -35,16 +35,6 @@ uint64_t pd_now_ns(void)
     return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-/* Tells the CPU we spin; returns nothing. */
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Creates the directories above path (mode 0755) as needed; returns 0 or -1 with errno. */
 static int make_parent_dirs(const char *path)
 {
@@ -449,7 +439,7 @@ int pd_server_run(struct pd_server *srv)
         if (now - last_work < (uint64_t) srv->cfg.spin_us * 1000u) {
             /* Spinning: look at the sockets now and then, not on every pass. */
             if (now - last_poll < 20000u) {
-                cpu_relax();
+                paged_cpu_relax();
                 continue;
             }
             timeout = 0;

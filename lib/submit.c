@@ -11,16 +11,6 @@
 /* Polls the clock only every this many spin iterations. */
 #define PC_SPIN_CLOCK_EVERY 64u
 
-/* Tells the CPU we are spinning (cheaper for the sibling hyperthread). */
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Names of the opcodes, for messages. */
 static const char *const op_names[PAGED_OP_COUNT_] = {
     [PAGED_OP_NOP] = "nop",         [PAGED_OP_ALLOC] = "alloc",
@@ -217,7 +207,7 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
     if (deadline != UINT64_MAX && budget > deadline - start)
         budget = deadline - start;
     for (uint64_t i = 1; i <= budget; i++) {
-        cpu_relax();
+        paged_cpu_relax();
         rc = pc_pump(c);
         if (rc < 0)
             return rc;

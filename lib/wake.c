@@ -20,16 +20,6 @@
 /* Drain reads at most this many times, so a flooded pipe cannot keep us here. */
 #define DRAIN_MAX_READS 16
 
-/* Tells the CPU we are spinning (lets a sibling hyperthread run, saves power); returns nothing. */
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 /* Returns CLOCK_MONOTONIC in nanoseconds. */
 static uint64_t now_ns(void)
 {
@@ -243,7 +233,7 @@ static int spin_for(uint32_t budget_ns, paged_wake_ready_fn *ready, void *arg)
     /* The iteration cap bounds the loop even if the clock stood still; a pause instruction
      * takes at least a few nanoseconds on every CPU we run on. */
     for (uint64_t i = 1; i <= budget_ns; i++) {
-        cpu_relax();
+        paged_cpu_relax();
         int r = ready(arg);
         if (r != 0)
             return r;

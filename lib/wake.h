@@ -45,6 +45,17 @@
 /* The largest ceiling a client may ask for (paged_connect_opts.spin_us), in microseconds. */
 #define PAGED_SPIN_US_MAX 1000000
 
+/* Tells the CPU that the caller is spinning (lets a sibling hyperthread run, saves power);
+ * every spin loop, the library's and the daemon's, calls it once per turn. Returns nothing. */
+static inline void paged_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 /* A waiter's adaptive spin budget and counters, owned by one waiting thread. */
 struct paged_waiter {
     uint32_t spin_max_ns; /* the most one wait spins before it sleeps; 0: never spin */

@@ -67,10 +67,7 @@ static pid_t fake_daemon(const char *path, enum fake_mode mode)
     unlink(path);
     if (bind(ls, (struct sockaddr *) &sa, sizeof sa) != 0 || listen(ls, 4) != 0)
         sysbail("fake daemon: bind %s", path);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid > 0) {
         close(ls);
         return pid;
@@ -313,10 +310,7 @@ static void test_read_only(const struct harness *h, paged_client *c1)
         int fds[2];
         if (pipe(fds) != 0)
             sysbail("pipe");
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0)
-            sysbail("fork");
+        pid_t pid = bfork();
         if (pid == 0) {
             close(fds[0]);
             paged_client_close(c1); /* the parent's, inherited: not ours to use */

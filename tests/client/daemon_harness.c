@@ -104,11 +104,8 @@ void harness_start(struct harness *h)
     fputs("# empty: the test's daemon runs on defaults and its command line\n", f);
     fclose(f);
 
-    fflush(NULL);
     pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         /* Die with the test, even if it crashes before its exit hook runs. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -361,10 +361,7 @@ static pid_t spawn(const struct harness *h, int id, paged_client *parent_client,
     int fds[2];
     if (pipe(fds) != 0)
         sysbail("pipe");
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         close(fds[0]);
         /* The parent's client is inherited: drop our copy, use a connection of our own. */

@@ -77,7 +77,8 @@ static uint32_t add_decode(struct plan *p, uint32_t client)
 
 /*
  * Plans p and compares the launches with want: launches separated by '|', each the input
- * indices of its members in order, e.g. "0,2|1|3". Reports one test named what; returns nothing.
+ * indices of its members in order, e.g. "0,2|1|3". Reports one test named what, then empties p
+ * for the next case; returns nothing.
  */
 static void expect(struct plan *p, const char *want, const char *what)
 {
@@ -92,6 +93,7 @@ static void expect(struct plan *p, const char *want, const char *what)
     }
     if (!ok(strcmp(got, want) == 0, "%s: launches %s", what, want))
         diag("planned %s", got);
+    memset(p, 0, sizeof *p);
 }
 
 /* Runs the planning cases; returns 0 (the TAP output tells the rest). */
@@ -99,15 +101,14 @@ int main(void)
 {
     plan(17);
     struct plan p;
-
     memset(&p, 0, sizeof p);
+
     for (uint32_t c = 0; c < 3; c++) {
         add_append(&p, c, 0, 1, 1, PAGED_DTYPE_F16, 1, (int32_t) c * 16);
         add_decode(&p, c);
     }
     expect(&p, "0,2,4|1,3,5", "three clients' APPEND + DECODE: one APPEND launch, then one DECODE launch");
 
-    memset(&p, 0, sizeof p);
     for (uint32_t c = 0; c < 4; c++) {
         add_append(&p, c, 0, (int32_t) c, 1, PAGED_DTYPE_F16, 1, (int32_t) c * 16);
         add_decode_at(&p, c, 0, (int32_t) (3 - c), 8);
@@ -115,7 +116,6 @@ int main(void)
     expect(&p, "0,2,4,6|1,3,5,7", "four clients at four different layers: still one APPEND launch "
            "and one DECODE launch");
 
-    memset(&p, 0, sizeof p);
     add_decode_at(&p, 0, 0, 0, 8);
     add_decode_at(&p, 1, 1, 0, 8);
     add_decode_at(&p, 2, 0, 2, 4);
@@ -125,7 +125,6 @@ int main(void)
     expect(&p, "0,3|1,4|2,5", "DECODEs of other layers merge; of other pools or query head "
            "counts they do not");
 
-    memset(&p, 0, sizeof p);
     add_decode_at(&p, 0, 0, 0, 8);
     add_decode_at(&p, 1, 0, 1, 8);
     p.ops[1].dtype = PAGED_DTYPE_BF16;
@@ -139,7 +138,6 @@ int main(void)
     expect(&p, "0,5|1|2|3|4", "DECODEs of other query dtypes, windows, scales or soft caps do "
            "not merge, whatever their layers");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 4, PAGED_DTYPE_F16, 1, 0);
     add_append(&p, 1, 0, 2, 1, PAGED_DTYPE_F16, 1, 100);
     add_append(&p, 2, 0, 0, 4, PAGED_DTYPE_F16, 1, 200);
@@ -148,14 +146,12 @@ int main(void)
     expect(&p, "0,2|1,3|4", "APPENDs of other first layers merge when their numbers of layers "
            "and pools agree");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
     add_append(&p, 0, 0, 1, 1, PAGED_DTYPE_F16, 1, 0);
     add_append(&p, 0, 0, 2, 1, PAGED_DTYPE_F16, 2, 1);
     expect(&p, "0|1,2", "a client's APPENDs of other layers still merge only where their slot "
            "ranges do not overlap");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
     add_other(&p, 0, PAGED_OP_COPY);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 1);
@@ -163,20 +159,17 @@ int main(void)
     expect(&p, "0|1|2,3", "an APPEND does not join a group that runs before its client's COPY; "
            "another client's joins its group");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
     add_other(&p, 1, PAGED_OP_PREFILL);
     add_append(&p, 1, 0, 0, 1, PAGED_DTYPE_F16, 1, 100);
     add_append(&p, 2, 0, 0, 1, PAGED_DTYPE_F16, 1, 200);
     expect(&p, "0|1|2,3", "after its own PREFILL an APPEND opens a group (a third client joins the newest)");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
     add_other(&p, 1, PAGED_OP_COPY);
     add_append(&p, 2, 0, 0, 1, PAGED_DTYPE_F16, 1, 200);
     expect(&p, "0,2|1", "another client's COPY between does not stop a merge");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
     add_append(&p, 0, 0, 1, 1, PAGED_DTYPE_F16, 1, 0);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 1);
@@ -185,19 +178,16 @@ int main(void)
     expect(&p, "0|1,2,3|4", "an APPEND does not overtake its client's APPEND of the same slot "
            "(of another layer); it and another client's join the later group");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 2, 4);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 7);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 5);
     expect(&p, "0,1|2", "a client's APPENDs merge only where their slot ranges do not overlap");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 2, -1);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 5);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 5);
     expect(&p, "0,1|2", "skipped slots overlap nothing; the same slot twice does not merge");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
     add_append(&p, 1, 1, 0, 1, PAGED_DTYPE_F16, 1, 100);
     add_append(&p, 2, 0, 1, 1, PAGED_DTYPE_F16, 1, 200);
@@ -207,7 +197,6 @@ int main(void)
     expect(&p, "0,2,5|1|3|4", "other pools, layer counts and source dtypes do not merge; "
            "another first layer does");
 
-    memset(&p, 0, sizeof p);
     add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
     add_append(&p, 1, 0, 0, 1, PAGED_DTYPE_F16, 1, 100);
     {
@@ -219,7 +208,6 @@ int main(void)
         p.ops[1].slots = many;
         add_append(&p, 2, 0, 0, 1, PAGED_DTYPE_F16, 1, 100000);
         expect(&p, "0,2|1", "an APPEND that would take a group past PB_MAX_MERGED_TOKENS runs alone");
-        memset(&p, 0, sizeof p);
         add_append(&p, 0, 0, 0, 1, PAGED_DTYPE_F16, 1, 0);
         add_append(&p, 1, 0, 0, 1, PAGED_DTYPE_F16, 1, 100);
         p.ops[1].num_tokens = PB_MAX_MERGED_TOKENS + 1;
@@ -228,7 +216,6 @@ int main(void)
         expect(&p, "0,2|1", "an APPEND of more than PB_MAX_MERGED_TOKENS runs alone");
     }
 
-    memset(&p, 0, sizeof p);
     add_decode(&p, 0);
     add_append(&p, 1, 0, 0, 1, PAGED_DTYPE_F16, 1, 100);
     add_decode(&p, 1);
@@ -236,7 +223,6 @@ int main(void)
     add_other(&p, 2, PAGED_OP_COPY);
     expect(&p, "1,3|4|0,2", "APPEND groups and single ops first, in order, then the DECODEs");
 
-    memset(&p, 0, sizeof p);
     expect(&p, "", "an empty batch has no launches");
     return 0;
 }

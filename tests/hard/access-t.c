@@ -53,10 +53,7 @@ static int as_user(uid_t uid, gid_t gid, void (*fn)(int *res), int *res)
     int p[2];
     if (pipe(p) < 0)
         sysbail("pipe");
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         td_forget_all();
         close(p[0]);
@@ -70,10 +67,8 @@ static int as_user(uid_t uid, gid_t gid, void (*fn)(int *res), int *res)
         _exit(write(p[1], r, sizeof r) == (ssize_t) sizeof r ? 0 : 1);
     }
     close(p[1]);
-    int got = hard_read_full(p[0], res, NRES * sizeof(int), 30000);
-    close(p[0]);
     int st;
-    waitpid(pid, &st, 0);
+    int got = hard_child_report(p[0], pid, res, NRES * sizeof(int), 30000, &st);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
         return 0;
     return got && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 1 : -1;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,6 +117,17 @@ int hard_read_full(int fd, void *buf, size_t n, int timeout_ms)
         have += (size_t) got;
     }
     return have == n;
+}
+
+/* Reads a child's report, closes its pipe and reaps it. */
+int hard_child_report(int fd, pid_t pid, void *report, size_t n, int timeout_ms, int *status)
+{
+    int got = hard_read_full(fd, report, n, timeout_ms);
+    close(fd);
+    *status = -1;
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+    return got;
 }
 
 /* Fills n floats with random values in [-1, 1); returns nothing. */

@@ -34,6 +34,12 @@ int hard_client_by_pid(struct rc_client *c, pid_t pid, struct paged_client_item 
  * on end of file, timeout or error. */
 int hard_read_full(int fd, void *buf, size_t n, int timeout_ms);
 
+/* Collects the report of child pid: reads exactly n bytes from fd into report (waiting at
+ * most timeout_ms, as hard_read_full), closes fd, then waits for the child to end and stores
+ * its wait status in *status (-1 if it cannot be had). Returns 1 when the whole report
+ * came, else 0. */
+int hard_child_report(int fd, pid_t pid, void *report, size_t n, int timeout_ms, int *status);
+
 /* Fills n floats with random values in [-1, 1), never all zero. */
 void hard_fill(tap_rng *rng, float *x, size_t n);
 

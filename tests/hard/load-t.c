@@ -342,10 +342,7 @@ static long run_round(const char *label, struct rc_client *ctl, int clients, lon
         int rp[2];
         if (pipe(rp) < 0)
             sysbail("pipe");
-        fflush(NULL);
-        pids[i] = fork();
-        if (pids[i] < 0)
-            sysbail("fork");
+        pids[i] = bfork();
         if (pids[i] == 0) {
             td_forget_all();
             close(ctl->sock);
@@ -363,10 +360,8 @@ static long run_round(const char *label, struct rc_client *ctl, int clients, lon
     for (int i = 0; i < clients; i++) {
         struct load_report r;
         memset(&r, 0, sizeof r);
-        int got = hard_read_full(fds[i], &r, sizeof r, 600000);
-        close(fds[i]);
         int st;
-        waitpid(pids[i], &st, 0);
+        int got = hard_child_report(fds[i], pids[i], &r, sizeof r, 600000, &st);
         reported += got;
         clean += WIFEXITED(st) && WEXITSTATUS(st) == 0;
         if (!got || r.dup || r.unknown || r.missing || r.errors || r.answered != r.tags)

@@ -223,10 +223,7 @@ static void run_round(int round, int sig)
         /* Close-on-exec: the daemons this test starts must not hold the clients' pipes. */
         if (pipe2(cp, O_CLOEXEC) < 0 || pipe2(rp, O_CLOEXEC) < 0)
             sysbail("pipe");
-        fflush(NULL);
-        pid[m] = fork();
-        if (pid[m] < 0)
-            sysbail("fork");
+        pid[m] = bfork();
         if (pid[m] == 0) {
             td_forget_all();
             close(cp[1]);

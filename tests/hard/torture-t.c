@@ -447,10 +447,7 @@ static void setup_pools(void)
 static pid_t spawn_child(const int *fds, int n, struct rc_client *ctl, void (*fn)(int, int, int),
                          int a, int b, int cfd)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         td_forget_all();
         close(ctl->sock);
@@ -614,10 +611,8 @@ int main(void)
     for (int i = 0; i < SURVIVORS; i++) {
         struct report r;
         memset(&r, 0, sizeof r);
-        int got = hard_read_full(rfd[i], &r, sizeof r, 60000);
-        close(rfd[i]);
         int wst;
-        waitpid(spid[i], &wst, 0);
+        int got = hard_child_report(rfd[i], spid[i], &r, sizeof r, 60000, &wst);
         ok(got && WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "survivor %d reported and exited cleanly (status %d)",
            i, wst);
         ok(r.wrong == 0 && r.errors == 0, "survivor %d: %ld steps, %ld decode checks, %ld wrong, %ld errors "

@@ -98,6 +98,59 @@ static void expect_append(const pk_append_args *a, void *want)
         }
 }
 
+/*
+ * Returns T slots (room for T + 1) drawn without repetition from a random permutation of a
+ * pool's nslots, about one in eight skipped (-1); stores the number skipped in *skipped.
+ */
+static int32_t *random_slots(tap_rng *rng, int32_t nslots, int32_t T, int *skipped)
+{
+    int32_t *perm = nv_permutation(rng, nslots);
+    int32_t *mapping = bmalloc((size_t) (T + 1) * sizeof *mapping);
+    *skipped = 0;
+    for (int32_t t = 0; t < T; t++) {
+        mapping[t] = tap_rng_below(rng, 8) == 0 ? -1 : perm[t];
+        *skipped += mapping[t] < 0;
+    }
+    free(perm);
+    return mapping;
+}
+
+/* Allocates n keys and n values of src_dtype in *k and *v, uniform in [-2, 2); returns nothing. */
+static void random_kv(tap_rng *rng, size_t n, int32_t src_dtype, void **k, void **v)
+{
+    *k = bmalloc(n * pk_dtype_size(src_dtype) + 1);
+    *v = bmalloc(n * pk_dtype_size(src_dtype) + 1);
+    for (size_t i = 0; i < n; i++) {
+        /* Up to +-2: with the small fp8 scales some values saturate. */
+        pk_store(*k, i, src_dtype, (float) tap_rng_uniform(rng, -2.0, 2.0));
+        pk_store(*v, i, src_dtype, (float) tap_rng_uniform(rng, -2.0, 2.0));
+    }
+}
+
+/*
+ * Runs a through the reference, then again from the pool's bytes in before through the CPU
+ * backend (its work items in random chunks), and reports two tests, "label: ref what" and
+ * "label: cpu what": whether each left the pool exactly as want. Returns nothing.
+ */
+static void check_ref_and_cpu(tap_rng *rng, const pk_append_args *a, const void *before, const void *want,
+                              const char *label, const char *what)
+{
+    size_t bytes = pk_cache_bytes(&a->cache);
+    int err = pk_ref_append(a);
+    ok(err == 0 && same_pool(want, a->cache.base, bytes, label), "%s: ref %s", label, what);
+
+    memcpy(a->cache.base, before, bytes);
+    err = pk_cpu_append_check(a);
+    size_t items = pk_cpu_append_items(a);
+    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
+    size_t chunks = nv_split(rng, items, begin, end);
+    for (size_t i = 0; i < chunks && err == 0; i++)
+        pk_cpu_append_run(a, begin[i], end[i]);
+    ok(err == 0 && same_pool(want, a->cache.base, bytes, label), "%s: cpu %s", label, what);
+    free(begin);
+    free(end);
+}
+
 /* Runs one APPEND case through the reference and the CPU backend. */
 static void append_case(uint64_t seed, int c)
 {
@@ -113,28 +166,11 @@ static void append_case(uint64_t seed, int c)
     }
     int32_t slots = cache.num_blocks * cache.block_size;
     int32_t T = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) (slots < 300 ? slots : 300));
-    int32_t *perm = bmalloc((size_t) slots * sizeof *perm);
-    for (int32_t i = 0; i < slots; i++)
-        perm[i] = i;
-    for (int32_t i = slots - 1; i > 0; i--) {
-        int32_t j = (int32_t) tap_rng_below(&rng, (uint64_t) i + 1), x = perm[i];
-        perm[i] = perm[j];
-        perm[j] = x;
-    }
-    int32_t *mapping = bmalloc((size_t) T * sizeof *mapping);
-    int skipped = 0;
-    for (int32_t t = 0; t < T; t++) {
-        mapping[t] = tap_rng_below(&rng, 8) == 0 ? -1 : perm[t];
-        skipped += mapping[t] < 0;
-    }
+    int skipped;
+    int32_t *mapping = random_slots(&rng, slots, T, &skipped);
     size_t n = (size_t) num_layers * (size_t) T * (size_t) cache.num_kv_heads * (size_t) cache.head_dim;
-    size_t in_bytes = n * pk_dtype_size(src_dtype);
-    void *k = bmalloc(in_bytes), *v = bmalloc(in_bytes);
-    for (size_t i = 0; i < n; i++) {
-        /* Up to +-2: with the small fp8 scales some values saturate. */
-        pk_store(k, i, src_dtype, (float) tap_rng_uniform(&rng, -2.0, 2.0));
-        pk_store(v, i, src_dtype, (float) tap_rng_uniform(&rng, -2.0, 2.0));
-    }
+    void *k, *v;
+    random_kv(&rng, n, src_dtype, &k, &v);
 
     size_t bytes = pk_cache_bytes(&cache);
     void *before = bmalloc(bytes), *want = bmalloc(bytes);
@@ -158,28 +194,13 @@ static void append_case(uint64_t seed, int c)
              nv_dtype_name(dtype), nv_dtype_name(src_dtype), (int) cache.head_dim, (int) cache.block_size,
              (int) cache.num_kv_heads, (int) layer_begin, (int) (layer_begin + num_layers - 1), (int) L,
              (int) T, skipped);
-    int err = pk_ref_append(&a);
-    ok(err == 0 && same_pool(want, cache.base, bytes, label),
-       "%s: ref writes exactly the expected bits", label);
+    check_ref_and_cpu(&rng, &a, before, want, label, "writes exactly the expected bits");
 
-    memcpy(cache.base, before, bytes);
-    err = pk_cpu_append_check(&a);
-    size_t items = pk_cpu_append_items(&a);
-    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
-    size_t chunks = nv_split(&rng, items, begin, end);
-    for (size_t i = 0; i < chunks && err == 0; i++)
-        pk_cpu_append_run(&a, begin[i], end[i]);
-    ok(err == 0 && same_pool(want, cache.base, bytes, label),
-       "%s: cpu writes exactly the expected bits", label);
-
-    free(begin);
-    free(end);
     free(before);
     free(want);
     free(k);
     free(v);
     free(mapping);
-    free(perm);
     free(cache.base);
 }
 
@@ -226,29 +247,13 @@ static void segmented_case(uint64_t seed, int c)
         if (S > 1 && seg_layer[1] == seg_layer[0])
             seg_layer[1] = (seg_layer[0] + 1) % (L - num_layers + 1);
     }
-    int32_t *perm = bmalloc((size_t) nslots * sizeof *perm);
-    for (int32_t i = 0; i < nslots; i++)
-        perm[i] = i;
-    for (int32_t i = nslots - 1; i > 0; i--) {
-        int32_t j = (int32_t) tap_rng_below(&rng, (uint64_t) i + 1), x = perm[i];
-        perm[i] = perm[j];
-        perm[j] = x;
-    }
-    int32_t *mapping = bmalloc((size_t) (T + 1) * sizeof *mapping);
-    int skipped = 0;
-    for (int32_t t = 0; t < T; t++) {
-        mapping[t] = tap_rng_below(&rng, 8) == 0 ? -1 : perm[t];
-        skipped += mapping[t] < 0;
-    }
-    size_t row = (size_t) cache.num_kv_heads * (size_t) cache.head_dim, ssize = pk_dtype_size(src_dtype);
+    int skipped;
+    int32_t *mapping = random_slots(&rng, nslots, T, &skipped);
+    size_t row = (size_t) cache.num_kv_heads * (size_t) cache.head_dim;
     const void **kseg = bmalloc((size_t) S * sizeof *kseg), **vseg = bmalloc((size_t) S * sizeof *vseg);
     for (int32_t s = 0; s < S; s++) {
-        size_t n = (size_t) num_layers * (size_t) (indptr[s + 1] - indptr[s]) * row;
-        void *k = bmalloc(n * ssize + 1), *v = bmalloc(n * ssize + 1);
-        for (size_t i = 0; i < n; i++) {
-            pk_store(k, i, src_dtype, (float) tap_rng_uniform(&rng, -2.0, 2.0));
-            pk_store(v, i, src_dtype, (float) tap_rng_uniform(&rng, -2.0, 2.0));
-        }
+        void *k, *v;
+        random_kv(&rng, (size_t) num_layers * (size_t) (indptr[s + 1] - indptr[s]) * row, src_dtype, &k, &v);
         kseg[s] = k;
         vseg[s] = v;
     }
@@ -286,22 +291,8 @@ static void segmented_case(uint64_t seed, int c)
         for (int32_t s = 0; s < S; s++)
             n += snprintf(label + n, sizeof label - (size_t) n, " %d", (int) seg_layer[s]);
     }
-    err = pk_ref_append(&a);
-    ok(err == 0 && same_pool(want, cache.base, bytes, label),
-       "%s: ref writes what each segment alone writes", label);
+    check_ref_and_cpu(&rng, &a, before, want, label, "writes what each segment alone writes");
 
-    memcpy(cache.base, before, bytes);
-    err = pk_cpu_append_check(&a);
-    size_t items = pk_cpu_append_items(&a);
-    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
-    size_t chunks = nv_split(&rng, items, begin, end);
-    for (size_t i = 0; i < chunks && err == 0; i++)
-        pk_cpu_append_run(&a, begin[i], end[i]);
-    ok(err == 0 && same_pool(want, cache.base, bytes, label),
-       "%s: cpu writes what each segment alone writes", label);
-
-    free(begin);
-    free(end);
     free(before);
     free(want);
     for (int32_t s = 0; s < S; s++) {
@@ -313,7 +304,6 @@ static void segmented_case(uint64_t seed, int c)
     free(mapping);
     free(indptr);
     free(seg_layer);
-    free(perm);
     free(cache.base);
 }
 
@@ -388,14 +378,7 @@ static void copy_case(uint64_t seed, int c)
     int32_t dtype = dtypes[c % 4];
     pk_cache cache = random_cache(&rng, c, dtype, 1);
     int32_t N = cache.num_blocks;
-    int32_t *perm = bmalloc((size_t) N * sizeof *perm);
-    for (int32_t i = 0; i < N; i++)
-        perm[i] = i;
-    for (int32_t i = N - 1; i > 0; i--) {
-        int32_t j = (int32_t) tap_rng_below(&rng, (uint64_t) i + 1), x = perm[i];
-        perm[i] = perm[j];
-        perm[j] = x;
-    }
+    int32_t *perm = nv_permutation(&rng, N);
     /* Destinations and sources are disjoint; one pair may copy a third block onto itself. */
     int32_t pairs = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) ((N - 1) / 2 < 12 ? (N - 1) / 2 : 12));
     int self = tap_rng_below(&rng, 2) == 0;

@@ -43,6 +43,50 @@ static void *random_pool(tap_rng *rng, const pk_cache *c)
     return pool;
 }
 
+/*
+ * Stores n random source values of src_dtype at k and v for a cache (fp8: spanning
+ * subnormals to past saturation in units of the scales; with edges, every third value one of
+ * fp8_edges in units of the scale, where rounding decides). Returns nothing.
+ */
+static void random_sources(tap_rng *rng, const pk_cache *cache, int32_t src_dtype, void *k, void *v, size_t n,
+                           int edges)
+{
+    for (size_t i = 0; i < n; i++) {
+        float kx, vx;
+        if (edges && i % 3 == 0) {
+            kx = fp8_edges[(i / 3) % 16] * cache->k_scale;
+            vx = fp8_edges[(i / 3 + 5) % 16] * cache->v_scale;
+        } else if (cache->dtype == PAGED_DTYPE_FP8_E4M3) {
+            /* magnitudes from fp8 subnormals (1e-4 of the scale) to twice the saturation point */
+            kx = (float) (tap_rng_uniform(rng, -1.0, 1.0) * pow(10.0, tap_rng_uniform(rng, -4.0, 0.3)) * 448.0)
+                 * cache->k_scale;
+            vx = (float) (tap_rng_uniform(rng, -1.0, 1.0) * pow(10.0, tap_rng_uniform(rng, -4.0, 0.3)) * 448.0)
+                 * cache->v_scale;
+        } else {
+            kx = (float) tap_rng_uniform(rng, -3.0, 3.0);
+            vx = (float) tap_rng_uniform(rng, -3.0, 3.0);
+        }
+        pk_store(k, i, src_dtype, kx);
+        pk_store(v, i, src_dtype, vx);
+    }
+}
+
+/* Returns whether the pools got and want (bytes long, of dtype) are the same bit for bit;
+ * if not, prints the first element that differs. */
+static int pools_match(const void *got, const void *want, size_t bytes, int32_t dtype)
+{
+    if (memcmp(got, want, bytes) == 0)
+        return 1;
+    size_t esize = pk_dtype_size(dtype);
+    for (size_t i = 0; i < bytes / esize; i++)
+        if (memcmp((const char *) got + i * esize, (const char *) want + i * esize, esize) != 0) {
+            diag("first difference at element %zu: got %g, want %g", i, pk_load(got, i, dtype),
+                 pk_load(want, i, dtype));
+            break;
+        }
+    return 0;
+}
+
 /* Runs one APPEND case: dtype pair pi, head dim D, block size B, chosen layers; reports whether the pools match. */
 static void append_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
 {
@@ -69,14 +113,7 @@ static void append_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     /* Distinct slots in random order, some skipped (negative). */
     int32_t nslots = cache.num_blocks * B;
     int32_t ntok = gu_range(rng, 1, nslots < 120 ? nslots : 120);
-    int32_t *slots = bmalloc((size_t) nslots * sizeof *slots);
-    for (int32_t i = 0; i < nslots; i++)
-        slots[i] = i;
-    for (int32_t i = nslots - 1; i > 0; i--) {
-        int32_t j = (int32_t) tap_rng_below(rng, (uint64_t) i + 1), t = slots[i];
-        slots[i] = slots[j];
-        slots[j] = t;
-    }
+    int32_t *slots = gu_permutation(rng, nslots);
     for (int32_t t = 0; t < ntok; t++)
         if (tap_rng_below(rng, 7) == 0)
             slots[t] = -1 - (int32_t) tap_rng_below(rng, 5);
@@ -86,24 +123,7 @@ static void append_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     size_t n = (size_t) num_layers * (size_t) ntok * (size_t) cache.num_kv_heads * (size_t) D;
     size_t ssize = pk_dtype_size(src_dtype);
     void *k = bmalloc(n * ssize), *v = bmalloc(n * ssize);
-    for (size_t i = 0; i < n; i++) {
-        float kx, vx;
-        if (edges && i % 3 == 0) {
-            kx = fp8_edges[(i / 3) % 16] * cache.k_scale;
-            vx = fp8_edges[(i / 3 + 5) % 16] * cache.v_scale;
-        } else if (fp8) {
-            /* magnitudes from fp8 subnormals (1e-4 of the scale) to twice the saturation point */
-            kx = (float) (tap_rng_uniform(rng, -1.0, 1.0) * pow(10.0, tap_rng_uniform(rng, -4.0, 0.3)) * 448.0)
-                 * cache.k_scale;
-            vx = (float) (tap_rng_uniform(rng, -1.0, 1.0) * pow(10.0, tap_rng_uniform(rng, -4.0, 0.3)) * 448.0)
-                 * cache.v_scale;
-        } else {
-            kx = (float) tap_rng_uniform(rng, -3.0, 3.0);
-            vx = (float) tap_rng_uniform(rng, -3.0, 3.0);
-        }
-        pk_store(k, i, src_dtype, kx);
-        pk_store(v, i, src_dtype, vx);
-    }
+    random_sources(rng, &cache, src_dtype, k, v, n, edges);
 
     void *want = bmalloc(pool_bytes);
     memcpy(want, pool, pool_bytes);
@@ -135,20 +155,11 @@ static void append_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     gu_sync("append");
     void *got = bmalloc(pool_bytes);
     gu_download(got, da.cache.base, pool_bytes);
-    ok(rc == 0 && memcmp(got, want, pool_bytes) == 0,
+    ok(rc == 0 && pools_match(got, want, pool_bytes, cache_dtype),
        "append %s<-%s D=%d B=%d H=%d layers %d+%d of %d, %d tokens%s%s: whole pool bit-identical to reference",
        gu_dtype_name(cache_dtype), gu_dtype_name(src_dtype), (int) D, (int) B, (int) cache.num_kv_heads,
        (int) layer_begin, (int) num_layers, (int) cache.num_layers, (int) ntok, edges ? " rounding edges" : "",
        misalign ? " misaligned source" : "");
-    if (rc == 0 && memcmp(got, want, pool_bytes) != 0) {
-        size_t esize = pk_dtype_size(cache_dtype);
-        for (size_t i = 0; i < pool_bytes / esize; i++)
-            if (memcmp((char *) got + i * esize, (char *) want + i * esize, esize) != 0) {
-                diag("first difference at element %zu: got %g, want %g", i, pk_load(got, i, cache_dtype),
-                     pk_load(want, i, cache_dtype));
-                break;
-            }
-    }
 
     gu_free(k_buf);
     gu_free(v_buf);
@@ -160,26 +171,6 @@ static void append_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     free(slots);
     free(k);
     free(v);
-}
-
-/* Stores n random source values of src_dtype at k and v for a cache (fp8: spanning
- * subnormals to past saturation in units of the scales); returns nothing. */
-static void random_sources(tap_rng *rng, const pk_cache *cache, int32_t src_dtype, void *k, void *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float kx, vx;
-        if (cache->dtype == PAGED_DTYPE_FP8_E4M3) {
-            kx = (float) (tap_rng_uniform(rng, -1.0, 1.0) * pow(10.0, tap_rng_uniform(rng, -4.0, 0.3)) * 448.0)
-                 * cache->k_scale;
-            vx = (float) (tap_rng_uniform(rng, -1.0, 1.0) * pow(10.0, tap_rng_uniform(rng, -4.0, 0.3)) * 448.0)
-                 * cache->v_scale;
-        } else {
-            kx = (float) tap_rng_uniform(rng, -3.0, 3.0);
-            vx = (float) tap_rng_uniform(rng, -3.0, 3.0);
-        }
-        pk_store(k, i, src_dtype, kx);
-        pk_store(v, i, src_dtype, vx);
-    }
 }
 
 /*
@@ -218,14 +209,7 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
         indptr[s + 1] = indptr[s] + (want < room ? want : room);
     }
     int32_t ntok = indptr[S];
-    int32_t *slots = bmalloc((size_t) nslots * sizeof *slots);
-    for (int32_t i = 0; i < nslots; i++)
-        slots[i] = i;
-    for (int32_t i = nslots - 1; i > 0; i--) {
-        int32_t j = (int32_t) tap_rng_below(rng, (uint64_t) i + 1), t = slots[i];
-        slots[i] = slots[j];
-        slots[j] = t;
-    }
+    int32_t *slots = gu_permutation(rng, nslots);
     int skipped = 0;
     for (int32_t t = 0; t < ntok; t++)
         if (tap_rng_below(rng, 7) == 0) {
@@ -258,7 +242,7 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     for (int32_t s = 0; s < S; s++) {
         size_t n = (size_t) num_layers * (size_t) (indptr[s + 1] - indptr[s]) * row;
         void *k = bmalloc(n * ssize + 1), *v = bmalloc(n * ssize + 1);
-        random_sources(rng, &cache, src_dtype, k, v, n);
+        random_sources(rng, &cache, src_dtype, k, v, n, 0);
         size_t shift = (idx + s) % 4 == 3 ? ssize : 0;
         misaligned += shift != 0;
         kbuf[s] = gu_alloc(n * ssize + 16);
@@ -296,20 +280,11 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     gu_sync("segmented append");
     void *got = bmalloc(pool_bytes);
     gu_download(got, da.cache.base, pool_bytes);
-    ok(rc == 0 && memcmp(got, want, pool_bytes) == 0,
+    ok(rc == 0 && pools_match(got, want, pool_bytes, cache_dtype),
        "segmented append %s<-%s D=%d B=%d H=%d layers %d+%d of %d, %d segments (%d misaligned), %d tokens "
        "(%d skipped)%s: whole pool bit-identical to reference", gu_dtype_name(cache_dtype),
        gu_dtype_name(src_dtype), (int) D, (int) B, (int) cache.num_kv_heads, (int) layer_begin,
        (int) num_layers, (int) cache.num_layers, (int) S, misaligned, (int) ntok, skipped, layers);
-    if (rc == 0 && memcmp(got, want, pool_bytes) != 0) {
-        size_t esize = pk_dtype_size(cache_dtype);
-        for (size_t i = 0; i < pool_bytes / esize; i++)
-            if (memcmp((char *) got + i * esize, (char *) want + i * esize, esize) != 0) {
-                diag("first difference at element %zu: got %g, want %g", i, pk_load(got, i, cache_dtype),
-                     pk_load(want, i, cache_dtype));
-                break;
-            }
-    }
 
     for (int32_t s = 0; s < S; s++) {
         gu_free(kbuf[s]);
@@ -352,14 +327,7 @@ static void copy_case(tap_rng *rng, int32_t dtype, int32_t D, int32_t B, int idx
     };
     size_t pool_bytes = pk_cache_bytes(&cache);
     void *pool = random_pool(rng, &cache);
-    int32_t *perm = bmalloc((size_t) cache.num_blocks * sizeof *perm);
-    for (int32_t i = 0; i < cache.num_blocks; i++)
-        perm[i] = i;
-    for (int32_t i = cache.num_blocks - 1; i > 0; i--) {
-        int32_t j = (int32_t) tap_rng_below(rng, (uint64_t) i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    int32_t *perm = gu_permutation(rng, cache.num_blocks);
     int32_t npairs = gu_range(rng, 1, cache.num_blocks / 2);
     int32_t *src = bmalloc((size_t) (npairs + 1) * sizeof *src), *dst = bmalloc((size_t) (npairs + 1) * sizeof *dst);
     for (int32_t i = 0; i < npairs; i++) {

@@ -40,6 +40,9 @@ int gu_range(tap_rng *rng, int lo, int hi);
  */
 void gu_fill(tap_rng *rng, void *p, size_t n, int32_t dtype, float amp, float scale);
 
+/* Returns a random permutation of 0 .. n-1 in host memory (the caller frees it). */
+int32_t *gu_permutation(tap_rng *rng, int32_t n);
+
 /*
  * Returns block tables ([nseqs][bt_stride], host memory) for sequences of the given lengths:
  * distinct blocks drawn from a random permutation of the pool's num_blocks (which must be

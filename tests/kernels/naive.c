@@ -116,18 +116,25 @@ void nv_random(tap_rng *rng, void *p, size_t i, int32_t dtype, float scale)
     pk_store(p, i, dtype, x);
 }
 
-/* Deals out a shuffled pool to the sequences. */
-int32_t *nv_block_tables(tap_rng *rng, int nseqs, const int32_t *lens, int32_t block_size,
-                         int32_t num_blocks, int32_t bt_stride)
+/* Shuffles 0 .. n-1 (Fisher-Yates). */
+int32_t *nv_permutation(tap_rng *rng, int32_t n)
 {
-    int32_t *perm = bmalloc((size_t) num_blocks * sizeof *perm);
-    for (int32_t i = 0; i < num_blocks; i++)
+    int32_t *perm = bmalloc((size_t) n * sizeof *perm);
+    for (int32_t i = 0; i < n; i++)
         perm[i] = i;
-    for (int32_t i = num_blocks - 1; i > 0; i--) {
+    for (int32_t i = n - 1; i > 0; i--) {
         int32_t j = (int32_t) tap_rng_below(rng, (uint64_t) i + 1), t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
+    return perm;
+}
+
+/* Deals out a shuffled pool to the sequences. */
+int32_t *nv_block_tables(tap_rng *rng, int nseqs, const int32_t *lens, int32_t block_size,
+                         int32_t num_blocks, int32_t bt_stride)
+{
+    int32_t *perm = nv_permutation(rng, num_blocks);
     int32_t *tables = bmalloc((size_t) (nseqs > 0 ? nseqs : 1) * (size_t) (bt_stride > 0 ? bt_stride : 1)
                               * sizeof *tables);
     int32_t next = 0;

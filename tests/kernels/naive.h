@@ -32,6 +32,9 @@ void nv_poison(void *p, size_t n, int32_t dtype);
 /* Stores a uniform random value in [-1, 1) as element i of dtype (fp8: value / scale). */
 void nv_random(tap_rng *rng, void *p, size_t i, int32_t dtype, float scale);
 
+/* Returns a random permutation of 0 .. n-1 (allocated; the caller frees it). */
+int32_t *nv_permutation(tap_rng *rng, int32_t n);
+
 /*
  * Returns block tables for nseqs sequences of the given lengths: bt_stride columns per
  * sequence, the blocks drawn without repetition from a random permutation of the pool's

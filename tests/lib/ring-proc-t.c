@@ -406,10 +406,7 @@ static void test_stream(uint64_t seed)
     int fd, sq_efd, cq_rd, cq_wr;
     make_channel(&s, &fd, &sq_efd, &cq_rd, &cq_wr);
     s.seed = seed;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         close(cq_wr); /* so the parent's death hangs the pipe up */
         child_main(fd, s.hdr.total_size, sq_efd, cq_rd, seed, getppid());
@@ -467,10 +464,7 @@ static void test_dead_peer(void)
     memset(&s, 0, sizeof s);
     int fd, sq_efd, cq_rd, cq_wr;
     make_channel(&s, &fd, &sq_efd, &cq_rd, &cq_wr);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0)
         _exit(0); /* a client that dies before producing anything */
     close(cq_rd);

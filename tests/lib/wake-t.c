@@ -375,9 +375,7 @@ static void test_process_wake(int pipe)
 {
     struct wring w;
     wring_open(&w, pipe);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         struct paged_waiter wt;
         paged_waiter_init(&wt, 0);

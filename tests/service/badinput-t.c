@@ -607,10 +607,7 @@ int main(void)
     int ready[2], stop[2], report[2];
     if (pipe(ready) < 0 || pipe(stop) < 0 || pipe(report) < 0)
         sysbail("pipe");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         td_forget_all();
         close(cb.sock);

@@ -498,10 +498,7 @@ static void reader(const struct rec *blocks, uint32_t want_kind)
 static pid_t spawn_child(int w, int res_w, int res_r, int cmd_r, int cmd_w, const struct rec *blocks,
                          uint32_t want_kind, int ctl_sock)
 {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid > 0)
         return pid;
     td_forget_all();
@@ -741,10 +738,7 @@ static void run_round(int round)
  * never initializes CUDA (its children could not use it after a fork). */
 static int have_device(void)
 {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         int n = 0;
         _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);

@@ -32,10 +32,7 @@ static int run_pagedd(const char *const *args, const char *out, const char *err)
     for (int i = 0; args[i] != NULL && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (o < 0 || e < 0)

@@ -287,6 +287,31 @@ static void await_go(int cmd_fd)
         _exit(2);
 }
 
+/*
+ * Runs burst phase (1 to 4: A to D) of the n requests cl has prepared: tells the parent they
+ * are ready, waits for its go, submits them at once, tells it they are submitted and waits
+ * for their completions into comp (by tag - base). Exits on failure; returns nothing.
+ */
+static void run_burst(struct client *cl, int cmd_fd, int phase, paged_completion *comp, unsigned n,
+                      uint64_t base)
+{
+    send_rec(REC_READY, 1, phase, NULL);
+    await_go(cmd_fd);
+    if (paged_submit(cl->c) != (int) n)
+        fatal("client %d: submitting burst %c", child_who, 'A' + phase - 1);
+    send_rec(REC_SUBMITTED, 1, phase, NULL);
+    await_all(cl, comp, n, base);
+}
+
+/* Returns whether every one of the n completions in comp has the status PAGED_OK. */
+static int all_ok(const paged_completion *comp, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (comp[i].status != PAGED_OK)
+            return 0;
+    return 1;
+}
+
 /* Connects, attaches, takes blocks and fills every sequence's first CTX0 tokens, every
  * layer, through one APPEND (mirrored into cl->ref); returns nothing. */
 static void setup(struct client *cl)
@@ -434,14 +459,8 @@ static void burst_a(struct client *cl, int cmd_fd)
         };
         prep(cl, &req);
     }
-    send_rec(REC_READY, 1, 1, NULL);
-    await_go(cmd_fd);
-    if (paged_submit(cl->c) != NA)
-        fatal("client %d: submitting burst A", child_who);
-    send_rec(REC_SUBMITTED, 1, 1, NULL);
-
     static paged_completion comp[NA];
-    await_all(cl, comp, NA, 100);
+    run_burst(cl, cmd_fd, 1, comp, NA, 100);
     int statuses = 1, good = 0, bad = 0;
     double worst = 0;
     float got[NSEQ * QH * D], want[NSEQ * QH * D], chained_q[NSEQ * QH * D];
@@ -539,18 +558,10 @@ static void burst_b(struct client *cl, int cmd_fd)
         prep(cl, &app);
         prep(cl, &dec);
     }
-    send_rec(REC_READY, 1, 2, NULL);
-    await_go(cmd_fd);
-    if (paged_submit(cl->c) != NB)
-        fatal("client %d: submitting burst B", child_who);
-    send_rec(REC_SUBMITTED, 1, 2, NULL);
-
     static paged_completion comp[NB];
-    await_all(cl, comp, NB, 1000);
-    int all_ok = 1;
-    for (int i = 0; i < NB; i++)
-        all_ok &= comp[i].status == PAGED_OK;
-    check(all_ok, "client %d: %d APPENDs and DECODEs in flight at once all complete OK", child_who, NB);
+    run_burst(cl, cmd_fd, 2, comp, NB, 1000);
+    check(all_ok(comp, NB), "client %d: %d APPENDs and DECODEs in flight at once all complete OK",
+          child_who, NB);
 
     /* Replay the client's order on the reference: each DECODE against the cache after its
      * APPEND (want) and before it (stale: what it gives if it ran first). */
@@ -688,6 +699,25 @@ static int block_diffs(const struct client *cl, const void *got, int32_t block, 
 }
 
 /*
+ * Reads the whole pool back and compares every block of the client's own (its sequences'
+ * and its two extra) with the reference: stores in *bad the number of (layer, K or V) parts
+ * that differ and names the first in first (len bytes). Returns the pool read (the caller
+ * frees it).
+ */
+static unsigned char *own_block_diffs(struct client *cl, int *bad, char *first, size_t len)
+{
+    size_t bytes = pk_cache_bytes(&cl->ref);
+    unsigned char *pool = xcalloc(bytes);
+    read_pool(cl, pool, bytes);
+    *bad = 0;
+    for (int i = 0; i < NSEQ * MAXBLK; i++)
+        *bad += block_diffs(cl, pool, cl->ids[i], first, len);
+    for (int i = 0; i < 2; i++)
+        *bad += block_diffs(cl, pool, cl->extra[i], first, len);
+    return pool;
+}
+
+/*
  * Burst C: APPENDs and one COPY in flight at once; then reads the pool back and checks every
  * block of the client against its reference replayed in its order. Returns nothing.
  */
@@ -732,29 +762,16 @@ static void burst_c(struct client *cl, int cmd_fd)
     r[5].slots[1] = e1 + 5;
     prep_append(cl, &r[5], PAGED_ALL_LAYERS, 2, 2005);
 
-    send_rec(REC_READY, 1, 3, NULL);
-    await_go(cmd_fd);
-    if (paged_submit(cl->c) != NC)
-        fatal("client %d: submitting burst C", child_who);
-    send_rec(REC_SUBMITTED, 1, 3, NULL);
     static paged_completion comp[NC];
-    await_all(cl, comp, NC, 2000);
-    int all_ok = 1;
-    for (int i = 0; i < NC; i++)
-        all_ok &= comp[i].status == PAGED_OK;
-    check(all_ok, "client %d: %d APPENDs and a COPY in flight at once all complete OK", child_who, NC);
+    run_burst(cl, cmd_fd, 3, comp, NC, 2000);
+    check(all_ok(comp, NC), "client %d: %d APPENDs and a COPY in flight at once all complete OK",
+          child_who, NC);
 
     for (int i = 0; i < NC; i++)
         replay(cl, &r[i]);
-    size_t bytes = pk_cache_bytes(&cl->ref);
-    unsigned char *got = xcalloc(bytes);
-    read_pool(cl, got, bytes);
     char first[96] = "";
-    int bad = 0;
-    for (int i = 0; i < NSEQ * MAXBLK; i++)
-        bad += block_diffs(cl, got, cl->ids[i], first, sizeof first);
-    for (int i = 0; i < 2; i++)
-        bad += block_diffs(cl, got, cl->extra[i], first, sizeof first);
+    int bad;
+    unsigned char *got = own_block_diffs(cl, &bad, first, sizeof first);
     /* The slot the third APPEND wrote, as the COPY left it in the copy: the fill's value, not
      * that APPEND's (what an APPEND moved before the COPY would leave). */
     size_t at = pk_cache_index(&cl->ref, 0, 0, cl->extra[1], 0, 1) * 4;
@@ -812,13 +829,8 @@ static void burst_d(struct client *cl, int cmd_fd)
     };
     prep(cl, &app);
     prep(cl, &dec);
-    send_rec(REC_READY, 1, 4, NULL);
-    await_go(cmd_fd);
-    if (paged_submit(cl->c) != 2)
-        fatal("client %d: submitting burst D", child_who);
-    send_rec(REC_SUBMITTED, 1, 4, NULL);
     paged_completion comp[2];
-    await_all(cl, comp, 2, 4000);
+    run_burst(cl, cmd_fd, 4, comp, 2, 4000);
     check(comp[0].status == PAGED_OK && comp[1].status == PAGED_OK,
           "client %d: its APPEND and DECODE of layer %d complete OK (%s, %s)", child_who, layer,
           paged_strerror(comp[0].status), paged_strerror(comp[1].status));
@@ -844,15 +856,9 @@ static void burst_d(struct client *cl, int cmd_fd)
           "clients' of other layers, matches pk_ref_decode on its layer with the token its APPEND "
           "just wrote (row error %.2g) and not without it (difference %.2g)", child_who, layer, e, change);
 
-    size_t bytes = pk_cache_bytes(&cl->ref);
-    unsigned char *pool = xcalloc(bytes);
-    read_pool(cl, pool, bytes);
     char first[96] = "";
-    int bad = 0;
-    for (int i = 0; i < NSEQ * MAXBLK; i++)
-        bad += block_diffs(cl, pool, cl->ids[i], first, sizeof first);
-    for (int i = 0; i < 2; i++)
-        bad += block_diffs(cl, pool, cl->extra[i], first, sizeof first);
+    int bad;
+    unsigned char *pool = own_block_diffs(cl, &bad, first, sizeof first);
     check(bad == 0, "client %d: after its APPEND of layer %d, merged with other clients' of other "
           "layers, every block of its own, every layer, K and V, holds exactly what it wrote%s%s",
           child_who, layer, bad != 0 ? "; first difference: " : "", first);
@@ -1003,10 +1009,7 @@ int main(void)
         int c[2];
         if (pipe(c) < 0)
             sysbail("pipe");
-        fflush(NULL);
-        pids[w] = fork();
-        if (pids[w] < 0)
-            sysbail("fork");
+        pids[w] = bfork();
         if (pids[w] == 0) {
             td_forget_all();
             close(pfd[0]);

@@ -221,10 +221,7 @@ int main(void)
         sysbail("pipe");
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
-        fflush(stdout);
-        pids[w] = fork();
-        if (pids[w] < 0)
-            sysbail("fork");
+        pids[w] = bfork();
         if (pids[w] == 0) {
             td_forget_all();
             close(ctl.sock);

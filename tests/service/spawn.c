@@ -135,10 +135,7 @@ int td_start(struct td_daemon *d, const char *const *extra, int *status)
         argv[n++] = extra[i];
     }
     argv[n] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         close(pfd[0]);
         int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);

@@ -245,6 +245,16 @@ char *bstrdup(const char *s)
     return p;
 }
 
+/* Flushes stdio and forks or bails. */
+pid_t bfork(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        sysbail("fork");
+    return pid;
+}
+
 /* Returns the failure count. */
 unsigned long tap_failures(void)
 {

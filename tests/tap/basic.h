@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #if defined(__GNUC__)
 #define TAP_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -46,6 +47,10 @@ void *bmalloc(size_t size);
 void *bcalloc(size_t count, size_t size);
 void *brealloc(void *p, size_t size);
 char *bstrdup(const char *s);
+
+/* Flushes every stdio stream (so the child does not print what the parent buffered again)
+ * and forks, bailing if fork fails. Returns the child's pid in the parent, 0 in the child. */
+pid_t bfork(void);
 
 /* Returns the number of tests reported failing so far. */
 unsigned long tap_failures(void);

@@ -68,10 +68,7 @@ static struct child spawn(char *const argv[], int ready_fd, int pipe_out)
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
         sysbail("pipe");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         child_mask();
         dup2(in[0], 0);
@@ -170,10 +167,7 @@ static void run_pactl(struct run *r, ...)
     r->err = bstrdup("");
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
         sysbail("pipe");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         child_mask();
         dup2(out[1], 1);
@@ -585,10 +579,7 @@ static pid_t fake_server(const char *path, int type, enum fake_reply kind)
     int fd = socket(AF_UNIX, type, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *) &sa, sizeof sa) != 0 || listen(fd, 4) != 0)
         sysbail("fake server on %s", path);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
+    pid_t pid = bfork();
     if (pid == 0) {
         struct pollfd p = { .fd = fd, .events = POLLIN };
         if (poll(&p, 1, RUN_MS) == 1) {
