@@ -42,21 +42,6 @@
 #define ITEM_WAITS 1
 #define NONE UINT32_MAX
 
-/* What the engine did since it was last idle, for the INFO line pd_engine_idle writes. */
-struct eng_activity {
-    uint64_t passes;              /* passes that ran a batch */
-    uint64_t decode_passes;       /* of them, with a DECODE */
-    uint64_t decode_requests;     /* DECODE requests in those */
-    uint64_t decode_clients;      /* clients with a DECODE in those, summed over the passes */
-    uint64_t launches;            /* backend launches (a merged DECODE or APPEND counts once) */
-    uint64_t appends;             /* APPEND requests run */
-    uint64_t merged_appends;      /* of them, run in merged launches */
-    uint64_t merged_append_launches; /* those launches */
-    uint64_t backend_ns;          /* time in the backend's run_batch */
-    uint64_t wait_ns;             /* of it, waiting for the device */
-    uint64_t gather_ns;           /* time gathering late clients */
-};
-
 /* One request taken into the pass. */
 struct eng_item {
     struct paged_cqe cqe;         /* its completion, status and count filled at the end */
@@ -94,11 +79,8 @@ struct pd_engine {
     uint32_t gather_share;        /* PD_GATHER_SHARE unless PAGEDD_GATHER says otherwise */
     uint64_t gather_max_ns;       /* PD_GATHER_MAX_NS likewise */
     int flush_evictions;          /* an ALLOC or LOOKUP ran: announce evictions afterwards */
-    uint64_t merged_launches;     /* DECODE launches that served more than one request */
-    uint64_t merged_requests;     /* requests they served */
-    uint64_t merged_append_launches; /* APPEND launches that served more than one request */
-    uint64_t merged_append_requests; /* requests they served */
-    struct eng_activity act;      /* since the daemon last had no client (pd_engine_idle) */
+    struct paged_engine_stats total; /* since the engine was made (STATS, pactl stat) */
+    struct paged_engine_stats mark;  /* total when pd_engine_idle last reported */
 };
 
 /* Names of the request fields for log lines, in enum paged_field order. */
@@ -194,13 +176,15 @@ void pd_engine_destroy(struct pd_engine *e)
 {
     if (e == NULL)
         return;
-    if (e->merged_launches != 0)
+    const struct paged_engine_stats *t = &e->total;
+    if (t->merged_decode_launches != 0)
         pd_log(PD_LOG_INFO, "engine: %llu merged DECODE launches served %llu requests",
-               (unsigned long long) e->merged_launches, (unsigned long long) e->merged_requests);
-    if (e->merged_append_launches != 0)
+               (unsigned long long) t->merged_decode_launches,
+               (unsigned long long) t->merged_decode_requests);
+    if (t->merged_append_launches != 0)
         pd_log(PD_LOG_INFO, "engine: %llu merged APPEND launches served %llu requests",
-               (unsigned long long) e->merged_append_launches,
-               (unsigned long long) e->merged_append_requests);
+               (unsigned long long) t->merged_append_launches,
+               (unsigned long long) t->merged_append_requests);
     free(e->items);
     free(e->clients);
     free(e->in);
@@ -496,40 +480,39 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     uint64_t t0 = pd_now_ns();
     srv->backend->ops->run_batch(srv->backend, &batch);
     uint64_t spent = pd_now_ns() - t0;
-    e->act.passes++;
-    e->act.launches += batch.nlaunches;
-    e->act.backend_ns += spent;
-    e->act.wait_ns += batch.wait_ns;
+    struct paged_engine_stats *t = &e->total;
+    t->batches++;
+    t->launches += batch.nlaunches;
+    t->backend_ns += spent;
+    t->device_wait_ns += batch.wait_ns;
     if (e->decode_in_pass) {
         e->last_batch_ns = spent;
         e->last_decode_pass = e->pass;
-        e->act.decode_passes++;
+        t->decode_batches++;
         for (uint32_t c = 0; c < e->nclients; c++)
             if (e->clients[c].rules.decode_taken)
-                e->act.decode_clients++;
+                t->decode_clients++;
         for (uint32_t i = 0; i < n; i++)
             if (e->out[i].op->opcode == PAGED_OP_DECODE)
-                e->act.decode_requests++;
+                t->decode_requests++;
     }
     for (uint32_t i = 0; i < n; i++) {
         e->items[e->out[i].user].status = e->out[i].status;
         if (e->out[i].op->opcode == PAGED_OP_APPEND)
-            e->act.appends++;
+            t->append_requests++;
     }
     for (uint32_t l = 0; l < batch.nlaunches; l++) {
         const struct pd_launch *la = &e->launches[l];
         if (!la->merged)
             continue;
         if (e->out[la->first].op->opcode == PAGED_OP_APPEND) {
-            e->merged_append_launches++;
-            e->merged_append_requests += la->count;
-            e->act.merged_append_launches++;
-            e->act.merged_appends += la->count;
-            log_merged_launch(e, la, e->merged_append_launches);
+            t->merged_append_launches++;
+            t->merged_append_requests += la->count;
+            log_merged_launch(e, la, t->merged_append_launches);
         } else {
-            e->merged_launches++;
-            e->merged_requests += la->count;
-            log_merged_launch(e, la, e->merged_launches);
+            t->merged_decode_launches++;
+            t->merged_decode_requests += la->count;
+            log_merged_launch(e, la, t->merged_decode_launches);
         }
     }
 }
@@ -607,7 +590,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         uint64_t g0 = e->decode_in_pass ? pd_now_ns() : 0;
         took += gather(e, srv, budget);
         if (g0 != 0)
-            e->act.gather_ns += pd_now_ns() - g0;
+            e->total.gather_ns += pd_now_ns() - g0;
     }
     run_batch(e, srv);
     uint64_t t1 = pd_now_ns();
@@ -652,20 +635,34 @@ unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budg
 void pd_engine_idle(struct pd_server *srv)
 {
     struct pd_engine *e = srv->engine;
-    if (e == NULL || e->act.passes == 0)
+    if (e == NULL || e->total.batches == e->mark.batches)
         return;
-    const struct eng_activity *a = &e->act;
-    double dp = a->decode_passes != 0 ? (double) a->decode_passes : 1.0;
+    const struct paged_engine_stats *t = &e->total, *m = &e->mark;
+    double b = (double) (t->batches - m->batches);
+    uint64_t db = t->decode_batches - m->decode_batches;
+    double dp = db != 0 ? (double) db : 1.0;
     pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend "
            "(%.1f waiting for the device); %llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
            "%llu APPENDs, %llu of them in %llu merged launches",
-           (unsigned long long) a->passes, (unsigned long long) a->launches,
-           (double) a->backend_ns / 1e3 / (double) a->passes,
-           (double) a->wait_ns / 1e3 / (double) a->passes, (unsigned long long) a->decode_passes,
-           (double) a->decode_requests / dp, (double) a->decode_clients / dp,
-           (double) a->gather_ns / 1e3 / dp, (unsigned long long) a->appends,
-           (unsigned long long) a->merged_appends, (unsigned long long) a->merged_append_launches);
-    memset(&e->act, 0, sizeof e->act);
+           (unsigned long long) (t->batches - m->batches), (unsigned long long) (t->launches - m->launches),
+           (double) (t->backend_ns - m->backend_ns) / 1e3 / b,
+           (double) (t->device_wait_ns - m->device_wait_ns) / 1e3 / b, (unsigned long long) db,
+           (double) (t->decode_requests - m->decode_requests) / dp,
+           (double) (t->decode_clients - m->decode_clients) / dp,
+           (double) (t->gather_ns - m->gather_ns) / 1e3 / dp,
+           (unsigned long long) (t->append_requests - m->append_requests),
+           (unsigned long long) (t->merged_append_requests - m->merged_append_requests),
+           (unsigned long long) (t->merged_append_launches - m->merged_append_launches));
+    e->mark = e->total;
+}
+
+/* Copies the engine's counters since it was made into out (zeros before the first pass). */
+void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out)
+{
+    if (srv->engine != NULL)
+        *out = srv->engine->total;
+    else
+        memset(out, 0, sizeof *out);
 }
 
 /* Returns whether c has a submission it could run now. */

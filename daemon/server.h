@@ -116,6 +116,9 @@ unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budg
  * afresh (engine.c). The server calls it when the last client that ran a DECODE leaves. */
 void pd_engine_idle(struct pd_server *srv);
 
+/* Copies the engine's counters since it was made into out (engine.c): STATS sends them. */
+void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out);
+
 /* Returns whether c has submissions waiting that it could run now (engine.c). */
 int pd_engine_pending(struct pd_conn *c);
 

@@ -419,11 +419,30 @@ struct paged_op_stats {
     uint64_t latency_p99_ns;
 };
 
+/* What the request engine did since the daemon started: its batches (engine passes that ran
+ * backend work), their launches, and how well requests of several clients merged. */
+struct paged_engine_stats {
+    uint64_t batches;          /* passes that handed work to the backend */
+    uint64_t launches;         /* kernel launches planned (a merged one counts once) */
+    uint64_t decode_batches;   /* batches with a DECODE */
+    uint64_t decode_requests;  /* DECODE requests in them */
+    uint64_t decode_clients;   /* clients with a DECODE in them, summed over the batches */
+    uint64_t merged_decode_launches;  /* DECODE launches serving more than one request */
+    uint64_t merged_decode_requests;  /* the requests they served */
+    uint64_t append_requests;         /* APPEND requests run */
+    uint64_t merged_append_launches;  /* APPEND launches serving more than one request */
+    uint64_t merged_append_requests;  /* the requests they served */
+    uint64_t backend_ns;       /* time in the backend, batches summed */
+    uint64_t device_wait_ns;   /* of it, waiting for the device */
+    uint64_t gather_ns;        /* time batches with a DECODE waited for late clients */
+};
+
 struct paged_msg_stats_reply {
     struct paged_msg_hdr hdr;
     uint32_t num_ops;          /* PAGED_OP_COUNT_ */
     uint32_t reserved;
     struct paged_op_stats ops[PAGED_OP_COUNT_];
+    struct paged_engine_stats engine;
 };
 
 enum paged_event_type {

@@ -1,4 +1,4 @@
-/* pactl_cmd_stat.c: pactl stat: per-op request counts, errors, volume and service latency. */
+/* pactl_cmd_stat.c: pactl stat: per-op request counts, errors, volume and service latency; the engine's batching. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -9,6 +9,51 @@
 #include "tools/pactl_fmt.h"
 #include "tools/pactl_json.h"
 #include "tools/pactl.h"
+
+/* Returns a / b, or 0 when b is 0. */
+static double ratio(uint64_t a, uint64_t b)
+{
+    return b != 0 ? (double) a / (double) b : 0.0;
+}
+
+/* Prints what the engine did: batches, launches, time in the backend, merging. */
+static void engine_text(const struct paged_engine_stats *e)
+{
+    char backend[FMT_BUF], wait[FMT_BUF], gather[FMT_BUF];
+    printf("\nengine\n");
+    printf("  batches            %" PRIu64 " (%.2f launches each, %s in the backend, %s of it waiting for "
+           "the device)\n", e->batches, ratio(e->launches, e->batches),
+           fmt_latency(backend, sizeof backend, e->batches ? e->backend_ns / e->batches : 0),
+           fmt_latency(wait, sizeof wait, e->batches ? e->device_wait_ns / e->batches : 0));
+    printf("  with a DECODE      %" PRIu64 " (%.2f DECODEs of %.2f clients each, %s gathering)\n",
+           e->decode_batches, ratio(e->decode_requests, e->decode_batches),
+           ratio(e->decode_clients, e->decode_batches),
+           fmt_latency(gather, sizeof gather, e->decode_batches ? e->gather_ns / e->decode_batches : 0));
+    printf("  merged DECODEs     %" PRIu64 " of %" PRIu64 " in %" PRIu64 " launches\n",
+           e->merged_decode_requests, e->decode_requests, e->merged_decode_launches);
+    printf("  merged APPENDs     %" PRIu64 " of %" PRIu64 " in %" PRIu64 " launches\n",
+           e->merged_append_requests, e->append_requests, e->merged_append_launches);
+}
+
+/* Adds the engine's counters to the JSON object being written. */
+static void engine_json(struct json *j, const struct paged_engine_stats *e)
+{
+    json_object_begin(j, "engine");
+    json_u64(j, "batches", e->batches);
+    json_u64(j, "launches", e->launches);
+    json_u64(j, "decode_batches", e->decode_batches);
+    json_u64(j, "decode_requests", e->decode_requests);
+    json_u64(j, "decode_clients", e->decode_clients);
+    json_u64(j, "merged_decode_launches", e->merged_decode_launches);
+    json_u64(j, "merged_decode_requests", e->merged_decode_requests);
+    json_u64(j, "append_requests", e->append_requests);
+    json_u64(j, "merged_append_launches", e->merged_append_launches);
+    json_u64(j, "merged_append_requests", e->merged_append_requests);
+    json_u64(j, "backend_ns", e->backend_ns);
+    json_u64(j, "device_wait_ns", e->device_wait_ns);
+    json_u64(j, "gather_ns", e->gather_ns);
+    json_end(j);
+}
 
 /* Prints one row per op. */
 static void stat_text(const struct paged_msg_stats_reply *s)
@@ -24,6 +69,7 @@ static void stat_text(const struct paged_msg_stats_reply *s)
                seen ? fmt_latency(p50, sizeof p50, o->latency_p50_ns) : "-",
                seen ? fmt_latency(p99, sizeof p99, o->latency_p99_ns) : "-");
     }
+    engine_text(&s->engine);
 }
 
 /* Prints an object with one member per op. */
@@ -45,6 +91,7 @@ static void stat_json(const struct paged_msg_stats_reply *s)
         json_end(&j);
     }
     json_end(&j);
+    engine_json(&j, &s->engine);
     json_end(&j);
 }
 
@@ -69,7 +116,7 @@ static int stat_exec(struct pactl_ctx *ctx, int argc, char **argv)
 const struct pactl_cmd pactl_cmd_stat = {
     .name = "stat",
     .args = "",
-    .summary = "per-op requests, errors, tokens, bytes and latency",
+    .summary = "per-op requests, errors, tokens, bytes and latency; the engine's batching",
     .min_args = 0,
     .max_args = 0,
     .exec = stat_exec,

@@ -1055,6 +1055,27 @@ int main(void)
     merged_in_log("DECODE", 0, &m);
     ok(m.launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", m.launches,
        m.requests);
+    /* STATS (pactl stat) counts the same launches the log shows. */
+    struct paged_msg_stats_reply sr;
+    struct merged ma;
+    merged_in_log("APPEND", 0, &ma);
+    if (ok(rc_stats(&ctl, &sr) == 0, "STATS answers")) {
+        const struct paged_engine_stats *es = &sr.engine;
+        ok(es->merged_decode_launches == m.launches && es->merged_decode_requests == m.requests,
+           "STATS: %llu merged DECODE launches serving %llu requests, as logged",
+           (unsigned long long) es->merged_decode_launches, (unsigned long long) es->merged_decode_requests);
+        ok(es->merged_append_launches == ma.launches && es->merged_append_requests == ma.requests,
+           "STATS: %llu merged APPEND launches serving %llu requests, as logged",
+           (unsigned long long) es->merged_append_launches, (unsigned long long) es->merged_append_requests);
+        ok(es->batches > 0 && es->launches >= es->batches && es->decode_batches <= es->batches
+           && es->decode_requests >= es->merged_decode_requests && es->decode_clients <= es->decode_requests
+           && es->append_requests >= es->merged_append_requests && es->device_wait_ns <= es->backend_ns
+           && es->decode_requests <= sr.ops[PAGED_OP_DECODE].requests
+           && es->decode_requests >= sr.ops[PAGED_OP_DECODE].requests - sr.ops[PAGED_OP_DECODE].errors,
+           "STATS: engine counters add up (%llu batches, %llu launches, %llu DECODEs in %llu batches)",
+           (unsigned long long) es->batches, (unsigned long long) es->launches,
+           (unsigned long long) es->decode_requests, (unsigned long long) es->decode_batches);
+    }
     ok(m.most_clients >= 2, "a merged launch served DECODEs of %u clients (at least 2)", m.most_clients);
     merged_in_log("APPEND", 0, &m);
     ok(m.launches > 0, "the daemon logged %lu merged APPEND launches serving %lu requests", m.launches,

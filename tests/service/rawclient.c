@@ -252,6 +252,16 @@ int rc_pool_attach(struct rc_client *c, const char *name, uint32_t flags,
     return (r != NULL ? r : &tmp)->hdr.type == PAGED_MSG_POOL_REPLY ? 0 : PAGED_E_PROTO;
 }
 
+/* Sends STATS and copies the whole reply into out; see rawclient.h. */
+int rc_stats(struct rc_client *c, struct paged_msg_stats_reply *out)
+{
+    struct paged_msg_hdr req = { .type = PAGED_MSG_STATS, .len = sizeof req };
+    long n = rc_control(c, &req, sizeof req, out, sizeof *out, NULL);
+    if (n < 0)
+        return (int) n;
+    return n == (long) sizeof *out && out->hdr.type == PAGED_MSG_STATS_REPLY ? 0 : PAGED_E_PROTO;
+}
+
 /* Runs a LIST and collects its items; see rawclient.h. */
 long rc_list(struct rc_client *c, uint32_t what, const char *name, void *items, size_t isize, long max)
 {

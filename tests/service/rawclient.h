@@ -63,6 +63,10 @@ int rc_pool_create(struct rc_client *c, const char *name, uint32_t layers, uint3
 int rc_pool_attach(struct rc_client *c, const char *name, uint32_t flags,
                    struct paged_msg_pool_reply *r, int *fd);
 
+/* Sends STATS on control connection c and stores the whole reply in *out. Returns 0, or a
+ * negative paged_error (PAGED_E_PROTO for a reply of the wrong size). */
+int rc_stats(struct rc_client *c, struct paged_msg_stats_reply *out);
+
 /*
  * Runs LIST what (PAGED_LIST_*) with pool filter name ("" for all) on control connection c
  * and copies up to max items of size isize into items. Returns the number of items the

@@ -418,6 +418,8 @@ static void test_stat(void)
     run_pactl(&r, "-s", sock, "stat", NULL);
     ok(r.status == 0 && strstr(r.out, "\ndecode ") != NULL && strstr(r.out, "\nalloc ") != NULL,
        "stat text: a row per op");
+    ok(strstr(r.out, "\nengine\n") != NULL && strstr(r.out, "merged DECODEs") != NULL,
+       "stat text: the engine's section");
     run_free(&r);
     run_pactl(&r, "-s", sock, "-f", "json", "stat", NULL);
     struct tj *v = run_json(&r);
@@ -428,6 +430,12 @@ static void test_stat(void)
     ok(tj_num(tj_get(ops, "free"), "requests") >= 1, "stat json: FREE counted");
     ok(tj_num(tj_get(ops, "alloc"), "latency_p99_ns") >= tj_num(tj_get(ops, "alloc"), "latency_p50_ns"),
        "stat json: p99 >= p50");
+    const struct tj *eng = tj_get(v, "engine");
+    ok(eng != NULL && eng->count == 13, "stat json: the engine's 13 counters");
+    ok(tj_num(eng, "launches") >= tj_num(eng, "batches")
+           && tj_num(eng, "decode_requests") >= tj_num(eng, "merged_decode_requests")
+           && tj_num(eng, "backend_ns") >= tj_num(eng, "device_wait_ns"),
+       "stat json: engine counters add up");
     tj_free(v);
     run_free(&r);
 }
