@@ -5,6 +5,7 @@
 dist_man_MANS += \
 	man/pactl.1 \
 	man/paged-demo.1 \
+	man/paged-bench.1 \
 	man/libpaged.3 \
 	man/paged_client_connect.3 \
 	man/paged_pool_create.3 \
