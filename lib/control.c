@@ -140,7 +140,11 @@ static int send_until(paged_client *c, const void *msg, size_t len, uint64_t dea
         int rc = psock_send(c->sock, msg, len, NULL, 0);
         if (rc != PAGED_E_AGAIN) {
             if (rc == PAGED_E_DISCONNECTED) {
-                pc_set_err(c, "connection to the daemon lost");
+                /* A daemon that shut down said so before it closed: read what it left, so
+                 * that the caller learns PAGED_E_SHUTDOWN rather than a lost connection. */
+                pc_conn_check(c);
+                if (c->dead == 0)
+                    pc_set_err(c, "connection to the daemon lost");
                 return mark_dead(c, rc);
             }
             return rc;

@@ -692,6 +692,28 @@ static void test_daemon_gone(void)
     }
 }
 
+/* A control call after the daemon shut down and exited: the SHUTDOWN it sent before it
+ * closed is still in the socket, so the call reports that, not a lost connection. */
+static void test_control_after_shutdown(void)
+{
+    struct harness h;
+    harness_start(&h);
+    paged_client *c = harness_client(&h);
+    kill(h.pid, SIGTERM);
+    int status;
+    waitpid(h.pid, &status, 0);
+    h.pid = 0;
+    paged_pool *p = NULL;
+    int rc = paged_pool_attach(c, "anything", &p);
+    ok(rc == PAGED_E_SHUTDOWN, "daemon exited after SIGTERM: a control call says PAGED_E_SHUTDOWN (%s)",
+       paged_strerror(rc));
+    ok(strstr(paged_client_error(c), "shutting down") != NULL, "and its message says why (%s)",
+       paged_client_error(c));
+    ok(paged_nop(c) == PAGED_E_SHUTDOWN, "and later calls say so too");
+    paged_client_close(c);
+    harness_stop(&h);
+}
+
 /* Runs every API test against one daemon, then the daemon-gone tests against fresh ones. */
 int main(void)
 {
@@ -716,5 +738,6 @@ int main(void)
     paged_client_close(c1);
     harness_stop(&h);
     test_daemon_gone();
+    test_control_after_shutdown();
     return 0;
 }
