@@ -23,12 +23,12 @@ static void engine_text(const struct paged_engine_stats *e)
     printf("\nengine\n");
     printf("  batches            %" PRIu64 " (%.2f launches each, %s in the backend, %s of it waiting for "
            "the device)\n", e->batches, ratio(e->launches, e->batches),
-           fmt_latency(backend, sizeof backend, e->batches ? e->backend_ns / e->batches : 0),
-           fmt_latency(wait, sizeof wait, e->batches ? e->device_wait_ns / e->batches : 0));
+           e->batches ? fmt_latency(backend, sizeof backend, e->backend_ns / e->batches) : "-",
+           e->batches ? fmt_latency(wait, sizeof wait, e->device_wait_ns / e->batches) : "-");
     printf("  with a DECODE      %" PRIu64 " (%.2f DECODEs of %.2f clients each, %s gathering)\n",
            e->decode_batches, ratio(e->decode_requests, e->decode_batches),
            ratio(e->decode_clients, e->decode_batches),
-           fmt_latency(gather, sizeof gather, e->decode_batches ? e->gather_ns / e->decode_batches : 0));
+           e->decode_batches ? fmt_latency(gather, sizeof gather, e->gather_ns / e->decode_batches) : "-");
     printf("  merged DECODEs     %" PRIu64 " of %" PRIu64 " in %" PRIu64 " launches\n",
            e->merged_decode_requests, e->decode_requests, e->merged_decode_launches);
     printf("  merged APPENDs     %" PRIu64 " of %" PRIu64 " in %" PRIu64 " launches\n",
