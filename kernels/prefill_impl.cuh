@@ -127,10 +127,8 @@ __device__ __forceinline__ size_t pk_prefill_row_offset(const pk_prefill_params 
  * B = K rows by ldmatrix), applies masks and the online softmax on the accumulators, and
  * multiplies P (the S accumulators re-packed in registers as A fragments) by V (B fragments
  * by ldmatrix.trans). Shared-memory rows are padded by 16 bytes so ldmatrix is conflict-free.
- * 16-bit caches: K/V tiles in a ring of NBUF buffers filled by cp.async, PF tiles ahead
- * (three buffers up to D 128, where the registers leave two CTAs per SM and shared memory
- * has room; two at D 256). fp8 caches: raw fp8 tiles double-buffered with cp.async,
- * converted exactly to the query type in one K/V buffer.
+ * 16-bit caches: K/V tiles double-buffered with cp.async. fp8 caches: raw fp8 tiles
+ * double-buffered with cp.async, converted exactly to the query type in one K/V buffer.
  */
 template <int D, typename KT, typename QT> struct pk_prefill_mma_shape {
     static constexpr bool FP8 = std::is_same<KT, pk_e4m3>::value;
@@ -142,8 +140,7 @@ template <int D, typename KT, typename QT> struct pk_prefill_mma_shape {
     static constexpr int LDS = D + 8;                    /* padded row, in elements */
     static constexpr int Q_BYTES = BM * LDS * 2;
     static constexpr int KV_BYTES = BN * LDS * 2;
-    static constexpr int NBUF = FP8 ? 1 : (D > 128 ? 2 : 3);   /* 16-bit K/V tile buffers */
-    static constexpr int PF = FP8 ? 1 : NBUF - 1;        /* tiles loaded ahead of the one computed */
+    static constexpr int NBUF = FP8 ? 1 : 2;
     static constexpr int RAW_BYTES = BN * D;             /* one raw fp8 tile */
     static constexpr int SMEM = Q_BYTES + 2 * NBUF * KV_BYTES + (FP8 ? 4 * RAW_BYTES : 0);
     static_assert(D % 16 == 0 && BN % 16 == 0, "tile shapes must be whole mma tiles");
@@ -268,18 +265,11 @@ static __global__ void __launch_bounds__(pk_prefill_mma_shape<D, KT, QT>::NT)
 
     const int kv_start = c.kv_lo / BN * BN;
     const int ntiles = (c.kv_hi - kv_start + BN - 1) / BN;
-    /* The first PF tiles, a commit group each (empty past the last tile). */
-#pragma unroll
-    for (int t = 0; t < S::PF; ++t) {
-        if (t < ntiles) {
-            if constexpr (S::FP8)
-                pk_prefill_load8<D, KT, QT>(p, c, bt, h, kv_start, raw);
-            else
-                pk_prefill_load16<D, KT, QT>(p, c, bt, h, kv_start + t * BN, kbuf + t * BN * LDS,
-                                             vbuf + t * BN * LDS);
-        }
-        pk_cp_async_commit();
-    }
+    if constexpr (S::FP8)
+        pk_prefill_load8<D, KT, QT>(p, c, bt, h, kv_start, raw);
+    else
+        pk_prefill_load16<D, KT, QT>(p, c, bt, h, kv_start, kbuf, vbuf);
+    pk_cp_async_commit();
 
     constexpr int MT = S::MT;
     /* This thread's rows are rows lane / 4 and lane / 4 + 8 of m-tile mi of the warp; only
@@ -310,20 +300,16 @@ static __global__ void __launch_bounds__(pk_prefill_mma_shape<D, KT, QT>::NT)
 
     for (int jt = 0; jt < ntiles; ++jt) {
         const int kv0 = kv_start + jt * BN;
-        const int buf = S::FP8 ? 0 : jt % S::NBUF;
-        /* Tile jt + PF goes where tile jt - 1 was, which every warp finished with before the
-         * barrier that ended the last iteration. */
-        if (jt + S::PF < ntiles) {
-            if constexpr (S::FP8) {
+        const int buf = S::FP8 ? 0 : (jt & 1);
+        if (jt + 1 < ntiles) {
+            if constexpr (S::FP8)
                 pk_prefill_load8<D, KT, QT>(p, c, bt, h, kv0 + BN, raw + ((jt + 1) & 1) * 2 * S::RAW_BYTES);
-            } else {
-                const int nb = (jt + S::PF) % S::NBUF;
-                pk_prefill_load16<D, KT, QT>(p, c, bt, h, kv0 + S::PF * BN, kbuf + nb * BN * LDS,
-                                             vbuf + nb * BN * LDS);
-            }
+            else
+                pk_prefill_load16<D, KT, QT>(p, c, bt, h, kv0 + BN, kbuf + (buf ^ 1) * BN * LDS,
+                                             vbuf + (buf ^ 1) * BN * LDS);
         }
         pk_cp_async_commit();
-        pk_cp_async_wait<S::PF>();
+        pk_cp_async_wait<1>();
         __syncthreads();            /* tile jt (and Q) landed for every thread */
         if constexpr (S::FP8) {
             pk_prefill_widen<D, KT, QT>(raw + (jt & 1) * 2 * S::RAW_BYTES, kbuf, vbuf);
