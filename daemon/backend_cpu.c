@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "daemon/backend.h"
+#include "daemon/merged.h"
 #include "daemon/workers.h"
 #include "lib/shm.h"
 
@@ -228,53 +229,38 @@ static int merge_reserve(struct cpu_backend *cb, size_t seqs, size_t entries)
     return PAGED_OK;
 }
 
+/* On this backend the data arena is the host arena: returns its base (never NULL). */
+static unsigned char *host_data(const struct pd_batch_op *op)
+{
+    return op->arenas.host;
+}
+
 /*
  * Runs count mergeable DECODEs (batch.h says which) as one job with per-sequence query and
  * output pointers, a block table padded to the largest stride, the lengths side by side,
- * and each sequence's layer if the ops' layers differ. Returns PAGED_OK, or an error when
- * the merged job cannot run (nothing ran then).
+ * and each sequence's layer if the ops' layers differ (daemon/merged.h). Returns PAGED_OK,
+ * or an error when the merged job cannot run (nothing ran then).
  */
 static int cpu_run_merged(struct cpu_backend *cb, const struct pd_batch_op *ops, uint32_t count)
 {
-    size_t seqs = 0, stride = 1;
-    int layers_differ = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        seqs += ops[i].op->count;
-        if (ops[i].op->bt_stride > stride)
-            stride = ops[i].op->bt_stride;
-        layers_differ |= ops[i].op->layer_begin != ops[0].op->layer_begin;
-    }
-    int rc = merge_reserve(cb, seqs, seqs * stride);
+    struct pm_shape sh;
+    pm_shape(ops, count, host_data, 1, &sh);
+    int rc = merge_reserve(cb, sh.items, sh.items * sh.stride);
     if (rc < 0)
         return rc;
+    pm_decode_fill(ops, count, host_data, &sh, cb->q_seq, cb->out_seq, cb->tables, cb->lens,
+                   cb->seq_layer);
     const struct pv_op *first = ops[0].op;
-    size_t es = pk_dtype_size(first->dtype);
-    size_t qrow = (size_t) first->num_q_heads * (size_t) ops[0].cache->head_dim * es;
-    size_t s = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        const struct pv_op *op = ops[i].op;
-        /* On this backend the data arena is the host arena. */
-        unsigned char *data = ops[i].arenas.host;
-        for (uint32_t j = 0; j < op->count; j++, s++) {
-            cb->q_seq[s] = data + op->q_off + j * qrow;
-            cb->out_seq[s] = data + op->out_off + j * qrow;
-            cb->lens[s] = op->seq_lens[j];
-            cb->seq_layer[s] = op->layer_begin;
-            int32_t *row = cb->tables + s * stride;
-            memcpy(row, op->block_tables + (size_t) j * op->bt_stride, (size_t) op->bt_stride * 4);
-            memset(row + op->bt_stride, 0, (stride - op->bt_stride) * 4);
-        }
-    }
     struct cpu_job j;
     memset(&j, 0, sizeof j);
     j.op = PAGED_OP_DECODE;
     j.u.decode = (pk_decode_args) {
-        .cache = *ops[0].cache, .layer = first->layer_begin, .num_seqs = (int32_t) seqs,
+        .cache = *ops[0].cache, .layer = sh.layer, .num_seqs = (int32_t) sh.items,
         .num_q_heads = (int32_t) first->num_q_heads, .q_dtype = first->dtype,
         .q_seq = cb->q_seq, .out_seq = cb->out_seq,
-        .block_tables = cb->tables, .bt_stride = (int32_t) stride, .seq_lens = cb->lens,
+        .block_tables = cb->tables, .bt_stride = (int32_t) sh.stride, .seq_lens = cb->lens,
         .opts = { first->sm_scale, first->soft_cap, first->window, first->alibi },
-        .seq_layer = layers_differ ? cb->seq_layer : NULL,
+        .seq_layer = sh.layers_differ ? cb->seq_layer : NULL,
     };
     if ((rc = pk_cpu_decode_check(&j.u.decode)) < 0)
         return rc;
@@ -323,40 +309,24 @@ static int append_reserve(struct cpu_backend *cb, size_t segs, size_t tokens)
  */
 static int cpu_run_merged_append(struct cpu_backend *cb, const struct pd_batch_op *ops, uint32_t count)
 {
-    size_t tokens = 0;
-    int layers_differ = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        tokens += ops[i].op->num_tokens;
-        layers_differ |= ops[i].op->layer_begin != ops[0].op->layer_begin;
-    }
-    if (tokens > INT32_MAX)
+    struct pm_shape sh;
+    pm_shape(ops, count, host_data, 0, &sh);
+    if (sh.tokens > INT32_MAX)
         return PAGED_E_INVAL;
-    int rc = append_reserve(cb, count, tokens != 0 ? tokens : 1);
+    int rc = append_reserve(cb, count, sh.tokens != 0 ? sh.tokens : 1);
     if (rc < 0)
         return rc;
-    size_t t = 0;
-    cb->seg_indptr[0] = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        const struct pv_op *op = ops[i].op;
-        /* On this backend the data arena is the host arena. */
-        unsigned char *data = ops[i].arenas.host;
-        cb->k_seg[i] = data + op->k_off;
-        cb->v_seg[i] = data + op->v_off;
-        cb->seg_layer[i] = op->layer_begin;
-        if (op->num_tokens != 0)
-            memcpy(cb->slots + t, op->slots, (size_t) op->num_tokens * sizeof *cb->slots);
-        t += op->num_tokens;
-        cb->seg_indptr[i + 1] = (int32_t) t;
-    }
+    pm_append_fill(ops, count, host_data, cb->slots, cb->seg_indptr, cb->k_seg, cb->v_seg,
+                   cb->seg_layer);
     const struct pv_op *first = ops[0].op;
     struct cpu_job j;
     memset(&j, 0, sizeof j);
     j.op = PAGED_OP_APPEND;
     j.u.append = (pk_append_args) {
-        .cache = *ops[0].cache, .layer_begin = first->layer_begin, .num_layers = first->num_layers,
-        .num_tokens = (int32_t) tokens, .src_dtype = first->dtype, .slot_mapping = cb->slots,
+        .cache = *ops[0].cache, .layer_begin = sh.layer, .num_layers = first->num_layers,
+        .num_tokens = (int32_t) sh.tokens, .src_dtype = first->dtype, .slot_mapping = cb->slots,
         .num_segments = (int32_t) count, .seg_indptr = cb->seg_indptr,
-        .k_seg = cb->k_seg, .v_seg = cb->v_seg, .seg_layer = layers_differ ? cb->seg_layer : NULL,
+        .k_seg = cb->k_seg, .v_seg = cb->v_seg, .seg_layer = sh.layers_differ ? cb->seg_layer : NULL,
     };
     if ((rc = pk_cpu_append_check(&j.u.append)) < 0)
         return rc;

@@ -13,6 +13,7 @@
 
 #include "daemon/backend.h"
 #include "daemon/cuda_mem.h"
+#include "daemon/merged.h"
 #include "daemon/log.h"
 
 /*
@@ -520,41 +521,24 @@ static void prepare_one(struct cuda_backend *cb, struct stage *st, struct pd_bat
     }
 }
 
-/*
- * Returns whether the ops of a merged launch that are still fine have different first layers
- * (so the launch needs per-sequence or per-segment layers), and stores in *layer the first
- * layer of the first of them (that of ops[0] if none is fine).
- */
-static int layers_differ(const struct pd_batch_op *ops, uint32_t count, int32_t *layer)
+/* Returns the device address of the data arena of op's client, or NULL when it has none (a
+ * merged launch leaves the op out; begin_merged gave it PAGED_E_INVAL). */
+static unsigned char *device_data(const struct pd_batch_op *op)
 {
-    int any = 0, differ = 0;
-    *layer = ops[0].op->layer_begin;
-    for (uint32_t i = 0; i < count; i++) {
-        if (ops[i].status < 0)
-            continue;
-        if (!any)
-            *layer = ops[i].op->layer_begin;
-        differ |= ops[i].op->layer_begin != *layer;
-        any = 1;
-    }
-    return differ;
+    return op->arenas.data != NULL ? op->arenas.data->mem.dptr : NULL;
 }
 
 /*
  * Starts merged launch cl of kind (PAGED_OP_DECODE or PAGED_OP_APPEND) over count ops:
  * clears it and gives each op PAGED_OK, or PAGED_E_INVAL when it has no device arena (it is
- * left out of the launch). Returns how many ops stay in.
+ * left out of the launch). Returns nothing.
  */
-static uint32_t begin_merged(struct cuda_launch *cl, int kind, struct pd_batch_op *ops, uint32_t count)
+static void begin_merged(struct cuda_launch *cl, int kind, struct pd_batch_op *ops, uint32_t count)
 {
-    uint32_t in = 0;
     memset(cl, 0, sizeof *cl);
     cl->kind = kind;
-    for (uint32_t i = 0; i < count; i++) {
-        ops[i].status = ops[i].arenas.data != NULL ? PAGED_OK : PAGED_E_INVAL;
-        in += ops[i].status == PAGED_OK;
-    }
-    return in;
+    for (uint32_t i = 0; i < count; i++)
+        ops[i].status = device_data(&ops[i]) != NULL ? PAGED_OK : PAGED_E_INVAL;
 }
 
 /*
@@ -568,49 +552,22 @@ static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_
                            uint32_t count, struct cuda_launch *cl)
 {
     const struct pv_op *first = ops[0].op;
-    size_t seqs = 0, stride = 1;
     begin_merged(cl, PAGED_OP_DECODE, ops, count);
-    for (uint32_t i = 0; i < count; i++) {
-        if (ops[i].status < 0)
-            continue;
-        seqs += ops[i].op->count;
-        if (ops[i].op->bt_stride > stride)
-            stride = ops[i].op->bt_stride;
-    }
-    int32_t layer;
-    int per_seq_layer = layers_differ(ops, count, &layer);
+    struct pm_shape sh;
+    pm_shape(ops, count, device_data, 1, &sh);
     void *dq, *dout, *dbt, *dlens, *dlayer = NULL;
-    const void **hq = stage_take(cb, st, seqs * sizeof *hq, &dq);
-    void **hout = stage_take(cb, st, seqs * sizeof *hout, &dout);
-    int32_t *hbt = stage_take(cb, st, seqs * stride * 4, &dbt);
-    int32_t *hlens = stage_take(cb, st, seqs * 4, &dlens);
-    int32_t *hlayer = per_seq_layer ? stage_take(cb, st, seqs * 4, &dlayer) : NULL;
+    const void **hq = stage_take(cb, st, sh.items * sizeof *hq, &dq);
+    void **hout = stage_take(cb, st, sh.items * sizeof *hout, &dout);
+    int32_t *hbt = stage_take(cb, st, sh.items * sh.stride * 4, &dbt);
+    int32_t *hlens = stage_take(cb, st, sh.items * 4, &dlens);
+    int32_t *hlayer = sh.layers_differ ? stage_take(cb, st, sh.items * 4, &dlayer) : NULL;
     const float *alibi = stage_put(cb, st, first->alibi, (size_t) first->num_q_heads * 4);
-    if (st->fill) {
-        size_t qrow = (size_t) first->num_q_heads * (size_t) ops[0].cache->head_dim
-                      * pk_dtype_size(first->dtype);
-        size_t s = 0;
-        for (uint32_t i = 0; i < count; i++) {
-            const struct pv_op *op = ops[i].op;
-            if (ops[i].status < 0)
-                continue;
-            unsigned char *data = ops[i].arenas.data->mem.dptr;
-            for (uint32_t j = 0; j < op->count; j++, s++) {
-                hq[s] = data + op->q_off + j * qrow;
-                hout[s] = data + op->out_off + j * qrow;
-                hlens[s] = op->seq_lens[j];
-                if (hlayer != NULL)
-                    hlayer[s] = op->layer_begin;
-                int32_t *row = hbt + s * stride;
-                memcpy(row, op->block_tables + (size_t) j * op->bt_stride, (size_t) op->bt_stride * 4);
-                memset(row + op->bt_stride, 0, (stride - op->bt_stride) * 4);
-            }
-        }
-    }
+    if (st->fill)
+        pm_decode_fill(ops, count, device_data, &sh, hq, hout, hbt, hlens, hlayer);
     cl->a.decode = (pk_decode_args) {
-        .cache = *ops[0].cache, .layer = layer, .num_seqs = (int32_t) seqs,
+        .cache = *ops[0].cache, .layer = sh.layer, .num_seqs = (int32_t) sh.items,
         .num_q_heads = (int32_t) first->num_q_heads, .q_dtype = first->dtype,
-        .q_seq = dq, .out_seq = dout, .block_tables = dbt, .bt_stride = (int32_t) stride,
+        .q_seq = dq, .out_seq = dout, .block_tables = dbt, .bt_stride = (int32_t) sh.stride,
         .seq_lens = dlens, .opts = { first->sm_scale, first->soft_cap, first->window, alibi },
         .seq_layer = dlayer,
     };
@@ -627,41 +584,22 @@ static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, str
                                   uint32_t count, struct cuda_launch *cl)
 {
     const struct pv_op *first = ops[0].op;
-    size_t segs = begin_merged(cl, PAGED_OP_APPEND, ops, count), tokens = 0;
-    for (uint32_t i = 0; i < count; i++)
-        if (ops[i].status == PAGED_OK)
-            tokens += ops[i].op->num_tokens;
-    int32_t layer;
-    int per_seg_layer = layers_differ(ops, count, &layer);
+    begin_merged(cl, PAGED_OP_APPEND, ops, count);
+    struct pm_shape sh;
+    pm_shape(ops, count, device_data, 0, &sh);
     void *dslots, *dindptr, *dk, *dv, *dlayer = NULL;
-    int32_t *hslots = stage_take(cb, st, tokens * 4, &dslots);
-    int32_t *hindptr = stage_take(cb, st, (segs + 1) * 4, &dindptr);
-    const void **hk = stage_take(cb, st, segs * sizeof *hk, &dk);
-    const void **hv = stage_take(cb, st, segs * sizeof *hv, &dv);
-    int32_t *hlayer = per_seg_layer ? stage_take(cb, st, segs * 4, &dlayer) : NULL;
-    if (st->fill) {
-        size_t t = 0, s = 0;
-        hindptr[0] = 0;
-        for (uint32_t i = 0; i < count; i++) {
-            const struct pv_op *op = ops[i].op;
-            if (ops[i].status < 0)
-                continue;
-            unsigned char *data = ops[i].arenas.data->mem.dptr;
-            if (op->num_tokens != 0)
-                memcpy(hslots + t, op->slots, (size_t) op->num_tokens * 4);
-            t += op->num_tokens;
-            hk[s] = data + op->k_off;
-            hv[s] = data + op->v_off;
-            if (hlayer != NULL)
-                hlayer[s] = op->layer_begin;
-            hindptr[++s] = (int32_t) t;
-        }
-    }
+    int32_t *hslots = stage_take(cb, st, sh.tokens * 4, &dslots);
+    int32_t *hindptr = stage_take(cb, st, (sh.items + 1) * 4, &dindptr);
+    const void **hk = stage_take(cb, st, sh.items * sizeof *hk, &dk);
+    const void **hv = stage_take(cb, st, sh.items * sizeof *hv, &dv);
+    int32_t *hlayer = sh.layers_differ ? stage_take(cb, st, sh.items * 4, &dlayer) : NULL;
+    if (st->fill)
+        pm_append_fill(ops, count, device_data, hslots, hindptr, hk, hv, hlayer);
     /* batch.h bounds a merged APPEND far below INT32_MAX tokens. */
     cl->a.append = (pk_append_args) {
-        .cache = *ops[0].cache, .layer_begin = layer, .num_layers = first->num_layers,
-        .num_tokens = (int32_t) tokens, .src_dtype = first->dtype, .slot_mapping = dslots,
-        .num_segments = (int32_t) segs, .seg_indptr = dindptr, .k_seg = dk, .v_seg = dv,
+        .cache = *ops[0].cache, .layer_begin = sh.layer, .num_layers = first->num_layers,
+        .num_tokens = (int32_t) sh.tokens, .src_dtype = first->dtype, .slot_mapping = dslots,
+        .num_segments = (int32_t) sh.items, .seg_indptr = dindptr, .k_seg = dk, .v_seg = dv,
         .seg_layer = dlayer,
     };
 }

@@ -30,6 +30,8 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/list.c \
 	daemon/batch.h \
 	daemon/batch.c \
+	daemon/merged.h \
+	daemon/merged.c \
 	daemon/engine.c \
 	daemon/notify.h \
 	daemon/notify.c
