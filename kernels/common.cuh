@@ -308,6 +308,17 @@ static int pk_launch_dependent(void (*kernel)(P), dim3 grid, dim3 block, size_t 
     return pk_launch_status();
 }
 
+/* Shared memory one multiprocessor offers its CTAs on sm_90 (227 KiB); the decode shapes
+ * divide it among their CTAs, counting the 1 KiB the runtime keeps per CTA themselves. */
+#define PK_SMEM_PER_SM 232448
+
+/* Returns the row index, among a layer plane's [N][H][B] rows, of context position pos of KV
+ * head h, which lies in block blk (blocks of 1 << block_shift tokens, num_kv_heads heads). */
+__device__ __forceinline__ size_t pk_paged_row(int blk, int h, int pos, int num_kv_heads, int block_shift)
+{
+    return (((size_t) blk * num_kv_heads + h) << block_shift) + (pos & ((1 << block_shift) - 1));
+}
+
 /* Returns nonzero if head_dim is one the kernels are built for. */
 static inline int pk_head_dim_supported(int d)
 {

@@ -37,11 +37,17 @@ typedef struct pk_decode_reduce_params {
     float v_scale;
 } pk_decode_reduce_params;
 
+/* Returns the first context position a sequence of seq_len tokens attends to: 0, or the
+ * start of its window. */
+__host__ __device__ __forceinline__ int pk_decode_window_start(int seq_len, int window)
+{
+    return window > 0 && seq_len > window ? seq_len - window : 0;
+}
+
 /* Returns the first context position attended by a sequence of seq_len tokens, rounded down to a tile. */
 __host__ __device__ __forceinline__ int pk_decode_lo(int seq_len, int window)
 {
-    int lo = window > 0 && seq_len > window ? seq_len - window : 0;
-    return lo / PK_DECODE_TILE * PK_DECODE_TILE;
+    return pk_decode_window_start(seq_len, window) / PK_DECODE_TILE * PK_DECODE_TILE;
 }
 
 /* Returns the number of partitions of a sequence of seq_len (>= 1) tokens. */

@@ -51,7 +51,7 @@ template <int D, typename KT> struct pk_decode_shape {
     /* CTAs that fit on an SM by shared memory (227 KB usable, 1 KB reserved per CTA): tells
      * ptxas the register budget (65536 / (NT * MINB)) instead of letting it guess, which
      * it did badly (spills at 64 registers). */
-    static constexpr int MINB_SMEM = 232448 / (SMEM + 1024);
+    static constexpr int MINB_SMEM = PK_SMEM_PER_SM / (SMEM + 1024);
     static constexpr int MINB_REGS = 65536 / (NT * 80);  /* but leave at least 80 registers */
     static constexpr int MINB_CAP = MINB_SMEM < MINB_REGS ? MINB_SMEM : MINB_REGS;
     static constexpr int MINB = MINB_CAP < 1 ? 1 : MINB_CAP;
@@ -93,6 +93,27 @@ __device__ __forceinline__ size_t pk_decode_layer_offset(const pk_decode_params 
     return p.seq_layer ? (size_t) __ldg(p.seq_layer + seq) * p.layer_bytes : 0;
 }
 
+/* Where partition part of a sequence lies: its length, the first position it attends to
+ * (lo), the partition's tokens [part_start, part_end), and the sequence's partitions. */
+struct pk_decode_bounds {
+    int seq_len, lo, part_start, part_end, nparts;
+};
+
+/* Fills *b for partition part of sequence seq; returns false when the sequence is too short
+ * to reach that partition (the CTA has nothing to do). */
+__device__ __forceinline__ bool pk_decode_bounds_of(const pk_decode_params &p, int seq, int part,
+                                                    pk_decode_bounds *b)
+{
+    b->seq_len = p.seq_lens[seq];
+    b->lo = pk_decode_window_start(b->seq_len, p.window);
+    b->part_start = pk_decode_lo(b->seq_len, p.window) + part * p.part_tokens;
+    if (b->part_start >= b->seq_len)
+        return false;
+    b->part_end = min(b->part_start + p.part_tokens, b->seq_len);
+    b->nparts = pk_decode_nparts(b->seq_len, p.window, p.part_tokens);
+    return true;
+}
+
 /*
  * Starts the copies of tile `tile` of a partition into pipeline stage buf: the K and V rows
  * (from the sequence's planes kp and vp) of tokens [t_lo, t_hi) of the tile; other rows are
@@ -104,7 +125,6 @@ __device__ __forceinline__ void pk_decode_load_tile(const pk_decode_params &p, c
                                                     int tile_start, int t_lo, int t_hi)
 {
     using S = pk_decode_shape<D, KT>;
-    const int bmask = (1 << p.block_shift) - 1;
 #pragma unroll
     for (int it = 0; it < (S::T * S::NC + S::NT - 1) / S::NT; ++it) {
         const int ci = (int) threadIdx.x + it * S::NT;
@@ -112,8 +132,8 @@ __device__ __forceinline__ void pk_decode_load_tile(const pk_decode_params &p, c
         if (ci < S::T * S::NC && t >= t_lo && t < t_hi) {
             const int pos = tile_start + t;
             const int blk = __ldg(bt + (pos >> p.block_shift));
-            const size_t row = (((size_t) blk * p.num_kv_heads + h) << p.block_shift) + (pos & bmask);
-            const size_t off = row * S::ROW + (size_t) col * 16;
+            const size_t off = pk_paged_row(blk, h, pos, p.num_kv_heads, p.block_shift) * S::ROW
+                               + (size_t) col * 16;
             pk_cp_async16(buf + ci * 16, kp + off);
             pk_cp_async16(buf + S::TILE_BYTES + ci * 16, vp + off);
         }
@@ -140,13 +160,11 @@ pk_decode_kernel(const pk_decode_params p)
     const int seq = blockIdx.x, h = blockIdx.y, part = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int G = p.group;
-    const int seq_len = p.seq_lens[seq];
-    const int lo = p.window > 0 && seq_len > p.window ? seq_len - p.window : 0;
-    const int part_start = pk_decode_lo(seq_len, p.window) + part * p.part_tokens;
-    if (part_start >= seq_len)
+    pk_decode_bounds bd;
+    if (!pk_decode_bounds_of(p, seq, part, &bd))
         return;                                          /* a shorter sequence: nothing here */
-    const int part_end = min(part_start + p.part_tokens, seq_len);
-    const int nparts = pk_decode_nparts(seq_len, p.window, p.part_tokens);
+    const int seq_len = bd.seq_len, lo = bd.lo, part_start = bd.part_start, part_end = bd.part_end,
+              nparts = bd.nparts;
     const int ntiles = (part_end - part_start + T - 1) / T;
     const int32_t *bt = p.block_tables + (size_t) seq * p.bt_stride;
     const size_t lofs = pk_decode_layer_offset(p, seq);
@@ -386,7 +404,7 @@ template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr int RS = SWZ ? ROW : (NC % 2 ? NC : NC + 1) * 16;   /* row stride in shared memory */
     static constexpr int TILE = CH * RS;                 /* one chunk of K (or V) */
     static constexpr int STAGE = 2 * TILE;               /* K then V */
-    static constexpr int CTA_BUDGET = 232448 / 3 - 1024; /* shared memory of one of 3 CTAs per SM */
+    static constexpr int CTA_BUDGET = PK_SMEM_PER_SM / 3 - 1024; /* shared memory of one of 3 CTAs per SM */
     static constexpr bool BIG = 3 * 2 * STAGE > CTA_BUDGET;          /* D 256 at 16 bits */
     static constexpr int W = BIG ? 2 : 3;                /* warps per CTA */
     static constexpr int NT = 32 * W;
@@ -395,12 +413,15 @@ template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr int WARP_BYTES = STAGES * STAGE;    /* one warp's ring */
     static constexpr int SMEM = W * WARP_BYTES;
     static constexpr int NKS = D / 16;                   /* k steps of QK = row tiles of PV */
-    static constexpr int MINB_SMEM = 232448 / (SMEM + 1024);
+    static constexpr int MINB_SMEM = PK_SMEM_PER_SM / (SMEM + 1024);
     static constexpr int MINB = MINB_SMEM < 1 ? 1 : (MINB_SMEM > 4 ? 4 : MINB_SMEM);
     static_assert(D % 16 == 0, "head dim must be a whole number of mma k steps");
     static_assert(CH == 16, "a chunk is one mma row tile");
     static_assert(STAGES >= 2, "a ring needs two stages");
-    static_assert(8 * D * 4 + 64 <= WARP_BYTES, "a warp's merge area fits in its ring");
+    /* A warp's merge area (in its ring, once the ring is drained), in floats: the unnormalized
+     * outputs of up to 8 heads, then their maxima, then their sums. */
+    static constexpr int MERGE_M = 8 * D, MERGE_L = MERGE_M + 8, MERGE_BYTES = (MERGE_L + 8) * 4;
+    static_assert(MERGE_BYTES <= WARP_BYTES, "a warp's merge area fits in its ring");
 };
 
 /* Returns the byte offset in a chunk tile of 16-byte unit c of token row t (see above). */
@@ -418,7 +439,7 @@ __device__ __forceinline__ long long pk_decode_row(const pk_decode_params &p, in
 {
     if (pos < lo || pos >= hi)
         return -1;
-    return (((long long) blk * p.num_kv_heads + h) << p.block_shift) + (pos & ((1 << p.block_shift) - 1));
+    return (long long) pk_paged_row(blk, h, pos, p.num_kv_heads, p.block_shift);
 }
 
 /* Returns the block id of context position pos (which must lie inside the block table row). */
@@ -453,16 +474,16 @@ __device__ __forceinline__ void pk_decode_mma_issue(const char *kp, const char *
     }
 }
 
-/* Returns the f16 pair of the low two e4m3 bytes of x (low byte first) as an mma operand word. */
-__device__ __forceinline__ uint32_t pk_e4m3_lo2(uint32_t x)
+/*
+ * acc += K Q^T for one k step of an fp8 K chunk: r0 and r1 are a lane's ldmatrix words of
+ * the step (4 bytes each: consecutive dims of one token), widened to f16 pairs in the order
+ * the queries were loaded in; qb0, qb1 the step's query B fragment.
+ */
+__device__ __forceinline__ void pk_decode_qk_fp8(float acc[4], uint32_t r0, uint32_t r1, uint32_t qb0, uint32_t qb1)
 {
-    return pk_cvt_e4m3x2<false>(x);
-}
-
-/* Returns the f16 pair of the high two e4m3 bytes of x. */
-__device__ __forceinline__ uint32_t pk_e4m3_hi2(uint32_t x)
-{
-    return pk_cvt_e4m3x2<true>(x);
+    const uint32_t a[4] = { pk_cvt_e4m3x2<false>(r0), pk_cvt_e4m3x2<false>(r1), pk_cvt_e4m3x2<true>(r0),
+                            pk_cvt_e4m3x2<true>(r1) };
+    pk_mma16816<__half>(acc, a, qb0, qb1);
 }
 
 /*
@@ -473,7 +494,8 @@ __device__ __forceinline__ uint32_t pk_e4m3_hi2(uint32_t x)
 __device__ __forceinline__ void pk_decode_pv_fp8(float acc[4], uint32_t lo, uint32_t hi, uint32_t pb0, uint32_t pb1)
 {
     const uint32_t x = __byte_perm(lo, 0, 0x3120), y = __byte_perm(hi, 0, 0x3120);
-    const uint32_t a[4] = { pk_e4m3_lo2(x), pk_e4m3_hi2(x), pk_e4m3_lo2(y), pk_e4m3_hi2(y) };
+    const uint32_t a[4] = { pk_cvt_e4m3x2<false>(x), pk_cvt_e4m3x2<true>(x), pk_cvt_e4m3x2<false>(y),
+                            pk_cvt_e4m3x2<true>(y) };
     pk_mma16816<__half>(acc, a, pb0, pb1);
 }
 
@@ -513,13 +535,11 @@ pk_decode_mma_kernel(const pk_decode_params p)
         pre_blk[st] = p.window <= 0 && pos < table_tokens ? pk_decode_block(p, bt, pos) : 0;
     }
 
-    const int seq_len = p.seq_lens[seq];
-    const int lo = p.window > 0 && seq_len > p.window ? seq_len - p.window : 0;
-    const int part_start = pk_decode_lo(seq_len, p.window) + part * p.part_tokens;
-    if (part_start >= seq_len)
+    pk_decode_bounds bd;
+    if (!pk_decode_bounds_of(p, seq, part, &bd))
         return;                                          /* a shorter sequence: nothing here */
-    const int part_end = min(part_start + p.part_tokens, seq_len);
-    const int nparts = pk_decode_nparts(seq_len, p.window, p.part_tokens);
+    const int seq_len = bd.seq_len, lo = bd.lo, part_start = bd.part_start, part_end = bd.part_end,
+              nparts = bd.nparts;
     const int nchunks = (part_end - part_start + CH - 1) / CH;
     const int nw = warp < nchunks ? (nchunks - warp + W - 1) / W : 0;   /* this warp's chunks */
     const int cs0 = part_start + warp * CH;              /* the warp's first chunk */
@@ -621,18 +641,12 @@ pk_decode_mma_kernel(const pk_decode_params p)
                 if (ks + 1 < NKS) {
                     uint32_t r[4];
                     pk_ldmatrix_x4(r, kb + pk_decode_unit<D, KT>(lane & 15, ks + (lane >> 4)));
-                    const uint32_t a[4] = { pk_e4m3_lo2(r[0]), pk_e4m3_lo2(r[1]), pk_e4m3_hi2(r[0]),
-                                            pk_e4m3_hi2(r[1]) };
-                    pk_mma16816<MT>(c, a, qf[ks][0], qf[ks][1]);
-                    const uint32_t b[4] = { pk_e4m3_lo2(r[2]), pk_e4m3_lo2(r[3]), pk_e4m3_hi2(r[2]),
-                                            pk_e4m3_hi2(r[3]) };
-                    pk_mma16816<MT>(c2, b, qf[ks + 1][0], qf[ks + 1][1]);
+                    pk_decode_qk_fp8(c, r[0], r[1], qf[ks][0], qf[ks][1]);
+                    pk_decode_qk_fp8(c2, r[2], r[3], qf[ks + 1][0], qf[ks + 1][1]);
                 } else {
                     uint32_t r[2];
                     pk_ldmatrix_x2(r, kb + pk_decode_unit<D, KT>(lane & 15, ks));
-                    const uint32_t a[4] = { pk_e4m3_lo2(r[0]), pk_e4m3_lo2(r[1]), pk_e4m3_hi2(r[0]),
-                                            pk_e4m3_hi2(r[1]) };
-                    pk_mma16816<MT>(c, a, qf[ks][0], qf[ks][1]);
+                    pk_decode_qk_fp8(c, r[0], r[1], qf[ks][0], qf[ks][1]);
                 }
             }
         } else {
@@ -735,7 +749,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
         l1 += __shfl_xor_sync(0xffffffffu, l1, off);
     }
     float *ow = (float *) wbuf;     /* [G][D] */
-    float *mw = ow + 8 * D, *lw = mw + 8;
+    float *mw = ow + S::MERGE_M, *lw = ow + S::MERGE_L;
 #pragma unroll
     for (int mt = 0; mt < NKS; ++mt) {
         const int da = FP8 ? 16 * mt + 2 * qr : 16 * mt + qr;
@@ -771,14 +785,14 @@ pk_decode_mma_kernel(const pk_decode_params p)
         float M = -INFINITY;
 #pragma unroll
         for (int w = 0; w < W; ++w)
-            M = fmaxf(M, ((const float *) (smem + w * S::WARP_BYTES))[8 * D + g]);
+            M = fmaxf(M, ((const float *) (smem + w * S::WARP_BYTES))[S::MERGE_M + g]);
         const float Mu = M == -INFINITY ? 0.0f : M;
         float L = 0.0f, O = 0.0f;
 #pragma unroll
         for (int w = 0; w < W; ++w) {
             const float *o = (const float *) (smem + w * S::WARP_BYTES);
-            const float f = exp2f(o[8 * D + g] - Mu);
-            L += f * o[8 * D + 8 + g];
+            const float f = exp2f(o[S::MERGE_M + g] - Mu);
+            L += f * o[S::MERGE_L + g];
             O += f * o[idx];
         }
         if (nparts == 1) {

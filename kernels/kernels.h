@@ -186,6 +186,20 @@ static inline size_t pk_cache_bytes(const pk_cache *c)
            * (size_t) c->block_size * (size_t) c->head_dim * pk_dtype_size(c->dtype);
 }
 
+/* Returns the layer sequence s of a DECODE reads: its own (seq_layer), else a->layer. Host
+ * memory only (the CPU paths). */
+static inline int32_t pk_decode_seq_layer(const pk_decode_args *a, size_t s)
+{
+    return a->seq_layer != NULL ? a->seq_layer[s] : a->layer;
+}
+
+/* Returns the first layer segment s of a segmented APPEND writes: its own (seg_layer), else
+ * a->layer_begin. Host memory only (the CPU paths). */
+static inline int32_t pk_append_seg_layer(const pk_append_args *a, size_t s)
+{
+    return a->seg_layer != NULL ? a->seg_layer[s] : a->layer_begin;
+}
+
 /* ---- CPU reference: plain, single-threaded, the oracle the other versions are tested against. */
 
 /* Each runs the whole op and returns 0 or a negative paged_error for an unsupported shape. */

@@ -112,8 +112,7 @@ __device__ __forceinline__ size_t pk_prefill_row_offset(const pk_prefill_params 
                                                         int pos, int row_bytes)
 {
     const int blk = __ldg(bt + (pos >> p.block_shift));
-    const size_t row = (((size_t) blk * p.num_kv_heads + h) << p.block_shift) + (pos & ((1 << p.block_shift) - 1));
-    return row * (size_t) row_bytes;
+    return pk_paged_row(blk, h, pos, p.num_kv_heads, p.block_shift) * (size_t) row_bytes;
 }
 
 /* ===================================================================================== */

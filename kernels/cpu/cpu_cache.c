@@ -71,8 +71,7 @@ static void token_source(const pk_append_args *a, int32_t t, const void **k, con
     *v = a->v_seg[lo];
     *index = (size_t) (t - a->seg_indptr[lo]);
     *tokens = (size_t) (a->seg_indptr[lo + 1] - a->seg_indptr[lo]);
-    if (a->seg_layer != NULL)
-        *first_layer = a->seg_layer[lo];
+    *first_layer = pk_append_seg_layer(a, (size_t) lo);
 }
 
 /* Runs items [begin, end) of a checked APPEND; item i is layer i / T (counted from the token's

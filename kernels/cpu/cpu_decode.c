@@ -39,7 +39,7 @@ void pk_cpu_decode_run(const pk_decode_args *a, size_t begin, size_t end)
         size_t s = i / heads;
         pk_cpu_rows w = {
             .cache = &a->cache,
-            .layer = a->seq_layer != NULL ? a->seq_layer[s] : a->layer,
+            .layer = pk_decode_seq_layer(a, s),
             .table = a->block_tables + s * (size_t) a->bt_stride,
             .seq_len = a->seq_lens[s],
             .kv_head = (int32_t) (i % heads),

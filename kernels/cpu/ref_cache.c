@@ -65,7 +65,7 @@ int pk_ref_append(const pk_append_args *a)
         return 0;
     }
     for (int32_t s = 0; s < a->num_segments; s++)
-        ref_append_tokens(a, a->seg_layer != NULL ? a->seg_layer[s] : a->layer_begin, a->seg_indptr[s],
+        ref_append_tokens(a, pk_append_seg_layer(a, (size_t) s), a->seg_indptr[s],
                           a->seg_indptr[s + 1], a->k_seg[s], a->v_seg[s]);
     return 0;
 }

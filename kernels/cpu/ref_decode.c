@@ -36,7 +36,7 @@ int pk_ref_decode(const pk_decode_args *a)
     for (int32_t s = 0; s < a->num_seqs; s++) {
         pk_ref_seq seq = {
             .cache = &a->cache,
-            .layer = a->seq_layer != NULL ? a->seq_layer[s] : a->layer,
+            .layer = pk_decode_seq_layer(a, s),
             .table = a->block_tables + (size_t) s * (size_t) a->bt_stride,
             .seq_len = a->seq_lens[s],
         };
