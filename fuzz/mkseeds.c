@@ -501,11 +501,9 @@ static void attn_into(struct vin *v, int32_t dtype, uint32_t nq, uint32_t ns, co
 }
 
 /* Builds a DECODE or PREFILL (see attn_into); returns the input. */
-static struct vin attn(uint8_t opcode, uint32_t pool, int32_t dtype, uint32_t head_dim,
-                       uint32_t nq, uint32_t ns, const int32_t *lens, const int32_t *bt,
-                       uint32_t stride, const int32_t *qo)
+static struct vin attn(uint8_t opcode, uint32_t pool, int32_t dtype, uint32_t nq, uint32_t ns,
+                       const int32_t *lens, const int32_t *bt, uint32_t stride, const int32_t *qo)
 {
-    (void) head_dim;
     struct vin v = vstart(opcode, pool);
     attn_into(&v, dtype, nq, ns, lens, bt, stride, qo);
     return v;
@@ -586,36 +584,36 @@ static void validate_seeds(void)
         /* Two sequences: one over the client's own blocks, one over shared ones. */
         int32_t lens[] = { 13, 30 };
         int32_t bt[] = { W0, FORKED, -5, 99, SHARED, MINE_PUB, W1, SHARED + 1 };
-        v = attn(PAGED_OP_DECODE, 2, PAGED_DTYPE_F16, 64, 4, 2, lens, bt, 4, NULL);
+        v = attn(PAGED_OP_DECODE, 2, PAGED_DTYPE_F16, 4, 2, lens, bt, 4, NULL);
         vemit("decode-f16-gqa", &v);
-        v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 64, 2, 2, lens, bt, 4, NULL);
+        v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
         v.sqe.u.attn.attn.soft_cap = 30.0f;
         v.sqe.u.attn.attn.window = 7;
         v.sqe.u.attn.attn.sm_scale = 0.2f;
         vemit("decode-f32-softcap-window", &v);
-        v = attn(PAGED_OP_DECODE, 4, PAGED_DTYPE_BF16, 64, 2, 2, lens, bt, 4, NULL);
+        v = attn(PAGED_OP_DECODE, 4, PAGED_DTYPE_BF16, 2, 2, lens, bt, 4, NULL);
         float slopes[] = { 0.5f, 0.25f };
         pad(&v.arena, 4);
         v.sqe.u.attn.attn.has_alibi = 1;
         v.sqe.u.attn.attn.alibi_off = put(&v.arena, slopes, sizeof slopes);
         vemit("decode-fp8-alibi", &v);
-        v = attn(PAGED_OP_DECODE, 5, PAGED_DTYPE_BF16, 64, 2, 2, lens, bt, 4, NULL);
+        v = attn(PAGED_OP_DECODE, 5, PAGED_DTYPE_BF16, 2, 2, lens, bt, 4, NULL);
         vemit("decode-readonly-pool", &v);
         int32_t bad[] = { W0, OTHERS, 0, 0 };
-        v = attn(PAGED_OP_DECODE, 3, PAGED_DTYPE_BF16, 64, 2, 1, lens + 1, bad, 4, NULL);
+        v = attn(PAGED_OP_DECODE, 3, PAGED_DTYPE_BF16, 2, 1, lens + 1, bad, 4, NULL);
         vemit("decode-notheld", &v);
         int32_t qo[] = { 0, 5, 9 };
-        v = attn(PAGED_OP_PREFILL, 2, PAGED_DTYPE_F16, 64, 2, 2, lens, bt, 4, qo);
+        v = attn(PAGED_OP_PREFILL, 2, PAGED_DTYPE_F16, 2, 2, lens, bt, 4, qo);
         vemit("prefill-f16", &v);
-        v = attn(PAGED_OP_PREFILL, 4, PAGED_DTYPE_BF16, 64, 2, 2, lens, bt, 4, qo);
+        v = attn(PAGED_OP_PREFILL, 4, PAGED_DTYPE_BF16, 2, 2, lens, bt, 4, qo);
         v.sqe.u.attn.attn.window = 4;
         vemit("prefill-fp8-window", &v);
         int32_t lens6[] = { 40 };
         int32_t bt6[] = { 0, 2, 1, 8 };   /* pool 6: q = 2, shared block 8 */
         int32_t qo6[] = { 0, 3 };
-        v = attn(PAGED_OP_PREFILL, 6, PAGED_DTYPE_F16, 128, 8, 1, lens6, bt6, 4, qo6);
+        v = attn(PAGED_OP_PREFILL, 6, PAGED_DTYPE_F16, 8, 1, lens6, bt6, 4, qo6);
         vemit("prefill-pool6-gqa", &v);
-        v = attn(PAGED_OP_DECODE, 6, PAGED_DTYPE_F16, 128, 4, 1, lens6, bt6, 4, NULL);
+        v = attn(PAGED_OP_DECODE, 6, PAGED_DTYPE_F16, 4, 1, lens6, bt6, 4, NULL);
         vemit("decode-pool6", &v);
     }
 

@@ -37,7 +37,6 @@ static uint32_t add_append(struct plan *p, uint32_t client, int pool, int32_t la
 {
     uint32_t i = p->n++;
     struct pv_op *op = &p->ops[i];
-    memset(op, 0, sizeof *op);
     for (uint32_t t = 0; t < ntok && t < 4; t++)
         p->slots[i][t] = s0 < 0 ? -1 : s0 + (int32_t) t;
     *op = (struct pv_op) { .opcode = PAGED_OP_APPEND, .pool = &pools[pool], .layer_begin = layer,

@@ -31,14 +31,6 @@ uint64_t hard_now_ns(void)
     return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-/* Sleeps about us microseconds; returns nothing. */
-void hard_pause_us(long us)
-{
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 /* Returns a KiB field of /proc/PID/status, or -1. */
 long hard_status_kb(pid_t pid, const char *field)
 {

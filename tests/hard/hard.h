@@ -17,9 +17,6 @@ int hard_long(void);
 /* Returns the monotonic clock in nanoseconds. */
 uint64_t hard_now_ns(void);
 
-/* Sleeps about us microseconds: the pause of a bounded polling loop, never a synchronization. */
-void hard_pause_us(long us);
-
 /* Returns field ("VmRSS", "RssAnon") of /proc/PID/status in KiB, or -1. */
 long hard_status_kb(pid_t pid, const char *field);
 

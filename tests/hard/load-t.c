@@ -326,7 +326,7 @@ static int wait_idle(struct rc_client *ctl)
         struct paged_pool_item it;
         if (n >= 0 && channels == 0 && rc_pool_item(ctl, "load", &it) == 0 && it.referenced == 0)
             return 1;
-        hard_pause_us(1000);
+        td_pause_us(1000);
     }
     return 0;
 }
@@ -401,9 +401,8 @@ static long run_round(const char *label, struct rc_client *ctl, int clients, lon
 /* Returns the daemon's count of requests served (STATS, all opcodes), or -1. */
 static long stats_requests(struct rc_client *ctl)
 {
-    struct paged_msg_hdr h = { PAGED_MSG_STATS, 0, 0, sizeof h };
     struct paged_msg_stats_reply r;
-    if (rc_control(ctl, &h, sizeof h, &r, sizeof r, NULL) != (long) sizeof r)
+    if (rc_stats(ctl, &r) != 0)
         return -1;
     long n = 0;
     for (int op = 0; op < PAGED_OP_COUNT_; op++)
@@ -497,7 +496,7 @@ int main(void)
         fd_end = hard_fd_count(daemon_.pid);
         if (fd_end == fd_start)
             break;
-        hard_pause_us(1000);
+        td_pause_us(1000);
     }
     is_int(fd_start, fd_end, "daemon's open descriptors back to %d after the clients left (%d)", fd_start, fd_end);
     diag("daemon open descriptors: %d before the clients, %d after", fd_start, fd_end);

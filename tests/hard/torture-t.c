@@ -397,7 +397,7 @@ static int wait_reclaimed(struct rc_client *ctl, pid_t pid, struct paged_pool_it
             return 1;
         if (hard_now_ns() > deadline)
             return 0;
-        hard_pause_us(100);
+        td_pause_us(100);
     }
     return 0;
 }
@@ -632,7 +632,7 @@ int main(void)
         for (int t = 0; t < 10000; t++) {
             if (rc_pool_item(&ctl, names[i], &it) != 0 || it.referenced == 0)
                 break;
-            hard_pause_us(1000);
+            td_pause_us(1000);
         }
         ok(it.referenced == 0 && it.free + it.cached == sizes[i],
            "pool %s whole at the end: %u free, %u cached, %u referenced", names[i], it.free, it.cached,

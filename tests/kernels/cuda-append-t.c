@@ -113,7 +113,7 @@ static void append_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     /* Distinct slots in random order, some skipped (negative). */
     int32_t nslots = cache.num_blocks * B;
     int32_t ntok = gu_range(rng, 1, nslots < 120 ? nslots : 120);
-    int32_t *slots = gu_permutation(rng, nslots);
+    int32_t *slots = nv_permutation(rng, nslots);
     for (int32_t t = 0; t < ntok; t++)
         if (tap_rng_below(rng, 7) == 0)
             slots[t] = -1 - (int32_t) tap_rng_below(rng, 5);
@@ -209,7 +209,7 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
         indptr[s + 1] = indptr[s] + (want < room ? want : room);
     }
     int32_t ntok = indptr[S];
-    int32_t *slots = gu_permutation(rng, nslots);
+    int32_t *slots = nv_permutation(rng, nslots);
     int skipped = 0;
     for (int32_t t = 0; t < ntok; t++)
         if (tap_rng_below(rng, 7) == 0) {
@@ -327,7 +327,7 @@ static void copy_case(tap_rng *rng, int32_t dtype, int32_t D, int32_t B, int idx
     };
     size_t pool_bytes = pk_cache_bytes(&cache);
     void *pool = random_pool(rng, &cache);
-    int32_t *perm = gu_permutation(rng, cache.num_blocks);
+    int32_t *perm = nv_permutation(rng, cache.num_blocks);
     int32_t npairs = gu_range(rng, 1, cache.num_blocks / 2);
     int32_t *src = bmalloc((size_t) (npairs + 1) * sizeof *src), *dst = bmalloc((size_t) (npairs + 1) * sizeof *dst);
     for (int32_t i = 0; i < npairs; i++) {

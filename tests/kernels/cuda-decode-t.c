@@ -85,7 +85,7 @@ static void run_case(tap_rng *rng, const dcase *c)
     cache.base = pool;
     fill_pool(rng, &cache, pool);
     int32_t bt_stride = max_blocks + gu_range(rng, 0, 3);
-    int32_t *bt = gu_block_tables(rng, c->nseqs, c->lens, c->B, cache.num_blocks, bt_stride);
+    int32_t *bt = nv_block_tables(rng, c->nseqs, c->lens, c->B, cache.num_blocks, bt_stride);
 
     size_t qsize = pk_dtype_size(c->q_dtype);
     size_t row_elems = (size_t) Hq * (size_t) c->D;

@@ -22,7 +22,7 @@ CUDA_KERNEL_TESTS = \
 check_PROGRAMS += $(CUDA_KERNEL_TESTS)
 TESTS += $(CUDA_KERNEL_TESTS)
 
-CUDA_TEST_LIBS = tests/kernels/libgpuutil.la kernels/libpagedcuda.la kernels/libpagedcpu.la \
+CUDA_TEST_LIBS = tests/kernels/libgpuutil.la tests/kernels/libnaive.la kernels/libpagedcuda.la kernels/libpagedcpu.la \
 	lib/libpagedcore.la $(TAP_LIBS) $(CUDA_LIBS)
 tests_kernels_cuda_decode_t_SOURCES = tests/kernels/cuda-decode-t.c
 tests_kernels_cuda_decode_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)

@@ -102,39 +102,6 @@ void gu_fill(tap_rng *rng, void *p, size_t n, int32_t dtype, float amp, float sc
     }
 }
 
-/* Shuffles 0 .. n-1 (Fisher-Yates). */
-int32_t *gu_permutation(tap_rng *rng, int32_t n)
-{
-    int32_t *perm = bmalloc((size_t) n * sizeof *perm);
-    for (int32_t i = 0; i < n; i++)
-        perm[i] = i;
-    for (int32_t i = n - 1; i > 0; i--) {
-        int32_t j = (int32_t) tap_rng_below(rng, (uint64_t) i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    return perm;
-}
-
-/* Builds block tables from a random permutation of the pool's blocks. */
-int32_t *gu_block_tables(tap_rng *rng, int nseqs, const int32_t *lens, int32_t block_size, int32_t num_blocks,
-                         int32_t bt_stride)
-{
-    int32_t *perm = gu_permutation(rng, num_blocks);
-    int32_t *bt = bmalloc((size_t) nseqs * (size_t) (bt_stride > 0 ? bt_stride : 1) * sizeof *bt);
-    int32_t next = 0;
-    for (int s = 0; s < nseqs; s++) {
-        int32_t used = (lens[s] + block_size - 1) / block_size;
-        if (used > bt_stride || next + used > num_blocks)
-            bail("block tables: %d blocks do not fit", (int) used);
-        for (int32_t i = 0; i < bt_stride; i++)
-            bt[(size_t) s * (size_t) bt_stride + (size_t) i] = i < used ? perm[next + i] : -1;
-        next += used;
-    }
-    free(perm);
-    return bt;
-}
-
 /* Returns the dtype's name. */
 const char *gu_dtype_name(int32_t dtype)
 {

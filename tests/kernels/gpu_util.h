@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "tests/kernels/naive.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -39,17 +40,6 @@ int gu_range(tap_rng *rng, int lo, int hi);
  * by scale and rounded (what an fp8 cache would hold), never NaN.
  */
 void gu_fill(tap_rng *rng, void *p, size_t n, int32_t dtype, float amp, float scale);
-
-/* Returns a random permutation of 0 .. n-1 in host memory (the caller frees it). */
-int32_t *gu_permutation(tap_rng *rng, int32_t n);
-
-/*
- * Returns block tables ([nseqs][bt_stride], host memory) for sequences of the given lengths:
- * distinct blocks drawn from a random permutation of the pool's num_blocks (which must be
- * enough), unused columns -1 so that a kernel reading one faults.
- */
-int32_t *gu_block_tables(tap_rng *rng, int nseqs, const int32_t *lens, int32_t block_size, int32_t num_blocks,
-                         int32_t bt_stride);
 
 /* Returns the name of a dtype for test messages. */
 const char *gu_dtype_name(int32_t dtype);

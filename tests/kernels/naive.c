@@ -140,6 +140,8 @@ int32_t *nv_block_tables(tap_rng *rng, int nseqs, const int32_t *lens, int32_t b
     int32_t next = 0;
     for (int s = 0; s < nseqs; s++) {
         int32_t used = (lens[s] + block_size - 1) / block_size;
+        if (used > bt_stride)
+            bail("nv_block_tables: %d blocks do not fit a table row of %d", (int) used, (int) bt_stride);
         for (int32_t b = 0; b < bt_stride; b++)
             tables[(size_t) s * (size_t) bt_stride + (size_t) b] = b < used ? perm[next++] : -1;
         if (next > num_blocks)

@@ -71,12 +71,18 @@ const char *td_pagedd_path(void)
     return path;
 }
 
+/* Sleeps about us microseconds (a poll's interval, never a synchronization); returns nothing. */
+void td_pause_us(long us)
+{
+    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
 /* Sleeps about ms milliseconds; returns nothing. */
 void td_pause_ms(int ms)
 {
-    struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
+    td_pause_us((long) ms * 1000);
 }
 
 /* Makes the temporary directory; returns nothing. */

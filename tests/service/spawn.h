@@ -48,4 +48,7 @@ int td_log_wait(const struct td_daemon *d, const char *needle, int timeout_ms);
 /* Sleeps about ms milliseconds (for bounded polling loops only). */
 void td_pause_ms(int ms);
 
+/* Sleeps about us microseconds: a bounded poll's interval. */
+void td_pause_us(long us);
+
 #endif
