@@ -4,6 +4,8 @@
 # ---- make check: each harness linked with fuzz/replay.c, a TAP driver that feeds it every
 # input of fuzz/corpus/NAME (twice), built with the configured compiler like any test.
 FUZZ_SHARED = fuzz/fuzz.h fuzz/common.c
+# What the replaying TAP drivers share (not the clang build: it needs the TAP library).
+FUZZ_INPUTS = fuzz/inputs.h fuzz/inputs.c
 FUZZ_REPLAY_LIBS = daemon/libpageddaemon.la lib/libpagedcore.la kernels/libpagedcpu.la \
 	$(SYSTEMD_LIBS) $(TAP_LIBS)
 if HAVE_CUDA
@@ -11,11 +13,11 @@ FUZZ_REPLAY_LIBS += kernels/libpagedcuda.la $(CUDA_LIBS)
 endif
 check_PROGRAMS += fuzz/replay-control-t fuzz/replay-validate-t
 TESTS += fuzz/replay-control-t fuzz/replay-validate-t
-fuzz_replay_control_t_SOURCES = fuzz/fuzz-control.c fuzz/replay.c $(FUZZ_SHARED)
+fuzz_replay_control_t_SOURCES = fuzz/fuzz-control.c fuzz/replay.c $(FUZZ_SHARED) $(FUZZ_INPUTS)
 fuzz_replay_control_t_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_NAME='"control"'
 fuzz_replay_control_t_LDADD = $(FUZZ_REPLAY_LIBS)
 fuzz_replay_validate_t_SOURCES = fuzz/fuzz-validate.c fuzz/validate-setup.h fuzz/validate-setup.c \
-	fuzz/replay.c $(FUZZ_SHARED)
+	fuzz/replay.c $(FUZZ_SHARED) $(FUZZ_INPUTS)
 fuzz_replay_validate_t_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_NAME='"validate"'
 fuzz_replay_validate_t_LDADD = $(FUZZ_REPLAY_LIBS)
 EXTRA_DIST += fuzz/corpus fuzz/cuda-stub.c fuzz/README
@@ -25,7 +27,7 @@ EXTRA_DIST += fuzz/corpus fuzz/cuda-stub.c fuzz/README
 check_PROGRAMS += tests/daemon/fuzz-regress-t
 TESTS += tests/daemon/fuzz-regress-t
 tests_daemon_fuzz_regress_t_SOURCES = tests/daemon/fuzz-regress-t.c fuzz/fuzz-validate.c \
-	fuzz/validate-setup.h fuzz/validate-setup.c $(FUZZ_SHARED)
+	fuzz/validate-setup.h fuzz/validate-setup.c $(FUZZ_SHARED) $(FUZZ_INPUTS)
 tests_daemon_fuzz_regress_t_LDADD = $(FUZZ_REPLAY_LIBS)
 
 # ---- make fuzz-seeds: writes the seed corpus into the source tree again (mkseeds.c says

@@ -2,8 +2,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +9,7 @@
 #include "daemon/batch.h"
 #include "daemon/validate.h"
 #include "fuzz/fuzz.h"
+#include "fuzz/inputs.h"
 #include "fuzz/validate-setup.h"
 #include "tests/tap/basic.h"
 
@@ -84,50 +83,6 @@ static const char *name(unsigned opcode)
     return opcode < sizeof names / sizeof names[0] ? names[opcode] : "?";
 }
 
-/* Collects the regress-* inputs of dir, sorted; returns their number and sets *out. */
-static size_t regress_inputs(const char *dir, char ***out)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        bail("cannot open %s: %s", dir, strerror(errno));
-    char **v = NULL;
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "regress-", 8) != 0)
-            continue;
-        v = brealloc(v, (n + 1) * sizeof *v);
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        v[n] = bmalloc(len);
-        snprintf(v[n++], len, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
-            char *t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    *out = v;
-    return n;
-}
-
-/* Reads a whole file into a buffer of exactly its size; returns it and sets *size. */
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0)
-        bail("cannot read %s: %s", path, strerror(errno));
-    long len = ftell(f);
-    rewind(f);
-    unsigned char *buf = bmalloc(len > 0 ? (size_t) len : 1);
-    if (len < 0 || fread(buf, 1, (size_t) len, f) != (size_t) len)
-        bail("cannot read %s", path);
-    fclose(f);
-    *size = (size_t) len;
-    return buf;
-}
-
 /* Checks the rule, then replays the inputs; returns 0 (TAP says how it went). */
 int main(int argc, char **argv)
 {
@@ -136,9 +91,9 @@ int main(int argc, char **argv)
     const char *top = getenv("top_srcdir");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/fuzz/corpus/validate", top != NULL ? top : ".");
-    char **inputs;
-    size_t n = regress_inputs(dir, &inputs);
-    plan(2 * 2 * 3 + 2 + 2 * 3 + n);
+    struct fuzz_inputs in = { NULL, 0, 0 };
+    fuzz_inputs_collect(&in, dir, "regress-");
+    plan(2 * 2 * 3 + 2 + 2 * 3 + in.n);
 
     for (int host = 0; host < 2; host++)
         for (size_t w = 0; w < 2; w++)
@@ -177,16 +132,14 @@ int main(int argc, char **argv)
     pa_destroy((pa_alloc *) view.alloc);
 
     LLVMFuzzerInitialize(&argc, &argv);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < in.n; i++) {
         size_t size;
-        unsigned char *data = slurp(inputs[i], &size);
+        unsigned char *data = fuzz_slurp(in.paths[i], &size);
         /* The harness aborts, naming the broken invariant, if the engine lets it happen. */
         LLVMFuzzerTestOneInput(data, size);
-        ok(1, "%s: replayed through the engine, invariants held",
-           strrchr(inputs[i], '/') + 1);
+        ok(1, "%s: replayed through the engine, invariants held", strrchr(in.paths[i], '/') + 1);
         free(data);
-        free(inputs[i]);
     }
-    free(inputs);
+    fuzz_inputs_free(&in);
     return 0;
 }
