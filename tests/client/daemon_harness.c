@@ -290,6 +290,5 @@ int harness_wait_unreferenced(const struct harness *h, const char *name, struct 
 /* Fills n floats with uniform random values in [-1, 1). */
 void harness_fill(struct tap_rng *rng, float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float) tap_rng_uniform(rng, -1.0, 1.0);
+    tap_rng_fill_uniform(rng, x, n, -1.0, 1.0);
 }

@@ -125,8 +125,7 @@ int hard_child_report(int fd, pid_t pid, void *report, size_t n, int timeout_ms,
 /* Fills n floats with random values in [-1, 1); returns nothing. */
 void hard_fill(tap_rng *rng, float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float) tap_rng_uniform(rng, -1.0, 1.0);
+    tap_rng_fill_uniform(rng, x, n, -1.0, 1.0);
     if (n > 0 && x[0] == 0.0f)
         x[0] = 0.5f;
 }

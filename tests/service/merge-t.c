@@ -211,13 +211,6 @@ static void poison(struct client *cl, uint64_t off, size_t n)
     free(p);
 }
 
-/* Stores n random floats in [-1, 1) at x; returns nothing. */
-static void fill(tap_rng *rng, float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float) tap_rng_uniform(rng, -1.0, 1.0);
-}
-
 /* Returns the slot of token pos of sequence s. */
 static int32_t slot_of(const struct client *cl, int s, int pos)
 {
@@ -352,8 +345,8 @@ static void setup(struct client *cl)
     int ntok = NSEQ * CTX0;
     size_t n = (size_t) L * ntok * H * D;
     float *k = xcalloc(n * 4), *v = xcalloc(n * 4);
-    fill(&cl->rng, k, n);
-    fill(&cl->rng, v, n);
+    tap_rng_fill_uniform(&cl->rng, k, n, -1.0, 1.0);
+    tap_rng_fill_uniform(&cl->rng, v, n, -1.0, 1.0);
     uint64_t koff = carve(cl, PAGED_ARENA_DATA, n * 4), voff = carve(cl, PAGED_ARENA_DATA, n * 4);
     uint64_t soff = carve(cl, PAGED_ARENA_HOST, (size_t) ntok * 4);
     int32_t *slots = (int32_t *) (cl->host + soff);
@@ -435,7 +428,7 @@ static void burst_a(struct client *cl, int cmd_fd)
             d->expect = PAGED_E_BLOCK;
             d->expect_field = PAGED_FIELD_BLOCK_TABLE;
         }
-        fill(&cl->rng, d->q, (size_t) d->nseq * d->heads * D);
+        tap_rng_fill_uniform(&cl->rng, d->q, (size_t) d->nseq * d->heads * D, -1.0, 1.0);
         uint64_t q_off = carve(cl, PAGED_ARENA_DATA, qbytes);
         d->out_off = carve(cl, PAGED_ARENA_DATA, qbytes);
         /* A chain: this query is the output of an earlier DECODE, so it must run after it. */
@@ -526,9 +519,9 @@ static void burst_b(struct client *cl, int cmd_fd)
         int step = rewrite ? NSTEP - 1 : i / L;
         layer[i] = rewrite ? 0 : i % L;
         int pos = CTX0 + step;
-        fill(&cl->rng, kk[i], kvn);
-        fill(&cl->rng, vv[i], kvn);
-        fill(&cl->rng, qq[i], qn);
+        tap_rng_fill_uniform(&cl->rng, kk[i], kvn, -1.0, 1.0);
+        tap_rng_fill_uniform(&cl->rng, vv[i], kvn, -1.0, 1.0);
+        tap_rng_fill_uniform(&cl->rng, qq[i], qn, -1.0, 1.0);
         for (int s = 0; s < NSEQ; s++) {
             slots[i][s] = slot_of(cl, s, pos);
             lens[i][s] = pos + 1;
@@ -630,8 +623,8 @@ static void prep_append(struct client *cl, struct creq *r, int layer, int ntok, 
     r->copy = 0;
     r->layer = layer;
     r->ntok = ntok;
-    fill(&cl->rng, r->k, n);
-    fill(&cl->rng, r->v, n);
+    tap_rng_fill_uniform(&cl->rng, r->k, n, -1.0, 1.0);
+    tap_rng_fill_uniform(&cl->rng, r->v, n, -1.0, 1.0);
     uint64_t k_off = carve(cl, PAGED_ARENA_DATA, n * 4), v_off = carve(cl, PAGED_ARENA_DATA, n * 4);
     uint64_t s_off = carve(cl, PAGED_ARENA_HOST, (size_t) ntok * 4);
     memcpy(cl->host + s_off, r->slots, (size_t) ntok * 4);
@@ -798,9 +791,9 @@ static void burst_d(struct client *cl, int cmd_fd)
     static float k[NSEQ * H * D], v[NSEQ * H * D], q[NSEQ * QH * D];
     int32_t slots[NSEQ], lens[NSEQ], bt[NSEQ * MAXBLK];
     memcpy(bt, cl->ids, sizeof bt);
-    fill(&cl->rng, k, kvn);
-    fill(&cl->rng, v, kvn);
-    fill(&cl->rng, q, qn);
+    tap_rng_fill_uniform(&cl->rng, k, kvn, -1.0, 1.0);
+    tap_rng_fill_uniform(&cl->rng, v, kvn, -1.0, 1.0);
+    tap_rng_fill_uniform(&cl->rng, q, qn, -1.0, 1.0);
     for (int s = 0; s < NSEQ; s++) {
         slots[s] = slot_of(cl, s, pos);
         lens[s] = pos + 1;

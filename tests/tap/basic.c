@@ -315,6 +315,13 @@ double tap_rng_uniform(tap_rng *rng, double lo, double hi)
     return lo + (hi - lo) * ((double) (tap_rng_u64(rng) >> 11) * 0x1.0p-53);
 }
 
+/* Fills x[0..n) with uniform floats in [lo, hi); see basic.h. */
+void tap_rng_fill_uniform(tap_rng *rng, float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float) tap_rng_uniform(rng, lo, hi);
+}
+
 /* Returns the run's seed, from $PAGED_TEST_SEED or the clock, and prints it. */
 uint64_t tap_seed(void)
 {
