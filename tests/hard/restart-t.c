@@ -248,10 +248,7 @@ static void run_round(int round, int sig)
 
     /* Freeze the daemon (and see it frozen: kill only asks), so the blocked calls are
      * surely unanswered when it goes. */
-    kill(daemon_.pid, SIGSTOP);
-    int wst;
-    ok(waitpid(daemon_.pid, &wst, WUNTRACED) == daemon_.pid && WIFSTOPPED(wst), "%s round: the daemon is stopped",
-       how);
+    ok(td_freeze(&daemon_) == 0, "%s round: the daemon is stopped", how);
     tell_all(cmd, 'G');
     int started = 0;
     for (int m = 0; m < MODE_COUNT; m++) {

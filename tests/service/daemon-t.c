@@ -191,9 +191,7 @@ static void config_and_reload_cases(void)
             td_pause_ms(1);
     }
     ok(asleep, "the idle daemon sleeps on its rings");
-    kill(d.pid, SIGSTOP);
-    int stopped_status;
-    if (waitpid(d.pid, &stopped_status, WUNTRACED) != d.pid || !WIFSTOPPED(stopped_status))
+    if (td_freeze(&d) != 0)
         bail("pagedd did not stop on SIGSTOP");
     for (int i = 0; i < 4; i++) {
         struct paged_sqe s;

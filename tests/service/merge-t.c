@@ -957,12 +957,8 @@ static void merged_in_log(const char *op, long from, struct merged *m)
 /* Stops the daemon and waits until it has stopped; returns nothing. */
 static void stop_daemon(void)
 {
-    int st;
-    if (kill(daemon_.pid, SIGSTOP) != 0)
-        sysbail("SIGSTOP");
-    while (waitpid(daemon_.pid, &st, WUNTRACED) < 0)
-        if (errno != EINTR)
-            sysbail("waitpid");
+    if (td_freeze(&daemon_) != 0)
+        sysbail("stopping the daemon");
 }
 
 /* Starts the daemon and the clients, conducts the two bursts, reads the log; returns 0. */

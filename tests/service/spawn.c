@@ -71,6 +71,19 @@ const char *td_pagedd_path(void)
     return path;
 }
 
+/* Stops daemon d with SIGSTOP and waits until it has stopped (kill only asks); returns 0, or
+ * -1 when it could not be stopped or seen stopped. */
+int td_freeze(struct td_daemon *d)
+{
+    if (d->pid <= 0 || kill(d->pid, SIGSTOP) != 0)
+        return -1;
+    int st;
+    pid_t got;
+    while ((got = waitpid(d->pid, &st, WUNTRACED)) < 0 && errno == EINTR)
+        ;
+    return got == d->pid && WIFSTOPPED(st) ? 0 : -1;
+}
+
 /* Sleeps about us microseconds (a poll's interval, never a synchronization); returns nothing. */
 void td_pause_us(long us)
 {

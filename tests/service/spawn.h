@@ -51,4 +51,7 @@ void td_pause_ms(int ms);
 /* Sleeps about us microseconds: a bounded poll's interval. */
 void td_pause_us(long us);
 
+/* Stops daemon d with SIGSTOP and waits until it has stopped; returns 0, or -1. */
+int td_freeze(struct td_daemon *d);
+
 #endif
