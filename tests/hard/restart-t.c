@@ -281,7 +281,7 @@ static void run_round(int round, int sig)
         struct report r;
         memset(&r, 0, sizeof r);
         int got = hard_read_full(rep[m], &r, sizeof r, 120000);
-        wst = -1;
+        int wst = -1;
         if (!got)
             kill(pid[m], SIGKILL);
         waitpid(pid[m], &wst, 0);
