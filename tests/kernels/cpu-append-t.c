@@ -239,14 +239,7 @@ static void segmented_case(uint64_t seed, int c)
         indptr[s + 1] = indptr[s] + (want < room ? want : room);
     }
     int32_t T = indptr[S];
-    int32_t *seg_layer = NULL;
-    if (mixed) {
-        seg_layer = bmalloc((size_t) S * sizeof *seg_layer);
-        for (int32_t s = 0; s < S; s++)
-            seg_layer[s] = (int32_t) tap_rng_below(&rng, (uint64_t) (L - num_layers + 1));
-        if (S > 1 && seg_layer[1] == seg_layer[0])
-            seg_layer[1] = (seg_layer[0] + 1) % (L - num_layers + 1);
-    }
+    int32_t *seg_layer = mixed ? nv_random_layers(&rng, S, L - num_layers + 1) : NULL;
     int skipped;
     int32_t *mapping = random_slots(&rng, nslots, T, &skipped);
     size_t row = (size_t) cache.num_kv_heads * (size_t) cache.head_dim;

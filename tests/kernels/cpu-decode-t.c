@@ -131,14 +131,7 @@ static void run_case(uint64_t seed, int c)
     };
     int32_t layer = (int32_t) tap_rng_below(&rng, (uint64_t) L);
     /* Per-sequence layers: random, the first two different. */
-    int32_t *seq_layer = NULL;
-    if (mixed) {
-        seq_layer = bmalloc((size_t) nseqs * sizeof *seq_layer);
-        for (int s = 0; s < nseqs; s++)
-            seq_layer[s] = (int32_t) tap_rng_below(&rng, (uint64_t) L);
-        if (nseqs > 1 && seq_layer[1] == seq_layer[0])
-            seq_layer[1] = (seq_layer[0] + 1) % L;
-    }
+    int32_t *seq_layer = mixed ? nv_random_layers(&rng, nseqs, L) : NULL;
     size_t elems = nv_pool_elems(&cache);
     cache.base = bmalloc(pk_cache_bytes(&cache));
     nv_poison(cache.base, elems, dtype);

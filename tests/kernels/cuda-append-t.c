@@ -223,12 +223,7 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     if (mixed) {
         num_layers = gu_range(rng, 1, cache.num_layers - 1);    /* fewer than all */
         layer_begin = gu_range(rng, 0, cache.num_layers - num_layers);
-        const int32_t firsts = cache.num_layers - num_layers + 1;
-        seg_layer = bmalloc((size_t) S * sizeof *seg_layer);
-        for (int32_t s = 0; s < S; s++)
-            seg_layer[s] = gu_range(rng, 0, firsts - 1);
-        if (S > 1 && seg_layer[1] == seg_layer[0])
-            seg_layer[1] = (seg_layer[0] + 1) % firsts;
+        seg_layer = nv_random_layers(rng, S, cache.num_layers - num_layers + 1);
         size_t m = (size_t) snprintf(layers, sizeof layers, ", per-segment first layers");
         for (int32_t s = 0; s < S && m < sizeof layers - 4; s++)
             m += (size_t) snprintf(layers + m, sizeof layers - m, "%s%d", s ? "," : " ", (int) seg_layer[s]);

@@ -96,14 +96,7 @@ static void run_case(tap_rng *rng, const dcase *c)
     for (int32_t h = 0; h < Hq; h++)
         slopes[h] = (float) tap_rng_uniform(rng, 0.01, 0.3);
     /* Per-sequence layers: random, the first two different. */
-    int32_t *seq_layer = NULL;
-    if (c->mixed) {
-        seq_layer = bmalloc((size_t) c->nseqs * sizeof *seq_layer);
-        for (int s = 0; s < c->nseqs; s++)
-            seq_layer[s] = gu_range(rng, 0, c->L - 1);
-        if (c->nseqs > 1 && seq_layer[1] == seq_layer[0])
-            seq_layer[1] = (seq_layer[0] + 1) % c->L;
-    }
+    int32_t *seq_layer = c->mixed ? nv_random_layers(rng, c->nseqs, c->L) : NULL;
 
     pk_decode_args ha = {
         .cache = cache,

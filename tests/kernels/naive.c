@@ -130,6 +130,18 @@ int32_t *nv_permutation(tap_rng *rng, int32_t n)
     return perm;
 }
 
+/* Returns n random layers in [0, range), the first two different when there are two and the
+ * range allows (a merged launch over several layers); bmalloc'd. */
+int32_t *nv_random_layers(tap_rng *rng, int n, int32_t range)
+{
+    int32_t *l = bmalloc((size_t) (n > 0 ? n : 1) * sizeof *l);
+    for (int i = 0; i < n; i++)
+        l[i] = (int32_t) tap_rng_below(rng, (uint64_t) range);
+    if (n > 1 && l[1] == l[0])
+        l[1] = (l[0] + 1) % range;
+    return l;
+}
+
 /* Deals out a shuffled pool to the sequences. */
 int32_t *nv_block_tables(tap_rng *rng, int nseqs, const int32_t *lens, int32_t block_size,
                          int32_t num_blocks, int32_t bt_stride)

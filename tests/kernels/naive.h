@@ -35,6 +35,10 @@ void nv_random(tap_rng *rng, void *p, size_t i, int32_t dtype, float scale);
 /* Returns a random permutation of 0 .. n-1 (allocated; the caller frees it). */
 int32_t *nv_permutation(tap_rng *rng, int32_t n);
 
+/* Returns n random layers in [0, range), the first two different when there are two and the
+ * range allows; bmalloc'd. */
+int32_t *nv_random_layers(tap_rng *rng, int n, int32_t range);
+
 /*
  * Returns block tables for nseqs sequences of the given lengths: bt_stride columns per
  * sequence, the blocks drawn without repetition from a random permutation of the pool's
