@@ -6,24 +6,23 @@
 #include "kernels/decode.cuh"
 #include "kernels/ptx.cuh"
 
-/* Reads PAGED_DECODE_PLAN once (see decode.cuh); returns nothing. */
-void pk_decode_tuning(int k[3])
+/* Returns the defaults, or what PAGED_DECODE_PLAN sets when it is well formed. */
+static pk_decode_knobs pk_decode_read_knobs(void)
 {
-    static std::atomic<int> cached[3];  /* cached[0] 0: not read yet */
-    if (cached[0].load(std::memory_order_acquire) == 0) {
-        int v[3] = { PK_DECODE_WAVES, PK_DECODE_MIN_PART, 1 }, e[3] = { 0, 0, 1 };
-        const char *env = getenv("PAGED_DECODE_PLAN");
-        int n = env != NULL ? sscanf(env, "%d,%d,%d", &e[0], &e[1], &e[2]) : 0;
-        if (n >= 2 && e[0] >= 1 && e[0] <= 64 && e[1] >= 16 && e[1] <= 1 << 20) {
-            v[0] = e[0];
-            v[1] = e[1];
-            v[2] = e[2] != 0;
-        }
-        for (int i = 2; i >= 0; --i)   /* cached[0] last: it marks the rest as stored */
-            cached[i].store(v[i], i == 0 ? std::memory_order_release : std::memory_order_relaxed);
-    }
-    for (int i = 0; i < 3; ++i)
-        k[i] = cached[i].load(i == 0 ? std::memory_order_acquire : std::memory_order_relaxed);
+    pk_decode_knobs k = { PK_DECODE_WAVES, PK_DECODE_MIN_PART, true };
+    int e[3] = { 0, 0, 1 };
+    const char *env = getenv("PAGED_DECODE_PLAN");
+    int n = env != NULL ? sscanf(env, "%d,%d,%d", &e[0], &e[1], &e[2]) : 0;
+    if (n >= 2 && e[0] >= 1 && e[0] <= 64 && e[1] >= 16 && e[1] <= 1 << 20)
+        k = { e[0], e[1], e[2] != 0 };
+    return k;
+}
+
+/* Returns the launch knobs, read once (see decode.cuh). */
+const pk_decode_knobs &pk_decode_tuning(void)
+{
+    static const pk_decode_knobs knobs = pk_decode_read_knobs();   /* thread-safe initialization */
+    return knobs;
 }
 
 /*
@@ -130,9 +129,8 @@ static int pk_decode_reduce(const pk_decode_args *a, const pk_decode_plan *pl, c
     p.max_parts = pl->max_parts;
     p.v_scale = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.v_scale : 1.0f;
     dim3 grid((unsigned) a->num_seqs, (unsigned) a->num_q_heads);
-    int k[3];
-    pk_decode_tuning(k);
-    return pk_launch_dependent(pk_decode_reduce_kernel<QT>, grid, dim3(128), 0, stream, p, k[2] != 0);
+    return pk_launch_dependent(pk_decode_reduce_kernel<QT>, grid, dim3(128), 0, stream, p,
+                               pk_decode_tuning().pdl);
 }
 
 /* Runs (or only plans) the partition kernel of head dim D for the args' dtypes. */

@@ -16,10 +16,17 @@
 #define PK_DECODE_MAX_PARTS 1024    /* bounds the partials and the reduce kernel's loop */
 #define PK_DECODE_WAVES 4           /* split a grid of less than a wave of CTAs into this many waves */
 
-/* The launch knobs, k[0..2]: PK_DECODE_WAVES, PK_DECODE_MIN_PART and programmatic launches
- * (1), unless the environment variable PAGED_DECODE_PLAN=WAVES,MIN_PART[,PDL] (a benchmarking
- * aid) overrides them. Defined in decode.cu. */
-void pk_decode_tuning(int k[3]);
+/* The launch knobs. */
+struct pk_decode_knobs {
+    int waves;                      /* PK_DECODE_WAVES */
+    int min_part;                   /* PK_DECODE_MIN_PART */
+    bool pdl;                       /* programmatic dependent launches */
+};
+
+/* Returns the launch knobs: the defaults, unless the environment variable
+ * PAGED_DECODE_PLAN=WAVES,MIN_PART[,PDL] (a benchmarking aid, read once) overrides them.
+ * Defined in decode.cu. */
+const pk_decode_knobs &pk_decode_tuning(void);
 
 /* How one launch splits the contexts (the same on the host and in both kernels). */
 typedef struct pk_decode_plan {
@@ -85,14 +92,13 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
         eff = (long long) a->opts.window + T - 1;   /* lo is rounded down by at most T - 1 */
     if (eff < 1)
         eff = 1;
-    int k[3];
-    pk_decode_tuning(k);
+    const pk_decode_knobs &k = pk_decode_tuning();
     long long parts = 1;
     if (units * 10 < cta_slots * 19)
-        parts = pk_ceil_div(cta_slots * (units >= cta_slots && k[0] > 2 ? 2 : k[0]), units);
+        parts = pk_ceil_div(cta_slots * (units >= cta_slots && k.waves > 2 ? 2 : k.waves), units);
     long long part = pk_ceil_div(pk_ceil_div(eff, parts), T) * T;
-    if (part < k[1])
-        part = pk_ceil_div(k[1], T) * T;
+    if (part < k.min_part)
+        part = pk_ceil_div(k.min_part, T) * T;
     if (pk_ceil_div(eff, part) > PK_DECODE_MAX_PARTS)
         part = pk_ceil_div(pk_ceil_div(eff, PK_DECODE_MAX_PARTS), T) * T;
     pl->part_tokens = (int) part;

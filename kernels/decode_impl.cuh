@@ -876,9 +876,7 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
 
     const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
                           : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
-    int k[3];
-    pk_decode_tuning(k);
-    return pk_launch_dependent(kernel, grid, dim3(NT), SMEM, stream, p, k[2] != 0);
+    return pk_launch_dependent(kernel, grid, dim3(NT), SMEM, stream, p, pk_decode_tuning().pdl);
 }
 
 /* Instantiates the decode of head dim D for every supported (cache, query) dtype pair. */
