@@ -20,8 +20,17 @@
  * found compatible (pb_append_mergeable: same pool, number of layers and source dtype) run
  * as ONE launch of the segmented form (pk_append_args.k_seg/v_seg/seg_indptr, slots
  * concatenated, and seg_layer where their first layers differ). A launch the kernels refuse
- * is run op by op, each op on its own layer. run_batch returns only once every output of
- * the batch is visible to its client, so the engine may post the completions then.
+ * is run op by op, each op on its own layer. run_batch returns once every output of the
+ * batch is visible to its client, so the engine may post the completions then; except that
+ * a backend whose device runs asynchronously (cuda) may return as soon as the batch is
+ * queued when every op of it signals (PAGED_SQE_SIGNAL): it sets batch->early, writes each
+ * op's signal word after the batch's work, and settle() waits for everything queued.
+ *
+ * Dependencies (pv_op.wait_off, .signal_off) of ops whose client has a data arena of the
+ * backend's own (arenas.data) are the backend's: it holds the batch's work until each
+ * waited word is reached (at most batch->dep_timeout_ns, then PAGED_E_TIMEOUT, or late_fn
+ * when the batch completed early) and writes each signal word after it. Those of ops whose
+ * data arena is the host arena are the engine's, on the host.
  *
  * Adding a backend: a file daemon/backend_NAME.c defining a const struct pd_backend_ops and
  * an open function, and a line in pd_backend_open (daemon/backend.c).
@@ -74,6 +83,7 @@ struct pd_batch_op {
     const struct pv_op *op;       /* APPEND, DECODE, PREFILL or COPY */
     uint32_t user;                /* the engine's own index; the backend leaves it alone */
     uint32_t client;              /* the engine's index of its client (for pb_plan) */
+    uint32_t holder;              /* its client's connection id (for late_fn) */
     int status;                   /* set by run_batch: PAGED_OK or a paged_error */
 };
 
@@ -97,6 +107,8 @@ struct pd_batch {
     uint32_t nlaunches;
     uint64_t wait_ns;             /* set by run_batch: of its time, how long it waited for the
                                    * device (0 where it does not wait, as on the cpu backend) */
+    uint64_t dep_timeout_ns;      /* the longest a waited word may keep the batch waiting */
+    int early;                    /* set by run_batch: it returned with the work still queued */
 };
 
 struct pd_backend_ops {
@@ -127,6 +139,12 @@ struct pd_backend_ops {
      * device fault the backend cannot pin on one launch fails every op of the batch that
      * had not failed already. */
     void (*run_batch)(pd_backend *b, struct pd_batch *batch);
+    /* Returns once everything run_batch queued has finished (late waits reported through
+     * late_fn); NULL in a backend whose run_batch never returns early. */
+    void (*settle)(pd_backend *b);
+    /* Retires what finished and watches what waits (cuda_flight.h's watchdog); returns
+     * whether anything is still queued. NULL where settle is. */
+    int (*tick)(pd_backend *b);
     /* Fills *out. */
     void (*info)(pd_backend *b, struct pd_backend_info *out);
     /* Frees the backend (pools and arenas are gone by then). */
@@ -136,6 +154,10 @@ struct pd_backend_ops {
 struct pd_backend {
     const struct pd_backend_ops *ops;
     void *priv;
+    /* Set by the engine: told of each waited word that timed out in a batch completed early
+     * (holder: the connection id; off and value: the word and what it waited for). */
+    void (*late_fn)(void *ctx, uint32_t holder, uint64_t off, uint32_t value);
+    void *late_ctx;
 };
 
 /*

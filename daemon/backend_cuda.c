@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "daemon/backend.h"
+#include "daemon/cuda_flight.h"
 #include "daemon/cuda_mem.h"
 #include "daemon/merged.h"
 #include "daemon/log.h"
@@ -57,13 +58,16 @@
 #define PD_CUDA_WARN_MAX 16u
 
 struct cuda_backend {
+    pd_backend *backend;          /* the table this is the private part of */
     struct pd_cu_device dev;
     cudaStream_t stream;
     uint8_t uuid[16];
     char name[64];
-    unsigned char *h_stage;       /* pinned host staging */
+    unsigned char *h_stage;       /* pinned host staging: the current slot's */
     unsigned char *d_stage;       /* device staging */
-    size_t stage_cap;             /* bytes of each */
+    size_t stage_cap;             /* bytes of d_stage */
+    struct pd_cu_flight flight;   /* batches queued and completed early (cuda_flight.h) */
+    uint64_t dep_timeout_ns;      /* the watchdog's: the last batch's dep_timeout_ns */
     void *ws;                     /* decode/prefill workspace */
     size_t ws_cap;
     struct cuda_launch *launch;   /* the launches of the batch being run */
@@ -293,12 +297,33 @@ static int cuda_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, c
     return PAGED_OK;
 }
 
-/* Frees a pool's device memory; returns nothing. */
+/* Waits for everything queued on the stream and retires every batch in flight (reporting
+ * late waits); a failed synchronization is a device error. Returns nothing. */
+static void cuda_settle(pd_backend *b)
+{
+    struct cuda_backend *cb = b->priv;
+    cudaError_t e = pd_cu_flight_settle(&cb->flight, cb->dep_timeout_ns);
+    if (e != cudaSuccess) {
+        device_error(cb, "queued batches", e);
+        /* Nothing is in flight any more after a fault either. */
+        pd_cu_flight_release_all(&cb->flight);
+    }
+}
+
+/* Retires the finished batches and watches the oldest; returns whether any is in flight. */
+static int cuda_tick(pd_backend *b)
+{
+    struct cuda_backend *cb = b->priv;
+    return pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
+}
+
+/* Frees a pool's device memory once nothing queued can touch it; returns nothing. */
 static void cuda_pool_destroy(pd_backend *b, pd_pool_mem *m)
 {
     struct cuda_backend *cb = b->priv;
     if (m == NULL)
         return;
+    cuda_settle(b);
     pd_cu_mem_free(&cb->dev, &m->mem);
     free(m);
 }
@@ -350,18 +375,20 @@ static int cuda_arena_create(pd_backend *b, uint64_t size, pd_arena **out, struc
     return PAGED_OK;
 }
 
-/* Frees a client's data arena; returns nothing. */
+/* Frees a client's data arena once nothing queued can touch it; returns nothing. */
 static void cuda_arena_destroy(pd_backend *b, pd_arena *a)
 {
     struct cuda_backend *cb = b->priv;
     if (a == NULL)
         return;
+    cuda_settle(b);
     pd_cu_mem_free(&cb->dev, &a->mem);
     free(a);
 }
 
-/* Makes both staging buffers hold at least need bytes. Returns PAGED_OK, PAGED_E_NOMEM, or
- * PAGED_E_DEVICE (through device_error when the runtime reports more than a lack of memory). */
+/* Makes the device staging buffer hold at least need bytes (nothing queued reads it: the
+ * caller has settled). Returns PAGED_OK, PAGED_E_NOMEM, or PAGED_E_DEVICE (through
+ * device_error when the runtime reports more than a lack of memory). */
 static int stage_grow(struct cuda_backend *cb, size_t need)
 {
     if (need <= cb->stage_cap)
@@ -369,23 +396,15 @@ static int stage_grow(struct cuda_backend *cb, size_t need)
     size_t cap = PD_CUDA_STAGE_MIN;
     while (cap < need)
         cap *= 2;
-    /* The previous batch has finished (every batch synchronizes), so nothing reads the old ones. */
-    cudaFreeHost(cb->h_stage);
     cudaFree(cb->d_stage);
-    cb->h_stage = NULL;
     cb->d_stage = NULL;
     cb->stage_cap = 0;
-    cudaError_t e = cudaHostAlloc((void **) &cb->h_stage, cap, cudaHostAllocDefault);
-    if (e == cudaSuccess)
-        e = cudaMalloc((void **) &cb->d_stage, cap);
+    cudaError_t e = cudaMalloc((void **) &cb->d_stage, cap);
     if (e != cudaSuccess) {
-        cudaFreeHost(cb->h_stage);
-        cb->h_stage = NULL;
         cb->d_stage = NULL;
         if (e == cudaErrorMemoryAllocation) {
             (void) cudaGetLastError();
-            pd_log(PD_LOG_WARNING, "cuda device %d: no memory for %zu bytes of staging buffers",
-                   cb->dev.ordinal, cap);
+            pd_log(PD_LOG_WARNING, "cuda device %d: no memory for %zu bytes of staging", cb->dev.ordinal, cap);
             return PAGED_E_NOMEM;
         }
         return device_error(cb, "staging allocation", e);
@@ -737,33 +756,85 @@ static void fail_all(struct pd_batch *batch, int rc)
         batch->ops[i].status = rc;
 }
 
-/*
- * Runs a batch: stages all its metadata and grows the workspace while nothing is queued,
- * uploads the metadata in one copy, queues every launch in order on the one stream, and
- * synchronizes once; see backend.h. Returns nothing.
- */
-static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
+/* Returns whether op carries the dependency flag (PAGED_SQE_WAIT or _SIGNAL) on a word of
+ * this backend's: its client has a device data arena. */
+static int device_dep(const struct pd_batch_op *op, unsigned flag)
 {
-    struct cuda_backend *cb = b->priv;
-    if (!cb->healthy) {
-        fail_all(batch, PAGED_E_DEVICE);
-        return;
-    }
-    int rc = launch_reserve(cb, batch->nlaunches);
-    struct stage st = { 0, 0 };
-    if (rc == PAGED_OK) {
-        prepare(cb, &st, batch);
-        /* Never empty, so that a device address is never computed from a NULL buffer. */
-        rc = stage_grow(cb, st.total != 0 ? st.total : 1);
-    }
-    if (rc < 0) {
-        fail_all(batch, rc);
-        return;
-    }
-    st = (struct stage) { 0, 1 };
-    prepare(cb, &st, batch);
+    return (op->op->flags & flag) != 0 && op->arenas.data != NULL;
+}
 
-    /* One workspace for every DECODE and PREFILL: they run one after another on the stream. */
+/* Returns whether every op of batch signals a device word, so that it may complete at launch. */
+static int all_signal(const struct pd_batch *batch)
+{
+    for (uint32_t i = 0; i < batch->nops; i++)
+        if (!device_dep(&batch->ops[i], PAGED_SQE_SIGNAL))
+            return 0;
+    return batch->nops != 0;
+}
+
+/* Returns the device address of op's wait word (wait) or signal word. */
+static uint32_t *dep_word(const struct pd_batch_op *op, int wait)
+{
+    return (uint32_t *) (device_data(op) + (wait ? op->op->wait_off : op->op->signal_off));
+}
+
+/* Stream memory operations queued per driver call. */
+#define PD_CUDA_MEMOPS 64u
+
+/*
+ * Queues, PD_CUDA_MEMOPS at a time, a wait (cuStreamBatchMemOp, CU_STREAM_WAIT_VALUE_GEQ: the
+ * wrapping comparison the protocol promises) for every waited word of the ops still fine,
+ * recording each in slot s for the watchdog (wait 1), or a write of every signal word of them,
+ * ordered after all earlier work with a memory barrier (wait 0). Returns PAGED_OK or
+ * PAGED_E_DEVICE.
+ */
+static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait)
+{
+    CUstreamBatchMemOpParams p[PD_CUDA_MEMOPS];
+    unsigned n = 0;
+    for (uint32_t i = 0; i <= batch->nops; i++) {
+        if (i < batch->nops) {
+            const struct pd_batch_op *op = &batch->ops[i];
+            if (op->status != PAGED_OK || !device_dep(op, wait ? PAGED_SQE_WAIT : PAGED_SQE_SIGNAL))
+                continue;
+            CUdeviceptr addr = (CUdeviceptr) (uintptr_t) dep_word(op, wait);
+            memset(&p[n], 0, sizeof p[n]);
+            if (wait) {
+                p[n].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+                p[n].waitValue.address = addr;
+                p[n].waitValue.value = op->op->wait_value;
+                p[n].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+                s->waits[s->nwaits++] = (struct pd_cu_wait) {
+                    .addr = addr, .value = op->op->wait_value, .op = i, .holder = op->holder,
+                    .off = op->op->wait_off,
+                };
+            } else {
+                p[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+                p[n].writeValue.address = addr;
+                p[n].writeValue.value = op->op->signal_value;
+                p[n].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+            }
+            if (++n < PD_CUDA_MEMOPS)
+                continue;
+        }
+        if (n == 0)
+            continue;
+        CUresult r = cb->dev.drv.stream_batch_mem_op((CUstream) cb->stream, n, p, 0);
+        if (r != CUDA_SUCCESS) {
+            char buf[160];
+            pd_log(PD_LOG_WARNING, "cuda device %d: cuStreamBatchMemOp (%s): %s", cb->dev.ordinal,
+                   wait ? "waits" : "signals", pd_cu_strerror(&cb->dev.drv, r, buf, sizeof buf));
+            return PAGED_E_DEVICE;
+        }
+        n = 0;
+    }
+    return PAGED_OK;
+}
+
+/* Sizes the workspace the batch's DECODEs and PREFILLs ask for (their arguments built);
+ * returns the largest. */
+static size_t workspace_need(struct cuda_backend *cb, const struct pd_batch *batch)
+{
     size_t need = 0;
     for (uint32_t l = 0; l < batch->nlaunches; l++) {
         struct cuda_launch *cl = &cb->launch[l];
@@ -775,8 +846,114 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         if (cl->ws_need > need)
             need = cl->ws_need;
     }
+    return need;
+}
+
+/* Queues every launch of batch in order, each refused one failing its own ops; returns nothing. */
+static void queue_launches(struct cuda_backend *cb, struct pd_batch *batch)
+{
+    for (uint32_t l = 0; l < batch->nlaunches; l++) {
+        struct pd_launch *la = &batch->launches[l];
+        const struct cuda_launch *cl = &cb->launch[l];
+        la->merged = 0;
+        if (ok_ops(batch, la) == 0)
+            continue;
+        if (!cb->healthy) {
+            launch_status(batch, la, PAGED_E_DEVICE);
+            continue;
+        }
+        int rc = launch(cb, cl);
+        if (rc == PAGED_OK)
+            la->merged = ok_ops(batch, la) > 1;
+        else if (la->count > 1 && rc != PAGED_E_DEVICE && cl->kind == PAGED_OP_APPEND)
+            launch_split_append(cb, batch, la, &cl->a.append);
+        else if (la->count > 1 && rc != PAGED_E_DEVICE)
+            launch_split(cb, batch, la, &cl->a.decode);
+        else
+            launch_status(batch, la, refused(cb, cl->kind, rc));
+    }
+}
+
+/* Waits for batch (queued with slot s) to finish and sets what it learns: a fault fails every
+ * op still fine, a waited word that timed out fails its op with PAGED_E_TIMEOUT. Returns nothing. */
+static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s)
+{
+    uint64_t w0 = pd_now_ns();
+    cudaError_t e = s != NULL ? pd_cu_flight_wait(&cb->flight, s, cb->dep_timeout_ns) : cudaStreamSynchronize(cb->stream);
+    batch->wait_ns = pd_now_ns() - w0;
+    if (e != cudaSuccess) {
+        /* A fault of one kernel cannot be told from the others' here, and it is sticky. */
+        int rc = device_error(cb, "batch", e);
+        for (uint32_t i = 0; i < batch->nops; i++)
+            if (batch->ops[i].status == PAGED_OK)
+                batch->ops[i].status = rc;
+        for (uint32_t l = 0; l < batch->nlaunches; l++)
+            batch->launches[l].merged = 0;
+        pd_cu_flight_release_all(&cb->flight);
+        return;
+    }
+    if (s != NULL) {
+        for (uint32_t i = 0; i < s->nwaits; i++)
+            if (s->waits[i].late && batch->ops[s->waits[i].op].status == PAGED_OK)
+                batch->ops[s->waits[i].op].status = PAGED_E_TIMEOUT;
+        pd_cu_flight_release(s);
+    }
+}
+
+/*
+ * Runs a batch: stages all its metadata (growing the device staging and the workspace only
+ * once everything queued has finished), uploads it in one copy from the batch's slot, queues
+ * the gates of its waited words, every launch in order, and the signals of its signal words
+ * on the one stream; then returns at once when every op signals (batch->early), else
+ * synchronizes; see backend.h. Returns nothing.
+ */
+static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
+{
+    struct cuda_backend *cb = b->priv;
+    batch->early = 0;
+    batch->wait_ns = 0;
+    cb->dep_timeout_ns = batch->dep_timeout_ns;
+    if (!cb->healthy) {
+        fail_all(batch, PAGED_E_DEVICE);
+        return;
+    }
+    pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
+    int rc = launch_reserve(cb, batch->nlaunches);
+    if (rc < 0) {
+        fail_all(batch, rc);
+        return;
+    }
+    struct stage st = { 0, 0 };
+    prepare(cb, &st, batch);
+    /* Never empty, so that a device address is never computed from a NULL buffer. */
+    size_t stage_need = st.total != 0 ? st.total : 1;
+    size_t need = workspace_need(cb, batch);
+    if (need > PD_CUDA_WS_MAX)
+        need = PD_CUDA_WS_MAX;
+    if (stage_need > cb->stage_cap || need > cb->ws_cap)
+        cuda_settle(b);
+    rc = stage_grow(cb, stage_need);
+    uint32_t nwaits = 0;
+    for (uint32_t i = 0; i < batch->nops; i++)
+        nwaits += device_dep(&batch->ops[i], PAGED_SQE_WAIT);
+    struct pd_cu_slot *slot = NULL;
+    if (rc == PAGED_OK) {
+        cudaError_t e = pd_cu_flight_begin(&cb->flight, stage_need, nwaits, cb->dep_timeout_ns, &slot);
+        if (e != cudaSuccess)
+            rc = e == cudaErrorMemoryAllocation ? PAGED_E_NOMEM : device_error(cb, "staging slot", e);
+    }
+    if (rc < 0) {
+        (void) cudaGetLastError();
+        fail_all(batch, rc);
+        return;
+    }
+    cb->h_stage = slot->h_stage;
+    st = (struct stage) { 0, 1 };
+    prepare(cb, &st, batch);
+
+    /* One workspace for every DECODE and PREFILL: they run one after another on the stream. */
     size_t ws_size = 0;
-    void *ws = need > 0 ? workspace(cb, need, &ws_size) : NULL;
+    void *ws = need > 0 ? workspace(cb, workspace_need(cb, batch), &ws_size) : NULL;
     for (uint32_t l = 0; l < batch->nlaunches; l++) {
         struct cuda_launch *cl = &cb->launch[l];
         if (cl->ws_need == 0)
@@ -794,50 +971,45 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
                                     cb->stream);
     if (e != cudaSuccess) {
         fail_all(batch, device_error(cb, "metadata upload", e));
+        finish(cb, batch, slot);
         return;
     }
-    for (uint32_t l = 0; l < batch->nlaunches; l++) {
-        struct pd_launch *la = &batch->launches[l];
-        const struct cuda_launch *cl = &cb->launch[l];
-        la->merged = 0;
-        if (batch->ops[la->first].status < 0 && la->count == 1)
-            continue;
-        if (!cb->healthy) {
-            launch_status(batch, la, PAGED_E_DEVICE);
-            continue;
-        }
-        rc = launch(cb, cl);
-        if (rc == PAGED_OK)
-            la->merged = ok_ops(batch, la) > 1;
-        else if (la->count > 1 && rc != PAGED_E_DEVICE && cl->kind == PAGED_OP_APPEND)
-            launch_split_append(cb, batch, la, &cl->a.append);
-        else if (la->count > 1 && rc != PAGED_E_DEVICE)
-            launch_split(cb, batch, la, &cl->a.decode);
-        else
-            launch_status(batch, la, refused(cb, cl->kind, rc));
-    }
-    /* Also when every launch was refused: the metadata copy is in flight. */
-    uint64_t w0 = pd_now_ns();
-    e = cudaStreamSynchronize(cb->stream);
-    batch->wait_ns = pd_now_ns() - w0;
-    if (e != cudaSuccess) {
-        /* A fault of one kernel cannot be told from the others' here, and it is sticky. */
-        rc = device_error(cb, "batch", e);
+    rc = queue_deps(cb, batch, slot, 1);
+    if (rc != PAGED_OK) {
         for (uint32_t i = 0; i < batch->nops; i++)
             if (batch->ops[i].status == PAGED_OK)
                 batch->ops[i].status = rc;
-        for (uint32_t l = 0; l < batch->nlaunches; l++)
-            batch->launches[l].merged = 0;
     }
+    queue_launches(cb, batch);
+    /* Every op that ran signals, also one whose wait the watchdog released: the worker's
+     * stream may already wait for the word, and the completion or the disconnection says
+     * what failed. */
+    rc = queue_deps(cb, batch, slot, 0);
+    if (rc != PAGED_OK) {
+        for (uint32_t i = 0; i < batch->nops; i++)
+            if (batch->ops[i].status == PAGED_OK && device_dep(&batch->ops[i], PAGED_SQE_SIGNAL))
+                batch->ops[i].status = rc;
+    }
+    int early = cb->healthy && all_signal(batch);
+    e = pd_cu_flight_end(&cb->flight, slot, cb->stream, !early);
+    if (e == cudaSuccess && early) {
+        batch->early = 1;
+        return;
+    }
+    if (e != cudaSuccess)
+        (void) device_error(cb, "batch event", e);
+    /* Also when every launch was refused: the metadata copy is in flight. */
+    finish(cb, batch, e == cudaSuccess ? slot : NULL);
 }
 
 /* Runs one op as a batch of one launch; returns its status. */
 static int cuda_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
                     const struct pd_arenas *ar, const struct pv_op *op)
 {
-    struct pd_batch_op bop = { cache, m, *ar, op, 0, 0, PAGED_OK };
+    struct pd_batch_op bop = { .cache = cache, .mem = m, .arenas = *ar, .op = op, .status = PAGED_OK };
     struct pd_launch la = { 0, 1, 0 };
-    struct pd_batch batch = { &bop, 1, &la, 1, 0 };
+    struct pd_batch batch = { .ops = &bop, .nops = 1, .launches = &la, .nlaunches = 1,
+                              .dep_timeout_ns = 1000000000ull };
     cuda_run_batch(b, &batch);
     return bop.status;
 }
@@ -867,8 +1039,9 @@ static void cuda_destroy(pd_backend *b)
 {
     struct cuda_backend *cb = b->priv;
     /* Errors here change nothing: the daemon is going away, or never started. */
-    if (cb->h_stage != NULL)
-        cudaFreeHost(cb->h_stage);
+    if (cb->stream != NULL)
+        cudaStreamSynchronize(cb->stream);
+    pd_cu_flight_free(&cb->flight);
     if (cb->d_stage != NULL)
         cudaFree(cb->d_stage);
     if (cb->ws != NULL)
@@ -889,6 +1062,8 @@ static const struct pd_backend_ops cuda_ops = {
     .arena_destroy = cuda_arena_destroy,
     .run = cuda_run,
     .run_batch = cuda_run_batch,
+    .settle = cuda_settle,
+    .tick = cuda_tick,
     .info = cuda_info,
     .destroy = cuda_destroy,
 };
@@ -953,6 +1128,11 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
                     ordinal, cudaGetErrorString(e));
     }
     cb->dev.stream = cb->stream;
+    e = pd_cu_flight_init(&cb->flight, cb->backend);
+    if (e != cudaSuccess)
+        return fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: the batches' events and watchdog: %s",
+                    ordinal, cudaGetErrorString(e));
+    cb->dep_timeout_ns = 1000000000ull;
     cb->healthy = 1;
     snprintf(cb->health, sizeof cb->health, "ok");
     return PAGED_OK;
@@ -980,6 +1160,7 @@ pd_backend *pd_backend_cuda_open(const char *device, char **cause)
     }
     b->ops = &cuda_ops;
     b->priv = cb;
+    cb->backend = b;
     if (cuda_setup(cb, ordinal, cause) < 0) {
         cuda_destroy(b);
         return NULL;

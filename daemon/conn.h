@@ -95,6 +95,12 @@ struct pd_conn {
     int cq_blocked;                    /* submissions wait for completion space */
     uint64_t engine_pass;              /* engine: the last pass that looked at its requests */
     uint64_t engine_decode_pass;       /* engine: the last pass that took a DECODE of it */
+    uint64_t dep_since_ns;             /* engine: when its next request began waiting for its
+                                        * dep word on the host (0: it is not waiting) */
+    int dep_late;                      /* a waited word timed out after its completion was
+                                        * posted: disconnect it (dep_off, dep_value say which) */
+    uint64_t dep_off;
+    uint32_t dep_value;
     struct pd_conn *prev, *next;
 };
 

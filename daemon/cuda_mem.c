@@ -108,6 +108,7 @@ int pd_cu_driver_load(struct pd_cu_driver *d, char **cause)
         { "cuMemMap", &d->mem_map },
         { "cuMemUnmap", &d->mem_unmap },
         { "cuMemSetAccess", &d->mem_set_access },
+        { "cuStreamBatchMemOp", &d->stream_batch_mem_op },
     };
     memset(d, 0, sizeof *d);
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {

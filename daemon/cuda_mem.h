@@ -45,6 +45,7 @@ struct pd_cu_driver {
                         unsigned long long);
     CUresult (*mem_unmap)(CUdeviceptr, size_t);
     CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*stream_batch_mem_op)(CUstream, unsigned int, CUstreamBatchMemOpParams *, unsigned int);
 };
 
 /* The device allocations are made on, and how they are exported. */

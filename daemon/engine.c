@@ -31,6 +31,16 @@
  * pass and have not submitted yet: at most PD_GATHER_MAX_NS, and at most a
  * 1/PD_GATHER_SHARE of how long the previous batch took in the backend, so a client that no
  * longer comes costs little. A pass without a DECODE (NOPs, allocator ops) never waits.
+ *
+ * Dependencies. A request with PAGED_SQE_WAIT whose word is in the host arena (cpu backend)
+ * joins a pass only once the word is reached (host_wait), failing with PAGED_E_TIMEOUT after
+ * dependency-timeout ms; on the cuda backend the backend gates the batch on the device. Either
+ * way a pass's waits come before all of its work and its signals after it, so a waiting
+ * request never joins a pass that holds a signalling one of the same client (the word it
+ * waits for may be one the worker writes once it sees that signal). A batch the backend
+ * completed early may still be running: FREE, FORK and PUBLISH, and the release of a
+ * departing client's blocks, first settle it (pd_engine_settle); a wait that timed out in
+ * one disconnects its client (on_late, kill_late).
  */
 
 #define PD_GATHER_MAX_NS 20000u
@@ -60,6 +70,7 @@ struct eng_client {
     uint32_t posted;              /* completions posted at the end of the pass */
     uint64_t t0;                  /* when the pass took its requests */
     int corrupt;                  /* its rings are broken: disconnect it after the pass */
+    int signals;                  /* one of its requests in the pass signals a word */
 };
 
 struct pd_engine {
@@ -81,13 +92,15 @@ struct pd_engine {
     int flush_evictions;          /* an ALLOC or LOOKUP ran: announce evictions afterwards */
     struct paged_engine_stats total; /* since the engine was made (STATS, pactl stat) */
     struct paged_engine_stats mark;  /* total when pd_engine_idle last reported */
+    struct pd_server *srv;        /* the server of the pass running now */
+    int inflight;                 /* the backend had batches queued at the last pass */
 };
 
 /* Names of the request fields for log lines, in enum paged_field order. */
 static const char *const field_names[PAGED_FIELD_COUNT_] = {
     "none", "opcode", "pool", "layer", "count", "dtype", "heads", "ids", "k", "v", "slots",
     "q", "out", "block_tables", "seq_lens", "qo_indptr", "alibi", "src", "dst", "tokens",
-    "window", "scale", "flags",
+    "window", "scale", "flags", "wait", "signal",
 };
 
 static const char *const op_names[PAGED_OP_COUNT_] = {
@@ -234,6 +247,8 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
     }
     case PAGED_OP_FREE:
     case PAGED_OP_FORK:
+        /* Early-completed work of the client may still write or read these blocks. */
+        pd_engine_settle(e->srv);
         rc = op->opcode == PAGED_OP_FREE ? pa_free_blocks(p->alloc, c->id, op->count, op->ids, &bad)
                                          : pa_fork_blocks(p->alloc, c->id, op->count, op->ids, &bad);
         if (rc < 0) {
@@ -243,6 +258,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
             cqe->count = op->count;
         return rc;
     case PAGED_OP_PUBLISH:
+        pd_engine_settle(e->srv);
         rc = pa_publish(p->alloc, c->id, op->count, op->ids, op->hashes, &bad);
         if (rc < 0) {
             cqe->err_field = PAGED_FIELD_IDS;
@@ -278,6 +294,30 @@ static struct eng_client *add_client(struct pd_engine *e, struct pd_conn *c)
     r->first = r->last = NONE;
     r->rules.host_is_data = c->ch->data == NULL;
     return r;
+}
+
+/*
+ * The host side of PAGED_SQE_WAIT, for a client whose data arena is its host arena (the cpu
+ * backend): returns 1 when op's word is reached, 0 when it is not yet (the request stays in
+ * the ring and c's later ones behind it), -1 when it has not been for the configured
+ * dependency timeout since the engine first found it waiting.
+ */
+static int host_wait(struct pd_server *srv, struct pd_conn *c, const struct pv_op *op)
+{
+    const uint32_t *word = (const uint32_t *) (c->ch->arena + op->wait_off);
+    if ((int32_t) (__atomic_load_n(word, __ATOMIC_ACQUIRE) - op->wait_value) >= 0) {
+        c->dep_since_ns = 0;
+        return 1;
+    }
+    uint64_t now = pd_now_ns();
+    if (c->dep_since_ns == 0) {
+        c->dep_since_ns = now;
+        return 0;
+    }
+    if (now - c->dep_since_ns < (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u)
+        return 0;
+    c->dep_since_ns = 0;
+    return -1;
 }
 
 /*
@@ -331,6 +371,24 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
         it->cqe.tag = sqe.tag;
         it->cqe.opcode = sqe.opcode;
         int status = pv_validate(&sqe, &env, &it->op, &err);
+        /* Its word may be what an earlier request's signal lets the worker write: a pass
+         * holds its waits before all its work and signals after it. */
+        if (status >= 0 && (sqe.flags & PAGED_SQE_WAIT) && r->signals) {
+            pv_op_free(&it->op);
+            break;
+        }
+        if (status >= 0 && (sqe.flags & PAGED_SQE_WAIT) && r->rules.host_is_data) {
+            int met = host_wait(srv, c, &it->op);
+            if (met <= 0)
+                pv_op_free(&it->op);
+            if (met == 0)
+                break;
+            if (met < 0) {
+                status = PAGED_E_TIMEOUT;
+                err.field = PAGED_FIELD_WAIT;
+                err.index = 0;
+            }
+        }
         if (status < 0) {
             it->cqe.err_field = err.field;
             it->cqe.err_index = err.index;
@@ -340,6 +398,8 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
                 break;
             }
             pb_taken(&r->rules, &it->op);
+            if (sqe.flags & PAGED_SQE_SIGNAL)
+                r->signals = 1;
             if (sqe.opcode == PAGED_OP_DECODE) {
                 e->decode_in_pass = 1;
                 c->engine_decode_pass = e->pass;
@@ -470,12 +530,14 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
         e->in[n++] = (struct pd_batch_op) {
             .cache = &p->cache, .mem = p->mem,
             .arenas = { ch->arena, ch->arena_size, ch->data, ch->data_size },
-            .op = &it->op, .user = i, .client = it->client, .status = PAGED_E_INVAL,
+            .op = &it->op, .user = i, .client = it->client, .holder = e->clients[it->client].c->id,
+            .status = PAGED_E_INVAL,
         };
     }
     if (n == 0)
         return;
-    struct pd_batch batch = { e->out, n, e->launches, 0, 0 };
+    struct pd_batch batch = { .ops = e->out, .nops = n, .launches = e->launches,
+                              .dep_timeout_ns = (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u };
     batch.nlaunches = pb_plan(e->in, n, e->out, e->launches, e->groups, e->next);
     uint64_t t0 = pd_now_ns();
     srv->backend->ops->run_batch(srv->backend, &batch);
@@ -496,10 +558,22 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
             if (e->out[i].op->opcode == PAGED_OP_DECODE)
                 t->decode_requests++;
     }
+    if (batch.early)
+        t->early_batches++;
     for (uint32_t i = 0; i < n; i++) {
-        e->items[e->out[i].user].status = e->out[i].status;
-        if (e->out[i].op->opcode == PAGED_OP_APPEND)
+        const struct pd_batch_op *bop = &e->out[i];
+        e->items[bop->user].status = bop->status;
+        if (bop->op->opcode == PAGED_OP_APPEND)
             t->append_requests++;
+    }
+    /* The host side of PAGED_SQE_SIGNAL (the backend writes the words of its own arenas), in
+     * ring order: two requests may name one word. */
+    for (uint32_t i = 0; i < e->nitems; i++) {
+        const struct eng_item *it = &e->items[i];
+        struct pd_channel *ch = e->clients[it->client].c->ch;
+        if (it->status == PAGED_OK && (it->op.flags & PAGED_SQE_SIGNAL) && backend_op(it->op.opcode)
+            && ch->data == NULL)
+            __atomic_store_n((uint32_t *) (ch->arena + it->op.signal_off), it->op.signal_value, __ATOMIC_RELEASE);
     }
     for (uint32_t l = 0; l < batch.nlaunches; l++) {
         const struct pd_launch *la = &e->launches[l];
@@ -559,6 +633,33 @@ static uint32_t complete_client(struct pd_engine *e, struct pd_server *srv, stru
     return k;
 }
 
+/* The backend's late_fn: marks the client whose waited word (off, value) timed out after its
+ * completion was posted, for kill_late. Returns nothing. */
+static void on_late(void *ctx, uint32_t holder, uint64_t off, uint32_t value)
+{
+    struct pd_server *srv = ctx;
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        if (c->id == holder && c->state == PD_CONN_READY && !c->dep_late) {
+            c->dep_late = 1;
+            c->dep_off = off;
+            c->dep_value = value;
+        }
+}
+
+/* Disconnects every client marked by on_late, telling it which word was late; returns nothing. */
+static void kill_late(struct pd_server *srv)
+{
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
+        if (!c->dep_late || c->state != PD_CONN_READY)
+            continue;
+        c->dep_late = 0;
+        pd_conn_error(c, 0, PAGED_E_TIMEOUT, "a request's dep.wait_off word (offset %llu) did not reach %u within "
+                      "%u ms after its completion was posted; its work ran on whatever was there",
+                      (unsigned long long) c->dep_off, c->dep_value, srv->cfg.dependency_timeout_ms);
+        pd_server_kill(srv, c, PD_LOG_WARNING, "dependency wait timed out (PAGED_E_TIMEOUT)");
+    }
+}
+
 /*
  * Runs one pass: over every ready client, or over only (gathering nobody else) when it is not
  * NULL. Returns how many requests completed, or were taken when none could complete.
@@ -569,6 +670,13 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     if (srv->engine == NULL && (srv->engine = pd_engine_create()) == NULL)
         return 0;
     struct pd_engine *e = srv->engine;
+    e->srv = srv;
+    if (srv->backend->late_fn == NULL) {
+        srv->backend->late_fn = on_late;
+        srv->backend->late_ctx = srv;
+    }
+    if (srv->backend->ops->tick != NULL)
+        e->inflight = srv->backend->ops->tick(srv->backend);
     e->nitems = 0;
     e->nclients = 0;
     e->decode_in_pass = 0;
@@ -616,6 +724,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         pd_server_kill(srv, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
     }
     e->nclients = 0;
+    kill_late(srv);
     return done != 0 ? done : took;
 }
 
@@ -663,6 +772,19 @@ void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out
         *out = srv->engine->total;
     else
         memset(out, 0, sizeof *out);
+}
+
+/* Waits for the device work of every early-completed batch; see server.h. */
+void pd_engine_settle(struct pd_server *srv)
+{
+    if (srv->backend != NULL && srv->backend->ops->settle != NULL)
+        srv->backend->ops->settle(srv->backend);
+}
+
+/* Returns whether the backend had work queued when the engine last looked; see server.h. */
+int pd_engine_inflight(const struct pd_server *srv)
+{
+    return srv->engine != NULL && srv->engine->inflight;
 }
 
 /* Returns whether c has a submission it could run now. */

@@ -107,6 +107,9 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         srv->n_channel--;
     uint64_t released = 0;
     uint32_t pools = c->natt;
+    /* Work of its that the engine completed early may still use its blocks. */
+    if (c->natt > 0)
+        pd_engine_settle(srv);
     while (c->natt > 0) {
         struct pd_pool *p = c->att[c->natt - 1].pool;
         released += pa_release_holder(p->alloc, c->id);
@@ -322,6 +325,7 @@ static void reload(struct pd_server *srv)
     srv->cfg.max_blocks_per_client = n.max_blocks_per_client;
     srv->cfg.hello_timeout_ms = n.hello_timeout_ms;
     srv->cfg.spin_us = n.spin_us;
+    srv->cfg.dependency_timeout_ms = n.dependency_timeout_ms;
     pd_notify_ready();
 }
 
@@ -386,6 +390,9 @@ static int next_timeout(struct pd_server *srv, uint64_t now)
         if (c->state == PD_CONN_READY && c->cq_blocked && now + 1000000u < next)
             next = now + 1000000u;
     }
+    /* Batches completed early are still queued: their watchdog must look now and then. */
+    if (pd_engine_inflight(srv) && now + 10000000u < next)
+        next = now + 10000000u;
     if (next == UINT64_MAX)
         return -1;
     if (next <= now)

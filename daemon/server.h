@@ -122,6 +122,14 @@ void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out
 /* Returns whether c has submissions waiting that it could run now (engine.c). */
 int pd_engine_pending(struct pd_conn *c);
 
+/* Returns once the device work of every batch the backend completed early has finished, so
+ * that blocks and memory it uses may be released or reused. */
+void pd_engine_settle(struct pd_server *srv);
+
+/* Returns whether the backend had batches queued (completed early) when the engine last
+ * looked: the server then wakes it within 10 ms, so that its watchdog runs. */
+int pd_engine_inflight(const struct pd_server *srv);
+
 /* Completes every queued submission of c with PAGED_E_SHUTDOWN, as room allows (engine.c). */
 void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c);
 

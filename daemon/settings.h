@@ -37,6 +37,7 @@ struct pd_config {
     uint32_t threads;              /* cpu backend workers; 0 = online CPUs */
     uint32_t hello_timeout_ms;     /* a new connection must say HELLO within this */
     uint32_t spin_us;              /* engine's adaptive spin ceiling before it sleeps */
+    uint32_t dependency_timeout_ms;/* longest a request waits for its dep.wait_off word */
     int ready_fd;                  /* command line only: write "READY\n" here when serving */
 };
 

@@ -519,6 +519,34 @@ static int v_prefix(const struct paged_sqe *s, const struct pv_env *env, struct 
     return PAGED_OK;
 }
 
+/* The device-side dependency words (PAGED_SQE_WAIT, PAGED_SQE_SIGNAL): only on the ops the
+ * backend runs, each a 4-byte-aligned word inside the data arena. */
+static int v_dep(const struct paged_sqe *s, const struct pv_env *env, struct pv_op *op, struct pv_error *err)
+{
+    if ((s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) == 0)
+        return PAGED_OK;
+    if (s->opcode != PAGED_OP_APPEND && s->opcode != PAGED_OP_DECODE && s->opcode != PAGED_OP_PREFILL
+        && s->opcode != PAGED_OP_COPY)
+        return fail(err, PAGED_E_INVAL, PAGED_FIELD_FLAGS, 0);
+    if (s->flags & PAGED_SQE_WAIT) {
+        if (!in_arena(s->dep.wait_off, 1, 4, env->data_size))
+            return fail(err, PAGED_E_RANGE, PAGED_FIELD_WAIT, 0);
+        if (s->dep.wait_off % 4 != 0)
+            return fail(err, PAGED_E_INVAL, PAGED_FIELD_WAIT, 0);
+        op->wait_off = s->dep.wait_off;
+        op->wait_value = s->dep.wait_value;
+    }
+    if (s->flags & PAGED_SQE_SIGNAL) {
+        if (!in_arena(s->dep.signal_off, 1, 4, env->data_size))
+            return fail(err, PAGED_E_RANGE, PAGED_FIELD_SIGNAL, 0);
+        if (s->dep.signal_off % 4 != 0)
+            return fail(err, PAGED_E_INVAL, PAGED_FIELD_SIGNAL, 0);
+        op->signal_off = s->dep.signal_off;
+        op->signal_value = s->dep.signal_value;
+    }
+    return PAGED_OK;
+}
+
 /* Validates one request; see validate.h. */
 int pv_validate(const struct paged_sqe *s, const struct pv_env *env, struct pv_op *op,
                 struct pv_error *err)
@@ -530,9 +558,12 @@ int pv_validate(const struct paged_sqe *s, const struct pv_env *env, struct pv_o
     op->tag = s->tag;
     if (s->opcode >= PAGED_OP_COUNT_)
         return fail(err, PAGED_E_OPCODE, PAGED_FIELD_OPCODE, 0);
-    if ((s->flags & ~PAGED_SQE_ALL_LAYERS) != 0
+    if ((s->flags & ~(PAGED_SQE_ALL_LAYERS | PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) != 0
         || ((s->flags & PAGED_SQE_ALL_LAYERS) && s->opcode != PAGED_OP_APPEND))
         return fail(err, PAGED_E_INVAL, PAGED_FIELD_FLAGS, 0);
+    int rc = v_dep(s, env, op, err);
+    if (rc < 0)
+        return rc;
     if (s->opcode == PAGED_OP_NOP)
         return PAGED_OK;
     const struct pv_pool *p = env->find_pool(env->ctx, s->pool);
@@ -541,7 +572,6 @@ int pv_validate(const struct paged_sqe *s, const struct pv_env *env, struct pv_o
     if (pv_op_writes(s->opcode) && !p->writable)
         return fail(err, PAGED_E_READONLY, PAGED_FIELD_POOL, 0);
     op->pool = p;
-    int rc;
     switch (s->opcode) {
     case PAGED_OP_ALLOC: rc = v_alloc(s, env, op, err); break;
     case PAGED_OP_FREE:

@@ -13,7 +13,7 @@
  * tensors (q, k, v, out) stay in the data arena, checked for range and alignment only: a
  * client that scribbles on them while a request runs spoils its own results and nothing else.
  *
- * Checked, in this order: opcode; flags; pool attached; write permission; layer; counts;
+ * Checked, in this order: opcode; flags; dependency words; pool attached; write permission; layer; counts;
  * dtype; heads; every offset and length in the right arena (overflow-safe); every element of
  * every array. Block ids must be held by the client for reads (pa_held), and writable by it
  * for writes (pa_writable: held once, not shared, not published).
@@ -64,8 +64,10 @@ struct pv_error {
 /* A request that passed: everything the engine needs, in private memory. */
 struct pv_op {
     uint8_t opcode;              /* enum paged_op */
-    uint8_t flags;
+    uint8_t flags;               /* PAGED_SQE_* */
     uint64_t tag;
+    uint64_t wait_off, signal_off;  /* PAGED_SQE_WAIT, PAGED_SQE_SIGNAL: data arena words */
+    uint32_t wait_value, signal_value;
     const struct pv_pool *pool;  /* NULL for NOP */
     int32_t layer_begin;         /* DECODE, PREFILL, APPEND */
     int32_t num_layers;          /* APPEND: 1 or all */

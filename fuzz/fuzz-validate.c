@@ -208,6 +208,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     pd_config_defaults(&server.cfg, "/nonexistent/paged.conf");
     server.cfg.backend = PD_BACKEND_CPU;
     server.cfg.threads = 1;
+    server.cfg.dependency_timeout_ms = 3600000;   /* a wait not met stays so: deterministic */
     server.listen_fd = server.epoll_fd = server.signal_fd = -1;
     char *cause = NULL;
     server.backend = pd_backend_cpu_open(1, &cause);
@@ -506,6 +507,13 @@ static void model_copy(const struct paged_sqe *s, const struct pv_env *env, cons
     FUZZ_CHECK((t->reads & t->writes) == 0, "a block is both source and destination");
 }
 
+/* Returns whether opcode waits for the backend. */
+static int backend_op(unsigned opcode)
+{
+    return opcode == PAGED_OP_APPEND || opcode == PAGED_OP_DECODE || opcode == PAGED_OP_PREFILL
+           || opcode == PAGED_OP_COPY;
+}
+
 /* Step 2: checks an accepted op against the rules and the shadow state; fills *t. Returns
  * nothing. */
 static void model(const struct paged_sqe *s, const struct pv_env *env, const struct pv_op *op,
@@ -514,9 +522,18 @@ static void model(const struct paged_sqe *s, const struct pv_env *env, const str
     memset(t, 0, sizeof *t);
     FUZZ_CHECK(op->opcode == s->opcode && op->tag == s->tag && op->flags == s->flags, "echo");
     FUZZ_CHECK(s->opcode < PAGED_OP_COUNT_, "opcode %u accepted", s->opcode);
-    FUZZ_CHECK((s->flags & ~PAGED_SQE_ALL_LAYERS) == 0
-               && (!(s->flags & PAGED_SQE_ALL_LAYERS) || s->opcode == PAGED_OP_APPEND),
+    FUZZ_CHECK((s->flags & ~(PAGED_SQE_ALL_LAYERS | PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) == 0
+               && (!(s->flags & PAGED_SQE_ALL_LAYERS) || s->opcode == PAGED_OP_APPEND)
+               && (!(s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) || backend_op(s->opcode)),
                "flags 0x%x accepted for opcode %u", s->flags, s->opcode);
+    FUZZ_CHECK(!(s->flags & PAGED_SQE_WAIT)
+                   || (s->dep.wait_off % 4 == 0 && s->dep.wait_off <= env->data_size - 4
+                       && op->wait_off == s->dep.wait_off && op->wait_value == s->dep.wait_value),
+               "wait word %llu accepted", (unsigned long long) s->dep.wait_off);
+    FUZZ_CHECK(!(s->flags & PAGED_SQE_SIGNAL)
+                   || (s->dep.signal_off % 4 == 0 && s->dep.signal_off <= env->data_size - 4
+                       && op->signal_off == s->dep.signal_off && op->signal_value == s->dep.signal_value),
+               "signal word %llu accepted", (unsigned long long) s->dep.signal_off);
     if (s->opcode == PAGED_OP_NOP) {
         FUZZ_CHECK(op->pool == NULL, "NOP with a pool");
         return;
@@ -648,12 +665,6 @@ static void shadow_execute(const struct pv_op *op, struct fpool *fp, unsigned ch
 
 /* ---- steps 3 and 4: the backend's ops of a pass */
 
-/* Returns whether opcode waits for the backend. */
-static int backend_op(unsigned opcode)
-{
-    return opcode == PAGED_OP_APPEND || opcode == PAGED_OP_DECODE || opcode == PAGED_OP_PREFILL
-           || opcode == PAGED_OP_COPY;
-}
 
 /* Returns the byte offset of block b of layer l, K or V, in a pool. */
 static size_t block_at(const struct fpool *fp, int32_t l, int32_t kv, int32_t b)
@@ -726,7 +737,7 @@ static void run_alone(struct item *it, unsigned char *arena, uint64_t arena_size
         .arenas = { arena, arena_size, NULL, arena_size }, .op = &it->op, .status = PAGED_E_INVAL,
     };
     struct pd_launch la = { 0, 1, 0 };
-    struct pd_batch batch = { &bo, 1, &la, 1, 0 };
+    struct pd_batch batch = { .ops = &bo, .nops = 1, .launches = &la, .nlaunches = 1 };
     server.backend->ops->run_batch(server.backend, &batch);
     FUZZ_UNPOISON(fp->p.cache.base, fp->bytes);
     FUZZ_UNPOISON(arena, arena_size);
@@ -747,6 +758,9 @@ struct pass {
     uint64_t reads[FV_NUM_POOLS], writes[FV_NUM_POOLS];   /* what the backend ops touch */
     unsigned changed;                                      /* pools allocator ops ran on */
     int backend;                                           /* an op waits for the backend */
+    int unmet;                                             /* it stopped at a wait not met: */
+    uint64_t unmet_off;                                    /* this word short of */
+    uint32_t unmet_value;                                  /* this value */
     unsigned char *before[FV_NUM_POOLS], *alone[FV_NUM_POOLS];  /* written blocks */
 };
 
@@ -756,6 +770,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
                        uint32_t room, unsigned char *sarena, uint64_t arena_size, uint64_t limit)
 {
     struct pb_client rules = { .host_is_data = 1 };
+    int signals = 0;   /* a taken entry signals: a waiting one must not join (engine.c) */
     memset(p, 0, sizeof *p);
     if (n - first > room)
         n = first + room;
@@ -789,6 +804,17 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
             p->n++;
             continue;
         }
+        if (s->flags & PAGED_SQE_WAIT) {
+            uint32_t w;
+            memcpy(&w, sarena + it->op.wait_off, 4);
+            if (signals || (int32_t) (w - it->op.wait_value) < 0) {
+                p->unmet = !signals;
+                p->unmet_off = it->op.wait_off;
+                p->unmet_value = it->op.wait_value;
+                pv_op_free(&it->op);
+                break;
+            }
+        }
         model(s, &env, &it->op, &it->t);
         if (backend_op(s->opcode)) {
             int wait = 0;
@@ -800,6 +826,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
                 break;
             }
             pb_taken(&rules, &it->op);
+            signals |= (s->flags & PAGED_SQE_SIGNAL) != 0;
             it->waits = 1;
             p->backend = 1;
             it->cqe.count = it->op.count;
@@ -814,7 +841,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
         }
         p->n++;
     }
-    FUZZ_CHECK(p->n != 0 || first == n, "a pass took nothing");
+    FUZZ_CHECK(p->n != 0 || first == n || p->unmet, "a pass took nothing");
 }
 
 /* Step 3: checks that the pass's backend ops (entries from first) still touch only blocks
@@ -886,6 +913,14 @@ static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t 
     FUZZ_CHECK(avail > 0 && space > 0, "ring handles: %d entries, room for %d", avail, space);
     uint32_t room = (uint32_t) (avail < space ? avail : space);
     model_pass(&p, sqes, first, n, room < MAX_SQES ? room : MAX_SQES, sarena, arena_size, limit);
+    if (p.n == 0 && p.unmet) {
+        /* The first entry waits for a word not reached: the engine takes nothing (checked
+         * here), then, the word written as a worker would, takes it. */
+        FUZZ_CHECK(pd_engine_drain(&server, &conn, MAX_SQES) == 0, "the engine took an entry whose wait is not met");
+        memcpy(arena + p.unmet_off, &p.unmet_value, 4);
+        memcpy(sarena, arena, arena_size);
+        model_pass(&p, sqes, first, n, room < MAX_SQES ? room : MAX_SQES, sarena, arena_size, limit);
+    }
     check_still_held(&p, first);
 
     /* The lone runs, in the engine's order (every non-DECODE in order, then the DECODEs),
@@ -910,6 +945,10 @@ static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t 
             blocks_copy(&pools[i], p.writes[i], p.alone[i], 1);
             blocks_copy(&pools[i], p.writes[i], p.before[i], 0);
         }
+    /* The engine writes the signal words after the batch, in ring order. */
+    for (uint32_t k = 0; k < p.n; k++)
+        if (p.items[k].waits && (p.items[k].op.flags & PAGED_SQE_SIGNAL))
+            memcpy(sarena + p.items[k].op.signal_off, &p.items[k].op.signal_value, 4);
 
     /* The engine, with every block no op of the pass names poisoned. */
     for (int i = 0; i < FV_NUM_POOLS && p.backend; i++)

@@ -286,9 +286,30 @@ typedef struct paged_attn_opts {
     uint64_t alibi_off;
 } paged_attn_opts;
 
+/*
+ * Device-side dependencies of an APPEND, DECODE, PREFILL or COPY: 32-bit words in the
+ * client's data arena (4-byte aligned offsets), so that a worker can chain its own GPU work
+ * and the daemon's without a round trip through the CPU (libpaged(3), DEPENDENCIES).
+ * PAGED_DEP_WAIT: the request's device work starts only once the word at wait_off satisfies
+ * (int32_t) (word - wait_value) >= 0 (a counter may wrap); a wait not met within the
+ * daemon's dependency_timeout_ms fails the request with PAGED_E_TIMEOUT (field
+ * "dep.wait_off"), or, once its completion was posted, disconnects the client.
+ * PAGED_DEP_SIGNAL: once the request's device work is done the daemon writes signal_value to
+ * the word at signal_off. On the cuda backend a pass whose device requests all signal is
+ * completed when it is queued on the GPU: the completion then says the request was accepted,
+ * and the word says when its outputs are there.
+ */
+#define PAGED_DEP_WAIT 0x1u
+#define PAGED_DEP_SIGNAL 0x2u
+typedef struct paged_dep {
+    unsigned flags;           /* PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, or 0 */
+    uint32_t wait_value, signal_value;
+    uint64_t wait_off, signal_off;
+} paged_dep;
+
 /* One request. Set op, pool (NULL for NOP), layer where the op has one, tag, and the
  * member of the union for the op; *_off fields are arena offsets (data arena for q, k, v
- * and out; host arena for the rest). */
+ * and out; host arena for the rest). dep is optional (all zero: none). */
 typedef struct paged_request {
     paged_op op;
     paged_pool *pool;
@@ -321,6 +342,7 @@ typedef struct paged_request {
             paged_hash parent;                /* hash of the preceding block, zero at the start */
         } prefix;                                                      /* PUBLISH, LOOKUP */
     } u;
+    paged_dep dep;
 } paged_request;
 
 /* A reaped completion. On error, err_field names the request field at fault (see

@@ -30,6 +30,8 @@ static const char *const field_names[PAGED_FIELD_COUNT_] = {
     [PAGED_FIELD_WINDOW] = "window",
     [PAGED_FIELD_SCALE] = "sm_scale",
     [PAGED_FIELD_FLAGS] = "flags",
+    [PAGED_FIELD_WAIT] = "dep.wait_off",
+    [PAGED_FIELD_SIGNAL] = "dep.signal_off",
 };
 
 /* Returns the name of a completion's err_field, or "none" for one this library does not know. */

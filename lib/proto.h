@@ -79,6 +79,20 @@ struct paged_ring_ctl {
 
 /* struct paged_sqe.flags */
 #define PAGED_SQE_ALL_LAYERS 0x1u /* APPEND: layer is ignored; k and v hold every layer */
+#define PAGED_SQE_WAIT 0x2u       /* backend ops: start only once dep.wait_off reaches wait_value */
+#define PAGED_SQE_SIGNAL 0x4u     /* backend ops: write signal_value to dep.signal_off when done */
+
+/*
+ * A request's device-side dependencies (struct paged_sqe.dep, used with PAGED_SQE_WAIT and
+ * PAGED_SQE_SIGNAL): 32-bit words in the client's data arena. A wait is met once
+ * (int32_t) (word - wait_value) >= 0, so a counter may wrap.
+ */
+struct paged_dep_wire {
+    uint64_t wait_off;     /* data arena, 4-byte aligned */
+    uint64_t signal_off;   /* data arena, 4-byte aligned */
+    uint32_t wait_value;
+    uint32_t signal_value;
+};
 
 /* Per-request attention options (DECODE and PREFILL). */
 struct paged_attn_wire {
@@ -154,8 +168,9 @@ struct paged_sqe {
         struct paged_req_attn attn;
         struct paged_req_copy copy;
         struct paged_req_prefix prefix;
-        uint8_t raw[104];
+        uint8_t raw[80];
     } u;
+    struct paged_dep_wire dep;   /* with PAGED_SQE_WAIT or PAGED_SQE_SIGNAL */
 };
 
 /*
@@ -169,7 +184,7 @@ enum paged_field {
     PAGED_FIELD_SLOTS, PAGED_FIELD_Q, PAGED_FIELD_OUT, PAGED_FIELD_BLOCK_TABLE,
     PAGED_FIELD_SEQ_LENS, PAGED_FIELD_QO_INDPTR, PAGED_FIELD_ALIBI, PAGED_FIELD_SRC,
     PAGED_FIELD_DST, PAGED_FIELD_TOKENS, PAGED_FIELD_WINDOW, PAGED_FIELD_SCALE,
-    PAGED_FIELD_FLAGS, PAGED_FIELD_COUNT_
+    PAGED_FIELD_FLAGS, PAGED_FIELD_WAIT, PAGED_FIELD_SIGNAL, PAGED_FIELD_COUNT_
 };
 
 /* A completion queue entry: 32 bytes. */
@@ -184,6 +199,7 @@ struct paged_cqe {
 };
 
 _Static_assert(sizeof(struct paged_sqe) == 128, "SQE is 128 bytes");
+_Static_assert(sizeof(((struct paged_sqe *) 0)->u) == 80, "every request body fits before dep");
 _Static_assert(sizeof(struct paged_cqe) == 32, "CQE is 32 bytes");
 _Static_assert(sizeof(struct paged_ring_ctl) == 4 * PAGED_CACHELINE, "ring control is 4 lines");
 
@@ -435,6 +451,7 @@ struct paged_engine_stats {
     uint64_t backend_ns;       /* time in the backend, batches summed */
     uint64_t device_wait_ns;   /* of it, waiting for the device */
     uint64_t gather_ns;        /* time batches with a DECODE waited for late clients */
+    uint64_t early_batches;    /* batches completed once queued (every request signals) */
 };
 
 struct paged_msg_stats_reply {

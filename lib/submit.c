@@ -333,6 +333,21 @@ static int build_sqe(paged_client *c, const paged_request *r, struct paged_sqe *
         e->u.prefix.parent = r->u.prefix.parent;
         break;
     }
+    if ((r->dep.flags & ~(PAGED_DEP_WAIT | PAGED_DEP_SIGNAL)) != 0) {
+        pc_set_err(c, "%s: unknown dep.flags 0x%x", pc_op_name(r->op), r->dep.flags);
+        return PAGED_E_INVAL;
+    }
+    /* Which ops may carry dependencies is the daemon's to say (it names the field). */
+    if (r->dep.flags & PAGED_DEP_WAIT) {
+        e->flags |= PAGED_SQE_WAIT;
+        e->dep.wait_off = r->dep.wait_off;
+        e->dep.wait_value = r->dep.wait_value;
+    }
+    if (r->dep.flags & PAGED_DEP_SIGNAL) {
+        e->flags |= PAGED_SQE_SIGNAL;
+        e->dep.signal_off = r->dep.signal_off;
+        e->dep.signal_value = r->dep.signal_value;
+    }
     return PAGED_OK;
 }
 

@@ -29,6 +29,8 @@ static void engine_text(const struct paged_engine_stats *e)
            e->decode_batches, ratio(e->decode_requests, e->decode_batches),
            ratio(e->decode_clients, e->decode_batches),
            e->decode_batches ? fmt_latency(gather, sizeof gather, e->gather_ns / e->decode_batches) : "-");
+    printf("  completed early    %" PRIu64 " (queued on the device, every request signalling)\n",
+           e->early_batches);
     printf("  merged DECODEs     %" PRIu64 " of %" PRIu64 " in %" PRIu64 " launches\n",
            e->merged_decode_requests, e->decode_requests, e->merged_decode_launches);
     printf("  merged APPENDs     %" PRIu64 " of %" PRIu64 " in %" PRIu64 " launches\n",
@@ -52,6 +54,7 @@ static void engine_json(struct json *j, const struct paged_engine_stats *e)
     json_u64(j, "backend_ns", e->backend_ns);
     json_u64(j, "device_wait_ns", e->device_wait_ns);
     json_u64(j, "gather_ns", e->gather_ns);
+    json_u64(j, "early_batches", e->early_batches);
     json_end(j);
 }
 

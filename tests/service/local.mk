@@ -36,6 +36,19 @@ tests_service_merge_t_CPPFLAGS += $(CUDA_CPPFLAGS)
 tests_service_merge_t_LDADD += $(CUDA_LIBS)
 endif
 
+# Device-side dependencies (dep.wait_off, dep.signal_off): held work, pipelined layers, the
+# watchdog, refusals; libpaged clients, on the GPU too with PAGED_TEST_BACKEND=cuda.
+check_PROGRAMS += tests/service/dep-t
+TESTS += tests/service/dep-t
+tests_service_dep_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
+	lib/libpagedcore.la $(TAP_LIBS)
+EXTRA_tests_service_dep_t_DEPENDENCIES = daemon/pagedd
+tests_service_dep_t_CPPFLAGS = $(AM_CPPFLAGS)
+if HAVE_CUDA
+tests_service_dep_t_CPPFLAGS += $(CUDA_CPPFLAGS)
+tests_service_dep_t_LDADD += $(CUDA_LIBS)
+endif
+
 # The cuda backend with several client processes (libpaged, mapped pools, kernels checked
 # against the CPU reference); skips where there is no CUDA device. It compiles libpaged's
 # driver loader in for its read-only attacher, which speaks the raw protocol.

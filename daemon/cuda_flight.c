@@ -1,0 +1,224 @@
+/* cuda_flight.c: the cuda backend's batches in flight: staging slots, their events, and the watchdog over their waited words. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "daemon/cuda_flight.h"
+#include "daemon/log.h"
+#include "lib/wake.h"
+
+/* Makes the slots' events and the watchdog's stream and word; see cuda_flight.h. */
+cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b)
+{
+    *f = (struct pd_cu_flight) { .b = b };
+    for (unsigned i = 0; i < PD_CU_SLOTS; i++) {
+        cudaError_t e = cudaEventCreateWithFlags(&f->slot[i].done, cudaEventDisableTiming);
+        if (e != cudaSuccess)
+            return e;
+    }
+    cudaError_t e = cudaStreamCreateWithFlags(&f->rescue, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **) &f->word, sizeof *f->word, cudaHostAllocDefault);
+    return e;
+}
+
+/* Frees everything; see cuda_flight.h. */
+void pd_cu_flight_free(struct pd_cu_flight *f)
+{
+    /* Errors change nothing here: the backend is going away. */
+    for (unsigned i = 0; i < PD_CU_SLOTS; i++) {
+        struct pd_cu_slot *s = &f->slot[i];
+        if (s->done != NULL)
+            cudaEventDestroy(s->done);
+        if (s->h_stage != NULL)
+            cudaFreeHost(s->h_stage);
+        free(s->waits);
+        *s = (struct pd_cu_slot) { 0 };
+    }
+    if (f->rescue != NULL)
+        cudaStreamDestroy(f->rescue);
+    if (f->word != NULL)
+        cudaFreeHost(f->word);
+    f->rescue = NULL;
+    f->word = NULL;
+}
+
+/* Marks slot s free without reports; see cuda_flight.h. */
+void pd_cu_flight_release(struct pd_cu_slot *s)
+{
+    s->busy = 0;
+    s->sync = 0;
+    s->nwaits = 0;
+}
+
+/* Marks every slot free; see cuda_flight.h. */
+void pd_cu_flight_release_all(struct pd_cu_flight *f)
+{
+    for (unsigned i = 0; i < PD_CU_SLOTS; i++)
+        pd_cu_flight_release(&f->slot[i]);
+    f->head_since_ns = 0;
+}
+
+/* Reports the slot's late words to the backend's late_fn and frees the slot; returns nothing. */
+static void retire(struct pd_cu_flight *f, struct pd_cu_slot *s)
+{
+    for (uint32_t i = 0; i < s->nwaits; i++)
+        if (s->waits[i].late && f->b->late_fn != NULL)
+            f->b->late_fn(f->b->late_ctx, s->waits[i].holder, s->waits[i].off, s->waits[i].value);
+    pd_cu_flight_release(s);
+}
+
+/* Releases the head slot's words that are still short of their values by writing them from the
+ * watchdog's stream, and marks them late. Returns cudaSuccess or the runtime's error. */
+static cudaError_t rescue(struct pd_cu_flight *f, struct pd_cu_slot *s)
+{
+    for (uint32_t i = 0; i < s->nwaits; i++) {
+        struct pd_cu_wait *w = &s->waits[i];
+        cudaError_t e = cudaMemcpyAsync(f->word, (const void *) (uintptr_t) w->addr, 4, cudaMemcpyDeviceToHost,
+                                        f->rescue);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(f->rescue);
+        if (e != cudaSuccess)
+            return e;
+        if ((int32_t) (*f->word - w->value) >= 0)
+            continue;
+        *f->word = w->value;
+        e = cudaMemcpyAsync((void *) (uintptr_t) w->addr, f->word, 4, cudaMemcpyHostToDevice, f->rescue);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(f->rescue);
+        if (e != cudaSuccess)
+            return e;
+        w->late = 1;
+        pd_log(PD_LOG_DEBUG, "cuda: released a wait for word %llu of client %u (value %u) after the timeout",
+               (unsigned long long) w->off, w->holder, w->value);
+    }
+    return cudaSuccess;
+}
+
+/* Retires the finished slots, oldest first, and watches the head; returns whether any batch
+ * is still in flight. */
+int pd_cu_flight_poll(struct pd_cu_flight *f, uint64_t timeout_ns)
+{
+    for (unsigned k = 0; k < PD_CU_SLOTS; k++) {
+        struct pd_cu_slot *s = &f->slot[(f->next + k) % PD_CU_SLOTS];
+        if (!s->busy)
+            continue;
+        cudaError_t e = cudaEventQuery(s->done);
+        if (e == cudaErrorNotReady) {
+            uint64_t now = pd_now_ns();
+            if (f->head_since_ns == 0)
+                f->head_since_ns = now;
+            else if (now - f->head_since_ns > timeout_ns && s->nwaits != 0) {
+                if (rescue(f, s) != cudaSuccess)
+                    return 1;   /* a device fault: the caller's next wait reports it */
+                f->head_since_ns = now;
+            }
+            return 1;
+        }
+        f->head_since_ns = 0;
+        if (e != cudaSuccess) {
+            /* A device fault: the caller's synchronization reports it; nothing is late. */
+            pd_cu_flight_release(s);
+            continue;
+        }
+        if (!s->sync)
+            retire(f, s);
+    }
+    return 0;
+}
+
+/* Waits, watching, until the event of s has completed; returns its status. */
+static cudaError_t wait_slot(struct pd_cu_flight *f, struct pd_cu_slot *s, uint64_t timeout_ns)
+{
+    for (;;) {
+        cudaError_t e = cudaEventQuery(s->done);
+        if (e != cudaErrorNotReady)
+            return e;
+        pd_cu_flight_poll(f, timeout_ns);
+        paged_cpu_relax();
+    }
+}
+
+/* Waits for slot s's batch; see cuda_flight.h. */
+cudaError_t pd_cu_flight_wait(struct pd_cu_flight *f, struct pd_cu_slot *s, uint64_t timeout_ns)
+{
+    cudaError_t e = wait_slot(f, s, timeout_ns);
+    if (e == cudaSuccess)
+        pd_cu_flight_poll(f, timeout_ns);   /* every earlier slot is done: report them */
+    return e;
+}
+
+/* Waits until nothing is in flight; see cuda_flight.h. */
+cudaError_t pd_cu_flight_settle(struct pd_cu_flight *f, uint64_t timeout_ns)
+{
+    for (unsigned k = 0; k < PD_CU_SLOTS; k++) {
+        struct pd_cu_slot *s = &f->slot[(f->next + k) % PD_CU_SLOTS];
+        if (!s->busy)
+            continue;
+        cudaError_t e = wait_slot(f, s, timeout_ns);
+        if (e != cudaSuccess)
+            return e;
+    }
+    pd_cu_flight_poll(f, timeout_ns);
+    return cudaSuccess;
+}
+
+/* Makes *p (pinned host memory of *cap bytes) hold need bytes; returns cudaSuccess or the
+ * runtime's error (with *p NULL and *cap 0). */
+static cudaError_t pinned_grow(unsigned char **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return cudaSuccess;
+    size_t n = *cap != 0 ? *cap : 64u << 10;
+    while (n < need)
+        n *= 2;
+    if (*p != NULL)
+        cudaFreeHost(*p);
+    *p = NULL;
+    *cap = 0;
+    cudaError_t e = cudaHostAlloc((void **) p, n, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return e;
+    }
+    *cap = n;
+    return cudaSuccess;
+}
+
+/* Takes the next slot; see cuda_flight.h. */
+cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nwaits, uint64_t timeout_ns,
+                               struct pd_cu_slot **out)
+{
+    struct pd_cu_slot *s = &f->slot[f->next];
+    if (s->busy) {
+        cudaError_t e = pd_cu_flight_wait(f, s, timeout_ns);
+        if (e != cudaSuccess)
+            return e;
+    }
+    cudaError_t e = pinned_grow(&s->h_stage, &s->stage_cap, stage != 0 ? stage : 1);
+    if (e != cudaSuccess)
+        return e;
+    if (nwaits > s->waits_cap) {
+        struct pd_cu_wait *w = realloc(s->waits, (size_t) nwaits * sizeof *w);
+        if (w == NULL)
+            return cudaErrorMemoryAllocation;
+        s->waits = w;
+        s->waits_cap = nwaits;
+    }
+    s->nwaits = 0;
+    *out = s;
+    return cudaSuccess;
+}
+
+/* Records the slot's event; see cuda_flight.h. */
+cudaError_t pd_cu_flight_end(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream, int sync)
+{
+    cudaError_t e = cudaEventRecord(s->done, stream);
+    if (e != cudaSuccess)
+        return e;
+    s->busy = 1;
+    s->sync = sync;
+    f->next = (f->next + 1) % PD_CU_SLOTS;
+    return cudaSuccess;
+}

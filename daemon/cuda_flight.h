@@ -1,0 +1,101 @@
+/* cuda_flight.h: the cuda backend's batches in flight: staging slots, their events, and the watchdog over their waited words. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_CUDA_FLIGHT_H
+#define PAGED_DAEMON_CUDA_FLIGHT_H
+
+/*
+ * A batch whose requests all signal (PAGED_SQE_SIGNAL) is completed by the engine as soon as
+ * it is queued, so several batches may be on the stream at once. Each one owns a slot: the
+ * pinned host buffer its metadata upload reads from (the next batch must not overwrite it
+ * before the copy has run), an event recorded after its last operation, and its waited words
+ * (the stream waits for them with cuStreamBatchMemOp before the batch's launches). Slots are
+ * taken round-robin; one is reused once its event has completed.
+ *
+ * The watchdog. A stream waiting for a word that its client never writes would hold every
+ * later batch of every client. So whenever the engine looks (pd_cu_flight_poll, and in every
+ * wait of the backend), the oldest batch still queued (the head) is timed from when it became
+ * the head; past the dependency timeout, each of its words that is still short of its value
+ * is read and, if so, written with that value from a stream of the watchdog's own, which
+ * releases the wait, and marked late. Retiring a slot reports its late words to the backend's
+ * late_fn (the engine disconnects those clients: their completions were posted long before),
+ * except for a batch the backend waits for itself (sync), whose late words become the
+ * PAGED_E_TIMEOUT of their requests.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "daemon/backend.h"
+
+#define PD_CU_SLOTS 8u
+
+/* One waited word of a batch. */
+struct pd_cu_wait {
+    CUdeviceptr addr;             /* the word, as the daemon maps it */
+    uint32_t value;
+    uint32_t op;                  /* the op's index in its batch */
+    uint32_t holder;              /* the client (connection id) */
+    uint64_t off;                 /* the word's offset in the client's data arena */
+    int late;                     /* the watchdog wrote it */
+};
+
+struct pd_cu_slot {
+    cudaEvent_t done;             /* recorded after the batch's last operation */
+    unsigned char *h_stage;       /* pinned metadata staging */
+    size_t stage_cap;
+    struct pd_cu_wait *waits;     /* [nwaits] */
+    uint32_t nwaits, waits_cap;
+    int busy;                     /* queued and not yet retired */
+    int sync;                     /* the backend waits for it and reads its late words itself */
+};
+
+struct pd_cu_flight {
+    struct pd_cu_slot slot[PD_CU_SLOTS];
+    unsigned next;                /* the slot the next batch takes: the oldest */
+    uint64_t head_since_ns;       /* when the oldest busy slot became the oldest (0: none) */
+    cudaStream_t rescue;          /* the watchdog's stream */
+    uint32_t *word;               /* pinned: one word the watchdog reads or writes */
+    pd_backend *b;                /* whose late_fn hears of late words */
+};
+
+/* Makes the slots' events and the watchdog's stream and word; returns cudaSuccess or the
+ * runtime's error. */
+cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b);
+
+/* Frees everything (the device is idle); returns nothing. */
+void pd_cu_flight_free(struct pd_cu_flight *f);
+
+/*
+ * Takes the next slot for a batch with stage bytes of metadata and nwaits waited words:
+ * waits (watched over, at most about timeout_ns past its own waits) for the slot's previous
+ * batch and retires it if need be, grows its buffers. Returns cudaSuccess with *out set, or
+ * the runtime's error.
+ */
+cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nwaits, uint64_t timeout_ns,
+                               struct pd_cu_slot **out);
+
+/* Records the slot's event on stream after the batch and marks it in flight (sync: the caller
+ * will wait for it with pd_cu_flight_wait). Returns cudaSuccess or the runtime's error. */
+cudaError_t pd_cu_flight_end(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream, int sync);
+
+/* Retires every slot whose batch has finished and watches the head; returns whether any
+ * batch is still in flight. */
+int pd_cu_flight_poll(struct pd_cu_flight *f, uint64_t timeout_ns);
+
+/* Waits, watching, until slot s's batch (and so every earlier one) has finished; returns
+ * cudaSuccess or the error the device reported. */
+cudaError_t pd_cu_flight_wait(struct pd_cu_flight *f, struct pd_cu_slot *s, uint64_t timeout_ns);
+
+/* Waits, watching, until no batch is in flight; returns cudaSuccess or the device's error. */
+cudaError_t pd_cu_flight_settle(struct pd_cu_flight *f, uint64_t timeout_ns);
+
+/* Marks slot s free without reports; returns nothing. */
+void pd_cu_flight_release(struct pd_cu_slot *s);
+
+/* Marks every slot free without reports (after a device fault); returns nothing. */
+void pd_cu_flight_release_all(struct pd_cu_flight *f);
+
+#endif

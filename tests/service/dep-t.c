@@ -1,0 +1,695 @@
+/* dep-t.c: device-side dependencies: requests that wait for a word of the client's data arena and signal another when done. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "paged.h"
+#include "kernels/kernels.h"
+#include "lib/proto.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/*
+ * A real pagedd (--dependency-timeout 300) and libpaged client processes; with
+ * PAGED_TEST_BACKEND=cuda the same on the GPU (the children alone touch CUDA: a context does
+ * not survive fork).
+ *
+ *   chain: a DECODE that waits for word W and signals word X neither runs nor signals while
+ *   W is short of its value (its output stays poisoned; on cuda its completion arrives at
+ *   once, since every request of its pass signals), and does both once the client writes W.
+ *   Then STEPS x L layers of APPEND (waits for W, signals Y) and DECODE (signals X), all
+ *   submitted at once, the client writing W for each layer only after it saw X of the one
+ *   before, as a worker's stream would: every DECODE must match pk_ref_decode with its
+ *   APPEND's token (and differ from without it), every X and Y must end at its last value.
+ *
+ *   stuck and bystander, at once: stuck waits for a word it never writes, without and with a
+ *   signal; the first fails with PAGED_E_TIMEOUT naming dep.wait_off, the second likewise on
+ *   the cpu backend, while on cuda (completed when queued) it disconnects the client with an
+ *   error naming the word. Meanwhile the bystander's DECODEs all complete and match the
+ *   reference.
+ *
+ *   bad: dependency fields the daemon must refuse, each naming the field.
+ *
+ * Children report each check as one line ("1 text" or "0 text") through a pipe; the parent
+ * prints TAP.
+ */
+
+#define L 2
+#define H 2
+#define QH 4
+#define D 64
+#define B 16
+#define N 64
+#define NSEQ 2
+#define MAXBLK 4
+#define CTX0 21
+#define STEPS 3
+#define TOL 1e-4
+#define TIMEOUT_MS 300
+#define WAIT_MS 60000
+
+static struct td_daemon daemon_;
+static uint64_t seed;
+static int use_cuda;
+static int out_fd = -1;
+static const char *who = "parent";
+
+/* Reports one check to the parent; returns cond. */
+static int check(int cond, const char *fmt, ...) TAP_PRINTF(2, 3);
+static int check(int cond, const char *fmt, ...)
+{
+    char line[PIPE_BUF];
+    int n = snprintf(line, sizeof line, "%d %s: ", cond ? 1 : 0, who);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t) n - 1, fmt, ap);
+    va_end(ap);
+    for (char *p = line; *p != '\0'; p++)
+        if (*p == '\n')
+            *p = ' ';
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    if (write(out_fd, line, len) != (ssize_t) len)
+        _exit(3);
+    return cond;
+}
+
+/* Reports a failed check and exits the child; returns nothing. */
+static void fatal(const char *fmt, ...) TAP_PRINTF(1, 2);
+static void fatal(const char *fmt, ...)
+{
+    char msg[PIPE_BUF / 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    check(0, "%s", msg);
+    _exit(2);
+}
+
+/* One client process's state. */
+struct client {
+    paged_client *c;
+    paged_pool *pool;
+    unsigned char *host, *data;
+    int32_t ids[NSEQ * MAXBLK];
+    uint64_t bt_off, words_off;   /* block tables (host arena); W, X, Y (data arena) */
+    pk_cache ref;
+    tap_rng rng;
+};
+
+/* Returns a zeroed allocation of n bytes, or exits. */
+static void *xcalloc(size_t n)
+{
+    void *p = calloc(1, n > 0 ? n : 1);
+    if (p == NULL)
+        fatal("out of memory");
+    return p;
+}
+
+/* Returns the offset of size bytes of an arena, or exits. */
+static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
+{
+    uint64_t off = 0;
+    if (paged_arena_alloc(cl->c, kind, size, 256, &off) != PAGED_OK)
+        fatal("carving %zu bytes: %s", size, paged_client_error(cl->c));
+    return off;
+}
+
+/* Copies n bytes into the data arena at off; returns nothing. */
+static void put(struct client *cl, uint64_t off, const void *src, size_t n)
+{
+#ifdef HAVE_CUDA
+    if (use_cuda) {
+        if (cudaMemcpy(cl->data + off, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
+            fatal("cudaMemcpy into the data arena");
+        return;
+    }
+#endif
+    if (n == 4) {
+        /* A dependency word: the daemon reads it while we write it. */
+        uint32_t v;
+        memcpy(&v, src, 4);
+        __atomic_store_n((uint32_t *) (cl->data + off), v, __ATOMIC_RELEASE);
+        return;
+    }
+    memcpy(cl->data + off, src, n);
+}
+
+/* Copies n bytes of the data arena at off to dst; returns nothing. */
+static void get(struct client *cl, void *dst, uint64_t off, size_t n)
+{
+#ifdef HAVE_CUDA
+    if (use_cuda) {
+        if (cudaMemcpy(dst, cl->data + off, n, cudaMemcpyDeviceToHost) != cudaSuccess)
+            fatal("cudaMemcpy out of the data arena");
+        return;
+    }
+#endif
+    if (n == 4) {
+        uint32_t v = __atomic_load_n((const uint32_t *) (cl->data + off), __ATOMIC_ACQUIRE);
+        memcpy(dst, &v, 4);
+        return;
+    }
+    memcpy(dst, cl->data + off, n);
+}
+
+/* Writes value to dependency word i (0 W, 1 X, 2 Y); returns nothing. */
+static void set_word(struct client *cl, int i, uint32_t value)
+{
+    put(cl, cl->words_off + 4 * (uint64_t) i, &value, 4);
+}
+
+/* Returns dependency word i. */
+static uint32_t word(struct client *cl, int i)
+{
+    uint32_t v;
+    get(cl, &v, cl->words_off + 4 * (uint64_t) i, 4);
+    return v;
+}
+
+/* Polls word i (bounded: WAIT_MS) until it reaches value; returns whether it did. */
+static int await_word(struct client *cl, int i, uint32_t value)
+{
+    for (int k = 0; k < WAIT_MS * 10; k++) {
+        if ((int32_t) (word(cl, i) - value) >= 0)
+            return 1;
+        td_pause_us(100);
+    }
+    return 0;
+}
+
+/* Returns the slot of token pos of sequence s. */
+static int32_t slot_of(const struct client *cl, int s, int pos)
+{
+    return cl->ids[s * MAXBLK + pos / B] * B + pos % B;
+}
+
+/* Returns the worst relative L2 error over rows of D floats (infinity for a non-finite value). */
+static double row_error(const float *got, const float *want, size_t rows)
+{
+    double worst = 0;
+    for (size_t r = 0; r < rows; r++) {
+        double num = 0, den = 0;
+        for (size_t d = 0; d < D; d++) {
+            double g = got[r * D + d], w = want[r * D + d];
+            if (!isfinite(g))
+                return INFINITY;
+            num += (g - w) * (g - w);
+            den += w * w;
+        }
+        double e = sqrt(num) / (den > 1e-12 ? sqrt(den) : 1e-6);
+        if (e > worst)
+            worst = e;
+    }
+    return worst;
+}
+
+/* Waits for one completion into *comp; returns 1, or 0 when none came within ms. Exits on errors. */
+static int await_one(struct client *cl, paged_completion *comp, int ms)
+{
+    int k = paged_wait(cl->c, comp, 1, ms);
+    if (k == PAGED_E_TIMEOUT)
+        return 0;
+    if (k != 1)
+        fatal("waiting for a completion: %s (%s)", paged_strerror(k), paged_client_error(cl->c));
+    return 1;
+}
+
+/* Connects, attaches the pool, takes blocks and carves the shared pieces; fills the context
+ * of every sequence with CTX0 random tokens (also in the reference). Returns nothing. */
+static void setup(struct client *cl, const char *name)
+{
+    who = name;
+    tap_rng_seed(&cl->rng, seed ^ (uint64_t) (uintptr_t) name[0] * 7919u);
+    char err[256] = "";
+    paged_connect_opts o = {
+        .socket_path = daemon_.socket, .name = name, .host_arena_size = 4u << 20, .data_arena_size = 4u << 20,
+    };
+    int rc = paged_client_connect_err(&o, &cl->c, err, sizeof err);
+    if (rc != PAGED_OK)
+        fatal("connecting: %s (%s)", paged_strerror(rc), err);
+    if ((paged_client_backend(cl->c) == PAGED_BACKEND_CUDA) != use_cuda)
+        fatal("the daemon's backend is not the one asked for");
+    if (paged_pool_attach(cl->c, "dep", &cl->pool) != PAGED_OK)
+        fatal("attaching the pool: %s", paged_client_error(cl->c));
+    size_t size;
+    cl->host = paged_arena_base(cl->c, PAGED_ARENA_HOST, &size);
+    cl->data = paged_arena_base(cl->c, PAGED_ARENA_DATA, &size);
+    if (cl->host == NULL || cl->data == NULL)
+        fatal("no arenas");
+#ifdef HAVE_CUDA
+    if (use_cuda) {
+        struct cudaPointerAttributes attr;
+        if (cudaPointerGetAttributes(&attr, cl->data) != cudaSuccess || cudaSetDevice(attr.device) != cudaSuccess)
+            fatal("the data arena is not device memory this process can use");
+    }
+#endif
+    if (paged_alloc(cl->pool, NSEQ * MAXBLK, cl->ids) != PAGED_OK)
+        fatal("ALLOC: %s", paged_client_error(cl->c));
+    cl->bt_off = carve(cl, PAGED_ARENA_HOST, sizeof cl->ids);
+    memcpy(cl->host + cl->bt_off, cl->ids, sizeof cl->ids);
+    cl->words_off = carve(cl, PAGED_ARENA_DATA, 16);
+    uint32_t zero[4] = { 0, 0, 0, 0 };
+    put(cl, cl->words_off, zero, sizeof zero);
+    cl->ref = (pk_cache) {
+        .num_layers = L, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
+        .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f,
+    };
+    cl->ref.base = xcalloc(pk_cache_bytes(&cl->ref));
+
+    int ntok = NSEQ * CTX0;
+    size_t n = (size_t) L * ntok * H * D;
+    float *k = xcalloc(n * 4), *v = xcalloc(n * 4);
+    tap_rng_fill_uniform(&cl->rng, k, n, -1.0, 1.0);
+    tap_rng_fill_uniform(&cl->rng, v, n, -1.0, 1.0);
+    uint64_t koff = carve(cl, PAGED_ARENA_DATA, n * 4), voff = carve(cl, PAGED_ARENA_DATA, n * 4);
+    uint64_t soff = carve(cl, PAGED_ARENA_HOST, (size_t) ntok * 4);
+    int32_t *slots = (int32_t *) (cl->host + soff);
+    for (int s = 0; s < NSEQ; s++)
+        for (int p = 0; p < CTX0; p++)
+            slots[s * CTX0 + p] = slot_of(cl, s, p);
+    put(cl, koff, k, n * 4);
+    put(cl, voff, v, n * 4);
+    paged_request app = {
+        .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = PAGED_ALL_LAYERS, .tag = 1,
+        .u.append = { .num_tokens = (uint32_t) ntok, .dtype = PAGED_DTYPE_F32, .k_off = koff, .v_off = voff,
+                      .slots_off = soff },
+    };
+    paged_completion comp;
+    if (paged_prep(cl->c, &app) != PAGED_OK || paged_submit(cl->c) < 0 || !await_one(cl, &comp, WAIT_MS)
+        || comp.status != PAGED_OK)
+        fatal("APPEND of the context failed");
+    pk_append_args ra = {
+        .cache = cl->ref, .layer_begin = 0, .num_layers = L, .num_tokens = ntok,
+        .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots,
+    };
+    if (pk_ref_append(&ra) != 0)
+        fatal("pk_ref_append");
+    free(k);
+    free(v);
+}
+
+/* One DECODE as the client made it. */
+struct dec {
+    int layer;
+    int32_t lens[NSEQ];
+    float q[NSEQ * QH * D];
+    uint64_t q_off, out_off, lens_off;
+};
+
+/* Makes a DECODE of layer over contexts of len tokens with fresh random queries and a
+ * poisoned output; fills r with it (dep left to the caller). Returns nothing. */
+static void make_decode(struct client *cl, struct dec *d, int layer, int len, paged_request *r, uint64_t tag)
+{
+    size_t qn = (size_t) NSEQ * QH * D;
+    d->layer = layer;
+    tap_rng_fill_uniform(&cl->rng, d->q, qn, -1.0, 1.0);
+    d->q_off = carve(cl, PAGED_ARENA_DATA, qn * 4);
+    d->out_off = carve(cl, PAGED_ARENA_DATA, qn * 4);
+    d->lens_off = carve(cl, PAGED_ARENA_HOST, sizeof d->lens);
+    for (int s = 0; s < NSEQ; s++)
+        d->lens[s] = len;
+    memcpy(cl->host + d->lens_off, d->lens, sizeof d->lens);
+    put(cl, d->q_off, d->q, qn * 4);
+    float *poison = xcalloc(qn * 4);
+    memset(poison, 0xff, qn * 4);
+    put(cl, d->out_off, poison, qn * 4);
+    free(poison);
+    *r = (paged_request) {
+        .op = PAGED_OP_DECODE, .pool = cl->pool, .layer = layer, .tag = tag,
+        .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q_off = d->q_off,
+                    .out_off = d->out_off, .block_tables_off = cl->bt_off, .bt_stride = MAXBLK,
+                    .seq_lens_off = d->lens_off },
+    };
+}
+
+/* Computes d's reference output on the client's reference cache into want; returns nothing. */
+static void reference(struct client *cl, const struct dec *d, float *want)
+{
+    pk_decode_args ra = {
+        .cache = cl->ref, .layer = d->layer, .num_seqs = NSEQ, .num_q_heads = QH, .q_dtype = PAGED_DTYPE_F32,
+        .q = d->q, .out = want, .block_tables = cl->ids, .bt_stride = MAXBLK, .seq_lens = d->lens,
+        .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL },
+    };
+    if (pk_ref_decode(&ra) != 0)
+        fatal("pk_ref_decode refused a DECODE");
+}
+
+/* Returns d's output's error against the reference. */
+static double decode_error(struct client *cl, const struct dec *d)
+{
+    float got[NSEQ * QH * D], want[NSEQ * QH * D];
+    get(cl, got, d->out_off, sizeof got);
+    reference(cl, d, want);
+    return row_error(got, want, (size_t) NSEQ * QH);
+}
+
+/* Prepares and submits one request, or exits; returns nothing. */
+static void submit_one(struct client *cl, const paged_request *r)
+{
+    if (paged_prep(cl->c, r) != PAGED_OK || paged_submit(cl->c) < 0)
+        fatal("submitting: %s", paged_client_error(cl->c));
+}
+
+/* The first half of chain: one DECODE held by its wait word. Returns nothing. */
+static void chain_hold(struct client *cl)
+{
+    struct dec d;
+    paged_request r;
+    make_decode(cl, &d, 0, CTX0, &r, 100);
+    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl->words_off,
+                          .wait_value = 5, .signal_off = cl->words_off + 4, .signal_value = 7 };
+    set_word(cl, 0, 4);
+    submit_one(cl, &r);
+    paged_completion comp;
+    if (use_cuda) {
+        int got = await_one(cl, &comp, WAIT_MS);
+        check(got && comp.status == PAGED_OK && comp.tag == 100,
+              "a DECODE that waits and signals completes OK as soon as it is queued (status %s)",
+              got ? paged_strerror(comp.status) : "none");
+    } else {
+        /* A bounded look for something that must not happen. */
+        check(!await_one(cl, &comp, 50), "a DECODE waiting for word W = 5 while W is 4 does not complete");
+    }
+    float out[NSEQ * QH * D];
+    get(cl, out, d.out_off, sizeof out);
+    int poisoned = 1;
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++)
+        poisoned &= !isfinite(out[i]);
+    check(word(cl, 1) == 0 && poisoned, "while W is short, signal word X stays 0 and the output is untouched");
+    set_word(cl, 0, 5);
+    int signalled = await_word(cl, 1, 7);
+    check(signalled, "once the client writes W = 5, the daemon writes X = 7");
+    if (!use_cuda) {
+        int got = await_one(cl, &comp, WAIT_MS);
+        check(got && comp.status == PAGED_OK && comp.tag == 100, "and the DECODE completes OK (status %s)",
+              got ? paged_strerror(comp.status) : "none");
+    }
+    double e = decode_error(cl, &d);
+    check(signalled && e <= TOL, "when X is written the output matches pk_ref_decode (row error %.2g)", e);
+}
+
+/* The second half of chain: STEPS x L pipelined layers. Returns nothing. */
+static void chain_pipeline(struct client *cl)
+{
+    enum { NL = STEPS * L };
+    size_t kvn = (size_t) NSEQ * H * D;
+    static struct dec dd[NL];
+    static float kk[NL][NSEQ * H * D], vv[NL][NSEQ * H * D];
+    static int32_t slots[NL][NSEQ];
+    const uint32_t base = 10;
+    for (int i = 0; i < NL; i++) {
+        int step = i / L, layer = i % L, pos = CTX0 + step;
+        tap_rng_fill_uniform(&cl->rng, kk[i], kvn, -1.0, 1.0);
+        tap_rng_fill_uniform(&cl->rng, vv[i], kvn, -1.0, 1.0);
+        uint64_t k_off = carve(cl, PAGED_ARENA_DATA, kvn * 4), v_off = carve(cl, PAGED_ARENA_DATA, kvn * 4);
+        uint64_t s_off = carve(cl, PAGED_ARENA_HOST, sizeof slots[i]);
+        for (int s = 0; s < NSEQ; s++)
+            slots[i][s] = slot_of(cl, s, pos);
+        memcpy(cl->host + s_off, slots[i], sizeof slots[i]);
+        put(cl, k_off, kk[i], kvn * 4);
+        put(cl, v_off, vv[i], kvn * 4);
+        paged_request app = {
+            .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = layer, .tag = 200 + 2 * (uint64_t) i,
+            .u.append = { .num_tokens = NSEQ, .dtype = PAGED_DTYPE_F32, .k_off = k_off, .v_off = v_off,
+                          .slots_off = s_off },
+            .dep = { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl->words_off,
+                     .wait_value = base + (uint32_t) i, .signal_off = cl->words_off + 8,
+                     .signal_value = base + (uint32_t) i },
+        };
+        paged_request dec;
+        make_decode(cl, &dd[i], layer, pos + 1, &dec, 201 + 2 * (uint64_t) i);
+        dec.dep = (paged_dep) { .flags = PAGED_DEP_SIGNAL, .signal_off = cl->words_off + 4,
+                                .signal_value = base + (uint32_t) i };
+        if (paged_prep(cl->c, &app) != PAGED_OK || paged_prep(cl->c, &dec) != PAGED_OK)
+            fatal("preparing layer %d: %s", i, paged_client_error(cl->c));
+    }
+    if (paged_submit(cl->c) < 0)
+        fatal("submitting the pipeline: %s", paged_client_error(cl->c));
+    int chained = 1;
+    for (int i = 0; i < NL && chained; i++) {
+        set_word(cl, 0, base + (uint32_t) i);
+        chained = await_word(cl, 1, base + (uint32_t) i);
+    }
+    check(chained, "%d layers submitted at once run one by one as the client writes W after each X", NL);
+    int ok_all = 1;
+    for (int i = 0; i < 2 * NL; i++) {
+        paged_completion comp;
+        int got = await_one(cl, &comp, WAIT_MS);
+        ok_all &= got && comp.status == PAGED_OK;
+    }
+    check(ok_all, "all %d APPENDs and DECODEs complete OK", 2 * NL);
+    check(word(cl, 1) == base + NL - 1 && word(cl, 2) == base + NL - 1,
+          "X and Y end at the last layer's value (%u, %u)", word(cl, 1), word(cl, 2));
+    double worst = 0, least_change = INFINITY;
+    float got[NSEQ * QH * D], stale[NSEQ * QH * D], want[NSEQ * QH * D];
+    for (int i = 0; i < NL; i++) {
+        reference(cl, &dd[i], stale);
+        pk_append_args aa = {
+            .cache = cl->ref, .layer_begin = dd[i].layer, .num_layers = 1, .num_tokens = NSEQ,
+            .src_dtype = PAGED_DTYPE_F32, .k = kk[i], .v = vv[i], .slot_mapping = slots[i],
+        };
+        if (pk_ref_append(&aa) != 0)
+            fatal("pk_ref_append refused layer %d", i);
+        reference(cl, &dd[i], want);
+        get(cl, got, dd[i].out_off, sizeof got);
+        double e = row_error(got, want, (size_t) NSEQ * QH), c = row_error(got, stale, (size_t) NSEQ * QH);
+        worst = e > worst ? e : worst;
+        least_change = c < least_change ? c : least_change;
+    }
+    check(worst <= TOL && least_change > 100 * TOL, "every DECODE matches pk_ref_decode with its APPEND's "
+          "token (worst row error %.2g) and not without it (smallest difference %.2g)", worst, least_change);
+}
+
+/* stuck: waits for a word nobody writes. Returns nothing. */
+static void stuck_main(void)
+{
+    struct client cl;
+    setup(&cl, "stuck");
+    struct dec d;
+    paged_request r;
+    make_decode(&cl, &d, 1, CTX0, &r, 300);
+    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT, .wait_off = cl.words_off, .wait_value = 1 };
+    submit_one(&cl, &r);
+    paged_completion comp;
+    int got = await_one(&cl, &comp, WAIT_MS);
+    check(got && comp.status == PAGED_E_TIMEOUT && strcmp(paged_field_name(comp.err_field), "dep.wait_off") == 0,
+          "a DECODE waiting for a word never written fails with PAGED_E_TIMEOUT on dep.wait_off (%s, %s)",
+          got ? paged_strerror(comp.status) : "none", got ? paged_field_name(comp.err_field) : "-");
+
+    make_decode(&cl, &d, 1, CTX0, &r, 301);
+    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl.words_off, .wait_value = 1,
+                          .signal_off = cl.words_off + 4, .signal_value = 1 };
+    submit_one(&cl, &r);
+    got = await_one(&cl, &comp, WAIT_MS);
+    if (!use_cuda) {
+        check(got && comp.status == PAGED_E_TIMEOUT, "with a signal too, it fails with PAGED_E_TIMEOUT (%s)",
+              got ? paged_strerror(comp.status) : "none");
+        check(word(&cl, 1) == 0, "and its signal word is not written");
+        check(paged_nop(cl.c) == PAGED_OK, "the client goes on (NOP)");
+    } else {
+        check(got && comp.status == PAGED_OK, "with a signal too, it completes when queued (%s)",
+              got ? paged_strerror(comp.status) : "none");
+        int rc = PAGED_OK;
+        for (int k = 0; k < WAIT_MS && rc == PAGED_OK; k++) {
+            rc = paged_nop(cl.c);
+            if (rc == PAGED_OK)
+                td_pause_ms(1);
+        }
+        const char *why = paged_client_error(cl.c);
+        check(rc != PAGED_OK && strstr(why, "dep.wait_off") != NULL,
+              "then the daemon disconnects it, naming the word (%s: %s)", paged_strerror(rc), why);
+    }
+    paged_client_close(cl.c);
+}
+
+/* bystander: DECODE round trips while stuck waits. Returns nothing. */
+static void bystander_main(void)
+{
+    struct client cl;
+    setup(&cl, "bystander");
+    int good = 0;
+    double worst = 0;
+    for (int i = 0; i < 20; i++) {
+        struct dec d;
+        paged_request r;
+        make_decode(&cl, &d, i % L, CTX0, &r, 400 + (uint64_t) i);
+        submit_one(&cl, &r);
+        paged_completion comp;
+        if (!await_one(&cl, &comp, WAIT_MS) || comp.status != PAGED_OK)
+            continue;
+        double e = decode_error(&cl, &d);
+        worst = e > worst ? e : worst;
+        good += e <= TOL;
+    }
+    check(good == 20, "20 DECODEs of another client complete and match pk_ref_decode meanwhile (worst %.2g)",
+          worst);
+    paged_client_close(cl.c);
+}
+
+/* Submits r and checks it fails with status on field; returns nothing. */
+static void expect_refused(struct client *cl, paged_request *r, int status, const char *field, const char *what)
+{
+    submit_one(cl, r);
+    paged_completion comp;
+    int got = await_one(cl, &comp, WAIT_MS);
+    check(got && comp.status == status && strcmp(paged_field_name(comp.err_field), field) == 0,
+          "%s: %s on %s (got %s on %s)", what, paged_strerror(status), field,
+          got ? paged_strerror(comp.status) : "none", got ? paged_field_name(comp.err_field) : "-");
+}
+
+/* bad: dependency fields the daemon refuses. Returns nothing. */
+static void bad_main(void)
+{
+    struct client cl;
+    setup(&cl, "bad");
+    size_t dsize = 0;
+    paged_arena_base(cl.c, PAGED_ARENA_DATA, &dsize);
+    struct dec d;
+    paged_request r;
+    make_decode(&cl, &d, 0, CTX0, &r, 500);
+    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT, .wait_off = dsize - 2, .wait_value = 1 };
+    expect_refused(&cl, &r, PAGED_E_RANGE, "dep.wait_off", "a wait word past the data arena's end");
+    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT, .wait_off = UINT64_MAX - 1, .wait_value = 1 };
+    expect_refused(&cl, &r, PAGED_E_RANGE, "dep.wait_off", "a wait offset that overflows");
+    r.dep = (paged_dep) { .flags = PAGED_DEP_SIGNAL, .signal_off = cl.words_off + 2, .signal_value = 1 };
+    expect_refused(&cl, &r, PAGED_E_INVAL, "dep.signal_off", "a misaligned signal word");
+    r.dep = (paged_dep) { .flags = PAGED_DEP_SIGNAL, .signal_off = dsize, .signal_value = 1 };
+    expect_refused(&cl, &r, PAGED_E_RANGE, "dep.signal_off", "a signal word at the data arena's end");
+    paged_request nop = { .op = PAGED_OP_NOP, .tag = 501,
+                          .dep = { .flags = PAGED_DEP_SIGNAL, .signal_off = cl.words_off, .signal_value = 1 } };
+    expect_refused(&cl, &nop, PAGED_E_INVAL, "flags", "a NOP with a dependency");
+    paged_request alloc = { .op = PAGED_OP_ALLOC, .pool = cl.pool, .tag = 502,
+                            .u.blocks = { .count = 1, .ids_off = cl.bt_off },
+                            .dep = { .flags = PAGED_DEP_WAIT, .wait_off = cl.words_off, .wait_value = 0 } };
+    expect_refused(&cl, &alloc, PAGED_E_INVAL, "flags", "an ALLOC with a dependency");
+    r.dep = (paged_dep) { .flags = 0x4 };
+    check(paged_prep(cl.c, &r) == PAGED_E_INVAL && strstr(paged_client_error(cl.c), "dep.flags") != NULL,
+          "an unknown dep flag is refused by the library (%s)", paged_client_error(cl.c));
+    check(word(&cl, 0) == 0 && word(&cl, 1) == 0, "no refused request wrote a word");
+    check(paged_nop(cl.c) == PAGED_OK, "the client goes on (NOP)");
+    paged_client_close(cl.c);
+}
+
+/* chain's main. Returns nothing. */
+static void chain_main(void)
+{
+    struct client cl;
+    setup(&cl, "chain");
+    chain_hold(&cl);
+    chain_pipeline(&cl);
+    paged_client_close(cl.c);
+}
+
+/* Forks a child running fn with its reports going to fd; returns its pid. */
+static pid_t spawn_child(void (*fn)(void), int fd, int rfd)
+{
+    pid_t pid = bfork();
+    if (pid == 0) {
+        td_forget_all();
+        close(rfd);
+        out_fd = fd;
+        fn();
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Reads the children's reports from fd until every writer closed it, as TAP; returns how many. */
+static int relay(int fd)
+{
+    FILE *f = fdopen(fd, "r");
+    if (f == NULL)
+        sysbail("fdopen");
+    char line[PIPE_BUF + 2];
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        ok(line[0] == '1', "%s", line + 2);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Runs the children in fns (NULL-terminated) at once and relays their reports; returns nothing. */
+static void run_children(const char *what, void (*const *fns)(void))
+{
+    int p[2];
+    if (pipe(p) < 0)
+        sysbail("pipe");
+    pid_t pids[4];
+    int n = 0;
+    for (; fns[n] != NULL; n++)
+        pids[n] = spawn_child(fns[n], p[1], p[0]);
+    close(p[1]);
+    int reports = relay(p[0]);
+    ok(reports > 0, "%s: the children reported %d checks", what, reports);
+    for (int i = 0; i < n; i++) {
+        int st = 0;
+        waitpid(pids[i], &st, 0);
+        is_int(0, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), "%s: child %d exits 0", what, i);
+    }
+}
+
+int main(void)
+{
+    const char *be = getenv("PAGED_TEST_BACKEND");
+    use_cuda = be != NULL && strcmp(be, "cuda") == 0;
+#ifndef HAVE_CUDA
+    if (use_cuda)
+        skip_all("PAGED_TEST_BACKEND=cuda, but this build has no CUDA to fill device arenas");
+#endif
+    seed = tap_seed();
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", TIMEOUT_MS);
+    const char *extra[] = { "--threads", "2", "--dependency-timeout", timeout, NULL };
+    int st = 0;
+    if (td_start(&daemon_, extra, &st) < 0) {
+        if (use_cuda)
+            skip_all("pagedd --backend cuda does not start here (no CUDA device?)");
+        bail("pagedd did not start (status %d)", st);
+    }
+    plan_lazy();
+    struct rc_client ctl;
+    int rc = rc_connect(daemon_.socket, "dep-t", PAGED_HELLO_CONTROL, &ctl);
+    if (rc == 0)
+        rc = rc_pool_create(&ctl, "dep", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, NULL, NULL);
+    if (!ok(rc == 0, "pool 'dep' created"))
+        bail("cannot go on without the pool: %s", ctl.errmsg);
+
+    static void (*const bad[])(void) = { bad_main, NULL };
+    static void (*const chain[])(void) = { chain_main, NULL };
+    static void (*const pair[])(void) = { stuck_main, bystander_main, NULL };
+    run_children("bad", bad);
+    run_children("chain", chain);
+    run_children("stuck and bystander", pair);
+
+    struct paged_msg_stats_reply sr;
+    if (ok(rc_stats(&ctl, &sr) == 0, "STATS answers"))
+        ok(use_cuda ? sr.engine.early_batches > 0 : sr.engine.early_batches == 0,
+           "STATS: %llu batches completed early (%s)", (unsigned long long) sr.engine.early_batches,
+           use_cuda ? "the cuda backend completes all-signalling batches when queued" : "none on the cpu backend");
+    rc_close(&ctl);
+    st = td_stop(&daemon_);
+    ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
+    ok(use_cuda == td_log_contains(&daemon_, "dependency wait timed out"),
+       "the daemon logged the disconnection for a late wait %s", use_cuda ? "(cuda)" : "nowhere (cpu)");
+    td_cleanup(&daemon_);
+    return 0;
+}
