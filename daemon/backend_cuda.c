@@ -95,6 +95,8 @@ struct pd_pool_mem {
 
 struct pd_arena {
     struct pd_cu_mem mem;
+    void *host;                   /* the client's host arena, once registered (PAGED_SQE_HOST_WORDS) */
+    unsigned char *host_dev;      /* its device address then */
 };
 
 /* Formats a message into *cause (NULL when out of memory); returns status. */
@@ -382,6 +384,8 @@ static void cuda_arena_destroy(pd_backend *b, pd_arena *a)
     if (a == NULL)
         return;
     cuda_settle(b);
+    if (a->host != NULL)
+        (void) cudaHostUnregister(a->host);   /* nothing to do about a failure but go on */
     pd_cu_mem_free(&cb->dev, &a->mem);
     free(a);
 }
@@ -772,10 +776,43 @@ static int all_signal(const struct pd_batch *batch)
     return batch->nops != 0;
 }
 
-/* Returns the device address of op's wait word (wait) or signal word. */
+/* Returns the device address of op's wait word (wait) or signal word: in its data arena, or
+ * in its registered host arena (PAGED_SQE_HOST_WORDS). */
 static uint32_t *dep_word(const struct pd_batch_op *op, int wait)
 {
-    return (uint32_t *) (device_data(op) + (wait ? op->op->wait_off : op->op->signal_off));
+    unsigned char *base = (op->op->flags & PAGED_SQE_HOST_WORDS) ? op->arenas.data->host_dev : device_data(op);
+    return (uint32_t *) (base + (wait ? op->op->wait_off : op->op->signal_off));
+}
+
+/*
+ * Registers (pins and maps) the host arena of every op of batch whose dependency words are
+ * there and whose arena is not registered yet, once nothing is queued (registration is no
+ * place to be while a stream waits for a client). An op whose arena cannot be registered
+ * fails with PAGED_E_NOTSUP. Returns nothing.
+ */
+static void register_host_words(pd_backend *b, struct pd_batch *batch)
+{
+    for (uint32_t i = 0; i < batch->nops; i++) {
+        struct pd_batch_op *op = &batch->ops[i];
+        pd_arena *a = op->arenas.data;
+        if (op->status != PAGED_OK || !device_dep(op, PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)
+            || !(op->op->flags & PAGED_SQE_HOST_WORDS) || a->host_dev != NULL)
+            continue;
+        cuda_settle(b);
+        void *dev = NULL;
+        cudaError_t e = cudaHostRegister(op->arenas.host, op->arenas.host_size, cudaHostRegisterMapped);
+        if (e == cudaSuccess && (e = cudaHostGetDevicePointer(&dev, op->arenas.host, 0)) != cudaSuccess)
+            (void) cudaHostUnregister(op->arenas.host);
+        if (e != cudaSuccess) {
+            (void) cudaGetLastError();
+            pd_log(PD_LOG_WARNING, "cuda: cannot register a client's host arena for its dependency words: %s",
+                   cudaGetErrorString(e));
+            op->status = PAGED_E_NOTSUP;
+            continue;
+        }
+        a->host = op->arenas.host;
+        a->host_dev = dev;
+    }
 }
 
 /* Stream memory operations queued per driver call. */
@@ -950,6 +987,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     cb->h_stage = slot->h_stage;
     st = (struct stage) { 0, 1 };
     prepare(cb, &st, batch);
+    register_host_words(b, batch);
 
     /* One workspace for every DECODE and PREFILL: they run one after another on the stream. */
     size_t ws_size = 0;
@@ -1071,6 +1109,16 @@ static const struct pd_backend_ops cuda_ops = {
 /* Counts the devices; see backend.h. */
 int pd_backend_cuda_probe(char *why, size_t whylen)
 {
+    /* Before the runtime starts: every kernel loaded at once. A kernel loaded lazily, at its
+     * first launch, may wait for the device to go idle, and a stream waiting for a client's
+     * dependency word (cuda_flight.h) would then hold the daemon, unwatched, until it comes. */
+    const char *loading = getenv("CUDA_MODULE_LOADING");
+    if (loading == NULL || strcmp(loading, "EAGER") != 0) {
+        if (loading != NULL)
+            pd_log(PD_LOG_INFO, "cuda: CUDA_MODULE_LOADING=%s overridden: pagedd loads its kernels eagerly",
+                   loading);
+        setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    }
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {

@@ -196,6 +196,13 @@ cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nw
         if (e != cudaSuccess)
             return e;
     }
+    if (stage > s->stage_cap) {
+        /* Freeing pinned memory synchronizes the device, which would wait, unwatched, for any
+         * word a queued batch waits for: settle first. */
+        cudaError_t e = pd_cu_flight_settle(f, timeout_ns);
+        if (e != cudaSuccess)
+            return e;
+    }
     cudaError_t e = pinned_grow(&s->h_stage, &s->stage_cap, stage != 0 ? stage : 1);
     if (e != cudaSuccess)
         return e;

@@ -563,6 +563,8 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     for (uint32_t i = 0; i < n; i++) {
         const struct pd_batch_op *bop = &e->out[i];
         e->items[bop->user].status = bop->status;
+        if (bop->status == PAGED_E_TIMEOUT && (bop->op->flags & PAGED_SQE_WAIT))
+            e->items[bop->user].cqe.err_field = PAGED_FIELD_WAIT;   /* the backend's watchdog */
         if (bop->op->opcode == PAGED_OP_APPEND)
             t->append_requests++;
     }
@@ -752,7 +754,7 @@ void pd_engine_idle(struct pd_server *srv)
     double dp = db != 0 ? (double) db : 1.0;
     pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend "
            "(%.1f waiting for the device); %llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
-           "%llu APPENDs, %llu of them in %llu merged launches",
+           "%llu APPENDs, %llu of them in %llu merged launches; %llu batches completed when queued",
            (unsigned long long) (t->batches - m->batches), (unsigned long long) (t->launches - m->launches),
            (double) (t->backend_ns - m->backend_ns) / 1e3 / b,
            (double) (t->device_wait_ns - m->device_wait_ns) / 1e3 / b, (unsigned long long) db,
@@ -761,7 +763,8 @@ void pd_engine_idle(struct pd_server *srv)
            (double) (t->gather_ns - m->gather_ns) / 1e3 / dp,
            (unsigned long long) (t->append_requests - m->append_requests),
            (unsigned long long) (t->merged_append_requests - m->merged_append_requests),
-           (unsigned long long) (t->merged_append_launches - m->merged_append_launches));
+           (unsigned long long) (t->merged_append_launches - m->merged_append_launches),
+           (unsigned long long) (t->early_batches - m->early_batches));
     e->mark = e->total;
 }
 

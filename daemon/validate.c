@@ -520,16 +520,19 @@ static int v_prefix(const struct paged_sqe *s, const struct pv_env *env, struct 
 }
 
 /* The device-side dependency words (PAGED_SQE_WAIT, PAGED_SQE_SIGNAL): only on the ops the
- * backend runs, each a 4-byte-aligned word inside the data arena. */
+ * backend runs, each a 4-byte-aligned word inside the data arena, or the host arena with
+ * PAGED_SQE_HOST_WORDS (which needs one of the two). */
 static int v_dep(const struct paged_sqe *s, const struct pv_env *env, struct pv_op *op, struct pv_error *err)
 {
-    if ((s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) == 0)
+    if ((s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS)) == 0)
         return PAGED_OK;
-    if (s->opcode != PAGED_OP_APPEND && s->opcode != PAGED_OP_DECODE && s->opcode != PAGED_OP_PREFILL
-        && s->opcode != PAGED_OP_COPY)
+    if ((s->opcode != PAGED_OP_APPEND && s->opcode != PAGED_OP_DECODE && s->opcode != PAGED_OP_PREFILL
+         && s->opcode != PAGED_OP_COPY)
+        || (s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) == 0)
         return fail(err, PAGED_E_INVAL, PAGED_FIELD_FLAGS, 0);
+    uint64_t size = (s->flags & PAGED_SQE_HOST_WORDS) ? env->host_size : env->data_size;
     if (s->flags & PAGED_SQE_WAIT) {
-        if (!in_arena(s->dep.wait_off, 1, 4, env->data_size))
+        if (!in_arena(s->dep.wait_off, 1, 4, size))
             return fail(err, PAGED_E_RANGE, PAGED_FIELD_WAIT, 0);
         if (s->dep.wait_off % 4 != 0)
             return fail(err, PAGED_E_INVAL, PAGED_FIELD_WAIT, 0);
@@ -537,7 +540,7 @@ static int v_dep(const struct paged_sqe *s, const struct pv_env *env, struct pv_
         op->wait_value = s->dep.wait_value;
     }
     if (s->flags & PAGED_SQE_SIGNAL) {
-        if (!in_arena(s->dep.signal_off, 1, 4, env->data_size))
+        if (!in_arena(s->dep.signal_off, 1, 4, size))
             return fail(err, PAGED_E_RANGE, PAGED_FIELD_SIGNAL, 0);
         if (s->dep.signal_off % 4 != 0)
             return fail(err, PAGED_E_INVAL, PAGED_FIELD_SIGNAL, 0);
@@ -558,7 +561,7 @@ int pv_validate(const struct paged_sqe *s, const struct pv_env *env, struct pv_o
     op->tag = s->tag;
     if (s->opcode >= PAGED_OP_COUNT_)
         return fail(err, PAGED_E_OPCODE, PAGED_FIELD_OPCODE, 0);
-    if ((s->flags & ~(PAGED_SQE_ALL_LAYERS | PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) != 0
+    if ((s->flags & ~(PAGED_SQE_ALL_LAYERS | PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS)) != 0
         || ((s->flags & PAGED_SQE_ALL_LAYERS) && s->opcode != PAGED_OP_APPEND))
         return fail(err, PAGED_E_INVAL, PAGED_FIELD_FLAGS, 0);
     int rc = v_dep(s, env, op, err);

@@ -522,9 +522,10 @@ static void model(const struct paged_sqe *s, const struct pv_env *env, const str
     memset(t, 0, sizeof *t);
     FUZZ_CHECK(op->opcode == s->opcode && op->tag == s->tag && op->flags == s->flags, "echo");
     FUZZ_CHECK(s->opcode < PAGED_OP_COUNT_, "opcode %u accepted", s->opcode);
-    FUZZ_CHECK((s->flags & ~(PAGED_SQE_ALL_LAYERS | PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) == 0
+    FUZZ_CHECK((s->flags & ~(PAGED_SQE_ALL_LAYERS | PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS)) == 0
                && (!(s->flags & PAGED_SQE_ALL_LAYERS) || s->opcode == PAGED_OP_APPEND)
-               && (!(s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) || backend_op(s->opcode)),
+               && (!(s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) || backend_op(s->opcode))
+               && (!(s->flags & PAGED_SQE_HOST_WORDS) || (s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL))),
                "flags 0x%x accepted for opcode %u", s->flags, s->opcode);
     FUZZ_CHECK(!(s->flags & PAGED_SQE_WAIT)
                    || (s->dep.wait_off % 4 == 0 && s->dep.wait_off <= env->data_size - 4

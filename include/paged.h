@@ -297,10 +297,14 @@ typedef struct paged_attn_opts {
  * PAGED_DEP_SIGNAL: once the request's device work is done the daemon writes signal_value to
  * the word at signal_off. On the cuda backend a pass whose device requests all signal is
  * completed when it is queued on the GPU: the completion then says the request was accepted,
- * and the word says when its outputs are there.
+ * and the word says when its outputs are there. PAGED_DEP_HOST puts both words in the host
+ * arena instead, for a worker that chains from its CPU: on the cuda backend the daemon's
+ * stream then waits for and writes host memory, and the worker's GPU runs nothing in between
+ * (a stream wait of its own makes the GPU switch between its context and the daemon's).
  */
 #define PAGED_DEP_WAIT 0x1u
 #define PAGED_DEP_SIGNAL 0x2u
+#define PAGED_DEP_HOST 0x4u       /* the words are in the host arena (see above) */
 typedef struct paged_dep {
     unsigned flags;           /* PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, or 0 */
     uint32_t wait_value, signal_value;

@@ -81,6 +81,7 @@ struct paged_ring_ctl {
 #define PAGED_SQE_ALL_LAYERS 0x1u /* APPEND: layer is ignored; k and v hold every layer */
 #define PAGED_SQE_WAIT 0x2u       /* backend ops: start only once dep.wait_off reaches wait_value */
 #define PAGED_SQE_SIGNAL 0x4u     /* backend ops: write signal_value to dep.signal_off when done */
+#define PAGED_SQE_HOST_WORDS 0x8u /* with WAIT or SIGNAL: the words are in the host arena */
 
 /*
  * A request's device-side dependencies (struct paged_sqe.dep, used with PAGED_SQE_WAIT and
@@ -88,8 +89,8 @@ struct paged_ring_ctl {
  * (int32_t) (word - wait_value) >= 0, so a counter may wrap.
  */
 struct paged_dep_wire {
-    uint64_t wait_off;     /* data arena, 4-byte aligned */
-    uint64_t signal_off;   /* data arena, 4-byte aligned */
+    uint64_t wait_off;     /* data arena (host arena with PAGED_SQE_HOST_WORDS), 4-byte aligned */
+    uint64_t signal_off;   /* the same */
     uint32_t wait_value;
     uint32_t signal_value;
 };

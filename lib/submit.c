@@ -333,7 +333,7 @@ static int build_sqe(paged_client *c, const paged_request *r, struct paged_sqe *
         e->u.prefix.parent = r->u.prefix.parent;
         break;
     }
-    if ((r->dep.flags & ~(PAGED_DEP_WAIT | PAGED_DEP_SIGNAL)) != 0) {
+    if ((r->dep.flags & ~(PAGED_DEP_WAIT | PAGED_DEP_SIGNAL | PAGED_DEP_HOST)) != 0) {
         pc_set_err(c, "%s: unknown dep.flags 0x%x", pc_op_name(r->op), r->dep.flags);
         return PAGED_E_INVAL;
     }
@@ -343,6 +343,8 @@ static int build_sqe(paged_client *c, const paged_request *r, struct paged_sqe *
         e->dep.wait_off = r->dep.wait_off;
         e->dep.wait_value = r->dep.wait_value;
     }
+    if (r->dep.flags & PAGED_DEP_HOST)
+        e->flags |= PAGED_SQE_HOST_WORDS;
     if (r->dep.flags & PAGED_DEP_SIGNAL) {
         e->flags |= PAGED_SQE_SIGNAL;
         e->dep.signal_off = r->dep.signal_off;

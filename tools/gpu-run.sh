@@ -11,7 +11,7 @@
 # Environment: OUT (where summary.txt, logs.tar.gz and the benchmark JSON go; default
 # ./gpu-run-out), JOBS (default nproc),
 # CUDA_ARCH (default sm_90a), STEP_TIMEOUT (seconds per step, default 1200), SKIP_CHECK=1,
-# SKIP_SANITIZER=1, SKIP_BENCH=1.
+# SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_BENCH_KERNELS=1.
 set -u
 tarball=$1
 deps=${2:-}
@@ -53,17 +53,31 @@ if [ "${SKIP_CHECK:-0}" != 1 ]; then
     grep -E '^(# )?(TOTAL|PASS|SKIP|XFAIL|FAIL|XPASS|ERROR):' "$logs/check.log" | tee -a "$summary"
     grep -E '^(SKIP|FAIL|ERROR):' "$logs/check.log" | tee -a "$summary"
 fi
+# The libpaged multi-client service tests again with the daemon on the GPU (make check runs
+# them on the cpu backend): merged launches, and device-side dependencies.
+make -j"$jobs" tests/service/merge-t tests/service/dep-t >"$logs/cuda-clients-build.log" 2>&1
+step cuda-clients env top_builddir=. PAGED_TEST_BACKEND=cuda sh -c 'tests/service/dep-t && tests/service/merge-t'
+grep -E '^not ok|^1\.\.' "$logs/cuda-clients.log" | tee -a "$summary"
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     step cuda-sanitizer make check-cuda-sanitizer
     tail -n 5 "$logs/cuda-sanitizer.log" | tee -a "$summary"
     cp tests/kernels/*.memcheck.log tests/kernels/*.racecheck.log "$logs/" 2>/dev/null
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
-    step bench-kernels tools/paged-bench kernels --json "$out/bench-kernels.json"
+    : >"$logs/bench-kernels.log"
+    if [ "${SKIP_BENCH_KERNELS:-0}" != 1 ]; then
+        step bench-kernels tools/paged-bench kernels --json "$out/bench-kernels.json"
+    fi
     export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd.log"
     step bench-service tools/paged-bench service --json "$out/bench-service.json"
     grep 'engine:' "$logs/bench-pagedd.log" | tee -a "$summary"
-    cat "$logs/bench-kernels.log" "$logs/bench-service.log" | tee -a "$summary"
+    for d in host device; do
+        export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-deps-$d.log"
+        step bench-service-deps-$d tools/paged-bench service --deps=$d --json "$out/bench-service-deps-$d.json"
+        grep 'engine:' "$logs/bench-pagedd-deps-$d.log" | tee -a "$summary"
+    done
+    cat "$logs/bench-kernels.log" "$logs/bench-service.log" "$logs/bench-service-deps-host.log" \
+        "$logs/bench-service-deps-device.log" | tee -a "$summary"
 fi
 tar -czf "$out/logs.tar.gz" -C "$logs" .
 note "logs in $out/logs.tar.gz"

@@ -108,6 +108,7 @@ struct client {
     unsigned char *host, *data;
     int32_t ids[NSEQ * MAXBLK];
     uint64_t bt_off, words_off;   /* block tables (host arena); W, X, Y (data arena) */
+    uint64_t hwords_off;          /* W, X, Y in the host arena (PAGED_DEP_HOST) */
     pk_cache ref;
     tap_rng rng;
 };
@@ -168,18 +169,38 @@ static void get(struct client *cl, void *dst, uint64_t off, size_t n)
     memcpy(dst, cl->data + off, n);
 }
 
+/* Which words a check uses: the data arena's, or the host arena's (PAGED_DEP_HOST). */
+static int host_words;
+
 /* Writes value to dependency word i (0 W, 1 X, 2 Y); returns nothing. */
 static void set_word(struct client *cl, int i, uint32_t value)
 {
-    put(cl, cl->words_off + 4 * (uint64_t) i, &value, 4);
+    if (host_words)
+        __atomic_store_n((uint32_t *) (cl->host + cl->hwords_off) + i, value, __ATOMIC_RELEASE);
+    else
+        put(cl, cl->words_off + 4 * (uint64_t) i, &value, 4);
 }
 
 /* Returns dependency word i. */
 static uint32_t word(struct client *cl, int i)
 {
     uint32_t v;
+    if (host_words)
+        return __atomic_load_n((const uint32_t *) (cl->host + cl->hwords_off) + i, __ATOMIC_ACQUIRE);
     get(cl, &v, cl->words_off + 4 * (uint64_t) i, 4);
     return v;
+}
+
+/* Returns the offset of dependency word i in its arena. */
+static uint64_t word_off(const struct client *cl, int i)
+{
+    return (host_words ? cl->hwords_off : cl->words_off) + 4 * (uint64_t) i;
+}
+
+/* Returns the dep flags for the words in use, with flags. */
+static unsigned dep_flags(unsigned flags)
+{
+    return flags | (host_words ? PAGED_DEP_HOST : 0);
 }
 
 /* Polls word i (bounded: WAIT_MS) until it reaches value; returns whether it did. */
@@ -266,6 +287,8 @@ static void setup(struct client *cl, const char *name)
     cl->words_off = carve(cl, PAGED_ARENA_DATA, 16);
     uint32_t zero[4] = { 0, 0, 0, 0 };
     put(cl, cl->words_off, zero, sizeof zero);
+    cl->hwords_off = carve(cl, PAGED_ARENA_HOST, 16);
+    memset(cl->host + cl->hwords_off, 0, 16);
     cl->ref = (pk_cache) {
         .num_layers = L, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
         .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f,
@@ -372,8 +395,8 @@ static void chain_hold(struct client *cl)
     struct dec d;
     paged_request r;
     make_decode(cl, &d, 0, CTX0, &r, 100);
-    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl->words_off,
-                          .wait_value = 5, .signal_off = cl->words_off + 4, .signal_value = 7 };
+    r.dep = (paged_dep) { .flags = dep_flags(PAGED_DEP_WAIT | PAGED_DEP_SIGNAL), .wait_off = word_off(cl, 0),
+                          .wait_value = 5, .signal_off = word_off(cl, 1), .signal_value = 7 };
     set_word(cl, 0, 4);
     submit_one(cl, &r);
     paged_completion comp;
@@ -404,17 +427,18 @@ static void chain_hold(struct client *cl)
     check(signalled && e <= TOL, "when X is written the output matches pk_ref_decode (row error %.2g)", e);
 }
 
-/* The second half of chain: STEPS x L pipelined layers. Returns nothing. */
-static void chain_pipeline(struct client *cl)
+/* The second half of chain: STEPS x L pipelined layers, their words counting from base.
+ * Returns nothing. */
+static void chain_pipeline(struct client *cl, uint32_t base)
 {
     enum { NL = STEPS * L };
     size_t kvn = (size_t) NSEQ * H * D;
     static struct dec dd[NL];
     static float kk[NL][NSEQ * H * D], vv[NL][NSEQ * H * D];
     static int32_t slots[NL][NSEQ];
-    const uint32_t base = 10;
+    const char *where = host_words ? "host-arena words" : "data-arena words";
     for (int i = 0; i < NL; i++) {
-        int step = i / L, layer = i % L, pos = CTX0 + step;
+        int step = i / L + (int) (base / 100) * STEPS, layer = i % L, pos = CTX0 + step;
         tap_rng_fill_uniform(&cl->rng, kk[i], kvn, -1.0, 1.0);
         tap_rng_fill_uniform(&cl->rng, vv[i], kvn, -1.0, 1.0);
         uint64_t k_off = carve(cl, PAGED_ARENA_DATA, kvn * 4), v_off = carve(cl, PAGED_ARENA_DATA, kvn * 4);
@@ -428,13 +452,13 @@ static void chain_pipeline(struct client *cl)
             .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = layer, .tag = 200 + 2 * (uint64_t) i,
             .u.append = { .num_tokens = NSEQ, .dtype = PAGED_DTYPE_F32, .k_off = k_off, .v_off = v_off,
                           .slots_off = s_off },
-            .dep = { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl->words_off,
-                     .wait_value = base + (uint32_t) i, .signal_off = cl->words_off + 8,
+            .dep = { .flags = dep_flags(PAGED_DEP_WAIT | PAGED_DEP_SIGNAL), .wait_off = word_off(cl, 0),
+                     .wait_value = base + (uint32_t) i, .signal_off = word_off(cl, 2),
                      .signal_value = base + (uint32_t) i },
         };
         paged_request dec;
         make_decode(cl, &dd[i], layer, pos + 1, &dec, 201 + 2 * (uint64_t) i);
-        dec.dep = (paged_dep) { .flags = PAGED_DEP_SIGNAL, .signal_off = cl->words_off + 4,
+        dec.dep = (paged_dep) { .flags = dep_flags(PAGED_DEP_SIGNAL), .signal_off = word_off(cl, 1),
                                 .signal_value = base + (uint32_t) i };
         if (paged_prep(cl->c, &app) != PAGED_OK || paged_prep(cl->c, &dec) != PAGED_OK)
             fatal("preparing layer %d: %s", i, paged_client_error(cl->c));
@@ -446,16 +470,17 @@ static void chain_pipeline(struct client *cl)
         set_word(cl, 0, base + (uint32_t) i);
         chained = await_word(cl, 1, base + (uint32_t) i);
     }
-    check(chained, "%d layers submitted at once run one by one as the client writes W after each X", NL);
+    check(chained, "%s: %d layers submitted at once run one by one as the client writes W after each X",
+          where, NL);
     int ok_all = 1;
     for (int i = 0; i < 2 * NL; i++) {
         paged_completion comp;
         int got = await_one(cl, &comp, WAIT_MS);
         ok_all &= got && comp.status == PAGED_OK;
     }
-    check(ok_all, "all %d APPENDs and DECODEs complete OK", 2 * NL);
+    check(ok_all, "%s: all %d APPENDs and DECODEs complete OK", where, 2 * NL);
     check(word(cl, 1) == base + NL - 1 && word(cl, 2) == base + NL - 1,
-          "X and Y end at the last layer's value (%u, %u)", word(cl, 1), word(cl, 2));
+          "%s: X and Y end at the last layer's value (%u, %u)", where, word(cl, 1), word(cl, 2));
     double worst = 0, least_change = INFINITY;
     float got[NSEQ * QH * D], stale[NSEQ * QH * D], want[NSEQ * QH * D];
     for (int i = 0; i < NL; i++) {
@@ -472,8 +497,8 @@ static void chain_pipeline(struct client *cl)
         worst = e > worst ? e : worst;
         least_change = c < least_change ? c : least_change;
     }
-    check(worst <= TOL && least_change > 100 * TOL, "every DECODE matches pk_ref_decode with its APPEND's "
-          "token (worst row error %.2g) and not without it (smallest difference %.2g)", worst, least_change);
+    check(worst <= TOL && least_change > 100 * TOL, "%s: every DECODE matches pk_ref_decode with its APPEND's "
+          "token (worst row error %.2g) and not without it (smallest difference %.2g)", where, worst, least_change);
 }
 
 /* stuck: waits for a word nobody writes. Returns nothing. */
@@ -492,9 +517,11 @@ static void stuck_main(void)
           "a DECODE waiting for a word never written fails with PAGED_E_TIMEOUT on dep.wait_off (%s, %s)",
           got ? paged_strerror(comp.status) : "none", got ? paged_field_name(comp.err_field) : "-");
 
+    /* Words of the host arena this time (the watchdog may have written the first W). */
     make_decode(&cl, &d, 1, CTX0, &r, 301);
-    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl.words_off, .wait_value = 1,
-                          .signal_off = cl.words_off + 4, .signal_value = 1 };
+    host_words = 1;
+    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL | PAGED_DEP_HOST, .wait_off = word_off(&cl, 0),
+                          .wait_value = 1, .signal_off = word_off(&cl, 1), .signal_value = 1 };
     submit_one(&cl, &r);
     got = await_one(&cl, &comp, WAIT_MS);
     if (!use_cuda) {
@@ -578,7 +605,13 @@ static void bad_main(void)
                             .u.blocks = { .count = 1, .ids_off = cl.bt_off },
                             .dep = { .flags = PAGED_DEP_WAIT, .wait_off = cl.words_off, .wait_value = 0 } };
     expect_refused(&cl, &alloc, PAGED_E_INVAL, "flags", "an ALLOC with a dependency");
-    r.dep = (paged_dep) { .flags = 0x4 };
+    r.dep = (paged_dep) { .flags = PAGED_DEP_HOST };
+    expect_refused(&cl, &r, PAGED_E_INVAL, "flags", "PAGED_DEP_HOST without a wait or a signal");
+    size_t hsize = 0;
+    paged_arena_base(cl.c, PAGED_ARENA_HOST, &hsize);
+    r.dep = (paged_dep) { .flags = PAGED_DEP_SIGNAL | PAGED_DEP_HOST, .signal_off = hsize - 2, .signal_value = 1 };
+    expect_refused(&cl, &r, PAGED_E_RANGE, "dep.signal_off", "a host-arena signal word past its end");
+    r.dep = (paged_dep) { .flags = 0x8 };
     check(paged_prep(cl.c, &r) == PAGED_E_INVAL && strstr(paged_client_error(cl.c), "dep.flags") != NULL,
           "an unknown dep flag is refused by the library (%s)", paged_client_error(cl.c));
     check(word(&cl, 0) == 0 && word(&cl, 1) == 0, "no refused request wrote a word");
@@ -592,7 +625,9 @@ static void chain_main(void)
     struct client cl;
     setup(&cl, "chain");
     chain_hold(&cl);
-    chain_pipeline(&cl);
+    chain_pipeline(&cl, 10);
+    host_words = 1;
+    chain_pipeline(&cl, 100);
     paged_client_close(cl.c);
 }
 

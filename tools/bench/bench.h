@@ -31,6 +31,7 @@ struct bench_opts {
     unsigned steps;                 /* service: timed decode steps per client (0: default) */
     long nops;                      /* service: NOP round trips (0: default) */
     int spin_us;                    /* service: clients' paged_connect_opts.spin_us (0: default) */
+    int deps;                       /* service: layers chained by dep words: 0 no, 1 host, 2 device */
     uint64_t seed;                  /* of every random input */
     int do_kernels, do_service;
 };

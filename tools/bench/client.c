@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "paged.h"
+#include "lib/wake.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/service.h"
 #ifdef HAVE_CUDA
@@ -28,6 +29,18 @@
  * (the next layer's queries depend on this one's output). The tensors live in the client's
  * data arena (device memory on the cuda backend), where a worker would produce them, so
  * nothing is copied per request.
+ *
+ * With --deps (PAGED_BENCH_DEPS) the dependency between layers goes through dependency words
+ * instead: layer l's APPEND waits for word W to reach l's number and signals word Y, its
+ * DECODE signals word X, and before submitting layer l the client waits for X to reach layer
+ * l-1's number (the output the next layer's queries would be computed from) and then writes
+ * W. It submits every layer of a step without waiting for completions (posted when the daemon
+ * queues the work, reaped as they come) and awaits the step's last X. With --deps=host the
+ * words are in the host arena (PAGED_DEP_HOST) and the client waits and writes from its CPU,
+ * as a worker chaining from the host, or one whose GPU work runs under MPS, would; with
+ * --deps=device they are in the data arena and the client queues the wait and the write on a
+ * stream of its own (cuStreamWaitValue32, cuStreamWriteValue32), as a worker chaining its own
+ * GPU work would, which costs GPU context switches between it and the daemon.
  */
 
 /* Everything one client holds. */
@@ -44,6 +57,10 @@ struct client {
     uint64_t tables_off, lens_off, slots_off, pslots_off;  /* host arena */
     uint64_t q_off[SVC_LAYERS], out_off[SVC_LAYERS], k_off[SVC_LAYERS], v_off[SVC_LAYERS];
     uint64_t pk_off, pv_off;       /* prompt chunk K and V, [layers][chunk][H][D] */
+    int deps;                      /* --deps: 0 none, 1 host-arena words, 2 data-arena words */
+    uint64_t words_off;            /* --deps: W, X, Y in the arena deps says */
+    uint32_t *words;               /* their host address (host words, or the cpu backend) */
+    void *stream;                  /* --deps=device on cuda: the client's own stream */
 };
 
 /* Dies naming the client, what failed, the error and the library's explanation. */
@@ -197,6 +214,25 @@ static void setup(struct client *cl, const char *socket, const char *pool_name, 
         fill_data(cl, cl->k_off[l], (size_t) r->batch * kvrow / SVC_ELEM, s + 2);
         fill_data(cl, cl->v_off[l], (size_t) r->batch * kvrow / SVC_ELEM, s + 3);
     }
+    const char *deps = getenv("PAGED_BENCH_DEPS");   /* --deps, set by the parent */
+    cl->deps = deps == NULL ? 0 : strcmp(deps, "device") == 0 ? 2 : 1;
+    if (cl->deps == 1) {
+        cl->words_off = carve(cl, PAGED_ARENA_HOST, 64);
+        cl->words = (uint32_t *) (cl->host + cl->words_off);
+        memset(cl->words, 0, 64);
+    } else {
+        cl->words_off = carve(cl, PAGED_ARENA_DATA, 64);
+        uint32_t zero[3] = { 0, 0, 0 };
+        put_data(cl, cl->words_off, zero, sizeof zero);
+        cl->words = cl->cuda ? NULL : (uint32_t *) (cl->data + cl->words_off);
+    }
+#ifdef HAVE_CUDA
+    if (cl->cuda && cl->deps == 2) {
+        cudaStream_t st;
+        bg_check((int) cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "client %u: a stream", cl->index);
+        cl->stream = st;
+    }
+#endif
     cl->pk_off = carve(cl, PAGED_ARENA_DATA, chunk);
     cl->pv_off = carve(cl, PAGED_ARENA_DATA, chunk);
     fill_data(cl, cl->pk_off, chunk / SVC_ELEM, seed + 1001);
@@ -246,6 +282,119 @@ static void rendezvous(const struct client *cl, int ready_fd, int go_fd)
         got = read(go_fd, &byte, 1);
     while (got < 0 && errno == EINTR);
     close(go_fd);
+}
+
+/* --deps: before layer number v is submitted, waits for the word X of number v - 1 (the last
+ * layer's output) and writes W = v: on the client's stream (cuda) or from the host. Returns
+ * nothing. */
+static void chain_layer(struct client *cl, uint32_t v)
+{
+#ifdef HAVE_CUDA
+    if (cl->words == NULL) {
+        uint32_t *dw = (uint32_t *) (cl->data + cl->words_off);
+        bg_stream_wait_word(cl->stream, dw + 1, v - 1);
+        bg_stream_write_word(cl->stream, dw, v);
+        return;
+    }
+#endif
+    uint32_t *w = cl->words, *x = w + 1;
+    while ((int32_t) (__atomic_load_n(x, __ATOMIC_ACQUIRE) - (v - 1)) < 0)
+        paged_cpu_relax();
+    __atomic_store_n(w, v, __ATOMIC_RELEASE);
+}
+
+/* --deps: waits until word X reaches v (the step's last layer is done); returns nothing. */
+static void await_layer(struct client *cl, uint32_t v)
+{
+#ifdef HAVE_CUDA
+    if (cl->words == NULL) {
+        bg_stream_wait_word(cl->stream, (uint32_t *) (cl->data + cl->words_off) + 1, v);
+        bg_check((int) cudaStreamSynchronize(cl->stream), "client %u: waiting for the step", cl->index);
+        return;
+    }
+#endif
+    const uint32_t *x = cl->words + 1;
+    while ((int32_t) (__atomic_load_n(x, __ATOMIC_ACQUIRE) - v) < 0)
+        paged_cpu_relax();
+}
+
+/* Reaps whatever completions have come (at most want), dying on any failure; stores their
+ * latencies from t_sub[tag] in lat when timed. Returns how many. */
+static unsigned reap(struct client *cl, unsigned want, int block, const int64_t *t_sub, int64_t *lat, size_t *nlat)
+{
+    paged_completion comp[16];
+    int k = paged_wait(cl->c, comp, want < 16 ? want : 16, block ? 60000 : 0);
+    if (k == PAGED_E_TIMEOUT && !block)
+        return 0;
+    if (k < 0)
+        fail(cl, k, "waiting for completions");
+    int64_t now = bench_now_ns();
+    for (int i = 0; i < k; i++) {
+        if (comp[i].status != PAGED_OK)
+            fail(cl, comp[i].status, "a request of a chained step");
+        if (lat != NULL)
+            lat[(*nlat)++] = now - t_sub[comp[i].tag];
+    }
+    return (unsigned) k;
+}
+
+/* --deps: the warm-up and timed steps with every layer chained on the device; fills what
+ * decode_loop fills (the latencies: from submission to completion, i.e. until the daemon had
+ * queued the work). Returns nothing. */
+static void deps_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struct svc_result *res)
+{
+    const struct svc_run *r = &cl->run;
+    int32_t *lens = (int32_t *) (cl->host + cl->lens_off), *slots = (int32_t *) (cl->host + cl->slots_off);
+    const float sm_scale = 1.0f / sqrtf((float) SVC_D);
+    int64_t t_sub[2 * SVC_LAYERS];
+    size_t nlat = 0;
+    const unsigned hostw = cl->deps == 1 ? PAGED_DEP_HOST : 0;
+    uint32_t v = 0;
+    for (unsigned step = 0; step < r->warmup + r->steps; step++) {
+        int timed = step >= r->warmup;
+        int64_t t_step = bench_now_ns();
+        if (step == r->warmup)
+            res->start_ns = t_step;
+        unsigned pos = r->context + step;
+        /* The previous step is done (its last X was awaited), so the host arrays are free. */
+        for (unsigned b = 0; b < r->batch; b++) {
+            slots[b] = cl->ids[(size_t) b * cl->nblk + pos / SVC_B] * SVC_B + (int32_t) (pos % SVC_B);
+            lens[b] = (int32_t) pos + 1;
+        }
+        unsigned pending = 2 * SVC_LAYERS;
+        for (int l = 0; l < SVC_LAYERS; l++) {
+            v++;
+            chain_layer(cl, v);
+            paged_request app = {
+                .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = l, .tag = 2 * (uint64_t) l,
+                .u.append = { .num_tokens = r->batch, .dtype = PAGED_DTYPE_BF16, .k_off = cl->k_off[l],
+                              .v_off = cl->v_off[l], .slots_off = cl->slots_off },
+                .dep = { .flags = hostw | PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl->words_off,
+                         .wait_value = v, .signal_off = cl->words_off + 8, .signal_value = v },
+            };
+            paged_request dec = {
+                .op = PAGED_OP_DECODE, .pool = cl->pool, .layer = l, .tag = 2 * (uint64_t) l + 1,
+                .u.attn = { .num_seqs = r->batch, .num_q_heads = SVC_HQ, .dtype = PAGED_DTYPE_BF16,
+                            .q_off = cl->q_off[l], .out_off = cl->out_off[l],
+                            .block_tables_off = cl->tables_off, .bt_stride = cl->nblk,
+                            .seq_lens_off = cl->lens_off, .opts = { .sm_scale = sm_scale } },
+                .dep = { .flags = hostw | PAGED_DEP_SIGNAL, .signal_off = cl->words_off + 4, .signal_value = v },
+            };
+            prep(cl, &app);
+            prep(cl, &dec);
+            t_sub[2 * l] = t_sub[2 * l + 1] = bench_now_ns();
+            submit(cl);
+            pending -= reap(cl, pending, 0, t_sub, timed ? lat : NULL, &nlat);
+        }
+        await_layer(cl, v);
+        while (pending > 0)
+            pending -= reap(cl, pending, 1, t_sub, timed ? lat : NULL, &nlat);
+        if (timed)
+            step_ns[step - r->warmup] = bench_now_ns() - t_step;
+    }
+    res->end_ns = bench_now_ns();
+    res->nlat = (uint32_t) nlat;
+    res->nsteps = r->steps;
 }
 
 /* Runs the warm-up and timed steps; fills lat (2 * layers per timed step), step times and
@@ -352,7 +501,10 @@ int bench_client_main(int argc, char **argv)
     int64_t *step_ns = bench_alloc((size_t) cl.run.steps * sizeof *step_ns, "step times");
     struct svc_result res = { .magic = SVC_RESULT_MAGIC };
     rendezvous(&cl, ready_fd, go_fd);
-    decode_loop(&cl, lat, step_ns, &res);
+    if (cl.deps)
+        deps_loop(&cl, lat, step_ns, &res);
+    else
+        decode_loop(&cl, lat, step_ns, &res);
     write_result(&cl, argv[10], &res, lat, step_ns);
     free(lat);
     free(step_ns);

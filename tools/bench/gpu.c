@@ -7,7 +7,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "paged.h"
@@ -161,4 +163,52 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
     for (int i = 0; i <= runs; i++)
         bg_check((int) cudaEventDestroy(ev[i]), "cudaEventDestroy");
     free(ev);
+}
+
+/* The driver's stream memory operations, reached through the runtime (paged-bench links the
+ * static runtime, never libcuda itself). */
+typedef CUresult (*bg_stream_word_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+/* Returns the driver entry point name, or dies. */
+static void *driver_entry(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    bg_check((int) cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q),
+             "looking up %s", name);
+#else
+    bg_check((int) cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q), "looking up %s", name);
+#endif
+    if (q != cudaDriverEntryPointSuccess || fn == NULL)
+        bench_die("the CUDA driver has no %s", name);
+    return fn;
+}
+
+/* Queues a wait or a write of a 32-bit word on stream; dies on failure. Returns nothing. */
+static void stream_word(int wait, void *st, void *addr, uint32_t value)
+{
+    static bg_stream_word_fn wait_fn, write_fn;
+    if (wait_fn == NULL) {
+        void *w = driver_entry("cuStreamWaitValue32"), *x = driver_entry("cuStreamWriteValue32");
+        memcpy(&wait_fn, &w, sizeof w);
+        memcpy(&write_fn, &x, sizeof x);
+    }
+    CUresult r = wait ? wait_fn((CUstream) st, (CUdeviceptr) (uintptr_t) addr, value, CU_STREAM_WAIT_VALUE_GEQ)
+                      : write_fn((CUstream) st, (CUdeviceptr) (uintptr_t) addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (r != CUDA_SUCCESS)
+        bench_die("%s on a stream: CUDA driver error %d", wait ? "cuStreamWaitValue32" : "cuStreamWriteValue32",
+                  (int) r);
+}
+
+/* Queues a wait for a word; see gpu.h. */
+void bg_stream_wait_word(void *st, void *addr, uint32_t value)
+{
+    stream_word(1, st, addr, value);
+}
+
+/* Queues a write of a word; see gpu.h. */
+void bg_stream_write_word(void *st, void *addr, uint32_t value)
+{
+    stream_word(0, st, addr, value);
 }

@@ -42,6 +42,13 @@ void bg_fill(void *p, size_t n, int32_t dtype, float amp, float scale, uint64_t 
 /* Waits for the stream, dying (with what) if anything on it failed. */
 void bg_sync(const char *what);
 
+/* Queue on stream (a cudaStream_t) a wait until the 32-bit device word at addr reaches value
+ * ((int32_t) (word - value) >= 0), or a write of value to it ordered after everything before
+ * it: cuStreamWaitValue32 and cuStreamWriteValue32, as a worker chains its own GPU work to
+ * the daemon's with device-side dependencies. Each dies on failure. */
+void bg_stream_wait_word(void *stream, void *addr, uint32_t value);
+void bg_stream_write_word(void *stream, void *addr, uint32_t value);
+
 /* Measures the device's ceilings: name, SMs, L2, streaming read, copy, cuBLAS bf16. */
 void bk_cuda_ceilings(const struct bench_opts *o, struct bench_ceilings *c);
 

@@ -42,6 +42,9 @@ static void usage(FILE *f)
             "      --nops=N           service: NOP round trips (default 100000; --quick 1000)\n"
             "      --spin-us=N        service: how long the clients' waits spin before they\n"
             "                         sleep, in microseconds (-1: never; default: libpaged's)\n"
+            "      --deps[=host|device]  service: chain the layers through dependency words\n"
+            "                         (in the host arena, the default, or the data arena)\n"
+            "                         instead of awaiting each layer's completion\n"
             "      --seed=N           seed of every random input (default: from the clock)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n\n"
@@ -79,7 +82,7 @@ static void parse_clients(struct bench_opts *o, const char *s)
 /* Parses the command line into o; exits for --help, --version and usage errors. Returns nothing. */
 static void parse_args(int argc, char **argv, struct bench_opts *o)
 {
-    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN };
+    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS };
     static const struct option longopts[] = {
         { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
         { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
@@ -87,6 +90,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         { "batch", required_argument, NULL, 'B' }, { "context", required_argument, NULL, OPT_CONTEXT },
         { "steps", required_argument, NULL, OPT_STEPS }, { "nops", required_argument, NULL, OPT_NOPS },
         { "seed", required_argument, NULL, OPT_SEED }, { "spin-us", required_argument, NULL, OPT_SPIN },
+        { "deps", optional_argument, NULL, OPT_DEPS },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
     };
@@ -119,6 +123,14 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
             o->spin_us = strcmp(optarg, "-1") == 0 ? -1 : (int) parse_count(optarg, "spin", 1);
             if (o->spin_us > 1000000)
                 bench_die("--spin-us: at most 1000000, not %s", optarg);
+            break;
+        case OPT_DEPS:
+            if (optarg == NULL || strcmp(optarg, "host") == 0)
+                o->deps = 1;
+            else if (strcmp(optarg, "device") == 0)
+                o->deps = 2;
+            else
+                bench_die("--deps: host or device, not '%s'", optarg);
             break;
         case OPT_SEED:
             o->seed = strtoull(optarg, NULL, 0) & ((1ull << 48) - 1);

@@ -389,7 +389,7 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
 
     struct scenario sc[MAX_SCENARIOS];
     int n = scenarios(o, sc);
-    char title[360], spin[48] = "libpaged's default";
+    char title[512], spin[48] = "libpaged's default";
     if (o->spin_us != 0) {
         /* The client processes read it at connection time (client.c). */
         char v[16];
@@ -397,11 +397,18 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
         setenv("PAGED_BENCH_SPIN_US", v, 1);
         snprintf(spin, sizeof spin, o->spin_us < 0 ? "none" : "%d us", o->spin_us);
     }
+    if (o->deps)   /* read by the client processes (client.c) */
+        setenv("PAGED_BENCH_DEPS", o->deps == 2 ? "device" : "host", 1);
     snprintf(title, sizeof title,
              "service: %d-layer decode steps (APPEND + DECODE per layer, 32/8 heads, D 128, bf16) on "
-             "%u-token contexts, %u steps per client; daemon backend %s; client wait spin %s; "
-             "in-process: the same kernels called directly",
-             SVC_LAYERS, s.run.context, s.run.steps, s.backend == BENCH_CUDA ? "cuda" : "cpu", spin);
+             "%u-token contexts, %u steps per client; daemon backend %s; client wait spin %s; layers "
+             "chained %s; in-process: the same kernels called directly",
+             SVC_LAYERS, s.run.context, s.run.steps, s.backend == BENCH_CUDA ? "cuda" : "cpu", spin,
+             o->deps == 2 ? "through data-arena dependency words on the client's stream (--deps=device; latency: "
+                            "until the completion, posted when queued)"
+             : o->deps    ? "through host-arena dependency words by the client's CPU (--deps=host; latency: until "
+                            "the completion, posted when queued)"
+                          : "by the client (each layer's completion awaited)");
     struct br_table *t = br_table(r, "service", title);
     br_col(t, "clients", "clients", 0, 0);
     br_col(t, "batch", "batch", 0, 0);
