@@ -2,6 +2,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "daemon/cuda_flight.h"
@@ -11,7 +12,13 @@
 /* Makes the slots' events and the watchdog's stream and word; see cuda_flight.h. */
 cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b)
 {
-    *f = (struct pd_cu_flight) { .b = b };
+    *f = (struct pd_cu_flight) { .b = b, .depth = PD_CU_DEPTH };
+    const char *depth = getenv("PAGEDD_INFLIGHT");
+    unsigned n = 0;
+    if (depth != NULL && sscanf(depth, "%u", &n) == 1 && n >= 1 && n <= PD_CU_SLOTS) {
+        f->depth = n;
+        pd_log(PD_LOG_INFO, "cuda: up to %u batches queued at once (PAGEDD_INFLIGHT)", n);
+    }
     for (unsigned i = 0; i < PD_CU_SLOTS; i++) {
         cudaError_t e = cudaEventCreateWithFlags(&f->slot[i].done, cudaEventDisableTiming);
         if (e != cudaSuccess)
@@ -190,12 +197,27 @@ static cudaError_t pinned_grow(unsigned char **p, size_t *cap, size_t need)
 cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nwaits, uint64_t timeout_ns,
                                struct pd_cu_slot **out)
 {
-    struct pd_cu_slot *s = &f->slot[f->next];
-    if (s->busy) {
-        cudaError_t e = pd_cu_flight_wait(f, s, timeout_ns);
+    for (;;) {
+        /* Oldest first: the slots are taken round-robin from next. */
+        unsigned busy = 0, oldest = PD_CU_SLOTS;
+        for (unsigned k = 0; k < PD_CU_SLOTS; k++) {
+            unsigned i = (f->next + k) % PD_CU_SLOTS;
+            if (f->slot[i].busy) {
+                busy++;
+                if (oldest == PD_CU_SLOTS)
+                    oldest = i;
+            }
+        }
+        if (busy < f->depth && !f->slot[f->next].busy)
+            break;
+        cudaError_t e = pd_cu_flight_wait(f, &f->slot[oldest], timeout_ns);
         if (e != cudaSuccess)
             return e;
+        /* A batch the backend waits for itself stays busy until it has read its flags. */
+        if (f->slot[oldest].sync)
+            pd_cu_flight_release(&f->slot[oldest]);
     }
+    struct pd_cu_slot *s = &f->slot[f->next];
     if (stage > s->stage_cap) {
         /* Freeing pinned memory synchronizes the device, which would wait, unwatched, for any
          * word a queued batch waits for: settle first. */

@@ -31,6 +31,10 @@
 #include "daemon/backend.h"
 
 #define PD_CU_SLOTS 8u
+/* Batches queued at once by default (PAGEDD_INFLIGHT=N, 1..PD_CU_SLOTS, overrides it): two
+ * keep the GPU fed while the engine prepares the next, and no more keeps each pass waiting
+ * long enough for the clients that come meanwhile to join it, as merging needs. */
+#define PD_CU_DEPTH 2u
 
 /* One waited word of a batch. */
 struct pd_cu_wait {
@@ -55,14 +59,15 @@ struct pd_cu_slot {
 struct pd_cu_flight {
     struct pd_cu_slot slot[PD_CU_SLOTS];
     unsigned next;                /* the slot the next batch takes: the oldest */
+    unsigned depth;               /* most batches queued at once */
     uint64_t head_since_ns;       /* when the oldest busy slot became the oldest (0: none) */
     cudaStream_t rescue;          /* the watchdog's stream */
     uint32_t *word;               /* pinned: one word the watchdog reads or writes */
     pd_backend *b;                /* whose late_fn hears of late words */
 };
 
-/* Makes the slots' events and the watchdog's stream and word; returns cudaSuccess or the
- * runtime's error. */
+/* Makes the slots' events and the watchdog's stream and word, and reads PAGEDD_INFLIGHT;
+ * returns cudaSuccess or the runtime's error. */
 cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b);
 
 /* Frees everything (the device is idle); returns nothing. */
@@ -70,8 +75,8 @@ void pd_cu_flight_free(struct pd_cu_flight *f);
 
 /*
  * Takes the next slot for a batch with stage bytes of metadata and nwaits waited words:
- * waits (watched over, at most about timeout_ns past its own waits) for the slot's previous
- * batch and retires it if need be, grows its buffers. Returns cudaSuccess with *out set, or
+ * waits (watched over, at most about timeout_ns past its own waits) until fewer than depth
+ * batches are queued, retiring them, and grows the slot's buffers. Returns cudaSuccess with *out set, or
  * the runtime's error.
  */
 cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nwaits, uint64_t timeout_ns,
