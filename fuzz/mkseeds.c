@@ -815,6 +815,45 @@ static void validate_seeds(void)
     v = vstart(PAGED_OP_DECODE, 1);
     v.sqe.layer = 2;
     vemit("bad-layer", &v);
+
+    /* Dependency words: an APPEND whose wait is met and which signals the word a DECODE (of
+     * host-arena words) waits for, so the DECODE must wait for the next pass; a wait not met;
+     * words refused. */
+    {
+        int32_t slots[] = { W0 * 8 + 2, W1 * 8 + 4 };
+        int32_t lens[] = { 13, 30 };
+        int32_t bt[] = { W0, FORKED, -5, 99, SHARED, MINE_PUB, W1, SHARED + 1 };
+        v = vstart(PAGED_OP_APPEND, 2);
+        uint64_t words = space(&v.arena, 16);
+        append_into(&v, 0, 1, PAGED_DTYPE_F16, slots, 2);
+        v.sqe.flags |= PAGED_SQE_WAIT | PAGED_SQE_SIGNAL;
+        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .signal_off = words + 4, .wait_value = 3,
+                                              .signal_value = 7 };
+        vnext(&v, PAGED_OP_DECODE, 2);
+        attn_into(&v, PAGED_DTYPE_F16, 4, 2, lens, bt, 4, NULL);
+        v.sqe.flags = PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS;
+        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words + 4, .signal_off = words + 8, .wait_value = 7,
+                                              .signal_value = 1 };
+        uint32_t three = 3;
+        memcpy(v.arena.p + words, &three, 4);
+        vemit("deps-chain", &v);
+
+        v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
+        words = space(&v.arena, 8);
+        v.sqe.flags = PAGED_SQE_WAIT;
+        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .wait_value = 5 };
+        vemit("deps-wait-unmet", &v);
+
+        v = attn(PAGED_OP_DECODE, 2, PAGED_DTYPE_F16, 4, 2, lens, bt, 4, NULL);
+        v.sqe.flags = PAGED_SQE_WAIT;
+        v.sqe.dep = (struct paged_dep_wire) { .wait_off = 1ull << 40, .wait_value = 1 };
+        vnext(&v, PAGED_OP_NOP, 0);
+        v.sqe.flags = PAGED_SQE_SIGNAL;
+        vnext(&v, PAGED_OP_DECODE, 2);
+        attn_into(&v, PAGED_DTYPE_F16, 4, 2, lens, bt, 4, NULL);
+        v.sqe.flags = PAGED_SQE_HOST_WORDS;
+        vemit("deps-refused", &v);
+    }
 }
 
 /* Writes both corpora under argv[1]; returns 0 or 1. */
