@@ -19,19 +19,22 @@
 
 /*
  * Everything runs on the engine thread, on one non-blocking stream. An engine pass arrives as
- * one batch: its launches are queued in order on the stream and the batch ends with ONE
- * cudaStreamSynchronize, so run_batch returns only once the GPU work is done and the
- * completions the engine posts next are never ahead of the outputs. The validated metadata
- * of every op of the batch (block tables, lengths, qo_indptr, slots, block ids, ALiBi slopes:
- * private host copies made by the validator; for a merged DECODE also the per-sequence query
- * and output pointers, the padded table and, if their layers differ, the per-sequence layers;
- * for a merged APPEND the concatenated slots, the segment offsets, the per-segment key and
- * value pointers and, if their layers differ, the per-segment first layers) goes to the
- * device in one cudaMemcpyAsync from a
- * pinned staging buffer into a device staging buffer, both grown as needed and reused, which
- * is safe because the previous batch has finished by then; the workspace is grown, if need
- * be, at the same moment, and shared by the batch's DECODEs and PREFILLs, which run one
- * after another on the stream.
+ * one batch: the waits for its requests' dependency words, its launches in order and the
+ * writes of their signal words are queued on the stream, and the batch ends with ONE wait for
+ * the device, so run_batch returns only once the GPU work is done and the completions the
+ * engine posts next are never ahead of the outputs; or, when every request of the batch
+ * signals a word, it returns at once (batch->early) and the words tell the clients when
+ * (cuda_flight.h: the slots of the batches in flight and the watchdog over their waits). The
+ * validated metadata of every op of the batch (block tables, lengths, qo_indptr, slots, block
+ * ids, ALiBi slopes: private host copies made by the validator; for a merged DECODE also the
+ * per-sequence query and output pointers, the padded table and, if their layers differ, the
+ * per-sequence layers; for a merged APPEND the concatenated slots, the segment offsets, the
+ * per-segment key and value pointers and, if their layers differ, the per-segment first
+ * layers) goes to the device in one cudaMemcpyAsync from the batch's slot's pinned staging
+ * buffer into a device staging buffer, which the next batch may overwrite since its copy
+ * runs after this batch's kernels on the stream. The device staging and the workspace (shared
+ * by the batch's DECODEs and PREFILLs, which run one after another) grow only once every
+ * queued batch has finished.
  *
  * Health. A launch the kernels refuse fails its own ops (a refused merged DECODE or APPEND is
  * retried op by op on slices of its arrays); a failed synchronization fails every op of the batch
@@ -39,12 +42,12 @@
  * the error is sticky (the context is lost: an illegal address, a trap, a launch failure)
  * the backend logs it once, reports itself unhealthy in info() (pactl status shows it) and
  * refuses every later op, pool and arena with PAGED_E_DEVICE: serving from a broken context
- * would return garbage. Only a restart of pagedd recovers.
+ * would return garbage. Only a restart of pagedd recovers. A fault in a batch completed early
+ * surfaces at the next wait for the device.
  *
- * Not done: a client asking to be signalled through an interprocess CUDA event instead of
- * the daemon synchronizing (DESIGN.md's option). The engine would record an event made with
- * cudaEventInterprocess on the stream, hand its cudaIpcEventHandle_t to the client once (a
- * WELCOME field), and post the completion at launch; the client would cudaStreamWaitEvent.
+ * DESIGN.md's interprocess CUDA event (the client's stream waiting for an event the daemon
+ * records) is replaced by the dependency words: a word the worker's stream waits for and one
+ * the daemon's stream waits for serve both directions, and need no handle exchange.
  */
 
 /* Device memory kept free beyond pools and arenas, for staging, workspaces and the kernels'
@@ -916,7 +919,12 @@ static void queue_launches(struct cuda_backend *cb, struct pd_batch *batch)
 static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s)
 {
     uint64_t w0 = pd_now_ns();
-    cudaError_t e = s != NULL ? pd_cu_flight_wait(&cb->flight, s, cb->dep_timeout_ns) : cudaStreamSynchronize(cb->stream);
+    /* Without a slot (its event could not be recorded), the earlier batches are waited for
+     * under the watchdog first, then the stream. */
+    cudaError_t e = s != NULL ? pd_cu_flight_wait(&cb->flight, s, cb->dep_timeout_ns)
+                              : pd_cu_flight_settle(&cb->flight, cb->dep_timeout_ns);
+    if (s == NULL && e == cudaSuccess)
+        e = cudaStreamSynchronize(cb->stream);
     batch->wait_ns = pd_now_ns() - w0;
     if (e != cudaSuccess) {
         /* A fault of one kernel cannot be told from the others' here, and it is sticky. */
@@ -1009,7 +1017,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
                                     cb->stream);
     if (e != cudaSuccess) {
         fail_all(batch, device_error(cb, "metadata upload", e));
-        finish(cb, batch, slot);
+        finish(cb, batch, NULL);
         return;
     }
     rc = queue_deps(cb, batch, slot, 1);

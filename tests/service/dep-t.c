@@ -44,6 +44,10 @@
  *
  *   bad: dependency fields the daemon must refuse, each naming the field.
  *
+ *   dead: a client exits with a request queued that waits for a word it never wrote (on
+ *   cuda: completed early, its wait on the daemon's stream). The daemon must reclaim every
+ *   block it held (the watchdog releasing the wait first on cuda) and go on serving.
+ *
  * Children report each check as one line ("1 text" or "0 text") through a pipe; the parent
  * prints TAP.
  */
@@ -619,6 +623,39 @@ static void bad_main(void)
     paged_client_close(cl.c);
 }
 
+/* dead: exits with a waiting request queued and its blocks held. Returns nothing (exits). */
+static void dead_main(void)
+{
+    struct client cl;
+    setup(&cl, "dead");
+    struct dec d;
+    paged_request r;
+    make_decode(&cl, &d, 0, CTX0, &r, 600);
+    r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl.words_off, .wait_value = 9,
+                          .signal_off = cl.words_off + 4, .signal_value = 9 };
+    submit_one(&cl, &r);
+    if (use_cuda) {
+        paged_completion comp;
+        int got = await_one(&cl, &comp, WAIT_MS);
+        check(got && comp.status == PAGED_OK, "its waiting DECODE was queued on the GPU (%s)",
+              got ? paged_strerror(comp.status) : "none");
+    } else
+        check(paged_inflight(cl.c) == 1, "its waiting DECODE is in flight");
+    _exit(0);   /* no close: as a crash would leave it */
+}
+
+/* Polls (bounded) until pool "dep" has want free blocks; returns the last count seen. */
+static uint32_t await_free(struct rc_client *ctl, uint32_t want)
+{
+    struct paged_pool_item it = { .free = UINT32_MAX };
+    for (int k = 0; k < 20000; k++) {
+        if (rc_pool_item(ctl, "dep", &it) == 0 && it.free == want)
+            break;
+        td_pause_ms(1);
+    }
+    return it.free;
+}
+
 /* chain's main. Returns nothing. */
 static void chain_main(void)
 {
@@ -714,6 +751,16 @@ int main(void)
     run_children("bad", bad);
     run_children("chain", chain);
     run_children("stuck and bystander", pair);
+
+    uint32_t before = await_free(&ctl, N);
+    ok(before == N, "every block is free again (%u of %d)", before, N);
+    static void (*const dead[])(void) = { dead_main, NULL };
+    run_children("dead", dead);
+    uint32_t after = await_free(&ctl, N);
+    ok(after == N, "dead: the daemon reclaimed every block of the client that died with a waiting request "
+       "(%u of %d free)", after, N);
+    static void (*const again[])(void) = { bystander_main, NULL };
+    run_children("after the dead client", again);
 
     struct paged_msg_stats_reply sr;
     if (ok(rc_stats(&ctl, &sr) == 0, "STATS answers"))
