@@ -19,6 +19,7 @@
 #include "paged.h"
 #include "kernels/kernels.h"
 #include "lib/proto.h"
+#include "tests/service/arena-io.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -135,42 +136,31 @@ static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
     return off;
 }
 
-/* Copies n bytes into the data arena at off; returns nothing. */
+/* Copies n bytes into the data arena at off (a 4-byte dependency word with a release store on
+ * the cpu backend, as the daemon reads it meanwhile), or exits; returns nothing. */
 static void put(struct client *cl, uint64_t off, const void *src, size_t n)
 {
-#ifdef HAVE_CUDA
-    if (use_cuda) {
-        if (cudaMemcpy(cl->data + off, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
-            fatal("cudaMemcpy into the data arena");
-        return;
-    }
-#endif
-    if (n == 4) {
-        /* A dependency word: the daemon reads it while we write it. */
+    if (!use_cuda && n == 4) {
         uint32_t v;
         memcpy(&v, src, 4);
         __atomic_store_n((uint32_t *) (cl->data + off), v, __ATOMIC_RELEASE);
         return;
     }
-    memcpy(cl->data + off, src, n);
+    if (aio_put(use_cuda, cl->data, off, src, n) < 0)
+        fatal("copying into the data arena");
 }
 
-/* Copies n bytes of the data arena at off to dst; returns nothing. */
+/* Copies n bytes of the data arena at off to dst (a dependency word with an acquire load on
+ * the cpu backend), or exits; returns nothing. */
 static void get(struct client *cl, void *dst, uint64_t off, size_t n)
 {
-#ifdef HAVE_CUDA
-    if (use_cuda) {
-        if (cudaMemcpy(dst, cl->data + off, n, cudaMemcpyDeviceToHost) != cudaSuccess)
-            fatal("cudaMemcpy out of the data arena");
-        return;
-    }
-#endif
-    if (n == 4) {
+    if (!use_cuda && n == 4) {
         uint32_t v = __atomic_load_n((const uint32_t *) (cl->data + off), __ATOMIC_ACQUIRE);
         memcpy(dst, &v, 4);
         return;
     }
-    memcpy(dst, cl->data + off, n);
+    if (aio_get(use_cuda, cl->data, off, dst, n) < 0)
+        fatal("copying out of the data arena");
 }
 
 /* Which words a check uses: the data arena's, or the host arena's (PAGED_DEP_HOST). */
@@ -227,21 +217,7 @@ static int32_t slot_of(const struct client *cl, int s, int pos)
 /* Returns the worst relative L2 error over rows of D floats (infinity for a non-finite value). */
 static double row_error(const float *got, const float *want, size_t rows)
 {
-    double worst = 0;
-    for (size_t r = 0; r < rows; r++) {
-        double num = 0, den = 0;
-        for (size_t d = 0; d < D; d++) {
-            double g = got[r * D + d], w = want[r * D + d];
-            if (!isfinite(g))
-                return INFINITY;
-            num += (g - w) * (g - w);
-            den += w * w;
-        }
-        double e = sqrt(num) / (den > 1e-12 ? sqrt(den) : 1e-6);
-        if (e > worst)
-            worst = e;
-    }
-    return worst;
+    return aio_row_error(got, want, rows, D);
 }
 
 /* Waits for one completion into *comp; returns 1, or 0 when none came within ms. Exits on errors. */
@@ -299,36 +275,10 @@ static void setup(struct client *cl, const char *name)
     };
     cl->ref.base = xcalloc(pk_cache_bytes(&cl->ref));
 
-    int ntok = NSEQ * CTX0;
-    size_t n = (size_t) L * ntok * H * D;
-    float *k = xcalloc(n * 4), *v = xcalloc(n * 4);
-    tap_rng_fill_uniform(&cl->rng, k, n, -1.0, 1.0);
-    tap_rng_fill_uniform(&cl->rng, v, n, -1.0, 1.0);
-    uint64_t koff = carve(cl, PAGED_ARENA_DATA, n * 4), voff = carve(cl, PAGED_ARENA_DATA, n * 4);
-    uint64_t soff = carve(cl, PAGED_ARENA_HOST, (size_t) ntok * 4);
-    int32_t *slots = (int32_t *) (cl->host + soff);
-    for (int s = 0; s < NSEQ; s++)
-        for (int p = 0; p < CTX0; p++)
-            slots[s * CTX0 + p] = slot_of(cl, s, p);
-    put(cl, koff, k, n * 4);
-    put(cl, voff, v, n * 4);
-    paged_request app = {
-        .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = PAGED_ALL_LAYERS, .tag = 1,
-        .u.append = { .num_tokens = (uint32_t) ntok, .dtype = PAGED_DTYPE_F32, .k_off = koff, .v_off = voff,
-                      .slots_off = soff },
-    };
-    paged_completion comp;
-    if (paged_prep(cl->c, &app) != PAGED_OK || paged_submit(cl->c) < 0 || !await_one(cl, &comp, WAIT_MS)
-        || comp.status != PAGED_OK)
-        fatal("APPEND of the context failed");
-    pk_append_args ra = {
-        .cache = cl->ref, .layer_begin = 0, .num_layers = L, .num_tokens = ntok,
-        .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots,
-    };
-    if (pk_ref_append(&ra) != 0)
-        fatal("pk_ref_append");
-    free(k);
-    free(v);
+    struct aio_client ac = { cl->c, cl->pool, use_cuda, cl->host, cl->data, cl->ids, NSEQ, MAXBLK };
+    char why[256];
+    if (aio_fill_contexts(&ac, &cl->ref, CTX0, &cl->rng, 1, why, sizeof why) < 0)
+        fatal("%s", why);
 }
 
 /* One DECODE as the client made it. */
@@ -353,10 +303,8 @@ static void make_decode(struct client *cl, struct dec *d, int layer, int len, pa
         d->lens[s] = len;
     memcpy(cl->host + d->lens_off, d->lens, sizeof d->lens);
     put(cl, d->q_off, d->q, qn * 4);
-    float *poison = xcalloc(qn * 4);
-    memset(poison, 0xff, qn * 4);
-    put(cl, d->out_off, poison, qn * 4);
-    free(poison);
+    if (aio_poison(use_cuda, cl->data, d->out_off, qn * 4) < 0)
+        fatal("poisoning an output");
     *r = (paged_request) {
         .op = PAGED_OP_DECODE, .pool = cl->pool, .layer = layer, .tag = tag,
         .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q_off = d->q_off,
@@ -721,22 +669,12 @@ static void run_children(const char *what, void (*const *fns)(void))
 
 int main(void)
 {
-    const char *be = getenv("PAGED_TEST_BACKEND");
-    use_cuda = be != NULL && strcmp(be, "cuda") == 0;
-#ifndef HAVE_CUDA
-    if (use_cuda)
-        skip_all("PAGED_TEST_BACKEND=cuda, but this build has no CUDA to fill device arenas");
-#endif
     seed = tap_seed();
     char timeout[16];
     snprintf(timeout, sizeof timeout, "%d", TIMEOUT_MS);
     const char *extra[] = { "--threads", "2", "--dependency-timeout", timeout, NULL };
+    use_cuda = aio_start(&daemon_, extra);
     int st = 0;
-    if (td_start(&daemon_, extra, &st) < 0) {
-        if (use_cuda)
-            skip_all("pagedd --backend cuda does not start here (no CUDA device?)");
-        bail("pagedd did not start (status %d)", st);
-    }
     plan_lazy();
     struct rc_client ctl;
     int rc = rc_connect(daemon_.socket, "dep-t", PAGED_HELLO_CONTROL, &ctl);

@@ -27,6 +27,7 @@ tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.
 # PAGED_TEST_BACKEND=cuda the clients fill their device arenas through the CUDA runtime).
 check_PROGRAMS += tests/service/merge-t
 TESTS += tests/service/merge-t
+tests_service_merge_t_SOURCES = tests/service/merge-t.c tests/service/arena-io.c tests/service/arena-io.h
 tests_service_merge_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
 	lib/libpagedcore.la $(TAP_LIBS)
 EXTRA_tests_service_merge_t_DEPENDENCIES = daemon/pagedd
@@ -40,6 +41,7 @@ endif
 # watchdog, refusals; libpaged clients, on the GPU too with PAGED_TEST_BACKEND=cuda.
 check_PROGRAMS += tests/service/dep-t
 TESTS += tests/service/dep-t
+tests_service_dep_t_SOURCES = tests/service/dep-t.c tests/service/arena-io.c tests/service/arena-io.h
 tests_service_dep_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
 	lib/libpagedcore.la $(TAP_LIBS)
 EXTRA_tests_service_dep_t_DEPENDENCIES = daemon/pagedd

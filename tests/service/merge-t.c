@@ -22,6 +22,7 @@
 #include "paged.h"
 #include "kernels/kernels.h"
 #include "lib/proto.h"
+#include "tests/service/arena-io.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -175,40 +176,26 @@ static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
     return off;
 }
 
-/* Copies n bytes of host memory into the data arena at off; returns nothing. */
+/* Copies n bytes of host memory into the data arena at off, or exits; returns nothing. */
 static void put(struct client *cl, uint64_t off, const void *src, size_t n)
 {
-#ifdef HAVE_CUDA
-    if (use_cuda) {
-        if (cudaMemcpy(cl->data + off, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
-            fatal("client %d: cudaMemcpy into the data arena", child_who);
-        return;
-    }
-#endif
-    memcpy(cl->data + off, src, n);
+    if (aio_put(use_cuda, cl->data, off, src, n) < 0)
+        fatal("client %d: copying into the data arena", child_who);
 }
 
-/* Copies n bytes of the data arena at off out to dst; returns nothing. */
+/* Copies n bytes of the data arena at off out to dst, or exits; returns nothing. */
 static void get(struct client *cl, void *dst, uint64_t off, size_t n)
 {
-#ifdef HAVE_CUDA
-    if (use_cuda) {
-        if (cudaMemcpy(dst, cl->data + off, n, cudaMemcpyDeviceToHost) != cudaSuccess)
-            fatal("client %d: cudaMemcpy out of the data arena", child_who);
-        return;
-    }
-#endif
-    memcpy(dst, cl->data + off, n);
+    if (aio_get(use_cuda, cl->data, off, dst, n) < 0)
+        fatal("client %d: copying out of the data arena", child_who);
 }
 
 /* Fills n bytes of the data arena at off with 0xff (NaN as f32), so that an output the daemon
- * never wrote fails; returns nothing. */
+ * never wrote fails, or exits; returns nothing. */
 static void poison(struct client *cl, uint64_t off, size_t n)
 {
-    unsigned char *p = xcalloc(n);
-    memset(p, 0xff, n);
-    put(cl, off, p, n);
-    free(p);
+    if (aio_poison(use_cuda, cl->data, off, n) < 0)
+        fatal("client %d: poisoning the data arena", child_who);
 }
 
 /* Returns the slot of token pos of sequence s. */
@@ -217,25 +204,10 @@ static int32_t slot_of(const struct client *cl, int s, int pos)
     return cl->ids[s * MAXBLK + pos / B] * B + pos % B;
 }
 
-/* Returns the worst relative L2 error over rows of D floats of got against want (infinity
- * for a non-finite value). */
+/* Returns the worst relative L2 error over rows of D floats of got against want. */
 static double row_error(const float *got, const float *want, size_t rows)
 {
-    double worst = 0;
-    for (size_t r = 0; r < rows; r++) {
-        double num = 0, den = 0;
-        for (size_t d = 0; d < D; d++) {
-            double g = got[r * D + d], w = want[r * D + d];
-            if (!isfinite(g))
-                return INFINITY;
-            num += (g - w) * (g - w);
-            den += w * w;
-        }
-        double e = sqrt(num) / (den > 1e-12 ? sqrt(den) : 1e-6);
-        if (e > worst)
-            worst = e;
-    }
-    return worst;
+    return aio_row_error(got, want, rows, D);
 }
 
 /* Prepares one request, or exits; returns nothing. */
@@ -342,39 +314,10 @@ static void setup(struct client *cl)
     };
     cl->ref.base = xcalloc(pk_cache_bytes(&cl->ref));
 
-    int ntok = NSEQ * CTX0;
-    size_t n = (size_t) L * ntok * H * D;
-    float *k = xcalloc(n * 4), *v = xcalloc(n * 4);
-    tap_rng_fill_uniform(&cl->rng, k, n, -1.0, 1.0);
-    tap_rng_fill_uniform(&cl->rng, v, n, -1.0, 1.0);
-    uint64_t koff = carve(cl, PAGED_ARENA_DATA, n * 4), voff = carve(cl, PAGED_ARENA_DATA, n * 4);
-    uint64_t soff = carve(cl, PAGED_ARENA_HOST, (size_t) ntok * 4);
-    int32_t *slots = (int32_t *) (cl->host + soff);
-    for (int s = 0; s < NSEQ; s++)
-        for (int p = 0; p < CTX0; p++)
-            slots[s * CTX0 + p] = slot_of(cl, s, p);
-    put(cl, koff, k, n * 4);
-    put(cl, voff, v, n * 4);
-    paged_request app = {
-        .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = PAGED_ALL_LAYERS, .tag = 7,
-        .u.append = { .num_tokens = (uint32_t) ntok, .dtype = PAGED_DTYPE_F32, .k_off = koff,
-                      .v_off = voff, .slots_off = soff },
-    };
-    prep(cl, &app);
-    if (paged_submit(cl->c) < 0)
-        fatal("client %d: submitting the context", child_who);
-    paged_completion comp;
-    await_all(cl, &comp, 1, 7);
-    if (comp.status != PAGED_OK)
-        fatal("client %d: APPEND of the context: %s", child_who, paged_strerror(comp.status));
-    pk_append_args ra = {
-        .cache = cl->ref, .layer_begin = 0, .num_layers = L, .num_tokens = ntok,
-        .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots,
-    };
-    if (pk_ref_append(&ra) != 0)
-        fatal("client %d: pk_ref_append", child_who);
-    free(k);
-    free(v);
+    struct aio_client ac = { cl->c, cl->pool, use_cuda, cl->host, cl->data, cl->ids, NSEQ, MAXBLK };
+    char why[256];
+    if (aio_fill_contexts(&ac, &cl->ref, CTX0, &cl->rng, 7, why, sizeof why) < 0)
+        fatal("client %d: %s", child_who, why);
 }
 
 /* One DECODE of burst A as the client made it, kept for the reference. */
@@ -964,20 +907,10 @@ static void stop_daemon(void)
 /* Starts the daemon and the clients, conducts the two bursts, reads the log; returns 0. */
 int main(void)
 {
-    const char *be = getenv("PAGED_TEST_BACKEND");
-    use_cuda = be != NULL && strcmp(be, "cuda") == 0;
-#ifndef HAVE_CUDA
-    if (use_cuda)
-        skip_all("PAGED_TEST_BACKEND=cuda, but this build has no CUDA to fill device arenas");
-#endif
     seed = tap_seed();
     const char *extra[] = { "--log-level", "debug", "--threads", "2", NULL };
+    use_cuda = aio_start(&daemon_, extra);
     int st = 0;
-    if (td_start(&daemon_, extra, &st) < 0) {
-        if (use_cuda)
-            skip_all("pagedd --backend cuda does not start here (no CUDA device?)");
-        bail("pagedd did not start (status %d)", st);
-    }
     plan_lazy();
 
     /* The pool, made over a raw control connection: the parent never touches CUDA. */

@@ -284,6 +284,48 @@ static void rendezvous(const struct client *cl, int ready_fd, int go_fd)
     close(go_fd);
 }
 
+/* Starts step number step: notes the start of the timed steps in res, points every sequence's
+ * slot and length at its next token (host arena). Returns the step's start time. */
+static int64_t step_begin(struct client *cl, unsigned step, struct svc_result *res)
+{
+    const struct svc_run *r = &cl->run;
+    int32_t *lens = (int32_t *) (cl->host + cl->lens_off), *slots = (int32_t *) (cl->host + cl->slots_off);
+    int64_t t_step = bench_now_ns();
+    if (step == r->warmup)
+        res->start_ns = t_step;
+    unsigned pos = r->context + step;
+    for (unsigned b = 0; b < r->batch; b++) {
+        slots[b] = cl->ids[(size_t) b * cl->nblk + pos / SVC_B] * SVC_B + (int32_t) (pos % SVC_B);
+        lens[b] = (int32_t) pos + 1;
+    }
+    return t_step;
+}
+
+/* Fills *app and *dec with layer l's APPEND (tag 2l) and DECODE (tag 2l + 1) of the batch, no
+ * dependencies. Returns nothing. */
+static void layer_requests(const struct client *cl, int l, paged_request *app, paged_request *dec)
+{
+    const struct svc_run *r = &cl->run;
+    *app = (paged_request) {
+        .op = PAGED_OP_APPEND,
+        .pool = cl->pool,
+        .layer = l,
+        .tag = 2 * (uint64_t) l,
+        .u.append = { .num_tokens = r->batch, .dtype = PAGED_DTYPE_BF16, .k_off = cl->k_off[l],
+                      .v_off = cl->v_off[l], .slots_off = cl->slots_off },
+    };
+    *dec = (paged_request) {
+        .op = PAGED_OP_DECODE,
+        .pool = cl->pool,
+        .layer = l,
+        .tag = 2 * (uint64_t) l + 1,
+        .u.attn = { .num_seqs = r->batch, .num_q_heads = SVC_HQ, .dtype = PAGED_DTYPE_BF16,
+                    .q_off = cl->q_off[l], .out_off = cl->out_off[l],
+                    .block_tables_off = cl->tables_off, .bt_stride = cl->nblk,
+                    .seq_lens_off = cl->lens_off, .opts = { .sm_scale = 1.0f / sqrtf((float) SVC_D) } },
+    };
+}
+
 /* --deps: before layer number v is submitted, waits for the word X of number v - 1 (the last
  * layer's output) and writes W = v: on the client's stream (cuda) or from the host. Returns
  * nothing. */
@@ -344,42 +386,24 @@ static unsigned reap(struct client *cl, unsigned want, int block, const int64_t 
 static void deps_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struct svc_result *res)
 {
     const struct svc_run *r = &cl->run;
-    int32_t *lens = (int32_t *) (cl->host + cl->lens_off), *slots = (int32_t *) (cl->host + cl->slots_off);
-    const float sm_scale = 1.0f / sqrtf((float) SVC_D);
     int64_t t_sub[2 * SVC_LAYERS];
     size_t nlat = 0;
     const unsigned hostw = cl->deps == 1 ? PAGED_DEP_HOST : 0;
     uint32_t v = 0;
     for (unsigned step = 0; step < r->warmup + r->steps; step++) {
         int timed = step >= r->warmup;
-        int64_t t_step = bench_now_ns();
-        if (step == r->warmup)
-            res->start_ns = t_step;
-        unsigned pos = r->context + step;
         /* The previous step is done (its last X was awaited), so the host arrays are free. */
-        for (unsigned b = 0; b < r->batch; b++) {
-            slots[b] = cl->ids[(size_t) b * cl->nblk + pos / SVC_B] * SVC_B + (int32_t) (pos % SVC_B);
-            lens[b] = (int32_t) pos + 1;
-        }
+        int64_t t_step = step_begin(cl, step, res);
         unsigned pending = 2 * SVC_LAYERS;
         for (int l = 0; l < SVC_LAYERS; l++) {
             v++;
             chain_layer(cl, v);
-            paged_request app = {
-                .op = PAGED_OP_APPEND, .pool = cl->pool, .layer = l, .tag = 2 * (uint64_t) l,
-                .u.append = { .num_tokens = r->batch, .dtype = PAGED_DTYPE_BF16, .k_off = cl->k_off[l],
-                              .v_off = cl->v_off[l], .slots_off = cl->slots_off },
-                .dep = { .flags = hostw | PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl->words_off,
-                         .wait_value = v, .signal_off = cl->words_off + 8, .signal_value = v },
-            };
-            paged_request dec = {
-                .op = PAGED_OP_DECODE, .pool = cl->pool, .layer = l, .tag = 2 * (uint64_t) l + 1,
-                .u.attn = { .num_seqs = r->batch, .num_q_heads = SVC_HQ, .dtype = PAGED_DTYPE_BF16,
-                            .q_off = cl->q_off[l], .out_off = cl->out_off[l],
-                            .block_tables_off = cl->tables_off, .bt_stride = cl->nblk,
-                            .seq_lens_off = cl->lens_off, .opts = { .sm_scale = sm_scale } },
-                .dep = { .flags = hostw | PAGED_DEP_SIGNAL, .signal_off = cl->words_off + 4, .signal_value = v },
-            };
+            paged_request app, dec;
+            layer_requests(cl, l, &app, &dec);
+            app.dep = (paged_dep) { .flags = hostw | PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl->words_off,
+                                    .wait_value = v, .signal_off = cl->words_off + 8, .signal_value = v };
+            dec.dep = (paged_dep) { .flags = hostw | PAGED_DEP_SIGNAL, .signal_off = cl->words_off + 4,
+                                    .signal_value = v };
             prep(cl, &app);
             prep(cl, &dec);
             t_sub[2 * l] = t_sub[2 * l + 1] = bench_now_ns();
@@ -402,38 +426,13 @@ static void deps_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struct 
 static void decode_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struct svc_result *res)
 {
     const struct svc_run *r = &cl->run;
-    int32_t *lens = (int32_t *) (cl->host + cl->lens_off), *slots = (int32_t *) (cl->host + cl->slots_off);
-    const float sm_scale = 1.0f / sqrtf((float) SVC_D);
     size_t nlat = 0;
     for (unsigned step = 0; step < r->warmup + r->steps; step++) {
         int timed = step >= r->warmup;
-        int64_t t_step = bench_now_ns();
-        if (step == r->warmup)
-            res->start_ns = t_step;
-        unsigned pos = r->context + step;
-        for (unsigned b = 0; b < r->batch; b++) {
-            slots[b] = cl->ids[(size_t) b * cl->nblk + pos / SVC_B] * SVC_B + (int32_t) (pos % SVC_B);
-            lens[b] = (int32_t) pos + 1;
-        }
+        int64_t t_step = step_begin(cl, step, res);
         for (int l = 0; l < SVC_LAYERS; l++) {
-            paged_request app = {
-                .op = PAGED_OP_APPEND,
-                .pool = cl->pool,
-                .layer = l,
-                .tag = 2 * (uint64_t) l,
-                .u.append = { .num_tokens = r->batch, .dtype = PAGED_DTYPE_BF16, .k_off = cl->k_off[l],
-                              .v_off = cl->v_off[l], .slots_off = cl->slots_off },
-            };
-            paged_request dec = {
-                .op = PAGED_OP_DECODE,
-                .pool = cl->pool,
-                .layer = l,
-                .tag = 2 * (uint64_t) l + 1,
-                .u.attn = { .num_seqs = r->batch, .num_q_heads = SVC_HQ, .dtype = PAGED_DTYPE_BF16,
-                            .q_off = cl->q_off[l], .out_off = cl->out_off[l],
-                            .block_tables_off = cl->tables_off, .bt_stride = cl->nblk,
-                            .seq_lens_off = cl->lens_off, .opts = { .sm_scale = sm_scale } },
-            };
+            paged_request app, dec;
+            layer_requests(cl, l, &app, &dec);
             prep(cl, &app);
             prep(cl, &dec);
             int64_t t0 = bench_now_ns();

@@ -1,0 +1,157 @@
+/* arena-io.c: the libpaged service tests' access to a client's data arena (host or device memory) and their output check. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "tests/service/arena-io.h"
+
+/* Starts the daemon of the backend the environment asks for; see arena-io.h. */
+int aio_start(struct td_daemon *d, const char *const *extra)
+{
+    const char *be = getenv("PAGED_TEST_BACKEND");
+    int cuda = be != NULL && strcmp(be, "cuda") == 0;
+#ifndef HAVE_CUDA
+    if (cuda)
+        skip_all("PAGED_TEST_BACKEND=cuda, but this build has no CUDA to fill device arenas");
+#endif
+    int st = 0;
+    if (td_start(d, extra, &st) < 0) {
+        if (cuda)
+            skip_all("pagedd --backend cuda does not start here (no CUDA device?)");
+        bail("pagedd did not start (status %d)", st);
+    }
+    return cuda;
+}
+
+/* Copies into the arena; see arena-io.h. */
+int aio_put(int cuda, unsigned char *data, uint64_t off, const void *src, size_t n)
+{
+#ifdef HAVE_CUDA
+    if (cuda)
+        return cudaMemcpy(data + off, src, n, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+#endif
+    if (cuda)
+        return -1;
+    memcpy(data + off, src, n);
+    return 0;
+}
+
+/* Copies out of the arena; see arena-io.h. */
+int aio_get(int cuda, const unsigned char *data, uint64_t off, void *dst, size_t n)
+{
+#ifdef HAVE_CUDA
+    if (cuda)
+        return cudaMemcpy(dst, data + off, n, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+#endif
+    if (cuda)
+        return -1;
+    memcpy(dst, data + off, n);
+    return 0;
+}
+
+/* Poisons a piece of the arena; see arena-io.h. */
+int aio_poison(int cuda, unsigned char *data, uint64_t off, size_t n)
+{
+    unsigned char *p = malloc(n > 0 ? n : 1);
+    if (p == NULL)
+        return -1;
+    memset(p, 0xff, n);
+    int rc = aio_put(cuda, data, off, p, n);
+    free(p);
+    return rc;
+}
+
+/* Returns the worst row error; see arena-io.h. */
+double aio_row_error(const float *got, const float *want, size_t rows, size_t dim)
+{
+    double worst = 0;
+    for (size_t r = 0; r < rows; r++) {
+        double num = 0, den = 0;
+        for (size_t d = 0; d < dim; d++) {
+            double g = got[r * dim + d], w = want[r * dim + d];
+            if (!isfinite(g))
+                return INFINITY;
+            num += (g - w) * (g - w);
+            den += w * w;
+        }
+        double e = sqrt(num) / (den > 1e-12 ? sqrt(den) : 1e-6);
+        if (e > worst)
+            worst = e;
+    }
+    return worst;
+}
+
+/* Carves, uploads and APPENDs the contexts, and mirrors them on ref; returns 0 or -1 with
+ * why. (The body of aio_fill_contexts, which frees what this allocates.) */
+static int fill(const struct aio_client *a, pk_cache *ref, int ctx, tap_rng *rng, uint64_t tag, float *k, float *v,
+                char *why, size_t whylen)
+{
+    int ntok = a->nseq * ctx;
+    size_t n = (size_t) ref->num_layers * ntok * ref->num_kv_heads * ref->head_dim;
+    tap_rng_fill_uniform(rng, k, n, -1.0, 1.0);
+    tap_rng_fill_uniform(rng, v, n, -1.0, 1.0);
+    uint64_t koff = 0, voff = 0, soff = 0;
+    if (paged_arena_alloc(a->c, PAGED_ARENA_DATA, n * 4, 256, &koff) != PAGED_OK
+        || paged_arena_alloc(a->c, PAGED_ARENA_DATA, n * 4, 256, &voff) != PAGED_OK
+        || paged_arena_alloc(a->c, PAGED_ARENA_HOST, (size_t) ntok * 4, 256, &soff) != PAGED_OK) {
+        snprintf(why, whylen, "carving the context: %s", paged_client_error(a->c));
+        return -1;
+    }
+    int32_t *slots = (int32_t *) (a->host + soff);
+    const int bs = ref->block_size;
+    for (int s = 0; s < a->nseq; s++)
+        for (int p = 0; p < ctx; p++)
+            slots[s * ctx + p] = a->ids[s * a->maxblk + p / bs] * bs + p % bs;
+    if (aio_put(a->cuda, a->data, koff, k, n * 4) < 0 || aio_put(a->cuda, a->data, voff, v, n * 4) < 0) {
+        snprintf(why, whylen, "copying the context into the data arena");
+        return -1;
+    }
+    paged_request app = {
+        .op = PAGED_OP_APPEND, .pool = a->pool, .layer = PAGED_ALL_LAYERS, .tag = tag,
+        .u.append = { .num_tokens = (uint32_t) ntok, .dtype = PAGED_DTYPE_F32, .k_off = koff, .v_off = voff,
+                      .slots_off = soff },
+    };
+    paged_completion comp;
+    int rc = paged_prep(a->c, &app);
+    if (rc == PAGED_OK)
+        rc = paged_submit(a->c) < 0 ? PAGED_E_DISCONNECTED : PAGED_OK;
+    if (rc == PAGED_OK)
+        rc = paged_wait(a->c, &comp, 1, 120000) == 1 ? comp.status : PAGED_E_TIMEOUT;
+    if (rc != PAGED_OK) {
+        snprintf(why, whylen, "APPEND of the context: %s (%s)", paged_strerror(rc), paged_client_error(a->c));
+        return -1;
+    }
+    pk_append_args ra = {
+        .cache = *ref, .layer_begin = 0, .num_layers = ref->num_layers, .num_tokens = ntok,
+        .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots,
+    };
+    if (pk_ref_append(&ra) != 0) {
+        snprintf(why, whylen, "pk_ref_append refused the context");
+        return -1;
+    }
+    return 0;
+}
+
+/* Fills the contexts; see arena-io.h. */
+int aio_fill_contexts(const struct aio_client *a, pk_cache *ref, int ctx, tap_rng *rng, uint64_t tag, char *why,
+                      size_t whylen)
+{
+    size_t n = (size_t) ref->num_layers * a->nseq * ctx * ref->num_kv_heads * ref->head_dim;
+    float *k = malloc(n * 4 + 4), *v = malloc(n * 4 + 4);
+    int rc = -1;
+    if (k == NULL || v == NULL)
+        snprintf(why, whylen, "out of memory");
+    else
+        rc = fill(a, ref, ctx, rng, tag, k, v, why, whylen);
+    free(k);
+    free(v);
+    return rc;
+}

@@ -1,0 +1,51 @@
+/* arena-io.h: the libpaged service tests' access to a client's data arena (host or device memory) and their output check. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_TESTS_SERVICE_ARENA_IO_H
+#define PAGED_TESTS_SERVICE_ARENA_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "paged.h"
+#include "kernels/kernels.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/* Reads PAGED_TEST_BACKEND (the cpu backend unless it says cuda) and starts d with the extra
+ * arguments; skips the whole test where the cuda backend cannot run (a build without CUDA,
+ * no device) and bails when the daemon does not start. Returns whether it runs cuda. */
+int aio_start(struct td_daemon *d, const char *const *extra);
+
+/* Copy n bytes into or out of the data arena based at data, at offset off: device memory
+ * through the CUDA runtime when cuda (only in a build with CUDA), else host memory. Each
+ * returns 0, or -1 when the copy failed. */
+int aio_put(int cuda, unsigned char *data, uint64_t off, const void *src, size_t n);
+int aio_get(int cuda, const unsigned char *data, uint64_t off, void *dst, size_t n);
+
+/* Fills n bytes of the data arena at off with 0xff (NaN as f32), so that an output the daemon
+ * never wrote shows; returns 0 or -1. */
+int aio_poison(int cuda, unsigned char *data, uint64_t off, size_t n);
+
+/* Returns the worst relative L2 error over rows of dim floats of got against want, infinity
+ * for a non-finite value in got. */
+double aio_row_error(const float *got, const float *want, size_t rows, size_t dim);
+
+/* A libpaged client of a service test, as aio_fill_contexts needs it. */
+struct aio_client {
+    paged_client *c;
+    paged_pool *pool;
+    int cuda;                     /* the data arena is device memory */
+    unsigned char *host, *data;   /* arena bases */
+    const int32_t *ids;           /* nseq rows of maxblk blocks, the sequences' blocks */
+    int nseq, maxblk;
+};
+
+/*
+ * Fills the first ctx tokens of every sequence of a (f32 pool of ref's geometry) with random
+ * keys and values from rng: one APPEND of every layer (tag), awaited, then the same on the
+ * host copy ref (zeroed beforehand by the caller). Returns 0, or -1 with what failed in why.
+ */
+int aio_fill_contexts(const struct aio_client *a, pk_cache *ref, int ctx, tap_rng *rng, uint64_t tag, char *why,
+                      size_t whylen);
+
+#endif
