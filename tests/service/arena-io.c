@@ -35,8 +35,13 @@ int aio_start(struct td_daemon *d, const char *const *extra)
 int aio_put(int cuda, unsigned char *data, uint64_t off, const void *src, size_t n)
 {
 #ifdef HAVE_CUDA
+    /* cudaMemcpy from pageable memory may return before its DMA has reached the device: the
+     * daemon must not be told of the data before it is there. */
     if (cuda)
-        return cudaMemcpy(data + off, src, n, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+        return cudaMemcpy(data + off, src, n, cudaMemcpyHostToDevice) == cudaSuccess
+                       && cudaDeviceSynchronize() == cudaSuccess
+                   ? 0
+                   : -1;
 #endif
     if (cuda)
         return -1;

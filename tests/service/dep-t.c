@@ -37,11 +37,11 @@
  *   before, as a worker's stream would: every DECODE must match pk_ref_decode with its
  *   APPEND's token (and differ from without it), every X and Y must end at its last value.
  *
- *   stuck and bystander, at once: stuck waits for a word it never writes, without and with a
- *   signal; the first fails with PAGED_E_TIMEOUT naming dep.wait_off, the second likewise on
- *   the cpu backend, while on cuda (completed when queued) it disconnects the client with an
- *   error naming the word. Meanwhile the bystander's DECODEs all complete and match the
- *   reference.
+ *   stuck and bystander, at once: stuck waits for a word it never writes, and fails with
+ *   PAGED_E_TIMEOUT naming dep.wait_off; meanwhile the bystander's DECODEs all complete and
+ *   match the reference. Then late, alone, waits for a host-arena word it never writes and
+ *   signals another: on the cpu backend it fails likewise; on cuda it completes when queued,
+ *   then the daemon writes the word and disconnects it with an error naming the word.
  *
  *   bad: dependency fields the daemon must refuse, each naming the field.
  *
@@ -469,21 +469,33 @@ static void stuck_main(void)
           "a DECODE waiting for a word never written fails with PAGED_E_TIMEOUT on dep.wait_off (%s, %s)",
           got ? paged_strerror(comp.status) : "none", got ? paged_field_name(comp.err_field) : "-");
 
-    /* Words of the host arena this time (the watchdog may have written the first W). */
+    check(paged_nop(cl.c) == PAGED_OK, "the client goes on (NOP)");
+    paged_client_close(cl.c);
+}
+
+/* late: alone (so that its pass holds nothing that does not signal), waits for a word of its
+ * host arena that it never writes, and signals another. Returns nothing. */
+static void late_main(void)
+{
+    struct client cl;
+    setup(&cl, "late");
+    struct dec d;
+    paged_request r;
     make_decode(&cl, &d, 1, CTX0, &r, 301);
     host_words = 1;
     r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL | PAGED_DEP_HOST, .wait_off = word_off(&cl, 0),
                           .wait_value = 1, .signal_off = word_off(&cl, 1), .signal_value = 1 };
     submit_one(&cl, &r);
-    got = await_one(&cl, &comp, WAIT_MS);
+    paged_completion comp;
+    int got = await_one(&cl, &comp, WAIT_MS);
     if (!use_cuda) {
-        check(got && comp.status == PAGED_E_TIMEOUT, "with a signal too, it fails with PAGED_E_TIMEOUT (%s)",
-              got ? paged_strerror(comp.status) : "none");
+        check(got && comp.status == PAGED_E_TIMEOUT, "a DECODE that waits for a host-arena word never written "
+              "and signals fails with PAGED_E_TIMEOUT (%s)", got ? paged_strerror(comp.status) : "none");
         check(word(&cl, 1) == 0, "and its signal word is not written");
         check(paged_nop(cl.c) == PAGED_OK, "the client goes on (NOP)");
     } else {
-        check(got && comp.status == PAGED_OK, "with a signal too, it completes when queued (%s)",
-              got ? paged_strerror(comp.status) : "none");
+        check(got && comp.status == PAGED_OK, "a DECODE that waits for a host-arena word never written and "
+              "signals completes when queued (%s)", got ? paged_strerror(comp.status) : "none");
         int rc = PAGED_OK;
         for (int k = 0; k < WAIT_MS && rc == PAGED_OK; k++) {
             rc = paged_nop(cl.c);
@@ -492,7 +504,9 @@ static void stuck_main(void)
         }
         const char *why = paged_client_error(cl.c);
         check(rc != PAGED_OK && strstr(why, "dep.wait_off") != NULL,
-              "then the daemon disconnects it, naming the word (%s: %s)", paged_strerror(rc), why);
+              "then the daemon writes the word and disconnects the client, naming the word (%s: %s)",
+              paged_strerror(rc), why);
+        check(word(&cl, 1) == 1, "its signal word was written all the same");
     }
     paged_client_close(cl.c);
 }
@@ -502,7 +516,7 @@ static void bystander_main(void)
 {
     struct client cl;
     setup(&cl, "bystander");
-    int good = 0;
+    int good = 0, failed = -1, status = PAGED_OK;
     double worst = 0;
     for (int i = 0; i < 20; i++) {
         struct dec d;
@@ -510,14 +524,17 @@ static void bystander_main(void)
         make_decode(&cl, &d, i % L, CTX0, &r, 400 + (uint64_t) i);
         submit_one(&cl, &r);
         paged_completion comp;
-        if (!await_one(&cl, &comp, WAIT_MS) || comp.status != PAGED_OK)
-            continue;
-        double e = decode_error(&cl, &d);
+        int got = await_one(&cl, &comp, WAIT_MS);
+        double e = got && comp.status == PAGED_OK ? decode_error(&cl, &d) : INFINITY;
         worst = e > worst ? e : worst;
         good += e <= TOL;
+        if (e > TOL && failed < 0) {
+            failed = i;
+            status = got ? comp.status : PAGED_E_TIMEOUT;
+        }
     }
-    check(good == 20, "20 DECODEs of another client complete and match pk_ref_decode meanwhile (worst %.2g)",
-          worst);
+    check(good == 20, "20 DECODEs of another client complete and match pk_ref_decode meanwhile (worst %.2g; "
+          "first bad: %d, %s)", worst, failed, paged_strerror(status));
     paged_client_close(cl.c);
 }
 
@@ -689,6 +706,8 @@ int main(void)
     run_children("bad", bad);
     run_children("chain", chain);
     run_children("stuck and bystander", pair);
+    static void (*const late[])(void) = { late_main, NULL };
+    run_children("late", late);
 
     uint32_t before = await_free(&ctl, N);
     ok(before == N, "every block is free again (%u of %d)", before, N);

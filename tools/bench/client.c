@@ -237,6 +237,11 @@ static void setup(struct client *cl, const char *socket, const char *pool_name, 
     cl->pv_off = carve(cl, PAGED_ARENA_DATA, chunk);
     fill_data(cl, cl->pk_off, chunk / SVC_ELEM, seed + 1001);
     fill_data(cl, cl->pv_off, chunk / SVC_ELEM, seed + 1002);
+#ifdef HAVE_CUDA
+    /* A copy from pageable memory may return before its DMA is done: the daemon reads these. */
+    if (cl->cuda)
+        bg_check((int) cudaDeviceSynchronize(), "client %u: finishing the arena's uploads", cl->index);
+#endif
 }
 
 /* Fills every sequence's context with chunks of prompt K and V for all layers at once.
