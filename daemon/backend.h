@@ -129,10 +129,10 @@ struct pd_backend_ops {
                         char **cause);
     /* Frees a client's data arena. */
     void (*arena_destroy)(pd_backend *b, pd_arena *arena);
-    /* Runs one validated APPEND, DECODE, PREFILL or COPY by itself, as a batch of one launch,
-     * and returns once its outputs are visible to the client: PAGED_OK or a paged_error. */
-    int (*run)(pd_backend *b, const pk_cache *cache, pd_pool_mem *mem,
-               const struct pd_arenas *arenas, const struct pv_op *op);
+    /* Lets the backend's device wait for and write dependency words in the client's host
+     * arena (PAGED_SQE_HOST_WORDS) from now on, until arena_destroy; NULL in a backend whose
+     * host-arena words the engine handles. Returns PAGED_OK or a paged_error with *cause. */
+    int (*host_register)(pd_backend *b, pd_arena *arena, void *host, uint64_t size, char **cause);
     /* Runs the launches of batch in order and returns once every output is visible to its
      * client, with each op's status set: an op's error is its own (a refused launch fails
      * only its ops; a merged launch that is refused is retried op by op), except that a

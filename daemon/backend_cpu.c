@@ -396,7 +396,6 @@ static const struct pd_backend_ops cpu_ops = {
     .pool_export = cpu_pool_export,
     .arena_create = NULL,
     .arena_destroy = NULL,
-    .run = cpu_run,
     .run_batch = cpu_run_batch,
     .info = cpu_info,
     .destroy = cpu_destroy,

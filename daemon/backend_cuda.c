@@ -225,8 +225,11 @@ static int device_error(struct cuda_backend *cb, const char *what, cudaError_t e
     cudaError_t last = cudaGetLastError();
     if (e == cudaSuccess)
         e = last;
-    /* A sticky error shows again here whatever cudaGetLastError did; a cleared one does not. */
-    cudaError_t again = cudaDeviceSynchronize();
+    /* A sticky error shows again in any call whatever cudaGetLastError did, a cleared one does
+     * not. A query, not a synchronization: the stream may be waiting for a client's word. */
+    cudaError_t again = cudaStreamQuery(cb->stream);
+    if (again == cudaErrorNotReady)
+        again = cudaSuccess;
     if (again != cudaSuccess || is_sticky(e)) {
         if (e == cudaSuccess)
             e = again;
@@ -279,29 +282,6 @@ static int check_room(struct cuda_backend *cb, uint64_t bytes, const char *what,
     return PAGED_OK;
 }
 
-/* Allocates, zeroes and maps a pool's device memory; returns PAGED_OK or an error. */
-static int cuda_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause)
-{
-    struct cuda_backend *cb = b->priv;
-    int rc = check_health(cb, cause);
-    uint64_t bytes = pk_cache_bytes(cache);
-    if (rc == PAGED_OK)
-        rc = check_room(cb, bytes, "pool", cause);
-    if (rc < 0)
-        return rc;
-    pd_pool_mem *m = calloc(1, sizeof *m);
-    if (m == NULL)
-        return fail(PAGED_E_NOMEM, cause, "out of memory");
-    rc = pd_cu_mem_alloc(&cb->dev, bytes, "pool", &m->mem, cause);
-    if (rc < 0) {
-        free(m);
-        return rc;
-    }
-    cache->base = m->mem.dptr;
-    *out = m;
-    return PAGED_OK;
-}
-
 /* Waits for everything queued on the stream and retires every batch in flight (reporting
  * late waits); a failed synchronization is a device error. Returns nothing. */
 static void cuda_settle(pd_backend *b)
@@ -320,6 +300,31 @@ static int cuda_tick(pd_backend *b)
 {
     struct cuda_backend *cb = b->priv;
     return pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
+}
+
+/* Allocates, zeroes and maps a pool's device memory; returns PAGED_OK or an error. The
+ * zeroing synchronizes the stream, so everything queued is settled (watched) first. */
+static int cuda_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause)
+{
+    cuda_settle(b);
+    struct cuda_backend *cb = b->priv;
+    int rc = check_health(cb, cause);
+    uint64_t bytes = pk_cache_bytes(cache);
+    if (rc == PAGED_OK)
+        rc = check_room(cb, bytes, "pool", cause);
+    if (rc < 0)
+        return rc;
+    pd_pool_mem *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return fail(PAGED_E_NOMEM, cause, "out of memory");
+    rc = pd_cu_mem_alloc(&cb->dev, bytes, "pool", &m->mem, cause);
+    if (rc < 0) {
+        free(m);
+        return rc;
+    }
+    cache->base = m->mem.dptr;
+    *out = m;
+    return PAGED_OK;
 }
 
 /* Frees a pool's device memory once nothing queued can touch it; returns nothing. */
@@ -351,10 +356,12 @@ static int cuda_pool_export(pd_backend *b, pd_pool_mem *m, int writable, struct 
     return pd_cu_mem_export(&cb->dev, &m->mem, out, cause);
 }
 
-/* Creates and exports a client's device data arena; returns PAGED_OK or an error. */
+/* Creates and exports a client's device data arena (settling first, as cuda_pool_create);
+ * returns PAGED_OK or an error. */
 static int cuda_arena_create(pd_backend *b, uint64_t size, pd_arena **out, struct pd_export *exp,
                              char **cause)
 {
+    cuda_settle(b);
     struct cuda_backend *cb = b->priv;
     memset(exp, 0, sizeof *exp);
     exp->fd = -1;
@@ -393,6 +400,26 @@ static void cuda_arena_destroy(pd_backend *b, pd_arena *a)
     free(a);
 }
 
+/* Pins and maps the client's host arena for its dependency words (settling first: no runtime
+ * call that might wait for the device belongs where a stream may wait for a word); see
+ * backend.h. */
+static int cuda_host_register(pd_backend *b, pd_arena *a, void *host, uint64_t size, char **cause)
+{
+    cuda_settle(b);
+    void *dev = NULL;
+    cudaError_t e = cudaHostRegister(host, size, cudaHostRegisterMapped);
+    if (e == cudaSuccess && (e = cudaHostGetDevicePointer(&dev, host, 0)) != cudaSuccess)
+        (void) cudaHostUnregister(host);
+    if (e != cudaSuccess) {
+        (void) cudaGetLastError();
+        return fail(PAGED_E_NOTSUP, cause, "cudaHostRegister of %llu bytes: %s", (unsigned long long) size,
+                    cudaGetErrorString(e));
+    }
+    a->host = host;
+    a->host_dev = dev;
+    return PAGED_OK;
+}
+
 /* Makes the device staging buffer hold at least need bytes (nothing queued reads it: the
  * caller has settled). Returns PAGED_OK, PAGED_E_NOMEM, or PAGED_E_DEVICE (through
  * device_error when the runtime reports more than a lack of memory). */
@@ -421,8 +448,8 @@ static int stage_grow(struct cuda_backend *cb, size_t need)
 }
 
 /* Returns a workspace of up to need bytes (the cached one, grown when it can be) and stores
- * its size; NULL with 0 when there is none. Only called while nothing is queued on the
- * stream, since growing frees the old one. */
+ * its size; NULL with 0 when there is none. Grows only once everything queued has settled
+ * (cuda_run_batch), since growing frees the old one. */
 static void *workspace(struct cuda_backend *cb, size_t need, size_t *size)
 {
     if (need > PD_CUDA_WS_MAX)
@@ -787,37 +814,6 @@ static uint32_t *dep_word(const struct pd_batch_op *op, int wait)
     return (uint32_t *) (base + (wait ? op->op->wait_off : op->op->signal_off));
 }
 
-/*
- * Registers (pins and maps) the host arena of every op of batch whose dependency words are
- * there and whose arena is not registered yet, once nothing is queued (registration is no
- * place to be while a stream waits for a client). An op whose arena cannot be registered
- * fails with PAGED_E_NOTSUP. Returns nothing.
- */
-static void register_host_words(pd_backend *b, struct pd_batch *batch)
-{
-    for (uint32_t i = 0; i < batch->nops; i++) {
-        struct pd_batch_op *op = &batch->ops[i];
-        pd_arena *a = op->arenas.data;
-        if (op->status != PAGED_OK || !device_dep(op, PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)
-            || !(op->op->flags & PAGED_SQE_HOST_WORDS) || a->host_dev != NULL)
-            continue;
-        cuda_settle(b);
-        void *dev = NULL;
-        cudaError_t e = cudaHostRegister(op->arenas.host, op->arenas.host_size, cudaHostRegisterMapped);
-        if (e == cudaSuccess && (e = cudaHostGetDevicePointer(&dev, op->arenas.host, 0)) != cudaSuccess)
-            (void) cudaHostUnregister(op->arenas.host);
-        if (e != cudaSuccess) {
-            (void) cudaGetLastError();
-            pd_log(PD_LOG_WARNING, "cuda: cannot register a client's host arena for its dependency words: %s",
-                   cudaGetErrorString(e));
-            op->status = PAGED_E_NOTSUP;
-            continue;
-        }
-        a->host = op->arenas.host;
-        a->host_dev = dev;
-    }
-}
-
 /* Stream memory operations queued per driver call. */
 #define PD_CUDA_MEMOPS 64u
 
@@ -864,6 +860,10 @@ static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd
             char buf[160];
             pd_log(PD_LOG_WARNING, "cuda device %d: cuStreamBatchMemOp (%s): %s", cb->dev.ordinal,
                    wait ? "waits" : "signals", pd_cu_strerror(&cb->dev.drv, r, buf, sizeof buf));
+            /* A sticky error shows in the next query of the stream: the backend turns unhealthy. */
+            cudaError_t q = cudaStreamQuery(cb->stream);
+            if (q != cudaSuccess && q != cudaErrorNotReady)
+                return device_error(cb, "dependency words", q);
             return PAGED_E_DEVICE;
         }
         n = 0;
@@ -914,35 +914,36 @@ static void queue_launches(struct cuda_backend *cb, struct pd_batch *batch)
     }
 }
 
-/* Waits for batch (queued with slot s) to finish and sets what it learns: a fault fails every
- * op still fine, a waited word that timed out fails its op with PAGED_E_TIMEOUT. Returns nothing. */
-static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s)
+/* Gives every op of batch still fine (and, with flag, carrying that dependency flag) the
+ * status rc; returns nothing. */
+static void fail_ok(struct pd_batch *batch, int rc, unsigned flag)
+{
+    for (uint32_t i = 0; i < batch->nops; i++)
+        if (batch->ops[i].status == PAGED_OK && (flag == 0 || device_dep(&batch->ops[i], flag)))
+            batch->ops[i].status = rc;
+}
+
+/* Waits for batch (queued with slot s, ended: its event recorded) to finish and sets what it
+ * learns: a fault fails every op still fine, a waited word that timed out fails its op with
+ * PAGED_E_TIMEOUT. Returns nothing. */
+static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int ended)
 {
     uint64_t w0 = pd_now_ns();
-    /* Without a slot (its event could not be recorded), the earlier batches are waited for
-     * under the watchdog first, then the stream. */
-    cudaError_t e = s != NULL ? pd_cu_flight_wait(&cb->flight, s, cb->dep_timeout_ns)
-                              : pd_cu_flight_settle(&cb->flight, cb->dep_timeout_ns);
-    if (s == NULL && e == cudaSuccess)
-        e = cudaStreamSynchronize(cb->stream);
+    cudaError_t e = ended ? pd_cu_flight_wait(&cb->flight, s, cb->dep_timeout_ns)
+                          : pd_cu_flight_drain(&cb->flight, s, cb->stream, cb->dep_timeout_ns);
     batch->wait_ns = pd_now_ns() - w0;
     if (e != cudaSuccess) {
         /* A fault of one kernel cannot be told from the others' here, and it is sticky. */
-        int rc = device_error(cb, "batch", e);
-        for (uint32_t i = 0; i < batch->nops; i++)
-            if (batch->ops[i].status == PAGED_OK)
-                batch->ops[i].status = rc;
+        fail_ok(batch, device_error(cb, "batch", e), 0);
         for (uint32_t l = 0; l < batch->nlaunches; l++)
             batch->launches[l].merged = 0;
         pd_cu_flight_release_all(&cb->flight);
         return;
     }
-    if (s != NULL) {
-        for (uint32_t i = 0; i < s->nwaits; i++)
-            if (s->waits[i].late && batch->ops[s->waits[i].op].status == PAGED_OK)
-                batch->ops[s->waits[i].op].status = PAGED_E_TIMEOUT;
-        pd_cu_flight_release(s);
-    }
+    for (uint32_t i = 0; i < s->nwaits; i++)
+        if (s->waits[i].late && batch->ops[s->waits[i].op].status == PAGED_OK)
+            batch->ops[s->waits[i].op].status = PAGED_E_TIMEOUT;
+    pd_cu_flight_release(s);
 }
 
 /*
@@ -995,11 +996,10 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     cb->h_stage = slot->h_stage;
     st = (struct stage) { 0, 1 };
     prepare(cb, &st, batch);
-    register_host_words(b, batch);
 
     /* One workspace for every DECODE and PREFILL: they run one after another on the stream. */
     size_t ws_size = 0;
-    void *ws = need > 0 ? workspace(cb, workspace_need(cb, batch), &ws_size) : NULL;
+    void *ws = need > 0 ? workspace(cb, need, &ws_size) : NULL;
     for (uint32_t l = 0; l < batch->nlaunches; l++) {
         struct cuda_launch *cl = &cb->launch[l];
         if (cl->ws_need == 0)
@@ -1017,25 +1017,19 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
                                     cb->stream);
     if (e != cudaSuccess) {
         fail_all(batch, device_error(cb, "metadata upload", e));
-        finish(cb, batch, NULL);
+        finish(cb, batch, slot, 0);
         return;
     }
     rc = queue_deps(cb, batch, slot, 1);
-    if (rc != PAGED_OK) {
-        for (uint32_t i = 0; i < batch->nops; i++)
-            if (batch->ops[i].status == PAGED_OK)
-                batch->ops[i].status = rc;
-    }
+    if (rc != PAGED_OK)
+        fail_ok(batch, rc, 0);
     queue_launches(cb, batch);
     /* Every op that ran signals, also one whose wait the watchdog released: the worker's
      * stream may already wait for the word, and the completion or the disconnection says
      * what failed. */
     rc = queue_deps(cb, batch, slot, 0);
-    if (rc != PAGED_OK) {
-        for (uint32_t i = 0; i < batch->nops; i++)
-            if (batch->ops[i].status == PAGED_OK && device_dep(&batch->ops[i], PAGED_SQE_SIGNAL))
-                batch->ops[i].status = rc;
-    }
+    if (rc != PAGED_OK)
+        fail_ok(batch, rc, PAGED_SQE_SIGNAL);
     int early = cb->healthy && all_signal(batch);
     e = pd_cu_flight_end(&cb->flight, slot, cb->stream, !early);
     if (e == cudaSuccess && early) {
@@ -1045,19 +1039,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     if (e != cudaSuccess)
         (void) device_error(cb, "batch event", e);
     /* Also when every launch was refused: the metadata copy is in flight. */
-    finish(cb, batch, e == cudaSuccess ? slot : NULL);
-}
-
-/* Runs one op as a batch of one launch; returns its status. */
-static int cuda_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
-                    const struct pd_arenas *ar, const struct pv_op *op)
-{
-    struct pd_batch_op bop = { .cache = cache, .mem = m, .arenas = *ar, .op = op, .status = PAGED_OK };
-    struct pd_launch la = { 0, 1, 0 };
-    struct pd_batch batch = { .ops = &bop, .nops = 1, .launches = &la, .nlaunches = 1,
-                              .dep_timeout_ns = 1000000000ull };
-    cuda_run_batch(b, &batch);
-    return bop.status;
+    finish(cb, batch, slot, e == cudaSuccess);
 }
 
 /* Describes the backend; returns nothing. */
@@ -1106,7 +1088,7 @@ static const struct pd_backend_ops cuda_ops = {
     .pool_export = cuda_pool_export,
     .arena_create = cuda_arena_create,
     .arena_destroy = cuda_arena_destroy,
-    .run = cuda_run,
+    .host_register = cuda_host_register,
     .run_batch = cuda_run_batch,
     .settle = cuda_settle,
     .tick = cuda_tick,

@@ -240,6 +240,7 @@ int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_s
     ch->arena = base + ch->hdr.arena_off;
     ch->arena_size = ch->hdr.arena_size;
     ch->data_size = ch->arena_size;
+    ch->host_words = 1;   /* the engine's own, until a backend data arena says otherwise */
     /* Pipes, not eventfds: the daemon's ends are open file descriptions of its own, so a
      * client cannot make them blocking (see lib/wake.h). */
     if ((rc = paged_wake_pipe(&ch->sq_wait, &sq_notify)) < 0
@@ -283,6 +284,17 @@ int pd_channel_add_data_arena(struct pd_channel *ch, pd_backend *b, uint64_t siz
     }
     ch->backend = b;
     ch->data_size = size;
+    ch->host_words = 0;
+    if (b->ops->host_register != NULL) {
+        /* Not fatal: without it, requests with host-arena words are refused (validate.c). */
+        char *why = NULL;
+        if (b->ops->host_register(b, ch->data, ch->arena, ch->arena_size, &why) == PAGED_OK)
+            ch->host_words = 1;
+        else
+            pd_log(PD_LOG_WARNING, "a client's host arena cannot hold dependency words: %s",
+                   why != NULL ? why : "out of memory");
+        free(why);
+    }
     return PAGED_OK;
 }
 

@@ -47,6 +47,7 @@ struct pd_channel {
     pd_arena *data;                    /* the device data arena (cuda), or NULL */
     uint64_t data_size;                /* data arena bytes: the host arena's where data is NULL */
     pd_backend *backend;               /* the backend that made data, which frees it */
+    int host_words;                    /* dependency words may lie in the host arena */
 };
 
 /* A pool the client is attached to. */
@@ -99,6 +100,8 @@ struct pd_conn {
                                         * dep word on the host (0: it is not waiting) */
     int dep_late;                      /* a waited word timed out after its completion was
                                         * posted: disconnect it (dep_off, dep_value say which) */
+    int early_inflight;                /* a batch completed early held its requests: settle
+                                        * before its blocks are released (pd_engine_settle) */
     uint64_t dep_off;
     uint32_t dep_value;
     struct pd_conn *prev, *next;

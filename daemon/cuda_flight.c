@@ -77,12 +77,16 @@ static void retire(struct pd_cu_flight *f, struct pd_cu_slot *s)
 }
 
 /* Releases the head slot's words that are still short of their values by writing them from the
- * watchdog's stream, and marks them late. Returns cudaSuccess or the runtime's error. */
+ * watchdog's stream, and marks them late. Returns cudaSuccess or the runtime's error. The read
+ * and the write are two steps: a word its client moves on in between is set back to the
+ * awaited value, which only a client already late by the whole timeout can suffer, and it is
+ * disconnected or told PAGED_E_TIMEOUT. */
 static cudaError_t rescue(struct pd_cu_flight *f, struct pd_cu_slot *s)
 {
     for (uint32_t i = 0; i < s->nwaits; i++) {
         struct pd_cu_wait *w = &s->waits[i];
-        cudaError_t e = cudaMemcpyAsync(f->word, (const void *) (uintptr_t) w->addr, 4, cudaMemcpyDeviceToHost,
+        /* cudaMemcpyDefault: the word is device memory, or mapped host memory (host words). */
+        cudaError_t e = cudaMemcpyAsync(f->word, (const void *) (uintptr_t) w->addr, 4, cudaMemcpyDefault,
                                         f->rescue);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(f->rescue);
@@ -91,7 +95,7 @@ static cudaError_t rescue(struct pd_cu_flight *f, struct pd_cu_slot *s)
         if ((int32_t) (*f->word - w->value) >= 0)
             continue;
         *f->word = w->value;
-        e = cudaMemcpyAsync((void *) (uintptr_t) w->addr, f->word, 4, cudaMemcpyHostToDevice, f->rescue);
+        e = cudaMemcpyAsync((void *) (uintptr_t) w->addr, f->word, 4, cudaMemcpyDefault, f->rescue);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(f->rescue);
         if (e != cudaSuccess)
@@ -117,8 +121,12 @@ int pd_cu_flight_poll(struct pd_cu_flight *f, uint64_t timeout_ns)
             if (f->head_since_ns == 0)
                 f->head_since_ns = now;
             else if (now - f->head_since_ns > timeout_ns && s->nwaits != 0) {
-                if (rescue(f, s) != cudaSuccess)
-                    return 1;   /* a device fault: the caller's next wait reports it */
+                cudaError_t r = rescue(f, s);
+                if (r != cudaSuccess) {
+                    pd_log(PD_LOG_ERROR, "cuda: the dependency watchdog cannot release a wait: %s",
+                           cudaGetErrorString(r));
+                    f->error = r;   /* ends the waiting loops */
+                }
                 f->head_since_ns = now;
             }
             return 1;
@@ -143,6 +151,11 @@ static cudaError_t wait_slot(struct pd_cu_flight *f, struct pd_cu_slot *s, uint6
         if (e != cudaErrorNotReady)
             return e;
         pd_cu_flight_poll(f, timeout_ns);
+        if (f->error != cudaSuccess) {
+            e = f->error;
+            f->error = cudaSuccess;
+            return e;
+        }
         paged_cpu_relax();
     }
 }
@@ -169,6 +182,28 @@ cudaError_t pd_cu_flight_settle(struct pd_cu_flight *f, uint64_t timeout_ns)
     }
     pd_cu_flight_poll(f, timeout_ns);
     return cudaSuccess;
+}
+
+/* Waits for the stream behind slot s; see cuda_flight.h. */
+cudaError_t pd_cu_flight_drain(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream,
+                               uint64_t timeout_ns)
+{
+    cudaError_t e = pd_cu_flight_settle(f, timeout_ns);
+    if (e != cudaSuccess)
+        return e;
+    uint64_t since = pd_now_ns();
+    for (;;) {
+        e = cudaStreamQuery(stream);
+        if (e != cudaErrorNotReady)
+            return e;
+        if (pd_now_ns() - since > timeout_ns) {
+            e = rescue(f, s);
+            if (e != cudaSuccess)
+                return e;
+            since = pd_now_ns();
+        }
+        paged_cpu_relax();
+    }
 }
 
 /* Makes *p (pinned host memory of *cap bytes) hold need bytes; returns cudaSuccess or the
@@ -213,9 +248,6 @@ cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nw
         cudaError_t e = pd_cu_flight_wait(f, &f->slot[oldest], timeout_ns);
         if (e != cudaSuccess)
             return e;
-        /* A batch the backend waits for itself stays busy until it has read its flags. */
-        if (f->slot[oldest].sync)
-            pd_cu_flight_release(&f->slot[oldest]);
     }
     struct pd_cu_slot *s = &f->slot[f->next];
     if (stage > s->stage_cap) {

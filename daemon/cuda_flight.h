@@ -42,7 +42,7 @@ struct pd_cu_wait {
     uint32_t value;
     uint32_t op;                  /* the op's index in its batch */
     uint32_t holder;              /* the client (connection id) */
-    uint64_t off;                 /* the word's offset in the client's data arena */
+    uint64_t off;                 /* the word's offset in the client's data (or host) arena */
     int late;                     /* the watchdog wrote it */
 };
 
@@ -64,6 +64,7 @@ struct pd_cu_flight {
     cudaStream_t rescue;          /* the watchdog's stream */
     uint32_t *word;               /* pinned: one word the watchdog reads or writes */
     pd_backend *b;                /* whose late_fn hears of late words */
+    cudaError_t error;            /* the watchdog's own last failure, for the waiting loops */
 };
 
 /* Makes the slots' events and the watchdog's stream and word, and reads PAGEDD_INFLIGHT;
@@ -96,6 +97,12 @@ cudaError_t pd_cu_flight_wait(struct pd_cu_flight *f, struct pd_cu_slot *s, uint
 
 /* Waits, watching, until no batch is in flight; returns cudaSuccess or the device's error. */
 cudaError_t pd_cu_flight_settle(struct pd_cu_flight *f, uint64_t timeout_ns);
+
+/* Waits, watching, until stream is idle, where the batch of slot s (begun, not ended: its
+ * event could not be recorded, or it never got that far) is the last one queued; its waits
+ * are released past timeout_ns like a head's. Returns the stream's status. */
+cudaError_t pd_cu_flight_drain(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream,
+                               uint64_t timeout_ns);
 
 /* Marks slot s free without reports; returns nothing. */
 void pd_cu_flight_release(struct pd_cu_slot *s);

@@ -36,11 +36,12 @@
  * joins a pass only once the word is reached (host_wait), failing with PAGED_E_TIMEOUT after
  * dependency-timeout ms; on the cuda backend the backend gates the batch on the device. Either
  * way a pass's waits come before all of its work and its signals after it, so a waiting
- * request never joins a pass that holds a signalling one of the same client (the word it
- * waits for may be one the worker writes once it sees that signal). A batch the backend
- * completed early may still be running: FREE, FORK and PUBLISH, and the release of a
- * departing client's blocks, first settle it (pd_engine_settle); a wait that timed out in
- * one disconnects its client (on_late, kill_late).
+ * request never joins a pass that holds an earlier request of the same client for the
+ * backend (the word it waits for may be one the worker writes once that one is done). A
+ * batch the backend completed early may still be running: a FREE, FORK or PUBLISH of a
+ * client that had requests in one, and the release of such a client's blocks, first settle
+ * it (pd_engine_settle); a wait that timed out in one disconnects its client (on_late,
+ * kill_late).
  */
 
 #define PD_GATHER_MAX_NS 20000u
@@ -70,7 +71,7 @@ struct eng_client {
     uint32_t posted;              /* completions posted at the end of the pass */
     uint64_t t0;                  /* when the pass took its requests */
     int corrupt;                  /* its rings are broken: disconnect it after the pass */
-    int signals;                  /* one of its requests in the pass signals a word */
+    int backend_ops;              /* it has a request for the backend in the pass */
 };
 
 struct pd_engine {
@@ -100,7 +101,7 @@ struct pd_engine {
 static const char *const field_names[PAGED_FIELD_COUNT_] = {
     "none", "opcode", "pool", "layer", "count", "dtype", "heads", "ids", "k", "v", "slots",
     "q", "out", "block_tables", "seq_lens", "qo_indptr", "alibi", "src", "dst", "tokens",
-    "window", "scale", "flags", "wait", "signal",
+    "window", "scale", "flags", "dep.wait_off", "dep.signal_off",
 };
 
 static const char *const op_names[PAGED_OP_COUNT_] = {
@@ -248,7 +249,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
     case PAGED_OP_FREE:
     case PAGED_OP_FORK:
         /* Early-completed work of the client may still write or read these blocks. */
-        pd_engine_settle(e->srv);
+        pd_engine_settle(e->srv, c);
         rc = op->opcode == PAGED_OP_FREE ? pa_free_blocks(p->alloc, c->id, op->count, op->ids, &bad)
                                          : pa_fork_blocks(p->alloc, c->id, op->count, op->ids, &bad);
         if (rc < 0) {
@@ -258,7 +259,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
             cqe->count = op->count;
         return rc;
     case PAGED_OP_PUBLISH:
-        pd_engine_settle(e->srv);
+        pd_engine_settle(e->srv, c);
         rc = pa_publish(p->alloc, c->id, op->count, op->ids, op->hashes, &bad);
         if (rc < 0) {
             cqe->err_field = PAGED_FIELD_IDS;
@@ -364,16 +365,17 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
         struct pv_env env = {
             .holder = c->id, .host = ch->arena, .host_size = ch->arena_size,
             .data_size = ch->data_size, .held_total = pd_conn_held(c),
-            .max_blocks = srv->cfg.max_blocks_per_client, .find_pool = find_pool, .ctx = c,
+            .max_blocks = srv->cfg.max_blocks_per_client, .host_words = ch->host_words,
+            .find_pool = find_pool, .ctx = c,
         };
         struct pv_error err;
         memset(&it->cqe, 0, sizeof it->cqe);
         it->cqe.tag = sqe.tag;
         it->cqe.opcode = sqe.opcode;
         int status = pv_validate(&sqe, &env, &it->op, &err);
-        /* Its word may be what an earlier request's signal lets the worker write: a pass
-         * holds its waits before all its work and signals after it. */
-        if (status >= 0 && (sqe.flags & PAGED_SQE_WAIT) && r->signals) {
+        /* Its word may be what the worker writes once an earlier request of its is done (seen
+         * by its signal or its completion): a pass holds its waits before all its work. */
+        if (status >= 0 && (sqe.flags & PAGED_SQE_WAIT) && r->backend_ops) {
             pv_op_free(&it->op);
             break;
         }
@@ -398,8 +400,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
                 break;
             }
             pb_taken(&r->rules, &it->op);
-            if (sqe.flags & PAGED_SQE_SIGNAL)
-                r->signals = 1;
+            r->backend_ops = 1;
             if (sqe.opcode == PAGED_OP_DECODE) {
                 e->decode_in_pass = 1;
                 c->engine_decode_pass = e->pass;
@@ -558,8 +559,11 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
             if (e->out[i].op->opcode == PAGED_OP_DECODE)
                 t->decode_requests++;
     }
-    if (batch.early)
+    if (batch.early) {
         t->early_batches++;
+        for (uint32_t c = 0; c < e->nclients; c++)
+            e->clients[c].c->early_inflight = 1;
+    }
     for (uint32_t i = 0; i < n; i++) {
         const struct pd_batch_op *bop = &e->out[i];
         e->items[bop->user].status = bop->status;
@@ -679,6 +683,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     }
     if (srv->backend->ops->tick != NULL)
         e->inflight = srv->backend->ops->tick(srv->backend);
+    kill_late(srv);   /* the watchdog may have found one while nothing else happened */
     e->nitems = 0;
     e->nclients = 0;
     e->decode_in_pass = 0;
@@ -777,11 +782,16 @@ void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out
         memset(out, 0, sizeof *out);
 }
 
-/* Waits for the device work of every early-completed batch; see server.h. */
-void pd_engine_settle(struct pd_server *srv)
+/* Waits for the device work of every early-completed batch, where c (or NULL: anyone) had
+ * requests in one; see server.h. */
+void pd_engine_settle(struct pd_server *srv, struct pd_conn *c)
 {
+    if (c != NULL && !c->early_inflight)
+        return;
     if (srv->backend != NULL && srv->backend->ops->settle != NULL)
         srv->backend->ops->settle(srv->backend);
+    for (struct pd_conn *x = srv->conns; x != NULL; x = x->next)
+        x->early_inflight = 0;
 }
 
 /* Returns whether the backend had work queued when the engine last looked; see server.h. */
@@ -800,6 +810,8 @@ int pd_engine_pending(struct pd_conn *c)
         return 0;
     if (n < 0)
         return 1; /* corrupt: the next pass finds it and disconnects the client */
+    if (c->dep_since_ns != 0)
+        return 0; /* its first request waits for a host word: next_timeout looks again soon */
     return paged_ring_prod_space(&c->ch->cq, 1) != 0;
 }
 

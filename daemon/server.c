@@ -109,7 +109,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     uint32_t pools = c->natt;
     /* Work of its that the engine completed early may still use its blocks. */
     if (c->natt > 0)
-        pd_engine_settle(srv);
+        pd_engine_settle(srv, c);
     while (c->natt > 0) {
         struct pd_pool *p = c->att[c->natt - 1].pool;
         released += pa_release_holder(p->alloc, c->id);
@@ -393,6 +393,10 @@ static int next_timeout(struct pd_server *srv, uint64_t now)
     /* Batches completed early are still queued: their watchdog must look now and then. */
     if (pd_engine_inflight(srv) && now + 10000000u < next)
         next = now + 10000000u;
+    /* A request waits for a host word, which wakes nobody when written: look every ms. */
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        if (c->state == PD_CONN_READY && c->dep_since_ns != 0 && now + 1000000u < next)
+            next = now + 1000000u;
     if (next == UINT64_MAX)
         return -1;
     if (next <= now)

@@ -123,8 +123,9 @@ void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out
 int pd_engine_pending(struct pd_conn *c);
 
 /* Returns once the device work of every batch the backend completed early has finished, so
- * that blocks and memory it uses may be released or reused. */
-void pd_engine_settle(struct pd_server *srv);
+ * that blocks and memory it uses may be released or reused: at once when c is not NULL and
+ * had no request in such a batch since the last settle. */
+void pd_engine_settle(struct pd_server *srv, struct pd_conn *c);
 
 /* Returns whether the backend had batches queued (completed early) when the engine last
  * looked: the server then wakes it within 10 ms, so that its watchdog runs. */

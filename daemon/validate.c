@@ -530,6 +530,8 @@ static int v_dep(const struct paged_sqe *s, const struct pv_env *env, struct pv_
          && s->opcode != PAGED_OP_COPY)
         || (s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) == 0)
         return fail(err, PAGED_E_INVAL, PAGED_FIELD_FLAGS, 0);
+    if ((s->flags & PAGED_SQE_HOST_WORDS) && !env->host_words)
+        return fail(err, PAGED_E_NOTSUP, PAGED_FIELD_FLAGS, 0);
     uint64_t size = (s->flags & PAGED_SQE_HOST_WORDS) ? env->host_size : env->data_size;
     if (s->flags & PAGED_SQE_WAIT) {
         if (!in_arena(s->dep.wait_off, 1, 4, size))

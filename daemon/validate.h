@@ -49,6 +49,7 @@ struct pv_env {
     uint64_t data_size;          /* data arena (the host arena itself on the cpu backend) */
     uint64_t held_total;         /* block references the client holds in all pools */
     uint64_t max_blocks;         /* per-client limit on them, 0 for none */
+    int host_words;              /* dependency words may lie in the host arena */
     /* Returns the pool id the client is attached to, or NULL. */
     const struct pv_pool *(*find_pool)(void *ctx, uint32_t id);
     void *ctx;
@@ -66,7 +67,8 @@ struct pv_op {
     uint8_t opcode;              /* enum paged_op */
     uint8_t flags;               /* PAGED_SQE_* */
     uint64_t tag;
-    uint64_t wait_off, signal_off;  /* PAGED_SQE_WAIT, PAGED_SQE_SIGNAL: data arena words */
+    uint64_t wait_off, signal_off;  /* PAGED_SQE_WAIT, PAGED_SQE_SIGNAL: words of the data arena,
+                                     * or of the host arena with PAGED_SQE_HOST_WORDS */
     uint32_t wait_value, signal_value;
     const struct pv_pool *pool;  /* NULL for NOP */
     int32_t layer_begin;         /* DECODE, PREFILL, APPEND */

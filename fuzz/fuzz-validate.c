@@ -527,12 +527,13 @@ static void model(const struct paged_sqe *s, const struct pv_env *env, const str
                && (!(s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) || backend_op(s->opcode))
                && (!(s->flags & PAGED_SQE_HOST_WORDS) || (s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL))),
                "flags 0x%x accepted for opcode %u", s->flags, s->opcode);
+    uint64_t words = (s->flags & PAGED_SQE_HOST_WORDS) ? env->host_size : env->data_size;
     FUZZ_CHECK(!(s->flags & PAGED_SQE_WAIT)
-                   || (s->dep.wait_off % 4 == 0 && s->dep.wait_off <= env->data_size - 4
+                   || (s->dep.wait_off % 4 == 0 && words >= 4 && s->dep.wait_off <= words - 4
                        && op->wait_off == s->dep.wait_off && op->wait_value == s->dep.wait_value),
                "wait word %llu accepted", (unsigned long long) s->dep.wait_off);
     FUZZ_CHECK(!(s->flags & PAGED_SQE_SIGNAL)
-                   || (s->dep.signal_off % 4 == 0 && s->dep.signal_off <= env->data_size - 4
+                   || (s->dep.signal_off % 4 == 0 && words >= 4 && s->dep.signal_off <= words - 4
                        && op->signal_off == s->dep.signal_off && op->signal_value == s->dep.signal_value),
                "signal word %llu accepted", (unsigned long long) s->dep.signal_off);
     if (s->opcode == PAGED_OP_NOP) {
@@ -771,7 +772,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
                        uint32_t room, unsigned char *sarena, uint64_t arena_size, uint64_t limit)
 {
     struct pb_client rules = { .host_is_data = 1 };
-    int signals = 0;   /* a taken entry signals: a waiting one must not join (engine.c) */
+    int backend_ops = 0;   /* an entry for the backend was taken: a waiting one must not join */
     memset(p, 0, sizeof *p);
     if (n - first > room)
         n = first + room;
@@ -782,7 +783,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
         struct item *it = &p->items[p->n];
         struct pv_env env = {
             .holder = FV_HOLDER, .host = sarena, .host_size = arena_size, .data_size = arena_size,
-            .held_total = shadow_held(), .max_blocks = limit, .find_pool = find_pool,
+            .held_total = shadow_held(), .max_blocks = limit, .host_words = 1, .find_pool = find_pool,
             .ctx = &shadow_conn,
         };
         struct pv_op op2;
@@ -808,8 +809,8 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
         if (s->flags & PAGED_SQE_WAIT) {
             uint32_t w;
             memcpy(&w, sarena + it->op.wait_off, 4);
-            if (signals || (int32_t) (w - it->op.wait_value) < 0) {
-                p->unmet = !signals;
+            if (backend_ops || (int32_t) (w - it->op.wait_value) < 0) {
+                p->unmet = !backend_ops;
                 p->unmet_off = it->op.wait_off;
                 p->unmet_value = it->op.wait_value;
                 pv_op_free(&it->op);
@@ -827,7 +828,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
                 break;
             }
             pb_taken(&rules, &it->op);
-            signals |= (s->flags & PAGED_SQE_SIGNAL) != 0;
+            backend_ops = 1;
             it->waits = 1;
             p->backend = 1;
             it->cqe.count = it->op.count;
@@ -1013,6 +1014,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(arena, data + 1 + n * sizeof sqes[0], arena_size);
     channel.arena = arena;
     channel.arena_size = channel.data_size = arena_size;
+    channel.host_words = 1;   /* the cpu backend's: the engine handles every word */
 
     uint64_t held = pd_conn_held(&conn);
     FUZZ_CHECK(held == shadow_held(), "the engine's state and the model's differ at the start");

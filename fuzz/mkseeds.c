@@ -816,9 +816,9 @@ static void validate_seeds(void)
     v.sqe.layer = 2;
     vemit("bad-layer", &v);
 
-    /* Dependency words: an APPEND whose wait is met and which signals the word a DECODE (of
-     * host-arena words) waits for, so the DECODE must wait for the next pass; a wait not met;
-     * words refused. */
+    /* Dependency words: an APPEND whose wait is met, then a DECODE (of host-arena words) whose
+     * wait is met too but which must wait for the next pass, as an earlier request of its
+     * client is in this one; a wait not met; words refused. */
     {
         int32_t slots[] = { W0 * 8 + 2, W1 * 8 + 4 };
         int32_t lens[] = { 13, 30 };
@@ -834,8 +834,10 @@ static void validate_seeds(void)
         v.sqe.flags = PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS;
         v.sqe.dep = (struct paged_dep_wire) { .wait_off = words + 4, .signal_off = words + 8, .wait_value = 7,
                                               .signal_value = 1 };
-        uint32_t three = 3;
+        /* The DECODE's word is reached already: only the rule keeps it out of the APPEND's pass. */
+        uint32_t three = 3, seven = 7;
         memcpy(v.arena.p + words, &three, 4);
+        memcpy(v.arena.p + words + 4, &seven, 4);
         vemit("deps-chain", &v);
 
         v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);

@@ -306,7 +306,7 @@ typedef struct paged_attn_opts {
 #define PAGED_DEP_SIGNAL 0x2u
 #define PAGED_DEP_HOST 0x4u       /* the words are in the host arena (see above) */
 typedef struct paged_dep {
-    unsigned flags;           /* PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, or 0 */
+    unsigned flags;           /* PAGED_DEP_WAIT | PAGED_DEP_SIGNAL [| PAGED_DEP_HOST], or 0 */
     uint32_t wait_value, signal_value;
     uint64_t wait_off, signal_off;
 } paged_dep;

@@ -55,9 +55,12 @@ if [ "${SKIP_CHECK:-0}" != 1 ]; then
 fi
 # The libpaged multi-client service tests again with the daemon on the GPU (make check runs
 # them on the cpu backend): merged launches, and device-side dependencies.
-make -j"$jobs" tests/service/merge-t tests/service/dep-t >"$logs/cuda-clients-build.log" 2>&1
-step cuda-clients env top_builddir=. PAGED_TEST_BACKEND=cuda sh -c 'tests/service/dep-t && tests/service/merge-t'
-grep -E '^not ok|^1\.\.' "$logs/cuda-clients.log" | tee -a "$summary"
+if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/dep-t; then
+    for t in dep-t merge-t; do
+        step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
+        grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
+    done
+fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     step cuda-sanitizer make check-cuda-sanitizer
     tail -n 5 "$logs/cuda-sanitizer.log" | tee -a "$summary"

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,13 +65,16 @@
 #define CTX0 21
 #define STEPS 3
 #define TOL 1e-4
-#define TIMEOUT_MS 300
+#define TIMEOUT_MS 300     /* the daemon that times waits out */
+#define PATIENT_MS 60000   /* the other one: no wait of a correct client comes near it */
 #define WAIT_MS 60000
 
-static struct td_daemon daemon_;
+static struct td_daemon patient, strict;   /* dependency timeouts: PATIENT_MS, TIMEOUT_MS */
+static struct td_daemon *daemon_ = &patient; /* the one the children connect to */
 static uint64_t seed;
 static int use_cuda;
 static int out_fd = -1;
+static int ready_fd = -1;  /* stuck: written once it has submitted */
 static const char *who = "parent";
 
 /* Reports one check to the parent; returns cond. */
@@ -239,7 +243,7 @@ static void setup(struct client *cl, const char *name)
     tap_rng_seed(&cl->rng, seed ^ (uint64_t) (uintptr_t) name[0] * 7919u);
     char err[256] = "";
     paged_connect_opts o = {
-        .socket_path = daemon_.socket, .name = name, .host_arena_size = 4u << 20, .data_arena_size = 4u << 20,
+        .socket_path = daemon_->socket, .name = name, .host_arena_size = 4u << 20, .data_arena_size = 4u << 20,
     };
     int rc = paged_client_connect_err(&o, &cl->c, err, sizeof err);
     if (rc != PAGED_OK)
@@ -379,18 +383,21 @@ static void chain_hold(struct client *cl)
     check(signalled && e <= TOL, "when X is written the output matches pk_ref_decode (row error %.2g)", e);
 }
 
-/* The second half of chain: STEPS x L pipelined layers, their words counting from base.
- * Returns nothing. */
-static void chain_pipeline(struct client *cl, uint32_t base)
+/* The second half of chain: STEPS x L pipelined layers from step step0 on, their words counting
+ * from base (which may wrap). Returns nothing. */
+static void chain_pipeline(struct client *cl, uint32_t base, int step0)
 {
     enum { NL = STEPS * L };
     size_t kvn = (size_t) NSEQ * H * D;
     static struct dec dd[NL];
     static float kk[NL][NSEQ * H * D], vv[NL][NSEQ * H * D];
     static int32_t slots[NL][NSEQ];
-    const char *where = host_words ? "host-arena words" : "data-arena words";
+    char where[64];
+    snprintf(where, sizeof where, "%s from %u", host_words ? "host-arena words" : "data-arena words", base);
+    for (int w = 0; w < 3; w++)
+        set_word(cl, w, base - 1);
     for (int i = 0; i < NL; i++) {
-        int step = i / L + (int) (base / 100) * STEPS, layer = i % L, pos = CTX0 + step;
+        int step = step0 + i / L, layer = i % L, pos = CTX0 + step;
         tap_rng_fill_uniform(&cl->rng, kk[i], kvn, -1.0, 1.0);
         tap_rng_fill_uniform(&cl->rng, vv[i], kvn, -1.0, 1.0);
         uint64_t k_off = carve(cl, PAGED_ARENA_DATA, kvn * 4), v_off = carve(cl, PAGED_ARENA_DATA, kvn * 4);
@@ -417,11 +424,15 @@ static void chain_pipeline(struct client *cl, uint32_t base)
     }
     if (paged_submit(cl->c) < 0)
         fatal("submitting the pipeline: %s", paged_client_error(cl->c));
-    int chained = 1;
+    int chained = 1, held = 1;
     for (int i = 0; i < NL && chained; i++) {
-        set_word(cl, 0, base + (uint32_t) i);
-        chained = await_word(cl, 1, base + (uint32_t) i);
+        uint32_t v = base + (uint32_t) i;
+        /* Layer i cannot have run: W is short of v. */
+        held &= (int32_t) (word(cl, 1) - v) < 0 && (int32_t) (word(cl, 2) - v) < 0;
+        set_word(cl, 0, v);
+        chained = await_word(cl, 1, v);
     }
+    check(held, "%s: no layer's X or Y is written before the client writes its W", where);
     check(chained, "%s: %d layers submitted at once run one by one as the client writes W after each X",
           where, NL);
     int ok_all = 1;
@@ -431,7 +442,7 @@ static void chain_pipeline(struct client *cl, uint32_t base)
         ok_all &= got && comp.status == PAGED_OK;
     }
     check(ok_all, "%s: all %d APPENDs and DECODEs complete OK", where, 2 * NL);
-    check(word(cl, 1) == base + NL - 1 && word(cl, 2) == base + NL - 1,
+    check(word(cl, 1) == base + (uint32_t) NL - 1 && word(cl, 2) == base + (uint32_t) NL - 1,
           "%s: X and Y end at the last layer's value (%u, %u)", where, word(cl, 1), word(cl, 2));
     double worst = 0, least_change = INFINITY;
     float got[NSEQ * QH * D], stale[NSEQ * QH * D], want[NSEQ * QH * D];
@@ -463,11 +474,17 @@ static void stuck_main(void)
     make_decode(&cl, &d, 1, CTX0, &r, 300);
     r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT, .wait_off = cl.words_off, .wait_value = 1 };
     submit_one(&cl, &r);
+    /* The bystander starts only now (run_children waits for this byte). */
+    if (ready_fd >= 0 && (write(ready_fd, "S", 1) != 1 || close(ready_fd) != 0))
+        fatal("telling the parent it submitted");
     paged_completion comp;
     int got = await_one(&cl, &comp, WAIT_MS);
     check(got && comp.status == PAGED_E_TIMEOUT && strcmp(paged_field_name(comp.err_field), "dep.wait_off") == 0,
           "a DECODE waiting for a word never written fails with PAGED_E_TIMEOUT on dep.wait_off (%s, %s)",
           got ? paged_strerror(comp.status) : "none", got ? paged_field_name(comp.err_field) : "-");
+    check(word(&cl, 0) == (use_cuda ? 1u : 0u), "its word is %s (%u)",
+          use_cuda ? "the awaited value: the watchdog wrote it to release the daemon's stream" : "untouched",
+          word(&cl, 0));
 
     check(paged_nop(cl.c) == PAGED_OK, "the client goes on (NOP)");
     paged_client_close(cl.c);
@@ -496,15 +513,11 @@ static void late_main(void)
     } else {
         check(got && comp.status == PAGED_OK, "a DECODE that waits for a host-arena word never written and "
               "signals completes when queued (%s)", got ? paged_strerror(comp.status) : "none");
-        int rc = PAGED_OK;
-        for (int k = 0; k < WAIT_MS && rc == PAGED_OK; k++) {
-            rc = paged_nop(cl.c);
-            if (rc == PAGED_OK)
-                td_pause_ms(1);
-        }
+        /* Idle: nothing but the watchdog makes the daemon look. */
+        int rc = paged_wait(cl.c, &comp, 1, WAIT_MS);
         const char *why = paged_client_error(cl.c);
-        check(rc != PAGED_OK && strstr(why, "dep.wait_off") != NULL,
-              "then the daemon writes the word and disconnects the client, naming the word (%s: %s)",
+        check(rc < 0 && rc != PAGED_E_TIMEOUT && strstr(why, "dep.wait_off") != NULL,
+              "then, the client idle, the daemon writes the word and disconnects it, naming the word (%s: %s)",
               paged_strerror(rc), why);
         check(word(&cl, 1) == 1, "its signal word was written all the same");
     }
@@ -604,8 +617,10 @@ static void dead_main(void)
         int got = await_one(&cl, &comp, WAIT_MS);
         check(got && comp.status == PAGED_OK, "its waiting DECODE was queued on the GPU (%s)",
               got ? paged_strerror(comp.status) : "none");
-    } else
-        check(paged_inflight(cl.c) == 1, "its waiting DECODE is in flight");
+    } else {
+        paged_completion comp;
+        check(!await_one(&cl, &comp, 50), "its waiting DECODE stays in its ring");   /* a bounded look */
+    }
     _exit(0);   /* no close: as a crash would leave it */
 }
 
@@ -627,9 +642,10 @@ static void chain_main(void)
     struct client cl;
     setup(&cl, "chain");
     chain_hold(&cl);
-    chain_pipeline(&cl, 10);
+    chain_pipeline(&cl, 10, 0);
+    chain_pipeline(&cl, UINT32_MAX - 2, STEPS);   /* the words wrap */
     host_words = 1;
-    chain_pipeline(&cl, 100);
+    chain_pipeline(&cl, 100, 2 * STEPS);
     paged_client_close(cl.c);
 }
 
@@ -664,16 +680,30 @@ static int relay(int fd)
     return n;
 }
 
-/* Runs the children in fns (NULL-terminated) at once and relays their reports; returns nothing. */
-static void run_children(const char *what, void (*const *fns)(void))
+/* Runs the children in fns (NULL-terminated) at once and relays their reports; with
+ * first_ready, starts the others only once the first has said (a byte on ready_fd) that its
+ * request is in. Returns nothing. */
+static void run_children(const char *what, void (*const *fns)(void), int first_ready)
 {
-    int p[2];
-    if (pipe(p) < 0)
+    int p[2], r[2] = { -1, -1 };
+    if (pipe(p) < 0 || (first_ready && pipe(r) < 0))
         sysbail("pipe");
     pid_t pids[4];
     int n = 0;
-    for (; fns[n] != NULL; n++)
+    for (; fns[n] != NULL; n++) {
+        if (n == 0 && first_ready)
+            ready_fd = r[1];
         pids[n] = spawn_child(fns[n], p[1], p[0]);
+        ready_fd = -1;
+        if (n == 0 && first_ready) {
+            close(r[1]);
+            struct pollfd pfd = { .fd = r[0], .events = POLLIN };
+            char byte = 0;
+            int got = poll(&pfd, 1, WAIT_MS) == 1 && read(r[0], &byte, 1) == 1 && byte == 'S';
+            close(r[0]);
+            ok(got, "%s: the first child's request is in before the others start", what);
+        }
+    }
     close(p[1]);
     int reports = relay(p[0]);
     ok(reports > 0, "%s: the children reported %d checks", what, reports);
@@ -684,51 +714,70 @@ static void run_children(const char *what, void (*const *fns)(void))
     }
 }
 
+/* Starts d with the dependency timeout ms and creates pool "dep" on it over *ctl; bails when
+ * it cannot. Returns whether the daemon runs the cuda backend. */
+static int start(struct td_daemon *d, int ms, struct rc_client *ctl)
+{
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", ms);
+    const char *extra[] = { "--threads", "2", "--dependency-timeout", timeout, NULL };
+    int cuda = aio_start(d, extra);
+    int rc = rc_connect(d->socket, "dep-t", PAGED_HELLO_CONTROL, ctl);
+    if (rc == 0)
+        rc = rc_pool_create(ctl, "dep", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, NULL, NULL);
+    if (rc != 0)
+        bail("pool 'dep' not created (dependency timeout %d ms): %s", ms, ctl->errmsg);
+    return cuda;
+}
+
+/* Stops d (closing ctl), checks it exits 0 and whether it logged a late wait's disconnection
+ * (late). Returns nothing. */
+static void stop(struct td_daemon *d, struct rc_client *ctl, const char *name, int late)
+{
+    rc_close(ctl);
+    int st = td_stop(d);
+    ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: pagedd exits 0 on SIGTERM", name);
+    ok(late == td_log_contains(d, "dependency wait timed out"), "%s: the daemon logged %s", name,
+       late ? "the disconnection for a late wait" : "no disconnection for a late wait");
+    td_cleanup(d);
+}
+
 int main(void)
 {
     seed = tap_seed();
-    char timeout[16];
-    snprintf(timeout, sizeof timeout, "%d", TIMEOUT_MS);
-    const char *extra[] = { "--threads", "2", "--dependency-timeout", timeout, NULL };
-    use_cuda = aio_start(&daemon_, extra);
-    int st = 0;
-    plan_lazy();
     struct rc_client ctl;
-    int rc = rc_connect(daemon_.socket, "dep-t", PAGED_HELLO_CONTROL, &ctl);
-    if (rc == 0)
-        rc = rc_pool_create(&ctl, "dep", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, NULL, NULL);
-    if (!ok(rc == 0, "pool 'dep' created"))
-        bail("cannot go on without the pool: %s", ctl.errmsg);
+    use_cuda = start(&patient, PATIENT_MS, &ctl);
+    plan_lazy();
 
+    /* A daemon that would wait a minute: bad requests and correct chains. */
     static void (*const bad[])(void) = { bad_main, NULL };
     static void (*const chain[])(void) = { chain_main, NULL };
-    static void (*const pair[])(void) = { stuck_main, bystander_main, NULL };
-    run_children("bad", bad);
-    run_children("chain", chain);
-    run_children("stuck and bystander", pair);
-    static void (*const late[])(void) = { late_main, NULL };
-    run_children("late", late);
-
-    uint32_t before = await_free(&ctl, N);
-    ok(before == N, "every block is free again (%u of %d)", before, N);
-    static void (*const dead[])(void) = { dead_main, NULL };
-    run_children("dead", dead);
-    uint32_t after = await_free(&ctl, N);
-    ok(after == N, "dead: the daemon reclaimed every block of the client that died with a waiting request "
-       "(%u of %d free)", after, N);
-    static void (*const again[])(void) = { bystander_main, NULL };
-    run_children("after the dead client", again);
-
+    run_children("bad", bad, 0);
+    run_children("chain", chain, 0);
     struct paged_msg_stats_reply sr;
     if (ok(rc_stats(&ctl, &sr) == 0, "STATS answers"))
         ok(use_cuda ? sr.engine.early_batches > 0 : sr.engine.early_batches == 0,
            "STATS: %llu batches completed early (%s)", (unsigned long long) sr.engine.early_batches,
            use_cuda ? "the cuda backend completes all-signalling batches when queued" : "none on the cpu backend");
-    rc_close(&ctl);
-    st = td_stop(&daemon_);
-    ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
-    ok(use_cuda == td_log_contains(&daemon_, "dependency wait timed out"),
-       "the daemon logged the disconnection for a late wait %s", use_cuda ? "(cuda)" : "nowhere (cpu)");
-    td_cleanup(&daemon_);
+    stop(&patient, &ctl, "patient", 0);
+
+    /* One that times waits out after TIMEOUT_MS. */
+    start(&strict, TIMEOUT_MS, &ctl);
+    daemon_ = &strict;
+    static void (*const pair[])(void) = { stuck_main, bystander_main, NULL };
+    run_children("stuck and bystander", pair, 1);
+    static void (*const late[])(void) = { late_main, NULL };
+    run_children("late", late, 0);
+
+    uint32_t before = await_free(&ctl, N);
+    ok(before == N, "every block is free again (%u of %d)", before, N);
+    static void (*const dead[])(void) = { dead_main, NULL };
+    run_children("dead", dead, 0);
+    uint32_t after = await_free(&ctl, N);
+    ok(after == N, "dead: the daemon reclaimed every block of the client that died with a waiting request "
+       "(%u of %d free)", after, N);
+    static void (*const again[])(void) = { bystander_main, NULL };
+    run_children("after the dead client", again, 0);
+    stop(&strict, &ctl, "strict", use_cuda);
     return 0;
 }

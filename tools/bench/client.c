@@ -331,9 +331,25 @@ static void layer_requests(const struct client *cl, int l, paged_request *app, p
     };
 }
 
+/* How long a --deps client waits for a word before it gives up (a request that failed, or a
+ * daemon that went away, never writes it). */
+#define DEPS_WAIT_NS 60000000000ll
+
+/* --deps: spins until the host word x reaches v, dying past DEPS_WAIT_NS; returns nothing. */
+static void spin_word(const struct client *cl, const uint32_t *x, uint32_t v)
+{
+    int64_t deadline = bench_now_ns() + DEPS_WAIT_NS;
+    for (unsigned k = 0; (int32_t) (__atomic_load_n(x, __ATOMIC_ACQUIRE) - v) < 0; k++) {
+        if ((k & 1023) == 0 && bench_now_ns() > deadline)
+            bench_die("client %u: dependency word still short of %u after 60 s (%s)", cl->index, v,
+                      paged_client_error(cl->c));
+        paged_cpu_relax();
+    }
+}
+
 /* --deps: before layer number v is submitted, waits for the word X of number v - 1 (the last
- * layer's output) and writes W = v: on the client's stream (cuda) or from the host. Returns
- * nothing. */
+ * layer's output) and writes W = v: on the client's stream (device words) or from the host.
+ * Returns nothing. */
 static void chain_layer(struct client *cl, uint32_t v)
 {
 #ifdef HAVE_CUDA
@@ -344,25 +360,30 @@ static void chain_layer(struct client *cl, uint32_t v)
         return;
     }
 #endif
-    uint32_t *w = cl->words, *x = w + 1;
-    while ((int32_t) (__atomic_load_n(x, __ATOMIC_ACQUIRE) - (v - 1)) < 0)
-        paged_cpu_relax();
-    __atomic_store_n(w, v, __ATOMIC_RELEASE);
+    spin_word(cl, cl->words + 1, v - 1);
+    __atomic_store_n(cl->words, v, __ATOMIC_RELEASE);
 }
 
-/* --deps: waits until word X reaches v (the step's last layer is done); returns nothing. */
+/* --deps: waits until word X reaches v (the step's last layer is done), dying past
+ * DEPS_WAIT_NS; returns nothing. */
 static void await_layer(struct client *cl, uint32_t v)
 {
 #ifdef HAVE_CUDA
     if (cl->words == NULL) {
         bg_stream_wait_word(cl->stream, (uint32_t *) (cl->data + cl->words_off) + 1, v);
-        bg_check((int) cudaStreamSynchronize(cl->stream), "client %u: waiting for the step", cl->index);
+        int64_t deadline = bench_now_ns() + DEPS_WAIT_NS;
+        cudaError_t e;
+        while ((e = cudaStreamQuery(cl->stream)) == cudaErrorNotReady) {
+            if (bench_now_ns() > deadline)
+                bench_die("client %u: the step's last word still short of %u after 60 s (%s)", cl->index, v,
+                          paged_client_error(cl->c));
+            paged_cpu_relax();
+        }
+        bg_check((int) e, "client %u: waiting for the step", cl->index);
         return;
     }
 #endif
-    const uint32_t *x = cl->words + 1;
-    while ((int32_t) (__atomic_load_n(x, __ATOMIC_ACQUIRE) - v) < 0)
-        paged_cpu_relax();
+    spin_word(cl, cl->words + 1, v);
 }
 
 /* Reaps whatever completions have come (at most want), dying on any failure; stores their
