@@ -19,7 +19,8 @@
  * the host arena: every byte left, exactly (a heap block of that size, so ASan sees any
  * access past it; on the cpu backend it is the data arena too). Setup bits 0-2 set the
  * per-client block limit (0 none, k: the references the client holds plus k - 1); bits 3-5
- * are n - 1 (fewer when the input is too short for them).
+ * are n - 1 (fewer when the input is too short for them); bit 6 makes a wait for a word not
+ * reached time out at once (PAGED_E_TIMEOUT) instead of holding its entry in the ring.
  *
  * The client (id FV_HOLDER) is attached to the pools of validate-setup.h, each with an
  * allocator in the state that header describes: blocks it holds writable, forked, published,
@@ -208,7 +209,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     pd_config_defaults(&server.cfg, "/nonexistent/paged.conf");
     server.cfg.backend = PD_BACKEND_CPU;
     server.cfg.threads = 1;
-    server.cfg.dependency_timeout_ms = 3600000;   /* a wait not met stays so: deterministic */
+    server.cfg.dependency_timeout_ms = 3600000;   /* set per input: see waits_time_out */
     server.listen_fd = server.epoll_fd = server.signal_fd = -1;
     char *cause = NULL;
     server.backend = pd_backend_cpu_open(1, &cause);
@@ -766,6 +767,10 @@ struct pass {
     unsigned char *before[FV_NUM_POOLS], *alone[FV_NUM_POOLS];  /* written blocks */
 };
 
+/* The input's setup bit 6: a wait not met times out at once (1 ms, the engine's clock made
+ * old) instead of holding the entry in the ring (an hour). */
+static int waits_time_out;
+
 /* Step 1 and 2: takes entries [first, n) into a pass as the engine would, on the shadow, at
  * most room of them. Returns nothing; p->n says how many it took. */
 static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t first, uint32_t n,
@@ -773,6 +778,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
 {
     struct pb_client rules = { .host_is_data = 1 };
     int backend_ops = 0;   /* an entry for the backend was taken: a waiting one must not join */
+    int timed_out = 0;     /* an entry's wait timed out in this pass */
     memset(p, 0, sizeof *p);
     if (n - first > room)
         n = first + room;
@@ -809,6 +815,16 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
         if (s->flags & PAGED_SQE_WAIT) {
             uint32_t w;
             memcpy(&w, sarena + it->op.wait_off, 4);
+            if (!backend_ops && (int32_t) (w - it->op.wait_value) < 0 && waits_time_out && !timed_out) {
+                /* Timed out at the first look (run_pass makes the engine's clock say so); the
+                 * next entry that waits in vain starts the clock afresh. */
+                timed_out = 1;
+                pv_op_free(&it->op);
+                it->cqe.status = PAGED_E_TIMEOUT;
+                it->cqe.err_field = PAGED_FIELD_WAIT;
+                p->n++;
+                continue;
+            }
             if (backend_ops || (int32_t) (w - it->op.wait_value) < 0) {
                 p->unmet = !backend_ops;
                 p->unmet_off = it->op.wait_off;
@@ -907,6 +923,9 @@ static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t 
 {
     static struct pass p;
     memcpy(sarena, arena, arena_size);
+    /* An entry waiting for a word not reached has waited for ever already (the timeout is 1 ms
+     * then), or has just begun to (the timeout is an hour). */
+    conn.dep_since_ns = waits_time_out ? 1 : 0;
     /* The engine takes as many entries as its ring handles say are there and have room for
      * their completions; a handle re-reads the other side only when it knows of too few, so
      * asking it first changes nothing of what the engine will see. */
@@ -1001,6 +1020,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1 + sizeof(struct paged_sqe))
         return 0;
     uint8_t setup = data[0];
+    waits_time_out = setup >> 6 & 1;
+    server.cfg.dependency_timeout_ms = waits_time_out ? 1 : 3600000;
     uint32_t n = 1 + ((setup >> 3) & 7);
     if (n > (size - 1) / sizeof(struct paged_sqe))
         n = (uint32_t) ((size - 1) / sizeof(struct paged_sqe));

@@ -845,6 +845,26 @@ static void validate_seeds(void)
         v.sqe.flags = PAGED_SQE_WAIT;
         v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .wait_value = 5 };
         vemit("deps-wait-unmet", &v);
+        v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
+        words = space(&v.arena, 8);
+        v.setup = 1u << 6; /* the wait times out at once */
+        v.sqe.flags = PAGED_SQE_WAIT | PAGED_SQE_SIGNAL;
+        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .signal_off = words + 4, .wait_value = 5,
+                                              .signal_value = 9 };
+        vnext(&v, PAGED_OP_NOP, 0);
+        vemit("deps-wait-timeout", &v);
+        /* Two waits in vain in one pass: only the first times out at once (found by
+         * fuzz-validate, a model that timed out both). */
+        v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
+        words = space(&v.arena, 8);
+        v.setup = 1u << 6;
+        v.sqe.flags = PAGED_SQE_WAIT;
+        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .wait_value = 5 };
+        vnext(&v, PAGED_OP_DECODE, 1);
+        attn_into(&v, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
+        v.sqe.flags = PAGED_SQE_WAIT;
+        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words + 4, .wait_value = 6 };
+        vemit("regress-two-waits-time-out", &v);
 
         v = attn(PAGED_OP_DECODE, 2, PAGED_DTYPE_F16, 4, 2, lens, bt, 4, NULL);
         v.sqe.flags = PAGED_SQE_WAIT;
