@@ -108,13 +108,6 @@ static const char *const op_names[PAGED_OP_COUNT_] = {
     "NOP", "ALLOC", "FREE", "APPEND", "DECODE", "PREFILL", "FORK", "COPY", "PUBLISH", "LOOKUP",
 };
 
-/* Returns whether opcode is run by the backend rather than the allocator. */
-static int backend_op(unsigned opcode)
-{
-    return opcode == PAGED_OP_APPEND || opcode == PAGED_OP_DECODE || opcode == PAGED_OP_PREFILL
-           || opcode == PAGED_OP_COPY;
-}
-
 /* Grows *p (an array of *cap elements of size bytes) to hold want; returns 0 or -1. */
 static int grow(void **p, uint32_t *cap, uint32_t want, size_t size)
 {
@@ -394,7 +387,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
         if (status < 0) {
             it->cqe.err_field = err.field;
             it->cqe.err_index = err.index;
-        } else if (backend_op(sqe.opcode)) {
+        } else if (pv_backend_op(sqe.opcode)) {
             if (sqe.opcode == PAGED_OP_DECODE && decode_conflicts(e, r, &it->op, &sqe)) {
                 pv_op_free(&it->op);
                 break;
@@ -577,7 +570,7 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     for (uint32_t i = 0; i < e->nitems; i++) {
         const struct eng_item *it = &e->items[i];
         struct pd_channel *ch = e->clients[it->client].c->ch;
-        if (it->status == PAGED_OK && (it->op.flags & PAGED_SQE_SIGNAL) && backend_op(it->op.opcode)
+        if (it->status == PAGED_OK && (it->op.flags & PAGED_SQE_SIGNAL) && pv_backend_op(it->op.opcode)
             && ch->data == NULL)
             __atomic_store_n((uint32_t *) (ch->arena + it->op.signal_off), it->op.signal_value, __ATOMIC_RELEASE);
     }
@@ -609,7 +602,7 @@ static uint32_t complete_client(struct pd_engine *e, struct pd_server *srv, stru
         struct eng_item *it = &e->items[j];
         struct paged_cqe *cqe = &it->cqe;
         int status = it->status;
-        if (status >= 0 && backend_op(it->op.opcode))
+        if (status >= 0 && pv_backend_op(it->op.opcode))
             cqe->count = it->op.count;
         cqe->status = status;
         cqe->value = t1 - r->t0;

@@ -54,6 +54,13 @@ static int dtype_ok(uint32_t dtype, int32_t cache_dtype, int activations_only)
     return (int32_t) dtype == cache_dtype;
 }
 
+/* Returns whether opcode is run by the backend; see validate.h. */
+int pv_backend_op(unsigned opcode)
+{
+    return opcode == PAGED_OP_APPEND || opcode == PAGED_OP_DECODE || opcode == PAGED_OP_PREFILL
+           || opcode == PAGED_OP_COPY;
+}
+
 /* Returns whether opcode writes to its pool. FREE and FORK only change the client's own
  * references, and a reader needs them to let go of what LOOKUP gave it. */
 int pv_op_writes(unsigned opcode)
@@ -526,9 +533,7 @@ static int v_dep(const struct paged_sqe *s, const struct pv_env *env, struct pv_
 {
     if ((s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS)) == 0)
         return PAGED_OK;
-    if ((s->opcode != PAGED_OP_APPEND && s->opcode != PAGED_OP_DECODE && s->opcode != PAGED_OP_PREFILL
-         && s->opcode != PAGED_OP_COPY)
-        || (s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) == 0)
+    if (!pv_backend_op(s->opcode) || (s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) == 0)
         return fail(err, PAGED_E_INVAL, PAGED_FIELD_FLAGS, 0);
     if ((s->flags & PAGED_SQE_HOST_WORDS) && !env->host_words)
         return fail(err, PAGED_E_NOTSUP, PAGED_FIELD_FLAGS, 0);

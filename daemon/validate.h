@@ -113,4 +113,8 @@ void pv_op_free(struct pv_op *op);
 /* Returns whether an opcode writes to its pool (needs a writable attachment). */
 int pv_op_writes(unsigned opcode);
 
+/* Returns whether an opcode is run by the backend (APPEND, DECODE, PREFILL, COPY) rather than
+ * by the allocator: the ops that may carry dependency words. */
+int pv_backend_op(unsigned opcode);
+
 #endif

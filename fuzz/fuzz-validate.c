@@ -508,13 +508,6 @@ static void model_copy(const struct paged_sqe *s, const struct pv_env *env, cons
     FUZZ_CHECK((t->reads & t->writes) == 0, "a block is both source and destination");
 }
 
-/* Returns whether opcode waits for the backend. */
-static int backend_op(unsigned opcode)
-{
-    return opcode == PAGED_OP_APPEND || opcode == PAGED_OP_DECODE || opcode == PAGED_OP_PREFILL
-           || opcode == PAGED_OP_COPY;
-}
-
 /* Step 2: checks an accepted op against the rules and the shadow state; fills *t. Returns
  * nothing. */
 static void model(const struct paged_sqe *s, const struct pv_env *env, const struct pv_op *op,
@@ -525,7 +518,7 @@ static void model(const struct paged_sqe *s, const struct pv_env *env, const str
     FUZZ_CHECK(s->opcode < PAGED_OP_COUNT_, "opcode %u accepted", s->opcode);
     FUZZ_CHECK((s->flags & ~(PAGED_SQE_ALL_LAYERS | PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS)) == 0
                && (!(s->flags & PAGED_SQE_ALL_LAYERS) || s->opcode == PAGED_OP_APPEND)
-               && (!(s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) || backend_op(s->opcode))
+               && (!(s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) || pv_backend_op(s->opcode))
                && (!(s->flags & PAGED_SQE_HOST_WORDS) || (s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL))),
                "flags 0x%x accepted for opcode %u", s->flags, s->opcode);
     uint64_t words = (s->flags & PAGED_SQE_HOST_WORDS) ? env->host_size : env->data_size;
@@ -834,7 +827,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
             }
         }
         model(s, &env, &it->op, &it->t);
-        if (backend_op(s->opcode)) {
+        if (pv_backend_op(s->opcode)) {
             int wait = 0;
             for (uint32_t j = 0; j < p->n && s->opcode == PAGED_OP_DECODE; j++)
                 if (p->items[j].waits && pb_decode_conflicts(&rules, &p->items[j].op, &it->op, s))
