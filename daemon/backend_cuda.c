@@ -66,7 +66,6 @@ struct cuda_backend {
     cudaStream_t stream;
     uint8_t uuid[16];
     char name[64];
-    unsigned char *h_stage;       /* pinned host staging: the current slot's */
     unsigned char *d_stage;       /* device staging */
     size_t stage_cap;             /* bytes of d_stage */
     struct pd_cu_flight flight;   /* batches queued and completed early (cuda_flight.h) */
@@ -474,13 +473,14 @@ static void *workspace(struct cuda_backend *cb, size_t need, size_t *size)
  * The staging of a batch. Every launch's metadata (block tables, lengths, qo_indptr, slots,
  * block ids, ALiBi slopes, and a merged launch's per-sequence or per-segment pointer and
  * layer arrays) is laid out
- * twice by the same code: once to size it (fill 0), then, with the buffers grown, to copy it
- * into the pinned buffer (fill 1) and build each launch's arguments with device addresses.
+ * twice by the same code: once to size it (host NULL), then, with the buffers grown, to copy it
+ * into the batch slot's pinned buffer (host) and build each launch's arguments with device addresses.
  * One cudaMemcpyAsync then moves all of it before the first launch.
  */
 struct stage {
     size_t total;                 /* bytes laid out so far */
-    int fill;                     /* the second pass: write and address */
+    unsigned char *host;          /* the second pass: the batch's slot's pinned buffer, filled
+                                   * and addressed (NULL in the first: only sized) */
 };
 
 /* Takes bytes of staging (256-aligned: whatever vector width a kernel reads with). When
@@ -490,12 +490,12 @@ static void *stage_take(struct cuda_backend *cb, struct stage *st, size_t bytes,
 {
     size_t off = (st->total + 255) & ~(size_t) 255;
     st->total = off + bytes;
-    if (!st->fill) {
+    if (st->host == NULL) {
         *dev = NULL;
         return NULL;
     }
     *dev = cb->d_stage + off;
-    return cb->h_stage + off;
+    return st->host + off;
 }
 
 /* Stages a copy of an array (src NULL: none); returns its device address when filling,
@@ -615,7 +615,7 @@ static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_
     int32_t *hlens = stage_take(cb, st, sh.items * 4, &dlens);
     int32_t *hlayer = sh.layers_differ ? stage_take(cb, st, sh.items * 4, &dlayer) : NULL;
     const float *alibi = stage_put(cb, st, first->alibi, (size_t) first->num_q_heads * 4);
-    if (st->fill)
+    if (st->host != NULL)
         pm_decode_fill(ops, count, device_data, &sh, hq, hout, hbt, hlens, hlayer);
     cl->a.decode = (pk_decode_args) {
         .cache = *ops[0].cache, .layer = sh.layer, .num_seqs = (int32_t) sh.items,
@@ -646,7 +646,7 @@ static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, str
     const void **hk = stage_take(cb, st, sh.items * sizeof *hk, &dk);
     const void **hv = stage_take(cb, st, sh.items * sizeof *hv, &dv);
     int32_t *hlayer = sh.layers_differ ? stage_take(cb, st, sh.items * 4, &dlayer) : NULL;
-    if (st->fill)
+    if (st->host != NULL)
         pm_append_fill(ops, count, device_data, hslots, hindptr, hk, hv, hlayer);
     /* batch.h bounds a merged APPEND far below INT32_MAX tokens. */
     cl->a.append = (pk_append_args) {
@@ -969,7 +969,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         fail_all(batch, rc);
         return;
     }
-    struct stage st = { 0, 0 };
+    struct stage st = { 0, NULL };
     prepare(cb, &st, batch);
     /* Never empty, so that a device address is never computed from a NULL buffer. */
     size_t stage_need = st.total != 0 ? st.total : 1;
@@ -993,8 +993,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         fail_all(batch, rc);
         return;
     }
-    cb->h_stage = slot->h_stage;
-    st = (struct stage) { 0, 1 };
+    st = (struct stage) { 0, slot->h_stage };
     prepare(cb, &st, batch);
 
     /* One workspace for every DECODE and PREFILL: they run one after another on the stream. */
@@ -1013,7 +1012,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         }
     }
 
-    cudaError_t e = cudaMemcpyAsync(cb->d_stage, cb->h_stage, st.total, cudaMemcpyHostToDevice,
+    cudaError_t e = cudaMemcpyAsync(cb->d_stage, slot->h_stage, st.total, cudaMemcpyHostToDevice,
                                     cb->stream);
     if (e != cudaSuccess) {
         fail_all(batch, device_error(cb, "metadata upload", e));

@@ -94,6 +94,50 @@ double aio_row_error(const float *got, const float *want, size_t rows, size_t di
     return worst;
 }
 
+/* Opens a service test's client; see arena-io.h. */
+int aio_open(struct aio_client *a, const char *socket, const char *name, const char *pool,
+             uint64_t host_size, uint64_t data_size, char *why, size_t whylen)
+{
+    char err[256] = "";
+    paged_connect_opts o = {
+        .socket_path = socket, .name = name, .host_arena_size = host_size, .data_arena_size = data_size,
+    };
+    int rc = paged_client_connect_err(&o, &a->c, err, sizeof err);
+    if (rc != PAGED_OK) {
+        snprintf(why, whylen, "connecting: %s (%s)", paged_strerror(rc), err);
+        return -1;
+    }
+    if ((paged_client_backend(a->c) == PAGED_BACKEND_CUDA) != a->cuda) {
+        snprintf(why, whylen, "the daemon's backend is not the one asked for");
+        return -1;
+    }
+    if (paged_pool_attach(a->c, pool, &a->pool) != PAGED_OK) {
+        snprintf(why, whylen, "attaching the pool: %s", paged_client_error(a->c));
+        return -1;
+    }
+    size_t size;
+    a->host = paged_arena_base(a->c, PAGED_ARENA_HOST, &size);
+    a->data = paged_arena_base(a->c, PAGED_ARENA_DATA, &size);
+    if (a->host == NULL || a->data == NULL) {
+        snprintf(why, whylen, "no arenas");
+        return -1;
+    }
+#ifdef HAVE_CUDA
+    if (a->cuda) {
+        struct cudaPointerAttributes attr;
+        if (cudaPointerGetAttributes(&attr, a->data) != cudaSuccess || cudaSetDevice(attr.device) != cudaSuccess) {
+            snprintf(why, whylen, "the data arena is not device memory this process can use");
+            return -1;
+        }
+    }
+#endif
+    if (paged_alloc(a->pool, (uint32_t) (a->nseq * a->maxblk), a->ids) != PAGED_OK) {
+        snprintf(why, whylen, "ALLOC: %s", paged_client_error(a->c));
+        return -1;
+    }
+    return 0;
+}
+
 /* Carves, uploads and APPENDs the contexts, and mirrors them on ref; returns 0 or -1 with
  * why. (The body of aio_fill_contexts, which frees what this allocates.) */
 static int fill(const struct aio_client *a, pk_cache *ref, int ctx, tap_rng *rng, uint64_t tag, float *k, float *v,
@@ -150,6 +194,10 @@ int aio_fill_contexts(const struct aio_client *a, pk_cache *ref, int ctx, tap_rn
                       size_t whylen)
 {
     size_t n = (size_t) ref->num_layers * a->nseq * ctx * ref->num_kv_heads * ref->head_dim;
+    if (ref->base == NULL && (ref->base = calloc(1, pk_cache_bytes(ref))) == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
     float *k = malloc(n * 4 + 4), *v = malloc(n * 4 + 4);
     int rc = -1;
     if (k == NULL || v == NULL)

@@ -30,20 +30,30 @@ int aio_poison(int cuda, unsigned char *data, uint64_t off, size_t n);
  * for a non-finite value in got. */
 double aio_row_error(const float *got, const float *want, size_t rows, size_t dim);
 
-/* A libpaged client of a service test, as aio_fill_contexts needs it. */
+/* A libpaged client of a service test. */
 struct aio_client {
     paged_client *c;
     paged_pool *pool;
     int cuda;                     /* the data arena is device memory */
     unsigned char *host, *data;   /* arena bases */
-    const int32_t *ids;           /* nseq rows of maxblk blocks, the sequences' blocks */
+    int32_t *ids;                 /* nseq rows of maxblk blocks, the sequences' blocks */
     int nseq, maxblk;
 };
 
 /*
+ * Connects a->c as name to the daemon at socket with arenas of the sizes given, checks that
+ * its backend is cuda exactly when a->cuda says so, attaches pool, finds the arena bases
+ * (making the data arena's device current on cuda) and allocates a->nseq * a->maxblk blocks
+ * into a->ids. Returns 0, or -1 with what failed in why.
+ */
+int aio_open(struct aio_client *a, const char *socket, const char *name, const char *pool,
+             uint64_t host_size, uint64_t data_size, char *why, size_t whylen);
+
+/*
  * Fills the first ctx tokens of every sequence of a (f32 pool of ref's geometry) with random
  * keys and values from rng: one APPEND of every layer (tag), awaited, then the same on the
- * host copy ref (zeroed beforehand by the caller). Returns 0, or -1 with what failed in why.
+ * host copy ref, whose memory it allocates zeroed (ref->base NULL: the caller sets only the
+ * geometry). Returns 0, or -1 with what failed in why.
  */
 int aio_fill_contexts(const struct aio_client *a, pk_cache *ref, int ctx, tap_rng *rng, uint64_t tag, char *why,
                       size_t whylen);

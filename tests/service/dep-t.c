@@ -13,10 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 #include "paged.h"
 #include "kernels/kernels.h"
 #include "lib/proto.h"
@@ -121,15 +117,6 @@ struct client {
     pk_cache ref;
     tap_rng rng;
 };
-
-/* Returns a zeroed allocation of n bytes, or exits. */
-static void *xcalloc(size_t n)
-{
-    void *p = calloc(1, n > 0 ? n : 1);
-    if (p == NULL)
-        fatal("out of memory");
-    return p;
-}
 
 /* Returns the offset of size bytes of an arena, or exits. */
 static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
@@ -241,31 +228,14 @@ static void setup(struct client *cl, const char *name)
 {
     who = name;
     tap_rng_seed(&cl->rng, seed ^ (uint64_t) (uintptr_t) name[0] * 7919u);
-    char err[256] = "";
-    paged_connect_opts o = {
-        .socket_path = daemon_->socket, .name = name, .host_arena_size = 4u << 20, .data_arena_size = 4u << 20,
-    };
-    int rc = paged_client_connect_err(&o, &cl->c, err, sizeof err);
-    if (rc != PAGED_OK)
-        fatal("connecting: %s (%s)", paged_strerror(rc), err);
-    if ((paged_client_backend(cl->c) == PAGED_BACKEND_CUDA) != use_cuda)
-        fatal("the daemon's backend is not the one asked for");
-    if (paged_pool_attach(cl->c, "dep", &cl->pool) != PAGED_OK)
-        fatal("attaching the pool: %s", paged_client_error(cl->c));
-    size_t size;
-    cl->host = paged_arena_base(cl->c, PAGED_ARENA_HOST, &size);
-    cl->data = paged_arena_base(cl->c, PAGED_ARENA_DATA, &size);
-    if (cl->host == NULL || cl->data == NULL)
-        fatal("no arenas");
-#ifdef HAVE_CUDA
-    if (use_cuda) {
-        struct cudaPointerAttributes attr;
-        if (cudaPointerGetAttributes(&attr, cl->data) != cudaSuccess || cudaSetDevice(attr.device) != cudaSuccess)
-            fatal("the data arena is not device memory this process can use");
-    }
-#endif
-    if (paged_alloc(cl->pool, NSEQ * MAXBLK, cl->ids) != PAGED_OK)
-        fatal("ALLOC: %s", paged_client_error(cl->c));
+    struct aio_client ac = { .cuda = use_cuda, .ids = cl->ids, .nseq = NSEQ, .maxblk = MAXBLK };
+    char why[256];
+    if (aio_open(&ac, daemon_->socket, name, "dep", 4u << 20, 4u << 20, why, sizeof why) < 0)
+        fatal("%s", why);
+    cl->c = ac.c;
+    cl->pool = ac.pool;
+    cl->host = ac.host;
+    cl->data = ac.data;
     cl->bt_off = carve(cl, PAGED_ARENA_HOST, sizeof cl->ids);
     memcpy(cl->host + cl->bt_off, cl->ids, sizeof cl->ids);
     cl->words_off = carve(cl, PAGED_ARENA_DATA, 16);
@@ -277,10 +247,6 @@ static void setup(struct client *cl, const char *name)
         .num_layers = L, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
         .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f,
     };
-    cl->ref.base = xcalloc(pk_cache_bytes(&cl->ref));
-
-    struct aio_client ac = { cl->c, cl->pool, use_cuda, cl->host, cl->data, cl->ids, NSEQ, MAXBLK };
-    char why[256];
     if (aio_fill_contexts(&ac, &cl->ref, CTX0, &cl->rng, 1, why, sizeof why) < 0)
         fatal("%s", why);
 }

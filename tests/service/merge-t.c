@@ -281,41 +281,19 @@ static int all_ok(const paged_completion *comp, unsigned n)
  * layer, through one APPEND (mirrored into cl->ref); returns nothing. */
 static void setup(struct client *cl)
 {
-    char name[32], err[256] = "";
+    char name[32], why[256];
     snprintf(name, sizeof name, "merge-client-%d", child_who);
-    paged_connect_opts o = {
-        .socket_path = daemon_.socket, .name = name, .host_arena_size = 16u << 20,
-        .data_arena_size = 8u << 20,
-    };
-    int rc = paged_client_connect_err(&o, &cl->c, err, sizeof err);
-    if (rc != PAGED_OK)
-        fatal("client %d: connecting: %s (%s)", child_who, paged_strerror(rc), err);
-    if ((paged_client_backend(cl->c) == PAGED_BACKEND_CUDA) != use_cuda)
-        fatal("client %d: the daemon's backend is not the one asked for", child_who);
-    if ((rc = paged_pool_attach(cl->c, "merge", &cl->pool)) != PAGED_OK)
-        fatal("client %d: attaching the pool: %s", child_who, paged_client_error(cl->c));
-    size_t size;
-    cl->host = paged_arena_base(cl->c, PAGED_ARENA_HOST, &size);
-    cl->data = paged_arena_base(cl->c, PAGED_ARENA_DATA, &size);
-    if (cl->host == NULL || cl->data == NULL)
-        fatal("client %d: no arenas", child_who);
-#ifdef HAVE_CUDA
-    if (use_cuda) {
-        struct cudaPointerAttributes attr;
-        if (cudaPointerGetAttributes(&attr, cl->data) != cudaSuccess || cudaSetDevice(attr.device) != cudaSuccess)
-            fatal("client %d: the data arena is not device memory this process can use", child_who);
-    }
-#endif
-    if (paged_alloc(cl->pool, NSEQ * MAXBLK, cl->ids) != PAGED_OK)
-        fatal("client %d: ALLOC: %s", child_who, paged_client_error(cl->c));
+    struct aio_client ac = { .cuda = use_cuda, .ids = cl->ids, .nseq = NSEQ, .maxblk = MAXBLK };
+    if (aio_open(&ac, daemon_.socket, name, "merge", 16u << 20, 8u << 20, why, sizeof why) < 0)
+        fatal("client %d: %s", child_who, why);
+    cl->c = ac.c;
+    cl->pool = ac.pool;
+    cl->host = ac.host;
+    cl->data = ac.data;
     cl->ref = (pk_cache) {
         .num_layers = L, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
         .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f,
     };
-    cl->ref.base = xcalloc(pk_cache_bytes(&cl->ref));
-
-    struct aio_client ac = { cl->c, cl->pool, use_cuda, cl->host, cl->data, cl->ids, NSEQ, MAXBLK };
-    char why[256];
     if (aio_fill_contexts(&ac, &cl->ref, CTX0, &cl->rng, 7, why, sizeof why) < 0)
         fatal("client %d: %s", child_who, why);
 }
