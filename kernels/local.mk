@@ -7,10 +7,12 @@ noinst_HEADERS += kernels/kernels.h
 noinst_HEADERS += \
 	kernels/common.cuh \
 	kernels/ptx.cuh \
+	kernels/wgmma.cuh \
 	kernels/decode.cuh \
 	kernels/decode_impl.cuh \
 	kernels/prefill.cuh \
-	kernels/prefill_impl.cuh
+	kernels/prefill_impl.cuh \
+	kernels/prefill_wgmma.cuh
 
 # The .cu sources: one op per file, plus one file per head dim holding that dim's decode or
 # prefill instantiations, so a parallel build compiles them side by side.

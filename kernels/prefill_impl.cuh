@@ -92,6 +92,15 @@ __device__ __forceinline__ pk_prefill_row pk_prefill_row_of(const pk_prefill_par
 }
 
 /*
+ * Returns whether key j is hidden from a row at position i: after it (the causal mask, and
+ * keys past the context) or out of the window.
+ */
+__device__ __forceinline__ bool pk_prefill_masked(const pk_prefill_params &p, int i, int j)
+{
+    return j > i || (p.window > 0 && j <= i - p.window);
+}
+
+/*
  * Returns the base-2 logit of scaled score x (sm_scale * dot) of key j for row w: soft cap,
  * ALiBi, then the masks (-inf): keys after the row's position (which covers the causal mask
  * and keys past the context) and keys out of the window.
@@ -103,8 +112,7 @@ __device__ __forceinline__ float pk_prefill_logit(const pk_prefill_params &p, co
         x = p.soft_cap * tanhf(x / p.soft_cap);
     if (p.alibi)
         x += w.slope * (float) (j - w.i);
-    const bool masked = j > w.i || (p.window > 0 && j <= w.i - p.window);
-    return masked ? -INFINITY : x * PK_LOG2E;
+    return pk_prefill_masked(p, w.i, j) ? -INFINITY : x * PK_LOG2E;
 }
 
 /* Returns the byte offset in a K/V plane of the row of context position pos of KV head h. */
@@ -113,6 +121,96 @@ __device__ __forceinline__ size_t pk_prefill_row_offset(const pk_prefill_params 
 {
     const int blk = __ldg(bt + (pos >> p.block_shift));
     return pk_paged_row(blk, h, pos, p.num_kv_heads, p.block_shift) * (size_t) row_bytes;
+}
+
+/*
+ * The masks and the online-softmax step of one tile for the two rows m0 and m0 + 8 (tile-local)
+ * a thread holds in an mma accumulator layout: sc[nt][e] is the raw dot product of row
+ * m0 + 8 (e / 2) and key j0 + 8 nt + e % 2. Turns sc into unnormalized probabilities,
+ * updates the rows' running maxima m_run and sums l_run (this thread's share: a row's 4
+ * lanes, a quad, share the maximum and add their sums at the end), and returns in alpha the
+ * factor by which each row's output accumulators must be rescaled. visible: every key of the
+ * tile is visible to both rows and there is no cap or ALiBi, so only the scale applies.
+ */
+template <int NT8>
+__device__ __forceinline__ void pk_prefill_softmax(const pk_prefill_params &p, const pk_prefill_cta &c, int h, int m0,
+                                                   int j0, bool visible, float qk_log2, float (&sc)[NT8][4],
+                                                   float (&m_run)[2], float (&l_run)[2], float (&alpha)[2])
+{
+    float mx[2] = { -INFINITY, -INFINITY };
+    if (visible) {
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                sc[nt][e] *= qk_log2;
+                mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+            }
+        }
+    } else {
+        const pk_prefill_row rw[2] = { pk_prefill_row_of(p, c, h, m0), pk_prefill_row_of(p, c, h, m0 + 8) };
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int j = j0 + nt * 8 + (e & 1);
+                sc[nt][e] = pk_prefill_logit(p, c, rw[e >> 1], j, sc[nt][e] * p.qk_scale);
+                mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+            }
+        }
+    }
+    float m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float m_new = fmaxf(m_run[r], mx[r]);
+        m_use[r] = m_new == -INFINITY ? 0.0f : m_new;   /* nothing visible yet */
+        alpha[r] = pk_exp2(m_run[r] - m_use[r]);
+        m_run[r] = m_new;
+        l_run[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            sc[nt][e] = pk_exp2(sc[nt][e] - m_use[e >> 1]);
+            l_run[e >> 1] += sc[nt][e];
+        }
+    }
+}
+
+/*
+ * Normalizes and stores the two output rows m0 and m0 + 8 (tile-local) a thread holds in an
+ * mma accumulator layout: o[dt][e] is column 8 dt + 2 (lane % 4) + e % 2 of row m0 + 8 (e / 2),
+ * l_run the thread's share of each row's sum (the quad's shares are added here).
+ */
+template <int D, typename QT>
+__device__ __forceinline__ void pk_prefill_store_rows(const pk_prefill_params &p, const pk_prefill_cta &c, int h,
+                                                      int m0, int lane, const float (&o)[D / 8][4],
+                                                      const float (&l_run)[2])
+{
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const pk_prefill_row w = pk_prefill_row_of(p, c, h, m0 + r * 8);
+        if (!w.valid)
+            continue;
+        const float scale = p.v_scale / l;
+        QT *dst = (QT *) p.out + ((size_t) (c.qo_start + w.r) * p.num_q_heads + w.hq) * D + (lane & 3) * 2;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+            const float x0 = o[dt][2 * r] * scale, x1 = o[dt][2 * r + 1] * scale;
+            if (p.out_aligned) {
+                *(uint32_t *) (dst + dt * 8) = pk_pack2<QT>(x0, x1);
+            } else {
+                dst[dt * 8] = pk_from_f32<QT>(x0);
+                dst[dt * 8 + 1] = pk_from_f32<QT>(x1);
+            }
+        }
+    }
 }
 
 /* ===================================================================================== */
@@ -342,54 +440,14 @@ static __global__ void __launch_bounds__(pk_prefill_mma_shape<D, KT, QT>::NT)
             }
         }
 
-        /* Masks and the online softmax; a row's 4 lanes (a quad) share its statistics. A tile
-         * whose every key all of this thread's rows see, with no cap and no ALiBi (most tiles
-         * of a long prefill), needs only the scale. */
+        /* Masks and the online softmax. A tile whose every key all of this thread's rows see,
+         * with no cap and no ALiBi (most tiles of a long prefill), needs only the scale. */
         const bool visible = plain && kv0 + BN - 1 <= i_lo && (p.window <= 0 || kv0 > i_hi - p.window);
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
-            float mx[2] = { -INFINITY, -INFINITY };
-            if (visible) {
-#pragma unroll
-                for (int nt = 0; nt < BN / 8; ++nt) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        sc[mi][nt][e] *= qk_log2;
-                        mx[e >> 1] = fmaxf(mx[e >> 1], sc[mi][nt][e]);
-                    }
-                }
-            } else {
-                const int m0 = (warp * MT + mi) * 16 + (lane >> 2);
-                const pk_prefill_row rw[2] = { pk_prefill_row_of(p, c, h, m0), pk_prefill_row_of(p, c, h, m0 + 8) };
-#pragma unroll
-                for (int nt = 0; nt < BN / 8; ++nt) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int j = kv0 + nt * 8 + (lane & 3) * 2 + (e & 1);
-                        sc[mi][nt][e] = pk_prefill_logit(p, c, rw[e >> 1], j, sc[mi][nt][e] * p.qk_scale);
-                        mx[e >> 1] = fmaxf(mx[e >> 1], sc[mi][nt][e]);
-                    }
-                }
-            }
-            float m_use[2], alpha[2];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                const float m_new = fmaxf(m_run[mi][r], mx[r]);
-                m_use[r] = m_new == -INFINITY ? 0.0f : m_new;   /* nothing visible yet */
-                alpha[r] = pk_exp2(m_run[mi][r] - m_use[r]);
-                m_run[mi][r] = m_new;
-                l_run[mi][r] *= alpha[r];
-            }
-#pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    sc[mi][nt][e] = pk_exp2(sc[mi][nt][e] - m_use[e >> 1]);
-                    l_run[mi][e >> 1] += sc[mi][nt][e];
-                }
-            }
+            float alpha[2];
+            pk_prefill_softmax(p, c, h, (warp * MT + mi) * 16 + (lane >> 2), kv0 + (lane & 3) * 2, visible, qk_log2,
+                               sc[mi], m_run[mi], l_run[mi], alpha);
 #pragma unroll
             for (int dt = 0; dt < D / 8; ++dt) {
                 o[mi][dt][0] *= alpha[0];
@@ -428,29 +486,8 @@ static __global__ void __launch_bounds__(pk_prefill_mma_shape<D, KT, QT>::NT)
 
     /* Normalize and store this thread's rows. */
 #pragma unroll
-    for (int mi = 0; mi < MT; ++mi) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float l = l_run[mi][r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const pk_prefill_row w = pk_prefill_row_of(p, c, h, (warp * MT + mi) * 16 + (lane >> 2) + r * 8);
-            if (!w.valid)
-                continue;
-            const float scale = p.v_scale / l;
-            QT *dst = (QT *) p.out + ((size_t) (c.qo_start + w.r) * p.num_q_heads + w.hq) * D + (lane & 3) * 2;
-#pragma unroll
-            for (int dt = 0; dt < D / 8; ++dt) {
-                const float x0 = o[mi][dt][2 * r] * scale, x1 = o[mi][dt][2 * r + 1] * scale;
-                if (p.out_aligned) {
-                    *(uint32_t *) (dst + dt * 8) = pk_pack2<QT>(x0, x1);
-                } else {
-                    dst[dt * 8] = pk_from_f32<QT>(x0);
-                    dst[dt * 8 + 1] = pk_from_f32<QT>(x1);
-                }
-            }
-        }
-    }
+    for (int mi = 0; mi < MT; ++mi)
+        pk_prefill_store_rows<D, QT>(p, c, h, (warp * MT + mi) * 16 + (lane >> 2), lane, o[mi], l_run[mi]);
 }
 
 /* ===================================================================================== */
@@ -623,13 +660,21 @@ static __global__ void __launch_bounds__(128, 4) pk_prefill_simt_kernel(const pk
 
 /* ===================================================================================== */
 
-/* Per-device cache of whether a prefill kernel's shared-memory limit was raised, one per instance. */
+#include "kernels/prefill_wgmma.cuh"
+
+/* Per-device caches of whether a prefill kernel's shared-memory limit was raised, one per instance and kernel. */
 template <int D, typename KT, typename QT> struct pk_prefill_prepared {
     static std::atomic<int> cache[PK_MAX_DEVICES];
+    static std::atomic<int> wg_cache[PK_MAX_DEVICES];   /* the wgmma kernel's */
 };
 template <int D, typename KT, typename QT> std::atomic<int> pk_prefill_prepared<D, KT, QT>::cache[PK_MAX_DEVICES];
+template <int D, typename KT, typename QT> std::atomic<int> pk_prefill_prepared<D, KT, QT>::wg_cache[PK_MAX_DEVICES];
 
-/* Fills the kernel arguments and launches the tensor-core kernel (16-bit queries) or the fp32 one. */
+/*
+ * Fills the kernel arguments and launches the fp32 kernel (f32 queries), the wgmma one (16-bit
+ * caches of the query type at D 64 and 128, no soft cap, no ALiBi, a positive scale, on a
+ * device with sm_90a code) or the mma.sync one.
+ */
 template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_args *a, cudaStream_t stream)
 {
     pk_prefill_params p;
@@ -673,6 +718,24 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
         dim3 grid((unsigned) mt, (unsigned) a->cache.num_kv_heads, (unsigned) a->num_seqs);
         pk_prefill_simt_kernel<D, KT><<<grid, S::NT, S::SMEM, stream>>>(p);
     } else {
+        if constexpr (pk_prefill_wg_eligible<D, KT, QT>()) {
+            if (p.soft_cap <= 0.0f && p.alibi == nullptr && p.qk_scale > 0.0f && pk_prefill_wg_usable(dev)) {
+                using S = pk_prefill_wg_shape<D>;
+                const long long mt = pk_ceil_div(rows, S::BM);
+                if (mt == 0)
+                    return 0;
+                if (mt > INT32_MAX)
+                    return PAGED_E_GEOMETRY;
+                p.num_mtiles = (int) mt;
+                int rc = pk_kernel_prepare(pk_prefill_wg_kernel<D, QT>, S::NT, S::SMEM, dev,
+                                           pk_prefill_prepared<D, KT, QT>::wg_cache);
+                if (rc < 0)
+                    return rc;
+                dim3 grid((unsigned) mt, (unsigned) a->cache.num_kv_heads, (unsigned) a->num_seqs);
+                pk_prefill_wg_kernel<D, QT><<<grid, S::NT, S::SMEM, stream>>>(p);
+                return pk_launch_status();
+            }
+        }
         using S = pk_prefill_mma_shape<D, KT, QT>;
         const long long mt = pk_ceil_div(rows, S::BM);
         if (mt == 0)

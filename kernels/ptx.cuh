@@ -1,4 +1,4 @@
-/* ptx.cuh: every inline-PTX wrapper of the kernels: cp.async, ldmatrix, movmatrix, mma.sync, griddepcontrol. */
+/* ptx.cuh: the inline-PTX wrappers of the kernels: cp.async, ldmatrix, movmatrix, mma.sync, griddepcontrol (wgmma: wgmma.cuh). */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_KERNELS_PTX_CUH
 #define PAGED_KERNELS_PTX_CUH

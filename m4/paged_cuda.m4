@@ -3,7 +3,8 @@
 #
 # PAGED_CUDA sets have_cuda (yes/no), NVCC, CUDA_HOME, CUDA_CPPFLAGS, CUDA_LIBS
 # (the static runtime: binaries must start on machines with no driver), CUDA_ARCHS
-# and NVCC_GENCODE, defines HAVE_CUDA and the automake conditional HAVE_CUDA.
+# and NVCC_GENCODE (with -DPK_SM90A_CUBIN=1 where sm_90a code is built), defines
+# HAVE_CUDA and the automake conditional HAVE_CUDA.
 AC_DEFUN([PAGED_CUDA], [
 AC_ARG_WITH([cuda],
   [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
@@ -11,8 +12,8 @@ AC_ARG_WITH([cuda],
   [], [with_cuda=check])
 AC_ARG_WITH([cuda-arch],
   [AS_HELP_STRING([--with-cuda-arch=LIST],
-    [GPU architectures to build for, comma or space separated (sm_90, sm_90a, sm_80, ...) @<:@default=sm_90@:>@])],
-  [], [with_cuda_arch=sm_90])
+    [GPU architectures to build for, comma or space separated (sm_90a, sm_80, ...; sm_90a, not sm_90, for Hopper: its wgmma prefill needs the arch-specific code) @<:@default=sm_90a@:>@])],
+  [], [with_cuda_arch=sm_90a])
 
 have_cuda=no
 CUDA_HOME=
@@ -37,6 +38,8 @@ AS_IF([test "x$with_cuda" != xno], [
 
 CUDA_ARCHS=
 NVCC_GENCODE=
+cuda_sm90=no
+cuda_sm90a=no
 AS_IF([test "x$have_cuda" = xyes], [
   CUDA_CPPFLAGS="-I$CUDA_HOME/include"
   CUDA_LIBS="$cuda_libdir/libcudart_static.a -ldl -lrt -lpthread -lstdc++"
@@ -45,7 +48,13 @@ AS_IF([test "x$have_cuda" = xyes], [
     num=`echo "$arch" | sed -n 's/^sm_\([[0-9]][[0-9]]*[[af]]*\)$/\1/p'`
     AS_IF([test -z "$num"], [AC_MSG_ERROR([bad CUDA architecture '$arch': expected sm_NN, sm_NNa or sm_NNf])])
     NVCC_GENCODE="$NVCC_GENCODE -gencode=arch=compute_$num,code=sm_$num"
+    AS_CASE([$num], [90], [cuda_sm90=yes], [90a], [cuda_sm90a=yes])
   done
+  dnl Both would hold code for the same devices, and which of the two the driver loads is not
+  dnl ours to choose; the kernels must know whether the wgmma prefill exists.
+  AS_IF([test "x$cuda_sm90" = xyes && test "x$cuda_sm90a" = xyes],
+    [AC_MSG_ERROR([--with-cuda-arch lists both sm_90 and sm_90a: give sm_90a alone])])
+  AS_IF([test "x$cuda_sm90a" = xyes], [NVCC_GENCODE="$NVCC_GENCODE -DPK_SM90A_CUBIN=1"])
   AC_DEFINE([HAVE_CUDA], [1], [Define if the CUDA backend is built.])
 ])
 AC_SUBST([CUDA_HOME])

@@ -53,6 +53,12 @@ if [ "${SKIP_CHECK:-0}" != 1 ]; then
     grep -E '^(# )?(TOTAL|PASS|SKIP|XFAIL|FAIL|XPASS|ERROR):' "$logs/check.log" | tee -a "$summary"
     grep -E '^(SKIP|FAIL|ERROR):' "$logs/check.log" | tee -a "$summary"
 fi
+# The prefill test again with the wgmma kernel switched off, so the mma.sync kernel that
+# other GPUs run keeps being checked on this one.
+if step cuda-prefill-mma-build make -j"$jobs" tests/kernels/cuda-prefill-t; then
+    step cuda-prefill-mma env PAGED_NO_WGMMA=1 tests/kernels/cuda-prefill-t
+    grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-prefill-mma.log" | sed "s|^|prefill-mma: |" | tee -a "$summary"
+fi
 # The libpaged multi-client service tests again with the daemon on the GPU (make check runs
 # them on the cpu backend): merged launches, and device-side dependencies.
 if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/dep-t; then

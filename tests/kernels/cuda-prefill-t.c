@@ -291,6 +291,29 @@ int main(void)
             break;
     }
 
+    /* Long 16-bit cases without cap or ALiBi: what the wgmma kernel takes on Hopper. Several
+     * 128-row tiles and at least three 128-key tiles, so its pipeline (K one tile ahead of V,
+     * both double-buffered) reuses every buffer; run again with PAGED_NO_WGMMA=1 for the
+     * mma.sync kernel. */
+    for (int k = 0; k < 8; k++, idx++) {
+        pcase c = base_case(&rng, k & 1, (k & 2) ? 3 : 0, idx % 3, idx);
+        c.alibi = c.cap = 0;
+        c.misalign = k == 5;
+        c.causal = k != 3;
+        c.window = k == 6 ? gu_range(&rng, 130, 300) : 0;
+        c.H = 1 + k % 2;
+        c.G = k % 3 == 0 ? 1 : 4;
+        c.nseqs = 2;
+        c.qo[0] = gu_range(&rng, 140, 200);
+        c.prefix[0] = gu_range(&rng, 260, 500);
+        c.qo[1] = gu_range(&rng, 1, 20);
+        c.prefix[1] = gu_range(&rng, 200, 300);
+        trim(&c, 4 * LARGE_BUDGET);
+        run_case(&rng, &c);
+        if (quick && k == 1)
+            break;
+    }
+
     /* Edge cases. */
     pcase c = base_case(&rng, 1, 3, 1, 0);
     c.nseqs = 1;                            /* one row against a long context: a decode step */
