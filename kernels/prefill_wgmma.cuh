@@ -25,7 +25,7 @@ template <int D> struct pk_prefill_wg_shape {
     static constexpr int CPR = D / 8;       /* 16-byte chunks per row */
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
-    static constexpr int ROWS_BYTES = 3 * BN * 8;               /* three tiles' row offsets */
+    static constexpr int ROWS_BYTES = 3 * BN * 8;               /* three tiles' row tables */
     static constexpr int SMEM = 1024 + Q_BYTES + 4 * KV_BYTES + ROWS_BYTES;  /* + alignment slack */
     static_assert(D == 64 || D == 128, "wgmma prefill: head dims 64 and 128");
     static_assert(NT == 2 * BN, "the prologue gives each thread one key of the first two tiles");
@@ -51,29 +51,41 @@ __device__ __forceinline__ int pk_sw128_offset(int rows, int r, int ch)
 #if PK_HAVE_WGMMA
 
 /*
- * Writes rows[t], the byte offset in a K/V plane of the row of key kv0 + t, or -1 if the key
- * is outside [c.kv_lo, c.kv_hi) (its row is zero-filled): one block-table lookup per key and
- * tile, shared by the K and the V copies and by the 16 chunks of the row.
+ * Writes rows[t] for key kv0 + t: its row index in a K/V plane and 16, or row 0 and 0 if the
+ * key is outside [c.kv_lo, c.kv_hi) (its row is zero-filled): one block-table lookup per key
+ * and tile, shared by the K and the V copies and by the chunks of the row. Row indices fit
+ * 32 bits: a plane of 2^31 rows would hold at least 256 GB.
  */
-template <int D>
 __device__ __forceinline__ void pk_prefill_wg_rows(const pk_prefill_params &p, const pk_prefill_cta &c,
-                                                   const int32_t *bt, int h, int kv0, int t, long long *rows)
+                                                   const int32_t *bt, int h, int kv0, int t, int2 *rows)
 {
     const int pos = kv0 + t;
-    rows[t] = pos >= c.kv_lo && pos < c.kv_hi ? (long long) pk_prefill_row_offset(p, bt, h, pos, D * 2) : -1;
+    const bool in = pos >= c.kv_lo && pos < c.kv_hi;
+    rows[t] = make_int2(in ? (int) pk_paged_row(__ldg(bt + (pos >> p.block_shift)), h, pos, p.num_kv_heads,
+                                                p.block_shift)
+                           : 0,
+                        in ? 16 : 0);
 }
 
-/* Starts the copies of a tile of K/V plane src into dst, row n from byte offset rows[n] (or zeros where it is -1). */
+/*
+ * Starts the copies of a tile of K/V plane src into dst (the swizzled layout of
+ * pk_sw128_offset), row n from row rows[n].x, reading rows[n].y bytes of each 16-byte chunk.
+ * A thread copies chunk tid % CPR of rows tid / CPR + i NT / CPR, whose swizzle is the same
+ * for every i (NT / CPR is a multiple of 8), so the destinations are fixed offsets.
+ */
 template <int D>
-__device__ __forceinline__ void pk_prefill_wg_load(const long long *rows, const char *src, unsigned char *dst)
+__device__ __forceinline__ void pk_prefill_wg_load(const int2 *rows, const char *src, unsigned char *dst)
 {
     using S = pk_prefill_wg_shape<D>;
-    const int ch = (int) threadIdx.x % S::CPR;
+    constexpr int STEP = S::NT / S::CPR;                /* rows per pass */
+    static_assert(STEP % 8 == 0, "the swizzle must repeat every pass");
+    const int n0 = (int) threadIdx.x / S::CPR, ch = (int) threadIdx.x % S::CPR;
+    unsigned char *d = dst + pk_sw128_offset(S::BN, n0, ch);
+    const char *g = src + ch * 16;
 #pragma unroll
-    for (int it = 0; it < S::BN * S::CPR / S::NT; ++it) {
-        const int n = (int) threadIdx.x / S::CPR + it * (S::NT / S::CPR);
-        const long long off = rows[n];
-        pk_cp_async16_zfill(dst + pk_sw128_offset(S::BN, n, ch), src + (off < 0 ? 0 : off) + ch * 16, off >= 0);
+    for (int it = 0; it < S::BN / STEP; ++it) {
+        const int2 r = rows[n0 + it * STEP];
+        pk_cp_async16_bytes(d + it * STEP * 128, g + (size_t) (unsigned) r.x * (D * 2), r.y);
     }
 }
 
@@ -219,7 +231,7 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
     unsigned char *qs = smem_raw + ((1024 - ((uint32_t) __cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
     unsigned char *kbuf = qs + S::Q_BYTES;              /* [2][KV_BYTES] */
     unsigned char *vbuf = kbuf + 2 * S::KV_BYTES;
-    long long *rows = (long long *) (vbuf + 2 * S::KV_BYTES);  /* [3][BN] */
+    int2 *rows = (int2 *) (vbuf + 2 * S::KV_BYTES);     /* [3][BN] */
 
     const int h = blockIdx.y, seq = blockIdx.z;
     pk_prefill_cta c;
@@ -234,7 +246,7 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
 
     /* The row offsets of the first two tiles, one key per thread; then Q and K_0. */
     if (wg < ntiles)
-        pk_prefill_wg_rows<D>(p, c, bt, h, kv_start + wg * BN, tid & (BN - 1), rows + wg * BN);
+        pk_prefill_wg_rows(p, c, bt, h, kv_start + wg * BN, tid & (BN - 1), rows + wg * BN);
     pk_prefill_wg_load_q<D, QT>(p, c, h, qs);
     __syncthreads();
     pk_prefill_wg_load<D>(rows, p.k, kbuf);
@@ -274,7 +286,7 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
     pk_prefill_wg_qk<D, QT>(sf, qw, kbuf);
     pk_wgmma_commit();
     if (ntiles > 2 && wg == 0)
-        pk_prefill_wg_rows<D>(p, c, bt, h, kv_start + 2 * BN, tid, rows + 2 * BN);
+        pk_prefill_wg_rows(p, c, bt, h, kv_start + 2 * BN, tid, rows + 2 * BN);
     pk_wgmma_wait<0>();
     pk_wgmma_pin(sf);
     pk_prefill_wg_softmax(p, i0, i1, kv_start + (lane & 3) * 2,
@@ -299,7 +311,7 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
         pk_prefill_wg_pv<D, QT>(of, a, vbuf + ((jt - 1) & 1) * S::KV_BYTES);
         pk_wgmma_commit();
         if (jt + 2 < ntiles && wg == (jt & 1))
-            pk_prefill_wg_rows<D>(p, c, bt, h, kv0 + 2 * BN, tid & (BN - 1), rows + r_new * BN);
+            pk_prefill_wg_rows(p, c, bt, h, kv0 + 2 * BN, tid & (BN - 1), rows + r_new * BN);
         pk_wgmma_wait<1>();         /* S is done; P V may still run */
         pk_wgmma_pin(sf);
 
