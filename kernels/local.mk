@@ -7,6 +7,7 @@ noinst_HEADERS += kernels/kernels.h
 noinst_HEADERS += \
 	kernels/common.cuh \
 	kernels/ptx.cuh \
+	kernels/tma.cuh \
 	kernels/wgmma.cuh \
 	kernels/decode.cuh \
 	kernels/decode_impl.cuh \

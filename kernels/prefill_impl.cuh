@@ -672,8 +672,9 @@ template <int D, typename KT, typename QT> std::atomic<int> pk_prefill_prepared<
 
 /*
  * Fills the kernel arguments and launches the fp32 kernel (f32 queries), the wgmma one (16-bit
- * caches of the query type at D 64 and 128, no soft cap, no ALiBi, a positive scale, planes of
- * fewer than 2^31 rows, on a device with sm_90a code) or the mma.sync one.
+ * caches of the query type at D 64 and 128, no soft cap, no ALiBi, a positive scale, blocks of
+ * 8 tokens or more, pools of fewer than 2^31 rows, on a device with sm_90a code) or the
+ * mma.sync one.
  */
 template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_args *a, cudaStream_t stream)
 {
@@ -719,8 +720,10 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
         pk_prefill_simt_kernel<D, KT><<<grid, S::NT, S::SMEM, stream>>>(p);
     } else {
         if constexpr (pk_prefill_wg_eligible<D, KT, QT>()) {
-            const bool rows32 = (long long) a->cache.num_blocks * a->cache.num_kv_heads * a->cache.block_size <= INT32_MAX;
-            if (p.soft_cap <= 0.0f && p.alibi == nullptr && p.qk_scale > 0.0f && rows32 && pk_prefill_wg_usable(dev)) {
+            CUtensorMap map;
+            pk_prefill_tma t;
+            if (p.soft_cap <= 0.0f && p.alibi == nullptr && p.qk_scale > 0.0f && pk_prefill_wg_usable(dev)
+                && pk_prefill_wg_map<D>(a, &map, &t)) {
                 using S = pk_prefill_wg_shape<D>;
                 const long long mt = pk_ceil_div(rows, S::BM);
                 if (mt == 0)
@@ -733,7 +736,7 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
                 if (rc < 0)
                     return rc;
                 dim3 grid((unsigned) mt, (unsigned) a->cache.num_kv_heads, (unsigned) a->num_seqs);
-                pk_prefill_wg_kernel<D, QT><<<grid, S::NT, S::SMEM, stream>>>(p);
+                pk_prefill_wg_kernel<D, QT><<<grid, S::NT, S::SMEM, stream>>>(map, p, t);
                 return pk_launch_status();
             }
         }

@@ -3,20 +3,32 @@
 #ifndef PAGED_KERNELS_PREFILL_WGMMA_CUH
 #define PAGED_KERNELS_PREFILL_WGMMA_CUH
 
+#include <cudaTypedefs.h>
+
+#include "kernels/tma.cuh"
 #include "kernels/wgmma.cuh"
 
 /*
  * 16-bit caches with queries of the same type, head dims 64 and 128, causal or not, with or
  * without a window; no soft cap and no ALiBi (those go to the mma.sync kernel: their extra
- * registers would spill here). Two warpgroups of 64
- * rows each (BM = 128 rows of the GQA-packed [qo_len * G] rows); BN = 128 keys per tile.
+ * registers would spill here); block sizes of at least 8 tokens. Two warpgroups of 64 rows
+ * each (BM = 128 rows of the GQA-packed [qo_len * G] rows); BN = 128 keys per tile.
+ *
  * Q, K and V live in shared memory in 128-byte swizzled column blocks of 64 elements (Q and K
- * K-major for S = Q K^T; V read MN-major, transposed by the hardware, for O += P V). Per
- * tile each warpgroup issues D / 16 m64n128k16 wgmma for S and, behind them, the BN / 16
+ * K-major for S = Q K^T; V read MN-major, transposed by the hardware, for O += P V). K and V
+ * tiles arrive by TMA: the pool is one 2-D tensor of rows (every layer's K and V planes, one
+ * row per token and KV head), and a tile is 128 / R boxes of R = min(block size, 128) rows,
+ * one per (part of a) block, so the paged gather costs one block-table lookup and one TMA
+ * instruction per box and column block, issued by the first warp. Boxes outside the keys the
+ * tile's rows see point past the tensor's end and land as zeros; rows of a partly used last
+ * block past the context (never written, so anything) are zeroed in V before use, and in K
+ * their scores are masked by selection.
+ *
+ * Per tile each warpgroup issues D / 16 m64n128k16 wgmma for S and, behind them, the BN / 16
  * m64nDk16 wgmma of the previous tile's O += P V (P from registers: the S accumulators after
- * the softmax, re-packed as A fragments); it runs the masks and the online softmax of S
- * while P V still runs. K/V tiles are double-buffered with cp.async by all 256 threads, K one
- * tile ahead of V. One CTA per SM (160 KB of shared memory at D 128).
+ * the softmax, re-packed as A fragments); it runs the masks and the online softmax of S while
+ * P V still runs. K is one tile ahead of V, two buffers of each; one CTA barrier per tile
+ * frees the buffers the next copies overwrite. One CTA per SM (160 KB of shared memory at D 128).
  */
 template <int D> struct pk_prefill_wg_shape {
     static constexpr int NT = 256;          /* two warpgroups */
@@ -25,10 +37,15 @@ template <int D> struct pk_prefill_wg_shape {
     static constexpr int CPR = D / 8;       /* 16-byte chunks per row */
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
-    static constexpr int ROWS_BYTES = 3 * BN * 8;               /* three tiles' row tables */
-    static constexpr int SMEM = 1024 + Q_BYTES + 4 * KV_BYTES + ROWS_BYTES;  /* + alignment slack */
+    static constexpr int SMEM = 1024 + Q_BYTES + 4 * KV_BYTES + 64;  /* + alignment slack, 4 mbarriers */
     static_assert(D == 64 || D == 128, "wgmma prefill: head dims 64 and 128");
-    static_assert(NT == 2 * BN, "the prologue gives each thread one key of the first two tiles");
+};
+
+/* Where a CTA's TMA boxes come from: see pk_prefill_wg_shape. */
+struct pk_prefill_tma {
+    int k_row0, v_row0;             /* the layer's K and V planes' first rows in the tensor */
+    int oob_row;                    /* a row past the tensor's end: boxes there read as zeros */
+    int box_rows;                   /* R */
 };
 
 /* Returns whether the wgmma prefill kernel handles head dim D with cache type KT and query type QT. */
@@ -51,41 +68,46 @@ __device__ __forceinline__ int pk_sw128_offset(int rows, int r, int ch)
 #if PK_HAVE_WGMMA
 
 /*
- * Writes rows[t] for key kv0 + t: its row index in a K/V plane and 16, or row 0 and 0 if the
- * key is outside [c.kv_lo, c.kv_hi) (its row is zero-filled): one block-table lookup per key
- * and tile, shared by the K and the V copies and by the chunks of the row. Row indices fit
- * 32 bits: a plane of 2^31 rows would hold at least 256 GB.
- */
-__device__ __forceinline__ void pk_prefill_wg_rows(const pk_prefill_params &p, const pk_prefill_cta &c,
-                                                   const int32_t *bt, int h, int kv0, int t, int2 *rows)
-{
-    const int pos = kv0 + t;
-    const bool in = pos >= c.kv_lo && pos < c.kv_hi;
-    rows[t] = make_int2(in ? (int) pk_paged_row(__ldg(bt + (pos >> p.block_shift)), h, pos, p.num_kv_heads,
-                                                p.block_shift)
-                           : 0,
-                        in ? 16 : 0);
-}
-
-/*
- * Starts the copies of a tile of K/V plane src into dst (the swizzled layout of
- * pk_sw128_offset), row n from row rows[n].x, reading rows[n].y bytes of each 16-byte chunk.
- * A thread copies chunk tid % CPR of rows tid / CPR + i NT / CPR, whose swizzle is the same
- * for every i (NT / CPR is a multiple of 8), so the destinations are fixed offsets.
+ * Starts the TMA copies of the tile at keys [kv0, kv0 + BN) of the plane whose first row is
+ * row0 into dst, counted on bar: lane b < BN / R of the calling warp copies box b (R keys),
+ * each of its D / 64 column blocks, from its block's rows, or from past the tensor's end if no
+ * key of the box is in [c.kv_lo, c.kv_hi). The block-table lookup is done once per tile and
+ * box: *row (this lane's) keeps the box's row within the plane for the V copy of the same
+ * tile, which passes lookup false and reuses it. Lane 0 first tells bar the bytes to expect.
  */
 template <int D>
-__device__ __forceinline__ void pk_prefill_wg_load(const int2 *rows, const char *src, unsigned char *dst)
+__device__ __forceinline__ void pk_prefill_wg_tma(const pk_prefill_params &p, const pk_prefill_cta &c,
+                                                  const pk_prefill_tma &t, const CUtensorMap *map, const int32_t *bt,
+                                                  int h, int kv0, int row0, bool lookup, int *row, unsigned char *dst,
+                                                  uint64_t *bar)
 {
     using S = pk_prefill_wg_shape<D>;
-    constexpr int STEP = S::NT / S::CPR;                /* rows per pass */
-    static_assert(STEP % 8 == 0, "the swizzle must repeat every pass");
-    const int n0 = (int) threadIdx.x / S::CPR, ch = (int) threadIdx.x % S::CPR;
-    unsigned char *d = dst + pk_sw128_offset(S::BN, n0, ch);
-    const char *g = src + ch * 16;
+    const int lane = (int) threadIdx.x & 31;
+    if (lane == 0)
+        pk_mbar_expect(bar, S::KV_BYTES);
+    __syncwarp();
+    if (lane >= S::BN / t.box_rows)
+        return;
+    const int first = kv0 + lane * t.box_rows;
+    if (lookup) {
+        if (first < c.kv_hi && first + t.box_rows > c.kv_lo)
+            *row = (int) pk_paged_row(__ldg(bt + (first >> p.block_shift)), h, first, p.num_kv_heads, p.block_shift);
+        else
+            *row = -1;
+    }
+    const int r = *row < 0 ? t.oob_row : row0 + *row;
 #pragma unroll
-    for (int it = 0; it < S::BN / STEP; ++it) {
-        const int2 r = rows[n0 + it * STEP];
-        pk_cp_async16_bytes(d + it * STEP * 128, g + (size_t) (unsigned) r.x * (D * 2), r.y);
+    for (int cb = 0; cb < D / 64; ++cb)
+        pk_tma_load_2d(dst + cb * S::BN * 128 + lane * t.box_rows * 128, map, cb * 64, r, bar);
+}
+
+/* Zeroes rows [from, BN) of the V tile vb (keys past the context: the slots of a block never written). */
+template <int D> __device__ __forceinline__ void pk_prefill_wg_zero_tail(unsigned char *vb, int from)
+{
+    using S = pk_prefill_wg_shape<D>;
+    for (int idx = (int) threadIdx.x + from * S::CPR; idx < S::BN * S::CPR; idx += S::NT) {
+        const int n = idx / S::CPR, ch = idx % S::CPR;
+        *(uint4 *) (vb + pk_sw128_offset(S::BN, n, ch)) = make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -208,19 +230,12 @@ __device__ __forceinline__ void pk_prefill_wg_pack(uint32_t (&a)[NT8 / 2][4], co
     }
 }
 
-/* Waits for this thread's copies, hands them to wgmma's proxy and meets the CTA: every thread's copies have landed. */
-__device__ __forceinline__ void pk_prefill_wg_landed(void)
-{
-    pk_cp_async_wait<0>();
-    pk_fence_proxy_async();
-    __syncthreads();
-}
-
 #endif /* PK_HAVE_WGMMA */
 
 /* The wgmma prefill kernel (see pk_prefill_wg_shape). Grid (row tile, KV head, sequence). */
 template <int D, typename QT>
-static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_prefill_params p)
+static __global__ void __launch_bounds__(256, 1)
+    pk_prefill_wg_kernel(const __grid_constant__ CUtensorMap map, const pk_prefill_params p, const pk_prefill_tma t)
 {
 #if PK_HAVE_WGMMA
     using S = pk_prefill_wg_shape<D>;
@@ -228,10 +243,11 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
     extern __shared__ unsigned char smem_raw[];
     /* wgmma's swizzle atoms start on 1024-byte boundaries (pointer arithmetic on the shared
      * array keeps the compiler's knowledge that these are shared addresses) */
-    unsigned char *qs = smem_raw + ((1024 - ((uint32_t) __cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
+    unsigned char *qs = smem_raw + ((1024 - (pk_smem_addr(smem_raw) & 1023)) & 1023);
     unsigned char *kbuf = qs + S::Q_BYTES;              /* [2][KV_BYTES] */
     unsigned char *vbuf = kbuf + 2 * S::KV_BYTES;
-    int2 *rows = (int2 *) (vbuf + 2 * S::KV_BYTES);     /* [3][BN] */
+    uint64_t *full_k = (uint64_t *) (vbuf + 2 * S::KV_BYTES);  /* [2]: K tile jt landed in kbuf[jt & 1] */
+    uint64_t *full_v = full_k + 2;                      /* [2]: V tile jt landed in vbuf[jt & 1] */
 
     const int h = blockIdx.y, seq = blockIdx.z;
     pk_prefill_cta c;
@@ -244,13 +260,24 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
     if (ntiles == 0)
         return;                     /* no key to see (an empty context): nothing defined to store */
 
-    /* The row offsets of the first two tiles, one key per thread; then Q and K_0. */
-    if (wg < ntiles)
-        pk_prefill_wg_rows(p, c, bt, h, kv_start + wg * BN, tid & (BN - 1), rows + wg * BN);
+    if (tid == 0) {
+        for (int i = 0; i < 4; ++i)
+            pk_mbar_init(full_k + i, 1);
+        pk_mbar_init_fence();
+    }
     pk_prefill_wg_load_q<D, QT>(p, c, h, qs);
-    __syncthreads();
-    pk_prefill_wg_load<D>(rows, p.k, kbuf);
     pk_cp_async_commit();
+    __syncthreads();                /* the barriers are initialized */
+    /* Warp 0 copies K_0, K_1 and V_0; row_cur and row_next are its lanes' box rows of tiles
+     * jt and jt + 1 (the V copy of a tile reuses its K copy's lookup). */
+    int row_cur = -1, row_next = -1;
+    if (warp == 0) {
+        pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv_start, t.k_row0, true, &row_cur, kbuf, full_k);
+        if (ntiles > 1)
+            pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv_start + BN, t.k_row0, true, &row_next,
+                                 kbuf + S::KV_BYTES, full_k + 1);
+        pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv_start, t.v_row0, false, &row_cur, vbuf, full_v);
+    }
 
     /* This thread's rows: m0 and m0 + 8 of the tile (warp w of the CTA holds rows 16 w..). */
     const int m0 = warp * 16 + (lane >> 2);
@@ -271,22 +298,17 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
     /*
      * Tile jt computes S = Q K_jt while the tensor cores still hold O += P_(jt-1) V_(jt-1)
      * behind it, and runs the softmax of S while that product finishes: the exponentials
-     * overlap the matrix products. K_(jt+1) and V_jt stream in meanwhile (K is one tile ahead
-     * of V, two buffers of each), and one warpgroup looks up the rows of tile jt + 2 (three
-     * tables: tile jt's for V, jt + 1's for K, jt + 2's being written). The first tile has
+     * overlap the matrix products. K_(jt+1) and V_jt stream in meanwhile. The first tile has
      * no P V before it and the last P V no tile after it; the loop body stays straight-line
      * so that ptxas can see which wgmma each wait covers.
      */
-    pk_prefill_wg_landed();         /* Q and K_0 */
-    if (ntiles > 1)
-        pk_prefill_wg_load<D>(rows + BN, p.k, kbuf + S::KV_BYTES);
-    pk_prefill_wg_load<D>(rows, p.v, vbuf);
-    pk_cp_async_commit();
+    pk_cp_async_wait<0>();
+    pk_fence_proxy_async();         /* Q, this thread's share, to wgmma's proxy */
+    __syncthreads();
+    pk_mbar_wait(full_k, 0);
     pk_wgmma_fence();
     pk_prefill_wg_qk<D, QT>(sf, qw, kbuf);
     pk_wgmma_commit();
-    if (ntiles > 2 && wg == 0)
-        pk_prefill_wg_rows(p, c, bt, h, kv_start + 2 * BN, tid, rows + 2 * BN);
     pk_wgmma_wait<0>();
     pk_wgmma_pin(sf);
     pk_prefill_wg_softmax(p, i0, i1, kv_start + (lane & 3) * 2,
@@ -294,14 +316,19 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
                           m_run, l_run, alpha);
     pk_prefill_wg_pack<QT>(a, s);
 
-    int r_v = 1, r_k = 2, r_new = 0;                    /* row tables of V_jt, K_(jt+1), tile jt + 2 */
     for (int jt = 1; jt < ntiles; ++jt) {
         const int kv0 = kv_start + jt * BN;
-        pk_prefill_wg_landed();     /* K_jt, V_(jt-1), tile jt + 1's rows; tile jt - 1's readers are done */
-        if (jt + 1 < ntiles)
-            pk_prefill_wg_load<D>(rows + r_k * BN, p.k, kbuf + ((jt + 1) & 1) * S::KV_BYTES);
-        pk_prefill_wg_load<D>(rows + r_v * BN, p.v, vbuf + (jt & 1) * S::KV_BYTES);
-        pk_cp_async_commit();
+        __syncthreads();            /* S of tile jt - 1 and P V of tile jt - 2 are done: their buffers are free */
+        if (warp == 0) {
+            row_cur = row_next;
+            if (jt + 1 < ntiles)
+                pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv0 + BN, t.k_row0, true, &row_next,
+                                     kbuf + ((jt + 1) & 1) * S::KV_BYTES, full_k + ((jt + 1) & 1));
+            pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv0, t.v_row0, false, &row_cur,
+                                 vbuf + (jt & 1) * S::KV_BYTES, full_v + (jt & 1));
+        }
+        pk_mbar_wait(full_k + (jt & 1), (jt >> 1) & 1);
+        pk_mbar_wait(full_v + ((jt - 1) & 1), ((jt - 1) >> 1) & 1);
 
         pk_wgmma_pin(of);
         pk_wgmma_pin(af);
@@ -310,8 +337,6 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
         pk_wgmma_commit();
         pk_prefill_wg_pv<D, QT>(of, a, vbuf + ((jt - 1) & 1) * S::KV_BYTES);
         pk_wgmma_commit();
-        if (jt + 2 < ntiles && wg == (jt & 1))
-            pk_prefill_wg_rows(p, c, bt, h, kv0 + 2 * BN, tid & (BN - 1), rows + r_new * BN);
         pk_wgmma_wait<1>();         /* S is done; P V may still run */
         pk_wgmma_pin(sf);
 
@@ -330,24 +355,77 @@ static __global__ void __launch_bounds__(256, 1) pk_prefill_wg_kernel(const pk_p
             o[dt][3] *= alpha[1];
         }
         pk_prefill_wg_pack<QT>(a, s);
-        const int r = r_v;
-        r_v = r_k;
-        r_k = r_new;
-        r_new = r;
     }
-    pk_prefill_wg_landed();         /* V of the last tile */
+    /* The last tile's V; keys past the context there are unwritten slots of the last block. */
+    const int last = ntiles - 1, kv_last = kv_start + last * BN;
+    unsigned char *vb = vbuf + (last & 1) * S::KV_BYTES;
+    pk_mbar_wait(full_v + (last & 1), (last >> 1) & 1);
+    if (kv_last + BN > c.seq_len) {
+        pk_prefill_wg_zero_tail<D>(vb, max(c.seq_len - kv_last, 0));
+        pk_fence_proxy_async();
+        __syncthreads();
+    }
     pk_wgmma_pin(of);
     pk_wgmma_pin(af);
     pk_wgmma_fence();
-    pk_prefill_wg_pv<D, QT>(of, a, vbuf + ((ntiles - 1) & 1) * S::KV_BYTES);
+    pk_prefill_wg_pv<D, QT>(of, a, vb);
     pk_wgmma_commit();
     pk_wgmma_wait<0>();
     pk_wgmma_pin(of);
 
     pk_prefill_store_rows<D, QT>(p, c, h, m0, lane, o, l_run);
 #else
-    (void) p;                       /* not built for this architecture: never launched (pk_prefill_wg_usable) */
+    (void) map;
+    (void) p;
+    (void) t;                       /* not built for this architecture: never launched (pk_prefill_wg_usable) */
 #endif
+}
+
+/* Returns the driver's cuTensorMapEncodeTiled, looked up once through the runtime, or NULL. */
+static inline PFN_cuTensorMapEncodeTiled_v12000 pk_tensor_map_encoder(void)
+{
+    static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+#else
+        const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q);
+#endif
+        return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? (PFN_cuTensorMapEncodeTiled_v12000) f : nullptr;
+    }();
+    return fn;
+}
+
+/*
+ * Describes a's cache to TMA for the wgmma kernel: fills *map (the whole pool as one 2-D
+ * tensor of head_dim-element rows, boxes of 64 x R with the 128-byte swizzle) and *t.
+ * Returns false if the kernel cannot take this cache (blocks under 8 tokens, more rows than
+ * 32-bit coordinates reach, or no encoder), so the caller falls back to the mma.sync kernel.
+ */
+template <int D>
+static bool pk_prefill_wg_map(const pk_prefill_args *a, CUtensorMap *map, pk_prefill_tma *t)
+{
+    const pk_cache &c = a->cache;
+    const long long plane_rows = (long long) c.num_blocks * c.num_kv_heads * c.block_size;
+    const long long rows = 2LL * c.num_layers * plane_rows;
+    PFN_cuTensorMapEncodeTiled_v12000 encode = pk_tensor_map_encoder();
+    if (c.block_size < 8 || rows > INT32_MAX - 256 || encode == nullptr)
+        return false;
+    const cuuint64_t dims[2] = { (cuuint64_t) D, (cuuint64_t) rows };
+    const cuuint64_t strides[1] = { (cuuint64_t) D * 2 };
+    const cuuint32_t box[2] = { 64, (cuuint32_t) min(c.block_size, 128) };
+    const cuuint32_t steps[2] = { 1, 1 };
+    const CUresult r = encode(map, c.dtype == PAGED_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                              2, c.base, dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return false;
+    t->k_row0 = (int) (2LL * a->layer * plane_rows);
+    t->v_row0 = (int) ((2LL * a->layer + 1) * plane_rows);
+    t->oob_row = (int) rows;
+    t->box_rows = (int) box[1];
+    return true;
 }
 
 /* Returns whether the wgmma prefill kernel exists in this build for device dev (an sm_90a cubin on a 9.x device). */

@@ -54,6 +54,47 @@ static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
                     kv == 0 ? c->k_scale : c->v_scale);
 }
 
+/*
+ * Writes NaN into every slot of the pool that no sequence uses (blocks no table holds, and the
+ * slots of each sequence's last block past its length), in every layer, plane and head. A
+ * kernel must never let such slots reach an output (they hold anything in a live pool): one
+ * that multiplies them by a zero probability instead of zero-filling them gets NaN and fails.
+ */
+static void poison_unused(const pk_cache *c, void *pool, const int32_t *bt, int32_t bt_stride, int nseqs,
+                          const int32_t *lens)
+{
+    size_t slots = (size_t) c->num_blocks * (size_t) c->block_size;
+    unsigned char *used = calloc(slots, 1);
+    if (used == NULL)
+        bail("poison_unused: out of memory");
+    for (int s = 0; s < nseqs; s++)
+        for (int32_t j = 0; j < lens[s]; j++)
+            used[(size_t) bt[(size_t) s * (size_t) bt_stride + (size_t) (j / c->block_size)] * (size_t) c->block_size
+                 + (size_t) (j % c->block_size)] = 1;
+    static const uint16_t nan16[] = { [PAGED_DTYPE_F16] = 0x7e00, [PAGED_DTYPE_BF16] = 0x7fc0 };
+    const uint32_t nan32 = 0x7fc00000u;
+    const uint8_t nan8 = 0x7f;
+    size_t esize = pk_dtype_size(c->dtype);
+    for (int32_t l = 0; l < c->num_layers; l++)
+        for (int32_t kv = 0; kv < 2; kv++)
+            for (int32_t b = 0; b < c->num_blocks; b++)
+                for (int32_t h = 0; h < c->num_kv_heads; h++)
+                    for (int32_t t = 0; t < c->block_size; t++) {
+                        if (used[(size_t) b * (size_t) c->block_size + (size_t) t])
+                            continue;
+                        char *row = (char *) pool + pk_cache_index(c, l, kv, b, h, t) * esize;
+                        for (int32_t d = 0; d < c->head_dim; d++) {
+                            if (esize == 4)
+                                memcpy(row + (size_t) d * 4, &nan32, 4);
+                            else if (esize == 2)
+                                memcpy(row + (size_t) d * 2, &nan16[c->dtype], 2);
+                            else
+                                memcpy(row + (size_t) d, &nan8, 1);
+                        }
+                    }
+    free(used);
+}
+
 /* Shrinks a case's prefixes, then its query rows, until the reference's work fits budget. */
 static void trim(pcase *c, double budget)
 {
@@ -110,6 +151,7 @@ static void run_case(tap_rng *rng, const pcase *c)
     fill_pool(rng, &cache, pool);
     int32_t bt_stride = max_blocks + gu_range(rng, 0, 2);
     int32_t *bt = nv_block_tables(rng, c->nseqs, lens, c->B, cache.num_blocks, bt_stride);
+    poison_unused(&cache, pool, bt, bt_stride, c->nseqs, lens);
 
     size_t qsize = pk_dtype_size(c->q_dtype);
     size_t elems = (size_t) total_q * (size_t) Hq * (size_t) c->D;
