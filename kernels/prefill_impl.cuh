@@ -731,12 +731,12 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
                 if (mt > INT32_MAX)
                     return PAGED_E_GEOMETRY;
                 p.num_mtiles = (int) mt;
-                int rc = pk_kernel_prepare(pk_prefill_wg_kernel<D, QT>, S::NT, S::SMEM, dev,
+                int rc = pk_kernel_prepare(pk_prefill_wg_kernel<D, QT>, S::THREADS, S::SMEM, dev,
                                            pk_prefill_prepared<D, KT, QT>::wg_cache);
                 if (rc < 0)
                     return rc;
                 dim3 grid((unsigned) mt, (unsigned) a->cache.num_kv_heads, (unsigned) a->num_seqs);
-                pk_prefill_wg_kernel<D, QT><<<grid, S::NT, S::SMEM, stream>>>(map, p, t);
+                pk_prefill_wg_kernel<D, QT><<<grid, S::THREADS, S::SMEM, stream>>>(map, p, t);
                 return pk_launch_status();
             }
         }

@@ -31,7 +31,8 @@
  * frees the buffers the next copies overwrite. One CTA per SM (160 KB of shared memory at D 128).
  */
 template <int D> struct pk_prefill_wg_shape {
-    static constexpr int NT = 256;          /* two warpgroups */
+    static constexpr int NT = 256;          /* two consumer warpgroups */
+    static constexpr int THREADS = NT + 128;/* and the producer warpgroup */
     static constexpr int BM = 128;
     static constexpr int BN = 128;
     static constexpr int CPR = D / 8;       /* 16-byte chunks per row */
@@ -232,22 +233,65 @@ __device__ __forceinline__ void pk_prefill_wg_pack(uint32_t (&a)[NT8 / 2][4], co
 
 #endif /* PK_HAVE_WGMMA */
 
+#if PK_HAVE_WGMMA
+
+/*
+ * The producer warp's loop: copies K_0, then for each tile jt K_(jt+1) and V_jt, each once
+ * the consumers have released the buffer's previous tile (jt - 2's, the (jt / 2)-th phase of
+ * the buffer's empty barrier). row_cur and row_next are this lane's box rows of tiles jt and
+ * jt + 1: the V copy of a tile reuses its K copy's block-table lookup.
+ */
+template <int D>
+__device__ __forceinline__ void pk_prefill_wg_produce(const pk_prefill_params &p, const pk_prefill_cta &c,
+                                                      const pk_prefill_tma &t, const CUtensorMap *map,
+                                                      const int32_t *bt, int h, int kv_start, int ntiles,
+                                                      unsigned char *kbuf, unsigned char *vbuf, uint64_t *bars)
+{
+    using S = pk_prefill_wg_shape<D>;
+    uint64_t *full_k = bars, *full_v = bars + 2, *empty_k = bars + 4, *empty_v = bars + 6;
+    int row_cur = -1, row_next = -1;
+    pk_prefill_wg_tma<D>(p, c, t, map, bt, h, kv_start, t.k_row0, true, &row_cur, kbuf, full_k);
+    for (int jt = 0; jt < ntiles; ++jt) {
+        const int kv0 = kv_start + jt * S::BN;
+        if (jt + 1 < ntiles) {
+            const int b = (jt + 1) & 1;
+            if (jt + 1 >= 2)
+                pk_mbar_wait(empty_k + b, (((jt + 1) >> 1) & 1) ^ 1);
+            pk_prefill_wg_tma<D>(p, c, t, map, bt, h, kv0 + S::BN, t.k_row0, true, &row_next, kbuf + b * S::KV_BYTES,
+                                 full_k + b);
+        }
+        if (jt >= 2)
+            pk_mbar_wait(empty_v + (jt & 1), ((jt >> 1) & 1) ^ 1);
+        pk_prefill_wg_tma<D>(p, c, t, map, bt, h, kv0, t.v_row0, false, &row_cur, vbuf + (jt & 1) * S::KV_BYTES,
+                             full_v + (jt & 1));
+        row_cur = row_next;
+    }
+}
+
+/* Tells bar that this consumer warp is done with its buffer (lane 0 arrives for the warp). */
+__device__ __forceinline__ void pk_prefill_wg_release(uint64_t *bar)
+{
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0)
+        pk_mbar_arrive(bar);
+}
+
+#endif /* PK_HAVE_WGMMA */
+
 /* The wgmma prefill kernel (see pk_prefill_wg_shape). Grid (row tile, KV head, sequence). */
 template <int D, typename QT>
-static __global__ void __launch_bounds__(256, 1)
+static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
     pk_prefill_wg_kernel(const __grid_constant__ CUtensorMap map, const pk_prefill_params p, const pk_prefill_tma t)
 {
 #if PK_HAVE_WGMMA
     using S = pk_prefill_wg_shape<D>;
     constexpr int BN = S::BN;
     extern __shared__ unsigned char smem_raw[];
-    /* wgmma's swizzle atoms start on 1024-byte boundaries (pointer arithmetic on the shared
-     * array keeps the compiler's knowledge that these are shared addresses) */
     unsigned char *qs = smem_raw + ((1024 - (pk_smem_addr(smem_raw) & 1023)) & 1023);
     unsigned char *kbuf = qs + S::Q_BYTES;              /* [2][KV_BYTES] */
     unsigned char *vbuf = kbuf + 2 * S::KV_BYTES;
-    uint64_t *full_k = (uint64_t *) (vbuf + 2 * S::KV_BYTES);  /* [2]: K tile jt landed in kbuf[jt & 1] */
-    uint64_t *full_v = full_k + 2;                      /* [2]: V tile jt landed in vbuf[jt & 1] */
+    uint64_t *bars = (uint64_t *) (vbuf + 2 * S::KV_BYTES);
+    uint64_t *full_k = bars, *full_v = bars + 2, *empty_k = bars + 4, *empty_v = bars + 6;
 
     const int h = blockIdx.y, seq = blockIdx.z;
     pk_prefill_cta c;
@@ -262,55 +306,47 @@ static __global__ void __launch_bounds__(256, 1)
 
     if (tid == 0) {
         for (int i = 0; i < 4; ++i)
-            pk_mbar_init(full_k + i, 1);
+            pk_mbar_init(bars + i, 1);
+        for (int i = 4; i < 8; ++i)
+            pk_mbar_init(bars + i, S::NT / 32);
         pk_mbar_init_fence();
     }
+    __syncthreads();
+    if (wg == 2) {
+        pk_setmaxnreg_dec<24>();
+        if (warp == 8)
+            pk_prefill_wg_produce<D>(p, c, t, &map, bt, h, kv_start, ntiles, kbuf, vbuf, bars);
+        return;
+    }
+    pk_setmaxnreg_inc<240>();
     pk_prefill_wg_load_q<D, QT>(p, c, h, qs);
     pk_cp_async_commit();
-    __syncthreads();                /* the barriers are initialized */
-    /* Warp 0 copies K_0, K_1 and V_0; row_cur and row_next are its lanes' box rows of tiles
-     * jt and jt + 1 (the V copy of a tile reuses its K copy's lookup). */
-    int row_cur = -1, row_next = -1;
-    if (warp == 0) {
-        pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv_start, t.k_row0, true, &row_cur, kbuf, full_k);
-        if (ntiles > 1)
-            pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv_start + BN, t.k_row0, true, &row_next,
-                                 kbuf + S::KV_BYTES, full_k + 1);
-        pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv_start, t.v_row0, false, &row_cur, vbuf, full_v);
-    }
 
-    /* This thread's rows: m0 and m0 + 8 of the tile (warp w of the CTA holds rows 16 w..). */
     const int m0 = warp * 16 + (lane >> 2);
     const int i0 = pk_prefill_row_of(p, c, h, m0).i, i1 = pk_prefill_row_of(p, c, h, m0 + 8).i;
     const int i_lo = min(i0, i1), i_hi = max(i0, i1);
     float s[BN / 8][4], o[D / 8][4];
     float (&sf)[BN / 2] = *reinterpret_cast<float (*)[BN / 2]>(&s[0][0]);
     float (&of)[D / 2] = *reinterpret_cast<float (*)[D / 2]>(&o[0][0]);
-    uint32_t a[BN / 16][4];                             /* P of the previous tile, as A fragments */
+    uint32_t a[BN / 16][4];
     uint32_t (&af)[BN / 4] = *reinterpret_cast<uint32_t (*)[BN / 4]>(&a[0][0]);
 #pragma unroll
     for (int i = 0; i < D / 2; ++i)
         of[i] = 0.0f;
     float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f }, alpha[2];
     const float qk_log2 = p.qk_scale * PK_LOG2E;
-    const unsigned char *qw = qs + wg * 64 * 128;       /* this warpgroup's 64 rows */
+    const unsigned char *qw = qs + wg * 64 * 128;
 
-    /*
-     * Tile jt computes S = Q K_jt while the tensor cores still hold O += P_(jt-1) V_(jt-1)
-     * behind it, and runs the softmax of S while that product finishes: the exponentials
-     * overlap the matrix products. K_(jt+1) and V_jt stream in meanwhile. The first tile has
-     * no P V before it and the last P V no tile after it; the loop body stays straight-line
-     * so that ptxas can see which wgmma each wait covers.
-     */
     pk_cp_async_wait<0>();
-    pk_fence_proxy_async();         /* Q, this thread's share, to wgmma's proxy */
-    __syncthreads();
+    pk_fence_proxy_async();
+    pk_named_barrier(1, S::NT);
     pk_mbar_wait(full_k, 0);
     pk_wgmma_fence();
     pk_prefill_wg_qk<D, QT>(sf, qw, kbuf);
     pk_wgmma_commit();
     pk_wgmma_wait<0>();
     pk_wgmma_pin(sf);
+    pk_prefill_wg_release(empty_k);
     pk_prefill_wg_softmax(p, i0, i1, kv_start + (lane & 3) * 2,
                           kv_start + BN - 1 <= i_lo && (p.window <= 0 || kv_start > i_hi - p.window), qk_log2, s,
                           m_run, l_run, alpha);
@@ -318,18 +354,8 @@ static __global__ void __launch_bounds__(256, 1)
 
     for (int jt = 1; jt < ntiles; ++jt) {
         const int kv0 = kv_start + jt * BN;
-        __syncthreads();            /* S of tile jt - 1 and P V of tile jt - 2 are done: their buffers are free */
-        if (warp == 0) {
-            row_cur = row_next;
-            if (jt + 1 < ntiles)
-                pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv0 + BN, t.k_row0, true, &row_next,
-                                     kbuf + ((jt + 1) & 1) * S::KV_BYTES, full_k + ((jt + 1) & 1));
-            pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv0, t.v_row0, false, &row_cur,
-                                 vbuf + (jt & 1) * S::KV_BYTES, full_v + (jt & 1));
-        }
         pk_mbar_wait(full_k + (jt & 1), (jt >> 1) & 1);
         pk_mbar_wait(full_v + ((jt - 1) & 1), ((jt - 1) >> 1) & 1);
-
         pk_wgmma_pin(of);
         pk_wgmma_pin(af);
         pk_wgmma_fence();
@@ -337,16 +363,16 @@ static __global__ void __launch_bounds__(256, 1)
         pk_wgmma_commit();
         pk_prefill_wg_pv<D, QT>(of, a, vbuf + ((jt - 1) & 1) * S::KV_BYTES);
         pk_wgmma_commit();
-        pk_wgmma_wait<1>();         /* S is done; P V may still run */
+        pk_wgmma_wait<1>();
         pk_wgmma_pin(sf);
-
+        pk_prefill_wg_release(empty_k + (jt & 1));
         pk_prefill_wg_softmax(p, i0, i1, kv0 + (lane & 3) * 2,
                               kv0 + BN - 1 <= i_lo && (p.window <= 0 || kv0 > i_hi - p.window), qk_log2, s, m_run,
                               l_run, alpha);
-
-        pk_wgmma_wait<0>();         /* P V is done: O may be rescaled and P's registers reused */
+        pk_wgmma_wait<0>();
         pk_wgmma_pin(of);
         pk_wgmma_pin(af);
+        pk_prefill_wg_release(empty_v + ((jt - 1) & 1));
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
             o[dt][0] *= alpha[0];
@@ -356,14 +382,13 @@ static __global__ void __launch_bounds__(256, 1)
         }
         pk_prefill_wg_pack<QT>(a, s);
     }
-    /* The last tile's V; keys past the context there are unwritten slots of the last block. */
     const int last = ntiles - 1, kv_last = kv_start + last * BN;
     unsigned char *vb = vbuf + (last & 1) * S::KV_BYTES;
     pk_mbar_wait(full_v + (last & 1), (last >> 1) & 1);
     if (kv_last + BN > c.seq_len) {
         pk_prefill_wg_zero_tail<D>(vb, max(c.seq_len - kv_last, 0));
         pk_fence_proxy_async();
-        __syncthreads();
+        pk_named_barrier(1, S::NT);
     }
     pk_wgmma_pin(of);
     pk_wgmma_pin(af);
@@ -377,7 +402,7 @@ static __global__ void __launch_bounds__(256, 1)
 #else
     (void) map;
     (void) p;
-    (void) t;                       /* not built for this architecture: never launched (pk_prefill_wg_usable) */
+    (void) t;
 #endif
 }
 

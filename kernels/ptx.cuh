@@ -55,6 +55,24 @@ template <int N> __device__ __forceinline__ void pk_cp_async_wait(void)
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* Waits at named barrier id (1 to 15; 0 is __syncthreads's) until count threads (a multiple of 32) have arrived. */
+__device__ __forceinline__ void pk_named_barrier(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+/* Sets this warpgroup's registers per thread to N (a multiple of 8), giving the rest back to the SM (sm_90a). */
+template <int N> __device__ __forceinline__ void pk_setmaxnreg_dec(void)
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+/* Raises this warpgroup's registers per thread to N (a multiple of 8), waiting until the SM has them (sm_90a). */
+template <int N> __device__ __forceinline__ void pk_setmaxnreg_inc(void)
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 /* ---- tensor cores: ldmatrix and mma.sync (sm_80 and later). */
 
 /*

@@ -41,6 +41,12 @@ __device__ __forceinline__ void pk_mbar_expect(uint64_t *bar, uint32_t bytes)
                  : "memory");
 }
 
+/* Arrives once on bar. */
+__device__ __forceinline__ void pk_mbar_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(pk_smem_addr(bar)) : "memory");
+}
+
 /* Waits until the phase of bar with parity parity (0 or 1) has completed. */
 __device__ __forceinline__ void pk_mbar_wait(uint64_t *bar, uint32_t parity)
 {
