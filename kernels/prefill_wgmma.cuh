@@ -11,24 +11,29 @@
 /*
  * 16-bit caches with queries of the same type, head dims 64 and 128, causal or not, with or
  * without a window; no soft cap and no ALiBi (those go to the mma.sync kernel: their extra
- * registers would spill here); block sizes of at least 8 tokens. Two warpgroups of 64 rows
- * each (BM = 128 rows of the GQA-packed [qo_len * G] rows); BN = 128 keys per tile.
+ * registers would spill here); blocks of at least 8 tokens. BM = 128 rows of the GQA-packed
+ * [qo_len * G] rows per CTA, BN = 128 keys per tile. Three warpgroups, FlashAttention-3's
+ * division of labour:
+ *
+ * - The producer warpgroup gives most of its registers back (setmaxnreg: 24 per thread) and
+ *   one of its warps issues the copies. K and V tiles arrive by TMA: the pool is one 2-D
+ *   tensor of rows (every layer's K and V planes, a row per token and KV head), a tile is
+ *   128 / R boxes of R = min(block size, 128) rows, one per (part of a) block, so the paged
+ *   gather costs one block-table lookup per box and one TMA instruction per box and 64-column
+ *   block. Boxes outside the keys the tile's rows see point past the tensor's end and land as
+ *   zeros. K runs one tile ahead of V, two buffers of each, each buffer with a "full"
+ *   mbarrier (its copy landed) and an "empty" one (all 8 consumer warps are done with it).
+ * - The two consumer warpgroups (240 registers per thread) hold 64 rows each. Per tile each
+ *   issues D / 16 m64n128k16 wgmma for S = Q K^T and, behind them, the BN / 16 m64nDk16
+ *   wgmma of the previous tile's O += P V (P from registers: the S accumulators after the
+ *   softmax, re-packed as A fragments), and runs the masks and the online softmax of S while
+ *   P V still runs. They wait only for data, never for each other, so one's softmax overlaps
+ *   the other's matrix products.
  *
  * Q, K and V live in shared memory in 128-byte swizzled column blocks of 64 elements (Q and K
- * K-major for S = Q K^T; V read MN-major, transposed by the hardware, for O += P V). K and V
- * tiles arrive by TMA: the pool is one 2-D tensor of rows (every layer's K and V planes, one
- * row per token and KV head), and a tile is 128 / R boxes of R = min(block size, 128) rows,
- * one per (part of a) block, so the paged gather costs one block-table lookup and one TMA
- * instruction per box and column block, issued by the first warp. Boxes outside the keys the
- * tile's rows see point past the tensor's end and land as zeros; rows of a partly used last
- * block past the context (never written, so anything) are zeroed in V before use, and in K
- * their scores are masked by selection.
- *
- * Per tile each warpgroup issues D / 16 m64n128k16 wgmma for S and, behind them, the BN / 16
- * m64nDk16 wgmma of the previous tile's O += P V (P from registers: the S accumulators after
- * the softmax, re-packed as A fragments); it runs the masks and the online softmax of S while
- * P V still runs. K is one tile ahead of V, two buffers of each; one CTA barrier per tile
- * frees the buffers the next copies overwrite. One CTA per SM (160 KB of shared memory at D 128).
+ * K-major; V read MN-major, transposed by the hardware). Rows of a partly used last block past
+ * the context (never written, so anything) are zeroed in V before use; in K their scores are
+ * masked by selection. One CTA per SM (160 KB of shared memory at D 128).
  */
 template <int D> struct pk_prefill_wg_shape {
     static constexpr int NT = 256;          /* two consumer warpgroups */
@@ -38,7 +43,8 @@ template <int D> struct pk_prefill_wg_shape {
     static constexpr int CPR = D / 8;       /* 16-byte chunks per row */
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
-    static constexpr int SMEM = 1024 + Q_BYTES + 4 * KV_BYTES + 64;  /* + alignment slack, 4 mbarriers */
+    static constexpr int SMEM = 1024 + Q_BYTES + 4 * KV_BYTES + 64;  /* + alignment slack, 8 mbarriers */
+    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;    /* 128 x 24 + 256 x 240 <= 64 K */
     static_assert(D == 64 || D == 128, "wgmma prefill: head dims 64 and 128");
 };
 
@@ -237,9 +243,10 @@ __device__ __forceinline__ void pk_prefill_wg_pack(uint32_t (&a)[NT8 / 2][4], co
 
 /*
  * The producer warp's loop: copies K_0, then for each tile jt K_(jt+1) and V_jt, each once
- * the consumers have released the buffer's previous tile (jt - 2's, the (jt / 2)-th phase of
- * the buffer's empty barrier). row_cur and row_next are this lane's box rows of tiles jt and
- * jt + 1: the V copy of a tile reuses its K copy's block-table lookup.
+ * the consumers have released the buffer's previous tile (that of tile - 2: the
+ * (tile / 2)-th phase of the buffer's empty barrier, parity (tile / 2 - 1) % 2). row_cur and
+ * row_next are this lane's box rows of tiles jt and jt + 1: the V copy of a tile reuses its K
+ * copy's block-table lookup.
  */
 template <int D>
 __device__ __forceinline__ void pk_prefill_wg_produce(const pk_prefill_params &p, const pk_prefill_cta &c,
@@ -287,11 +294,13 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
     using S = pk_prefill_wg_shape<D>;
     constexpr int BN = S::BN;
     extern __shared__ unsigned char smem_raw[];
+    /* wgmma's swizzle atoms start on 1024-byte boundaries (pointer arithmetic on the shared
+     * array keeps the compiler's knowledge that these are shared addresses) */
     unsigned char *qs = smem_raw + ((1024 - (pk_smem_addr(smem_raw) & 1023)) & 1023);
     unsigned char *kbuf = qs + S::Q_BYTES;              /* [2][KV_BYTES] */
     unsigned char *vbuf = kbuf + 2 * S::KV_BYTES;
     uint64_t *bars = (uint64_t *) (vbuf + 2 * S::KV_BYTES);
-    uint64_t *full_k = bars, *full_v = bars + 2, *empty_k = bars + 4, *empty_v = bars + 6;
+    uint64_t *full_k = bars, *full_v = bars + 2, *empty_k = bars + 4, *empty_v = bars + 6;  /* [2] each */
 
     const int h = blockIdx.y, seq = blockIdx.z;
     pk_prefill_cta c;
@@ -306,40 +315,49 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
 
     if (tid == 0) {
         for (int i = 0; i < 4; ++i)
-            pk_mbar_init(bars + i, 1);
+            pk_mbar_init(bars + i, 1);                  /* full: the producer's expect */
         for (int i = 4; i < 8; ++i)
-            pk_mbar_init(bars + i, S::NT / 32);
+            pk_mbar_init(bars + i, S::NT / 32);         /* empty: every consumer warp */
         pk_mbar_init_fence();
     }
-    __syncthreads();
-    if (wg == 2) {
-        pk_setmaxnreg_dec<24>();
-        if (warp == 8)
+    __syncthreads();                /* the barriers are initialized; from here on the consumers
+                                     * meet only at named barrier 1 */
+    if (wg == S::NT / 128) {
+        pk_setmaxnreg_dec<S::PRODUCER_REGS>();
+        if (warp == S::NT / 32)
             pk_prefill_wg_produce<D>(p, c, t, &map, bt, h, kv_start, ntiles, kbuf, vbuf, bars);
         return;
     }
-    pk_setmaxnreg_inc<240>();
+    pk_setmaxnreg_inc<S::CONSUMER_REGS>();
     pk_prefill_wg_load_q<D, QT>(p, c, h, qs);
     pk_cp_async_commit();
 
+    /* This thread's rows: m0 and m0 + 8 of the tile (warp w holds rows 16 w..). */
     const int m0 = warp * 16 + (lane >> 2);
     const int i0 = pk_prefill_row_of(p, c, h, m0).i, i1 = pk_prefill_row_of(p, c, h, m0 + 8).i;
     const int i_lo = min(i0, i1), i_hi = max(i0, i1);
     float s[BN / 8][4], o[D / 8][4];
     float (&sf)[BN / 2] = *reinterpret_cast<float (*)[BN / 2]>(&s[0][0]);
     float (&of)[D / 2] = *reinterpret_cast<float (*)[D / 2]>(&o[0][0]);
-    uint32_t a[BN / 16][4];
+    uint32_t a[BN / 16][4];                             /* P of the previous tile, as A fragments */
     uint32_t (&af)[BN / 4] = *reinterpret_cast<uint32_t (*)[BN / 4]>(&a[0][0]);
 #pragma unroll
     for (int i = 0; i < D / 2; ++i)
         of[i] = 0.0f;
     float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f }, alpha[2];
     const float qk_log2 = p.qk_scale * PK_LOG2E;
-    const unsigned char *qw = qs + wg * 64 * 128;
+    const unsigned char *qw = qs + wg * 64 * 128;       /* this warpgroup's 64 rows */
 
+    /*
+     * Tile jt computes S = Q K_jt while the tensor cores still hold O += P_(jt-1) V_(jt-1)
+     * behind it, and runs the softmax of S while that product finishes: the exponentials
+     * overlap the matrix products. The first tile has no P V before it and the last P V no
+     * tile after it; the loop body stays straight-line so that ptxas can see which wgmma each
+     * wait covers. A buffer is released as soon as the wgmma reading it are done.
+     */
     pk_cp_async_wait<0>();
-    pk_fence_proxy_async();
-    pk_named_barrier(1, S::NT);
+    pk_fence_proxy_async();         /* Q, this thread's share, to wgmma's proxy */
+    pk_named_barrier(1, S::NT);     /* every consumer's share of Q */
     pk_mbar_wait(full_k, 0);
     pk_wgmma_fence();
     pk_prefill_wg_qk<D, QT>(sf, qw, kbuf);
@@ -363,13 +381,13 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
         pk_wgmma_commit();
         pk_prefill_wg_pv<D, QT>(of, a, vbuf + ((jt - 1) & 1) * S::KV_BYTES);
         pk_wgmma_commit();
-        pk_wgmma_wait<1>();
+        pk_wgmma_wait<1>();         /* S is done; P V may still run */
         pk_wgmma_pin(sf);
         pk_prefill_wg_release(empty_k + (jt & 1));
         pk_prefill_wg_softmax(p, i0, i1, kv0 + (lane & 3) * 2,
                               kv0 + BN - 1 <= i_lo && (p.window <= 0 || kv0 > i_hi - p.window), qk_log2, s, m_run,
                               l_run, alpha);
-        pk_wgmma_wait<0>();
+        pk_wgmma_wait<0>();         /* P V is done: O may be rescaled and P's registers reused */
         pk_wgmma_pin(of);
         pk_wgmma_pin(af);
         pk_prefill_wg_release(empty_v + ((jt - 1) & 1));
@@ -382,6 +400,7 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
         }
         pk_prefill_wg_pack<QT>(a, s);
     }
+    /* The last tile's V; keys past the context there are unwritten slots of the last block. */
     const int last = ntiles - 1, kv_last = kv_start + last * BN;
     unsigned char *vb = vbuf + (last & 1) * S::KV_BYTES;
     pk_mbar_wait(full_v + (last & 1), (last >> 1) & 1);
@@ -402,7 +421,7 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
 #else
     (void) map;
     (void) p;
-    (void) t;
+    (void) t;                       /* not built for this architecture: never launched (pk_prefill_wg_usable) */
 #endif
 }
 

@@ -1,4 +1,4 @@
-/* ptx.cuh: the inline-PTX wrappers of the kernels: cp.async, ldmatrix, movmatrix, mma.sync, griddepcontrol (wgmma: wgmma.cuh). */
+/* ptx.cuh: inline-PTX wrappers: cp.async, barriers, setmaxnreg, ldmatrix, mma.sync, griddepcontrol (Hopper: wgmma.cuh, tma.cuh). */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_KERNELS_PTX_CUH
 #define PAGED_KERNELS_PTX_CUH
