@@ -3,7 +3,8 @@
 #
 # PAGED_CUDA sets have_cuda (yes/no), NVCC, CUDA_HOME, CUDA_CPPFLAGS, CUDA_LIBS
 # (the static runtime: binaries must start on machines with no driver), CUDA_ARCHS
-# and NVCC_GENCODE (with -DPK_SM90A_CUBIN=1 where sm_90a code is built), defines
+# and NVCC_GENCODE (with -DPK_SM90A_CUBIN=1 where sm_90a code is built),
+# NVCC_SPILL_CHECK (ptxas's spill warning, an error, when building for sm_90a alone), defines
 # HAVE_CUDA and the automake conditional HAVE_CUDA.
 AC_DEFUN([PAGED_CUDA], [
 AC_ARG_WITH([cuda],
@@ -38,6 +39,7 @@ AS_IF([test "x$with_cuda" != xno], [
 
 CUDA_ARCHS=
 NVCC_GENCODE=
+NVCC_SPILL_CHECK=
 cuda_sm90=no
 cuda_sm90a=no
 AS_IF([test "x$have_cuda" = xyes], [
@@ -55,6 +57,9 @@ AS_IF([test "x$have_cuda" = xyes], [
   AS_IF([test "x$cuda_sm90" = xyes && test "x$cuda_sm90a" = xyes],
     [AC_MSG_ERROR([--with-cuda-arch lists both sm_90 and sm_90a: give sm_90a alone])])
   AS_IF([test "x$cuda_sm90a" = xyes], [NVCC_GENCODE="$NVCC_GENCODE -DPK_SM90A_CUBIN=1"])
+  dnl The kernels are tuned for sm_90a, where a register spill fails the build; for other
+  dnl targets ptxas may spill a few bytes (the prefill kernel at D 128 on sm_80 does).
+  AS_IF([test "x$CUDA_ARCHS" = xsm_90a], [NVCC_SPILL_CHECK=-Xptxas=-warn-spills])
   AC_DEFINE([HAVE_CUDA], [1], [Define if the CUDA backend is built.])
 ])
 AC_SUBST([CUDA_HOME])
@@ -62,6 +67,7 @@ AC_SUBST([CUDA_CPPFLAGS])
 AC_SUBST([CUDA_LIBS])
 AC_SUBST([CUDA_ARCHS])
 AC_SUBST([NVCC_GENCODE])
+AC_SUBST([NVCC_SPILL_CHECK])
 AC_ARG_VAR([NVCC], [the CUDA compiler driver])
 AC_ARG_VAR([NVCCFLAGS], [extra flags for nvcc])
 AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
