@@ -84,128 +84,69 @@ template <int N> __device__ __forceinline__ void pk_wgmma_pin(uint32_t (&a)[N])
         asm volatile("" : "+r"(a[i])::"memory");
 }
 
-/* d += A B: A, B in shared memory, K-major; m64n64k16, inputs TY */
-#define PK_WGMMA_SS_N64(TY)                                                                                       \
-    asm volatile(                                                                                                 \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                               \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                 \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                       \
-        "%32, %33, 1, 1, 1, 0, 0;\n"                                                                              \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])  \
-        : "l"(da), "l"(db))
+/* The accumulator operands of an m64nNk16 wgmma with f32 accumulators d[0 .. N/2): their
+ * placeholders, and the operands themselves under constraint C ("+f", or "=f" where d is only
+ * written). The other operands are numbered from N/2 on. */
+#define PK_WGMMA_REGS32                                                                          \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define PK_WGMMA_REGS64                                                                          \
+    PK_WGMMA_REGS32 ", "                                                                         \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
+    "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define PK_WGMMA_ACC32(C)                                                                               \
+    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), C(d[8]), C(d[9]), C(d[10]), \
+    C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), \
+    C(d[21]), C(d[22]), C(d[23]), C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), \
+    C(d[31])
+#define PK_WGMMA_ACC64(C)                                                                               \
+    PK_WGMMA_ACC32(C), C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]),  \
+    C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), C(d[48]), C(d[49]), \
+    C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), C(d[56]), C(d[57]), C(d[58]), C(d[59]), \
+    C(d[60]), C(d[61]), C(d[62]), C(d[63])
 
-/* d = A B (d only written): A, B in shared memory, K-major; m64n64k16, inputs TY */
-#define PK_WGMMA_SS0_N64(TY)                                                                                      \
-    asm volatile(                                                                                                 \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                               \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                 \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                       \
-        "%32, %33, 0, 1, 1, 0, 0;\n"                                                                              \
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),         \
-          "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]),   \
-          "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), \
-          "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])  \
-        : "l"(da), "l"(db))
+/*
+ * One asynchronous wgmma of shape m64nNk16, f32 accumulators d, inputs of PTX type TY: REGS and
+ * ACC are the accumulator placeholders and operands above, C their constraint, OPS the rest of
+ * the instruction (A, B, scale-d and the immediates), the inputs follow.
+ */
+#define PK_WGMMA(N, TY, REGS, ACC, C, OPS, ...)                                                        \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS "}, " OPS ";\n" \
+                 : ACC(C)                                                                              \
+                 : __VA_ARGS__)
 
-/* d += A B: A in registers, B in shared memory, MN-major; m64n64k16, inputs TY */
-#define PK_WGMMA_RS_N64(TY)                                                                                       \
-    asm volatile(                                                                                                 \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                               \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                 \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                       \
-        "{%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"                                                                \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])  \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
-
-/* d += A B: A, B in shared memory, K-major; m64n128k16, inputs TY */
-#define PK_WGMMA_SS_N128(TY)                                                                                      \
-    asm volatile(                                                                                                 \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                                              \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                 \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                        \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                        \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                       \
-        "%64, %65, 1, 1, 1, 0, 0;\n"                                                                              \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
-        : "l"(da), "l"(db))
-
-/* d = A B (d only written): A, B in shared memory, K-major; m64n128k16, inputs TY */
-#define PK_WGMMA_SS0_N128(TY)                                                                                     \
-    asm volatile(                                                                                                 \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                                              \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                 \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                        \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                        \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                       \
-        "%64, %65, 0, 1, 1, 0, 0;\n"                                                                              \
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),         \
-          "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]),   \
-          "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), \
-          "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), \
-          "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), \
-          "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), \
-          "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), \
-          "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])  \
-        : "l"(da), "l"(db))
-
-/* d += A B: A in registers, B in shared memory, MN-major; m64n128k16, inputs TY */
-#define PK_WGMMA_RS_N128(TY)                                                                                      \
-    asm volatile(                                                                                                 \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                                              \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                 \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                        \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                        \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                       \
-        "{%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"                                                                \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+/* Returns whether T is bf16 (else f16): the PTX type the wgmma below name. */
+template <typename T> constexpr bool pk_wgmma_bf16(void)
+{
+    return std::is_same<T, __nv_bfloat16>::value;
+}
 
 /* d = A B: A (64x16, rows of descriptor da) and B (16xN, K-major, db) in shared memory; d's old values are dead. */
 template <typename T, int N> __device__ __forceinline__ void pk_wgmma_ss0(float (&d)[N / 2], uint64_t da, uint64_t db)
 {
     static_assert(N == 64 || N == 128, "m64n64k16 and m64n128k16 only");
-    if constexpr (N == 64 && std::is_same<T, __nv_bfloat16>::value)
-        PK_WGMMA_SS0_N64("bf16");
+    if constexpr (N == 64 && pk_wgmma_bf16<T>())
+        PK_WGMMA(64, "bf16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "=f", "%32, %33, 0, 1, 1, 0, 0", "l"(da), "l"(db));
     else if constexpr (N == 64)
-        PK_WGMMA_SS0_N64("f16");
-    else if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        PK_WGMMA_SS0_N128("bf16");
+        PK_WGMMA(64, "f16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "=f", "%32, %33, 0, 1, 1, 0, 0", "l"(da), "l"(db));
+    else if constexpr (pk_wgmma_bf16<T>())
+        PK_WGMMA(128, "bf16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "=f", "%64, %65, 0, 1, 1, 0, 0", "l"(da), "l"(db));
     else
-        PK_WGMMA_SS0_N128("f16");
+        PK_WGMMA(128, "f16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "=f", "%64, %65, 0, 1, 1, 0, 0", "l"(da), "l"(db));
 }
 
 /* d += A B: A (64x16, rows of descriptor da) and B (16xN, K-major, db) in shared memory. */
 template <typename T, int N> __device__ __forceinline__ void pk_wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db)
 {
     static_assert(N == 64 || N == 128, "m64n64k16 and m64n128k16 only");
-    if constexpr (N == 64 && std::is_same<T, __nv_bfloat16>::value)
-        PK_WGMMA_SS_N64("bf16");
+    if constexpr (N == 64 && pk_wgmma_bf16<T>())
+        PK_WGMMA(64, "bf16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "+f", "%32, %33, 1, 1, 1, 0, 0", "l"(da), "l"(db));
     else if constexpr (N == 64)
-        PK_WGMMA_SS_N64("f16");
-    else if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        PK_WGMMA_SS_N128("bf16");
+        PK_WGMMA(64, "f16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "+f", "%32, %33, 1, 1, 1, 0, 0", "l"(da), "l"(db));
+    else if constexpr (pk_wgmma_bf16<T>())
+        PK_WGMMA(128, "bf16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "+f", "%64, %65, 1, 1, 1, 0, 0", "l"(da), "l"(db));
     else
-        PK_WGMMA_SS_N128("f16");
+        PK_WGMMA(128, "f16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "+f", "%64, %65, 1, 1, 1, 0, 0", "l"(da), "l"(db));
 }
 
 /* d += A B: A (64x16) in registers a, B (16xN, MN-major, descriptor db) in shared memory. */
@@ -213,14 +154,18 @@ template <typename T, int N>
 __device__ __forceinline__ void pk_wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db)
 {
     static_assert(N == 64 || N == 128, "m64n64k16 and m64n128k16 only");
-    if constexpr (N == 64 && std::is_same<T, __nv_bfloat16>::value)
-        PK_WGMMA_RS_N64("bf16");
+    if constexpr (N == 64 && pk_wgmma_bf16<T>())
+        PK_WGMMA(64, "bf16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "+f", "{%32, %33, %34, %35}, %36, 1, 1, 1, 1",
+                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
     else if constexpr (N == 64)
-        PK_WGMMA_RS_N64("f16");
-    else if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        PK_WGMMA_RS_N128("bf16");
+        PK_WGMMA(64, "f16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "+f", "{%32, %33, %34, %35}, %36, 1, 1, 1, 1",
+                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+    else if constexpr (pk_wgmma_bf16<T>())
+        PK_WGMMA(128, "bf16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "+f", "{%64, %65, %66, %67}, %68, 1, 1, 1, 1",
+                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
     else
-        PK_WGMMA_RS_N128("f16");
+        PK_WGMMA(128, "f16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "+f", "{%64, %65, %66, %67}, %68, 1, 1, 1, 1",
+                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
 #endif /* PK_HAVE_WGMMA */
