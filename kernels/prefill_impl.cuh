@@ -115,12 +115,59 @@ __device__ __forceinline__ float pk_prefill_logit(const pk_prefill_params &p, co
     return pk_prefill_masked(p, w.i, j) ? -INFINITY : x * PK_LOG2E;
 }
 
+/*
+ * Starts the copy of 16-byte chunk ch of row m (tile-local) of CTA c's Q tile at KV head h
+ * into dst (shared memory), with plain loads and stores where q is not 16-byte aligned, or
+ * zeroes dst for a row past the sequence.
+ */
+template <int D, typename QT>
+__device__ __forceinline__ void pk_prefill_load_q_chunk(const pk_prefill_params &p, const pk_prefill_cta &c, int h,
+                                                        int m, int ch, QT *dst)
+{
+    const int mg = c.m0 + m;
+    if (mg < c.rows) {
+        const int r = mg / p.group, g = mg - r * p.group;
+        const QT *src = (const QT *) p.q
+                        + ((size_t) (c.qo_start + r) * p.num_q_heads + (size_t) h * p.group + g) * D + ch * 8;
+        if (p.q_aligned) {
+            pk_cp_async16(dst, src);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                dst[e] = src[e];
+        }
+    } else {
+        *(uint4 *) dst = make_uint4(0, 0, 0, 0);
+    }
+}
+
 /* Returns the byte offset in a K/V plane of the row of context position pos of KV head h. */
 __device__ __forceinline__ size_t pk_prefill_row_offset(const pk_prefill_params &p, const int32_t *bt, int h,
                                                         int pos, int row_bytes)
 {
     const int blk = __ldg(bt + (pos >> p.block_shift));
     return pk_paged_row(blk, h, pos, p.num_kv_heads, p.block_shift) * (size_t) row_bytes;
+}
+
+/*
+ * The online-softmax bookkeeping of one tile for a thread's two rows: takes the quad's
+ * maximum of each row's scores mx (times scale, which must be positive, in base-2 logits),
+ * updates the running maxima m_run and the sums l_run, and returns the factors alpha by which
+ * the rows' outputs must be rescaled and the maxima m_use the tile's logits are taken from.
+ */
+__device__ __forceinline__ void pk_prefill_rows_update(float (&mx)[2], float scale, float (&m_run)[2],
+                                                       float (&l_run)[2], float (&alpha)[2], float (&m_use)[2])
+{
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float m_new = fmaxf(m_run[r], mx[r] * scale);
+        m_use[r] = m_new == -INFINITY ? 0.0f : m_new;   /* nothing visible yet */
+        alpha[r] = pk_exp2(m_run[r] - m_use[r]);
+        m_run[r] = m_new;
+        l_run[r] *= alpha[r];
+    }
 }
 
 /*
@@ -160,16 +207,7 @@ __device__ __forceinline__ void pk_prefill_softmax(const pk_prefill_params &p, c
         }
     }
     float m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(m_run[r], mx[r]);
-        m_use[r] = m_new == -INFINITY ? 0.0f : m_new;   /* nothing visible yet */
-        alpha[r] = pk_exp2(m_run[r] - m_use[r]);
-        m_run[r] = m_new;
-        l_run[r] *= alpha[r];
-    }
+    pk_prefill_rows_update(mx, 1.0f, m_run, l_run, alpha, m_use);
 #pragma unroll
     for (int nt = 0; nt < NT8; ++nt) {
 #pragma unroll
@@ -342,22 +380,7 @@ static __global__ void __launch_bounds__(pk_prefill_mma_shape<D, KT, QT>::NT)
     /* The Q tile: rows past the sequence are zeros. */
     for (int idx = tid; idx < S::BM * (D / 8); idx += S::NT) {
         const int m = idx / (D / 8), ch = idx - m * (D / 8);
-        QT *dst = qs + m * LDS + ch * 8;
-        const int mg = c.m0 + m;
-        if (mg < c.rows) {
-            const int r = mg / p.group, g = mg - r * p.group;
-            const QT *src = (const QT *) p.q
-                            + ((size_t) (c.qo_start + r) * p.num_q_heads + (size_t) h * p.group + g) * D + ch * 8;
-            if (p.q_aligned) {
-                pk_cp_async16(dst, src);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    dst[e] = src[e];
-            }
-        } else {
-            *(uint4 *) dst = make_uint4(0, 0, 0, 0);
-        }
+        pk_prefill_load_q_chunk<D, QT>(p, c, h, m, ch, qs + m * LDS + ch * 8);
     }
 
     const int kv_start = c.kv_lo / BN * BN;
@@ -671,6 +694,29 @@ template <int D, typename KT, typename QT> std::atomic<int> pk_prefill_prepared<
 template <int D, typename KT, typename QT> std::atomic<int> pk_prefill_prepared<D, KT, QT>::wg_cache[PK_MAX_DEVICES];
 
 /*
+ * Launches a prefill kernel over a grid of (row tiles of bm rows, KV heads, sequences): fills
+ * p->num_mtiles for rows rows, prepares kernel (threads per CTA, smem bytes of dynamic shared
+ * memory, cache: its per-device preparation) and calls go(grid), which launches it. Returns 0
+ * or a negative paged_error.
+ */
+template <typename K, typename Go>
+static int pk_prefill_launch(K kernel, int threads, int smem, int bm, long long rows, const pk_prefill_args *a,
+                             int dev, std::atomic<int> *cache, pk_prefill_params *p, Go go)
+{
+    const long long mt = pk_ceil_div(rows, (long long) bm);
+    if (mt == 0)
+        return 0;
+    if (mt > INT32_MAX)
+        return PAGED_E_GEOMETRY;
+    p->num_mtiles = (int) mt;
+    int rc = pk_kernel_prepare(kernel, threads, smem, dev, cache);
+    if (rc < 0)
+        return rc;
+    go(dim3((unsigned) mt, (unsigned) a->cache.num_kv_heads, (unsigned) a->num_seqs));
+    return pk_launch_status();
+}
+
+/*
  * Fills the kernel arguments and launches the fp32 kernel (f32 queries), the wgmma one (16-bit
  * caches of the query type at D 64 and 128, no soft cap, no ALiBi, a positive scale, blocks of
  * 8 tokens or more, pools of fewer than 2^31 rows, on a device with sm_90a code) or the
@@ -706,18 +752,10 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
     const long long rows = (long long) a->max_qo_len * G;
     if constexpr (std::is_same<QT, float>::value) {
         using S = pk_prefill_simt_shape<D, KT>;
-        const long long mt = pk_ceil_div(rows, S::BM);
-        if (mt == 0)
-            return 0;
-        if (mt > INT32_MAX)
-            return PAGED_E_GEOMETRY;
-        p.num_mtiles = (int) mt;
-        int rc = pk_kernel_prepare(pk_prefill_simt_kernel<D, KT>, S::NT, S::SMEM, dev,
-                                   pk_prefill_prepared<D, KT, QT>::cache);
-        if (rc < 0)
-            return rc;
-        dim3 grid((unsigned) mt, (unsigned) a->cache.num_kv_heads, (unsigned) a->num_seqs);
-        pk_prefill_simt_kernel<D, KT><<<grid, S::NT, S::SMEM, stream>>>(p);
+        return pk_prefill_launch(pk_prefill_simt_kernel<D, KT>, S::NT, S::SMEM, S::BM, rows, a, dev,
+                                 pk_prefill_prepared<D, KT, QT>::cache, &p, [&](dim3 grid) {
+                                     pk_prefill_simt_kernel<D, KT><<<grid, S::NT, S::SMEM, stream>>>(p);
+                                 });
     } else {
         if constexpr (pk_prefill_wg_eligible<D, KT, QT>()) {
             CUtensorMap map;
@@ -725,36 +763,19 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
             if (p.soft_cap <= 0.0f && p.alibi == nullptr && p.qk_scale > 0.0f && pk_prefill_wg_usable(dev)
                 && pk_prefill_wg_map<D>(a, &map, &t)) {
                 using S = pk_prefill_wg_shape<D>;
-                const long long mt = pk_ceil_div(rows, S::BM);
-                if (mt == 0)
-                    return 0;
-                if (mt > INT32_MAX)
-                    return PAGED_E_GEOMETRY;
-                p.num_mtiles = (int) mt;
-                int rc = pk_kernel_prepare(pk_prefill_wg_kernel<D, QT>, S::THREADS, S::SMEM, dev,
-                                           pk_prefill_prepared<D, KT, QT>::wg_cache);
-                if (rc < 0)
-                    return rc;
-                dim3 grid((unsigned) mt, (unsigned) a->cache.num_kv_heads, (unsigned) a->num_seqs);
-                pk_prefill_wg_kernel<D, QT><<<grid, S::THREADS, S::SMEM, stream>>>(map, p, t);
-                return pk_launch_status();
+                return pk_prefill_launch(pk_prefill_wg_kernel<D, QT>, S::THREADS, S::SMEM, S::BM, rows, a, dev,
+                                         pk_prefill_prepared<D, KT, QT>::wg_cache, &p, [&](dim3 grid) {
+                                             pk_prefill_wg_kernel<D, QT>
+                                                 <<<grid, S::THREADS, S::SMEM, stream>>>(map, p, t);
+                                         });
             }
         }
         using S = pk_prefill_mma_shape<D, KT, QT>;
-        const long long mt = pk_ceil_div(rows, S::BM);
-        if (mt == 0)
-            return 0;
-        if (mt > INT32_MAX)
-            return PAGED_E_GEOMETRY;
-        p.num_mtiles = (int) mt;
-        int rc = pk_kernel_prepare(pk_prefill_mma_kernel<D, KT, QT>, S::NT, S::SMEM, dev,
-                                   pk_prefill_prepared<D, KT, QT>::cache);
-        if (rc < 0)
-            return rc;
-        dim3 grid((unsigned) mt, (unsigned) a->cache.num_kv_heads, (unsigned) a->num_seqs);
-        pk_prefill_mma_kernel<D, KT, QT><<<grid, S::NT, S::SMEM, stream>>>(p);
+        return pk_prefill_launch(pk_prefill_mma_kernel<D, KT, QT>, S::NT, S::SMEM, S::BM, rows, a, dev,
+                                 pk_prefill_prepared<D, KT, QT>::cache, &p, [&](dim3 grid) {
+                                     pk_prefill_mma_kernel<D, KT, QT><<<grid, S::NT, S::SMEM, stream>>>(p);
+                                 });
     }
-    return pk_launch_status();
 }
 
 /* Instantiates the prefill of head dim D for every supported (cache, query) dtype pair. */

@@ -118,7 +118,7 @@ template <int D> __device__ __forceinline__ void pk_prefill_wg_zero_tail(unsigne
     }
 }
 
-/* Starts the copies of CTA c's Q tile into qs (rows past the sequence are zeros). */
+/* Starts the copies of CTA c's Q tile into qs (the swizzled layout; rows past the sequence are zeros). */
 template <int D, typename QT>
 __device__ __forceinline__ void pk_prefill_wg_load_q(const pk_prefill_params &p, const pk_prefill_cta &c, int h,
                                                      unsigned char *qs)
@@ -128,22 +128,7 @@ __device__ __forceinline__ void pk_prefill_wg_load_q(const pk_prefill_params &p,
     for (int it = 0; it < S::BM * S::CPR / S::NT; ++it) {
         const int idx = (int) threadIdx.x + it * S::NT;
         const int m = idx / S::CPR, ch = idx % S::CPR;
-        unsigned char *dst = qs + pk_sw128_offset(S::BM, m, ch);
-        const int mg = c.m0 + m;
-        if (mg < c.rows) {
-            const int r = mg / p.group, g = mg - r * p.group;
-            const QT *src = (const QT *) p.q
-                            + ((size_t) (c.qo_start + r) * p.num_q_heads + (size_t) h * p.group + g) * D + ch * 8;
-            if (p.q_aligned) {
-                pk_cp_async16(dst, src);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    ((QT *) dst)[e] = src[e];
-            }
-        } else {
-            *(uint4 *) dst = make_uint4(0, 0, 0, 0);
-        }
+        pk_prefill_load_q_chunk<D, QT>(p, c, h, m, ch, (QT *) (qs + pk_sw128_offset(S::BM, m, ch)));
     }
 }
 
@@ -174,18 +159,9 @@ __device__ __forceinline__ void pk_prefill_wg_softmax(const pk_prefill_params &p
 #pragma unroll
         for (int e = 0; e < 4; ++e)
             mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-    float neg_m[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(m_run[r], mx[r] * qk_log2);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  /* nothing visible yet */
-        alpha[r] = pk_exp2(m_run[r] - m_use);
-        m_run[r] = m_new;
-        l_run[r] *= alpha[r];
-        neg_m[r] = -m_use;
-    }
+    float m_use[2];
+    pk_prefill_rows_update(mx, qk_log2, m_run, l_run, alpha, m_use);
+    const float neg_m[2] = { -m_use[0], -m_use[1] };
 #pragma unroll
     for (int nt = 0; nt < NT8; ++nt) {
 #pragma unroll

@@ -121,50 +121,41 @@ template <typename T> constexpr bool pk_wgmma_bf16(void)
     return std::is_same<T, __nv_bfloat16>::value;
 }
 
+/*
+ * The wgmma of shape m64nNk16 (N 64 or 128) for input type T (bf16 or f16), accumulators
+ * under constraint C; OPS64 and OPS128 are the rest of the instruction for each N (the
+ * operand numbers differ), the inputs follow.
+ */
+#define PK_WGMMA_FOR(T, N, C, OPS64, OPS128, ...)                                                     \
+    do {                                                                                             \
+        static_assert(N == 64 || N == 128, "m64n64k16 and m64n128k16 only");                         \
+        if constexpr (N == 64 && pk_wgmma_bf16<T>())                                                 \
+            PK_WGMMA(64, "bf16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, C, OPS64, __VA_ARGS__);            \
+        else if constexpr (N == 64)                                                                  \
+            PK_WGMMA(64, "f16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, C, OPS64, __VA_ARGS__);             \
+        else if constexpr (pk_wgmma_bf16<T>())                                                       \
+            PK_WGMMA(128, "bf16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, C, OPS128, __VA_ARGS__);          \
+        else                                                                                         \
+            PK_WGMMA(128, "f16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, C, OPS128, __VA_ARGS__);           \
+    } while (0)
+
 /* d = A B: A (64x16, rows of descriptor da) and B (16xN, K-major, db) in shared memory; d's old values are dead. */
 template <typename T, int N> __device__ __forceinline__ void pk_wgmma_ss0(float (&d)[N / 2], uint64_t da, uint64_t db)
 {
-    static_assert(N == 64 || N == 128, "m64n64k16 and m64n128k16 only");
-    if constexpr (N == 64 && pk_wgmma_bf16<T>())
-        PK_WGMMA(64, "bf16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "=f", "%32, %33, 0, 1, 1, 0, 0", "l"(da), "l"(db));
-    else if constexpr (N == 64)
-        PK_WGMMA(64, "f16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "=f", "%32, %33, 0, 1, 1, 0, 0", "l"(da), "l"(db));
-    else if constexpr (pk_wgmma_bf16<T>())
-        PK_WGMMA(128, "bf16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "=f", "%64, %65, 0, 1, 1, 0, 0", "l"(da), "l"(db));
-    else
-        PK_WGMMA(128, "f16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "=f", "%64, %65, 0, 1, 1, 0, 0", "l"(da), "l"(db));
+    PK_WGMMA_FOR(T, N, "=f", "%32, %33, 0, 1, 1, 0, 0", "%64, %65, 0, 1, 1, 0, 0", "l"(da), "l"(db));
 }
 
 /* d += A B: A (64x16, rows of descriptor da) and B (16xN, K-major, db) in shared memory. */
 template <typename T, int N> __device__ __forceinline__ void pk_wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db)
 {
-    static_assert(N == 64 || N == 128, "m64n64k16 and m64n128k16 only");
-    if constexpr (N == 64 && pk_wgmma_bf16<T>())
-        PK_WGMMA(64, "bf16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "+f", "%32, %33, 1, 1, 1, 0, 0", "l"(da), "l"(db));
-    else if constexpr (N == 64)
-        PK_WGMMA(64, "f16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "+f", "%32, %33, 1, 1, 1, 0, 0", "l"(da), "l"(db));
-    else if constexpr (pk_wgmma_bf16<T>())
-        PK_WGMMA(128, "bf16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "+f", "%64, %65, 1, 1, 1, 0, 0", "l"(da), "l"(db));
-    else
-        PK_WGMMA(128, "f16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "+f", "%64, %65, 1, 1, 1, 0, 0", "l"(da), "l"(db));
+    PK_WGMMA_FOR(T, N, "+f", "%32, %33, 1, 1, 1, 0, 0", "%64, %65, 1, 1, 1, 0, 0", "l"(da), "l"(db));
 }
 
 /* d += A B: A (64x16) in registers a, B (16xN, MN-major, descriptor db) in shared memory. */
 template <typename T, int N>
 __device__ __forceinline__ void pk_wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db)
 {
-    static_assert(N == 64 || N == 128, "m64n64k16 and m64n128k16 only");
-    if constexpr (N == 64 && pk_wgmma_bf16<T>())
-        PK_WGMMA(64, "bf16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "+f", "{%32, %33, %34, %35}, %36, 1, 1, 1, 1",
-                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-    else if constexpr (N == 64)
-        PK_WGMMA(64, "f16", PK_WGMMA_REGS32, PK_WGMMA_ACC32, "+f", "{%32, %33, %34, %35}, %36, 1, 1, 1, 1",
-                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-    else if constexpr (pk_wgmma_bf16<T>())
-        PK_WGMMA(128, "bf16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "+f", "{%64, %65, %66, %67}, %68, 1, 1, 1, 1",
-                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-    else
-        PK_WGMMA(128, "f16", PK_WGMMA_REGS64, PK_WGMMA_ACC64, "+f", "{%64, %65, %66, %67}, %68, 1, 1, 1, 1",
+    PK_WGMMA_FOR(T, N, "+f", "{%32, %33, %34, %35}, %36, 1, 1, 1, 1", "{%64, %65, %66, %67}, %68, 1, 1, 1, 1",
                  "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
