@@ -172,7 +172,7 @@ __device__ __forceinline__ void pk_prefill_wg_softmax(const pk_prefill_params &p
     }
 }
 
-/* Issues S = Q K^T for this warpgroup's 64 rows qw against the K tile kb: D / 16 wgmma, 4 per 64-element column block. */
+/* Issues S = Q K^T for this warpgroup's 64 rows qw against the K tile kb: D / 16 wgmma, 4 per 64-column block. */
 template <int D, typename QT>
 __device__ __forceinline__ void pk_prefill_wg_qk(float (&sf)[pk_prefill_wg_shape<D>::BN / 2], const unsigned char *qw,
                                                  const unsigned char *kb)
@@ -191,7 +191,8 @@ __device__ __forceinline__ void pk_prefill_wg_qk(float (&sf)[pk_prefill_wg_shape
 
 /* Issues O += P V for the P fragments a against the V tile vb: BN / 16 wgmma. */
 template <int D, typename QT>
-__device__ __forceinline__ void pk_prefill_wg_pv(float (&of)[D / 2], const uint32_t (&a)[pk_prefill_wg_shape<D>::BN / 16][4],
+__device__ __forceinline__ void pk_prefill_wg_pv(float (&of)[D / 2],
+                                                 const uint32_t (&a)[pk_prefill_wg_shape<D>::BN / 16][4],
                                                  const unsigned char *vb)
 {
     using S = pk_prefill_wg_shape<D>;
@@ -212,10 +213,6 @@ __device__ __forceinline__ void pk_prefill_wg_pack(uint32_t (&a)[NT8 / 2][4], co
         a[kc][3] = pk_pack2<QT>(s[2 * kc + 1][2], s[2 * kc + 1][3]);
     }
 }
-
-#endif /* PK_HAVE_WGMMA */
-
-#if PK_HAVE_WGMMA
 
 /*
  * The producer warp's loop: copies K_0, then for each tile jt K_(jt+1) and V_jt, each once
@@ -408,7 +405,8 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 pk_tensor_map_encoder(void)
         void *f = nullptr;
         cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
-        const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+        const cudaError_t e =
+            cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
 #else
         const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q);
 #endif
@@ -436,9 +434,11 @@ static bool pk_prefill_wg_map(const pk_prefill_args *a, CUtensorMap *map, pk_pre
     const cuuint64_t strides[1] = { (cuuint64_t) D * 2 };
     const cuuint32_t box[2] = { 64, (cuuint32_t) min(c.block_size, 128) };
     const cuuint32_t steps[2] = { 1, 1 };
-    const CUresult r = encode(map, c.dtype == PAGED_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                              2, c.base, dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUtensorMapDataType type =
+        c.dtype == PAGED_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const CUresult r = encode(map, type, 2, c.base, dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return false;
     t->k_row0 = (int) (2LL * a->layer * plane_rows);

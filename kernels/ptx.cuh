@@ -1,4 +1,4 @@
-/* ptx.cuh: inline-PTX wrappers: cp.async, barriers, setmaxnreg, ldmatrix, mma.sync, griddepcontrol (Hopper: wgmma.cuh, tma.cuh). */
+/* ptx.cuh: inline PTX: cp.async, barriers, setmaxnreg, ldmatrix, mma.sync, griddepcontrol (also wgmma.cuh, tma.cuh). */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_KERNELS_PTX_CUH
 #define PAGED_KERNELS_PTX_CUH
