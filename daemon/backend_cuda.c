@@ -82,7 +82,6 @@ struct cuda_backend {
 /* One launch of a batch as prepared: its kind and the kernel library's arguments. */
 struct cuda_launch {
     int kind;                     /* PAGED_OP_APPEND, _DECODE (merged or not), _PREFILL, _COPY */
-    size_t ws_need;               /* workspace the DECODE or PREFILL asks for */
     union {
         pk_append_args append;
         pk_decode_args decode;
@@ -871,20 +870,24 @@ static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd
     return PAGED_OK;
 }
 
-/* Sizes the workspace the batch's DECODEs and PREFILLs ask for (their arguments built);
- * returns the largest. */
+/* Returns the workspace launch cl (its arguments built) asks for: a DECODE's or a PREFILL's, else 0. */
+static size_t launch_workspace(const struct cuda_launch *cl)
+{
+    if (cl->kind == PAGED_OP_DECODE)
+        return pk_cuda_decode_workspace(&cl->a.decode);
+    if (cl->kind == PAGED_OP_PREFILL)
+        return pk_cuda_prefill_workspace(&cl->a.prefill);
+    return 0;
+}
+
+/* Returns the largest workspace a launch of the batch (its arguments built) asks for. */
 static size_t workspace_need(struct cuda_backend *cb, const struct pd_batch *batch)
 {
     size_t need = 0;
     for (uint32_t l = 0; l < batch->nlaunches; l++) {
-        struct cuda_launch *cl = &cb->launch[l];
-        cl->ws_need = 0;
-        if (cl->kind == PAGED_OP_DECODE)
-            cl->ws_need = pk_cuda_decode_workspace(&cl->a.decode);
-        else if (cl->kind == PAGED_OP_PREFILL)
-            cl->ws_need = pk_cuda_prefill_workspace(&cl->a.prefill);
-        if (cl->ws_need > need)
-            need = cl->ws_need;
+        size_t n = launch_workspace(&cb->launch[l]);
+        if (n > need)
+            need = n;
     }
     return need;
 }
@@ -1001,7 +1004,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     void *ws = need > 0 ? workspace(cb, need, &ws_size) : NULL;
     for (uint32_t l = 0; l < batch->nlaunches; l++) {
         struct cuda_launch *cl = &cb->launch[l];
-        if (cl->ws_need == 0)
+        if (launch_workspace(cl) == 0)
             continue;
         if (cl->kind == PAGED_OP_DECODE) {
             cl->a.decode.workspace = ws;
