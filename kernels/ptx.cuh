@@ -32,17 +32,6 @@ __device__ __forceinline__ void pk_cp_async16_zfill(void *smem, const void *gmem
                  : "memory");
 }
 
-/*
- * Starts a 16-byte copy from global gmem to shared smem of which only the first src_bytes
- * (0 or 16) are read; the rest is zero-filled (gmem must be a valid address either way).
- */
-__device__ __forceinline__ void pk_cp_async16_bytes(void *smem, const void *gmem, int src_bytes)
-{
-    unsigned s = (unsigned) __cvta_generic_to_shared(smem);
-    size_t g = __cvta_generic_to_global(gmem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(src_bytes) : "memory");
-}
-
 /* Closes the group of copies this thread started since the last commit. */
 __device__ __forceinline__ void pk_cp_async_commit(void)
 {
