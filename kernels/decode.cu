@@ -167,27 +167,39 @@ static int pk_decode_dispatch(const pk_decode_args *a, size_t ws_limit, cudaStre
     }
 }
 
-/* Returns 0 if the decode arguments are ones the kernels handle, else a negative paged_error. */
-static int pk_decode_check(const pk_decode_args *a)
+/* Returns 0 if the decode's shapes (not its pointers) are ones the kernels handle, else a
+ * negative paged_error. */
+static int pk_decode_check_shape(const pk_decode_args *a)
 {
     int rc = pk_attn_check(&a->cache, a->layer, a->num_q_heads, a->q_dtype);
     if (rc != 0)
         return rc;
     if (a->num_seqs < 0 || a->bt_stride < 0 || a->num_seqs > INT32_MAX / 2)
         return PAGED_E_INVAL;
-    if (a->num_seqs > 0 && (a->block_tables == NULL || a->seq_lens == NULL))
-        return PAGED_E_INVAL;
-    if (a->num_seqs > 0 && !(a->q_seq ? a->out_seq != NULL : a->q != NULL && a->out != NULL))
-        return PAGED_E_INVAL;
     if (a->cache.num_kv_heads > 65535)
         return PAGED_E_GEOMETRY;        /* grid dimension y */
     return 0;
 }
 
-/* Returns the split-KV workspace the decode of a needs on the current device (0: no split). */
+/* Returns 0 if the decode arguments are ones the kernels handle, else a negative paged_error. */
+static int pk_decode_check(const pk_decode_args *a)
+{
+    int rc = pk_decode_check_shape(a);
+    if (rc != 0)
+        return rc;
+    if (a->num_seqs > 0 && (a->block_tables == NULL || a->seq_lens == NULL))
+        return PAGED_E_INVAL;
+    if (a->num_seqs > 0 && !(a->q_seq ? a->out_seq != NULL : a->q != NULL && a->out != NULL))
+        return PAGED_E_INVAL;
+    return 0;
+}
+
+/* Returns the split-KV workspace the decode of a needs on the current device (0: no split).
+ * Only the shapes count: the pointers may still be unset (the daemon sizes the workspace
+ * before it lays out the metadata the pointers will address). */
 extern "C" size_t pk_cuda_decode_workspace(const pk_decode_args *a)
 {
-    if (a == NULL || pk_decode_check(a) != 0 || a->num_seqs == 0)
+    if (a == NULL || pk_decode_check_shape(a) != 0 || a->num_seqs == 0)
         return 0;
     pk_decode_plan pl;
     if (pk_decode_dispatch(a, SIZE_MAX, nullptr, false, &pl) != 0)

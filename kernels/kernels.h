@@ -235,7 +235,8 @@ void pk_cpu_copy_run(const pk_copy_args *a, size_t begin, size_t end);
  * launches on stream, checks the launch, and returns without synchronizing.
  */
 int pk_cuda_append(const pk_append_args *a, void *stream);
-/* Returns the workspace bytes pk_cuda_decode needs for a (0 if it will not split). */
+/* Returns the workspace bytes pk_cuda_decode needs for a (0 if it will not split); reads only
+ * a's shapes, so its pointers may still be NULL. */
 size_t pk_cuda_decode_workspace(const pk_decode_args *a);
 int pk_cuda_decode(const pk_decode_args *a, void *stream);
 size_t pk_cuda_prefill_workspace(const pk_prefill_args *a);

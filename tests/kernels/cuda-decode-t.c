@@ -48,6 +48,10 @@ typedef struct dcase {
     float q_amp;                    /* query magnitude; 0: the default 2 */
 } dcase;
 
+/* Cases run, how many of them split, and for how many the workspace query gave another
+ * answer without the pointers. */
+static int ws_cases, ws_split, ws_pointer_dependent;
+
 /* Fills every plane of a host pool with random values (fp8: K planes by k_scale, V by v_scale). */
 static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
 {
@@ -158,6 +162,18 @@ static void run_case(tap_rng *rng, const dcase *c)
         da.out = out_d;
     }
     size_t ws = pk_cuda_decode_workspace(&da);
+    /* The daemon asks before the metadata has device addresses: the answer must not change. */
+    pk_decode_args shape_only = da;
+    shape_only.block_tables = NULL;
+    shape_only.seq_lens = NULL;
+    shape_only.q = NULL;
+    shape_only.out = NULL;
+    shape_only.q_seq = NULL;
+    shape_only.out_seq = NULL;
+    shape_only.seq_layer = NULL;
+    ws_cases++;
+    ws_split += ws > 0;
+    ws_pointer_dependent += pk_cuda_decode_workspace(&shape_only) != ws;
     da.workspace = NULL;
     da.workspace_size = 0;
     if (!c->no_workspace && ws > 0) {
@@ -433,5 +449,8 @@ int main(void)
             c.L = 2 + k;
         run_case(&rng, &c);
     }
+    ok(ws_pointer_dependent == 0 && ws_split > 0,
+       "decode: the workspace query reads only the shapes (%d of %d cases differ without pointers; %d split)",
+       ws_pointer_dependent, ws_cases, ws_split);
     return 0;
 }
