@@ -449,6 +449,24 @@ int main(void)
             c.L = 2 + k;
         run_case(&rng, &c);
     }
+
+    /* More (sequence, KV head) contexts than an H100 holds CTAs (24 x 32 and 24 x 20), of
+     * mixed lengths: grids of several waves. */
+    static const int32_t many[2][4] = { { 1, 3, 1, 32 }, { 4, 1, 2, 20 } };   /* pair, dim, group, KV heads */
+    for (int k = 0; k < 2; k++) {
+        c = base_case(&rng, many[k][0], many[k][1], k, 20 + k);
+        c.G = many[k][2];
+        c.H = many[k][3];
+        c.L = 1;
+        c.nseqs = MAXSEQS;
+        for (int sq = 0; sq < c.nseqs; sq++)
+            c.lens[sq] = sq % 7 == 3 ? gu_range(&rng, 1, 16) : gu_range(&rng, 40, 400);
+        c.window = k == 1 ? 200 : 0;
+        c.alibi = k == 1;
+        c.per_seq = k == 0;
+        c.mixed = 0;
+        run_case(&rng, &c);
+    }
     ok(ws_pointer_dependent == 0 && ws_split > 0,
        "decode: the workspace query reads only the shapes (%d of %d cases differ without pointers; %d split)",
        ws_pointer_dependent, ws_cases, ws_split);
