@@ -159,16 +159,18 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
             return;
         }
     }
-    int rc = pd_conn_send(c, &w, sizeof w, fds, (int) w.num_fds, 0);
-    for (int i = 0; i < 4; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
+    /* Ready before the WELCOME goes out, so that the client finds its spin hint set. */
     c->state = PD_CONN_READY;
     srv->n_pending--;
     if (c->control_only)
         srv->n_control++;
     else
         srv->n_channel++;
+    pd_server_spin_hint(srv);
+    int rc = pd_conn_send(c, &w, sizeof w, fds, (int) w.num_fds, 0);
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
     if (rc < 0) {
         pd_server_kill(srv, c, PD_LOG_INFO, "gone before WELCOME");
         return;

@@ -95,6 +95,12 @@ struct pd_engine {
     struct paged_engine_stats mark;  /* total when pd_engine_idle last reported */
     struct pd_server *srv;        /* the server of the pass running now */
     int inflight;                 /* the backend had batches queued at the last pass */
+    /* For the idle log line only: completion wake-ups (system calls) and the time they took,
+     * and the time from the end of one pass's wake-ups to the next pass's backend work. */
+    struct wake_stats {
+        uint64_t wakes, wake_ns, between_ns, betweens;
+    } wake, wake_mark;
+    uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
 };
 
 /* Names of the request fields for log lines, in enum paged_field order. */
@@ -700,6 +706,14 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         if (g0 != 0)
             e->total.gather_ns += pd_now_ns() - g0;
     }
+    if (e->nitems != 0 && e->woke_at != 0) {
+        uint64_t gap = pd_now_ns() - e->woke_at;
+        if (gap < 10000000u) {          /* not an idle spell */
+            e->wake.between_ns += gap;
+            e->wake.betweens++;
+        }
+        e->woke_at = 0;
+    }
     run_batch(e, srv);
     uint64_t t1 = pd_now_ns();
     unsigned done = 0;
@@ -707,9 +721,16 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         done += complete_client(e, srv, &e->clients[i], t1);
     /* Every completion is visible before the first wake-up's system call: clients that spin
      * go on at once instead of after the sleepers' wake-ups. */
+    uint64_t w0 = pd_now_ns();
+    uint64_t wakes = 0;
     for (uint32_t i = 0; i < e->nclients; i++)
         if (e->clients[i].posted != 0)
-            paged_wake_notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify);
+            wakes += paged_wake_notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify) == 1;
+    if (done != 0) {
+        e->woke_at = pd_now_ns();
+        e->wake.wakes += wakes;
+        e->wake.wake_ns += e->woke_at - w0;
+    }
     e->nitems = 0;
     /* Only now may a connection go away: nothing of the pass refers to it any more. */
     if (e->flush_evictions)
@@ -763,6 +784,14 @@ void pd_engine_idle(struct pd_server *srv)
            (unsigned long long) (t->merged_append_requests - m->merged_append_requests),
            (unsigned long long) (t->merged_append_launches - m->merged_append_launches),
            (unsigned long long) (t->early_batches - m->early_batches));
+    const struct wake_stats *w = &e->wake, *wm = &e->wake_mark;
+    uint64_t nb = w->betweens - wm->betweens;
+    pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
+           "wake-ups to the next one's backend work",
+           (double) (w->wakes - wm->wakes) / b, (double) (w->wake_ns - wm->wake_ns) / 1e3 / b,
+           nb != 0 ? (double) (w->between_ns - wm->between_ns) / 1e3 / (double) nb : 0.0);
+    e->wake_mark = e->wake;
+    e->woke_at = 0;
     e->mark = e->total;
 }
 

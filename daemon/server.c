@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,8 +104,10 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         srv->n_pending--;
     else if (c->control_only)
         srv->n_control--;
-    else
+    else {
         srv->n_channel--;
+        pd_server_spin_hint(srv);
+    }
     uint64_t released = 0;
     uint32_t pools = c->natt;
     /* Work of its that the engine completed early may still use its blocks. */
@@ -145,6 +148,16 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         c->ch = NULL;
     }
     c->list.active = 0;
+}
+
+/* Sets every client's spin hint from the number of clients; see server.h. */
+void pd_server_spin_hint(struct pd_server *srv)
+{
+    uint32_t nospin = (uint64_t) srv->n_channel + 2 > srv->ncpus;
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        if (c->state == PD_CONN_READY && c->ch != NULL)
+            atomic_store_explicit(paged_ring_word(&c->ch->cq.ctl->consumer_nospin), nospin,
+                                  memory_order_relaxed);
 }
 
 /* Frees connections killed during this turn; see server.h. */
@@ -514,6 +527,8 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     srv->reload = reload_fn;
     srv->reload_ctx = reload_ctx;
     srv->start_ns = pd_now_ns();
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    srv->ncpus = cpus > 0 && cpus < (long) UINT32_MAX ? (uint32_t) cpus : 1;
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     srv->mem_limit = pages > 0 && psize > 0 ? (uint64_t) pages * (uint64_t) psize : 0;
 

@@ -54,7 +54,7 @@ static const struct key_slot keys[] = {
       NUM(T_U32, threads, 0, 1024) },
     { { "hello-timeout", 1, 0, 1, 1, "MS", "drop a connection silent for MS ms (default 5000)" },
       NUM(T_U32, hello_timeout_ms, 1, 3600000) },
-    { { "spin-us", 1, 0, 1, 1, "US", "poll rings US microseconds after work before sleeping (default 50)" },
+    { { "spin-us", 1, 0, 1, 1, "US", "poll rings US microseconds after work before sleeping (default 1000)" },
       NUM(T_U32, spin_us, 0, 100000) },
     { { "dependency-timeout", 1, 0, 1, 1, "MS", "fail a request whose wait word is not reached within MS ms (default 1000)" },
       NUM(T_U32, dependency_timeout_ms, 1, 3600000) },
@@ -75,7 +75,7 @@ void pd_config_defaults(struct pd_config *cfg, const char *default_config)
     cfg->max_clients = 256;
     cfg->max_pools = 64;
     cfg->hello_timeout_ms = 5000;
-    cfg->spin_us = 50;
+    cfg->spin_us = 1000;
     cfg->dependency_timeout_ms = 1000;
     cfg->ready_fd = -1;
 }

@@ -62,7 +62,9 @@ struct paged_ring_ctl {
     _Alignas(PAGED_CACHELINE) uint32_t head;             /* accessed with C11 atomics */
     _Alignas(PAGED_CACHELINE) uint32_t tail;             /* accessed with C11 atomics */
     _Alignas(PAGED_CACHELINE) uint32_t consumer_waiting; /* accessed with C11 atomics */
-    _Alignas(PAGED_CACHELINE) uint32_t reserved;
+    /* Nonzero: the producer asks the consumer not to spin before it sleeps, because more
+     * processes wait on it than there are CPUs (set by pagedd on completion rings). */
+    _Alignas(PAGED_CACHELINE) uint32_t consumer_nospin;  /* accessed with C11 atomics */
 };
 
 /* ---------------------------------------------------------------------------------------

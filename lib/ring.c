@@ -14,7 +14,7 @@ void paged_ring_ctl_init(struct paged_ring_ctl *ctl, uint32_t start)
     atomic_store_explicit(paged_ring_word(&ctl->head), start, memory_order_relaxed);
     atomic_store_explicit(paged_ring_word(&ctl->tail), start, memory_order_relaxed);
     atomic_store_explicit(paged_ring_word(&ctl->consumer_waiting), 0, memory_order_relaxed);
-    atomic_store_explicit(paged_ring_word(&ctl->reserved), 0, memory_order_relaxed);
+    atomic_store_explicit(paged_ring_word(&ctl->consumer_nospin), 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
 }
 
