@@ -73,11 +73,12 @@ int main(void)
     connect_client(limit - 1);
     is_int(limit, count_hint(limit, 1), "%ld clients on %ld CPUs: every client is told not to spin", limit, cpus);
 
-    /* One leaves: once its DISCONNECT event is out, the others may spin again. */
+    /* One leaves: once its DISCONNECT event is out, the others may spin again. The CONNECT
+     * events of every client come first. */
     rc_close(&clients[limit - 1]);
     struct paged_msg_event e;
     int seen = 0;
-    for (int tries = 0; tries < 4 && !seen; tries++)
+    for (long tries = 0; tries < limit + 8 && !seen; tries++)
         seen = rc_wait_msg(&sub, PAGED_MSG_EVENT, 10000, &e, sizeof e) == 1 && e.event == PAGED_EVENT_DISCONNECT;
     ok(seen, "the last client's disconnection is announced");
     if (limit >= 2)
