@@ -714,6 +714,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         }
         e->woke_at = 0;
     }
+    uint64_t batches = e->total.batches;
     run_batch(e, srv);
     uint64_t t1 = pd_now_ns();
     unsigned done = 0;
@@ -726,7 +727,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     for (uint32_t i = 0; i < e->nclients; i++)
         if (e->clients[i].posted != 0)
             wakes += paged_wake_notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify) == 1;
-    if (done != 0) {
+    if (e->total.batches != batches) {      /* counted per batch: passes without backend work left out */
         e->woke_at = pd_now_ns();
         e->wake.wakes += wakes;
         e->wake.wake_ns += e->woke_at - w0;

@@ -150,14 +150,17 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     c->list.active = 0;
 }
 
-/* Sets every client's spin hint from the number of clients; see server.h. */
+/* Sets every client's spin hint: the oldest srv->spinners clients may spin; see server.h. */
 void pd_server_spin_hint(struct pd_server *srv)
 {
-    uint32_t nospin = (uint64_t) srv->n_channel + 2 > srv->ncpus;
+    uint32_t n = srv->n_channel, seen = 0;    /* the list is newest first */
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
-        if (c->state == PD_CONN_READY && c->ch != NULL)
+        if (c->state == PD_CONN_READY && c->ch != NULL) {
+            uint32_t nospin = n - seen > srv->spinners;
+            seen++;
             atomic_store_explicit(paged_ring_word(&c->ch->cq.ctl->consumer_nospin), nospin,
                                   memory_order_relaxed);
+        }
 }
 
 /* Frees connections killed during this turn; see server.h. */
@@ -528,7 +531,13 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     srv->reload_ctx = reload_ctx;
     srv->start_ns = pd_now_ns();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    srv->ncpus = cpus > 0 && cpus < (long) UINT32_MAX ? (uint32_t) cpus : 1;
+    srv->spinners = cpus > 2 && cpus < (long) UINT32_MAX ? (uint32_t) cpus - 2 : 0;
+    const char *sp = getenv("PAGEDD_SPINNERS");       /* a benchmarking aid */
+    unsigned spinners = 0;
+    if (sp != NULL && sscanf(sp, "%u", &spinners) == 1) {
+        srv->spinners = spinners;
+        pd_log(PD_LOG_INFO, "up to %u clients spin in their waits (PAGEDD_SPINNERS)", spinners);
+    }
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     srv->mem_limit = pages > 0 && psize > 0 ? (uint64_t) pages * (uint64_t) psize : 0;
 

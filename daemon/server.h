@@ -28,7 +28,7 @@ struct pd_server {
     struct pd_conn *conns;            /* every connection, newest first */
     struct pd_conn *dead;             /* killed during this loop turn: freed at its end */
     uint32_t n_pending, n_channel, n_control;
-    uint32_t ncpus;                   /* CPUs online at start (pd_server_spin_hint) */
+    uint32_t spinners;                /* clients whose waits may spin (pd_server_spin_hint) */
     uint32_t next_client_id;
     struct pd_pool *pools;
     uint32_t n_pools;
@@ -55,10 +55,10 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
  * complete with PAGED_E_SHUTDOWN and it gets PAGED_MSG_SHUTDOWN. Returns 0. */
 int pd_server_run(struct pd_server *srv);
 
-/* Tells every client whether its completion waits may spin: not once the clients, the
- * engine and one CPU for everything else need more CPUs than are online (a spinning client
- * would then take the CPU the engine needs to complete its requests). Called whenever the
- * number of clients changes. Returns nothing. */
+/* Tells every client whether its completion waits may spin: the first spinners clients may
+ * (the CPUs online less one for the engine and one for everything else), the others are
+ * told to sleep at once, since a spinning client beyond those would take the CPU the engine
+ * needs to complete requests. Called whenever the set of clients changes. Returns nothing. */
 void pd_server_spin_hint(struct pd_server *srv);
 
 /* Frees everything, closes every connection and removes the socket file. */

@@ -261,6 +261,7 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
      * the first client's start to the last one's end. */
     size_t nlat = 0, nsteps = 0;
     int64_t *all_lat = NULL, *all_steps = NULL, first = INT64_MAX, last = INT64_MIN;
+    int64_t last_start = INT64_MIN, first_end = INT64_MAX;
     for (unsigned i = 0; i < sc->clients; i++) {
         char path[400];
         int64_t *lat, *steps;
@@ -276,6 +277,8 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
         nsteps += res.nsteps;
         first = res.start_ns < first ? res.start_ns : first;
         last = res.end_ns > last ? res.end_ns : last;
+        last_start = res.start_ns > last_start ? res.start_ns : last_start;
+        first_end = res.end_ns < first_end ? res.end_ns : first_end;
         free(lat);
         free(steps);
     }
@@ -311,6 +314,12 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
     br_set_int(t, row, "batch", sc->batch);
     br_set_num(t, row, "tok_s", tok_s);
     br_set_num(t, row, "step_ms", (double) bench_quantile(all_steps, nsteps, 0.5) / 1e6);
+    br_set_num(t, row, "step_max_ms", nsteps > 0 ? (double) all_steps[nsteps - 1] / 1e6 : 0.0);
+    /* How far apart the clients' timed runs began plus how far apart they ended: what the
+     * tokens/s (over the wall time from the first start to the last end) pays for stragglers. */
+    int64_t skew = (last_start - first) + (last - first_end);
+    if (skew > 0)       /* n/a for one client */
+        br_set_num(t, row, "skew_ms", (double) skew / 1e6);
     br_set_num(t, row, "p50_us", (double) bench_quantile(all_lat, nlat, 0.50) / 1e3);
     br_set_num(t, row, "p99_us", (double) bench_quantile(all_lat, nlat, 0.99) / 1e3);
     br_set_num(t, row, "p999_us", (double) bench_quantile(all_lat, nlat, 0.999) / 1e3);
@@ -414,6 +423,8 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
     br_col(t, "batch", "batch", 0, 0);
     br_col(t, "tok_s", "tokens/s", 1, 1);
     br_col(t, "step_ms", "step ms", 3, 1);
+    br_col(t, "step_max_ms", "max step ms", 3, 1);
+    br_col(t, "skew_ms", "skew ms", 3, 1);
     br_col(t, "p50_us", "p50 us", 1, 1);
     br_col(t, "p99_us", "p99 us", 1, 1);
     br_col(t, "p999_us", "p99.9 us", 1, 1);
