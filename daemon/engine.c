@@ -101,6 +101,7 @@ struct pd_engine {
         uint64_t wakes, wake_ns, between_ns, betweens;
     } wake, wake_mark;
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
+    uint64_t slow_logged;         /* when a slow batch was last logged */
 };
 
 /* Names of the request fields for log lines, in enum paged_field order. */
@@ -542,6 +543,12 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     uint64_t t0 = pd_now_ns();
     srv->backend->ops->run_batch(srv->backend, &batch);
     uint64_t spent = pd_now_ns() - t0;
+    /* A batch that holds up every client for this long is worth a line (one a second). */
+    if (spent >= 20000000u && t0 >= e->slow_logged + 1000000000u) {
+        e->slow_logged = t0;
+        pd_log(PD_LOG_INFO, "engine: a batch of %u requests took %.1f ms in the backend (%.1f waiting for the device)",
+               n, (double) spent / 1e6, (double) batch.wait_ns / 1e6);
+    }
     struct paged_engine_stats *t = &e->total;
     t->batches++;
     t->launches += batch.nlaunches;

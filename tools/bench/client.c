@@ -61,6 +61,8 @@ struct client {
     uint64_t words_off;            /* --deps: W, X, Y in the arena deps says */
     uint32_t *words;               /* their host address (host words, or the cpu backend) */
     void *stream;                  /* --deps=device on cuda: the client's own stream */
+    unsigned step, layer;          /* where the loop is, for the longest request */
+    struct svc_result *res;        /* where the longest request is noted */
 };
 
 /* Dies naming the client, what failed, the error and the library's explanation. */
@@ -104,7 +106,7 @@ static void fill_data(struct client *cl, uint64_t off, size_t n, uint64_t seed)
 }
 
 /* Waits for n completions, dying on any failure; stores each one's latency from t0 in lat
- * (when lat is not NULL). Returns nothing. */
+ * (when lat is not NULL) and notes the longest in cl->res (when set). Returns nothing. */
 static void await(struct client *cl, unsigned n, int64_t t0, int64_t *lat)
 {
     paged_completion comp[4];
@@ -122,8 +124,16 @@ static void await(struct client *cl, unsigned n, int64_t t0, int64_t *lat)
                          paged_field_name(comp[i].err_field), comp[i].err_index);
                 fail(cl, comp[i].status, what);
             }
-            if (lat != NULL)
+            if (lat != NULL) {
                 lat[got] = now - t0;
+                if (cl->res != NULL && now - t0 > cl->res->worst_ns) {
+                    cl->res->worst_ns = now - t0;
+                    cl->res->worst_service_ns = (int64_t) comp[i].service_ns;
+                    cl->res->worst_t0 = t0;
+                    cl->res->worst_step = cl->step;
+                    cl->res->worst_layer = cl->layer;
+                }
+            }
             got++;
         }
     }
@@ -453,10 +463,13 @@ static void decode_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struc
 {
     const struct svc_run *r = &cl->run;
     size_t nlat = 0;
+    cl->res = res;
     for (unsigned step = 0; step < r->warmup + r->steps; step++) {
         int timed = step >= r->warmup;
         int64_t t_step = step_begin(cl, step, res);
         for (int l = 0; l < SVC_LAYERS; l++) {
+            cl->step = step;
+            cl->layer = (unsigned) l;
             paged_request app, dec;
             layer_requests(cl, l, &app, &dec);
             prep(cl, &app);

@@ -262,6 +262,8 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
     size_t nlat = 0, nsteps = 0;
     int64_t *all_lat = NULL, *all_steps = NULL, first = INT64_MAX, last = INT64_MIN;
     int64_t last_start = INT64_MIN, first_end = INT64_MAX;
+    struct svc_result worst = { 0 };
+    unsigned worst_client = 0;
     for (unsigned i = 0; i < sc->clients; i++) {
         char path[400];
         int64_t *lat, *steps;
@@ -278,6 +280,10 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
         first = res.start_ns < first ? res.start_ns : first;
         last = res.end_ns > last ? res.end_ns : last;
         last_start = res.start_ns > last_start ? res.start_ns : last_start;
+        if (res.worst_ns > worst.worst_ns) {
+            worst = res;
+            worst_client = i;
+        }
         first_end = res.end_ns < first_end ? res.end_ns : first_end;
         free(lat);
         free(steps);
@@ -317,6 +323,13 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
     br_set_num(t, row, "step_max_ms", nsteps > 0 ? (double) all_steps[nsteps - 1] / 1e6 : 0.0);
     /* How far apart the clients' timed runs began plus how far apart they ended: what the
      * tokens/s (over the wall time from the first start to the last end) pays for stragglers. */
+    /* A stall (a request 10 ms or more) is worth a line: whose, where, and whether the
+     * daemon's share of it (from taking the request to posting its completion) explains it. */
+    if (worst.worst_ns >= 10000000)
+        fprintf(stderr, "paged-bench: %u x %u: longest request %.1f ms (%.1f us of it in the daemon), client %u, "
+                "step %u, layer %u, submitted %.3f s into the timed run\n", sc->clients, sc->batch,
+                (double) worst.worst_ns / 1e6, (double) worst.worst_service_ns / 1e3, worst_client, worst.worst_step,
+                worst.worst_layer, (double) (worst.worst_t0 - first) / 1e9);
     int64_t skew = (last_start - first) + (last - first_end);
     if (skew > 0)       /* n/a for one client */
         br_set_num(t, row, "skew_ms", (double) skew / 1e6);

@@ -43,6 +43,10 @@ struct svc_result {
     uint32_t reserved;
     int64_t start_ns;          /* CLOCK_MONOTONIC at the first timed step */
     int64_t end_ns;            /* and after the last */
+    /* The longest timed request: its latency, the daemon's share of it (service_ns of its
+     * completion), when it was submitted, and where in the run it was. */
+    int64_t worst_ns, worst_service_ns, worst_t0;
+    uint32_t worst_step, worst_layer;
 };
 
 /* The in-process comparison's result: the same steps, the same kernels, no service. */
