@@ -13,6 +13,7 @@
 
 #include "daemon/backend.h"
 #include "daemon/cuda_flight.h"
+#include "daemon/cuda_reaper.h"
 #include "daemon/cuda_mem.h"
 #include "daemon/merged.h"
 #include "daemon/log.h"
@@ -77,6 +78,7 @@ struct cuda_backend {
     int healthy;
     char health[128];
     unsigned warned;              /* non-sticky errors logged so far */
+    struct pd_cu_reaper reaper;   /* frees departed clients' arenas (cuda_reaper.h) */
 };
 
 /* One launch of a batch as prepared: its kind and the kernel library's arguments. */
@@ -264,7 +266,7 @@ static int check_health(struct cuda_backend *cb, char **cause)
 
 /* Checks that bytes more of device memory leave PD_CUDA_HEADROOM free. Returns PAGED_OK, or
  * PAGED_E_NOMEM / PAGED_E_DEVICE with *cause. */
-static int check_room(struct cuda_backend *cb, uint64_t bytes, const char *what, char **cause)
+static int room(struct cuda_backend *cb, uint64_t bytes, const char *what, char **cause)
 {
     size_t free_b = 0, total = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total);
@@ -278,6 +280,20 @@ static int check_room(struct cuda_backend *cb, uint64_t bytes, const char *what,
                     (unsigned long long) bytes, (unsigned long long) free_b,
                     (unsigned long long) total, (unsigned long long) PD_CUDA_HEADROOM);
     return PAGED_OK;
+}
+
+/* Returns PAGED_OK if bytes more of device memory leave the headroom free, waiting for the
+ * reaper to give back departed clients' memory before it says no; else an error with *cause. */
+static int check_room(struct cuda_backend *cb, uint64_t bytes, const char *what, char **cause)
+{
+    /* Departed clients' arenas may still be on their way back (cuda_reaper.h). */
+    int rc = room(cb, bytes, what, cause);
+    if (rc != PAGED_E_NOMEM)
+        return rc;
+    free(*cause);
+    *cause = NULL;
+    pd_cu_reaper_drain(&cb->reaper);
+    return room(cb, bytes, what, cause);
 }
 
 /* Waits for everything queued on the stream and retires every batch in flight (reporting
@@ -385,16 +401,17 @@ static int cuda_arena_create(pd_backend *b, uint64_t size, pd_arena **out, struc
     return PAGED_OK;
 }
 
-/* Frees a client's data arena once nothing queued can touch it; returns nothing. */
+/* Frees a client's data arena (and unpins its host arena) once nothing queued can touch them,
+ * on the reaper's thread; returns nothing. */
 static void cuda_arena_destroy(pd_backend *b, pd_arena *a)
 {
     struct cuda_backend *cb = b->priv;
     if (a == NULL)
         return;
     cuda_settle(b);
-    if (a->host != NULL)
-        (void) cudaHostUnregister(a->host);   /* nothing to do about a failure but go on */
-    pd_cu_mem_free(&cb->dev, &a->mem);
+    /* Nothing queued uses them now; unpinning and freeing take tens of milliseconds, which
+     * the reaper's thread spends instead of the engine. */
+    pd_cu_reaper_put(&cb->reaper, a->host, &a->mem);
     free(a);
 }
 
@@ -1071,6 +1088,7 @@ static void cuda_destroy(pd_backend *b)
     /* Errors here change nothing: the daemon is going away, or never started. */
     if (cb->stream != NULL)
         cudaStreamSynchronize(cb->stream);
+    pd_cu_reaper_stop(&cb->reaper);
     pd_cu_flight_free(&cb->flight);
     if (cb->d_stage != NULL)
         cudaFree(cb->d_stage);
@@ -1201,6 +1219,7 @@ pd_backend *pd_backend_cuda_open(const char *device, char **cause)
     b->ops = &cuda_ops;
     b->priv = cb;
     cb->backend = b;
+    pd_cu_reaper_init(&cb->reaper, &cb->dev);
     if (cuda_setup(cb, ordinal, cause) < 0) {
         cuda_destroy(b);
         return NULL;

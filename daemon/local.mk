@@ -44,6 +44,8 @@ PD_CUDA_BACKEND_SOURCES = \
 	daemon/cuda_flight.c \
 	daemon/cuda_mem.h \
 	daemon/cuda_mem.c \
+	daemon/cuda_reaper.h \
+	daemon/cuda_reaper.c \
 	daemon/backend_cuda.c
 if HAVE_CUDA
 daemon_libpageddaemon_la_SOURCES += $(PD_CUDA_BACKEND_SOURCES)

@@ -98,6 +98,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
 {
     if (c->state == PD_CONN_DEAD)
         return;
+    uint64_t t0 = pd_now_ns();
     enum pd_conn_state was = c->state;
     c->state = PD_CONN_DEAD;
     if (was == PD_CONN_HELLO)
@@ -148,6 +149,9 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         c->ch = NULL;
     }
     c->list.active = 0;
+    uint64_t spent = pd_now_ns() - t0;
+    if (spent >= 5000000u)      /* every other client waited meanwhile */
+        pd_clog(c, PD_LOG_INFO, "letting it go took %.1f ms", (double) spent / 1e6);
 }
 
 /* Sets every client's spin hint: the oldest srv->spinners clients may spin; see server.h. */
