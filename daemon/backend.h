@@ -127,8 +127,10 @@ struct pd_backend_ops {
      * data arena is the host arena. Returns PAGED_OK or a paged_error with *cause. */
     int (*arena_create)(pd_backend *b, uint64_t size, pd_arena **out, struct pd_export *exp,
                         char **cause);
-    /* Frees a client's data arena. */
-    void (*arena_destroy)(pd_backend *b, pd_arena *arena);
+    /* Frees a client's data arena, then unmaps map (map_size bytes; NULL: none): the client's
+     * channel, whose host arena host_register may have pinned. The backend may do both
+     * later, in that order, once nothing queued can use them. */
+    void (*arena_destroy)(pd_backend *b, pd_arena *arena, void *map, uint64_t map_size);
     /* Lets the backend's device wait for and write dependency words in the client's host
      * arena (PAGED_SQE_HOST_WORDS) from now on, until arena_destroy; NULL in a backend whose
      * host-arena words the engine handles. Returns PAGED_OK or a paged_error with *cause. */

@@ -17,6 +17,7 @@
 #include "daemon/cuda_mem.h"
 #include "daemon/merged.h"
 #include "daemon/log.h"
+#include "lib/shm.h"
 
 /*
  * Everything runs on the engine thread, on one non-blocking stream. An engine pass arrives as
@@ -401,17 +402,22 @@ static int cuda_arena_create(pd_backend *b, uint64_t size, pd_arena **out, struc
     return PAGED_OK;
 }
 
-/* Frees a client's data arena (and unpins its host arena) once nothing queued can touch them,
- * on the reaper's thread; returns nothing. */
-static void cuda_arena_destroy(pd_backend *b, pd_arena *a)
+/* Frees a client's data arena, unpins its host arena and unmaps its channel once nothing
+ * queued can touch them, on the reaper's thread; returns nothing. */
+static void cuda_arena_destroy(pd_backend *b, pd_arena *a, void *map, uint64_t map_size)
 {
     struct cuda_backend *cb = b->priv;
-    if (a == NULL)
+    if (a == NULL) {
+        if (map != NULL)
+            paged_shm_unmap(map, map_size);
         return;
+    }
     cuda_settle(b);
     /* Nothing queued uses them now; unpinning and freeing take tens of milliseconds, which
-     * the reaper's thread spends instead of the engine. */
-    pd_cu_reaper_put(&cb->reaper, a->host, &a->mem);
+     * the reaper's thread spends instead of the engine. The channel is unmapped only after
+     * its host arena is unpinned: a new channel mapped at the same address must not meet
+     * the old registration. */
+    pd_cu_reaper_put(&cb->reaper, a->host, &a->mem, map, map_size);
     free(a);
 }
 

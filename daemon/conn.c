@@ -304,8 +304,8 @@ void pd_channel_destroy(struct pd_channel *ch)
     if (ch == NULL)
         return;
     if (ch->data != NULL)
-        ch->backend->ops->arena_destroy(ch->backend, ch->data);
-    if (ch->map != NULL)
+        ch->backend->ops->arena_destroy(ch->backend, ch->data, ch->map, ch->size);   /* unmaps too */
+    else if (ch->map != NULL)
         paged_shm_unmap(ch->map, ch->size);
     if (ch->sq_wait >= 0)
         close(ch->sq_wait);

@@ -10,15 +10,18 @@
 #include <string.h>
 
 #include "daemon/log.h"
+#include "lib/shm.h"
 
 struct pd_cu_reap {
     struct pd_cu_reap *next;
     void *host;
     struct pd_cu_mem mem;
+    void *map;
+    uint64_t map_size;
 };
 
-/* Unpins host (unless NULL) and frees *mem; returns nothing. */
-static void free_now(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem)
+/* Unpins host (unless NULL), frees *mem, then unmaps map (unless NULL); returns nothing. */
+static void free_now(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem, void *map, uint64_t map_size)
 {
     if (host != NULL) {
         cudaError_t e = cudaHostUnregister(host);
@@ -28,12 +31,14 @@ static void free_now(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem)
         }
     }
     pd_cu_mem_free(r->dev, mem);
+    if (map != NULL)
+        paged_shm_unmap(map, map_size);
 }
 
 /* Frees one queued arena's memory and its entry; returns nothing. */
 static void reap(struct pd_cu_reaper *r, struct pd_cu_reap *x)
 {
-    free_now(r, x->host, &x->mem);
+    free_now(r, x->host, &x->mem, x->map, x->map_size);
     free(x);
 }
 
@@ -96,15 +101,17 @@ static int start(struct pd_cu_reaper *r)
 }
 
 /* Queues an arena's memory for the thread; see cuda_reaper.h. */
-void pd_cu_reaper_put(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem)
+void pd_cu_reaper_put(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem, void *map, uint64_t map_size)
 {
     struct pd_cu_reap *x = calloc(1, sizeof *x);
     if (x == NULL) {
-        free_now(r, host, mem);     /* no queue entry: on this thread, then */
+        free_now(r, host, mem, map, map_size);   /* no queue entry: on this thread, then */
         return;
     }
     x->host = host;
     x->mem = *mem;
+    x->map = map;
+    x->map_size = map_size;
     memset(mem, 0, sizeof *mem);
     pthread_mutex_lock(&r->mu);
     if (!r->started && !r->stop && !start(r)) {

@@ -33,11 +33,12 @@ struct pd_cu_reaper {
 void pd_cu_reaper_init(struct pd_cu_reaper *r, struct pd_cu_device *dev);
 
 /*
- * Frees, on the reaper's thread, the pinned host range host (NULL: none; unregistered with
- * cudaHostUnregister) and the device memory *mem (taken over: *mem is cleared). Nothing
- * queued on the device may use either any more. Returns nothing.
+ * Frees, on the reaper's thread and in this order, the pinned host range host (NULL: none;
+ * unregistered with cudaHostUnregister), the device memory *mem (taken over: *mem is
+ * cleared) and the shared mapping map of map_size bytes (NULL: none; the channel that holds
+ * host). Nothing queued on the device may use any of them any more. Returns nothing.
  */
-void pd_cu_reaper_put(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem);
+void pd_cu_reaper_put(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem, void *map, uint64_t map_size);
 
 /* Waits until everything handed over so far has been freed (before an allocation that
  * needs the memory back). Returns nothing. */
