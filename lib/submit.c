@@ -205,8 +205,10 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
     /* Spin: a completion a few microseconds away is not worth two system calls; unless the
      * daemon says its clients outnumber the CPUs, where spinning would take the daemon's. */
     uint64_t budget = c->waiter.spin_ns;
-    if (atomic_load_explicit(paged_ring_word(&c->cq.ctl->consumer_nospin), memory_order_relaxed) != 0)
+    if (atomic_load_explicit(paged_ring_word(&c->cq.ctl->consumer_nospin), memory_order_relaxed) != 0) {
         budget = 0;
+        c->waiter.nospin_waits++;
+    }
     if (deadline != UINT64_MAX && budget > deadline - start)
         budget = deadline - start;
     for (uint64_t i = 1; i <= budget; i++) {

@@ -45,6 +45,7 @@ void paged_waiter_init(struct paged_waiter *w, uint32_t spin_max_ns)
     w->spin_ns = spin_max_ns;
     w->spin_hits = 0;
     w->sleeps = 0;
+    w->nospin_waits = 0;
 }
 
 /* Creates an eventfd wake-up. */

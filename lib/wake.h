@@ -62,6 +62,7 @@ struct paged_waiter {
     uint32_t spin_ns;     /* the current budget: grows when spinning pays, shrinks when not */
     uint64_t spin_hits;   /* waits satisfied while spinning */
     uint64_t sleeps;      /* times a wait went into poll() */
+    uint64_t nospin_waits; /* waits that slept at once, as the ring's consumer_nospin asked */
 };
 
 /* Sets up a waiter that spins at most spin_max_ns before sleeping (0: never spins). */

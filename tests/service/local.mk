@@ -13,7 +13,8 @@ SVC_TEST_LIBS = tests/service/libsvctest.la lib/libpagedcore.la kernels/libpaged
 check_PROGRAMS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
 	tests/service/control-t tests/service/spinhint-t
 tests_service_badinput_t_LDADD = $(SVC_TEST_LIBS)
-tests_service_spinhint_t_LDADD = $(SVC_TEST_LIBS)
+tests_service_spinhint_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
+	lib/libpagedcore.la $(TAP_LIBS)
 tests_service_reclaim_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_daemon_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_control_t_LDADD = $(SVC_TEST_LIBS)

@@ -8,8 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/client.h"
 #include "lib/proto.h"
 #include "lib/ring.h"
+#include "paged.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -54,54 +56,91 @@ static void connect_client(long i)
         bail("client %ld cannot connect: %s", i, clients[i].errmsg);
 }
 
-/* Connects as many clients as may spin (the CPUs less two), then one more, which is told not
- * to; lets clients go and checks the hints follow. */
-int main(void)
+/*
+ * With a daemon that lets spinners clients spin (env: its PAGEDD_SPINNERS, or NULL for the
+ * default of the CPUs less two): connects that many clients, then one more, which is told
+ * not to; lets clients go and checks the hints follow, and that libpaged honours its hint.
+ * Returns nothing.
+ */
+static void scenario(long spinners, const char *env, long cpus)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus < 1)
-        bail("cannot count the online CPUs");
-    long spinners = cpus > 2 ? cpus - 2 : 0;
-    if (spinners + 1 > MAX_TEST_CLIENTS)
-        skip_all("%ld CPUs would need %ld clients", cpus, spinners + 1);
-    plan_lazy();
+    if (env != NULL)
+        setenv("PAGEDD_SPINNERS", env, 1);
     const char *const extra[] = { "--max-clients", "1024", NULL };
-    if (td_start(&daemon_, extra, NULL) != 0)
+    int started = td_start(&daemon_, extra, NULL);
+    unsetenv("PAGEDD_SPINNERS");
+    if (started != 0)
         bail("pagedd did not start");
+    const char *how = env != NULL ? "PAGEDD_SPINNERS" : "default";
     struct rc_client sub;
     if (rc_connect(daemon_.socket, "sub", PAGED_HELLO_CONTROL, &sub) != 0)
         bail("control connection failed");
     struct paged_msg_hdr h = { PAGED_MSG_SUBSCRIBE, 0, 0, sizeof h };
     struct paged_msg_hdr reply;
-    is_int(sizeof reply, rc_control(&sub, &h, sizeof h, &reply, sizeof reply, NULL), "SUBSCRIBE answers OK");
+    is_int(sizeof reply, rc_control(&sub, &h, sizeof h, &reply, sizeof reply, NULL), "%s: SUBSCRIBE answers OK",
+           how);
 
     for (long i = 0; i < spinners; i++)
         connect_client(i);
     if (spinners > 0)
         is_int(spinners, count_hint(0, spinners, 0),
-               "%ld clients on %ld CPUs (and a control connection): every client may spin", spinners, cpus);
+               "%s: %ld clients on %ld CPUs (and a control connection): every client may spin", how, spinners, cpus);
     connect_client(spinners);
     ok(nospin(&clients[spinners]) == 1 && count_hint(0, spinners, 0) == spinners,
-       "one client more: it is told not to spin, the %ld before it still may", spinners);
+       "%s: one client more: it is told not to spin, the %ld before it still may", how, spinners);
 
     /* The newest leaves: the others keep spinning. The CONNECT events come first. */
     rc_close(&clients[spinners]);
-    ok(await_disconnect(&sub, spinners + 8), "the newest client's disconnection is announced");
-    is_int(spinners, count_hint(0, spinners, 0), "back to %ld clients: every client may spin", spinners);
+    ok(await_disconnect(&sub, spinners + 8), "%s: the newest client's disconnection is announced", how);
+    is_int(spinners, count_hint(0, spinners, 0), "%s: back to %ld clients: every client may spin", how, spinners);
 
-    /* One more again, then the oldest leaves: the newest may spin now. */
+    /* A libpaged client one more: its waits sleep at once (a wait for nothing, bounded by a
+     * 2 ms timeout, goes through the spin-or-sleep choice); then the oldest leaves, and its
+     * waits spin again. */
+    paged_connect_opts opts = { .socket_path = daemon_.socket, .name = "libpaged", .spin_us = 50 };
+    paged_client *lc = NULL;
+    if (paged_client_connect(&opts, &lc) != PAGED_OK)
+        bail("libpaged client cannot connect");
+    paged_completion comp;
+    int w1 = paged_wait(lc, &comp, 1, 2);
+    ok(w1 <= 0 && lc->waiter.nospin_waits == 1,
+       "%s: libpaged client beyond the spinners: its wait slept without spinning (%d, %llu)", how, w1,
+       (unsigned long long) lc->waiter.nospin_waits);
     if (spinners > 0) {
-        connect_client(spinners);
-        ok(nospin(&clients[spinners]) == 1, "one client more again: told not to spin");
         rc_close(&clients[0]);
-        ok(await_disconnect(&sub, 8), "the oldest client's disconnection is announced");
-        is_int(spinners, count_hint(1, spinners + 1, 0), "the oldest gone: the newest may spin too");
-        rc_close(&clients[spinners]);
+        ok(await_disconnect(&sub, spinners + 8), "%s: the oldest client's disconnection is announced", how);
+        int w2 = paged_wait(lc, &comp, 1, 2);
+        ok(w2 <= 0 && lc->waiter.nospin_waits == 1,
+           "%s: the oldest gone: the libpaged client's next wait spins first (%llu waits without)", how,
+           (unsigned long long) lc->waiter.nospin_waits);
+        is_int(spinners - 1, count_hint(1, spinners, 0), "%s: the other clients may still spin", how);
+    } else {
+        int w2 = paged_wait(lc, &comp, 1, 2);
+        ok(w2 <= 0 && lc->waiter.nospin_waits == 2,
+           "%s: no CPU to spare: the libpaged client's next wait sleeps at once too", how);
     }
+    paged_client_close(lc);
     for (long i = 1; i < spinners; i++)
         rc_close(&clients[i]);
     rc_close(&sub);
-    is_int(0, td_stop(&daemon_), "pagedd exits cleanly");
+    is_int(0, td_stop(&daemon_), "%s: pagedd exits cleanly", how);
     td_cleanup(&daemon_);
+}
+
+/* Runs the scenario with the default number of spinners (unless the machine has too many
+ * CPUs for this test), then with 2 set by PAGEDD_SPINNERS, so that a client that may spin is
+ * seen on every machine. */
+int main(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1)
+        bail("cannot count the online CPUs");
+    plan_lazy();
+    long spinners = cpus > 2 ? cpus - 2 : 0;
+    if (spinners + 1 <= MAX_TEST_CLIENTS)
+        scenario(spinners, NULL, cpus);
+    else
+        diag("%ld CPUs would need %ld clients: the default is not tried", cpus, spinners + 1);
+    scenario(2, "2", cpus);
     return 0;
 }
