@@ -203,7 +203,7 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
     uint64_t deadline = pc_deadline(timeout_ms);
 
     /* Spin: a completion a few microseconds away is not worth two system calls; unless the
-     * daemon says its clients outnumber the CPUs, where spinning would take the daemon's. */
+     * daemon asks us not to (we are beyond the clients its CPUs can spare a spin for). */
     uint64_t budget = c->waiter.spin_ns;
     if (atomic_load_explicit(paged_ring_word(&c->cq.ctl->consumer_nospin), memory_order_relaxed) != 0) {
         budget = 0;
