@@ -280,17 +280,18 @@ static void fill_contexts(struct client *cl)
         }
 }
 
-/* Signals readiness on ready_fd and blocks until go_fd reaches end of file (the parent
- * closes it once every client is ready). Returns nothing. */
-static void rendezvous(const struct client *cl, int ready_fd, int go_fd)
+/* Writes byte mark on fd (what: for the error) and blocks until wait_fd reaches end of file
+ * (the parent closes it once every client has written its mark). Closes wait_fd; returns
+ * nothing. */
+static void rendezvous(const struct client *cl, int fd, char mark, int wait_fd, const char *what)
 {
     ssize_t w;
     do
-        w = write(ready_fd, "R", 1);
+        w = write(fd, &mark, 1);
     while (w < 0 && errno == EINTR);
     if (w != 1)
-        bench_die("client %u: telling the parent it is ready: %s", cl->index, strerror(errno));
-    close(ready_fd);
+        bench_die("client %u: telling the parent it is %s: %s", cl->index, what, strerror(errno));
+    int go_fd = wait_fd;
     char byte;
     ssize_t got;
     do
@@ -514,11 +515,11 @@ static unsigned long long arg_u(const char *s, const char *what)
 }
 
 /* The client's main: _client SOCKET POOL INDEX BATCH CONTEXT WARMUP STEPS READY_FD GO_FD
- * RESULT SEED. Returns 0 (it dies on any failure). */
+ * RESULT SEED LEAVE_FD. Returns 0 (it dies on any failure). */
 int bench_client_main(int argc, char **argv)
 {
-    if (argc != 12)
-        bench_die("_client: expected 11 arguments, got %d (this command is paged-bench's own)", argc - 1);
+    if (argc != 13)
+        bench_die("_client: expected 12 arguments, got %d (this command is paged-bench's own)", argc - 1);
     struct client cl;
     memset(&cl, 0, sizeof cl);
     cl.index = (unsigned) arg_u(argv[3], "index");
@@ -529,6 +530,7 @@ int bench_client_main(int argc, char **argv)
         .steps = (unsigned) arg_u(argv[7], "steps"),
     };
     int ready_fd = (int) arg_u(argv[8], "ready fd"), go_fd = (int) arg_u(argv[9], "go fd");
+    int leave_fd = (int) arg_u(argv[12], "leave fd");
     uint64_t seed = arg_u(argv[11], "seed");
     if (cl.run.batch == 0 || cl.run.steps == 0)
         bench_die("_client: batch and steps must be positive");
@@ -538,11 +540,15 @@ int bench_client_main(int argc, char **argv)
     int64_t *lat = bench_alloc((size_t) cl.run.steps * 2 * SVC_LAYERS * sizeof *lat, "latencies");
     int64_t *step_ns = bench_alloc((size_t) cl.run.steps * sizeof *step_ns, "step times");
     struct svc_result res = { .magic = SVC_RESULT_MAGIC };
-    rendezvous(&cl, ready_fd, go_fd);
+    rendezvous(&cl, ready_fd, 'R', go_fd, "ready");
     if (cl.deps)
         deps_loop(&cl, lat, step_ns, &res);
     else
         decode_loop(&cl, lat, step_ns, &res);
+    /* Nobody leaves before everyone is done: a departure costs the daemon work that must
+     * not land in another client's timed steps. */
+    rendezvous(&cl, ready_fd, 'D', leave_fd, "done");
+    close(ready_fd);
     write_result(&cl, argv[10], &res, lat, step_ns);
     free(lat);
     free(step_ns);

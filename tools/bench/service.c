@@ -153,7 +153,7 @@ static struct svc_result read_result(const char *path, unsigned index, int64_t *
 
 /* Starts n client processes (this program, "_client ...") on pool; returns nothing. */
 static void start_clients(struct svc *s, const struct scenario *sc, const char *pool, int ready_w, int go_r,
-                          pid_t *pids)
+                          int leave_r, pid_t *pids)
 {
     char a[9][64], result[400];
     for (unsigned i = 0; i < sc->clients; i++) {
@@ -165,9 +165,10 @@ static void start_clients(struct svc *s, const struct scenario *sc, const char *
         snprintf(a[5], sizeof a[5], "%d", ready_w);
         snprintf(a[6], sizeof a[6], "%d", go_r);
         snprintf(a[7], sizeof a[7], "%llu", (unsigned long long) (s->o->seed + 7919 * (uint64_t) (i + 1)));
+        snprintf(a[8], sizeof a[8], "%d", leave_r);
         snprintf(result, sizeof result, "%s/client-%u.result", s->d.dir, i);
         const char *argv[] = { s->self, "_client", s->d.socket, pool, a[0], a[1], a[2], a[3], a[4],
-                               a[5], a[6], result, a[7], NULL };
+                               a[5], a[6], result, a[7], a[8], NULL };
         fflush(stdout);
         fflush(stderr);
         pid_t pid = fork();
@@ -195,9 +196,9 @@ static void reap_client(pid_t pid, unsigned index)
                   WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 }
 
-/* Waits (up to 30 minutes) until n clients said they are ready. Dies if one exits first or
- * the wait times out. Returns nothing. */
-static void await_ready(int ready_r, unsigned n, const pid_t *pids)
+/* Waits (up to 30 minutes) until n clients said they are ready (or done: what says which).
+ * Dies if one exits first or the wait times out. Returns nothing. */
+static void await_ready(int ready_r, unsigned n, const pid_t *pids, const char *what)
 {
     unsigned ready = 0;
     int64_t deadline = bench_now_ns() + (int64_t) 1800 * 1000000000;
@@ -216,12 +217,12 @@ static void await_ready(int ready_r, unsigned n, const pid_t *pids)
             int st;
             if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
                 bd_untrack(pids[i]);
-                bench_die("client %u exited before it was ready (%s %d)", i,
+                bench_die("client %u exited before it was %s (%s %d)", i, what,
                           WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
             }
         }
         if (bench_now_ns() > deadline)
-            bench_die("the clients were not ready after 30 minutes");
+            bench_die("the clients were not %s after 30 minutes", what);
     }
 }
 
@@ -243,16 +244,19 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
 
     /* The clients inherit only their ends: a client holding go's write end would never see
      * end of file on it. */
-    int ready[2], go[2];
-    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 || fcntl(ready[1], F_SETFD, 0) < 0
-        || fcntl(go[0], F_SETFD, 0) < 0)
+    int ready[2], go[2], leave[2];
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 || pipe2(leave, O_CLOEXEC) < 0
+        || fcntl(ready[1], F_SETFD, 0) < 0 || fcntl(go[0], F_SETFD, 0) < 0 || fcntl(leave[0], F_SETFD, 0) < 0)
         bench_die("pipe: %s", strerror(errno));
     pid_t pids[MAX_CLIENTS];
-    start_clients(s, sc, pool, ready[1], go[0], pids);
+    start_clients(s, sc, pool, ready[1], go[0], leave[0], pids);
     close(ready[1]);
     close(go[0]);
-    await_ready(ready[0], sc->clients, pids);
+    close(leave[0]);
+    await_ready(ready[0], sc->clients, pids, "ready");
     close(go[1]);   /* every client reads end of file: go */
+    await_ready(ready[0], sc->clients, pids, "done");
+    close(leave[1]);   /* and now: leave */
     for (unsigned i = 0; i < sc->clients; i++)
         reap_client(pids[i], i);
     close(ready[0]);
