@@ -78,6 +78,7 @@ struct pd_conn {
     char name[PAGED_NAME_MAX];         /* printable form of the client's name */
     enum pd_conn_state state;
     int control_only;
+    int nospin;                        /* told not to spin in its waits (pd_server_spin_hint) */
     int subscribed;
     int close_after_flush;             /* refused: close once the error is sent */
     uint64_t deadline_ns;              /* HELLO must come before this */

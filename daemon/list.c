@@ -127,6 +127,7 @@ static uint32_t fill(struct pd_server *srv, struct pd_list_cursor *l, void *item
             it->errors = k->errors;
             it->connected_ns = pd_now_ns() - k->connected_ns;
             it->control_only = (uint32_t) k->control_only;
+            it->nospin = (uint32_t) k->nospin;
             memcpy(it->name, k->name, sizeof it->name);
             l->next_id = k->id + 1;
         } else {

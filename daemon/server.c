@@ -162,6 +162,7 @@ void pd_server_spin_hint(struct pd_server *srv)
         if (c->state == PD_CONN_READY && c->ch != NULL) {
             uint32_t nospin = n - seen > srv->spinners;
             seen++;
+            c->nospin = (int) nospin;
             atomic_store_explicit(paged_ring_word(&c->ch->cq.ctl->consumer_nospin), nospin,
                                   memory_order_relaxed);
         }

@@ -407,7 +407,7 @@ struct paged_client_item {
     uint64_t errors;           /* requests completed with an error */
     uint64_t connected_ns;     /* time since it connected */
     uint32_t control_only;
-    uint32_t reserved;
+    uint32_t nospin;           /* told not to spin in its waits (the daemon's spin hint) */
     char name[PAGED_NAME_MAX];
 };
 

@@ -65,19 +65,19 @@ void items_pool_json(struct json *j, const char *key, const struct paged_pool_it
 /* Prints the column names of the client table. */
 void items_client_heading(void)
 {
-    printf("%4s %8s %6s  %-20s %-7s %5s %7s %10s %7s %9s\n", "ID", "PID", "UID", "NAME",
-           "KIND", "POOLS", "BLOCKS", "REQUESTS", "ERRORS", "CONNECTED");
+    printf("%4s %8s %6s  %-20s %-7s %-5s %5s %7s %10s %7s %9s\n", "ID", "PID", "UID", "NAME",
+           "KIND", "WAITS", "POOLS", "BLOCKS", "REQUESTS", "ERRORS", "CONNECTED");
 }
 
 /* Prints one client as a table row. */
 void items_client_row(const struct paged_client_item *c)
 {
     char name[PAGED_NAME_MAX], up[FMT_BUF];
-    printf("%4u %8u %6u  %-20s %-7s %5u %7" PRIu64 " %10" PRIu64 " %7" PRIu64 " %9s\n",
+    printf("%4u %8u %6u  %-20s %-7s %-5s %5u %7" PRIu64 " %10" PRIu64 " %7" PRIu64 " %9s\n",
            (unsigned) c->id, (unsigned) c->pid, (unsigned) c->uid,
            fmt_safe(name, sizeof name, c->name, sizeof c->name),
-           c->control_only ? "control" : "worker", (unsigned) c->pools, c->blocks, c->requests,
-           c->errors, fmt_uptime(up, sizeof up, c->connected_ns));
+           c->control_only ? "control" : "worker", c->control_only ? "-" : c->nospin ? "sleep" : "spin",
+           (unsigned) c->pools, c->blocks, c->requests, c->errors, fmt_uptime(up, sizeof up, c->connected_ns));
 }
 
 /* Writes one client as a JSON object. */
@@ -89,6 +89,7 @@ void items_client_json(struct json *j, const struct paged_client_item *c)
     json_u64(j, "uid", c->uid);
     json_strn(j, "name", c->name, sizeof c->name);
     json_bool(j, "control_only", c->control_only != 0);
+    json_bool(j, "waits_spin", !c->control_only && !c->nospin);
     json_u64(j, "pools", c->pools);
     json_u64(j, "blocks", c->blocks);
     json_u64(j, "requests", c->requests);

@@ -47,6 +47,28 @@ static int await_disconnect(struct rc_client *sub, long bound)
     return 0;
 }
 
+/* Returns whether LIST clients on control connection sub reports for each of the first n
+ * clients the hint its ring holds, and none for the control connection. */
+static int listed_hints_agree(struct rc_client *sub, long n)
+{
+    static struct paged_client_item items[MAX_TEST_CLIENTS + 4];
+    long got = rc_list(sub, PAGED_LIST_CLIENTS, "", items, sizeof items[0], MAX_TEST_CLIENTS + 4);
+    if (got != n + 1)
+        return diag("LIST clients gave %ld items, not %ld", got, n + 1) && 0;
+    long matched = 0;
+    for (long k = 0; k < got; k++) {
+        if (items[k].control_only) {
+            if (items[k].nospin != 0)
+                return diag("the control connection is listed with a hint") && 0;
+            continue;
+        }
+        for (long i = 0; i < n; i++)
+            if (clients[i].id == items[k].id)
+                matched += items[k].nospin == nospin(&clients[i]);
+    }
+    return matched == n;
+}
+
 /* Connects client i or bails. */
 static void connect_client(long i)
 {
@@ -88,6 +110,8 @@ static void scenario(long spinners, const char *env, long cpus)
     connect_client(spinners);
     ok(nospin(&clients[spinners]) == 1 && count_hint(0, spinners, 0) == spinners,
        "%s: one client more: it is told not to spin, the %ld before it still may", how, spinners);
+    ok(listed_hints_agree(&sub, spinners + 1), "%s: LIST clients reports each client's hint as its ring holds it",
+       how);
 
     /* The newest leaves: the others keep spinning. The CONNECT events come first. */
     rc_close(&clients[spinners]);

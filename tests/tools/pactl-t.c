@@ -374,6 +374,9 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
            && tj_get(find_client(v, "pactl"), "control_only")
            && tj_get(find_client(v, "pactl"), "control_only")->boolean,
        "list clients json: control_only tells pactl from the workers");
+    ok(tj_get(a, "waits_spin") && tj_get(b, "waits_spin") && tj_get(find_client(v, "pactl"), "waits_spin")
+           && !tj_get(find_client(v, "pactl"), "waits_spin")->boolean,
+       "list clients json: waits_spin for every client, false for pactl's control connection");
     tj_free(v);
     run_free(&r);
 
