@@ -62,8 +62,8 @@ struct paged_ring_ctl {
     _Alignas(PAGED_CACHELINE) uint32_t head;             /* accessed with C11 atomics */
     _Alignas(PAGED_CACHELINE) uint32_t tail;             /* accessed with C11 atomics */
     _Alignas(PAGED_CACHELINE) uint32_t consumer_waiting; /* accessed with C11 atomics */
-    /* Nonzero: the producer asks the consumer not to spin before it sleeps, because more
-     * processes wait on it than there are CPUs (set by pagedd on completion rings). */
+    /* Nonzero: the producer asks the consumer not to spin before it sleeps (pagedd sets it
+     * on the completion rings of the clients beyond those its CPUs can spare a spin for). */
     _Alignas(PAGED_CACHELINE) uint32_t consumer_nospin;  /* accessed with C11 atomics */
 };
 

@@ -291,13 +291,12 @@ static void rendezvous(const struct client *cl, int fd, char mark, int wait_fd, 
     while (w < 0 && errno == EINTR);
     if (w != 1)
         bench_die("client %u: telling the parent it is %s: %s", cl->index, what, strerror(errno));
-    int go_fd = wait_fd;
     char byte;
     ssize_t got;
     do
-        got = read(go_fd, &byte, 1);
+        got = read(wait_fd, &byte, 1);
     while (got < 0 && errno == EINTR);
-    close(go_fd);
+    close(wait_fd);
 }
 
 /* Starts step number step: notes the start of the timed steps in res, points every sequence's

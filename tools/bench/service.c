@@ -284,11 +284,11 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
         first = res.start_ns < first ? res.start_ns : first;
         last = res.end_ns > last ? res.end_ns : last;
         last_start = res.start_ns > last_start ? res.start_ns : last_start;
+        first_end = res.end_ns < first_end ? res.end_ns : first_end;
         if (res.worst_ns > worst.worst_ns) {
             worst = res;
             worst_client = i;
         }
-        first_end = res.end_ns < first_end ? res.end_ns : first_end;
         free(lat);
         free(steps);
     }
@@ -325,8 +325,6 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
     br_set_num(t, row, "tok_s", tok_s);
     br_set_num(t, row, "step_ms", (double) bench_quantile(all_steps, nsteps, 0.5) / 1e6);
     br_set_num(t, row, "step_max_ms", nsteps > 0 ? (double) all_steps[nsteps - 1] / 1e6 : 0.0);
-    /* How far apart the clients' timed runs began plus how far apart they ended: what the
-     * tokens/s (over the wall time from the first start to the last end) pays for stragglers. */
     /* A stall (a request 10 ms or more) is worth a line: whose, where, and whether the
      * daemon's share of it (from taking the request to posting its completion) explains it. */
     if (worst.worst_ns >= 10000000)
@@ -334,6 +332,8 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
                 "step %u, layer %u, submitted %.3f s into the timed run\n", sc->clients, sc->batch,
                 (double) worst.worst_ns / 1e6, (double) worst.worst_service_ns / 1e3, worst_client, worst.worst_step,
                 worst.worst_layer, (double) (worst.worst_t0 - first) / 1e9);
+    /* How far apart the clients' timed runs began plus how far apart they ended: what the
+     * tokens/s (over the wall time from the first start to the last end) pays for stragglers. */
     int64_t skew = (last_start - first) + (last - first_end);
     if (skew > 0)       /* n/a for one client */
         br_set_num(t, row, "skew_ms", (double) skew / 1e6);
