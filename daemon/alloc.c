@@ -88,6 +88,11 @@ struct pa_alloc {
     uint32_t holders_cap, holders_used, holders_live, holders_free;
     u64map holder_map;        /* holder id -> holders[] index */
     u64map pair_map;          /* (holder id << 32 | block) -> refs[] index */
+    /* Per holders[] index, a bit per block it has a record for (pa_first_unheld: checking a
+     * request's block table is a bit test per id, not a hash lookup). Made with the holder
+     * slot and kept, all zero, while the slot is free; bits_cap entries, NULL beyond. */
+    uint64_t **held_bits;
+    uint32_t bits_cap;
 
     pa_evict_fn *evict_fn;
     void *evict_ctx;
@@ -308,6 +313,31 @@ static int grow_records(void **array, size_t elem, uint32_t *cap, uint32_t live,
     return 0;
 }
 
+/* Returns the 64-bit words of one holder's bitmap. */
+static size_t bits_words(const pa_alloc *a)
+{
+    return ((size_t) a->nblocks + 63) / 64;
+}
+
+/* Makes sure the holder slot holder_make takes next has its bitmap (all zero). Returns 0 or
+ * PAGED_E_NOMEM, having changed nothing observable. */
+static int bits_reserve(pa_alloc *a)
+{
+    uint32_t h = a->holders_free != NIL ? a->holders_free : a->holders_used;
+    if (h >= a->bits_cap) {
+        uint32_t cap = a->holders_cap > h ? a->holders_cap : h + 1;
+        uint64_t **p = realloc(a->held_bits, (size_t) cap * sizeof *p);
+        if (p == NULL)
+            return PAGED_E_NOMEM;
+        memset(p + a->bits_cap, 0, (size_t) (cap - a->bits_cap) * sizeof *p);
+        a->held_bits = p;
+        a->bits_cap = cap;
+    }
+    if (a->held_bits[h] == NULL && (a->held_bits[h] = calloc(bits_words(a), sizeof (uint64_t))) == NULL)
+        return PAGED_E_NOMEM;
+    return 0;
+}
+
 /*
  * Makes sure that adding up to nrefs new (holder, block) records, and a new holder if
  * new_holder, cannot fail for lack of memory, so that array operations stay all or nothing.
@@ -324,7 +354,7 @@ static int reserve(pa_alloc *a, uint32_t nrefs, bool new_holder)
         p = a->holders;
         err = grow_records(&p, sizeof *a->holders, &a->holders_cap, a->holders_live, 1);
         a->holders = p;
-        if (err < 0 || map_reserve(&a->holder_map, 1) < 0)
+        if (err < 0 || map_reserve(&a->holder_map, 1) < 0 || bits_reserve(a) < 0)
             return PAGED_E_NOMEM;
     }
     return 0;
@@ -401,6 +431,7 @@ static void ref_add(pa_alloc *a, uint32_t h, int32_t b, uint32_t count)
             a->refs[a->holders[h].refs].hprev = r;
         a->holders[h].refs = r;
         map_put(&a->pair_map, key, r);
+        a->held_bits[h][(uint32_t) b / 64] |= 1ull << ((uint32_t) b % 64);
         a->refs_live++;
         blk->holders++;
     }
@@ -431,6 +462,7 @@ static void ref_unlink(pa_alloc *a, uint32_t r)
     if (ref->hnext != NIL)
         a->refs[ref->hnext].hprev = ref->hprev;
     map_del(&a->pair_map, pair_key(hold->id, ref->block));
+    a->held_bits[ref->holder][(uint32_t) ref->block / 64] &= ~(1ull << ((uint32_t) ref->block % 64));
     blk->holders--;
     ref->hnext = a->refs_free;
     a->refs_free = r;
@@ -564,6 +596,9 @@ void pa_destroy(pa_alloc *a)
     free(a->holders);
     free(a->holder_map.slots);
     free(a->pair_map.slots);
+    for (uint32_t h = 0; h < a->bits_cap; h++)
+        free(a->held_bits[h]);
+    free(a->held_bits);
     free(a);
 }
 
@@ -640,6 +675,21 @@ uint32_t pa_held(const pa_alloc *a, uint32_t holder, int32_t block)
         return 0;
     uint32_t r = map_get(&a->pair_map, pair_key(holder, block));
     return r == NIL ? 0 : a->refs[r].count;
+}
+
+/* Returns the index of the first id that is not a block of the pool holder references, or n. */
+uint32_t pa_first_unheld(const pa_alloc *a, uint32_t holder, const int32_t *ids, uint32_t n)
+{
+    uint32_t h = holder_find(a, holder);
+    if (h == NIL)
+        return 0;
+    const uint64_t *bits = a->held_bits[h];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t b = (uint32_t) ids[i];   /* a negative id wraps far beyond nblocks */
+        if (b >= a->nblocks || !(bits[b / 64] >> (b % 64) & 1))
+            return i;
+    }
+    return n;
 }
 
 /* Returns holder's references in all. */
@@ -883,17 +933,29 @@ static const char *check_holders(const pa_alloc *a)
         if (h >= a->holders_used || a->holders[h].id != (uint32_t) a->holder_map.slots[i].key)
             return "the holder map names the wrong holder";
         uint64_t sum = 0;
-        uint32_t prev = NIL;
+        uint32_t prev = NIL, records = 0;
+        if (h >= a->bits_cap || a->held_bits[h] == NULL)
+            return "a holder has no bitmap";
+        const uint64_t *bits = a->held_bits[h];
         for (uint32_t r = a->holders[h].refs; r != NIL; r = a->refs[r].hnext) {
             if (r >= a->refs_used || ++nrec > a->refs_live)
                 return "a holder's reference list is corrupt";
             if (a->refs[r].holder != h || a->refs[r].hprev != prev)
                 return "a reference record is linked to the wrong holder";
+            uint32_t b = (uint32_t) a->refs[r].block;
+            if (!(bits[b / 64] >> (b % 64) & 1))
+                return "a reference record's block is missing from its holder's bitmap";
             sum += a->refs[r].count;
+            records++;
             prev = r;
         }
         if (sum != a->holders[h].total || sum == 0)
             return "a holder's total differs from its references, or it holds nothing";
+        uint64_t set = 0;
+        for (size_t w = 0; w < bits_words(a); w++)
+            set += (uint64_t) __builtin_popcountll(bits[w]);
+        if (set != records)
+            return "a holder's bitmap names blocks it has no record for";
     }
     if (live != a->holders_live || live != a->holder_map.count)
         return "the holder count differs from the holder map";

@@ -80,6 +80,9 @@ int pa_fork_blocks(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
 
 /* Returns how many references holder has to block (0 if none or out of range). */
 uint32_t pa_held(const pa_alloc *a, uint32_t holder, int32_t block);
+/* Returns the index of the first of ids[0..n) that is out of range or not held by holder,
+ * or n when holder references every one (a bit test each: for checking block tables). */
+uint32_t pa_first_unheld(const pa_alloc *a, uint32_t holder, const int32_t *ids, uint32_t n);
 /* Returns the number of references holder has in all. */
 uint32_t pa_held_total(const pa_alloc *a, uint32_t holder);
 /* The copy-on-write decision: returns 1 if holder may write block in place (its only

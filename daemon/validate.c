@@ -126,13 +126,12 @@ static void copy_in(const struct pv_env *env, void *dst, uint64_t off, size_t by
 static int check_held(const struct pv_env *env, const struct pv_pool *p, const int32_t *ids,
                       uint32_t n, enum paged_field field, struct pv_error *err)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || (uint32_t) ids[i] >= p->num_blocks)
-            return fail(err, PAGED_E_BLOCK, field, i);
-        if (pa_held(p->alloc, env->holder, ids[i]) == 0)
-            return fail(err, PAGED_E_NOTHELD, field, i);
-    }
-    return PAGED_OK;
+    uint32_t i = pa_first_unheld(p->alloc, env->holder, ids, n);
+    if (i == n)
+        return PAGED_OK;
+    if (ids[i] < 0 || (uint32_t) ids[i] >= p->num_blocks)
+        return fail(err, PAGED_E_BLOCK, field, i);
+    return fail(err, PAGED_E_NOTHELD, field, i);
 }
 
 /* Checks that block (from element i of field) may be written in place by the client.
@@ -432,17 +431,11 @@ static int v_attn(const struct paged_sqe *s, const struct pv_env *env, struct pv
          * kernel could ever be handed an unchecked id. */
         uint32_t used = (uint32_t) (((uint64_t) len + p->block_size - 1) / p->block_size);
         int32_t *row = op->block_tables + (size_t) i * a->bt_stride;
-        for (uint32_t j = 0; j < a->bt_stride; j++) {
-            if (j >= used) {
-                row[j] = 0;
-                continue;
-            }
-            uint32_t at = i * a->bt_stride + j;
-            if (row[j] < 0 || (uint32_t) row[j] >= p->num_blocks)
-                return fail(err, PAGED_E_BLOCK, PAGED_FIELD_BLOCK_TABLE, at);
-            if (pa_held(p->alloc, env->holder, row[j]) == 0)
-                return fail(err, PAGED_E_NOTHELD, PAGED_FIELD_BLOCK_TABLE, at);
+        if ((rc = check_held(env, p, row, used, PAGED_FIELD_BLOCK_TABLE, err)) < 0) {
+            err->index += i * a->bt_stride;
+            return rc;
         }
+        memset(row + used, 0, (size_t) (a->bt_stride - used) * sizeof *row);
         ctx_tokens += (uint64_t) len;
     }
     uint64_t rows = prefill ? (uint64_t) op->qo_indptr[ns] : ns;

@@ -36,7 +36,7 @@ static const char *const family_what[F_COUNT] = {
     "return codes, bad indices and returned block ids match the model",
     "free + referenced + cached == N, and every counter matches the model",
     "each block's refcount equals the sum of its holders' references (and its holder list)",
-    "pa_held and pa_held_total match the model for every holder",
+    "pa_held, pa_held_total and pa_first_unheld match the model for every holder",
     "evictions take the model's least recently used block first, with its hash, only when short",
     "no lookup returns an evicted or unpublished block",
     "an operation that fails changes nothing",
@@ -304,6 +304,36 @@ static void on_holder(void *ctx, uint32_t holder, uint32_t refs)
     l->refs += refs;
 }
 
+/* Asks pa_first_unheld, for every holder, about an array of every block in a random order
+ * with an out-of-range id at a random place, and compares the answer with the model's first
+ * block the holder does not reference. Returns nothing. */
+static void check_first_unheld(run *r)
+{
+    const model *m = &r->m;
+    int32_t ids[MAXN + 1];
+    uint32_t n = m->n;
+    for (uint32_t i = 0; i < n; i++)
+        ids[i] = (int32_t) i;
+    for (uint32_t i = n; i > 1; i--) {
+        uint32_t j = (uint32_t) tap_rng_below(&r->rng, i);
+        int32_t t = ids[i - 1];
+        ids[i - 1] = ids[j];
+        ids[j] = t;
+    }
+    uint32_t bad_at = (uint32_t) tap_rng_below(&r->rng, n + 1);
+    memmove(ids + bad_at + 1, ids + bad_at, (size_t) (n - bad_at) * sizeof *ids);
+    ids[bad_at] = tap_rng_below(&r->rng, 2) ? -1 : (int32_t) n;
+    for (int h = 0; h < NHOLD; h++) {
+        uint32_t want = 0;
+        while (want < n + 1 && ids[want] >= 0 && ids[want] < (int32_t) n && m->held[h][ids[want]] != 0)
+            want++;
+        uint32_t got = pa_first_unheld(r->a, holder_ids[h], ids, n + 1);
+        if (got != want)
+            fail(r, state_family(r, F_HELD), "pa_first_unheld(holder %" PRIu32 ") = %" PRIu32
+                 ", model %" PRIu32, holder_ids[h], got, want);
+    }
+}
+
 /* Compares every block, its holder listing and the internal structures with the model. */
 static void check_thorough(run *r)
 {
@@ -316,6 +346,7 @@ static void check_thorough(run *r)
                  PRIu64 " references, model refcount %" PRIu32, b, l.entries, l.refs,
                  r->m.refcount[b]);
     }
+    check_first_unheld(r);
     const char *problem = pa_check(r->a);
     if (problem != NULL)
         fail(r, F_INTERNAL, "pa_check: %s", problem);
