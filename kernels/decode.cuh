@@ -15,7 +15,7 @@
 #define PK_DECODE_MIN_PART 128      /* shortest partition worth a CTA of its own */
 #define PK_DECODE_MAX_PARTS 1024    /* bounds the partials and the reduce kernel's loop */
 #define PK_DECODE_WAVES 4           /* split a grid of less than a wave of CTAs into this many waves */
-#define PK_DECODE_SHORT_CTX 4096    /* contexts shorter than this: no split from a quarter wave to a wave */
+#define PK_DECODE_SHORT_CTX 4096    /* contexts shorter than this: no split from an eighth of a wave to a wave */
 
 /* The launch knobs. */
 struct pk_decode_knobs {
@@ -80,10 +80,12 @@ static inline size_t pk_decode_plan_bytes(const pk_decode_args *a, const pk_deco
  * costs more. So: no split from 1.9 waves up; from 1 wave, split into 2 waves or more; below
  * 1 wave, into PK_DECODE_WAVES waves (all measured best on an H100, see
  * tools/bench/NOTES-decode.md). But contexts shorter than PK_DECODE_SHORT_CTX are not split
- * when the grid has from a quarter of a wave to a wave of CTAs: their rings already keep
+ * when the grid has from an eighth of a wave to a wave of CTAs: their rings already keep
  * enough bytes in flight, and a split would cut them into CTAs of a few chunks whose start-up,
- * partials and reduce cost more than it gains (16 x 1024 x 32/8, 128 CTAs: a 32-layer step
- * 1.07 ms unsplit against 1.32). From a wave up the 2-wave split stays (64 x 2048 x 32/8 with
+ * partials and reduce cost more than it gains (32-layer steps of 1024-token contexts, 32/8
+ * heads, H100, 396 CTA slots: 16 sequences, 128 CTAs, 1.07 ms unsplit against 1.32; 12, 10
+ * and 8 sequences 0.90, 0.83, 0.79 ms against 1.11, 0.98, 0.86; 6 sequences, 48 CTAs, 0.77
+ * against 0.74 split). From a wave up the 2-wave split stays (64 x 2048 x 32/8 with
  * an fp8 cache: 110 us split, 120 unsplit). Partitions keep at least PK_DECODE_MIN_PART tokens (batch 1
  * gets as many as that allows), and never more partials than ws_limit bytes hold. The host
  * cannot see the lengths (they live in device memory), so the plan depends only on shapes:
@@ -100,7 +102,7 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
         eff = 1;
     const pk_decode_knobs &k = pk_decode_tuning();
     long long parts = 1;
-    const bool short_enough = eff < PK_DECODE_SHORT_CTX && units * 4 >= cta_slots && units < cta_slots;
+    const bool short_enough = eff < PK_DECODE_SHORT_CTX && units * 8 >= cta_slots && units < cta_slots;
     if (units * 10 < cta_slots * 19 && !short_enough)
         parts = pk_ceil_div(cta_slots * (units >= cta_slots && k.waves > 2 ? 2 : k.waves), units);
     long long part = pk_ceil_div(pk_ceil_div(eff, parts), T) * T;
