@@ -731,9 +731,11 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
      * go on at once instead of after the sleepers' wake-ups. */
     uint64_t w0 = pd_now_ns();
     uint64_t wakes = 0;
+    int (*notify)(struct paged_ring_prod *, int) =
+        srv->sigpipe_ignored ? paged_wake_notify_sigpipe_ignored : paged_wake_notify;
     for (uint32_t i = 0; i < e->nclients; i++)
         if (e->clients[i].posted != 0)
-            wakes += paged_wake_notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify) == 1;
+            wakes += notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify) == 1;
     if (e->total.batches != batches) {      /* counted per batch: passes without backend work left out */
         e->woke_at = pd_now_ns();
         e->wake.wakes += wakes;

@@ -553,7 +553,7 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    srv->sigpipe_ignored = signal(SIGPIPE, SIG_IGN) != SIG_ERR;
     srv->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (srv->signal_fd < 0 || srv->epoll_fd < 0) {

@@ -119,8 +119,10 @@ static ssize_t write_no_sigpipe(int fd, const uint64_t *v)
     return n;
 }
 
-/* Writes notify_fd when the consumer has announced it may sleep. */
-int paged_wake_notify(struct paged_ring_prod *p, int notify_fd)
+/* paged_wake_notify and paged_wake_notify_sigpipe_ignored: writes notify_fd when the
+ * consumer has announced it may sleep, guarding against SIGPIPE unless sigpipe_ignored.
+ * Returns what they return. */
+static int notify(struct paged_ring_prod *p, int notify_fd, int sigpipe_ignored)
 {
     /* Pairs with the fence in paged_wake_prepare: our tail store is ordered before this
      * load, the consumer's flag store before its last look at the tail. */
@@ -135,7 +137,13 @@ int paged_wake_notify(struct paged_ring_prod *p, int notify_fd)
         return 0;
     /* Eight bytes holding 1: what an eventfd requires, and fine for a pipe. */
     const uint64_t one = 1;
-    ssize_t n = write_no_sigpipe(notify_fd, &one);
+    ssize_t n;
+    if (sigpipe_ignored)
+        do
+            n = write(notify_fd, &one, sizeof one);
+        while (n < 0 && errno == EINTR);
+    else
+        n = write_no_sigpipe(notify_fd, &one);
     if (n == (ssize_t) sizeof one)
         return 1;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -145,6 +153,18 @@ int paged_wake_notify(struct paged_ring_prod *p, int notify_fd)
     if (n >= 0)
         errno = EIO;
     return PAGED_E_SYSTEM;
+}
+
+/* Writes notify_fd when the consumer has announced it may sleep, never raising SIGPIPE. */
+int paged_wake_notify(struct paged_ring_prod *p, int notify_fd)
+{
+    return notify(p, notify_fd, 0);
+}
+
+/* The same for a process that ignores SIGPIPE: one system call instead of three. */
+int paged_wake_notify_sigpipe_ignored(struct paged_ring_prod *p, int notify_fd)
+{
+    return notify(p, notify_fd, 1);
 }
 
 /* Announces that the consumer may sleep. */

@@ -89,6 +89,10 @@ int paged_wake_pipe(int *wait_fd, int *notify_fd);
  * SIGPIPE, whatever the caller's disposition of it.
  */
 int paged_wake_notify(struct paged_ring_prod *p, int notify_fd);
+/* paged_wake_notify for a process whose SIGPIPE disposition is SIG_IGN (pagedd): the write
+ * is not wrapped in the two signal-mask changes that keep SIGPIPE from the caller, which
+ * cost as much as the write itself. Returns the same. */
+int paged_wake_notify_sigpipe_ignored(struct paged_ring_prod *p, int notify_fd);
 
 /*
  * Consumer side, first half of a sleep: announces that the consumer may sleep. Look at the

@@ -464,6 +464,37 @@ static void test_reader_gone(void)
     munmap(w.ctl, 4096);
 }
 
+/* Checks the daemon's variant (SIGPIPE ignored): it writes only when the consumer announced
+ * a sleep, the wake-up arrives, and a pipe nobody reads reports PAGED_E_DISCONNECTED. */
+static void test_notify_sigpipe_ignored(int pipe)
+{
+    struct wring w;
+    wring_open(&w, pipe);
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    push(&w, 1);
+    is_int(0, paged_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
+           "%s, SIGPIPE ignored: notify with nobody waiting writes nothing", w.kind);
+    ok(fd_empty(w.wait_fd), "%s, SIGPIPE ignored: ... the descriptor stays empty", w.kind);
+    paged_wake_prepare(&w.cons);
+    push(&w, 2);
+    is_int(1, paged_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
+           "%s, SIGPIPE ignored: notify with a waiter writes", w.kind);
+    ok(waiting(&w) == 0 && paged_wake_drain(w.wait_fd) == 1,
+       "%s, SIGPIPE ignored: ... takes the announcement back, and the wake-up is pending", w.kind);
+    if (pipe) {
+        paged_wake_prepare(&w.cons);
+        close(w.wait_fd);
+        w.wait_fd = -1;
+        push(&w, 3);
+        is_int(PAGED_E_DISCONNECTED, paged_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
+               "pipe, SIGPIPE ignored, reader gone: notify reports PAGED_E_DISCONNECTED");
+        close(w.notify_fd);
+        munmap(w.ctl, 4096);
+    } else
+        wring_close(&w);
+    signal(SIGPIPE, old);
+}
+
 /*
  * Checks what the daemon relies on to never read a client's eventfd: under edge-triggered
  * epoll, every write to an undrained eventfd is a new event.
@@ -506,6 +537,7 @@ int main(void)
     test_fds();
     for (int pipe = 0; pipe <= 1; pipe++) {
         test_notify(pipe);
+        test_notify_sigpipe_ignored(pipe);
         test_timeouts(pipe);
         test_thread_wake(pipe, 0);
         test_thread_wake(pipe, 1);
