@@ -109,6 +109,10 @@ struct pd_batch {
                                    * device (0 where it does not wait, as on the cpu backend) */
     uint64_t dep_timeout_ns;      /* the longest a waited word may keep the batch waiting */
     int early;                    /* set by run_batch: it returned with the work still queued */
+    /* Set by a backend that queues work on a device (0 otherwise), for the engine's activity
+     * log: host time laying out the metadata, issuing its upload, and queueing the launches
+     * (with the dependency waits and signals and the completion event). */
+    uint64_t stage_ns, upload_ns, queue_ns;
 };
 
 struct pd_backend_ops {

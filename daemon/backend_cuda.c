@@ -982,8 +982,10 @@ static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu
 static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
 {
     struct cuda_backend *cb = b->priv;
+    uint64_t t0 = pd_now_ns();
     batch->early = 0;
     batch->wait_ns = 0;
+    batch->stage_ns = batch->upload_ns = batch->queue_ns = 0;
     cb->dep_timeout_ns = batch->dep_timeout_ns;
     if (!cb->healthy) {
         fail_all(batch, PAGED_E_DEVICE);
@@ -1038,8 +1040,12 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         }
     }
 
+    uint64_t t1 = pd_now_ns();
+    batch->stage_ns = t1 - t0;
     cudaError_t e = cudaMemcpyAsync(cb->d_stage, slot->h_stage, st.total, cudaMemcpyHostToDevice,
                                     cb->stream);
+    uint64_t t2 = pd_now_ns();
+    batch->upload_ns = t2 - t1;
     if (e != cudaSuccess) {
         fail_all(batch, device_error(cb, "metadata upload", e));
         finish(cb, batch, slot, 0);
@@ -1057,6 +1063,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         fail_ok(batch, rc, PAGED_SQE_SIGNAL);
     int early = cb->healthy && all_signal(batch);
     e = pd_cu_flight_end(&cb->flight, slot, cb->stream, !early);
+    batch->queue_ns = pd_now_ns() - t2;
     if (e == cudaSuccess && early) {
         batch->early = 1;
         return;

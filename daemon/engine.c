@@ -99,6 +99,8 @@ struct pd_engine {
      * and the time from the end of one pass's wake-ups to the next pass's backend work. */
     struct wake_stats {
         uint64_t wakes, wake_ns, between_ns, betweens;
+        uint64_t collect_ns;      /* of between_ns, taking and validating requests */
+        uint64_t stage_ns, upload_ns, queue_ns;   /* the backend's host work (struct pd_batch) */
     } wake, wake_mark;
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
     uint64_t slow_logged;         /* when a slow batch was last logged */
@@ -356,6 +358,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
     if (reserve_items(e, e->nitems + n) < 0)
         return 0;
     r->t0 = pd_now_ns();
+    uint64_t t_collect = r->t0;
     for (uint32_t i = 0; i < n; i++) {
         struct paged_sqe sqe;
         memcpy(&sqe, paged_ring_cons_entry(&ch->sq, i), sizeof sqe);
@@ -421,6 +424,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
     }
     if (r->taken != 0 && paged_ring_cons_release(&ch->sq, r->taken) < 0)
         r->corrupt = 1;
+    e->wake.collect_ns += pd_now_ns() - t_collect;
     return r->taken;
 }
 
@@ -554,6 +558,9 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     t->launches += batch.nlaunches;
     t->backend_ns += spent;
     t->device_wait_ns += batch.wait_ns;
+    e->wake.stage_ns += batch.stage_ns;
+    e->wake.upload_ns += batch.upload_ns;
+    e->wake.queue_ns += batch.queue_ns;
     if (e->decode_in_pass) {
         e->last_batch_ns = spent;
         e->last_decode_pass = e->pass;
@@ -797,9 +804,12 @@ void pd_engine_idle(struct pd_server *srv)
     const struct wake_stats *w = &e->wake, *wm = &e->wake_mark;
     uint64_t nb = w->betweens - wm->betweens;
     pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
-           "wake-ups to the next one's backend work",
+           "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
+           "in the backend %.1f us staging, %.1f us issuing the upload, %.1f us queueing the launches",
            (double) (w->wakes - wm->wakes) / b, (double) (w->wake_ns - wm->wake_ns) / 1e3 / b,
-           nb != 0 ? (double) (w->between_ns - wm->between_ns) / 1e3 / (double) nb : 0.0);
+           nb != 0 ? (double) (w->between_ns - wm->between_ns) / 1e3 / (double) nb : 0.0,
+           (double) (w->collect_ns - wm->collect_ns) / 1e3 / b, (double) (w->stage_ns - wm->stage_ns) / 1e3 / b,
+           (double) (w->upload_ns - wm->upload_ns) / 1e3 / b, (double) (w->queue_ns - wm->queue_ns) / 1e3 / b);
     e->wake_mark = e->wake;
     e->woke_at = 0;
     e->mark = e->total;
