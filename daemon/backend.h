@@ -113,6 +113,7 @@ struct pd_batch {
      * log: host time laying out the metadata, issuing its upload, and queueing the launches
      * (with the dependency waits and signals and the completion event). */
     uint64_t stage_ns, upload_ns, queue_ns;
+    int upload_skipped;           /* the device held the batch's metadata already */
 };
 
 struct pd_backend_ops {

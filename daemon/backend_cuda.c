@@ -70,6 +70,10 @@ struct cuda_backend {
     char name[64];
     unsigned char *d_stage;       /* device staging */
     size_t stage_cap;             /* bytes of d_stage */
+    /* What the last upload put in d_stage (its first last_len bytes; 0: not known). A batch
+     * whose metadata is the same bytes, as every layer of a decode step is, skips its upload. */
+    unsigned char *last_stage;
+    size_t last_len, last_cap;
     struct pd_cu_flight flight;   /* batches queued and completed early (cuda_flight.h) */
     uint64_t dep_timeout_ns;      /* the watchdog's: the last batch's dep_timeout_ns */
     void *ws;                     /* decode/prefill workspace */
@@ -454,6 +458,7 @@ static int stage_grow(struct cuda_backend *cb, size_t need)
     cudaFree(cb->d_stage);
     cb->d_stage = NULL;
     cb->stage_cap = 0;
+    cb->last_len = 0;
     cudaError_t e = cudaMalloc((void **) &cb->d_stage, cap);
     if (e != cudaSuccess) {
         cb->d_stage = NULL;
@@ -511,11 +516,13 @@ struct stage {
 static void *stage_take(struct cuda_backend *cb, struct stage *st, size_t bytes, void **dev)
 {
     size_t off = (st->total + 255) & ~(size_t) 255;
+    size_t pad_from = st->total;
     st->total = off + bytes;
     if (st->host == NULL) {
         *dev = NULL;
         return NULL;
     }
+    memset(st->host + pad_from, 0, off - pad_from);   /* defined bytes: see upload() */
     *dev = cb->d_stage + off;
     return st->host + off;
 }
@@ -973,6 +980,33 @@ static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu
 }
 
 /*
+ * Queues the upload of the staged metadata (len bytes at host) into d_stage, unless d_stage
+ * already holds those bytes from the last upload (a decode step's layers stage the same
+ * tables, lengths and slots; nothing else writes d_stage, and the stream orders the earlier
+ * upload before this batch's kernels). Sets *skipped; returns the runtime's status.
+ */
+static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len, int *skipped)
+{
+    *skipped = len <= cb->last_len && memcmp(cb->last_stage, host, len) == 0;
+    if (*skipped)
+        return cudaSuccess;
+    cb->last_len = 0;
+    cudaError_t e = cudaMemcpyAsync(cb->d_stage, host, len, cudaMemcpyHostToDevice, cb->stream);
+    if (e != cudaSuccess)
+        return e;
+    if (len > cb->last_cap) {
+        unsigned char *p = realloc(cb->last_stage, len);
+        if (p == NULL)
+            return cudaSuccess;    /* the next batch uploads whatever it has */
+        cb->last_stage = p;
+        cb->last_cap = len;
+    }
+    memcpy(cb->last_stage, host, len);
+    cb->last_len = len;
+    return cudaSuccess;
+}
+
+/*
  * Runs a batch: stages all its metadata (growing the device staging and the workspace only
  * once everything queued has finished), uploads it in one copy from the batch's slot, queues
  * the gates of its waited words, every launch in order, and the signals of its signal words
@@ -986,6 +1020,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     batch->early = 0;
     batch->wait_ns = 0;
     batch->stage_ns = batch->upload_ns = batch->queue_ns = 0;
+    batch->upload_skipped = 0;
     cb->dep_timeout_ns = batch->dep_timeout_ns;
     if (!cb->healthy) {
         fail_all(batch, PAGED_E_DEVICE);
@@ -1042,8 +1077,9 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
 
     uint64_t t1 = pd_now_ns();
     batch->stage_ns = t1 - t0;
-    cudaError_t e = cudaMemcpyAsync(cb->d_stage, slot->h_stage, st.total, cudaMemcpyHostToDevice,
-                                    cb->stream);
+    int skipped = 0;
+    cudaError_t e = upload(cb, slot->h_stage, st.total, &skipped);
+    batch->upload_skipped = skipped;
     uint64_t t2 = pd_now_ns();
     batch->upload_ns = t2 - t1;
     if (e != cudaSuccess) {
@@ -1105,6 +1141,7 @@ static void cuda_destroy(pd_backend *b)
     pd_cu_flight_free(&cb->flight);
     if (cb->d_stage != NULL)
         cudaFree(cb->d_stage);
+    free(cb->last_stage);
     if (cb->ws != NULL)
         cudaFree(cb->ws);
     if (cb->stream != NULL)
