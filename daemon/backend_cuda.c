@@ -15,6 +15,7 @@
 #include "daemon/cuda_flight.h"
 #include "daemon/cuda_reaper.h"
 #include "daemon/cuda_mem.h"
+#include "daemon/fuse.h"
 #include "daemon/merged.h"
 #include "daemon/log.h"
 #include "lib/shm.h"
@@ -74,6 +75,14 @@ struct cuda_backend {
      * whose metadata is the same bytes, as every layer of a decode step is, skips its upload. */
     unsigned char *last_stage;
     size_t last_len, last_cap;
+    /* The batch being run: whether its APPEND launch rides in its DECODE launch (fuse.h),
+     * and the scratch pf_plan decides with. PAGEDD_FUSE=0 turns it off. */
+    int fuse_enabled, fused;
+    struct pf_fusion fusion;
+    uint32_t *partner;
+    size_t partner_cap;
+    uint8_t *marks;
+    size_t marks_cap;
     struct pd_cu_flight flight;   /* batches queued and completed early (cuda_flight.h) */
     uint64_t dep_timeout_ns;      /* the watchdog's: the last batch's dep_timeout_ns */
     void *ws;                     /* decode/prefill workspace */
@@ -686,6 +695,44 @@ static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, str
     };
 }
 
+/*
+ * Gives the fused DECODE launch (cb->fusion) the newest tokens its partner APPENDs hold:
+ * the rows of a single op where its APPEND has them, or, merged, a staged pointer per
+ * sequence. Returns nothing.
+ */
+static void prepare_fused(struct cuda_backend *cb, struct stage *st, struct pd_batch *batch)
+{
+    const struct pd_launch *ld = &batch->launches[cb->fusion.decode];
+    pk_decode_args *d = &cb->launch[cb->fusion.decode].a.decode;
+    const struct pd_batch_op *first = &batch->ops[ld->first];
+    size_t row = (size_t) first->cache->num_kv_heads * (size_t) first->cache->head_dim
+                 * pk_dtype_size(first->op->dtype);
+    if (ld->count == 1) {
+        const struct pd_batch_op *a = &batch->ops[cb->fusion.partner[ld->first]];
+        d->new_k = device_data(a) + a->op->k_off;
+        d->new_v = device_data(a) + a->op->v_off;
+        return;
+    }
+    size_t items = 0;
+    for (uint32_t i = ld->first; i < ld->first + ld->count; i++)
+        items += batch->ops[i].op->count;
+    void *dk, *dv;
+    const void **hk = stage_take(cb, st, items * sizeof *hk, &dk);
+    const void **hv = stage_take(cb, st, items * sizeof *hv, &dv);
+    d->new_k_seq = dk;
+    d->new_v_seq = dv;
+    if (st->host == NULL)
+        return;
+    size_t s = 0;
+    for (uint32_t i = ld->first; i < ld->first + ld->count; i++) {
+        const struct pd_batch_op *a = &batch->ops[cb->fusion.partner[i]];
+        for (uint32_t j = 0; j < batch->ops[i].op->count; j++, s++) {
+            hk[s] = device_data(a) + a->op->k_off + j * row;
+            hv[s] = device_data(a) + a->op->v_off + j * row;
+        }
+    }
+}
+
 /* Stages every launch of batch (both passes go through here); returns nothing. */
 static void prepare(struct cuda_backend *cb, struct stage *st, struct pd_batch *batch)
 {
@@ -698,6 +745,8 @@ static void prepare(struct cuda_backend *cb, struct stage *st, struct pd_batch *
         else
             prepare_one(cb, st, batch->ops + la->first, &cb->launch[l]);
     }
+    if (cb->fused)
+        prepare_fused(cb, st, batch);
 }
 
 /* Queues one prepared launch on the stream; returns the kernel library's status. */
@@ -812,6 +861,19 @@ static int launch_reserve(struct cuda_backend *cb, uint32_t n)
     return PAGED_OK;
 }
 
+/* Makes the fusion's partner array hold n entries; returns PAGED_OK or PAGED_E_NOMEM. */
+static int partner_reserve(struct cuda_backend *cb, uint32_t n)
+{
+    if (n <= cb->partner_cap)
+        return PAGED_OK;
+    uint32_t *p = realloc(cb->partner, (size_t) n * sizeof *p);
+    if (p == NULL)
+        return PAGED_E_NOMEM;
+    cb->partner = p;
+    cb->partner_cap = n;
+    return PAGED_OK;
+}
+
 /* Gives every op of batch the status rc; returns nothing. */
 static void fail_all(struct pd_batch *batch, int rc)
 {
@@ -922,29 +984,58 @@ static size_t workspace_need(struct cuda_backend *cb, const struct pd_batch *bat
     return need;
 }
 
-/* Queues every launch of batch in order, each refused one failing its own ops; returns nothing. */
+/* Queues launch l of batch, a refused one failing its own ops (a merged one refused as a
+ * whole is tried op by op); returns nothing. */
+static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t l)
+{
+    struct pd_launch *la = &batch->launches[l];
+    struct cuda_launch *cl = &cb->launch[l];
+    la->merged = 0;
+    if (ok_ops(batch, la) == 0)
+        return;
+    if (!cb->healthy) {
+        launch_status(batch, la, PAGED_E_DEVICE);
+        return;
+    }
+    int rc = launch(cb, cl);
+    if (rc != PAGED_OK && rc != PAGED_E_DEVICE && cb->fused && l == cb->fusion.decode) {
+        /* Refused with the newest tokens: their APPENDs run apart after all, first. */
+        cb->fused = 0;
+        queue_one(cb, batch, cb->fusion.append);
+        cl->a.decode.new_k = cl->a.decode.new_v = NULL;
+        cl->a.decode.new_k_seq = cl->a.decode.new_v_seq = NULL;
+        rc = cb->healthy ? launch(cb, cl) : PAGED_E_DEVICE;
+    }
+    if (rc == PAGED_OK)
+        la->merged = ok_ops(batch, la) > 1;
+    else if (la->count > 1 && rc != PAGED_E_DEVICE && cl->kind == PAGED_OP_APPEND)
+        launch_split_append(cb, batch, la, &cl->a.append);
+    else if (la->count > 1 && rc != PAGED_E_DEVICE)
+        launch_split(cb, batch, la, &cl->a.decode);
+    else
+        launch_status(batch, la, refused(cb, cl->kind, rc));
+}
+
+/* Queues every launch of batch in order; a fused APPEND launch goes with its DECODE launch,
+ * and its ops share their fate. Returns nothing. */
 static void queue_launches(struct cuda_backend *cb, struct pd_batch *batch)
 {
     for (uint32_t l = 0; l < batch->nlaunches; l++) {
-        struct pd_launch *la = &batch->launches[l];
-        const struct cuda_launch *cl = &cb->launch[l];
-        la->merged = 0;
-        if (ok_ops(batch, la) == 0)
-            continue;
-        if (!cb->healthy) {
-            launch_status(batch, la, PAGED_E_DEVICE);
+        if (cb->fused && l == cb->fusion.append) {
+            batch->launches[l].merged = 0;
             continue;
         }
-        int rc = launch(cb, cl);
-        if (rc == PAGED_OK)
-            la->merged = ok_ops(batch, la) > 1;
-        else if (la->count > 1 && rc != PAGED_E_DEVICE && cl->kind == PAGED_OP_APPEND)
-            launch_split_append(cb, batch, la, &cl->a.append);
-        else if (la->count > 1 && rc != PAGED_E_DEVICE)
-            launch_split(cb, batch, la, &cl->a.decode);
-        else
-            launch_status(batch, la, refused(cb, cl->kind, rc));
+        queue_one(cb, batch, l);
     }
+    if (!cb->fused)
+        return;
+    const struct pd_launch *ld = &batch->launches[cb->fusion.decode];
+    for (uint32_t i = ld->first; i < ld->first + ld->count; i++) {
+        struct pd_batch_op *a = &batch->ops[cb->fusion.partner[i]];
+        if (a->status == PAGED_OK && batch->ops[i].status < 0)
+            a->status = batch->ops[i].status;
+    }
+    batch->fused_appends = batch->launches[cb->fusion.append].count;
 }
 
 /* Gives every op of batch still fine (and, with flag, carrying that dependency flag) the
@@ -1021,6 +1112,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     batch->wait_ns = 0;
     batch->stage_ns = batch->upload_ns = batch->queue_ns = 0;
     batch->upload_skipped = 0;
+    batch->fused_appends = 0;
     cb->dep_timeout_ns = batch->dep_timeout_ns;
     if (!cb->healthy) {
         fail_all(batch, PAGED_E_DEVICE);
@@ -1032,6 +1124,8 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         fail_all(batch, rc);
         return;
     }
+    cb->fused = cb->fuse_enabled && partner_reserve(cb, batch->nops) == PAGED_OK
+                && pf_plan(batch, cb->partner, &cb->marks, &cb->marks_cap, &cb->fusion);
     struct stage st = { 0, NULL };
     prepare(cb, &st, batch);
     /* Never empty, so that a device address is never computed from a NULL buffer. */
@@ -1142,6 +1236,8 @@ static void cuda_destroy(pd_backend *b)
     if (cb->d_stage != NULL)
         cudaFree(cb->d_stage);
     free(cb->last_stage);
+    free(cb->partner);
+    free(cb->marks);
     if (cb->ws != NULL)
         cudaFree(cb->ws);
     if (cb->stream != NULL)
@@ -1206,6 +1302,10 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     if (e != cudaSuccess)
         return fail(PAGED_E_DEVICE, cause, "backend cuda: cannot use device %d: %s", ordinal,
                     cudaGetErrorString(e));
+    const char *fuse = getenv("PAGEDD_FUSE");
+    cb->fuse_enabled = fuse == NULL || strcmp(fuse, "0") != 0;
+    if (!cb->fuse_enabled)
+        pd_log(PD_LOG_INFO, "cuda device %d: APPENDs are not fused into DECODE launches (PAGEDD_FUSE=0)", ordinal);
     char *why = NULL;
     int rc = pd_cu_driver_load(&cb->dev.drv, &why);
     if (rc == PAGED_OK) {

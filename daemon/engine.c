@@ -102,6 +102,7 @@ struct pd_engine {
         uint64_t collect_ns;      /* of between_ns, taking and validating requests */
         uint64_t stage_ns, upload_ns, queue_ns;   /* the backend's host work (struct pd_batch) */
         uint64_t uploads_skipped;
+        uint64_t fused_appends;   /* APPENDs that rode in their DECODEs' launch */
     } wake, wake_mark;
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
     uint64_t slow_logged;         /* when a slow batch was last logged */
@@ -563,6 +564,9 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     e->wake.upload_ns += batch.upload_ns;
     e->wake.queue_ns += batch.queue_ns;
     e->wake.uploads_skipped += batch.upload_skipped != 0;
+    e->wake.fused_appends += batch.fused_appends;
+    if (batch.fused_appends != 0 && pd_log_enabled(PD_LOG_DEBUG))
+        pd_log(PD_LOG_DEBUG, "engine: %u APPENDs fused into their DECODEs' launch", batch.fused_appends);
     if (e->decode_in_pass) {
         e->last_batch_ns = spent;
         e->last_decode_pass = e->pass;
@@ -808,13 +812,14 @@ void pd_engine_idle(struct pd_server *srv)
     pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
            "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
            "in the backend %.1f us staging, %.1f us issuing the upload (skipped in %.0f%%: the device had "
-           "the metadata), %.1f us queueing the launches",
+           "the metadata), %.1f us queueing the launches; %llu APPENDs fused into their DECODEs' launch",
            (double) (w->wakes - wm->wakes) / b, (double) (w->wake_ns - wm->wake_ns) / 1e3 / b,
            nb != 0 ? (double) (w->between_ns - wm->between_ns) / 1e3 / (double) nb : 0.0,
            (double) (w->collect_ns - wm->collect_ns) / 1e3 / b, (double) (w->stage_ns - wm->stage_ns) / 1e3 / b,
            (double) (w->upload_ns - wm->upload_ns) / 1e3 / b,
            100.0 * (double) (w->uploads_skipped - wm->uploads_skipped) / b,
-           (double) (w->queue_ns - wm->queue_ns) / 1e3 / b);
+           (double) (w->queue_ns - wm->queue_ns) / 1e3 / b,
+           (unsigned long long) (w->fused_appends - wm->fused_appends));
     e->wake_mark = e->wake;
     e->woke_at = 0;
     e->mark = e->total;

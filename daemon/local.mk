@@ -32,6 +32,8 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/batch.c \
 	daemon/merged.h \
 	daemon/merged.c \
+	daemon/fuse.h \
+	daemon/fuse.c \
 	daemon/engine.c \
 	daemon/notify.h \
 	daemon/notify.c

@@ -9,6 +9,7 @@
 #include <cuda_fp8.h>
 
 #include <atomic>
+#include <type_traits>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -306,6 +307,54 @@ static int pk_launch_dependent(void (*kernel)(P), dim3 grid, dim3 block, size_t 
     }
     kernel<<<grid, block, smem, stream>>>(params);
     return pk_launch_status();
+}
+
+/*
+ * Converts 8 consecutive source elements at src to the cache type and stores them at dst:
+ * a plain copy when the types agree, else (fp8 caches) round(x / scale) with saturation,
+ * bit-identical to pk_f32_to_e4m3(x / scale). vec selects 16-byte loads and 16- or 8-byte
+ * stores; otherwise element by element (any alignment of the source).
+ */
+template <typename ST, typename CT>
+__device__ __forceinline__ void pk_append8(const char *src, char *dst, float scale, bool vec)
+{
+    if constexpr (std::is_same<ST, CT>::value) {
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < (int) sizeof(ST) / 2; ++i)
+                ((uint4 *) dst)[i] = __ldg((const uint4 *) src + i);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                ((ST *) dst)[e] = ((const ST *) src)[e];
+        }
+    } else {
+        static_assert(std::is_same<CT, pk_e4m3>::value, "conversions only into fp8");
+        float x[8];
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < (int) sizeof(ST) / 2; ++i)
+                pk_unpack16<ST>(__ldg((const uint4 *) src + i), x + i * (16 / (int) sizeof(ST)));
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                x[e] = pk_to_f32(((const ST *) src)[e]);
+        }
+        uint8_t q[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+            q[e] = pk_from_f32<pk_e4m3>(x[e] / scale).bits;
+        if (vec) {
+            uint2 w;
+            w.x = (uint32_t) q[0] | (uint32_t) q[1] << 8 | (uint32_t) q[2] << 16 | (uint32_t) q[3] << 24;
+            w.y = (uint32_t) q[4] | (uint32_t) q[5] << 8 | (uint32_t) q[6] << 16 | (uint32_t) q[7] << 24;
+            *(uint2 *) dst = w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                ((uint8_t *) dst)[e] = q[e];
+        }
+    }
 }
 
 /* Shared memory one multiprocessor offers its CTAs on sm_90 (227 KiB); the decode shapes

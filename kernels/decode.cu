@@ -191,6 +191,10 @@ static int pk_decode_check(const pk_decode_args *a)
         return PAGED_E_INVAL;
     if (a->num_seqs > 0 && !(a->q_seq ? a->out_seq != NULL : a->q != NULL && a->out != NULL))
         return PAGED_E_INVAL;
+    /* New rows (fused append): both or neither, in the form the queries take. */
+    if (a->q_seq ? (a->new_k_seq == NULL) != (a->new_v_seq == NULL) || a->new_k != NULL || a->new_v != NULL
+                 : (a->new_k == NULL) != (a->new_v == NULL) || a->new_k_seq != NULL || a->new_v_seq != NULL)
+        return PAGED_E_INVAL;
     return 0;
 }
 

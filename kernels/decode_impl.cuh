@@ -82,7 +82,46 @@ struct pk_decode_params {
     int window;
     int bt_stride, num_kv_heads, num_q_heads, group, block_shift;
     int part_tokens, max_parts;
+    /* Fused append (pk_decode_args): the newest token's rows, side by side or per sequence,
+     * or all nullptr; the cache's scales they are divided by (fp8; else 1). */
+    const void *new_k, *new_v;
+    const void *const *new_k_seq, *const *new_v_seq;
+    float k_scale_raw, v_scale_raw;
 };
+
+/*
+ * The fused append: when the CTA's partition [part_start, part_end) of sequence seq holds
+ * the newest position (seq_len - 1) and the launch carries new rows, writes that position's
+ * key and value of KV head h into the planes kp and vp (the sequence's layer), converted as
+ * the append kernel converts (pk_append8), and makes them visible to the CTA's copies that
+ * follow. The condition is the same for every thread of the CTA, which all call it. Returns
+ * nothing.
+ */
+template <int D, typename KT, typename QT>
+__device__ __forceinline__ void pk_decode_append_new(const pk_decode_params &p, int seq, int h, const int32_t *bt,
+                                                     const char *kp, const char *vp, int seq_len, int part_start,
+                                                     int part_end)
+{
+    const int pos = seq_len - 1;
+    if ((p.new_k == nullptr && p.new_k_seq == nullptr) || pos < part_start || pos >= part_end)
+        return;
+    constexpr int G8 = D / 8;
+    const size_t row_bytes = (size_t) p.num_kv_heads * D * sizeof(QT);
+    const char *ks = p.new_k_seq ? (const char *) p.new_k_seq[seq] : (const char *) p.new_k + seq * row_bytes;
+    const char *vs = p.new_v_seq ? (const char *) p.new_v_seq[seq] : (const char *) p.new_v + seq * row_bytes;
+    ks += (size_t) h * D * sizeof(QT);
+    vs += (size_t) h * D * sizeof(QT);
+    const size_t row = pk_paged_row(__ldg(bt + (pos >> p.block_shift)), h, pos, p.num_kv_heads, p.block_shift);
+    for (int t = threadIdx.x; t < 2 * G8; t += blockDim.x) {
+        const bool val = t >= G8;
+        const int g = val ? t - G8 : t;
+        const char *src = (val ? vs : ks) + (size_t) g * 8 * sizeof(QT);
+        char *dst = (char *) (val ? vp : kp) + (row * D + (size_t) g * 8) * sizeof(KT);
+        pk_append8<QT, KT>(src, dst, val ? p.v_scale_raw : p.k_scale_raw, ((uintptr_t) src & 15) == 0);
+        __threadfence();            /* the CTA's copies read through L2 */
+    }
+    __syncthreads();
+}
 
 /*
  * Returns the offset in bytes of sequence seq's layer's planes from p.k and p.v: 0 without
@@ -544,6 +583,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
     const int nw = warp < nchunks ? (nchunks - warp + W - 1) / W : 0;   /* this warp's chunks */
     const int cs0 = part_start + warp * CH;              /* the warp's first chunk */
     const char *const kp = p.k + lofs, *const vp = p.v + lofs;   /* the sequence's layer */
+    pk_decode_append_new<D, KT, QT>(p, seq, h, bt, kp, vp, seq_len, part_start, part_end);
 
     /* Fill the ring first, so the copies are in flight while the queries are set up. */
 #pragma unroll
@@ -826,6 +866,10 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
         kernel = pk_decode_mma_kernel<D, KT, QT>;
     else
         kernel = pk_decode_kernel<D, KT, QT>;
+    /* The fused append lives in the tensor-core kernel only (the f32 one has no registers
+     * to spare for it). */
+    if (!MMA && (a->new_k != nullptr || a->new_k_seq != nullptr))
+        return PAGED_E_NOTSUP;
     int dev = 0;
     PK_CUDA_CHECK(cudaGetDevice(&dev));
     const int occ = pk_kernel_prepare(kernel, NT, SMEM, dev, pk_decode_occupancy<D, KT, QT>::cache);
@@ -873,6 +917,12 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     p.block_shift = pk_block_shift(a->cache.block_size);
     p.part_tokens = plan->part_tokens;
     p.max_parts = plan->max_parts;
+    p.new_k = a->q_seq ? nullptr : a->new_k;
+    p.new_v = a->q_seq ? nullptr : a->new_v;
+    p.new_k_seq = a->q_seq ? a->new_k_seq : nullptr;
+    p.new_v_seq = a->q_seq ? a->new_v_seq : nullptr;
+    p.k_scale_raw = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.k_scale : 1.0f;
+    p.v_scale_raw = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.v_scale : 1.0f;
 
     const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
                           : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);

@@ -125,6 +125,15 @@ typedef struct pk_decode_args {
     void *workspace;              /* CUDA: scratch for split-KV partials (see pk_cuda_decode_workspace) */
     size_t workspace_size;
     const int32_t *seq_layer;     /* optional [num_seqs] per-sequence layers; NULL: `layer` for all */
+    /* Optional fused append: before attending, each sequence's newest token (position
+     * seq_lens[s] - 1) gets its keys and values, q_dtype elements [num_kv_heads][head_dim]
+     * per sequence, converted as pk_*_append does: new_k and new_v hold [num_seqs] such rows
+     * side by side, or (with q_seq) new_k_seq and new_v_seq point at each sequence's. The
+     * kernels write that position from the one CTA that reads it, so no block of it may
+     * appear in another row of the launch (the caller's promise). CUDA, 16-bit queries
+     * and a 16-bit or fp8 cache only (the tensor-core kernel); elsewhere PAGED_E_NOTSUP. */
+    const void *new_k, *new_v;
+    const void *const *new_k_seq, *const *new_v_seq;
 } pk_decode_args;
 
 /* PREFILL: qo_indptr[s]..qo_indptr[s+1] are sequence s's query rows in q and out. */

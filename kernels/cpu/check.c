@@ -144,6 +144,9 @@ int pk_check_decode(const pk_decode_args *a)
         return err;
     if (a->num_seqs < 0 || a->bt_stride < 0)
         return PAGED_E_INVAL;
+    /* The fused append is a launch form of the CUDA kernels; here APPEND runs on its own. */
+    if (a->new_k != NULL || a->new_v != NULL || a->new_k_seq != NULL || a->new_v_seq != NULL)
+        return PAGED_E_NOTSUP;
     if (a->num_seqs == 0)
         return 0;
     if (a->block_tables == NULL || a->seq_lens == NULL)

@@ -4,9 +4,9 @@
 DAEMON_TEST_LIBS = daemon/libpageddaemon.la lib/libpagedcore.la $(TAP_LIBS)
 
 check_PROGRAMS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
-	tests/daemon/batch-t
+	tests/daemon/batch-t tests/daemon/fuse-t
 TESTS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
-	tests/daemon/batch-t
+	tests/daemon/batch-t tests/daemon/fuse-t
 tests_daemon_alloc_t_SOURCES = tests/daemon/alloc-t.c
 tests_daemon_alloc_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_alloc_model_t_SOURCES = tests/daemon/alloc-model-t.c
@@ -15,3 +15,5 @@ tests_daemon_prefix_hash_t_SOURCES = tests/daemon/prefix-hash-t.c
 tests_daemon_prefix_hash_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
 tests_daemon_batch_t_SOURCES = tests/daemon/batch-t.c
 tests_daemon_batch_t_LDADD = $(DAEMON_TEST_LIBS)
+tests_daemon_fuse_t_SOURCES = tests/daemon/fuse-t.c
+tests_daemon_fuse_t_LDADD = $(DAEMON_TEST_LIBS)

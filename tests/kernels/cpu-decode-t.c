@@ -308,7 +308,7 @@ static void test_errors(void)
         const char *what;
         int want;
         pk_decode_args a;
-    } cases[10];
+    } cases[11];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         cases[i].a = good;
     cases[0].what = "query heads not a multiple of KV heads";
@@ -344,6 +344,9 @@ static void test_errors(void)
     cases[9].want = PAGED_E_INVAL;
     cases[9].a.cache.dtype = PAGED_DTYPE_FP8_E4M3;
     cases[9].a.cache.k_scale = 0;
+    cases[10].what = "a fused append (a CUDA launch form)";
+    cases[10].want = PAGED_E_NOTSUP;
+    cases[10].a.new_k = cases[10].a.new_v = q;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         is_int(cases[i].want, pk_ref_decode(&cases[i].a), "decode ref refuses %s", cases[i].what);
         is_int(cases[i].want, pk_cpu_decode_check(&cases[i].a), "decode cpu check refuses %s",
@@ -385,7 +388,7 @@ int main(void)
     int mixed = 0;
     for (int c = 0; c < NCASES; c++)
         mixed += mixed_layers(c);
-    plan(2 * NCASES + mixed + 3 * 10 + 6 + 6);
+    plan(2 * NCASES + mixed + 3 * 11 + 6 + 6);
     for (int c = 0; c < NCASES; c++)
         run_case(seed, c);
     test_errors();

@@ -44,6 +44,7 @@ typedef struct dcase {
     int nseqs;
     int32_t lens[MAXSEQS];
     int alibi, cap, per_seq, no_workspace, mixed;
+    int fused;                      /* the launch also appends each sequence's newest token */
     int32_t window;
     float q_amp;                    /* query magnitude; 0: the default 2 */
 } dcase;
@@ -51,6 +52,8 @@ typedef struct dcase {
 /* Cases run, how many of them split, and for how many the workspace query gave another
  * answer without the pointers. */
 static int ws_cases, ws_split, ws_pointer_dependent;
+/* Fused-append cases run, and those whose cache came out byte for byte as the reference's. */
+static int fused_cases, fused_cache_same;
 
 /* Fills every plane of a host pool with random values (fp8: K planes by k_scale, V by v_scale). */
 static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
@@ -88,6 +91,7 @@ static void run_case(tap_rng *rng, const dcase *c)
     void *pool = bmalloc(pool_bytes);
     cache.base = pool;
     fill_pool(rng, &cache, pool);
+    void *pool_d = gu_clone(pool, pool_bytes);      /* before the fused case's reference append */
     int32_t bt_stride = max_blocks + gu_range(rng, 0, 3);
     int32_t *bt = nv_block_tables(rng, c->nseqs, c->lens, c->B, cache.num_blocks, bt_stride);
 
@@ -123,13 +127,35 @@ static void run_case(tap_rng *rng, const dcase *c)
         },
         .seq_layer = seq_layer,
     };
+    /* The fused case's newest tokens: the reference appends them first (APPEND's own
+     * reference, at each sequence's last position of its layer), then decodes. */
+    size_t new_bytes = (size_t) c->H * (size_t) c->D * qsize;
+    void *nk = NULL, *nv = NULL;
+    if (c->fused) {
+        nk = bmalloc((size_t) c->nseqs * new_bytes);
+        nv = bmalloc((size_t) c->nseqs * new_bytes);
+        gu_fill(rng, nk, (size_t) c->nseqs * (size_t) c->H * (size_t) c->D, c->q_dtype, 1.0f, cache.k_scale);
+        gu_fill(rng, nv, (size_t) c->nseqs * (size_t) c->H * (size_t) c->D, c->q_dtype, 1.0f, cache.v_scale);
+        for (int s = 0; s < c->nseqs; s++) {
+            int32_t pos = c->lens[s] - 1;
+            int32_t slot = bt[(size_t) s * (size_t) bt_stride + (size_t) (pos / c->B)] * c->B + pos % c->B;
+            pk_append_args ap = {
+                .cache = cache, .layer_begin = seq_layer ? seq_layer[s] : ha.layer, .num_layers = 1,
+                .num_tokens = 1, .src_dtype = c->q_dtype, .k = (char *) nk + (size_t) s * new_bytes,
+                .v = (char *) nv + (size_t) s * new_bytes, .slot_mapping = &slot,
+            };
+            int arc = pk_ref_append(&ap);
+            if (arc != 0)
+                bail("pk_ref_append: %s", paged_strerror(arc));
+        }
+    }
     int rc = pk_ref_decode(&ha);
     if (rc != 0)
         bail("pk_ref_decode: %s", paged_strerror(rc));
 
     /* The same op on the device. */
     pk_decode_args da = ha;
-    da.cache.base = gu_clone(pool, pool_bytes);
+    da.cache.base = pool_d;
     da.block_tables = gu_clone(bt, (size_t) c->nseqs * (size_t) bt_stride * sizeof *bt);
     da.seq_lens = gu_clone(c->lens, (size_t) c->nseqs * sizeof(int32_t));
     da.opts.alibi_slopes = c->alibi ? gu_clone(slopes, (size_t) Hq * sizeof *slopes) : NULL;
@@ -160,6 +186,27 @@ static void run_case(tap_rng *rng, const dcase *c)
         gu_poison(out_d, qbytes);
         da.q = q_d;
         da.out = out_d;
+    }
+    void *nk_d = NULL, *nv_d = NULL;
+    if (c->fused && c->per_seq) {
+        /* Each sequence's rows at its own place, in reversed order, as merged clients' are. */
+        nk_d = gu_alloc((size_t) c->nseqs * (new_bytes + 64));
+        nv_d = gu_alloc((size_t) c->nseqs * (new_bytes + 64));
+        const void **kp = bmalloc((size_t) c->nseqs * sizeof *kp), **vp = bmalloc((size_t) c->nseqs * sizeof *vp);
+        for (int s = 0; s < c->nseqs; s++) {
+            size_t where = (size_t) (c->nseqs - 1 - s) * (new_bytes + 64);
+            kp[s] = (char *) nk_d + where;
+            vp[s] = (char *) nv_d + where;
+            gu_upload((void *) kp[s], (const char *) nk + (size_t) s * new_bytes, new_bytes);
+            gu_upload((void *) vp[s], (const char *) nv + (size_t) s * new_bytes, new_bytes);
+        }
+        da.new_k_seq = gu_clone(kp, (size_t) c->nseqs * sizeof *kp);
+        da.new_v_seq = gu_clone(vp, (size_t) c->nseqs * sizeof *vp);
+        free(kp);
+        free(vp);
+    } else if (c->fused) {
+        da.new_k = nk_d = gu_clone(nk, (size_t) c->nseqs * new_bytes);
+        da.new_v = nv_d = gu_clone(nv, (size_t) c->nseqs * new_bytes);
     }
     size_t ws = pk_cuda_decode_workspace(&da);
     /* The daemon asks before the metadata has device addresses: the answer must not change. */
@@ -193,6 +240,14 @@ static void run_case(tap_rng *rng, const dcase *c)
     double worst = 0.0;
     int same = rc == 0 && gu_compare(got, want, (size_t) c->nseqs * (size_t) Hq, c->D, c->q_dtype,
                                      gu_tolerance(c->q_dtype), &worst);
+    if (c->fused) {
+        /* The cache afterwards: every byte as APPEND's reference left the host pool. */
+        void *after = bmalloc(pool_bytes);
+        gu_download(after, pool_d, pool_bytes);
+        fused_cases++;
+        fused_cache_same += rc == 0 && memcmp(after, pool, pool_bytes) == 0;
+        free(after);
+    }
     char lens[160], window[32] = "";
     size_t n = 0;
     for (int s = 0; s < c->nseqs && n < sizeof lens - 12; s++)
@@ -208,13 +263,19 @@ static void run_case(tap_rng *rng, const dcase *c)
         for (int s = 0; s < c->nseqs && m < sizeof layers - 4; s++)
             m += (size_t) snprintf(layers + m, sizeof layers - m, "%s%d", s ? "," : " ", (int) seq_layer[s]);
     }
-    ok(same, "decode %s/%s D=%d B=%d G=%d H=%d L=%d lens %s%s%s%s%s%s%s%s%s: matches reference (%s, worst row %.2g)",
+    ok(same, "decode %s/%s D=%d B=%d G=%d H=%d L=%d lens %s%s%s%s%s%s%s%s%s%s: matches reference (%s, worst row %.2g)",
        gu_dtype_name(c->kv_dtype), gu_dtype_name(c->q_dtype), (int) c->D, (int) c->B, (int) c->G, (int) c->H,
        (int) c->L, lens, c->alibi ? " alibi" : "", c->cap ? " cap" : "", window, c->per_seq ? " per-seq" : "",
        c->no_workspace ? " no-workspace" : "", ws > 0 && !c->no_workspace ? " split" : "", amp, layers,
-       rc == 0 ? "ok" : paged_strerror(rc), worst);
+       c->fused ? " fused-append" : "", rc == 0 ? "ok" : paged_strerror(rc), worst);
 
     gu_free(da.cache.base);
+    gu_free(nk_d);
+    gu_free(nv_d);
+    gu_free((void *) da.new_k_seq);
+    gu_free((void *) da.new_v_seq);
+    free(nk);
+    free(nv);
     gu_free((void *) da.block_tables);
     gu_free((void *) da.seq_lens);
     gu_free((void *) da.opts.alibi_slopes);
@@ -306,6 +367,19 @@ static void error_cases(void)
     b = a;
     b.q_dtype = PAGED_DTYPE_F16;
     is_int(PAGED_E_DTYPE, pk_cuda_decode(&b, NULL), "decode: f16 queries on a bf16 cache is PAGED_E_DTYPE");
+    b = a;
+    b.new_k = dummy;
+    is_int(PAGED_E_INVAL, pk_cuda_decode(&b, NULL), "decode: new keys without new values is PAGED_E_INVAL");
+    b.new_v = dummy;
+    b.q_seq = (const void *const *) ints;
+    b.out_seq = (void *const *) ints;
+    is_int(PAGED_E_INVAL, pk_cuda_decode(&b, NULL),
+           "decode: side-by-side new rows with per-sequence queries is PAGED_E_INVAL");
+    b = a;
+    b.cache.dtype = PAGED_DTYPE_F32;
+    b.q_dtype = PAGED_DTYPE_F32;
+    b.new_k = b.new_v = dummy;
+    is_int(PAGED_E_NOTSUP, pk_cuda_decode(&b, NULL), "decode: a fused append on an f32 cache is PAGED_E_NOTSUP");
     b = a;
     b.num_seqs = 0;
     is_int(0, pk_cuda_decode(&b, NULL), "decode: no sequences is a no-op");
@@ -467,6 +541,32 @@ int main(void)
         c.mixed = 0;
         run_case(&rng, &c);
     }
+    /* The fused append (the tensor-core pairs): every head dim, per-sequence rows or side by
+     * side, per-sequence layers, windows, ALiBi, and long contexts whose newest token lies in
+     * the last of several partitions, or in a block of its own. */
+    static const int mma_pairs[4] = { 0, 1, 3, 4 };
+    for (int k = 0; k < 20; k++) {
+        if (quick && k % 2)
+            continue;
+        c = base_case(&rng, mma_pairs[k % 4], k % 5, k % 3, 40 + k);
+        c.fused = 1;
+        c.per_seq = k % 2;
+        c.mixed = k % 3 == 2;
+        if (c.mixed && c.L == 1)
+            c.L = 3;
+        if (k >= 16) {
+            c.H = 2;
+            c.nseqs = 4;
+            c.lens[0] = gu_range(&rng, 1500, 2500);
+            c.lens[1] = c.B * gu_range(&rng, 40, 80) + 1;   /* the newest token opens a block */
+            c.lens[2] = gu_range(&rng, 1, 20);
+            c.lens[3] = gu_range(&rng, 600, 1200);
+        }
+        run_case(&rng, &c);
+    }
+    ok(fused_cases > 0 && fused_cache_same == fused_cases,
+       "decode, fused append: the cache holds afterwards exactly what APPEND's reference writes (%d of %d cases)",
+       fused_cache_same, fused_cases);
     ok(ws_pointer_dependent == 0 && ws_split > 0,
        "decode: the workspace query reads only the shapes (%d of %d cases differ without pointers; %d split)",
        ws_pointer_dependent, ws_cases, ws_split);

@@ -25,6 +25,20 @@ TESTS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t
 tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.log \
 	tests/service/control-t.log tests/service/spinhint-t.log: daemon/pagedd
 
+# Clients decoding layer by layer: on the cuda backend each layer's APPEND rides in its
+# DECODE's launch (daemon/fuse.h).
+check_PROGRAMS += tests/service/fused-t
+TESTS += tests/service/fused-t
+tests_service_fused_t_SOURCES = tests/service/fused-t.c tests/service/arena-io.c tests/service/arena-io.h
+tests_service_fused_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
+	lib/libpagedcore.la $(TAP_LIBS)
+EXTRA_tests_service_fused_t_DEPENDENCIES = daemon/pagedd
+tests_service_fused_t_CPPFLAGS = $(AM_CPPFLAGS)
+if HAVE_CUDA
+tests_service_fused_t_CPPFLAGS += $(CUDA_CPPFLAGS)
+tests_service_fused_t_LDADD += $(CUDA_LIBS)
+endif
+
 # DECODEs of several client processes merged into one launch (libpaged clients; with
 # PAGED_TEST_BACKEND=cuda the clients fill their device arenas through the CUDA runtime).
 check_PROGRAMS += tests/service/merge-t

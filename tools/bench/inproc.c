@@ -15,10 +15,11 @@
 
 /*
  * A worker that runs the best kernels itself does, per step and layer, what the service
- * does for it: append one token per sequence, then decode the batch. It needs no request,
- * no validation and no completion; on the GPU it also need not wait between layers (the
- * next layer's work follows on the stream), so one synchronization ends each step. The
- * service has to beat this, not a library.
+ * does for it: append one token per sequence, then decode the batch (on the GPU in one
+ * launch, the decode kernel writing the tokens). It needs no request, no validation and no
+ * completion; on the GPU it also need not wait between layers (the next layer's work
+ * follows on the stream), so one synchronization ends each step. The service has to beat
+ * this, not a library.
  */
 
 /* The memory of one in-process run: host or device pointers alike. */
@@ -217,8 +218,11 @@ static void run_cuda(const struct bench_opts *o, const struct svc_run *r, unsign
             start = t0;
         for (int l = 0; l < SVC_LAYERS; l++) {
             step_args(&m, seqs, nblk, step, l, &app, &dec);
-            bg_check_kernel(pk_cuda_append(&app, bg_stream()), "pk_cuda_append");
-            bg_check_kernel(pk_cuda_decode(&dec, bg_stream()), "pk_cuda_decode");
+            /* The newest tokens go in with the decode's own launch (pk_decode_args.new_k),
+             * as the daemon's fused launches do: the best this worker could do itself. */
+            dec.new_k = app.k;
+            dec.new_v = app.v;
+            bg_check_kernel(pk_cuda_decode(&dec, bg_stream()), "pk_cuda_decode with the newest tokens");
         }
         bg_sync("an in-process decode step");
         if (step >= r->warmup)

@@ -1,0 +1,454 @@
+/* fused-t.c: clients decoding layer by layer, each layer's APPEND of the newest tokens riding in its DECODE's launch. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "paged.h"
+#include "kernels/cpu/dtype.h"
+#include "kernels/kernels.h"
+#include "tests/service/arena-io.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/*
+ * NCLI client processes share a bf16 pool and decode as a model does: per step and layer,
+ * an APPEND of each sequence's newest token and a DECODE over it, submitted together, both
+ * awaited before the next layer. On the cuda backend the daemon runs such a pass as one
+ * launch, the decode kernel writing the tokens (daemon/fuse.h); the cpu backend runs the two
+ * apart. Either way each DECODE must match the reference of APPEND then DECODE, and since
+ * later DECODEs read the tokens earlier layers and steps wrote, a token written wrong shows
+ * there too.
+ *
+ *   Phase 1: NSTEP steps of L layers. On cuda the daemon's log must show fused launches.
+ *   Phase 2: every client's second sequence also names, first in its table, the block its
+ *   first sequence's newest token goes to: the two CTAs that read that block could race the
+ *   write, so the daemon must not fuse (no fused launch in the log of this phase), and the
+ *   outputs must still match.
+ *
+ * Children report each check through a pipe as a fixed-size record; the parent prints TAP.
+ */
+
+#define L 2
+#define H 2                 /* KV heads */
+#define QH 8                /* query heads: GQA groups of 4 */
+#define D 128               /* a head dim of the tensor-core decode kernel */
+#define B 16
+#define N 96
+#define NCLI 3
+#define NSEQ 3
+#define MAXBLK 4            /* blocks per sequence: up to 64 tokens */
+#define CTX 37              /* tokens in every sequence before phase 1 */
+#define NSTEP 4             /* phase 1: steps (a token per layer each) */
+#define TOL 2e-2            /* bf16 everywhere: relative L2 error of one output row */
+#define WAIT_MS 120000
+#define FUSED_LINE "APPENDs fused into their DECODEs' launch"
+
+enum rec_kind { REC_RESULT = 1, REC_DONE };
+
+/* What a child tells the parent. */
+struct rec {
+    int32_t kind;
+    int32_t who;
+    int32_t ok;
+    int32_t phase;
+    char msg[240];
+};
+_Static_assert(sizeof(struct rec) <= PIPE_BUF, "records are written atomically");
+
+static struct td_daemon daemon_;
+static uint64_t seed;
+static int use_cuda;        /* the daemon runs the cuda backend: data arenas are device memory */
+static int out_fd = -1;     /* in a child: the write end of the record pipe */
+static int child_who;
+
+/* Writes one record to the parent; a child that cannot report has nothing left to do. */
+static void send_rec(int kind, int ok_, int phase, const char *msg)
+{
+    struct rec r;
+    memset(&r, 0, sizeof r);
+    r.kind = kind;
+    r.who = child_who;
+    r.ok = ok_;
+    r.phase = phase;
+    if (msg != NULL)
+        snprintf(r.msg, sizeof r.msg, "%s", msg);
+    if (write(out_fd, &r, sizeof r) != (ssize_t) sizeof r)
+        _exit(90);
+}
+
+/* Reports one check from a child (fatal: and exits); returns cond. */
+static int report(int fatal, int cond, const char *fmt, ...) TAP_PRINTF(3, 4);
+static int report(int fatal, int cond, const char *fmt, ...)
+{
+    char msg[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    send_rec(REC_RESULT, cond != 0, 0, msg);
+    if (fatal)
+        _exit(1);
+    return cond;
+}
+
+/* Everything one client holds. */
+struct client {
+    struct aio_client a;
+    int32_t ids[NSEQ * MAXBLK];   /* our blocks, sequence by sequence */
+    pk_cache ref;                 /* a host copy of the pool as we wrote it */
+    tap_rng rng;
+    uint64_t tag;
+};
+
+/* Returns the offset of size bytes of an arena, or exits. */
+static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
+{
+    uint64_t off = 0;
+    if (paged_arena_alloc(cl->a.c, kind, size, 256, &off) != PAGED_OK)
+        report(1, 0, "client %d: carving %zu bytes of an arena: %s", child_who, size, paged_client_error(cl->a.c));
+    return off;
+}
+
+/* Fills n bf16 values with uniform random ones in [-1, 1); returns nothing. */
+static void random_bf16(tap_rng *rng, uint16_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = pk_f32_to_bf16((float) tap_rng_uniform(rng, -1.0, 1.0));
+}
+
+/* Copies n bytes into the data arena at a fresh offset; returns the offset, or exits. */
+static uint64_t put_new(struct client *cl, const void *src, size_t n)
+{
+    uint64_t off = carve(cl, PAGED_ARENA_DATA, n);
+    if (aio_put(use_cuda, cl->a.data, off, src, n) < 0)
+        report(1, 0, "client %d: copying into the data arena", child_who);
+    return off;
+}
+
+/* Copies n bytes of host memory into the host arena at a fresh offset; returns the offset. */
+static uint64_t host_new(struct client *cl, const void *src, size_t n)
+{
+    uint64_t off = carve(cl, PAGED_ARENA_HOST, n);
+    memcpy(cl->a.host + off, src, n);
+    return off;
+}
+
+/* Submits what was prepared (count requests) and awaits as many completions, each PAGED_OK,
+ * or exits; returns nothing. */
+static void run(struct client *cl, int count, const char *what)
+{
+    if (paged_submit(cl->a.c) != count)
+        report(1, 0, "client %d: submitting %s: %s", child_who, what, paged_client_error(cl->a.c));
+    for (int got = 0; got < count;) {
+        paged_completion comp[4];
+        int k = paged_wait(cl->a.c, comp, 4, WAIT_MS);
+        if (k < 0)
+            report(1, 0, "client %d: waiting for %s: %s", child_who, what, paged_strerror(k));
+        for (int i = 0; i < k; i++)
+            if (comp[i].status != PAGED_OK)
+                report(1, 0, "client %d: %s: request %llu failed: %s (%s[%u])", child_who, what,
+                       (unsigned long long) comp[i].tag, paged_strerror(comp[i].status),
+                       paged_field_name(comp[i].err_field), comp[i].err_index);
+        got += k;
+    }
+}
+
+/* Prepares req, or exits; returns nothing. */
+static void prep(struct client *cl, paged_request *req)
+{
+    req->tag = cl->tag++;
+    if (paged_prep(cl->a.c, req) != PAGED_OK)
+        report(1, 0, "client %d: paged_prep: %s", child_who, paged_client_error(cl->a.c));
+}
+
+/* Connects, takes blocks and fills every sequence's first CTX tokens of every layer with one
+ * APPEND, mirrored into cl->ref; returns nothing. */
+static void setup(struct client *cl)
+{
+    char name[32], why[256];
+    snprintf(name, sizeof name, "fused-client-%d", child_who);
+    cl->a = (struct aio_client) { .cuda = use_cuda, .ids = cl->ids, .nseq = NSEQ, .maxblk = MAXBLK };
+    if (aio_open(&cl->a, daemon_.socket, name, "fused", 8u << 20, 8u << 20, why, sizeof why) < 0)
+        report(1, 0, "client %d: %s", child_who, why);
+    cl->ref = (pk_cache) { .num_layers = L, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
+                           .dtype = PAGED_DTYPE_BF16, .k_scale = 1.0f, .v_scale = 1.0f };
+    cl->ref.base = calloc(1, pk_cache_bytes(&cl->ref));
+    size_t n = (size_t) L * NSEQ * CTX * H * D;
+    uint16_t *k = malloc(n * 2), *v = malloc(n * 2);
+    int32_t slots[NSEQ * CTX];
+    if (cl->ref.base == NULL || k == NULL || v == NULL)
+        report(1, 0, "client %d: out of memory", child_who);
+    random_bf16(&cl->rng, k, n);
+    random_bf16(&cl->rng, v, n);
+    for (int s = 0; s < NSEQ; s++)
+        for (int t = 0; t < CTX; t++)
+            slots[s * CTX + t] = cl->ids[s * MAXBLK + t / B] * B + t % B;
+    paged_request app = {
+        .op = PAGED_OP_APPEND, .pool = cl->a.pool, .layer = PAGED_ALL_LAYERS,
+        .u.append = { .num_tokens = NSEQ * CTX, .dtype = PAGED_DTYPE_BF16, .k_off = put_new(cl, k, n * 2),
+                      .v_off = put_new(cl, v, n * 2), .slots_off = host_new(cl, slots, sizeof slots) },
+    };
+    prep(cl, &app);
+    run(cl, 1, "the contexts' APPEND");
+    pk_append_args ra = { .cache = cl->ref, .layer_begin = 0, .num_layers = L, .num_tokens = NSEQ * CTX,
+                          .src_dtype = PAGED_DTYPE_BF16, .k = k, .v = v, .slot_mapping = slots };
+    if (pk_ref_append(&ra) != 0)
+        report(1, 0, "client %d: the reference refused the contexts", child_who);
+    free(k);
+    free(v);
+}
+
+/*
+ * One layer of a decode step: the newest token (position pos) of every sequence on layer,
+ * APPENDed and DECODEd over in one submission, with table bt; checks the output against the
+ * reference and returns the worst row error (infinity when it is not finite).
+ */
+static double layer_step(struct client *cl, int layer, int pos, const int32_t *bt)
+{
+    static uint16_t k[NSEQ * H * D], v[NSEQ * H * D], q[NSEQ * QH * D], got[NSEQ * QH * D], want[NSEQ * QH * D];
+    int32_t slots[NSEQ], lens[NSEQ];
+    random_bf16(&cl->rng, k, NSEQ * H * D);
+    random_bf16(&cl->rng, v, NSEQ * H * D);
+    random_bf16(&cl->rng, q, NSEQ * QH * D);
+    for (int s = 0; s < NSEQ; s++) {
+        slots[s] = bt[s * MAXBLK + pos / B] * B + pos % B;
+        lens[s] = pos + 1;
+    }
+    uint64_t out_off = carve(cl, PAGED_ARENA_DATA, sizeof got);
+    if (aio_poison(use_cuda, cl->a.data, out_off, sizeof got) < 0)
+        report(1, 0, "client %d: poisoning the output", child_who);
+    paged_request app = {
+        .op = PAGED_OP_APPEND, .pool = cl->a.pool, .layer = layer,
+        .u.append = { .num_tokens = NSEQ, .dtype = PAGED_DTYPE_BF16, .k_off = put_new(cl, k, sizeof k),
+                      .v_off = put_new(cl, v, sizeof v), .slots_off = host_new(cl, slots, sizeof slots) },
+    };
+    paged_request dec = {
+        .op = PAGED_OP_DECODE, .pool = cl->a.pool, .layer = layer,
+        .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_BF16, .q_off = put_new(cl, q, sizeof q),
+                    .out_off = out_off, .block_tables_off = host_new(cl, bt, NSEQ * MAXBLK * sizeof *bt),
+                    .bt_stride = MAXBLK, .seq_lens_off = host_new(cl, lens, sizeof lens) },
+    };
+    prep(cl, &app);
+    prep(cl, &dec);
+    run(cl, 2, "an APPEND and its DECODE");
+    if (aio_get(use_cuda, cl->a.data, out_off, got, sizeof got) < 0)
+        report(1, 0, "client %d: copying the output out", child_who);
+
+    pk_append_args ra = { .cache = cl->ref, .layer_begin = layer, .num_layers = 1, .num_tokens = NSEQ,
+                          .src_dtype = PAGED_DTYPE_BF16, .k = k, .v = v, .slot_mapping = slots };
+    pk_decode_args rd = { .cache = cl->ref, .layer = layer, .num_seqs = NSEQ, .num_q_heads = QH,
+                          .q_dtype = PAGED_DTYPE_BF16, .q = q, .out = want, .block_tables = bt,
+                          .bt_stride = MAXBLK, .seq_lens = lens, .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL } };
+    if (pk_ref_append(&ra) != 0 || pk_ref_decode(&rd) != 0)
+        report(1, 0, "client %d: the reference refused a step", child_who);
+    static float gf[NSEQ * QH * D], wf[NSEQ * QH * D];
+    for (size_t i = 0; i < NSEQ * QH * D; i++) {
+        gf[i] = pk_bf16_to_f32(got[i]);
+        wf[i] = pk_bf16_to_f32(want[i]);
+    }
+    return aio_row_error(gf, wf, NSEQ * QH, D);
+}
+
+/* Blocks until the parent writes a byte on cmd_fd, or exits; returns nothing. */
+static void await_go(int cmd_fd)
+{
+    char ch;
+    ssize_t n;
+    do
+        n = read(cmd_fd, &ch, 1);
+    while (n < 0 && errno == EINTR);
+    if (n != 1)
+        _exit(2);
+}
+
+/* A client process: setup, phase 1, then (on the parent's go) phase 2; exits. */
+static void client_main(int who, int cmd_fd)
+{
+    child_who = who;
+    struct client cl;
+    memset(&cl, 0, sizeof cl);
+    cl.tag = 1;
+    tap_rng_seed(&cl.rng, seed * 1000003u + (uint64_t) who * 7919u);
+    setup(&cl);
+
+    double worst = 0.0;
+    for (int step = 0; step < NSTEP; step++)
+        for (int layer = 0; layer < L; layer++) {
+            double e = layer_step(&cl, layer, CTX + step, cl.ids);
+            worst = e > worst || isnan(e) ? e : worst;
+        }
+    report(0, worst <= TOL, "client %d: %d steps of %d layers, each an APPEND of the newest tokens and a "
+           "DECODE over them, match the reference (worst row error %.2g)", child_who, NSTEP, L, worst);
+    send_rec(REC_DONE, 1, 1, NULL);
+    await_go(cmd_fd);
+
+    /* Phase 2: sequence 1 also reads the block sequence 0's newest token goes to, all of it:
+     * the slots after that token get zeros first (device memory starts undefined). */
+    const int pos = CTX + NSTEP, rest = B - 1 - pos % B;
+    static uint16_t zeros[L * B * H * D];
+    int32_t tail[B];
+    for (int t = 0; t < rest; t++)
+        tail[t] = cl.ids[0 * MAXBLK + pos / B] * B + pos % B + 1 + t;
+    paged_request zap = {
+        .op = PAGED_OP_APPEND, .pool = cl.a.pool, .layer = PAGED_ALL_LAYERS,
+        .u.append = { .num_tokens = (uint32_t) rest, .dtype = PAGED_DTYPE_BF16,
+                      .k_off = put_new(&cl, zeros, sizeof zeros), .v_off = put_new(&cl, zeros, sizeof zeros),
+                      .slots_off = host_new(&cl, tail, sizeof tail) },
+    };
+    prep(&cl, &zap);
+    run(&cl, 1, "the zeros after the newest token");
+    pk_append_args rz = { .cache = cl.ref, .layer_begin = 0, .num_layers = L, .num_tokens = rest,
+                          .src_dtype = PAGED_DTYPE_BF16, .k = zeros, .v = zeros, .slot_mapping = tail };
+    if (pk_ref_append(&rz) != 0)
+        report(1, 0, "client %d: the reference refused the zeros", child_who);
+    int32_t bt[NSEQ * MAXBLK];
+    memcpy(bt, cl.ids, sizeof bt);
+    bt[1 * MAXBLK + 0] = bt[0 * MAXBLK + pos / B];
+    double e = layer_step(&cl, 0, pos, bt);
+    report(0, e <= TOL, "client %d: a DECODE whose second sequence also reads the block the first one's newest "
+           "token goes to matches the reference (row error %.2g)", child_who, e);
+    send_rec(REC_DONE, 1, 2, NULL);
+    paged_client_close(cl.a.c);
+    free(cl.ref.base);
+    _exit(0);
+}
+
+/* Reads records until count REC_DONE records of phase came (printing results on the way);
+ * returns 1, or 0 when the children went away or the wait took too long. */
+static int await_done(int fd, int phase, int count)
+{
+    int seen = 0;
+    for (int waited = 0; seen < count && waited < WAIT_MS;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int rc = poll(&p, 1, 100);
+        if (rc < 0 && errno != EINTR)
+            sysbail("poll");
+        if (rc <= 0) {
+            waited += 100;
+            continue;
+        }
+        struct rec r;
+        ssize_t n = read(fd, &r, sizeof r);
+        if (n == 0)
+            return 0;
+        if (n != (ssize_t) sizeof r)
+            bail("short record from a client (%zd bytes)", n);
+        if (r.kind == REC_RESULT)
+            ok(r.ok, "%s", r.msg);
+        else if (r.kind == REC_DONE && r.phase == phase)
+            seen++;
+    }
+    return seen == count;
+}
+
+/* Returns the size of the daemon's log now (0 if it cannot be read). */
+static long log_size(void)
+{
+    struct stat sb;
+    return stat(daemon_.log, &sb) == 0 ? (long) sb.st_size : 0;
+}
+
+/* Returns how many APPENDs the daemon's log says it fused from byte from to byte to. */
+static unsigned long fused_in_log(long from, long to)
+{
+    FILE *f = fopen(daemon_.log, "r");
+    unsigned long n = 0;
+    if (f == NULL)
+        return 0;
+    if (fseek(f, from, SEEK_SET) == 0) {
+        char line[2048];
+        while (ftell(f) < to && fgets(line, sizeof line, f) != NULL) {
+            const char *at = strstr(line, "engine: ");
+            unsigned k;
+            int end = 0;
+            /* The line of one batch; the activity summary says it with another count. */
+            if (at != NULL && sscanf(at, "engine: %u " FUSED_LINE "%n", &k, &end) == 1 && end > 0)
+                n += k;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* Starts the daemon and the clients, conducts the two phases, reads the log; returns 0. */
+int main(void)
+{
+    seed = tap_seed();
+    const char *extra[] = { "--log-level", "debug", "--threads", "2", NULL };
+    use_cuda = aio_start(&daemon_, extra);
+    plan_lazy();
+
+    /* The pool, made over a raw control connection: the parent never touches CUDA. */
+    struct rc_client ctl;
+    int rc = rc_connect(daemon_.socket, "fused-t", PAGED_HELLO_CONTROL, &ctl);
+    if (rc == 0)
+        rc = rc_pool_create(&ctl, "fused", L, H, D, B, PAGED_DTYPE_BF16, N, 0600, PAGED_ATTACH_WRITE, NULL, NULL);
+    if (!ok(rc == 0, "pool 'fused' created (%d layers, %d KV heads, D %d, blocks of %d, bf16)", L, H, D, B))
+        bail("cannot go on without the pool: %s", ctl.errmsg);
+
+    int pfd[2];
+    if (pipe(pfd) < 0)
+        sysbail("pipe");
+    int cmd[NCLI];
+    pid_t pids[NCLI];
+    for (int w = 0; w < NCLI; w++) {
+        int c[2];
+        if (pipe(c) < 0)
+            sysbail("pipe");
+        pids[w] = bfork();
+        if (pids[w] == 0) {
+            td_forget_all();
+            close(pfd[0]);
+            close(c[1]);
+            for (int j = 0; j < w; j++)
+                close(cmd[j]);
+            out_fd = pfd[1];
+            client_main(w, c[0]);
+        }
+        close(c[0]);
+        cmd[w] = c[1];
+    }
+    close(pfd[1]);
+
+    /* The log is written before completions are posted: all of a phase's is there at its end. */
+    int done = ok(await_done(pfd[0], 1, NCLI), "phase 1: every client decoded its steps");
+    long mark = log_size();
+    for (int w = 0; w < NCLI; w++)
+        if (write(cmd[w], "g", 1) != 1)
+            sysbail("write");
+    done = ok(done && await_done(pfd[0], 2, NCLI), "phase 2: every client decoded its aliased step") && done;
+    long end = log_size();
+    for (int w = 0; w < NCLI; w++) {
+        close(cmd[w]);
+        int cst = 0;
+        waitpid(pids[w], &cst, 0);
+        is_int(0, WIFEXITED(cst) ? WEXITSTATUS(cst) : 128 + WTERMSIG(cst), "client %d exits 0", w);
+    }
+    close(pfd[0]);
+
+    unsigned long fused1 = fused_in_log(0, mark), fused2 = fused_in_log(mark, end);
+    if (use_cuda)
+        ok(done && fused1 > 0 && fused1 <= NCLI * NSTEP * L,
+           "cuda: the daemon fused %lu of phase 1's %d APPENDs into their DECODEs' launches", fused1,
+           NCLI * NSTEP * L);
+    else
+        ok(fused1 == 0, "cpu: no APPEND fused (%lu): the cpu backend runs APPEND and DECODE apart", fused1);
+    ok(fused2 == 0, "phase 2: no APPEND fused where another row reads the block a token goes to (%lu)", fused2);
+    rc_close(&ctl);
+    int st = td_stop(&daemon_);
+    ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
+    td_cleanup(&daemon_);
+    return 0;
+}
