@@ -557,7 +557,7 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     }
     struct paged_engine_stats *t = &e->total;
     t->batches++;
-    t->launches += batch.nlaunches;
+    t->launches += batch.nlaunches - (batch.fused_appends != 0);   /* a fused APPEND launch is not made */
     t->backend_ns += spent;
     t->device_wait_ns += batch.wait_ns;
     e->wake.stage_ns += batch.stage_ns;

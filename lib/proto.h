@@ -442,7 +442,7 @@ struct paged_op_stats {
  * backend work), their launches, and how well requests of several clients merged. */
 struct paged_engine_stats {
     uint64_t batches;          /* passes that handed work to the backend */
-    uint64_t launches;         /* kernel launches planned (a merged one counts once) */
+    uint64_t launches;         /* kernel launches made (a merged or fused one counts once) */
     uint64_t decode_batches;   /* batches with a DECODE */
     uint64_t decode_requests;  /* DECODE requests in them */
     uint64_t decode_clients;   /* clients with a DECODE in them, summed over the batches */
