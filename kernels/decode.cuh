@@ -22,11 +22,10 @@ struct pk_decode_knobs {
     int waves;                      /* PK_DECODE_WAVES */
     int min_part;                   /* PK_DECODE_MIN_PART */
     bool pdl;                       /* programmatic dependent launches */
-    bool wide;                      /* unsplit grids of at most a CTA per SM take the wide kernel */
 };
 
 /* Returns the launch knobs: the defaults, unless the environment variable
- * PAGED_DECODE_PLAN=WAVES,MIN_PART[,PDL[,WIDE]] (a benchmarking aid, read once) overrides them.
+ * PAGED_DECODE_PLAN=WAVES,MIN_PART[,PDL] (a benchmarking aid, read once) overrides them.
  * Defined in decode.cu. */
 const pk_decode_knobs &pk_decode_tuning(void);
 

@@ -434,7 +434,7 @@ template <typename KT, typename QT> struct pk_decode_uses_mma {
  * c ^ (t % 8)); others are padded to an odd number of units. Either way the 8 rows one
  * ldmatrix reads fall in distinct banks.
  */
-template <int D, typename KT, int CPS = 3> struct pk_decode_mma_shape {
+template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr int CH = PK_DECODE_TILE;            /* tokens per chunk: one mma row tile */
     static constexpr bool FP8 = sizeof(KT) == 1;
     static constexpr int ROW = D * (int) sizeof(KT);     /* bytes of one token row in the cache */
@@ -443,14 +443,9 @@ template <int D, typename KT, int CPS = 3> struct pk_decode_mma_shape {
     static constexpr int RS = SWZ ? ROW : (NC % 2 ? NC : NC + 1) * 16;   /* row stride in shared memory */
     static constexpr int TILE = CH * RS;                 /* one chunk of K (or V) */
     static constexpr int STAGE = 2 * TILE;               /* K then V */
-    /* CPS: CTAs per SM the shape is cut for. 3 normally; 1 for the wide kernel, which grids
-     * of at most one CTA per SM get: three CTAs' warps and rings in one. */
-    static_assert(CPS == 1 || CPS == 3, "three CTAs per SM, or one wide one");
-    static constexpr int CTA_BUDGET = PK_SMEM_PER_SM / CPS - 1024; /* shared memory of one of CPS CTAs per SM */
-    static constexpr bool BIG = 3 * 2 * STAGE > PK_SMEM_PER_SM / 3 - 1024;   /* D 256 at 16 bits */
-    /* Warps per CTA: 3 (2 for the biggest rows, whose CTAs fit 2 per SM); the wide kernel
-     * takes as many as the CTAs that would fit on its SM. */
-    static constexpr int W = (BIG ? 2 : 3) * (CPS == 1 ? (BIG ? 2 : 3) : 1);
+    static constexpr int CTA_BUDGET = PK_SMEM_PER_SM / 3 - 1024; /* shared memory of one of 3 CTAs per SM */
+    static constexpr bool BIG = 3 * 2 * STAGE > CTA_BUDGET;          /* D 256 at 16 bits */
+    static constexpr int W = BIG ? 2 : 3;                /* warps per CTA */
     static constexpr int NT = 32 * W;
     static constexpr int STAGES_FIT = CTA_BUDGET / (W * STAGE);
     static constexpr int STAGES = BIG ? 3 : (STAGES_FIT > 8 ? 8 : STAGES_FIT);
@@ -462,7 +457,6 @@ template <int D, typename KT, int CPS = 3> struct pk_decode_mma_shape {
     static_assert(D % 16 == 0, "head dim must be a whole number of mma k steps");
     static_assert(CH == 16, "a chunk is one mma row tile");
     static_assert(STAGES >= 2, "a ring needs two stages");
-    static_assert(SMEM + 1024 <= PK_SMEM_PER_SM, "a CTA's rings fit the SM's shared memory");
     /* A warp's merge area (in its ring, once the ring is drained), in floats: the unnormalized
      * outputs of up to 8 heads, then their maxima, then their sums. */
     static constexpr int MERGE_M = 8 * D, MERGE_L = MERGE_M + 8, MERGE_BYTES = (MERGE_L + 8) * 4;
@@ -549,11 +543,11 @@ __device__ __forceinline__ void pk_decode_pv_fp8(float acc[4], uint32_t lo, uint
  * heads fastest, so that CTAs running side by side read neighbouring slices of the same pool
  * blocks. Warp w streams chunks w, w + W, w + 2W, ... of the partition.
  */
-template <int D, typename KT, typename QT, int CPS>
-static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT, CPS>::NT, pk_decode_mma_shape<D, KT, CPS>::MINB)
+template <int D, typename KT, typename QT>
+static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT>::NT, pk_decode_mma_shape<D, KT>::MINB)
 pk_decode_mma_kernel(const pk_decode_params p)
 {
-    using S = pk_decode_mma_shape<D, KT, CPS>;
+    using S = pk_decode_mma_shape<D, KT>;
     using MT = typename pk_decode_mma_type<KT>::type;
     constexpr int CH = S::CH, NKS = S::NKS, W = S::W, STAGES = S::STAGES;
     constexpr bool FP8 = S::FP8;
@@ -854,13 +848,11 @@ pk_decode_mma_kernel(const pk_decode_params p)
     }
 }
 
-/* Per-device cache of the decode kernel's resident CTAs per SM, one per instance (wide:
- * the tensor-core kernel cut for one CTA per SM). */
-template <int D, typename KT, typename QT, bool WIDE> struct pk_decode_occupancy {
+/* Per-device cache of the decode kernel's resident CTAs per SM, one per instance. */
+template <int D, typename KT, typename QT> struct pk_decode_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
 };
-template <int D, typename KT, typename QT, bool WIDE>
-std::atomic<int> pk_decode_occupancy<D, KT, QT, WIDE>::cache[PK_MAX_DEVICES];
+template <int D, typename KT, typename QT> std::atomic<int> pk_decode_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
 
 /* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
 template <int D, typename KT, typename QT>
@@ -871,7 +863,7 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     constexpr int SMEM = MMA ? pk_decode_mma_shape<D, KT>::SMEM : pk_decode_shape<D, KT>::SMEM;
     void (*kernel)(pk_decode_params);
     if constexpr (MMA)
-        kernel = pk_decode_mma_kernel<D, KT, QT, 3>;
+        kernel = pk_decode_mma_kernel<D, KT, QT>;
     else
         kernel = pk_decode_kernel<D, KT, QT>;
     /* The fused append lives in the tensor-core kernel only (the f32 one has no registers
@@ -880,7 +872,7 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
         return PAGED_E_NOTSUP;
     int dev = 0;
     PK_CUDA_CHECK(cudaGetDevice(&dev));
-    const int occ = pk_kernel_prepare(kernel, NT, SMEM, dev, pk_decode_occupancy<D, KT, QT, false>::cache);
+    const int occ = pk_kernel_prepare(kernel, NT, SMEM, dev, pk_decode_occupancy<D, KT, QT>::cache);
     if (occ < 0)
         return occ;
     const int sms = pk_sm_count(dev);
@@ -934,18 +926,6 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
 
     const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
                           : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
-    if constexpr (MMA) {
-        /* An unsplit grid of one CTA per SM or less: the wide kernel gives each CTA the warps
-         * and rings of three (more bytes in flight per SM, no partials, no reduce). */
-        using SW = pk_decode_mma_shape<D, KT, 1>;
-        if (plan->max_parts == 1 && units <= sms && pk_decode_tuning().wide) {
-            void (*wide)(pk_decode_params) = pk_decode_mma_kernel<D, KT, QT, 1>;
-            const int wocc = pk_kernel_prepare(wide, SW::NT, SW::SMEM, dev, pk_decode_occupancy<D, KT, QT, true>::cache);
-            if (wocc < 0)
-                return wocc;
-            return pk_launch_dependent(wide, grid, dim3(SW::NT), SW::SMEM, stream, p, pk_decode_tuning().pdl);
-        }
-    }
     return pk_launch_dependent(kernel, grid, dim3(NT), SMEM, stream, p, pk_decode_tuning().pdl);
 }
 
