@@ -564,6 +564,26 @@ int main(void)
         }
         run_case(&rng, &c);
     }
+    /* Grids of 72 to 120 CTAs over short contexts, which the plan leaves unsplit (an eighth
+     * of a wave to a wave), on every tensor-core pair and head dim, with and without
+     * per-sequence rows, layers and the fused append. */
+    for (int k = 0; k < 10; k++) {
+        if (quick && k % 2)
+            continue;
+        c = base_case(&rng, mma_pairs[k % 4], k % 5, k % 3, 60 + k);
+        c.H = 3 + k % 3;
+        c.nseqs = MAXSEQS;
+        c.G = k % 2 ? 4 : 8;
+        for (int sq = 0; sq < c.nseqs; sq++)
+            c.lens[sq] = gu_range(&rng, 1, 600);
+        c.window = 0;
+        c.fused = k % 3 == 0;
+        c.per_seq = k % 2;
+        c.mixed = k % 4 == 1;
+        if (c.mixed && c.L == 1)
+            c.L = 3;
+        run_case(&rng, &c);
+    }
     ok(fused_cases > 0 && fused_cache_same == fused_cases,
        "decode, fused append: the cache holds afterwards exactly what APPEND's reference writes (%d of %d cases)",
        fused_cache_same, fused_cases);
