@@ -653,14 +653,6 @@ pk_decode_mma_kernel(const pk_decode_params p)
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* l: this lane's share */
 
     int stage = 0;
-    /* The block id of the chunk the next refill copies, looked up an iteration ahead: a
-     * lookup made just before its copies would hold the warp for a trip to memory on every
-     * chunk (ncu: 38% of the issue stalls of a 128-CTA grid waited on it). */
-    const auto block_of_chunk = [&](int j) {
-        const int pos = cs0 + j * cstride + (lane & 15);
-        return j < nw && pos < part_end ? pk_decode_block(p, bt, pos) : 0;
-    };
-    int next_blk = block_of_chunk(STAGES - 1);
     for (int i = 0; i < nw; ++i) {
         __syncwarp();               /* every lane is done with the stage refilled next */
         {
@@ -668,9 +660,9 @@ pk_decode_mma_kernel(const pk_decode_params p)
             const int js = stage == 0 ? STAGES - 1 : stage - 1;
             if (j < nw) {
                 const int pos = cs0 + j * cstride + (lane & 15);
+                const int blk = pos < part_end ? pk_decode_block(p, bt, pos) : 0;
                 pk_decode_mma_issue<D, KT>(kp, vp, wbuf + js * S::STAGE,
-                                           pk_decode_row(p, next_blk, h, pos, lo, part_end), lane);
-                next_blk = block_of_chunk(j + 1);
+                                           pk_decode_row(p, blk, h, pos, lo, part_end), lane);
             }
             pk_cp_async_commit();
         }
