@@ -1078,7 +1078,7 @@ static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu
  */
 static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len, int *skipped)
 {
-    *skipped = len <= cb->last_len && memcmp(cb->last_stage, host, len) == 0;
+    *skipped = len == 0 || (len <= cb->last_len && memcmp(cb->last_stage, host, len) == 0);
     if (*skipped)
         return cudaSuccess;
     cb->last_len = 0;
