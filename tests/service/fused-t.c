@@ -18,6 +18,7 @@
 #include "kernels/cpu/dtype.h"
 #include "kernels/kernels.h"
 #include "tests/service/arena-io.h"
+#include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -37,7 +38,7 @@
  *   write, so the daemon must not fuse (no fused launch in the log of this phase), and the
  *   outputs must still match.
  *
- * Children report each check through a pipe as a fixed-size record; the parent prints TAP.
+ * Children report each check through tests/service/childrec.h's pipe; the parent prints TAP.
  */
 
 #define L 2
@@ -55,53 +56,13 @@
 #define WAIT_MS 120000
 #define FUSED_LINE "APPENDs fused into their DECODEs' launch"
 
-enum rec_kind { REC_RESULT = 1, REC_DONE };
-
-/* What a child tells the parent. */
-struct rec {
-    int32_t kind;
-    int32_t who;
-    int32_t ok;
-    int32_t phase;
-    char msg[240];
-};
-_Static_assert(sizeof(struct rec) <= PIPE_BUF, "records are written atomically");
+/* What a child tells the parent besides its checks (tests/service/childrec.h). */
+enum rec_kind { REC_DONE = CR_FIRST_KIND };
 
 static struct td_daemon daemon_;
 static uint64_t seed;
 static int use_cuda;        /* the daemon runs the cuda backend: data arenas are device memory */
-static int out_fd = -1;     /* in a child: the write end of the record pipe */
 static int child_who;
-
-/* Writes one record to the parent; a child that cannot report has nothing left to do. */
-static void send_rec(int kind, int ok_, int phase, const char *msg)
-{
-    struct rec r;
-    memset(&r, 0, sizeof r);
-    r.kind = kind;
-    r.who = child_who;
-    r.ok = ok_;
-    r.phase = phase;
-    if (msg != NULL)
-        snprintf(r.msg, sizeof r.msg, "%s", msg);
-    if (write(out_fd, &r, sizeof r) != (ssize_t) sizeof r)
-        _exit(90);
-}
-
-/* Reports one check from a child (fatal: and exits); returns cond. */
-static int report(int fatal, int cond, const char *fmt, ...) TAP_PRINTF(3, 4);
-static int report(int fatal, int cond, const char *fmt, ...)
-{
-    char msg[240];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    send_rec(REC_RESULT, cond != 0, 0, msg);
-    if (fatal)
-        _exit(1);
-    return cond;
-}
 
 /* Everything one client holds. */
 struct client {
@@ -117,7 +78,7 @@ static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
 {
     uint64_t off = 0;
     if (paged_arena_alloc(cl->a.c, kind, size, 256, &off) != PAGED_OK)
-        report(1, 0, "client %d: carving %zu bytes of an arena: %s", child_who, size, paged_client_error(cl->a.c));
+        cr_fatal("client %d: carving %zu bytes of an arena: %s", child_who, size, paged_client_error(cl->a.c));
     return off;
 }
 
@@ -133,7 +94,7 @@ static uint64_t put_new(struct client *cl, const void *src, size_t n)
 {
     uint64_t off = carve(cl, PAGED_ARENA_DATA, n);
     if (aio_put(use_cuda, cl->a.data, off, src, n) < 0)
-        report(1, 0, "client %d: copying into the data arena", child_who);
+        cr_fatal("client %d: copying into the data arena", child_who);
     return off;
 }
 
@@ -150,15 +111,15 @@ static uint64_t host_new(struct client *cl, const void *src, size_t n)
 static void run(struct client *cl, int count, const char *what)
 {
     if (paged_submit(cl->a.c) != count)
-        report(1, 0, "client %d: submitting %s: %s", child_who, what, paged_client_error(cl->a.c));
+        cr_fatal("client %d: submitting %s: %s", child_who, what, paged_client_error(cl->a.c));
     for (int got = 0; got < count;) {
         paged_completion comp[4];
         int k = paged_wait(cl->a.c, comp, 4, WAIT_MS);
         if (k < 0)
-            report(1, 0, "client %d: waiting for %s: %s", child_who, what, paged_strerror(k));
+            cr_fatal("client %d: waiting for %s: %s", child_who, what, paged_strerror(k));
         for (int i = 0; i < k; i++)
             if (comp[i].status != PAGED_OK)
-                report(1, 0, "client %d: %s: request %llu failed: %s (%s[%u])", child_who, what,
+                cr_fatal("client %d: %s: request %llu failed: %s (%s[%u])", child_who, what,
                        (unsigned long long) comp[i].tag, paged_strerror(comp[i].status),
                        paged_field_name(comp[i].err_field), comp[i].err_index);
         got += k;
@@ -170,7 +131,7 @@ static void prep(struct client *cl, paged_request *req)
 {
     req->tag = cl->tag++;
     if (paged_prep(cl->a.c, req) != PAGED_OK)
-        report(1, 0, "client %d: paged_prep: %s", child_who, paged_client_error(cl->a.c));
+        cr_fatal("client %d: paged_prep: %s", child_who, paged_client_error(cl->a.c));
 }
 
 /* Connects, takes blocks and fills every sequence's first CTX tokens of every layer with one
@@ -181,7 +142,7 @@ static void setup(struct client *cl)
     snprintf(name, sizeof name, "fused-client-%d", child_who);
     cl->a = (struct aio_client) { .cuda = use_cuda, .ids = cl->ids, .nseq = NSEQ, .maxblk = MAXBLK };
     if (aio_open(&cl->a, daemon_.socket, name, "fused", 8u << 20, 8u << 20, why, sizeof why) < 0)
-        report(1, 0, "client %d: %s", child_who, why);
+        cr_fatal("client %d: %s", child_who, why);
     cl->ref = (pk_cache) { .num_layers = L, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
                            .dtype = PAGED_DTYPE_BF16, .k_scale = 1.0f, .v_scale = 1.0f };
     cl->ref.base = calloc(1, pk_cache_bytes(&cl->ref));
@@ -189,7 +150,7 @@ static void setup(struct client *cl)
     uint16_t *k = malloc(n * 2), *v = malloc(n * 2);
     int32_t slots[NSEQ * CTX];
     if (cl->ref.base == NULL || k == NULL || v == NULL)
-        report(1, 0, "client %d: out of memory", child_who);
+        cr_fatal("client %d: out of memory", child_who);
     random_bf16(&cl->rng, k, n);
     random_bf16(&cl->rng, v, n);
     for (int s = 0; s < NSEQ; s++)
@@ -205,7 +166,7 @@ static void setup(struct client *cl)
     pk_append_args ra = { .cache = cl->ref, .layer_begin = 0, .num_layers = L, .num_tokens = NSEQ * CTX,
                           .src_dtype = PAGED_DTYPE_BF16, .k = k, .v = v, .slot_mapping = slots };
     if (pk_ref_append(&ra) != 0)
-        report(1, 0, "client %d: the reference refused the contexts", child_who);
+        cr_fatal("client %d: the reference refused the contexts", child_who);
     free(k);
     free(v);
 }
@@ -228,7 +189,7 @@ static double layer_step(struct client *cl, int layer, int pos, const int32_t *b
     }
     uint64_t out_off = carve(cl, PAGED_ARENA_DATA, sizeof got);
     if (aio_poison(use_cuda, cl->a.data, out_off, sizeof got) < 0)
-        report(1, 0, "client %d: poisoning the output", child_who);
+        cr_fatal("client %d: poisoning the output", child_who);
     paged_request app = {
         .op = PAGED_OP_APPEND, .pool = cl->a.pool, .layer = layer,
         .u.append = { .num_tokens = NSEQ, .dtype = PAGED_DTYPE_BF16, .k_off = put_new(cl, k, sizeof k),
@@ -244,7 +205,7 @@ static double layer_step(struct client *cl, int layer, int pos, const int32_t *b
     prep(cl, &dec);
     run(cl, 2, "an APPEND and its DECODE");
     if (aio_get(use_cuda, cl->a.data, out_off, got, sizeof got) < 0)
-        report(1, 0, "client %d: copying the output out", child_who);
+        cr_fatal("client %d: copying the output out", child_who);
 
     pk_append_args ra = { .cache = cl->ref, .layer_begin = layer, .num_layers = 1, .num_tokens = NSEQ,
                           .src_dtype = PAGED_DTYPE_BF16, .k = k, .v = v, .slot_mapping = slots };
@@ -252,25 +213,13 @@ static double layer_step(struct client *cl, int layer, int pos, const int32_t *b
                           .q_dtype = PAGED_DTYPE_BF16, .q = q, .out = want, .block_tables = bt,
                           .bt_stride = MAXBLK, .seq_lens = lens, .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL } };
     if (pk_ref_append(&ra) != 0 || pk_ref_decode(&rd) != 0)
-        report(1, 0, "client %d: the reference refused a step", child_who);
+        cr_fatal("client %d: the reference refused a step", child_who);
     static float gf[NSEQ * QH * D], wf[NSEQ * QH * D];
     for (size_t i = 0; i < NSEQ * QH * D; i++) {
         gf[i] = pk_bf16_to_f32(got[i]);
         wf[i] = pk_bf16_to_f32(want[i]);
     }
     return aio_row_error(gf, wf, NSEQ * QH, D);
-}
-
-/* Blocks until the parent writes a byte on cmd_fd, or exits; returns nothing. */
-static void await_go(int cmd_fd)
-{
-    char ch;
-    ssize_t n;
-    do
-        n = read(cmd_fd, &ch, 1);
-    while (n < 0 && errno == EINTR);
-    if (n != 1)
-        _exit(2);
 }
 
 /* A client process: setup, phase 1, then (on the parent's go) phase 2; exits. */
@@ -289,10 +238,10 @@ static void client_main(int who, int cmd_fd)
             double e = layer_step(&cl, layer, CTX + step, cl.ids);
             worst = e > worst || isnan(e) ? e : worst;
         }
-    report(0, worst <= TOL, "client %d: %d steps of %d layers, each an APPEND of the newest tokens and a "
+    cr_check(worst <= TOL, "client %d: %d steps of %d layers, each an APPEND of the newest tokens and a "
            "DECODE over them, match the reference (worst row error %.2g)", child_who, NSTEP, L, worst);
-    send_rec(REC_DONE, 1, 1, NULL);
-    await_go(cmd_fd);
+    cr_send(REC_DONE, 1, 1, NULL);
+    cr_await_go(cmd_fd);
 
     /* Phase 2: sequence 1 also reads the block sequence 0's newest token goes to, all of it:
      * the slots after that token get zeros first (device memory starts undefined). */
@@ -312,52 +261,17 @@ static void client_main(int who, int cmd_fd)
     pk_append_args rz = { .cache = cl.ref, .layer_begin = 0, .num_layers = L, .num_tokens = rest,
                           .src_dtype = PAGED_DTYPE_BF16, .k = zeros, .v = zeros, .slot_mapping = tail };
     if (pk_ref_append(&rz) != 0)
-        report(1, 0, "client %d: the reference refused the zeros", child_who);
+        cr_fatal("client %d: the reference refused the zeros", child_who);
     int32_t bt[NSEQ * MAXBLK];
     memcpy(bt, cl.ids, sizeof bt);
     bt[1 * MAXBLK + 0] = bt[0 * MAXBLK + pos / B];
     double e = layer_step(&cl, 0, pos, bt);
-    report(0, e <= TOL, "client %d: a DECODE whose second sequence also reads the block the first one's newest "
+    cr_check(e <= TOL, "client %d: a DECODE whose second sequence also reads the block the first one's newest "
            "token goes to matches the reference (row error %.2g)", child_who, e);
-    send_rec(REC_DONE, 1, 2, NULL);
+    cr_send(REC_DONE, 1, 2, NULL);
     paged_client_close(cl.a.c);
     free(cl.ref.base);
     _exit(0);
-}
-
-/* Reads records until count REC_DONE records of phase came (printing results on the way);
- * returns 1, or 0 when the children went away or the wait took too long. */
-static int await_done(int fd, int phase, int count)
-{
-    int seen = 0;
-    for (int waited = 0; seen < count && waited < WAIT_MS;) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        int rc = poll(&p, 1, 100);
-        if (rc < 0 && errno != EINTR)
-            sysbail("poll");
-        if (rc <= 0) {
-            waited += 100;
-            continue;
-        }
-        struct rec r;
-        ssize_t n = read(fd, &r, sizeof r);
-        if (n == 0)
-            return 0;
-        if (n != (ssize_t) sizeof r)
-            bail("short record from a client (%zd bytes)", n);
-        if (r.kind == REC_RESULT)
-            ok(r.ok, "%s", r.msg);
-        else if (r.kind == REC_DONE && r.phase == phase)
-            seen++;
-    }
-    return seen == count;
-}
-
-/* Returns the size of the daemon's log now (0 if it cannot be read). */
-static long log_size(void)
-{
-    struct stat sb;
-    return stat(daemon_.log, &sb) == 0 ? (long) sb.st_size : 0;
 }
 
 /* Returns how many APPENDs the daemon's log says it fused from byte from to byte to. */
@@ -414,7 +328,7 @@ int main(void)
             close(c[1]);
             for (int j = 0; j < w; j++)
                 close(cmd[j]);
-            out_fd = pfd[1];
+            cr_child(pfd[1], w);
             client_main(w, c[0]);
         }
         close(c[0]);
@@ -423,13 +337,13 @@ int main(void)
     close(pfd[1]);
 
     /* The log is written before completions are posted: all of a phase's is there at its end. */
-    int done = ok(await_done(pfd[0], 1, NCLI), "phase 1: every client decoded its steps");
-    long mark = log_size();
+    int done = ok(cr_await(pfd[0], REC_DONE, 1, NCLI, WAIT_MS), "phase 1: every client decoded its steps");
+    long mark = cr_file_size(daemon_.log);
     for (int w = 0; w < NCLI; w++)
         if (write(cmd[w], "g", 1) != 1)
             sysbail("write");
-    done = ok(done && await_done(pfd[0], 2, NCLI), "phase 2: every client decoded its aliased step") && done;
-    long end = log_size();
+    done = ok(done && cr_await(pfd[0], REC_DONE, 2, NCLI, WAIT_MS), "phase 2: every client decoded its aliased step") && done;
+    long end = cr_file_size(daemon_.log);
     for (int w = 0; w < NCLI; w++) {
         close(cmd[w]);
         int cst = 0;

@@ -29,7 +29,8 @@ tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.
 # DECODE's launch (daemon/fuse.h).
 check_PROGRAMS += tests/service/fused-t
 TESTS += tests/service/fused-t
-tests_service_fused_t_SOURCES = tests/service/fused-t.c tests/service/arena-io.c tests/service/arena-io.h
+tests_service_fused_t_SOURCES = tests/service/fused-t.c tests/service/arena-io.c tests/service/arena-io.h \
+	tests/service/childrec.c tests/service/childrec.h
 tests_service_fused_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
 	lib/libpagedcore.la $(TAP_LIBS)
 EXTRA_tests_service_fused_t_DEPENDENCIES = daemon/pagedd
@@ -43,7 +44,8 @@ endif
 # PAGED_TEST_BACKEND=cuda the clients fill their device arenas through the CUDA runtime).
 check_PROGRAMS += tests/service/merge-t
 TESTS += tests/service/merge-t
-tests_service_merge_t_SOURCES = tests/service/merge-t.c tests/service/arena-io.c tests/service/arena-io.h
+tests_service_merge_t_SOURCES = tests/service/merge-t.c tests/service/arena-io.c tests/service/arena-io.h \
+	tests/service/childrec.c tests/service/childrec.h
 tests_service_merge_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
 	lib/libpagedcore.la $(TAP_LIBS)
 EXTRA_tests_service_merge_t_DEPENDENCIES = daemon/pagedd

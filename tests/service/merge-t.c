@@ -23,6 +23,7 @@
 #include "kernels/kernels.h"
 #include "lib/proto.h"
 #include "tests/service/arena-io.h"
+#include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -88,71 +89,20 @@
 #define TOL 1e-4            /* f32 everywhere: relative L2 error of one output row */
 #define WAIT_MS 120000
 
-enum rec_kind { REC_RESULT = 1, REC_READY, REC_SUBMITTED, REC_DONE };
-
-/* What a child tells the parent. */
-struct rec {
-    int32_t kind;
-    int32_t who;
-    int32_t ok;
-    int32_t phase;
-    char msg[240];
-};
-_Static_assert(sizeof(struct rec) <= PIPE_BUF, "records are written atomically");
+/* What a child tells the parent besides its checks (tests/service/childrec.h). */
+enum rec_kind { REC_READY = CR_FIRST_KIND, REC_SUBMITTED, REC_DONE };
 
 static struct td_daemon daemon_;
 static uint64_t seed;
 static int use_cuda;        /* the daemon runs the cuda backend: data arenas are device memory */
-static int out_fd = -1;     /* in a child: the write end of the record pipe */
 static int child_who;
-
-/* Writes one record to the parent; a child that cannot report has nothing left to do. */
-static void send_rec(int kind, int ok_, int phase, const char *msg)
-{
-    struct rec r;
-    memset(&r, 0, sizeof r);
-    r.kind = kind;
-    r.who = child_who;
-    r.ok = ok_;
-    r.phase = phase;
-    if (msg != NULL)
-        snprintf(r.msg, sizeof r.msg, "%s", msg);
-    if (write(out_fd, &r, sizeof r) != (ssize_t) sizeof r)
-        _exit(90);
-}
-
-/* Reports one check from a child; returns cond. */
-static int check(int cond, const char *fmt, ...) TAP_PRINTF(2, 3);
-static int check(int cond, const char *fmt, ...)
-{
-    char msg[240];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    send_rec(REC_RESULT, cond != 0, 0, msg);
-    return cond;
-}
-
-/* Reports a failed check that leaves the child nothing to do, and exits. */
-static void fatal(const char *fmt, ...) TAP_PRINTF(1, 2);
-static void fatal(const char *fmt, ...)
-{
-    char msg[240];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    send_rec(REC_RESULT, 0, 0, msg);
-    _exit(1);
-}
 
 /* Returns n zeroed bytes, or exits the child. */
 static void *xcalloc(size_t n)
 {
     void *p = calloc(1, n > 0 ? n : 1);
     if (p == NULL)
-        fatal("client %d: out of memory", child_who);
+        cr_fatal("client %d: out of memory", child_who);
     return p;
 }
 
@@ -172,7 +122,7 @@ static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
 {
     uint64_t off = 0;
     if (paged_arena_alloc(cl->c, kind, size, 256, &off) != PAGED_OK)
-        fatal("client %d: carving %zu bytes of an arena: %s", child_who, size, paged_client_error(cl->c));
+        cr_fatal("client %d: carving %zu bytes of an arena: %s", child_who, size, paged_client_error(cl->c));
     return off;
 }
 
@@ -180,14 +130,14 @@ static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
 static void put(struct client *cl, uint64_t off, const void *src, size_t n)
 {
     if (aio_put(use_cuda, cl->data, off, src, n) < 0)
-        fatal("client %d: copying into the data arena", child_who);
+        cr_fatal("client %d: copying into the data arena", child_who);
 }
 
 /* Copies n bytes of the data arena at off out to dst, or exits; returns nothing. */
 static void get(struct client *cl, void *dst, uint64_t off, size_t n)
 {
     if (aio_get(use_cuda, cl->data, off, dst, n) < 0)
-        fatal("client %d: copying out of the data arena", child_who);
+        cr_fatal("client %d: copying out of the data arena", child_who);
 }
 
 /* Fills n bytes of the data arena at off with 0xff (NaN as f32), so that an output the daemon
@@ -195,7 +145,7 @@ static void get(struct client *cl, void *dst, uint64_t off, size_t n)
 static void poison(struct client *cl, uint64_t off, size_t n)
 {
     if (aio_poison(use_cuda, cl->data, off, n) < 0)
-        fatal("client %d: poisoning the data arena", child_who);
+        cr_fatal("client %d: poisoning the data arena", child_who);
 }
 
 /* Returns the slot of token pos of sequence s. */
@@ -214,7 +164,7 @@ static double row_error(const float *got, const float *want, size_t rows)
 static void prep(struct client *cl, const paged_request *req)
 {
     if (paged_prep(cl->c, req) != PAGED_OK)
-        fatal("client %d: paged_prep: %s", child_who, paged_client_error(cl->c));
+        cr_fatal("client %d: paged_prep: %s", child_who, paged_client_error(cl->c));
 }
 
 /* Waits for n completions into comp (by tag - base), or exits; returns nothing. */
@@ -227,29 +177,17 @@ static void await_all(struct client *cl, paged_completion *comp, unsigned n, uin
         paged_completion c[8];
         int k = paged_wait(cl->c, c, 8, WAIT_MS);
         if (k < 0)
-            fatal("client %d: waiting for completions: %s (%u of %u came)", child_who,
+            cr_fatal("client %d: waiting for completions: %s (%u of %u came)", child_who,
                   paged_strerror(k), got, n);
         for (int i = 0; i < k; i++) {
             uint64_t t = c[i].tag - base;
             if (t >= n || comp[t].tag != UINT64_MAX)
-                fatal("client %d: a completion with tag %llu it did not expect", child_who,
+                cr_fatal("client %d: a completion with tag %llu it did not expect", child_who,
                       (unsigned long long) c[i].tag);
             comp[t] = c[i];
             got++;
         }
     }
-}
-
-/* Blocks until the parent writes a byte on cmd_fd (its go), or exits; returns nothing. */
-static void await_go(int cmd_fd)
-{
-    char ch;
-    ssize_t n;
-    do
-        n = read(cmd_fd, &ch, 1);
-    while (n < 0 && errno == EINTR);
-    if (n != 1)
-        _exit(2);
 }
 
 /*
@@ -260,11 +198,11 @@ static void await_go(int cmd_fd)
 static void run_burst(struct client *cl, int cmd_fd, int phase, paged_completion *comp, unsigned n,
                       uint64_t base)
 {
-    send_rec(REC_READY, 1, phase, NULL);
-    await_go(cmd_fd);
+    cr_send(REC_READY, 1, phase, NULL);
+    cr_await_go(cmd_fd);
     if (paged_submit(cl->c) != (int) n)
-        fatal("client %d: submitting burst %c", child_who, 'A' + phase - 1);
-    send_rec(REC_SUBMITTED, 1, phase, NULL);
+        cr_fatal("client %d: submitting burst %c", child_who, 'A' + phase - 1);
+    cr_send(REC_SUBMITTED, 1, phase, NULL);
     await_all(cl, comp, n, base);
 }
 
@@ -285,7 +223,7 @@ static void setup(struct client *cl)
     snprintf(name, sizeof name, "merge-client-%d", child_who);
     struct aio_client ac = { .cuda = use_cuda, .ids = cl->ids, .nseq = NSEQ, .maxblk = MAXBLK };
     if (aio_open(&ac, daemon_.socket, name, "merge", 16u << 20, 8u << 20, why, sizeof why) < 0)
-        fatal("client %d: %s", child_who, why);
+        cr_fatal("client %d: %s", child_who, why);
     cl->c = ac.c;
     cl->pool = ac.pool;
     cl->host = ac.host;
@@ -295,7 +233,7 @@ static void setup(struct client *cl)
         .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f,
     };
     if (aio_fill_contexts(&ac, &cl->ref, CTX0, &cl->rng, 7, why, sizeof why) < 0)
-        fatal("client %d: %s", child_who, why);
+        cr_fatal("client %d: %s", child_who, why);
 }
 
 /* One DECODE of burst A as the client made it, kept for the reference. */
@@ -383,7 +321,7 @@ static void burst_a(struct client *cl, int cmd_fd)
         if (comp[r].status != d->expect
             || (d->expect < 0 && comp[r].err_field != d->expect_field)) {
             if (statuses)
-                check(0, "client %d: DECODE %d completes with %s (field %s), expected %s",
+                cr_check(0, "client %d: DECODE %d completes with %s (field %s), expected %s",
                       child_who, r, paged_strerror(comp[r].status),
                       paged_field_name(comp[r].err_field), paged_strerror(d->expect));
             statuses = 0;
@@ -402,19 +340,19 @@ static void burst_a(struct client *cl, int cmd_fd)
             .opts = { 1.0f / sqrtf((float) D), d->soft_cap, d->window, d->alibi ? slopes : NULL },
         };
         if (pk_ref_decode(&ra) != 0)
-            fatal("client %d: pk_ref_decode refused DECODE %d", child_who, r);
+            cr_fatal("client %d: pk_ref_decode refused DECODE %d", child_who, r);
         double e = row_error(got, want, (size_t) d->nseq * d->heads);
         if (e > worst)
             worst = e;
         if (e <= TOL)
             good++;
         else if (bad++ == 0)
-            check(0, "client %d: DECODE %d (layer %d, %d sequences, %d heads, window %d, alibi %d): "
+            cr_check(0, "client %d: DECODE %d (layer %d, %d sequences, %d heads, window %d, alibi %d): "
                   "row error %.3g", child_who, r, d->layer, d->nseq, d->heads, d->window, d->alibi, e);
     }
-    check(statuses, "client %d: %d DECODEs in flight at once all complete, the two bad ones alone "
+    cr_check(statuses, "client %d: %d DECODEs in flight at once all complete, the two bad ones alone "
           "with PAGED_E_INVAL (seq_lens) and PAGED_E_BLOCK (block_tables)", child_who, NA);
-    check(bad == 0 && good == NA - 2, "client %d: its %d good DECODEs (2 layers, GQA 4 and 2, a "
+    cr_check(bad == 0 && good == NA - 2, "client %d: its %d good DECODEs (2 layers, GQA 4 and 2, a "
           "window, ALiBi with a soft cap, strides 3 and 4, one whose query is an earlier one's "
           "output) match pk_ref_decode (worst row error %.2g)", child_who, good, worst);
 }
@@ -474,7 +412,7 @@ static void burst_b(struct client *cl, int cmd_fd)
     }
     static paged_completion comp[NB];
     run_burst(cl, cmd_fd, 2, comp, NB, 1000);
-    check(all_ok(comp, NB), "client %d: %d APPENDs and DECODEs in flight at once all complete OK",
+    cr_check(all_ok(comp, NB), "client %d: %d APPENDs and DECODEs in flight at once all complete OK",
           child_who, NB);
 
     /* Replay the client's order on the reference: each DECODE against the cache after its
@@ -494,10 +432,10 @@ static void burst_b(struct client *cl, int cmd_fd)
             .src_dtype = PAGED_DTYPE_F32, .k = kk[i], .v = vv[i], .slot_mapping = slots[i],
         };
         if (pk_ref_decode(&ra) != 0 || pk_ref_append(&aa) != 0)
-            fatal("client %d: the reference refused step %d", child_who, i);
+            cr_fatal("client %d: the reference refused step %d", child_who, i);
         ra.out = want;
         if (pk_ref_decode(&ra) != 0)
-            fatal("client %d: the reference refused step %d", child_who, i);
+            cr_fatal("client %d: the reference refused step %d", child_who, i);
         get(cl, got, out_off[i], sizeof got);
         double e = row_error(got, want, (size_t) NSEQ * QH), change = row_error(got, stale, (size_t) NSEQ * QH);
         if (e > worst)
@@ -516,12 +454,12 @@ static void burst_b(struct client *cl, int cmd_fd)
         .bt_stride = MAXBLK, .seq_lens = lens[before], .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL },
     };
     if (pk_ref_decode(&late) != 0)
-        fatal("client %d: the reference refused the late replay", child_who);
+        cr_fatal("client %d: the reference refused the late replay", child_who);
     double diff = row_error(before_got, want, (size_t) NSEQ * QH);
-    check(diff > 100 * TOL, "client %d: the DECODE before a token's rewrite in place does not see "
+    cr_check(diff > 100 * TOL, "client %d: the DECODE before a token's rewrite in place does not see "
           "the new K and V (differs from what it would give by %.2g), the one after does", child_who,
           diff);
-    check(matches == NB / 2, "client %d: each of its %d DECODEs matches pk_ref_decode with the "
+    cr_check(matches == NB / 2, "client %d: each of its %d DECODEs matches pk_ref_decode with the "
           "token its APPEND just wrote (worst row error %.2g) and not without it (smallest "
           "difference %.2g)", child_who, NB / 2, worst, least_change);
 }
@@ -576,7 +514,7 @@ static void replay(struct client *cl, const struct creq *r)
         rc = pk_ref_append(&aa);
     }
     if (rc != 0)
-        fatal("client %d: the reference refused a replay: %s", child_who, paged_strerror(rc));
+        cr_fatal("client %d: the reference refused a replay: %s", child_who, paged_strerror(rc));
 }
 
 /* Copies the whole pool as the daemon holds it into dst (pool bytes); returns nothing. */
@@ -584,11 +522,11 @@ static void read_pool(struct client *cl, void *dst, size_t bytes)
 {
     void *base = NULL;
     if (paged_pool_map(cl->pool, &base) != PAGED_OK || base == NULL)
-        fatal("client %d: mapping the pool: %s", child_who, paged_client_error(cl->c));
+        cr_fatal("client %d: mapping the pool: %s", child_who, paged_client_error(cl->c));
 #ifdef HAVE_CUDA
     if (use_cuda) {
         if (cudaMemcpy(dst, base, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-            fatal("client %d: cudaMemcpy out of the pool", child_who);
+            cr_fatal("client %d: cudaMemcpy out of the pool", child_who);
         return;
     }
 #endif
@@ -638,7 +576,7 @@ static unsigned char *own_block_diffs(struct client *cl, int *bad, char *first, 
 static void burst_c(struct client *cl, int cmd_fd)
 {
     if (paged_alloc(cl->pool, 2, cl->extra) != PAGED_OK)
-        fatal("client %d: ALLOC for burst C: %s", child_who, paged_client_error(cl->c));
+        cr_fatal("client %d: ALLOC for burst C: %s", child_who, paged_client_error(cl->c));
     /* Both blocks filled first, every layer, so every slot's old contents are known. */
     static struct creq r[NC + 2];
     for (int b = 0; b < 2; b++) {
@@ -647,11 +585,11 @@ static void burst_c(struct client *cl, int cmd_fd)
         prep_append(cl, &r[NC + b], PAGED_ALL_LAYERS, B, 3000 + (uint64_t) b);
     }
     if (paged_submit(cl->c) != 2)
-        fatal("client %d: submitting burst C's fill", child_who);
+        cr_fatal("client %d: submitting burst C's fill", child_who);
     paged_completion fillc[2];
     await_all(cl, fillc, 2, 3000);
     if (fillc[0].status != PAGED_OK || fillc[1].status != PAGED_OK)
-        fatal("client %d: burst C's fill: %s", child_who, paged_strerror(fillc[0].status != PAGED_OK
+        cr_fatal("client %d: burst C's fill: %s", child_who, paged_strerror(fillc[0].status != PAGED_OK
                                                                          ? fillc[0].status : fillc[1].status));
     replay(cl, &r[NC]);
     replay(cl, &r[NC + 1]);
@@ -678,7 +616,7 @@ static void burst_c(struct client *cl, int cmd_fd)
 
     static paged_completion comp[NC];
     run_burst(cl, cmd_fd, 3, comp, NC, 2000);
-    check(all_ok(comp, NC), "client %d: %d APPENDs and a COPY in flight at once all complete OK",
+    cr_check(all_ok(comp, NC), "client %d: %d APPENDs and a COPY in flight at once all complete OK",
           child_who, NC);
 
     for (int i = 0; i < NC; i++)
@@ -691,9 +629,9 @@ static void burst_c(struct client *cl, int cmd_fd)
     size_t at = pk_cache_index(&cl->ref, 0, 0, cl->extra[1], 0, 1) * 4;
     int copy_first = memcmp(got + at, (const char *) cl->ref.base + at, (size_t) D * 4) == 0
                      && memcmp(got + at, r[3].k, (size_t) D * 4) != 0;
-    check(copy_first, "client %d: an APPEND after its COPY did not overtake it (the copy holds "
+    cr_check(copy_first, "client %d: an APPEND after its COPY did not overtake it (the copy holds "
           "the slot's old keys, not the new ones)", child_who);
-    check(bad == 0, "client %d: reading the pool back, every block of its own (%d), every "
+    cr_check(bad == 0, "client %d: reading the pool back, every block of its own (%d), every "
           "layer, K and V, holds exactly what it wrote, in its order%s%s", child_who,
           NSEQ * MAXBLK + 2, bad != 0 ? "; first difference: " : "", first);
     free(got);
@@ -745,7 +683,7 @@ static void burst_d(struct client *cl, int cmd_fd)
     prep(cl, &dec);
     paged_completion comp[2];
     run_burst(cl, cmd_fd, 4, comp, 2, 4000);
-    check(comp[0].status == PAGED_OK && comp[1].status == PAGED_OK,
+    cr_check(comp[0].status == PAGED_OK && comp[1].status == PAGED_OK,
           "client %d: its APPEND and DECODE of layer %d complete OK (%s, %s)", child_who, layer,
           paged_strerror(comp[0].status), paged_strerror(comp[1].status));
 
@@ -760,20 +698,20 @@ static void burst_d(struct client *cl, int cmd_fd)
         .src_dtype = PAGED_DTYPE_F32, .k = k, .v = v, .slot_mapping = slots,
     };
     if (pk_ref_decode(&ra) != 0 || pk_ref_append(&aa) != 0)
-        fatal("client %d: the reference refused burst D", child_who);
+        cr_fatal("client %d: the reference refused burst D", child_who);
     ra.out = want;
     if (pk_ref_decode(&ra) != 0)
-        fatal("client %d: the reference refused burst D", child_who);
+        cr_fatal("client %d: the reference refused burst D", child_who);
     get(cl, got, out_off, sizeof got);
     double e = row_error(got, want, (size_t) NSEQ * QH), change = row_error(got, stale, (size_t) NSEQ * QH);
-    check(e <= TOL && change > 100 * TOL, "client %d: its DECODE of layer %d, merged with other "
+    cr_check(e <= TOL && change > 100 * TOL, "client %d: its DECODE of layer %d, merged with other "
           "clients' of other layers, matches pk_ref_decode on its layer with the token its APPEND "
           "just wrote (row error %.2g) and not without it (difference %.2g)", child_who, layer, e, change);
 
     char first[96] = "";
     int bad;
     unsigned char *pool = own_block_diffs(cl, &bad, first, sizeof first);
-    check(bad == 0, "client %d: after its APPEND of layer %d, merged with other clients' of other "
+    cr_check(bad == 0, "client %d: after its APPEND of layer %d, merged with other clients' of other "
           "layers, every block of its own, every layer, K and V, holds exactly what it wrote%s%s",
           child_who, layer, bad != 0 ? "; first difference: " : "", first);
     free(pool);
@@ -791,38 +729,10 @@ static void client_main(int who, int cmd_fd)
     burst_b(&cl, cmd_fd);
     burst_c(&cl, cmd_fd);
     burst_d(&cl, cmd_fd);
-    send_rec(REC_DONE, 1, 0, NULL);
+    cr_send(REC_DONE, 1, 0, NULL);
     paged_client_close(cl.c);
     free(cl.ref.base);
     _exit(0);
-}
-
-/* Reads records until count records of kind for phase came (printing results on the way);
- * returns 1, or 0 when the children went away or the wait took too long. */
-static int await_recs(int fd, int kind, int phase, int count)
-{
-    int seen = 0;
-    for (int waited = 0; seen < count && waited < WAIT_MS;) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        int rc = poll(&p, 1, 100);
-        if (rc < 0 && errno != EINTR)
-            sysbail("poll");
-        if (rc <= 0) {
-            waited += 100;
-            continue;
-        }
-        struct rec r;
-        ssize_t n = read(fd, &r, sizeof r);
-        if (n == 0)
-            return 0;
-        if (n != (ssize_t) sizeof r)
-            bail("short record from a client (%zd bytes)", n);
-        if (r.kind == REC_RESULT)
-            ok(r.ok, "%s", r.msg);
-        else if (r.kind == kind && (phase == 0 || r.phase == phase))
-            seen++;
-    }
-    return seen == count;
 }
 
 /* What the daemon's log says of the merged launches of one op. */
@@ -832,13 +742,6 @@ struct merged {
     unsigned most_clients;        /* the most clients one served */
     int lo, hi;                   /* the layers of the first launch that served most_clients */
 };
-
-/* Returns the size of the daemon's log now (0 if it cannot be read). */
-static long log_size(void)
-{
-    struct stat sb;
-    return stat(daemon_.log, &sb) == 0 ? (long) sb.st_size : 0;
-}
 
 /* Scans the daemon's log from byte from on for merged launches of op ("DECODE" or
  * "APPEND") into *m. Returns nothing. */
@@ -916,7 +819,7 @@ int main(void)
             close(c[1]);
             for (int j = 0; j < w; j++)
                 close(cmd[j]);
-            out_fd = pfd[1];
+            cr_child(pfd[1], w);
             client_main(w, c[0]);
         }
         close(c[0]);
@@ -927,22 +830,22 @@ int main(void)
     int ready = 1;
     long burst_d_log = 0;       /* where burst D's part of the log starts */
     for (int phase = 1; phase <= 4 && ready; phase++) {
-        ready = await_recs(pfd[0], REC_READY, phase, NCLI);
+        ready = cr_await(pfd[0], REC_READY, phase, NCLI, WAIT_MS);
         if (!ok(ready, "burst %c: every client prepared its requests", 'A' + phase - 1))
             break;
         /* The log is written before completions are posted: all of burst C's is there. */
         if (phase == 4)
-            burst_d_log = log_size();
+            burst_d_log = cr_file_size(daemon_.log);
         /* Stopped, so every client's whole burst is in its ring when the engine looks. */
         stop_daemon();
         for (int w = 0; w < NCLI; w++)
             if (write(cmd[w], "g", 1) != 1)
                 sysbail("write");
-        ready = await_recs(pfd[0], REC_SUBMITTED, phase, NCLI);
+        ready = cr_await(pfd[0], REC_SUBMITTED, phase, NCLI, WAIT_MS);
         kill(daemon_.pid, SIGCONT);
         ok(ready, "burst %c: every client submitted while the daemon was stopped", 'A' + phase - 1);
     }
-    ok(ready && await_recs(pfd[0], REC_DONE, 0, NCLI), "every client checked the four bursts");
+    ok(ready && cr_await(pfd[0], REC_DONE, 0, NCLI, WAIT_MS), "every client checked the four bursts");
     for (int w = 0; w < NCLI; w++) {
         close(cmd[w]);
         int cst = 0;
