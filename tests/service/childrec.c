@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/service/childrec.h"
+#include "tests/service/spawn.h"
 
 static int out_fd = -1;
 static int child_who;
@@ -110,4 +112,47 @@ long cr_file_size(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0 ? (long) sb.st_size : 0;
+}
+
+/* Forks the clients; see childrec.h. */
+void cr_spawn(struct cr_clients *c, int n, void (*run)(int who, int cmd_fd))
+{
+    if (n < 1 || n > 64)
+        bail("cr_spawn: %d clients", n);
+    int rec[2];
+    if (pipe(rec) < 0)
+        sysbail("pipe");
+    c->n = n;
+    for (int w = 0; w < n; w++) {
+        int p[2];
+        if (pipe(p) < 0)
+            sysbail("pipe");
+        c->pids[w] = bfork();
+        if (c->pids[w] == 0) {
+            td_forget_all();
+            close(rec[0]);
+            close(p[1]);
+            for (int j = 0; j < w; j++)
+                close(c->cmd[j]);
+            cr_child(rec[1], w);
+            run(w, p[0]);
+            _exit(3);
+        }
+        close(p[0]);
+        c->cmd[w] = p[1];
+    }
+    close(rec[1]);
+    c->rec_fd = rec[0];
+}
+
+/* Lets the clients go and checks their exits; see childrec.h. */
+void cr_reap(struct cr_clients *c)
+{
+    for (int w = 0; w < c->n; w++) {
+        close(c->cmd[w]);
+        int st = 0;
+        waitpid(c->pids[w], &st, 0);
+        is_int(0, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), "client %d exits 0", w);
+    }
+    close(c->rec_fd);
 }

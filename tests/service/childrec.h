@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "tests/tap/basic.h"
 
@@ -49,6 +50,27 @@ void cr_await_go(int fd);
  * the children went away or the wait took too long.
  */
 int cr_await(int fd, int kind, int phase, int count, int wait_ms);
+
+/* The clients of a test: their pids, the write ends of their command pipes (a byte is a
+ * go, end of file says leave) and the read end of the record pipe. */
+struct cr_clients {
+    int n;
+    pid_t pids[64];
+    int cmd[64];
+    int rec_fd;
+};
+
+/*
+ * Forks n (at most 64) clients; client w forgets the daemons it did not start
+ * (td_forget_all), keeps only its own command pipe's read end and runs run(w, that fd),
+ * which must not return (a return exits 3). Fills *c in the parent; returns nothing,
+ * bails on failure.
+ */
+void cr_spawn(struct cr_clients *c, int n, void (*run)(int who, int cmd_fd));
+
+/* Closes every client's command pipe, waits for each and checks that it exited 0, then
+ * closes the record pipe. Returns nothing. */
+void cr_reap(struct cr_clients *c);
 
 /* Returns the size of the file at path now (0 if it cannot be read): where a daemon's log
  * stands before a phase. */

@@ -312,45 +312,18 @@ int main(void)
     if (!ok(rc == 0, "pool 'fused' created (%d layers, %d KV heads, D %d, blocks of %d, bf16)", L, H, D, B))
         bail("cannot go on without the pool: %s", ctl.errmsg);
 
-    int pfd[2];
-    if (pipe(pfd) < 0)
-        sysbail("pipe");
-    int cmd[NCLI];
-    pid_t pids[NCLI];
-    for (int w = 0; w < NCLI; w++) {
-        int c[2];
-        if (pipe(c) < 0)
-            sysbail("pipe");
-        pids[w] = bfork();
-        if (pids[w] == 0) {
-            td_forget_all();
-            close(pfd[0]);
-            close(c[1]);
-            for (int j = 0; j < w; j++)
-                close(cmd[j]);
-            cr_child(pfd[1], w);
-            client_main(w, c[0]);
-        }
-        close(c[0]);
-        cmd[w] = c[1];
-    }
-    close(pfd[1]);
+    struct cr_clients kids;
+    cr_spawn(&kids, NCLI, client_main);
 
     /* The log is written before completions are posted: all of a phase's is there at its end. */
-    int done = ok(cr_await(pfd[0], REC_DONE, 1, NCLI, WAIT_MS), "phase 1: every client decoded its steps");
+    int done = ok(cr_await(kids.rec_fd, REC_DONE, 1, NCLI, WAIT_MS), "phase 1: every client decoded its steps");
     long mark = cr_file_size(daemon_.log);
     for (int w = 0; w < NCLI; w++)
-        if (write(cmd[w], "g", 1) != 1)
+        if (write(kids.cmd[w], "g", 1) != 1)
             sysbail("write");
-    done = ok(done && cr_await(pfd[0], REC_DONE, 2, NCLI, WAIT_MS), "phase 2: every client decoded its aliased step") && done;
+    done = ok(done && cr_await(kids.rec_fd, REC_DONE, 2, NCLI, WAIT_MS), "phase 2: every client decoded its aliased step") && done;
     long end = cr_file_size(daemon_.log);
-    for (int w = 0; w < NCLI; w++) {
-        close(cmd[w]);
-        int cst = 0;
-        waitpid(pids[w], &cst, 0);
-        is_int(0, WIFEXITED(cst) ? WEXITSTATUS(cst) : 128 + WTERMSIG(cst), "client %d exits 0", w);
-    }
-    close(pfd[0]);
+    cr_reap(&kids);
 
     unsigned long fused1 = fused_in_log(0, mark), fused2 = fused_in_log(mark, end);
     if (use_cuda)

@@ -803,34 +803,13 @@ int main(void)
     if (!ok(rc == 0, "pool 'merge' created (%d layers, %d KV heads, D %d, blocks of %d, f32)", L, H, D, B))
         bail("cannot go on without the pool: %s", ctl.errmsg);
 
-    int pfd[2];
-    if (pipe(pfd) < 0)
-        sysbail("pipe");
-    int cmd[NCLI];
-    pid_t pids[NCLI];
-    for (int w = 0; w < NCLI; w++) {
-        int c[2];
-        if (pipe(c) < 0)
-            sysbail("pipe");
-        pids[w] = bfork();
-        if (pids[w] == 0) {
-            td_forget_all();
-            close(pfd[0]);
-            close(c[1]);
-            for (int j = 0; j < w; j++)
-                close(cmd[j]);
-            cr_child(pfd[1], w);
-            client_main(w, c[0]);
-        }
-        close(c[0]);
-        cmd[w] = c[1];
-    }
-    close(pfd[1]);
+    struct cr_clients kids;
+    cr_spawn(&kids, NCLI, client_main);
 
     int ready = 1;
     long burst_d_log = 0;       /* where burst D's part of the log starts */
     for (int phase = 1; phase <= 4 && ready; phase++) {
-        ready = cr_await(pfd[0], REC_READY, phase, NCLI, WAIT_MS);
+        ready = cr_await(kids.rec_fd, REC_READY, phase, NCLI, WAIT_MS);
         if (!ok(ready, "burst %c: every client prepared its requests", 'A' + phase - 1))
             break;
         /* The log is written before completions are posted: all of burst C's is there. */
@@ -839,20 +818,14 @@ int main(void)
         /* Stopped, so every client's whole burst is in its ring when the engine looks. */
         stop_daemon();
         for (int w = 0; w < NCLI; w++)
-            if (write(cmd[w], "g", 1) != 1)
+            if (write(kids.cmd[w], "g", 1) != 1)
                 sysbail("write");
-        ready = cr_await(pfd[0], REC_SUBMITTED, phase, NCLI, WAIT_MS);
+        ready = cr_await(kids.rec_fd, REC_SUBMITTED, phase, NCLI, WAIT_MS);
         kill(daemon_.pid, SIGCONT);
         ok(ready, "burst %c: every client submitted while the daemon was stopped", 'A' + phase - 1);
     }
-    ok(ready && cr_await(pfd[0], REC_DONE, 0, NCLI, WAIT_MS), "every client checked the four bursts");
-    for (int w = 0; w < NCLI; w++) {
-        close(cmd[w]);
-        int cst = 0;
-        waitpid(pids[w], &cst, 0);
-        is_int(0, WIFEXITED(cst) ? WEXITSTATUS(cst) : 128 + WTERMSIG(cst), "client %d exits 0", w);
-    }
-    close(pfd[0]);
+    ok(ready && cr_await(kids.rec_fd, REC_DONE, 0, NCLI, WAIT_MS), "every client checked the four bursts");
+    cr_reap(&kids);
 
     struct merged m;
     merged_in_log("DECODE", 0, &m);
