@@ -25,49 +25,40 @@ TESTS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t
 tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.log \
 	tests/service/control-t.log tests/service/spinhint-t.log: daemon/pagedd
 
+# The libpaged client-process tests below share their helpers, libraries and flags; with
+# PAGED_TEST_BACKEND=cuda their clients fill device arenas through the CUDA runtime.
+SVC_CLIENT_SOURCES = tests/service/arena-io.c tests/service/arena-io.h
+SVC_CLIENT_LIBS = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
+	lib/libpagedcore.la $(TAP_LIBS)
+SVC_CLIENT_CPPFLAGS = $(AM_CPPFLAGS)
+if HAVE_CUDA
+SVC_CLIENT_CPPFLAGS += $(CUDA_CPPFLAGS)
+SVC_CLIENT_LIBS += $(CUDA_LIBS)
+endif
+check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t
+TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t
+
 # Clients decoding layer by layer: on the cuda backend each layer's APPEND rides in its
 # DECODE's launch (daemon/fuse.h).
-check_PROGRAMS += tests/service/fused-t
-TESTS += tests/service/fused-t
-tests_service_fused_t_SOURCES = tests/service/fused-t.c tests/service/arena-io.c tests/service/arena-io.h \
+tests_service_fused_t_SOURCES = tests/service/fused-t.c $(SVC_CLIENT_SOURCES) \
 	tests/service/childrec.c tests/service/childrec.h
-tests_service_fused_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
-	lib/libpagedcore.la $(TAP_LIBS)
+tests_service_fused_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_fused_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_fused_t_DEPENDENCIES = daemon/pagedd
-tests_service_fused_t_CPPFLAGS = $(AM_CPPFLAGS)
-if HAVE_CUDA
-tests_service_fused_t_CPPFLAGS += $(CUDA_CPPFLAGS)
-tests_service_fused_t_LDADD += $(CUDA_LIBS)
-endif
 
-# DECODEs of several client processes merged into one launch (libpaged clients; with
-# PAGED_TEST_BACKEND=cuda the clients fill their device arenas through the CUDA runtime).
-check_PROGRAMS += tests/service/merge-t
-TESTS += tests/service/merge-t
-tests_service_merge_t_SOURCES = tests/service/merge-t.c tests/service/arena-io.c tests/service/arena-io.h \
+# DECODEs of several client processes merged into one launch.
+tests_service_merge_t_SOURCES = tests/service/merge-t.c $(SVC_CLIENT_SOURCES) \
 	tests/service/childrec.c tests/service/childrec.h
-tests_service_merge_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
-	lib/libpagedcore.la $(TAP_LIBS)
+tests_service_merge_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_merge_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_merge_t_DEPENDENCIES = daemon/pagedd
-tests_service_merge_t_CPPFLAGS = $(AM_CPPFLAGS)
-if HAVE_CUDA
-tests_service_merge_t_CPPFLAGS += $(CUDA_CPPFLAGS)
-tests_service_merge_t_LDADD += $(CUDA_LIBS)
-endif
 
 # Device-side dependencies (dep.wait_off, dep.signal_off): held work, pipelined layers, the
-# watchdog, refusals; libpaged clients, on the GPU too with PAGED_TEST_BACKEND=cuda.
-check_PROGRAMS += tests/service/dep-t
-TESTS += tests/service/dep-t
-tests_service_dep_t_SOURCES = tests/service/dep-t.c tests/service/arena-io.c tests/service/arena-io.h
-tests_service_dep_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
-	lib/libpagedcore.la $(TAP_LIBS)
+# watchdog, refusals.
+tests_service_dep_t_SOURCES = tests/service/dep-t.c $(SVC_CLIENT_SOURCES)
+tests_service_dep_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_dep_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_dep_t_DEPENDENCIES = daemon/pagedd
-tests_service_dep_t_CPPFLAGS = $(AM_CPPFLAGS)
-if HAVE_CUDA
-tests_service_dep_t_CPPFLAGS += $(CUDA_CPPFLAGS)
-tests_service_dep_t_LDADD += $(CUDA_LIBS)
-endif
 
 # The cuda backend with several client processes (libpaged, mapped pools, kernels checked
 # against the CPU reference); skips where there is no CUDA device. It compiles libpaged's
