@@ -99,12 +99,14 @@ struct pd_engine {
      * and the time from the end of one pass's wake-ups to the next pass's backend work. */
     struct wake_stats {
         uint64_t wakes, wake_ns, between_ns, betweens;
-        uint64_t collect_ns;      /* of between_ns, taking and validating requests */
+        uint64_t collect_ns;      /* of between_ns, taking and validating requests (passes
+                                   * that made a batch only, like the rest) */
         uint64_t stage_ns, upload_ns, queue_ns;   /* the backend's host work (struct pd_batch) */
         uint64_t uploads_skipped;
         uint64_t fused_appends;   /* APPENDs that rode in their DECODEs' launch */
     } wake, wake_mark;
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
+    uint64_t pass_collect_ns;     /* this pass's time in collect, counted if it makes a batch */
     uint64_t slow_logged;         /* when a slow batch was last logged */
 };
 
@@ -426,7 +428,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
     }
     if (r->taken != 0 && paged_ring_cons_release(&ch->sq, r->taken) < 0)
         r->corrupt = 1;
-    e->wake.collect_ns += pd_now_ns() - t_collect;
+    e->pass_collect_ns += pd_now_ns() - t_collect;
     return r->taken;
 }
 
@@ -709,6 +711,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     e->flush_evictions = 0;
     /* Numbered before it takes anything, so a client's marks say which pass saw it. */
     e->pass++;
+    e->pass_collect_ns = 0;
     uint32_t took = 0;
     if (only != NULL) {
         if (only->state == PD_CONN_READY && only->ch != NULL)
@@ -750,6 +753,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         if (e->clients[i].posted != 0)
             wakes += notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify) == 1;
     if (e->total.batches != batches) {      /* counted per batch: passes without backend work left out */
+        e->wake.collect_ns += e->pass_collect_ns;
         e->woke_at = pd_now_ns();
         e->wake.wakes += wakes;
         e->wake.wake_ns += e->woke_at - w0;
