@@ -81,8 +81,7 @@ struct cuda_backend {
     struct pf_fusion fusion;
     uint32_t *partner;
     size_t partner_cap;
-    uint8_t *marks;
-    size_t marks_cap;
+    struct pf_scratch fuse_scratch;
     struct pd_cu_flight flight;   /* batches queued and completed early (cuda_flight.h) */
     uint64_t dep_timeout_ns;      /* the watchdog's: the last batch's dep_timeout_ns */
     void *ws;                     /* decode/prefill workspace */
@@ -1125,7 +1124,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         return;
     }
     cb->fused = cb->fuse_enabled && partner_reserve(cb, batch->nops) == PAGED_OK
-                && pf_plan(batch, cb->partner, &cb->marks, &cb->marks_cap, &cb->fusion);
+                && pf_plan(batch, cb->partner, &cb->fuse_scratch, &cb->fusion);
     struct stage st = { 0, NULL };
     prepare(cb, &st, batch);
     /* Never empty, so that a device address is never computed from a NULL buffer. */
@@ -1237,7 +1236,7 @@ static void cuda_destroy(pd_backend *b)
         cudaFree(cb->d_stage);
     free(cb->last_stage);
     free(cb->partner);
-    free(cb->marks);
+    pf_scratch_free(&cb->fuse_scratch);
     if (cb->ws != NULL)
         cudaFree(cb->ws);
     if (cb->stream != NULL)

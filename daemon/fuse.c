@@ -77,9 +77,50 @@ static int tokens_unaliased(const struct pd_batch *batch, uint32_t first, uint32
     return ok;
 }
 
+/* Returns whether the single DECODE d (of cache c) is the one sc scanned last: same shape,
+ * lengths and tables. */
+static int seen_before(const struct pf_scratch *sc, const struct pv_op *d, const pk_cache *c)
+{
+    size_t lens = d->count, cells = (size_t) d->count * d->bt_stride;
+    return sc->seen_len == 4 + lens + cells && sc->seen[0] == (int32_t) d->count
+           && sc->seen[1] == (int32_t) d->bt_stride && sc->seen[2] == c->block_size
+           && sc->seen[3] == c->num_blocks && memcmp(sc->seen + 4, d->seq_lens, lens * 4) == 0
+           && memcmp(sc->seen + 4 + lens, d->block_tables, cells * 4) == 0;
+}
+
+/* Remembers the single DECODE d (of cache c) and its answer in sc (forgets, when out of
+ * memory). Returns nothing. */
+static void remember(struct pf_scratch *sc, const struct pv_op *d, const pk_cache *c, int unaliased)
+{
+    size_t lens = d->count, cells = (size_t) d->count * d->bt_stride, n = 4 + lens + cells;
+    sc->seen_len = 0;
+    if (n > sc->seen_cap) {
+        int32_t *p = realloc(sc->seen, n * sizeof *p);
+        if (p == NULL)
+            return;
+        sc->seen = p;
+        sc->seen_cap = n;
+    }
+    sc->seen[0] = (int32_t) d->count;
+    sc->seen[1] = (int32_t) d->bt_stride;
+    sc->seen[2] = c->block_size;
+    sc->seen[3] = c->num_blocks;
+    memcpy(sc->seen + 4, d->seq_lens, lens * 4);
+    memcpy(sc->seen + 4 + lens, d->block_tables, cells * 4);
+    sc->seen_len = n;
+    sc->seen_unaliased = unaliased;
+}
+
+/* Frees the scratch; see fuse.h. */
+void pf_scratch_free(struct pf_scratch *sc)
+{
+    free(sc->marks);
+    free(sc->seen);
+    memset(sc, 0, sizeof *sc);
+}
+
 /* Decides whether the batch's APPEND launch rides in its DECODE launch; see fuse.h. */
-int pf_plan(const struct pd_batch *batch, uint32_t *partner, uint8_t **marks, size_t *marks_cap,
-            struct pf_fusion *out)
+int pf_plan(const struct pd_batch *batch, uint32_t *partner, struct pf_scratch *sc, struct pf_fusion *out)
 {
     if (batch->nlaunches != 2)
         return 0;
@@ -102,8 +143,18 @@ int pf_plan(const struct pd_batch *batch, uint32_t *partner, uint8_t **marks, si
             return 0;
         partner[i] = k;
     }
-    if (marks_reserve(marks, marks_cap, (size_t) c->num_blocks) < 0
-        || !tokens_unaliased(batch, ld->first, ld->count, *marks))
+    const struct pv_op *only = ld->count == 1 ? batch->ops[ld->first].op : NULL;
+    int unaliased;
+    if (only != NULL && seen_before(sc, only, c)) {
+        unaliased = sc->seen_unaliased;
+    } else {
+        if (marks_reserve(&sc->marks, &sc->marks_cap, (size_t) c->num_blocks) < 0)
+            return 0;
+        unaliased = tokens_unaliased(batch, ld->first, ld->count, sc->marks);
+        if (only != NULL)
+            remember(sc, only, c, unaliased);
+    }
+    if (!unaliased)
         return 0;
     out->append = 0;
     out->decode = 1;

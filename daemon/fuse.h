@@ -38,12 +38,27 @@ struct pf_fusion {
 };
 
 /*
- * Decides for batch (ops in launch order). partner must hold batch->nops entries; *marks
- * (*marks_cap bytes, all zero) is scratch of a byte per pool block, grown here when short
- * and left all zero. Returns 1 and fills *out when the APPEND launch can ride in the
- * DECODE launch, 0 when not (also when out of memory).
+ * What pf_plan keeps between batches (zero it before the first; pf_scratch_free frees it): a
+ * byte per pool block, all zero between calls, for the scan for blocks named twice; and the
+ * last single-DECODE launch it scanned (its shape, lengths and tables) with the answer, since
+ * every layer of a decode step asks again about the same tables.
  */
-int pf_plan(const struct pd_batch *batch, uint32_t *partner, uint8_t **marks, size_t *marks_cap,
-            struct pf_fusion *out);
+struct pf_scratch {
+    uint8_t *marks;
+    size_t marks_cap;
+    int32_t *seen;                /* shape (4 ints), lengths, tables of the last scan */
+    size_t seen_len, seen_cap;    /* ints; seen_len 0: none */
+    int seen_unaliased;           /* its answer */
+};
+
+/* Frees what the scratch holds; returns nothing. */
+void pf_scratch_free(struct pf_scratch *sc);
+
+/*
+ * Decides for batch (ops in launch order). partner must hold batch->nops entries; sc is the
+ * caller's scratch, grown here when short. Returns 1 and fills *out when the APPEND launch
+ * can ride in the DECODE launch, 0 when not (also when out of memory).
+ */
+int pf_plan(const struct pd_batch *batch, uint32_t *partner, struct pf_scratch *sc, struct pf_fusion *out);
 
 #endif

@@ -70,15 +70,15 @@ static void build(struct fx *f, unsigned n)
     f->batch = (struct pd_batch) { .ops = f->bops, .nops = 2 * n, .launches = f->launches, .nlaunches = 2 };
 }
 
-/* Scratch shared by the cases, as the backend keeps it. */
-static uint8_t *marks;
-static size_t marks_cap;
+/* Scratch shared by the cases, as the backend keeps it: each case also meets what the one
+ * before left remembered. */
+static struct pf_scratch scratch;
 
-/* Returns whether every byte of the scratch is zero again. */
+/* Returns whether every byte of the scratch's block marks is zero again. */
 static int marks_clear(void)
 {
-    for (size_t i = 0; i < marks_cap; i++)
-        if (marks[i] != 0)
+    for (size_t i = 0; i < scratch.marks_cap; i++)
+        if (scratch.marks[i] != 0)
             return 0;
     return 1;
 }
@@ -87,7 +87,7 @@ static int marks_clear(void)
 static int plan_of(struct fx *f, struct pf_fusion *out)
 {
     memset(out, 0, sizeof *out);
-    return pf_plan(&f->batch, f->partner, &marks, &marks_cap, out);
+    return pf_plan(&f->batch, f->partner, &scratch, out);
 }
 
 /* Checks one case that must not fuse. */
@@ -106,7 +106,7 @@ int main(void)
     build(&f, 1);
     is_int(1, plan_of(&f, &fu), "one client's APPEND of its newest tokens and its DECODE: fused");
     ok(fu.append == 0 && fu.decode == 1 && fu.partner[1] == 0, "... the APPEND launch rides in the DECODE launch");
-    ok(marks_cap >= NBLOCKS && marks_clear(), "... the scratch covers the pool and is left zero");
+    ok(scratch.marks_cap >= NBLOCKS && marks_clear(), "... the scratch covers the pool and is left zero");
 
     build(&f, MAXC);
     int all = plan_of(&f, &fu) == 1;
@@ -175,6 +175,26 @@ int main(void)
     is_int(1, plan_of(&f, &fu), "a token's block past another row's length (never read there): fused");
     ok(marks_clear(), "... and the scratch is left zero");
 
-    free(marks);
+    /* One client's DECODE asked about again, as every layer of a step asks: the answer it
+     * remembers, for the same tables only. */
+    build(&f, 1);
+    f.tables[0][1 * STRIDE + 0] = f.tables[0][0 * STRIDE + (f.lens[0][0] - 1) / BLOCK];
+    refused(&f, "a row names another row's token block (scanned)");
+    refused(&f, "... the same tables again (remembered)");
+    build(&f, 1);
+    is_int(1, plan_of(&f, &fu), "the same shape without the alias: fused (tables differ: scanned again)");
+    is_int(1, plan_of(&f, &fu), "... again (remembered)");
+    f.lens[0][2] += 1;
+    f.slots[0][2] = f.tables[0][2 * STRIDE + (f.lens[0][2] - 1) / BLOCK] * BLOCK + (f.lens[0][2] - 1) % BLOCK;
+    f.tables[0][2 * STRIDE + (f.lens[0][2] - 1) / BLOCK] = f.tables[0][0 * STRIDE + 0];
+    f.slots[0][2] = f.tables[0][2 * STRIDE + (f.lens[0][2] - 1) / BLOCK] * BLOCK + (f.lens[0][2] - 1) % BLOCK;
+    refused(&f, "... one length longer, its newest token now in a block another row reads");
+    build(&f, 1);
+    f.cache.num_blocks = NBLOCKS + 50;
+    is_int(1, plan_of(&f, &fu), "... a pool of another size: fused, the scratch grown");
+    ok(scratch.marks_cap >= NBLOCKS + 50 && marks_clear(), "... and left zero");
+
+    pf_scratch_free(&scratch);
+    ok(scratch.marks == NULL && scratch.seen == NULL && scratch.seen_len == 0, "pf_scratch_free empties the scratch");
     return 0;
 }
