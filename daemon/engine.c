@@ -95,16 +95,17 @@ struct pd_engine {
     struct paged_engine_stats mark;  /* total when pd_engine_idle last reported */
     struct pd_server *srv;        /* the server of the pass running now */
     int inflight;                 /* the backend had batches queued at the last pass */
-    /* For the idle log line only: completion wake-ups (system calls) and the time they took,
-     * and the time from the end of one pass's wake-ups to the next pass's backend work. */
-    struct wake_stats {
+    /* For the idle log line only, per pass that made a batch: completion wake-ups (system
+     * calls) and the time they took, the time from the end of one pass's wake-ups to the next
+     * pass's backend work, and where the host time of a pass went. */
+    struct pass_stats {
         uint64_t wakes, wake_ns, between_ns, betweens;
         uint64_t collect_ns;      /* of between_ns, taking and validating requests (passes
                                    * that made a batch only, like the rest) */
         uint64_t stage_ns, upload_ns, queue_ns;   /* the backend's host work (struct pd_batch) */
         uint64_t uploads_skipped;
         uint64_t fused_appends;   /* APPENDs that rode in their DECODEs' launch */
-    } wake, wake_mark;
+    } host, host_mark;
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
     uint64_t pass_collect_ns;     /* this pass's time in collect, counted if it makes a batch */
     uint64_t slow_logged;         /* when a slow batch was last logged */
@@ -562,11 +563,11 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     t->launches += batch.nlaunches - (batch.fused_appends != 0);   /* a fused APPEND launch is not made */
     t->backend_ns += spent;
     t->device_wait_ns += batch.wait_ns;
-    e->wake.stage_ns += batch.stage_ns;
-    e->wake.upload_ns += batch.upload_ns;
-    e->wake.queue_ns += batch.queue_ns;
-    e->wake.uploads_skipped += batch.upload_skipped != 0;
-    e->wake.fused_appends += batch.fused_appends;
+    e->host.stage_ns += batch.stage_ns;
+    e->host.upload_ns += batch.upload_ns;
+    e->host.queue_ns += batch.queue_ns;
+    e->host.uploads_skipped += batch.upload_skipped != 0;
+    e->host.fused_appends += batch.fused_appends;
     if (batch.fused_appends != 0 && pd_log_enabled(PD_LOG_DEBUG))
         pd_log(PD_LOG_DEBUG, "engine: %u APPENDs fused into their DECODEs' launch", batch.fused_appends);
     if (e->decode_in_pass) {
@@ -732,8 +733,8 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     if (e->nitems != 0 && e->woke_at != 0) {
         uint64_t gap = pd_now_ns() - e->woke_at;
         if (gap < 10000000u) {          /* not an idle spell */
-            e->wake.between_ns += gap;
-            e->wake.betweens++;
+            e->host.between_ns += gap;
+            e->host.betweens++;
         }
         e->woke_at = 0;
     }
@@ -753,10 +754,10 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         if (e->clients[i].posted != 0)
             wakes += notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify) == 1;
     if (e->total.batches != batches) {      /* counted per batch: passes without backend work left out */
-        e->wake.collect_ns += e->pass_collect_ns;
+        e->host.collect_ns += e->pass_collect_ns;
         e->woke_at = pd_now_ns();
-        e->wake.wakes += wakes;
-        e->wake.wake_ns += e->woke_at - w0;
+        e->host.wakes += wakes;
+        e->host.wake_ns += e->woke_at - w0;
     }
     e->nitems = 0;
     /* Only now may a connection go away: nothing of the pass refers to it any more. */
@@ -811,7 +812,7 @@ void pd_engine_idle(struct pd_server *srv)
            (unsigned long long) (t->merged_append_requests - m->merged_append_requests),
            (unsigned long long) (t->merged_append_launches - m->merged_append_launches),
            (unsigned long long) (t->early_batches - m->early_batches));
-    const struct wake_stats *w = &e->wake, *wm = &e->wake_mark;
+    const struct pass_stats *w = &e->host, *wm = &e->host_mark;
     uint64_t nb = w->betweens - wm->betweens;
     pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
            "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
@@ -824,7 +825,7 @@ void pd_engine_idle(struct pd_server *srv)
            100.0 * (double) (w->uploads_skipped - wm->uploads_skipped) / b,
            (double) (w->queue_ns - wm->queue_ns) / 1e3 / b,
            (unsigned long long) (w->fused_appends - wm->fused_appends));
-    e->wake_mark = e->wake;
+    e->host_mark = e->host;
     e->woke_at = 0;
     e->mark = e->total;
 }
