@@ -430,16 +430,19 @@ template <typename KT, typename QT> struct pk_decode_uses_mma {
 /*
  * Compile-time shape of the tensor-core kernel for head dim D and cache type KT. The rings
  * take as much of the SM's shared memory as 3 CTAs can hold (2 for the largest rows), in
- * chunks of 16 tokens (K then V): 3 warps of 3 stages of 8 KB at D 128 bf16, 27 chunks per
- * SM, 6 stages of 4 KB at D 64 bf16 and fp8 D 128. Rows whose
+ * chunks of one mma row tile of 16 tokens (K then V), or two (32 tokens) where a row has at
+ * most 128 bytes: 3 warps of 3 stages of 8 KB at D 128 bf16, 27 chunks per SM, and the same
+ * at D 64 bf16 and fp8 D 128 with 32-token chunks, whose softmax round (shuffles, rescale,
+ * exponentials of the running maximum) then serves twice the tokens. Rows whose
  * 16-byte units come in whole groups of 8 are swizzled (unit c of row t stored at
  * c ^ (t % 8)); others are padded to an odd number of units. Either way the 8 rows one
  * ldmatrix reads fall in distinct banks.
  */
 template <int D, typename KT> struct pk_decode_mma_shape {
-    static constexpr int CH = PK_DECODE_TILE;            /* tokens per chunk: one mma row tile */
     static constexpr bool FP8 = sizeof(KT) == 1;
     static constexpr int ROW = D * (int) sizeof(KT);     /* bytes of one token row in the cache */
+    static constexpr int RT = ROW <= 128 ? 2 : 1;        /* mma row tiles per chunk */
+    static constexpr int CH = 16 * RT;                   /* tokens per chunk */
     static constexpr int NC = ROW / 16;                  /* 16-byte units per row */
     static constexpr bool SWZ = NC % 8 == 0;
     static constexpr int RS = SWZ ? ROW : (NC % 2 ? NC : NC + 1) * 16;   /* row stride in shared memory */
@@ -457,7 +460,7 @@ template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr int MINB_SMEM = PK_SMEM_PER_SM / (SMEM + 1024);
     static constexpr int MINB = MINB_SMEM < 1 ? 1 : (MINB_SMEM > 4 ? 4 : MINB_SMEM);
     static_assert(D % 16 == 0, "head dim must be a whole number of mma k steps");
-    static_assert(CH == 16, "a chunk is one mma row tile");
+    static_assert(CH % PK_DECODE_TILE == 0 && CH <= 32, "a chunk is whole mma row tiles, a lane's token each at most");
     static_assert(STAGES >= 2, "a ring needs two stages");
     /* A warp's merge area (in its ring, once the ring is drained), in floats: the unnormalized
      * outputs of up to 8 heads, then their maxima, then their sums. */
@@ -490,8 +493,8 @@ __device__ __forceinline__ int pk_decode_block(const pk_decode_params &p, const 
 }
 
 /*
- * Starts the copies of one chunk of 16 tokens into a warp's stage buf from the sequence's K
- * and V planes kp and vp: row is the row index (pk_decode_row) of token lane % 16 of the
+ * Starts the copies of one chunk of CH tokens into a warp's stage buf from the sequence's K
+ * and V planes kp and vp: row is the row index (pk_decode_row) of token lane % CH of the
  * chunk; the rows reach the lanes that copy their 16-byte units by shuffle. Tokens whose row
  * is -1 are zero-filled. Every lane of the warp must call it.
  */
@@ -504,7 +507,7 @@ __device__ __forceinline__ void pk_decode_mma_issue(const char *kp, const char *
     for (int it = 0; it < (S::CH * S::NC + 31) / 32; ++it) {
         const int ci = lane + 32 * it;
         const int t = ci / S::NC, col = ci - t * S::NC;
-        const long long r = __shfl_sync(0xffffffffu, row, t & 15);
+        const long long r = __shfl_sync(0xffffffffu, row, t % S::CH);
         if (S::CH * S::NC % 32 == 0 || ci < S::CH * S::NC) {
             const bool ok = r >= 0;
             const size_t off = ok ? (size_t) r * S::ROW + (size_t) col * 16 : 0;
@@ -551,7 +554,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
 {
     using S = pk_decode_mma_shape<D, KT>;
     using MT = typename pk_decode_mma_type<KT>::type;
-    constexpr int CH = S::CH, NKS = S::NKS, W = S::W, STAGES = S::STAGES;
+    constexpr int CH = S::CH, RT = S::RT, NKS = S::NKS, W = S::W, STAGES = S::STAGES;
     constexpr bool FP8 = S::FP8;
     extern __shared__ __align__(16) unsigned char smem[];
 
@@ -559,6 +562,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
     pk_grid_launch_dependents();    /* the reduce may be scheduled once every CTA runs */
     const int seq = blockIdx.x / p.num_kv_heads, h = blockIdx.x - seq * p.num_kv_heads, part = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int tok = lane % CH;                           /* the chunk token whose row this lane looks up */
     const int G = p.group;
 
     /* The queries as B fragments: lane (r, c) = (lane / 4, lane % 4) holds head r's dims
@@ -590,7 +594,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
     int pre_blk[STAGES - 1];
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
-        const int pos = part * p.part_tokens + warp * CH + st * cstride + (lane & 15);
+        const int pos = part * p.part_tokens + warp * CH + st * cstride + tok;
         pre_blk[st] = p.window <= 0 && pos < table_tokens ? pk_decode_block(p, bt, pos) : 0;
     }
 
@@ -609,7 +613,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
         if (st < nw) {
-            const int pos = cs0 + st * cstride + (lane & 15);
+            const int pos = cs0 + st * cstride + tok;
             const int blk = p.window <= 0 ? pre_blk[st] : (pos < part_end ? pk_decode_block(p, bt, pos) : 0);
             pk_decode_mma_issue<D, KT>(kp, vp, wbuf + st * S::STAGE, pk_decode_row(p, blk, h, pos, lo, part_end),
                                        lane);
@@ -672,7 +676,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
             const int j = i + STAGES - 1;
             const int js = stage == 0 ? STAGES - 1 : stage - 1;
             if (j < nw) {
-                const int pos = cs0 + j * cstride + (lane & 15);
+                const int pos = cs0 + j * cstride + tok;
                 const int blk = pos < part_end ? pk_decode_block(p, bt, pos) : 0;
                 pk_decode_mma_issue<D, KT>(kp, vp, wbuf + js * S::STAGE,
                                            pk_decode_row(p, blk, h, pos, lo, part_end), lane);
@@ -686,62 +690,82 @@ pk_decode_mma_kernel(const pk_decode_params p)
         const int cs = cs0 + i * cstride;
         stage = stage == STAGES - 1 ? 0 : stage + 1;
 
-        /* S^T = K Q^T, two accumulator chains. */
-        float c[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, c2[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-        if constexpr (FP8) {
+        /* S^T = K Q^T per row tile rt (tokens 16 rt ..), two accumulator chains each. */
+        float c[RT][4], c2[RT][4];
 #pragma unroll
-            for (int ks = 0; ks < NKS; ks += 2) {
-                if (ks + 1 < NKS) {
-                    uint32_t r[4];
-                    pk_ldmatrix_x4(r, kb + pk_decode_unit<D, KT>(lane & 15, ks + (lane >> 4)));
-                    pk_decode_qk_fp8(c, r[0], r[1], qf[ks][0], qf[ks][1]);
-                    pk_decode_qk_fp8(c2, r[2], r[3], qf[ks + 1][0], qf[ks + 1][1]);
-                } else {
-                    uint32_t r[2];
-                    pk_ldmatrix_x2(r, kb + pk_decode_unit<D, KT>(lane & 15, ks));
-                    pk_decode_qk_fp8(c, r[0], r[1], qf[ks][0], qf[ks][1]);
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                c[rt][e] = c2[rt][e] = 0.0f;
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt) {
+            const int kr = 16 * rt + (lane & 15);        /* the token row this lane's ldmatrix address names */
+            if constexpr (FP8) {
+#pragma unroll
+                for (int ks = 0; ks < NKS; ks += 2) {
+                    if (ks + 1 < NKS) {
+                        uint32_t r[4];
+                        pk_ldmatrix_x4(r, kb + pk_decode_unit<D, KT>(kr, ks + (lane >> 4)));
+                        pk_decode_qk_fp8(c[rt], r[0], r[1], qf[ks][0], qf[ks][1]);
+                        pk_decode_qk_fp8(c2[rt], r[2], r[3], qf[ks + 1][0], qf[ks + 1][1]);
+                    } else {
+                        uint32_t r[2];
+                        pk_ldmatrix_x2(r, kb + pk_decode_unit<D, KT>(kr, ks));
+                        pk_decode_qk_fp8(c[rt], r[0], r[1], qf[ks][0], qf[ks][1]);
+                    }
                 }
-            }
-        } else {
+            } else {
 #pragma unroll
-            for (int ks = 0; ks < NKS; ++ks) {
-                uint32_t a[4];
-                pk_ldmatrix_x4(a, kb + pk_decode_unit<D, KT>(lane & 15, 2 * ks + (lane >> 4)));
-                if (ks & 1)
-                    pk_mma16816<MT>(c2, a, qf[ks][0], qf[ks][1]);
-                else
-                    pk_mma16816<MT>(c, a, qf[ks][0], qf[ks][1]);
+                for (int ks = 0; ks < NKS; ++ks) {
+                    uint32_t a[4];
+                    pk_ldmatrix_x4(a, kb + pk_decode_unit<D, KT>(kr, 2 * ks + (lane >> 4)));
+                    if (ks & 1)
+                        pk_mma16816<MT>(c2[rt], a, qf[ks][0], qf[ks][1]);
+                    else
+                        pk_mma16816<MT>(c[rt], a, qf[ks][0], qf[ks][1]);
+                }
             }
         }
 
-        /* Logits in base 2: c[0], c[1] are token qr for heads g0, g1; c[2], c[3] token qr + 8. */
-        float s[4];
-        if (plain) {
+        /* Logits in base 2: s[rt][0], s[rt][1] are token 16 rt + qr for heads g0, g1; s[rt][2],
+         * s[rt][3] token 16 rt + qr + 8. */
+        float s[RT][4];
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                s[e] = (c[e] + c2[e]) * ss2;
-        } else {
+        for (int rt = 0; rt < RT; ++rt) {
+            if (plain) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float x = (c[e] + c2[e]) * ss;
-                if (cap > 0.0f)
-                    x = cap * tanhf(x / cap);
-                if (slopes)
-                    x += (e & 1 ? sl1 : sl0) * (float) (cs + qr + 8 * (e >> 1) - (seq_len - 1));
-                s[e] = x * PK_LOG2E;
+                for (int e = 0; e < 4; ++e)
+                    s[rt][e] = (c[rt][e] + c2[rt][e]) * ss2;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = (c[rt][e] + c2[rt][e]) * ss;
+                    if (cap > 0.0f)
+                        x = cap * tanhf(x / cap);
+                    if (slopes)
+                        x += (e & 1 ? sl1 : sl0) * (float) (cs + 16 * rt + qr + 8 * (e >> 1) - (seq_len - 1));
+                    s[rt][e] = x * PK_LOG2E;
+                }
             }
         }
         if (cs < lo || cs + CH > part_end) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int pos = cs + qr + 8 * (e >> 1);
-                if (pos < lo || pos >= part_end)
-                    s[e] = -INFINITY;
-            }
+            for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int pos = cs + 16 * rt + qr + 8 * (e >> 1);
+                    if (pos < lo || pos >= part_end)
+                        s[rt][e] = -INFINITY;
+                }
         }
 
-        /* Online softmax per head over the 8 lanes of a column group. */
-        float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
+        /* Online softmax per head over the 8 lanes of a column group, once per chunk. */
+        float mx0 = fmaxf(s[0][0], s[0][2]), mx1 = fmaxf(s[0][1], s[0][3]);
+#pragma unroll
+        for (int rt = 1; rt < RT; ++rt) {
+            mx0 = fmaxf(mx0, fmaxf(s[rt][0], s[rt][2]));
+            mx1 = fmaxf(mx1, fmaxf(s[rt][1], s[rt][3]));
+        }
 #pragma unroll
         for (int off = 4; off < 32; off <<= 1) {
             mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
@@ -753,12 +777,19 @@ pk_decode_mma_kernel(const pk_decode_params p)
         const float al0 = pk_exp2(m0 - mu0), al1 = pk_exp2(m1 - mu1);
         m0 = mn0;
         m1 = mn1;
-        const float p0 = pk_exp2(s[0] - mu0), p1 = pk_exp2(s[1] - mu1);
-        const float p2 = pk_exp2(s[2] - mu0), p3 = pk_exp2(s[3] - mu1);
-        l0 = l0 * al0 + (p0 + p2);
-        l1 = l1 * al1 + (p1 + p3);
-        const uint32_t pb0 = pk_movmatrix_trans(pk_pack2<MT>(p0, p1));  /* tokens 0-7 as B */
-        const uint32_t pb1 = pk_movmatrix_trans(pk_pack2<MT>(p2, p3));  /* tokens 8-15 */
+        uint32_t pb[RT][2];         /* the probabilities as B fragments: tokens 16 rt + 0-7, + 8-15 */
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt) {
+            const float p0 = pk_exp2(s[rt][0] - mu0), p1 = pk_exp2(s[rt][1] - mu1);
+            const float p2 = pk_exp2(s[rt][2] - mu0), p3 = pk_exp2(s[rt][3] - mu1);
+            ps0 += p0 + p2;
+            ps1 += p1 + p3;
+            pb[rt][0] = pk_movmatrix_trans(pk_pack2<MT>(p0, p1));
+            pb[rt][1] = pk_movmatrix_trans(pk_pack2<MT>(p2, p3));
+        }
+        l0 = l0 * al0 + ps0;
+        l1 = l1 * al1 + ps1;
 
         /* O^T += V^T P^T: lane (r, c) accumulates heads g0, g1 of two dims per row tile. */
 #pragma unroll
@@ -768,27 +799,31 @@ pk_decode_mma_kernel(const pk_decode_params p)
             acc[mt][2] *= al0;
             acc[mt][3] *= al1;
         }
-        if constexpr (FP8) {
 #pragma unroll
-            for (int mt = 0; mt < NKS; mt += 2) {
-                if (mt + 1 < NKS) {
-                    uint32_t r[4];
-                    pk_ldmatrix_x4_trans(r, vb + pk_decode_unit<D, KT>(lane & 15, mt + (lane >> 4)));
-                    pk_decode_pv_fp8(acc[mt], r[0], r[1], pb0, pb1);
-                    pk_decode_pv_fp8(acc[mt + 1], r[2], r[3], pb0, pb1);
-                } else {
-                    uint32_t r[2];
-                    pk_ldmatrix_x2_trans(r, vb + pk_decode_unit<D, KT>(lane & 15, mt));
-                    pk_decode_pv_fp8(acc[mt], r[0], r[1], pb0, pb1);
+        for (int rt = 0; rt < RT; ++rt) {
+            if constexpr (FP8) {
+#pragma unroll
+                for (int mt = 0; mt < NKS; mt += 2) {
+                    const int vr = 16 * rt + (lane & 15);
+                    if (mt + 1 < NKS) {
+                        uint32_t r[4];
+                        pk_ldmatrix_x4_trans(r, vb + pk_decode_unit<D, KT>(vr, mt + (lane >> 4)));
+                        pk_decode_pv_fp8(acc[mt], r[0], r[1], pb[rt][0], pb[rt][1]);
+                        pk_decode_pv_fp8(acc[mt + 1], r[2], r[3], pb[rt][0], pb[rt][1]);
+                    } else {
+                        uint32_t r[2];
+                        pk_ldmatrix_x2_trans(r, vb + pk_decode_unit<D, KT>(vr, mt));
+                        pk_decode_pv_fp8(acc[mt], r[0], r[1], pb[rt][0], pb[rt][1]);
+                    }
                 }
-            }
-        } else {
+            } else {
 #pragma unroll
-            for (int mt = 0; mt < NKS; ++mt) {
-                uint32_t a[4];
-                pk_ldmatrix_x4_trans(a, vb + pk_decode_unit<D, KT>(((lane >> 4) << 3) + (lane & 7),
-                                                                   2 * mt + ((lane >> 3) & 1)));
-                pk_mma16816<MT>(acc[mt], a, pb0, pb1);
+                for (int mt = 0; mt < NKS; ++mt) {
+                    uint32_t a[4];
+                    pk_ldmatrix_x4_trans(a, vb + pk_decode_unit<D, KT>(16 * rt + ((lane >> 4) << 3) + (lane & 7),
+                                                                       2 * mt + ((lane >> 3) & 1)));
+                    pk_mma16816<MT>(acc[mt], a, pb[rt][0], pb[rt][1]);
+                }
             }
         }
     }
