@@ -11,7 +11,8 @@
 # Environment: OUT (where summary.txt, logs.tar.gz and the benchmark JSON go; default
 # ./gpu-run-out), JOBS (default nproc),
 # CUDA_ARCH (default sm_90a), STEP_TIMEOUT (seconds per step, default 1200), SKIP_CHECK=1,
-# SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_BENCH_KERNELS=1.
+# SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_BENCH_KERNELS=1, SKIP_MPS=1 (the --deps=device service
+# benchmark once more under MPS, when nvidia-cuda-mps-control is there).
 set -u
 tarball=$1
 deps=${2:-}
@@ -87,6 +88,21 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
     done
     cat "$logs/bench-kernels.log" "$logs/bench-service.log" "$logs/bench-service-deps-host.log" \
         "$logs/bench-service-deps-device.log" | tee -a "$summary"
+    # Device-side dependencies again under MPS, where the daemon's and the workers' GPU work
+    # share one context instead of time-slicing (pipe and log directories of its own).
+    if [ "${SKIP_MPS:-0}" != 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+        mps=$(mktemp -d)
+        mkdir -p "$mps/pipe" "$mps/log"
+        if CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cuda-mps-control -d; then
+            export CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log"
+            export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps.log"
+            step bench-service-mps tools/paged-bench service --deps=device --json "$out/bench-service-mps.json"
+            echo quit | nvidia-cuda-mps-control
+            unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+            note "under MPS:"
+            tee -a "$summary" <"$logs/bench-service-mps.log"
+        fi
+    fi
 fi
 tar -czf "$out/logs.tar.gz" -C "$logs" .
 note "logs in $out/logs.tar.gz"
