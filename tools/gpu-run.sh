@@ -93,15 +93,15 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
     if [ "${SKIP_MPS:-0}" != 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
         mps=$(mktemp -d)
         mkdir -p "$mps/pipe" "$mps/log"
-        if CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cuda-mps-control -d; then
-            export CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log"
+        export CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log"
+        if nvidia-cuda-mps-control -d; then
             export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps.log"
             step bench-service-mps tools/paged-bench service --deps=device --json "$out/bench-service-mps.json"
             echo quit | nvidia-cuda-mps-control
-            unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
             note "under MPS:"
             tee -a "$summary" <"$logs/bench-service-mps.log"
         fi
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     fi
 fi
 tar -czf "$out/logs.tar.gz" -C "$logs" .
