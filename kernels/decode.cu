@@ -25,80 +25,130 @@ const pk_decode_knobs &pk_decode_tuning(void)
     return knobs;
 }
 
+/* Partitions a reduce thread loads per trip to memory (see pk_decode_reduce_kernel). */
+#define PK_REDUCE_ROUND 8
+
+/* A reduce thread's running merge of its partitions: their maximum (base 2), and the sum and
+ * the 4 output dims weighted against it. */
+struct pk_reduce_state {
+    float m, l;
+    float4 acc;
+};
+
+/* One round of a reduce thread's partitions: partition first + k * step for k < PK_REDUCE_ROUND,
+ * the partition's max, sum and the thread's 4 dims. */
+struct pk_reduce_round {
+    float m[PK_REDUCE_ROUND], l[PK_REDUCE_ROUND];
+    float4 o[PK_REDUCE_ROUND];
+};
+
+/* Loads the round of partitions first, first + step, ... below limit into r (all its loads
+ * independent: one trip to memory); returns nothing. q is the thread's dim quad, nq the quads
+ * per partition. */
+__device__ __forceinline__ void pk_reduce_load(pk_reduce_round &r, const float *m, const float *l,
+                                               const float *o, int first, int step, int limit, int q, int nq)
+{
+#pragma unroll
+    for (int k = 0; k < PK_REDUCE_ROUND; ++k) {
+        const int i = first + k * step;
+        if (i < limit) {
+            r.m[k] = m[i];
+            r.l[k] = l[i];
+            r.o[k] = ((const float4 *) o)[(size_t) i * nq + q];
+        }
+    }
+}
+
+/* Returns exp2(m - mref), or 0 for an empty partial (m = -inf; mref >= m). */
+__device__ __forceinline__ float pk_reduce_weight(float m, float mref)
+{
+    return m == -INFINITY ? 0.0f : exp2f(m - mref);
+}
+
+/* Folds the round's partitions first, first + step, ... below nparts into s: the running
+ * state is rescaled to the round's new maximum first. Returns nothing. */
+__device__ __forceinline__ void pk_reduce_fold(pk_reduce_state &s, const pk_reduce_round &r, int first, int step,
+                                               int nparts)
+{
+    float mx = s.m;
+#pragma unroll
+    for (int k = 0; k < PK_REDUCE_ROUND; ++k)
+        if (first + k * step < nparts)
+            mx = fmaxf(mx, r.m[k]);
+    const float c = pk_reduce_weight(s.m, mx);
+    s.l *= c;
+    s.acc.x *= c;
+    s.acc.y *= c;
+    s.acc.z *= c;
+    s.acc.w *= c;
+#pragma unroll
+    for (int k = 0; k < PK_REDUCE_ROUND; ++k) {
+        if (first + k * step < nparts) {
+            const float w = pk_reduce_weight(r.m[k], mx);
+            s.l = fmaf(w, r.l[k], s.l);
+            s.acc.x = fmaf(w, r.o[k].x, s.acc.x);
+            s.acc.y = fmaf(w, r.o[k].y, s.acc.y);
+            s.acc.z = fmaf(w, r.o[k].z, s.acc.z);
+            s.acc.w = fmaf(w, r.o[k].w, s.acc.w);
+        }
+    }
+    s.m = mx;
+}
+
 /*
  * Combines the partitions of one (sequence, query head): the partials hold unnormalized
  * outputs with their max (base 2) and sum; each is weighted by exp2(m_p - M) against the
- * overall max M. The maxima and sums are read in one round (a thread per partition), then
- * thread (g, q) sums 4 dims q*4.. over partitions g, g + NG, ... with 16-byte loads, several
- * in flight, and the NG groups meet in shared memory: few dependent trips to memory, which
- * is what a reduce of a few microseconds is made of. Sequences that fit in one partition
- * were finished by the partition kernel and are skipped. Grid (seq, query head).
+ * overall max M. Thread (g, q) takes dims 4q .. 4q + 3 of partitions g, g + NG, ...: it loads
+ * the max, sum and dims of PK_REDUCE_ROUND of them at once, the first round along with the
+ * sequence's length (partitions up to the plan's maximum; those past the sequence's are then
+ * ignored), and merges them online; the NG groups then meet in shared memory. So a reduce of
+ * up to PK_REDUCE_ROUND * NG partitions is one trip to memory and one barrier: what a reduce
+ * of a few microseconds is made of. Sequences that fit in one partition were finished by the
+ * partition kernel and are skipped. Grid (seq, query head).
  */
 template <typename QT>
 static __global__ void __launch_bounds__(128) pk_decode_reduce_kernel(const pk_decode_reduce_params p)
 {
-    __shared__ float w_s[PK_DECODE_MAX_PARTS];          /* partition weights */
-    __shared__ float4 sum_s[128];
-    __shared__ float scratch[32];
+    __shared__ pk_reduce_state st_s[128];
     pk_grid_dependency_wait();      /* launched early (see pk_decode_reduce): wait for the partials */
     pk_grid_launch_dependents();    /* the next decode may be scheduled now (it waits likewise) */
     const int seq = blockIdx.x, hq = blockIdx.y, tid = threadIdx.x;
     const size_t base = ((size_t) seq * p.num_q_heads + hq) * p.max_parts;
     const float *m = p.ws_m + base, *l = p.ws_l + base, *o = p.ws_o + base * p.head_dim;
-
-    /* The maxima and sums of every planned partition are loaded along with the length (one
-     * trip to memory, not two); those past the sequence's partitions are then ignored. */
-    float mv[PK_DECODE_MAX_PARTS / 128], lv[PK_DECODE_MAX_PARTS / 128];
-#pragma unroll
-    for (int k = 0; k < PK_DECODE_MAX_PARTS / 128; ++k) {
-        const int i = tid + 128 * k;
-        mv[k] = i < p.max_parts ? m[i] : -INFINITY;
-        lv[k] = i < p.max_parts ? l[i] : 0.0f;
-    }
-    const int nparts = pk_decode_nparts(p.seq_lens[seq], p.window, p.part_tokens);
-    if (nparts <= 1)
-        return;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < PK_DECODE_MAX_PARTS / 128; ++k)
-        if (tid + 128 * k < nparts)
-            mx = fmaxf(mx, mv[k]);
-    mx = pk_block_reduce(mx, true, scratch);
-    float lsum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < PK_DECODE_MAX_PARTS / 128; ++k) {
-        const int i = tid + 128 * k;
-        if (i < nparts) {
-            const float w = exp2f(mv[k] - mx);
-            w_s[i] = w;
-            lsum += w * lv[k];
-        }
-    }
-    lsum = pk_block_reduce(lsum, false, scratch);   /* its barriers also publish w_s */
-
     const int nq = p.head_dim / 4, ng = 128 / nq;       /* dim quads, partition groups */
     const int q = tid % nq, g = tid / nq;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const int step = ng * PK_REDUCE_ROUND;              /* partitions per round of the whole CTA */
+
+    pk_reduce_round r;
+    pk_reduce_load(r, m, l, o, g, ng, g < ng ? p.max_parts : 0, q, nq);
+    /* (A length past its table's capacity, which callers rule out, reads no other slot.) */
+    const int nparts = min(pk_decode_nparts(p.seq_lens[seq], p.window, p.part_tokens), p.max_parts);
+    if (nparts <= 1)
+        return;
+    pk_reduce_state s = { -INFINITY, 0.0f, make_float4(0.0f, 0.0f, 0.0f, 0.0f) };
     if (g < ng) {
-#pragma unroll 8
-        for (int i = g; i < nparts; i += ng) {
-            const float w = w_s[i];
-            const float4 v = ((const float4 *) (o + (size_t) i * p.head_dim))[q];
-            acc.x = fmaf(w, v.x, acc.x);
-            acc.y = fmaf(w, v.y, acc.y);
-            acc.z = fmaf(w, v.z, acc.z);
-            acc.w = fmaf(w, v.w, acc.w);
+        pk_reduce_fold(s, r, g, ng, nparts);
+        for (int first = g + step; first < nparts; first += step) {   /* beyond the first round */
+            pk_reduce_load(r, m, l, o, first, ng, nparts, q, nq);
+            pk_reduce_fold(s, r, first, ng, nparts);
         }
     }
-    sum_s[tid] = acc;
+    st_s[tid] = s;
     __syncthreads();
     if (tid < nq) {
-        for (int k = 1; k < ng; ++k) {
-            const float4 v = sum_s[k * nq + tid];
-            acc.x += v.x;
-            acc.y += v.y;
-            acc.z += v.z;
-            acc.w += v.w;
+        float mx = -INFINITY;
+        for (int k = 0; k < ng; ++k)
+            mx = fmaxf(mx, st_s[k * nq + tid].m);
+        float lsum = 0.0f;
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int k = 0; k < ng; ++k) {
+            const pk_reduce_state &t = st_s[k * nq + tid];
+            const float w = pk_reduce_weight(t.m, mx);
+            lsum = fmaf(w, t.l, lsum);
+            acc.x = fmaf(w, t.acc.x, acc.x);
+            acc.y = fmaf(w, t.acc.y, acc.y);
+            acc.z = fmaf(w, t.acc.z, acc.z);
+            acc.w = fmaf(w, t.acc.w, acc.w);
         }
         const float scale = p.v_scale / lsum;
         QT *out = p.out_seq ? (QT *) p.out_seq[seq] + (size_t) hq * p.head_dim
