@@ -24,7 +24,10 @@
  * batch is visible to its client, so the engine may post the completions then; except that
  * a backend whose device runs asynchronously (cuda) may return as soon as the batch is
  * queued when every op of it signals (PAGED_SQE_SIGNAL): it sets batch->early, writes each
- * op's signal word after the batch's work, and settle() waits for everything queued.
+ * op's signal word after the batch's work, and settle() waits for everything queued. Where
+ * the engine allows it (batch->may_defer: no op waits or signals), a backend with done() may
+ * also return once the batch is queued, with a ticket (batch->ticket): the engine posts the
+ * completions once done() says the ticket's work is finished; batches finish in ticket order.
  *
  * Dependencies (pv_op.wait_off, .signal_off) of ops whose client has a data arena of the
  * backend's own (arenas.data) are the backend's: it holds the batch's work until each
@@ -109,6 +112,9 @@ struct pd_batch {
                                    * device (0 where it does not wait, as on the cpu backend) */
     uint64_t dep_timeout_ns;      /* the longest a waited word may keep the batch waiting */
     int early;                    /* set by run_batch: it returned with the work still queued */
+    int may_defer;                /* set by the engine: run_batch may return before the work is
+                                   * done, setting ticket, when the backend has done() */
+    uint64_t ticket;              /* set by run_batch: nonzero when it deferred the batch */
     /* Set by a backend that queues work on a device (0 otherwise), for the engine's activity
      * log: host time laying out the metadata, issuing its upload, and queueing the launches
      * (with the dependency waits and signals and the completion event). */
@@ -153,6 +159,10 @@ struct pd_backend_ops {
     /* Retires what finished and watches what waits (cuda_flight.h's watchdog); returns
      * whether anything is still queued. NULL where settle is. */
     int (*tick)(pd_backend *b);
+    /* Returns 1 when the work of the deferred batch with ticket (and of every earlier one)
+     * has finished, 0 while it runs, or a negative paged_error when a device fault lost it
+     * (its ops failed). NULL in a backend that never defers. */
+    int (*done)(pd_backend *b, uint64_t ticket);
     /* Fills *out. */
     void (*info)(pd_backend *b, struct pd_backend_info *out);
     /* Frees the backend (pools and arenas are gone by then). */

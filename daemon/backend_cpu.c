@@ -16,6 +16,7 @@
 
 struct cpu_backend {
     pd_workers *workers;
+    uint64_t tickets;             /* deferred batches so far: each is done when run_batch returns */
     /* A merged DECODE's arrays, grown as needed and reused. */
     const void **q_seq;
     void **out_seq;
@@ -355,6 +356,17 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
         for (uint32_t i = 0; i < la->count; i++)
             ops[i].status = cpu_run(b, ops[i].cache, ops[i].mem, &ops[i].arenas, ops[i].op);
     }
+    /* The work is done, but a batch the engine may defer is reported deferred all the same:
+     * its completions then take the engine's deferred path, as on the cuda backend. */
+    batch->ticket = batch->may_defer ? ++cb->tickets : 0;
+}
+
+/* Returns 1: a cpu batch is done when run_batch returns. */
+static int cpu_done(pd_backend *b, uint64_t ticket)
+{
+    (void) b;
+    (void) ticket;
+    return 1;
 }
 
 /* Describes the backend; returns nothing. */
@@ -397,6 +409,7 @@ static const struct pd_backend_ops cpu_ops = {
     .arena_create = NULL,
     .arena_destroy = NULL,
     .run_batch = cpu_run_batch,
+    .done = cpu_done,
     .info = cpu_info,
     .destroy = cpu_destroy,
 };

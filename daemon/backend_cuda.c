@@ -329,6 +329,19 @@ static int cuda_tick(pd_backend *b)
     return pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
 }
 
+/* Says whether the deferred batch with ticket has finished, retiring what has; see backend.h. */
+static int cuda_done(pd_backend *b, uint64_t ticket)
+{
+    struct cuda_backend *cb = b->priv;
+    pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
+    int rc = pd_cu_flight_done(&cb->flight, ticket);
+    if (rc >= 0)
+        return rc;
+    /* The fault is sticky: the backend is unhealthy from now on (if it was not yet). */
+    (void) device_error(cb, "batch", cb->flight.fault);
+    return PAGED_E_DEVICE;
+}
+
 /* Allocates, zeroes and maps a pool's device memory; returns PAGED_OK or an error. The
  * zeroing synchronizes the stream, so everything queued is settled (watched) first. */
 static int cuda_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause)
@@ -1108,6 +1121,7 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     struct cuda_backend *cb = b->priv;
     uint64_t t0 = pd_now_ns();
     batch->early = 0;
+    batch->ticket = 0;
     batch->wait_ns = 0;
     batch->stage_ns = batch->upload_ns = batch->queue_ns = 0;
     batch->upload_skipped = 0;
@@ -1191,10 +1205,17 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     if (rc != PAGED_OK)
         fail_ok(batch, rc, PAGED_SQE_SIGNAL);
     int early = cb->healthy && all_signal(batch);
-    e = pd_cu_flight_end(&cb->flight, slot, cb->stream, !early);
+    /* Deferred (the engine posts the completions once the slot retires): none of its ops
+     * waits or signals, so neither the watchdog nor finish() has anything to read back. */
+    int defer = !early && cb->healthy && batch->may_defer && nwaits == 0;
+    e = pd_cu_flight_end(&cb->flight, slot, cb->stream, !early && !defer);
     batch->queue_ns = pd_now_ns() - t2;
     if (e == cudaSuccess && early) {
         batch->early = 1;
+        return;
+    }
+    if (e == cudaSuccess && defer) {
+        batch->ticket = slot->ticket;
         return;
     }
     if (e != cudaSuccess)
@@ -1257,6 +1278,7 @@ static const struct pd_backend_ops cuda_ops = {
     .run_batch = cuda_run_batch,
     .settle = cuda_settle,
     .tick = cuda_tick,
+    .done = cuda_done,
     .info = cuda_info,
     .destroy = cuda_destroy,
 };

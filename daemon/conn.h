@@ -103,6 +103,8 @@ struct pd_conn {
                                         * posted: disconnect it (dep_off, dep_value say which) */
     int early_inflight;                /* a batch completed early held its requests: settle
                                         * before its blocks are released (pd_engine_settle) */
+    int deferred;                      /* engine: its completions wait for a deferred batch,
+                                        * and it joins no pass until they are posted */
     uint64_t dep_off;
     uint32_t dep_value;
     struct pd_conn *prev, *next;

@@ -62,9 +62,24 @@ void pd_cu_flight_release(struct pd_cu_slot *s)
 /* Marks every slot free; see cuda_flight.h. */
 void pd_cu_flight_release_all(struct pd_cu_flight *f)
 {
-    for (unsigned i = 0; i < PD_CU_SLOTS; i++)
+    for (unsigned i = 0; i < PD_CU_SLOTS; i++) {
+        /* After a device fault: whatever was still queued is lost with it. */
+        if (f->slot[i].busy && f->slot[i].ticket > f->lost)
+            f->lost = f->slot[i].ticket;
         pd_cu_flight_release(&f->slot[i]);
+    }
     f->head_since_ns = 0;
+}
+
+/* Says whether the batch with ticket has finished; see cuda_flight.h. */
+int pd_cu_flight_done(const struct pd_cu_flight *f, uint64_t ticket)
+{
+    if (ticket <= f->lost)
+        return -1;
+    for (unsigned i = 0; i < PD_CU_SLOTS; i++)
+        if (f->slot[i].busy && f->slot[i].ticket <= ticket)
+            return 0;
+    return 1;
 }
 
 /* Reports the slot's late words to the backend's late_fn and frees the slot; returns nothing. */
@@ -133,7 +148,12 @@ int pd_cu_flight_poll(struct pd_cu_flight *f, uint64_t timeout_ns)
         }
         f->head_since_ns = 0;
         if (e != cudaSuccess) {
-            /* A device fault: the caller's synchronization reports it; nothing is late. */
+            /* A device fault: the caller's synchronization reports it (a deferred batch's
+             * through pd_cu_flight_done); nothing is late. */
+            if (s->ticket > f->lost) {
+                f->lost = s->ticket;
+                f->fault = e;
+            }
             pd_cu_flight_release(s);
             continue;
         }
@@ -280,6 +300,7 @@ cudaError_t pd_cu_flight_end(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaS
         return e;
     s->busy = 1;
     s->sync = sync;
+    s->ticket = ++f->tickets;
     f->next = (f->next + 1) % PD_CU_SLOTS;
     return cudaSuccess;
 }

@@ -54,6 +54,7 @@ struct pd_cu_slot {
     uint32_t nwaits, waits_cap;
     int busy;                     /* queued and not yet retired */
     int sync;                     /* the backend waits for it and reads its late words itself */
+    uint64_t ticket;              /* its batch's number (pd_cu_flight_end), 1 up */
 };
 
 struct pd_cu_flight {
@@ -65,6 +66,9 @@ struct pd_cu_flight {
     uint32_t *word;               /* pinned: one word the watchdog reads or writes */
     pd_backend *b;                /* whose late_fn hears of late words */
     cudaError_t error;            /* the watchdog's own last failure, for the waiting loops */
+    uint64_t tickets;             /* batches ended so far: the last ticket given */
+    uint64_t lost;                /* the last ticket whose batch a device fault lost (0: none) */
+    cudaError_t fault;            /* that fault */
 };
 
 /* Makes the slots' events and the watchdog's stream and word, and reads PAGEDD_INFLIGHT;
@@ -103,6 +107,10 @@ cudaError_t pd_cu_flight_settle(struct pd_cu_flight *f, uint64_t timeout_ns);
  * are released past timeout_ns like a head's. Returns the stream's status. */
 cudaError_t pd_cu_flight_drain(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream,
                                uint64_t timeout_ns);
+
+/* Returns 1 when the batch with ticket (and so every earlier one) has finished, 0 while it
+ * is queued, -1 when a device fault lost it (f->fault says which). Looks, does not poll. */
+int pd_cu_flight_done(const struct pd_cu_flight *f, uint64_t ticket);
 
 /* Marks slot s free without reports; returns nothing. */
 void pd_cu_flight_release(struct pd_cu_slot *s);

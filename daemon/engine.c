@@ -42,6 +42,17 @@
  * client that had requests in one, and the release of such a client's blocks, first settle
  * it (pd_engine_settle); a wait that timed out in one disconnects its client (on_late,
  * kill_late).
+ *
+ * Deferred batches. A pass whose backend requests neither wait nor signal may hand its
+ * batch to a backend that runs it in the background (batch.may_defer): the backend queues it
+ * and returns a ticket instead of waiting for it. The completions of the pass's clients that
+ * had backend requests are then withheld (def), and those clients are left out of later
+ * passes until their completions are posted, so each client's completions stay in its ring
+ * order; the passes after it post them as soon as the backend says the ticket is done, and
+ * may meanwhile queue other clients' batches behind it. So the device runs one group of
+ * clients' work while the engine takes, checks and queues the next group's, instead of
+ * idling through every pass's host work. A withheld client counts as one with work in
+ * flight (early_inflight): its disconnection settles the device first.
  */
 
 #define PD_GATHER_MAX_NS 20000u
@@ -60,6 +71,18 @@ struct eng_item {
     uint32_t client;              /* its record in clients */
     uint32_t next;                /* the same client's next item, or NONE */
     int status;                   /* PAGED_OK, a paged_error, or ITEM_WAITS */
+};
+
+/* A completion withheld until the device work of its batch is done (a deferred batch). */
+struct eng_deferred {
+    struct paged_cqe cqe;         /* status filled; count and value at retirement */
+    struct pd_conn *c;            /* used only while a live connection has this address and id */
+    uint32_t conn_id;
+    int backend_op;               /* its count is the op's (set when it succeeds) */
+    uint32_t count;
+    uint64_t ticket;              /* the backend's ticket of its batch */
+    uint64_t t0;                  /* when the pass took its request */
+    uint64_t tokens, kv_bytes;    /* for the statistics */
 };
 
 /* One client with requests (or a corrupt ring) in the pass. */
@@ -94,6 +117,11 @@ struct pd_engine {
     struct paged_engine_stats total; /* since the engine was made (STATS, pactl stat) */
     struct paged_engine_stats mark;  /* total when pd_engine_idle last reported */
     struct pd_server *srv;        /* the server of the pass running now */
+    struct eng_deferred *def;     /* withheld completions, oldest first (ticket order) */
+    uint32_t ndef, cdef;
+    uint64_t pass_ticket;         /* this pass's batch was deferred with this ticket (0: not) */
+    int may_defer;                /* this pass may let the backend defer its batch */
+    int defer_enabled;            /* PAGEDD_DEFER=0 (a benchmarking aid) turns deferral off */
     int inflight;                 /* the backend had batches queued at the last pass */
     /* For the idle log line only, per pass that made a batch: completion wake-ups (system
      * calls) and the time they took, the time from the end of one pass's wake-ups to the next
@@ -105,6 +133,8 @@ struct pd_engine {
         uint64_t stage_ns, upload_ns, queue_ns;   /* the backend's host work (struct pd_batch) */
         uint64_t uploads_skipped;
         uint64_t fused_appends;   /* APPENDs that rode in their DECODEs' launch */
+        uint64_t deferred;        /* batches whose completions waited for the device (def) */
+        uint64_t retire_wakes, retire_wake_ns;   /* wake-ups when those were posted */
     } host, host_mark;
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
     uint64_t pass_collect_ns;     /* this pass's time in collect, counted if it makes a batch */
@@ -184,6 +214,10 @@ struct pd_engine *pd_engine_create(void)
         pd_log(PD_LOG_INFO, "engine: gathering for 1/%u of the last batch, at most %u us (PAGEDD_GATHER)",
                share, max_us);
     }
+    const char *d = getenv("PAGEDD_DEFER");
+    e->defer_enabled = d == NULL || strcmp(d, "0") != 0;
+    if (!e->defer_enabled)
+        pd_log(PD_LOG_INFO, "engine: every batch's completions wait for its device work (PAGEDD_DEFER=0)");
     if (reserve_items(e, 64) < 0
         || grow((void **) &e->clients, &e->cclients, 16, sizeof *e->clients) < 0) {
         pd_engine_destroy(e);
@@ -213,6 +247,7 @@ void pd_engine_destroy(struct pd_engine *e)
     free(e->launches);
     free(e->groups);
     free(e->next);
+    free(e->def);
     free(e);
 }
 
@@ -451,7 +486,7 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
         unsigned missing = 0;
         for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
             if (c->state != PD_CONN_READY || c->ch == NULL || c->engine_pass == e->pass
-                || c->engine_decode_pass != e->last_decode_pass)
+                || c->engine_decode_pass != e->last_decode_pass || c->deferred)
                 continue;
             if (paged_ring_cons_available(&c->ch->sq, 1) != 0)
                 took += collect(e, srv, c, budget);
@@ -526,15 +561,153 @@ static void log_merged_launch(const struct pd_engine *e, const struct pd_launch 
            per_request);
 }
 
+/* Returns the live, ready connection deferred completion d is for, or NULL. */
+static struct pd_conn *deferred_conn(struct pd_server *srv, const struct eng_deferred *d)
+{
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        if (c == d->c && c->id == d->conn_id)
+            return c->state == PD_CONN_READY && c->ch != NULL ? c : NULL;
+    return NULL;
+}
+
+/* Disconnects c, whose completion ring's indices are corrupt; returns nothing. */
+static void kill_corrupt(struct pd_server *srv, struct pd_conn *c)
+{
+    pd_conn_error(c, 0, PAGED_E_RING, "ring indices corrupt: the submission tail is more "
+                  "than the ring's capacity ahead, or the completion head moved wrongly");
+    pd_server_kill(srv, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
+}
+
+/*
+ * Posts the completions withheld in def[first, end), which belong to one connection and one
+ * batch whose device status is rc (PAGED_OK or a paged_error that fails its backend ops),
+ * in their order; at now. Returns the connection to wake (NULL: gone, or nothing posted) and
+ * sets *corrupt when its completion ring turned out corrupt.
+ */
+static struct pd_conn *post_deferred(struct pd_engine *e, struct pd_server *srv, uint32_t first, uint32_t end,
+                                     int rc, uint64_t now, int *corrupt)
+{
+    struct pd_conn *c = deferred_conn(srv, &e->def[first]);
+    uint32_t k = 0;
+    *corrupt = 0;
+    for (uint32_t i = first; i < end; i++) {
+        struct eng_deferred *d = &e->def[i];
+        if (d->backend_op && d->cqe.status >= 0) {
+            d->cqe.status = rc;
+            if (rc >= 0)
+                d->cqe.count = d->count;
+        }
+        d->cqe.value = now - d->t0;
+        pd_stats_record(&srv->stats, d->cqe.opcode, d->cqe.status, d->tokens, d->kv_bytes, now - d->t0);
+        if (c == NULL)
+            continue;
+        c->requests++;
+        c->errors += d->cqe.status < 0;
+        void *slot = *corrupt ? NULL : paged_ring_prod_slot(&c->ch->cq, k);
+        if (slot != NULL) {
+            memcpy(slot, &d->cqe, sizeof d->cqe);
+            k++;
+        } else
+            *corrupt = 1;
+    }
+    if (c == NULL)
+        return NULL;
+    c->deferred = 0;
+    if (k != 0 && paged_ring_prod_publish(&c->ch->cq, k) < 0)
+        *corrupt = 1;
+    return k != 0 ? c : NULL;
+}
+
+/* Posts the withheld completions whose batches the backend has finished (or lost to a device
+ * fault), oldest first, each client's in its ring order, then wakes each of those clients
+ * once. Returns how many completions it posted. */
+static unsigned retire_deferred(struct pd_engine *e, struct pd_server *srv)
+{
+    if (e->ndef == 0)
+        return 0;
+    uint64_t now = pd_now_ns();
+    uint32_t n = 0;
+    unsigned posted = 0;
+    struct pd_conn *wake[64];
+    unsigned nwake = 0;
+    while (n < e->ndef) {
+        const uint64_t ticket = e->def[n].ticket;
+        int rc = srv->backend->ops->done(srv->backend, ticket);
+        if (rc == 0)
+            break;                  /* still running, and every later batch queued behind it */
+        if (rc > 0)
+            rc = PAGED_OK;
+        uint32_t end = n;
+        while (end < e->ndef && e->def[end].ticket == ticket)
+            end++;
+        for (uint32_t i = n; i < end;) {
+            uint32_t j = i + 1;     /* a client's completions lie together, in ring order */
+            while (j < end && e->def[j].c == e->def[i].c && e->def[j].conn_id == e->def[i].conn_id)
+                j++;
+            int corrupt = 0;
+            struct pd_conn *c = post_deferred(e, srv, i, j, rc, now, &corrupt);
+            if (c != NULL) {
+                posted += j - i;
+                if (nwake < sizeof wake / sizeof wake[0])
+                    wake[nwake++] = c;
+                else
+                    (void) paged_wake_notify(&c->ch->cq, c->ch->cq_notify);
+            }
+            if (corrupt) {
+                struct pd_conn *x = deferred_conn(srv, &e->def[i]);
+                if (x != NULL)
+                    kill_corrupt(srv, x);
+            }
+            i = j;
+        }
+        n = end;
+    }
+    /* Every completion is visible before the first wake-up's system call (as in pass()). */
+    uint64_t w0 = pd_now_ns();
+    for (unsigned i = 0; i < nwake; i++)
+        if (wake[i]->state == PD_CONN_READY && wake[i]->ch != NULL)
+            e->host.retire_wakes += (srv->sigpipe_ignored ? paged_wake_notify_sigpipe_ignored : paged_wake_notify)(
+                                        &wake[i]->ch->cq, wake[i]->ch->cq_notify) == 1;
+    e->host.retire_wake_ns += pd_now_ns() - w0;
+    memmove(e->def, e->def + n, (size_t) (e->ndef - n) * sizeof *e->def);
+    e->ndef -= n;
+    return posted;
+}
+
+/*
+ * Withholds the completions of client record r of a pass whose batch the backend deferred
+ * (ticket e->pass_ticket), in its ring order, and marks the client as having work in flight.
+ * The caller has made room in def. Returns nothing.
+ */
+static void defer_client(struct pd_engine *e, struct eng_client *r)
+{
+    for (uint32_t j = r->first; j != NONE; j = e->items[j].next) {
+        struct eng_item *it = &e->items[j];
+        struct eng_deferred *d = &e->def[e->ndef++];
+        *d = (struct eng_deferred) {
+            .cqe = it->cqe, .c = r->c, .conn_id = r->c->id,
+            .backend_op = pv_backend_op(it->op.opcode), .count = it->op.count,
+            .ticket = e->pass_ticket, .t0 = r->t0, .tokens = it->op.tokens, .kv_bytes = it->op.kv_bytes,
+        };
+        d->cqe.status = it->status;
+        pv_op_free(&it->op);
+    }
+    r->posted = 0;
+    r->c->deferred = 1;
+    r->c->early_inflight = 1;
+}
+
 /* Hands every op waiting for the backend to it as one batch, and stores their statuses;
  * returns nothing. */
 static void run_batch(struct pd_engine *e, struct pd_server *srv)
 {
     uint32_t n = 0;
+    int deps = 0;
     for (uint32_t i = 0; i < e->nitems; i++) {
         struct eng_item *it = &e->items[i];
         if (it->status != ITEM_WAITS)
             continue;
+        deps |= (it->op.flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) != 0;
         struct pd_pool *p = it->op.pool->user;
         struct pd_channel *ch = e->clients[it->client].c->ch;
         e->in[n++] = (struct pd_batch_op) {
@@ -546,8 +719,12 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
     }
     if (n == 0)
         return;
+    /* Deferred only where every withheld completion can be made room for now. */
+    int may_defer = e->may_defer && !deps && srv->backend->ops->done != NULL
+                    && grow((void **) &e->def, &e->cdef, e->ndef + e->nitems, sizeof *e->def) == 0;
     struct pd_batch batch = { .ops = e->out, .nops = n, .launches = e->launches,
-                              .dep_timeout_ns = (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u };
+                              .dep_timeout_ns = (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u,
+                              .may_defer = may_defer };
     batch.nlaunches = pb_plan(e->in, n, e->out, e->launches, e->groups, e->next);
     uint64_t t0 = pd_now_ns();
     srv->backend->ops->run_batch(srv->backend, &batch);
@@ -581,6 +758,8 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
             if (e->out[i].op->opcode == PAGED_OP_DECODE)
                 t->decode_requests++;
     }
+    e->pass_ticket = batch.ticket;
+    e->host.deferred += batch.ticket != 0;
     if (batch.early) {
         t->early_batches++;
         for (uint32_t c = 0; c < e->nclients; c++)
@@ -706,7 +885,10 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     if (srv->backend->ops->tick != NULL)
         e->inflight = srv->backend->ops->tick(srv->backend);
     kill_late(srv);   /* the watchdog may have found one while nothing else happened */
+    unsigned retired = retire_deferred(e, srv);
     e->nitems = 0;
+    e->pass_ticket = 0;
+    e->may_defer = only == NULL && e->defer_enabled;
     e->nclients = 0;
     e->decode_in_pass = 0;
     e->flush_evictions = 0;
@@ -714,16 +896,17 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     e->pass++;
     e->pass_collect_ns = 0;
     uint32_t took = 0;
+    /* A client whose completions are withheld waits for them before it joins a pass. */
     if (only != NULL) {
-        if (only->state == PD_CONN_READY && only->ch != NULL)
+        if (only->state == PD_CONN_READY && only->ch != NULL && !only->deferred)
             took = collect(e, srv, only, budget);
     } else {
         for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
-            if (c->state == PD_CONN_READY && c->ch != NULL)
+            if (c->state == PD_CONN_READY && c->ch != NULL && !c->deferred)
                 took += collect(e, srv, c, budget);
     }
     if (e->nclients == 0)
-        return 0;
+        return retired;
     if (only == NULL) {
         uint64_t g0 = e->decode_in_pass ? pd_now_ns() : 0;
         took += gather(e, srv, budget);
@@ -739,11 +922,19 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         e->woke_at = 0;
     }
     uint64_t batches = e->total.batches;
+    /* Batches that finished while this pass took its requests: post them before this one
+     * queues (which may wait for a slot), so that their clients come back sooner. */
+    retired += retire_deferred(e, srv);
     run_batch(e, srv);
     uint64_t t1 = pd_now_ns();
     unsigned done = 0;
-    for (uint32_t i = 0; i < e->nclients; i++)
-        done += complete_client(e, srv, &e->clients[i], t1);
+    for (uint32_t i = 0; i < e->nclients; i++) {
+        struct eng_client *r = &e->clients[i];
+        if (e->pass_ticket != 0 && r->backend_ops && !r->corrupt)
+            defer_client(e, r);     /* run_batch made room in def */
+        else
+            done += complete_client(e, srv, r, t1);
+    }
     /* Every completion is visible before the first wake-up's system call: clients that spin
      * go on at once instead of after the sleepers' wake-ups. */
     uint64_t w0 = pd_now_ns();
@@ -766,14 +957,12 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
             pd_server_flush_evictions(srv, p);
     for (uint32_t i = 0; i < e->nclients; i++) {
         struct pd_conn *c = e->clients[i].c;
-        if (!e->clients[i].corrupt || c->state == PD_CONN_DEAD)
-            continue;
-        pd_conn_error(c, 0, PAGED_E_RING, "ring indices corrupt: the submission tail is more "
-                      "than the ring's capacity ahead, or the completion head moved wrongly");
-        pd_server_kill(srv, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
+        if (e->clients[i].corrupt && c->state != PD_CONN_DEAD)
+            kill_corrupt(srv, c);
     }
     e->nclients = 0;
     kill_late(srv);
+    done += retired;
     return done != 0 ? done : took;
 }
 
@@ -817,14 +1006,17 @@ void pd_engine_idle(struct pd_server *srv)
     pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
            "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
            "in the backend %.1f us staging, %.1f us issuing the upload (skipped in %.0f%%: the device had "
-           "the metadata), %.1f us queueing the launches; %llu APPENDs fused into their DECODEs' launch",
+           "the metadata), %.1f us queueing the launches; %llu APPENDs fused into their DECODEs' launch; "
+           "%llu batches deferred, %.2f wake-ups per batch taking %.1f us when their completions were posted",
            (double) (w->wakes - wm->wakes) / b, (double) (w->wake_ns - wm->wake_ns) / 1e3 / b,
            nb != 0 ? (double) (w->between_ns - wm->between_ns) / 1e3 / (double) nb : 0.0,
            (double) (w->collect_ns - wm->collect_ns) / 1e3 / b, (double) (w->stage_ns - wm->stage_ns) / 1e3 / b,
            (double) (w->upload_ns - wm->upload_ns) / 1e3 / b,
            100.0 * (double) (w->uploads_skipped - wm->uploads_skipped) / b,
            (double) (w->queue_ns - wm->queue_ns) / 1e3 / b,
-           (unsigned long long) (w->fused_appends - wm->fused_appends));
+           (unsigned long long) (w->fused_appends - wm->fused_appends),
+           (unsigned long long) (w->deferred - wm->deferred),
+           (double) (w->retire_wakes - wm->retire_wakes) / b, (double) (w->retire_wake_ns - wm->retire_wake_ns) / 1e3 / b);
     e->host_mark = e->host;
     e->woke_at = 0;
     e->mark = e->total;
@@ -860,7 +1052,7 @@ int pd_engine_inflight(const struct pd_server *srv)
 /* Returns whether c has a submission it could run now. */
 int pd_engine_pending(struct pd_conn *c)
 {
-    if (c->ch == NULL || c->state != PD_CONN_READY)
+    if (c->ch == NULL || c->state != PD_CONN_READY || c->deferred)
         return 0;
     int n = paged_ring_cons_available(&c->ch->sq, 1);
     if (n == 0)
@@ -872,10 +1064,20 @@ int pd_engine_pending(struct pd_conn *c)
     return paged_ring_prod_space(&c->ch->cq, 1) != 0;
 }
 
-/* Completes c's queued submissions with PAGED_E_SHUTDOWN; returns nothing. */
+/* Returns whether completions are withheld until the device finishes their batches; see server.h. */
+int pd_engine_withheld(const struct pd_server *srv)
+{
+    return srv->engine != NULL && srv->engine->ndef != 0;
+}
+
+/* Completes c's queued submissions with PAGED_E_SHUTDOWN, after its withheld completions;
+ * returns nothing. */
 void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c)
 {
-    (void) srv;
+    if (pd_engine_withheld(srv)) {
+        pd_engine_settle(srv, NULL);
+        retire_deferred(srv->engine, srv);
+    }
     struct pd_channel *ch = c->ch;
     if (ch == NULL || c->state != PD_CONN_READY)
         return;

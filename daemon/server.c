@@ -476,8 +476,9 @@ int pd_server_run(struct pd_server *srv)
             }
             timeout = 0;
         } else {
-            /* About to sleep: tell every client to wake us, then look once more. */
-            int pending = 0;
+            /* About to sleep: tell every client to wake us, then look once more. Withheld
+             * completions keep us passing: nothing else would post them. */
+            int pending = pd_engine_withheld(srv);
             for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
                 if (c->state == PD_CONN_READY && c->ch != NULL)
                     paged_wake_prepare(&c->ch->sq);

@@ -130,6 +130,10 @@ void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out
 /* Returns whether c has submissions waiting that it could run now (engine.c). */
 int pd_engine_pending(struct pd_conn *c);
 
+/* Returns whether the engine withholds completions until the device finishes their batches
+ * (engine.c, Deferred batches): the server must keep passing to post them. */
+int pd_engine_withheld(const struct pd_server *srv);
+
 /* Returns once the device work of every batch the backend completed early has finished, so
  * that blocks and memory it uses may be released or reused: at once when c is not NULL and
  * had no request in such a batch since the last settle. */

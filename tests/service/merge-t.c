@@ -717,7 +717,64 @@ static void burst_d(struct client *cl, int cmd_fd)
     free(pool);
 }
 
-/* A client process: set up, bursts A to D, then exits. */
+/*
+ * Burst E: a DECODE and then an ALLOC, submitted together. An ALLOC cannot join the pass that
+ * took its client's DECODE, so a later pass runs it, which on the cuda backend may start while
+ * the DECODE is still on the device (its batch deferred, daemon/engine.c): the completions
+ * must still come in ring order, the DECODE's first. (On the cpu backend a deferred batch is
+ * done when queued, so there the check holds either way.) Returns nothing.
+ */
+static void burst_e(struct client *cl)
+{
+    const int layer = child_who % L;
+    size_t qn = (size_t) NSEQ * QH * D;
+    static float q[NSEQ * QH * D];
+    int32_t lens[NSEQ];
+    tap_rng_fill_uniform(&cl->rng, q, qn, -1.0, 1.0);
+    for (int s = 0; s < NSEQ; s++)
+        lens[s] = CTX0;                          /* the tokens setup wrote */
+    uint64_t q_off = carve(cl, PAGED_ARENA_DATA, qn * 4), out_off = carve(cl, PAGED_ARENA_DATA, qn * 4);
+    uint64_t l_off = carve(cl, PAGED_ARENA_HOST, sizeof lens);
+    uint64_t bt_off = carve(cl, PAGED_ARENA_HOST, sizeof cl->ids), ids_off = carve(cl, PAGED_ARENA_HOST, 4);
+    memcpy(cl->host + l_off, lens, sizeof lens);
+    memcpy(cl->host + bt_off, cl->ids, sizeof cl->ids);
+    put(cl, q_off, q, qn * 4);
+    paged_request dec = {
+        .op = PAGED_OP_DECODE, .pool = cl->pool, .layer = layer, .tag = 5000,
+        .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q_off = q_off,
+                    .out_off = out_off, .block_tables_off = bt_off, .bt_stride = MAXBLK,
+                    .seq_lens_off = l_off },
+    };
+    paged_request alloc = {
+        .op = PAGED_OP_ALLOC, .pool = cl->pool, .tag = 5001, .u.blocks = { .count = 1, .ids_off = ids_off },
+    };
+    prep(cl, &dec);
+    prep(cl, &alloc);
+    if (paged_submit(cl->c) != 2)
+        cr_fatal("client %d: submitting burst E", child_who);
+    uint64_t order[2] = { 0, 0 };
+    int status[2] = { PAGED_E_INVAL, PAGED_E_INVAL };
+    for (unsigned got = 0; got < 2;) {
+        paged_completion c[2];
+        int k = paged_wait(cl->c, c, 2 - got, WAIT_MS);
+        if (k < 0)
+            cr_fatal("client %d: waiting for burst E: %s", child_who, paged_strerror(k));
+        for (int i = 0; i < k; i++, got++) {
+            order[got] = c[i].tag;
+            status[got] = c[i].status;
+        }
+    }
+    cr_check(order[0] == 5000 && order[1] == 5001 && status[0] == PAGED_OK && status[1] == PAGED_OK,
+             "client %d: a DECODE and an ALLOC submitted together, the ALLOC run by a later pass, "
+             "complete in ring order (tags %llu, %llu: %s, %s)", child_who, (unsigned long long) order[0],
+             (unsigned long long) order[1], paged_strerror(status[0]), paged_strerror(status[1]));
+    int32_t id;
+    memcpy(&id, cl->host + ids_off, sizeof id);
+    int rc = paged_free(cl->pool, 1, &id);
+    cr_check(rc == PAGED_OK, "client %d: frees the block burst E's ALLOC took (%s)", child_who, paged_strerror(rc));
+}
+
+/* A client process: set up, bursts A to E (E between C and D), then exits. */
 static void client_main(int who, int cmd_fd)
 {
     child_who = who;
@@ -728,6 +785,7 @@ static void client_main(int who, int cmd_fd)
     burst_a(&cl, cmd_fd);
     burst_b(&cl, cmd_fd);
     burst_c(&cl, cmd_fd);
+    burst_e(&cl);   /* before D, whose launches the parent finds in the log from D's start on */
     burst_d(&cl, cmd_fd);
     cr_send(REC_DONE, 1, 0, NULL);
     paged_client_close(cl.c);
