@@ -429,15 +429,20 @@ template <typename KT, typename QT> struct pk_decode_uses_mma {
 
 /*
  * Compile-time shape of the tensor-core kernel for head dim D and cache type KT. The rings
- * take as much of the SM's shared memory as 3 CTAs can hold (2 for the largest rows), in
- * chunks of one mma row tile of 16 tokens (K then V), or two (32 tokens) where a row has at
- * most 128 bytes: 3 warps of 3 stages of 8 KB at D 128 bf16, 27 chunks per SM, and the same
- * at D 64 bf16 and fp8 D 128 with 32-token chunks, whose softmax round (shuffles, rescale,
- * exponentials of the running maximum) then serves twice the tokens. Rows whose
+ * take as much of the SM's shared memory as PK_DECODE_CTAS_PER_SM CTAs can hold, in chunks
+ * of one mma row tile of 16 tokens (K then V), or two (32 tokens) where a row has at most
+ * 128 bytes: 3 warps of 4 stages of 8 KB at D 128 bf16 (three chunks in flight per warp while
+ * one is computed), 24 chunks per SM, and the same at D 64 bf16 and fp8 D 128 with 32-token
+ * chunks, whose softmax round (shuffles, rescale, exponentials of the running maximum) then
+ * serves twice the tokens. Two CTAs of four stages beat three of three (H100, NOTES-decode
+ * v14): a grid of 1.3 to 1.9 waves of three runs unsplit as 1.9 waves of two (64 x 2048 x
+ * 32/8: 93.4% of the streaming read against 89.0% split, D 64 89.5 against 83.7, fp8 D 128
+ * 87.2 against 81.0), at the price of 1.3% on one-CTA-per-SM grids. Rows whose
  * 16-byte units come in whole groups of 8 are swizzled (unit c of row t stored at
  * c ^ (t % 8)); others are padded to an odd number of units. Either way the 8 rows one
  * ldmatrix reads fall in distinct banks.
  */
+#define PK_DECODE_CTAS_PER_SM 2     /* tensor-core decode CTAs an SM holds by shared memory */
 template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr bool FP8 = sizeof(KT) == 1;
     static constexpr int ROW = D * (int) sizeof(KT);     /* bytes of one token row in the cache */
@@ -448,8 +453,8 @@ template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr int RS = SWZ ? ROW : (NC % 2 ? NC : NC + 1) * 16;   /* row stride in shared memory */
     static constexpr int TILE = CH * RS;                 /* one chunk of K (or V) */
     static constexpr int STAGE = 2 * TILE;               /* K then V */
-    static constexpr int CTA_BUDGET = PK_SMEM_PER_SM / 3 - 1024; /* shared memory of one of 3 CTAs per SM */
-    static constexpr bool BIG = 3 * 2 * STAGE > CTA_BUDGET;          /* D 256 at 16 bits */
+    static constexpr int CTA_BUDGET = PK_SMEM_PER_SM / PK_DECODE_CTAS_PER_SM - 1024;   /* one CTA's share */
+    static constexpr bool BIG = 3 * 2 * STAGE > CTA_BUDGET;          /* no 3 warps of 2 stages: none of the head dims now */
     static constexpr int W = BIG ? 2 : 3;                /* warps per CTA */
     static constexpr int NT = 32 * W;
     static constexpr int STAGES_FIT = CTA_BUDGET / (W * STAGE);
