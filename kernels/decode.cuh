@@ -87,10 +87,10 @@ static inline size_t pk_decode_plan_bytes(const pk_decode_args *a, const pk_deco
  * and 8 sequences 0.90, 0.83, 0.79 ms against 1.11, 0.98, 0.86; 6 sequences, 48 CTAs, 0.77
  * against 0.74 split). From a wave up the 2-wave split stays (64 x 2048 x 32/8 with
  * an fp8 cache: 110 us split, 120 unsplit). Partitions keep at least PK_DECODE_MIN_PART tokens (batch 1
- * gets as many as that allows), and a split grid that would take more than half of a wave's
- * slots but not all of them is cut to half a wave: with the slots full, the next layer's
- * CTAs could not become resident early (programmatic dependent launch), and 32-layer steps of
- * 4 x 1024 tokens ran at 0.50 ms with 256 of 264 slots taken against 0.42 with 128. Never
+ * gets as many as that allows), and a split grid of more than half a wave and less than one
+ * and a half is cut to half a wave: with the slots full, the next layer's CTAs cannot become
+ * resident early (programmatic dependent launch), and 32-layer steps of 4 x 1024 tokens
+ * (tables of 1152) ran at 0.50 ms in 288 CTAs of 264 slots against 0.42 in 160. Never
  * more partials than ws_limit bytes hold. The host
  * cannot see the lengths (they live in device memory), so the plan depends only on shapes:
  * the workspace query and the launch agree.
@@ -112,10 +112,10 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
     long long part = pk_ceil_div(pk_ceil_div(eff, parts), T) * T;
     if (part < k.min_part)
         part = pk_ceil_div(k.min_part, T) * T;
-    /* A split grid of more than half a wave but not a whole one: half a wave, so that the next
-     * launch's CTAs find free slots to become resident in while it runs. */
+    /* A split grid of more than half a wave and less than one and a half: half a wave, so
+     * that the next launch's CTAs find free slots to become resident in while it runs. */
     const long long grid = units * pk_ceil_div(eff, part);
-    if (parts > 1 && grid * 2 > cta_slots && grid <= cta_slots) {
+    if (parts > 1 && grid * 2 > cta_slots && grid * 2 < cta_slots * 3) {
         const long long most = cta_slots / 2 / units > 1 ? cta_slots / 2 / units : 1;
         part = pk_ceil_div(pk_ceil_div(eff, most), T) * T;
     }
