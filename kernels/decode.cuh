@@ -117,7 +117,9 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
     const long long grid = units * pk_ceil_div(eff, part);
     if (parts > 1 && grid * 2 > cta_slots && grid * 2 < cta_slots * 3) {
         const long long most = cta_slots / 2 / units > 1 ? cta_slots / 2 / units : 1;
-        part = pk_ceil_div(pk_ceil_div(eff, most), T) * T;
+        const long long longer = pk_ceil_div(pk_ceil_div(eff, most), T) * T;
+        if (longer > part)
+            part = longer;          /* only ever fewer partitions */
     }
     if (pk_ceil_div(eff, part) > PK_DECODE_MAX_PARTS)
         part = pk_ceil_div(pk_ceil_div(eff, PK_DECODE_MAX_PARTS), T) * T;
