@@ -578,16 +578,22 @@ static void kill_corrupt(struct pd_server *srv, struct pd_conn *c)
     pd_server_kill(srv, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
 }
 
-/*
- * Posts the completions withheld in def[first, end), which belong to one connection and one
- * batch whose device status is rc (PAGED_OK or a paged_error that fails its backend ops),
- * in their order; at now. Returns the connection to wake (NULL: gone, or nothing posted) and
- * sets *corrupt when its completion ring turned out corrupt.
- */
-static struct pd_conn *post_deferred(struct pd_engine *e, struct pd_server *srv, uint32_t first, uint32_t end,
-                                     int rc, uint64_t now, int *corrupt)
+/* Wakes c's completion waiter if it sleeps; returns 1 when that took a system call. */
+static int wake_client(const struct pd_server *srv, struct pd_conn *c)
 {
-    struct pd_conn *c = deferred_conn(srv, &e->def[first]);
+    return (srv->sigpipe_ignored ? paged_wake_notify_sigpipe_ignored : paged_wake_notify)(&c->ch->cq,
+                                                                                       c->ch->cq_notify) == 1;
+}
+
+/*
+ * Posts the completions withheld in def[first, end), which belong to connection c (NULL: gone,
+ * they are only counted) and one batch whose device status is rc (PAGED_OK or a paged_error
+ * that fails its backend ops), in their order; at now. Returns how many it posted, and sets
+ * *corrupt when c's completion ring turned out corrupt.
+ */
+static uint32_t post_deferred(struct pd_engine *e, struct pd_server *srv, struct pd_conn *c, uint32_t first,
+                              uint32_t end, int rc, uint64_t now, int *corrupt)
+{
     uint32_t k = 0;
     *corrupt = 0;
     for (uint32_t i = first; i < end; i++) {
@@ -611,11 +617,13 @@ static struct pd_conn *post_deferred(struct pd_engine *e, struct pd_server *srv,
             *corrupt = 1;
     }
     if (c == NULL)
-        return NULL;
+        return 0;
     c->deferred = 0;
-    if (k != 0 && paged_ring_prod_publish(&c->ch->cq, k) < 0)
+    if (k != 0 && paged_ring_prod_publish(&c->ch->cq, k) < 0) {
         *corrupt = 1;
-    return k != 0 ? c : NULL;
+        return 0;
+    }
+    return k;
 }
 
 /* Posts the withheld completions whose batches the backend has finished (or lost to a device
@@ -645,19 +653,15 @@ static unsigned retire_deferred(struct pd_engine *e, struct pd_server *srv)
             while (j < end && e->def[j].c == e->def[i].c && e->def[j].conn_id == e->def[i].conn_id)
                 j++;
             int corrupt = 0;
-            struct pd_conn *c = post_deferred(e, srv, i, j, rc, now, &corrupt);
-            if (c != NULL) {
-                posted += j - i;
-                if (nwake < sizeof wake / sizeof wake[0])
-                    wake[nwake++] = c;
-                else
-                    (void) paged_wake_notify(&c->ch->cq, c->ch->cq_notify);
-            }
-            if (corrupt) {
-                struct pd_conn *x = deferred_conn(srv, &e->def[i]);
-                if (x != NULL)
-                    kill_corrupt(srv, x);
-            }
+            struct pd_conn *c = deferred_conn(srv, &e->def[i]);
+            uint32_t k = post_deferred(e, srv, c, i, j, rc, now, &corrupt);
+            posted += k;
+            if (k != 0 && nwake < sizeof wake / sizeof wake[0])
+                wake[nwake++] = c;
+            else if (k != 0)
+                e->host.retire_wakes += wake_client(srv, c);
+            if (corrupt)
+                kill_corrupt(srv, c);
             i = j;
         }
         n = end;
@@ -666,8 +670,7 @@ static unsigned retire_deferred(struct pd_engine *e, struct pd_server *srv)
     uint64_t w0 = pd_now_ns();
     for (unsigned i = 0; i < nwake; i++)
         if (wake[i]->state == PD_CONN_READY && wake[i]->ch != NULL)
-            e->host.retire_wakes += (srv->sigpipe_ignored ? paged_wake_notify_sigpipe_ignored : paged_wake_notify)(
-                                        &wake[i]->ch->cq, wake[i]->ch->cq_notify) == 1;
+            e->host.retire_wakes += wake_client(srv, wake[i]);
     e->host.retire_wake_ns += pd_now_ns() - w0;
     memmove(e->def, e->def + n, (size_t) (e->ndef - n) * sizeof *e->def);
     e->ndef -= n;
@@ -939,11 +942,9 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
      * go on at once instead of after the sleepers' wake-ups. */
     uint64_t w0 = pd_now_ns();
     uint64_t wakes = 0;
-    int (*notify)(struct paged_ring_prod *, int) =
-        srv->sigpipe_ignored ? paged_wake_notify_sigpipe_ignored : paged_wake_notify;
     for (uint32_t i = 0; i < e->nclients; i++)
         if (e->clients[i].posted != 0)
-            wakes += notify(&e->clients[i].c->ch->cq, e->clients[i].c->ch->cq_notify) == 1;
+            wakes += wake_client(srv, e->clients[i].c);
     if (e->total.batches != batches) {      /* counted per batch: passes without backend work left out */
         e->host.collect_ns += e->pass_collect_ns;
         e->woke_at = pd_now_ns();
