@@ -61,6 +61,10 @@
  *   of the client, every layer, must hold exactly what it wrote. The parent finds the two
  *   launches in the part of the log that burst D wrote.
  *
+ *   Burst E: every client submits a DECODE and an ALLOC together; the ALLOC runs in a later
+ *   pass, which on the cuda backend may start while the DECODE's batch is still on the device:
+ *   the completions must still arrive in ring order.
+ *
  * The daemon logs each merged launch at debug level; the parent counts them in the log. With
  * PAGED_TEST_BACKEND=cuda the same runs on the GPU: the children (never the parent, since a
  * CUDA context does not survive fork) copy tensors into and out of their device arenas.
@@ -191,7 +195,7 @@ static void await_all(struct client *cl, paged_completion *comp, unsigned n, uin
 }
 
 /*
- * Runs burst phase (1 to 4: A to D) of the n requests cl has prepared: tells the parent they
+ * Runs burst phase (1 to 4: A to D; E has its own) of the n requests cl has prepared: tells the parent they
  * are ready, waits for its go, submits them at once, tells it they are submitted and waits
  * for their completions into comp (by tag - base). Exits on failure; returns nothing.
  */
@@ -718,13 +722,14 @@ static void burst_d(struct client *cl, int cmd_fd)
 }
 
 /*
- * Burst E: a DECODE and then an ALLOC, submitted together. An ALLOC cannot join the pass that
- * took its client's DECODE, so a later pass runs it, which on the cuda backend may start while
- * the DECODE is still on the device (its batch deferred, daemon/engine.c): the completions
- * must still come in ring order, the DECODE's first. (On the cpu backend a deferred batch is
- * done when queued, so there the check holds either way.) Returns nothing.
+ * Burst E: a DECODE and then an ALLOC, submitted together (every client's while the daemon is
+ * stopped, as in the other bursts). An ALLOC cannot join the pass that took its client's
+ * DECODE, so a later pass runs it, which on the cuda backend may start while the DECODE is
+ * still on the device (its batch deferred, daemon/engine.c): the completions must still come
+ * in ring order, the DECODE's first. (On the cpu backend a deferred batch is done when queued,
+ * so there the check holds either way.) Returns nothing.
  */
-static void burst_e(struct client *cl)
+static void burst_e(struct client *cl, int cmd_fd)
 {
     const int layer = child_who % L;
     size_t qn = (size_t) NSEQ * QH * D;
@@ -750,8 +755,11 @@ static void burst_e(struct client *cl)
     };
     prep(cl, &dec);
     prep(cl, &alloc);
+    cr_send(REC_READY, 1, 5, NULL);
+    cr_await_go(cmd_fd);
     if (paged_submit(cl->c) != 2)
         cr_fatal("client %d: submitting burst E", child_who);
+    cr_send(REC_SUBMITTED, 1, 5, NULL);
     uint64_t order[2] = { 0, 0 };
     int status[2] = { PAGED_E_INVAL, PAGED_E_INVAL };
     for (unsigned got = 0; got < 2;) {
@@ -774,7 +782,7 @@ static void burst_e(struct client *cl)
     cr_check(rc == PAGED_OK, "client %d: frees the block burst E's ALLOC took (%s)", child_who, paged_strerror(rc));
 }
 
-/* A client process: set up, bursts A to E (E between C and D), then exits. */
+/* A client process: set up, bursts A to E, then exits. */
 static void client_main(int who, int cmd_fd)
 {
     child_who = who;
@@ -785,8 +793,8 @@ static void client_main(int who, int cmd_fd)
     burst_a(&cl, cmd_fd);
     burst_b(&cl, cmd_fd);
     burst_c(&cl, cmd_fd);
-    burst_e(&cl);   /* before D, whose launches the parent finds in the log from D's start on */
     burst_d(&cl, cmd_fd);
+    burst_e(&cl, cmd_fd);
     cr_send(REC_DONE, 1, 0, NULL);
     paged_client_close(cl.c);
     free(cl.ref.base);
@@ -801,9 +809,9 @@ struct merged {
     int lo, hi;                   /* the layers of the first launch that served most_clients */
 };
 
-/* Scans the daemon's log from byte from on for merged launches of op ("DECODE" or
- * "APPEND") into *m. Returns nothing. */
-static void merged_in_log(const char *op, long from, struct merged *m)
+/* Scans the daemon's log from byte from up to byte to (-1: its end) for merged launches of op
+ * ("DECODE" or "APPEND") into *m. Returns nothing. */
+static void merged_in_log(const char *op, long from, long to, struct merged *m)
 {
     char key[64];
     snprintf(key, sizeof key, "merged %s launch ", op);
@@ -817,7 +825,7 @@ static void merged_in_log(const char *op, long from, struct merged *m)
         return;
     }
     char line[2048];
-    while (fgets(line, sizeof line, f) != NULL) {
+    while ((to < 0 || ftell(f) < to) && fgets(line, sizeof line, f) != NULL) {
         const char *at = strstr(line, key);
         unsigned long id;
         unsigned reqs, clients;
@@ -865,14 +873,16 @@ int main(void)
     cr_spawn(&kids, NCLI, client_main);
 
     int ready = 1;
-    long burst_d_log = 0;       /* where burst D's part of the log starts */
-    for (int phase = 1; phase <= 4 && ready; phase++) {
+    long burst_d_log = 0, burst_e_log = -1;   /* where burst D's and E's parts of the log start */
+    for (int phase = 1; phase <= 5 && ready; phase++) {
         ready = cr_await(kids.rec_fd, REC_READY, phase, NCLI, WAIT_MS);
         if (!ok(ready, "burst %c: every client prepared its requests", 'A' + phase - 1))
             break;
         /* The log is written before completions are posted: all of burst C's is there. */
         if (phase == 4)
             burst_d_log = cr_file_size(daemon_.log);
+        if (phase == 5)
+            burst_e_log = cr_file_size(daemon_.log);
         /* Stopped, so every client's whole burst is in its ring when the engine looks. */
         stop_daemon();
         for (int w = 0; w < NCLI; w++)
@@ -882,17 +892,17 @@ int main(void)
         kill(daemon_.pid, SIGCONT);
         ok(ready, "burst %c: every client submitted while the daemon was stopped", 'A' + phase - 1);
     }
-    ok(ready && cr_await(kids.rec_fd, REC_DONE, 0, NCLI, WAIT_MS), "every client checked the four bursts");
+    ok(ready && cr_await(kids.rec_fd, REC_DONE, 0, NCLI, WAIT_MS), "every client checked the five bursts");
     cr_reap(&kids);
 
     struct merged m;
-    merged_in_log("DECODE", 0, &m);
+    merged_in_log("DECODE", 0, -1, &m);
     ok(m.launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", m.launches,
        m.requests);
     /* STATS (pactl stat) counts the same launches the log shows. */
     struct paged_msg_stats_reply sr;
     struct merged ma;
-    merged_in_log("APPEND", 0, &ma);
+    merged_in_log("APPEND", 0, -1, &ma);
     if (ok(rc_stats(&ctl, &sr) == 0, "STATS answers")) {
         const struct paged_engine_stats *es = &sr.engine;
         ok(es->merged_decode_launches == m.launches && es->merged_decode_requests == m.requests,
@@ -916,12 +926,12 @@ int main(void)
     ok(ma.most_clients >= 2, "a merged launch served APPENDs of %u clients (at least 2)", ma.most_clients);
     /* Burst D: one launch each, every client on a layer of its own. */
     const int top = (NCLI < L ? NCLI : L) - 1;
-    merged_in_log("DECODE", burst_d_log, &m);
+    merged_in_log("DECODE", burst_d_log, burst_e_log, &m);
     ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
        "burst D: the %d clients' DECODEs of layers 0..%d ran as one launch (logged: %lu launches "
        "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
        m.most_clients, m.lo, m.hi);
-    merged_in_log("APPEND", burst_d_log, &m);
+    merged_in_log("APPEND", burst_d_log, burst_e_log, &m);
     ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
        "burst D: the %d clients' APPENDs of layers 0..%d ran as one launch (logged: %lu launches "
        "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
