@@ -119,8 +119,6 @@ struct pd_engine {
     struct pd_server *srv;        /* the server of the pass running now */
     struct eng_deferred *def;     /* withheld completions, oldest first (ticket order) */
     uint32_t ndef, cdef;
-    uint64_t pass_ticket;         /* this pass's batch was deferred with this ticket (0: not) */
-    int may_defer;                /* this pass may let the backend defer its batch */
     int defer_enabled;            /* PAGEDD_DEFER=0 (a benchmarking aid) turns deferral off */
     int inflight;                 /* the backend had batches queued at the last pass */
     /* For the idle log line only, per pass that made a batch: completion wake-ups (system
@@ -679,10 +677,10 @@ static unsigned retire_deferred(struct pd_engine *e, struct pd_server *srv)
 
 /*
  * Withholds the completions of client record r of a pass whose batch the backend deferred
- * (ticket e->pass_ticket), in its ring order, and marks the client as having work in flight.
- * The caller has made room in def. Returns nothing.
+ * with ticket, in its ring order, and marks the client as having work in flight. The caller
+ * has made room in def. Returns nothing.
  */
-static void defer_client(struct pd_engine *e, struct eng_client *r)
+static void defer_client(struct pd_engine *e, struct eng_client *r, uint64_t ticket)
 {
     for (uint32_t j = r->first; j != NONE; j = e->items[j].next) {
         struct eng_item *it = &e->items[j];
@@ -690,7 +688,7 @@ static void defer_client(struct pd_engine *e, struct eng_client *r)
         *d = (struct eng_deferred) {
             .cqe = it->cqe, .c = r->c, .conn_id = r->c->id,
             .backend_op = pv_backend_op(it->op.opcode), .count = it->op.count,
-            .ticket = e->pass_ticket, .t0 = r->t0, .tokens = it->op.tokens, .kv_bytes = it->op.kv_bytes,
+            .ticket = ticket, .t0 = r->t0, .tokens = it->op.tokens, .kv_bytes = it->op.kv_bytes,
         };
         d->cqe.status = it->status;
         pv_op_free(&it->op);
@@ -700,9 +698,10 @@ static void defer_client(struct pd_engine *e, struct eng_client *r)
     r->c->early_inflight = 1;
 }
 
-/* Hands every op waiting for the backend to it as one batch, and stores their statuses;
- * returns nothing. */
-static void run_batch(struct pd_engine *e, struct pd_server *srv)
+/* Hands every op waiting for the backend to it as one batch (deferred where may_defer and
+ * the backend can), and stores their statuses; returns the backend's ticket when it deferred
+ * the batch, else 0. */
+static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_defer)
 {
     uint32_t n = 0;
     int deps = 0;
@@ -721,9 +720,9 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
         };
     }
     if (n == 0)
-        return;
+        return 0;
     /* Deferred only where every withheld completion can be made room for now. */
-    int may_defer = e->may_defer && !deps && srv->backend->ops->done != NULL
+    may_defer = may_defer && !deps && srv->backend->ops->done != NULL
                     && grow((void **) &e->def, &e->cdef, e->ndef + e->nitems, sizeof *e->def) == 0;
     struct pd_batch batch = { .ops = e->out, .nops = n, .launches = e->launches,
                               .dep_timeout_ns = (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u,
@@ -761,7 +760,6 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
             if (e->out[i].op->opcode == PAGED_OP_DECODE)
                 t->decode_requests++;
     }
-    e->pass_ticket = batch.ticket;
     e->host.deferred += batch.ticket != 0;
     if (batch.early) {
         t->early_batches++;
@@ -799,6 +797,7 @@ static void run_batch(struct pd_engine *e, struct pd_server *srv)
             log_merged_launch(e, la, t->merged_decode_launches);
         }
     }
+    return batch.ticket;
 }
 
 /* Posts the completions of client record r, in its ring order (pass() wakes it afterwards).
@@ -890,8 +889,6 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     kill_late(srv);   /* the watchdog may have found one while nothing else happened */
     unsigned retired = retire_deferred(e, srv);
     e->nitems = 0;
-    e->pass_ticket = 0;
-    e->may_defer = only == NULL && e->defer_enabled;
     e->nclients = 0;
     e->decode_in_pass = 0;
     e->flush_evictions = 0;
@@ -928,13 +925,13 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     /* Batches that finished while this pass took its requests: post them before this one
      * queues (which may wait for a slot), so that their clients come back sooner. */
     retired += retire_deferred(e, srv);
-    run_batch(e, srv);
+    const uint64_t ticket = run_batch(e, srv, only == NULL && e->defer_enabled);
     uint64_t t1 = pd_now_ns();
     unsigned done = 0;
     for (uint32_t i = 0; i < e->nclients; i++) {
         struct eng_client *r = &e->clients[i];
-        if (e->pass_ticket != 0 && r->backend_ops && !r->corrupt)
-            defer_client(e, r);     /* run_batch made room in def */
+        if (ticket != 0 && r->backend_ops && !r->corrupt)
+            defer_client(e, r, ticket);   /* run_batch made room in def */
         else
             done += complete_client(e, srv, r, t1);
     }
