@@ -163,6 +163,9 @@ struct pd_backend_ops {
      * has finished, 0 while it runs, or a negative paged_error when a device fault lost it
      * (its ops failed). NULL in a backend that never defers. */
     int (*done)(pd_backend *b, uint64_t ticket);
+    /* Returns whether run_batch could queue another batch now without first waiting for one
+     * already queued (as of the last tick or done). NULL: it always can. */
+    int (*room)(pd_backend *b);
     /* Fills *out. */
     void (*info)(pd_backend *b, struct pd_backend_info *out);
     /* Frees the backend (pools and arenas are gone by then). */

@@ -342,6 +342,13 @@ static int cuda_done(pd_backend *b, uint64_t ticket)
     return PAGED_E_DEVICE;
 }
 
+/* Says whether a batch could be queued now without waiting for an earlier one; see backend.h. */
+static int cuda_room(pd_backend *b)
+{
+    struct cuda_backend *cb = b->priv;
+    return pd_cu_flight_room(&cb->flight);
+}
+
 /* Allocates, zeroes and maps a pool's device memory; returns PAGED_OK or an error. The
  * zeroing synchronizes the stream, so everything queued is settled (watched) first. */
 static int cuda_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause)
@@ -1279,6 +1286,7 @@ static const struct pd_backend_ops cuda_ops = {
     .settle = cuda_settle,
     .tick = cuda_tick,
     .done = cuda_done,
+    .room = cuda_room,
     .info = cuda_info,
     .destroy = cuda_destroy,
 };

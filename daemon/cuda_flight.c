@@ -82,6 +82,15 @@ int pd_cu_flight_done(const struct pd_cu_flight *f, uint64_t ticket)
     return 1;
 }
 
+/* Says whether a slot is free for the next batch; see cuda_flight.h. */
+int pd_cu_flight_room(const struct pd_cu_flight *f)
+{
+    unsigned busy = 0;
+    for (unsigned i = 0; i < PD_CU_SLOTS; i++)
+        busy += f->slot[i].busy != 0;
+    return busy < f->depth && !f->slot[f->next].busy;
+}
+
 /* Reports the slot's late words to the backend's late_fn and frees the slot; returns nothing. */
 static void retire(struct pd_cu_flight *f, struct pd_cu_slot *s)
 {

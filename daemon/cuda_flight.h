@@ -112,6 +112,10 @@ cudaError_t pd_cu_flight_drain(struct pd_cu_flight *f, struct pd_cu_slot *s, cud
  * is queued, -1 when a device fault lost it (f->fault says which). Looks, does not poll. */
 int pd_cu_flight_done(const struct pd_cu_flight *f, uint64_t ticket);
 
+/* Returns whether pd_cu_flight_begin would take a slot without waiting (fewer than depth
+ * batches queued, as of the last poll). Looks, does not poll. */
+int pd_cu_flight_room(const struct pd_cu_flight *f);
+
 /* Marks slot s free without reports; returns nothing. */
 void pd_cu_flight_release(struct pd_cu_slot *s);
 

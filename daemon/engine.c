@@ -888,6 +888,12 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         e->inflight = srv->backend->ops->tick(srv->backend);
     kill_late(srv);   /* the watchdog may have found one while nothing else happened */
     unsigned retired = retire_deferred(e, srv);
+    /* Deferred batches fill the backend's queue: a batch made now would wait in the backend
+     * for the oldest to finish, and that one's withheld completions would be posted only
+     * after it. Take nothing until there is room; the requests wait in their rings, and the
+     * clients posted meanwhile join the same pass. */
+    if (only == NULL && e->ndef != 0 && srv->backend->ops->room != NULL && !srv->backend->ops->room(srv->backend))
+        return retired;
     e->nitems = 0;
     e->nclients = 0;
     e->decode_in_pass = 0;
