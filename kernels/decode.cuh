@@ -33,6 +33,7 @@ const pk_decode_knobs &pk_decode_tuning(void);
 typedef struct pk_decode_plan {
     int part_tokens;                /* tokens per partition, a multiple of PK_DECODE_TILE */
     int max_parts;                  /* partitions of the longest possible context; 1: no split */
+    int small;                      /* tensor-core kernel: run with the small rings */
 } pk_decode_plan;
 
 /* Kernel arguments of the split-decode reduce kernel. */
@@ -91,12 +92,14 @@ static inline size_t pk_decode_plan_bytes(const pk_decode_args *a, const pk_deco
  * and a half is cut to half a wave: with the slots full, the next layer's CTAs cannot become
  * resident early (programmatic dependent launch), and 32-layer steps of 4 x 1024 tokens
  * (tables of 1152) ran at 0.50 ms in 288 CTAs of 264 slots against 0.42 in 160. Never
- * more partials than ws_limit bytes hold. The host
+ * more partials than ws_limit bytes hold. Where the tensor-core kernel's small rings hold
+ * more CTAs (small_slots, else 0), an unsplit grid of more than a wave runs in them (pl->small),
+ * and one of more than a wave that they hold in one is not split at all. The host
  * cannot see the lengths (they live in device memory), so the plan depends only on shapes:
  * the workspace query and the launch agree.
  */
 static inline void pk_decode_make_plan(const pk_decode_args *a, long long units, long long cta_slots,
-                                       size_t ws_limit, pk_decode_plan *pl)
+                                       long long small_slots, size_t ws_limit, pk_decode_plan *pl)
 {
     const long long T = PK_DECODE_TILE;
     long long eff = (long long) a->bt_stride * a->cache.block_size;
@@ -107,7 +110,9 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
     const pk_decode_knobs &k = pk_decode_tuning();
     long long parts = 1;
     const bool short_enough = eff < PK_DECODE_SHORT_CTX && units * 8 >= cta_slots && units < cta_slots;
-    if (units * 10 < cta_slots * 19 && !short_enough)
+    /* More than a wave, but one wave of the small rings: unsplit, in them (below). */
+    const bool small_wave = units > cta_slots && units <= small_slots;
+    if (units * 10 < cta_slots * 19 && !short_enough && !small_wave)
         parts = pk_ceil_div(cta_slots * (units >= cta_slots && k.waves > 2 ? 2 : k.waves), units);
     long long part = pk_ceil_div(pk_ceil_div(eff, parts), T) * T;
     if (part < k.min_part)
@@ -134,6 +139,7 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
         pl->max_parts = 1;
         pl->part_tokens = (int) (pk_ceil_div(eff, T) * T);
     }
+    pl->small = small_slots > cta_slots && pl->max_parts == 1 && units > cta_slots;
 }
 
 /*

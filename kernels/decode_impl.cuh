@@ -82,6 +82,7 @@ struct pk_decode_params {
     int window;
     int bt_stride, num_kv_heads, num_q_heads, group, block_shift;
     int part_tokens, max_parts;
+    int stages;                     /* tensor-core kernel: its shape's STAGES, or 2 (the small rings) */
     /* Fused append (pk_decode_args): the newest token's rows, side by side or per sequence,
      * or all nullptr; the cache's scales they are divided by (fp8; else 1). */
     const void *new_k, *new_v;
@@ -437,12 +438,19 @@ template <typename KT, typename QT> struct pk_decode_uses_mma {
  * serves twice the tokens. Two CTAs of four stages beat three of three (H100, NOTES-decode
  * v14): a grid of 1.3 to 1.9 waves of three runs unsplit as 1.9 waves of two (64 x 2048 x
  * 32/8: 93.4% of the streaming read against 89.0% split, D 64 89.5 against 83.7, fp8 D 128
- * 87.2 against 81.0), at the price of 1.3% on one-CTA-per-SM grids. Rows whose
+ * 87.2 against 81.0), at the price of 1.3% on one-CTA-per-SM grids. A launch of more than
+ * a wave of those, unsplit, runs with small rings instead (two stages per warp, 48 KB a CTA,
+ * PK_DECODE_SMALL_CTAS CTAs per SM, the ring depth a kernel argument): 64 x 2048 x 32/8 at
+ * D 64 and with an fp8 cache then runs in one wave, not 1.9 (95.0 against 96.2 us, 96.8
+ * against 98.9), MHA in 1.9 waves, not 3.9 (181.1 against 181.9), while grids that split or
+ * fill under a wave keep the deep rings their few CTAs need (the in-process 32-layer step of
+ * one 1024-token sequence: 0.270 ms against 0.325 with small rings everywhere). Rows whose
  * 16-byte units come in whole groups of 8 are swizzled (unit c of row t stored at
  * c ^ (t % 8)); others are padded to an odd number of units. Either way the 8 rows one
  * ldmatrix reads fall in distinct banks.
  */
 #define PK_DECODE_CTAS_PER_SM 2     /* tensor-core decode CTAs an SM holds by shared memory */
+#define PK_DECODE_SMALL_CTAS 4      /* the same with the small rings (two stages per warp) */
 template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr bool FP8 = sizeof(KT) == 1;
     static constexpr int ROW = D * (int) sizeof(KT);     /* bytes of one token row in the cache */
@@ -462,15 +470,21 @@ template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr int WARP_BYTES = STAGES * STAGE;    /* one warp's ring */
     static constexpr int SMEM = W * WARP_BYTES;
     static constexpr int NKS = D / 16;                   /* k steps of QK = row tiles of PV */
+    /* The small rings: two stages per warp, so that PK_DECODE_SMALL_CTAS CTAs fit an SM (see
+     * pk_decode_make_plan for when they run); not where two stages are all there is. */
+    static constexpr int SMALL_WARP_BYTES = 2 * STAGE;
+    static constexpr int SMALL_SMEM = W * SMALL_WARP_BYTES;
+    static constexpr bool SMALL = !BIG && STAGES > 2 && SMALL_SMEM <= PK_SMEM_PER_SM / PK_DECODE_SMALL_CTAS - 1024;
     static constexpr int MINB_SMEM = PK_SMEM_PER_SM / (SMEM + 1024);
-    static constexpr int MINB = MINB_SMEM < 1 ? 1 : (MINB_SMEM > 4 ? 4 : MINB_SMEM);
+    static constexpr int MINB = SMALL ? PK_DECODE_SMALL_CTAS : (MINB_SMEM < 1 ? 1 : (MINB_SMEM > 4 ? 4 : MINB_SMEM));
     static_assert(D % 16 == 0, "head dim must be a whole number of mma k steps");
     static_assert(CH % PK_DECODE_TILE == 0 && CH <= 32, "a chunk is whole mma row tiles, a lane's token each at most");
     static_assert(STAGES >= 2, "a ring needs two stages");
     /* A warp's merge area (in its ring, once the ring is drained), in floats: the unnormalized
      * outputs of up to 8 heads, then their maxima, then their sums. */
     static constexpr int MERGE_M = 8 * D, MERGE_L = MERGE_M + 8, MERGE_BYTES = (MERGE_L + 8) * 4;
-    static_assert(MERGE_BYTES <= WARP_BYTES, "a warp's merge area fits in its ring");
+    static_assert(MERGE_BYTES <= WARP_BYTES && (!SMALL || MERGE_BYTES <= SMALL_WARP_BYTES),
+                  "a warp's merge area fits in its ring");
 };
 
 /* Returns the byte offset in a chunk tile of 16-byte unit c of token row t (see above). */
@@ -621,7 +635,9 @@ pk_decode_mma_kernel(const pk_decode_params p)
     }
 
     const int32_t *bt = p.block_tables + (size_t) seq * p.bt_stride;
-    unsigned char *wbuf = smem + warp * S::WARP_BYTES;
+    const int stg = S::SMALL ? p.stages : STAGES;       /* this launch's ring depth */
+    const int warp_bytes = stg * S::STAGE;
+    unsigned char *wbuf = smem + warp * warp_bytes;
     const int cstride = W * CH;                          /* tokens between a warp's chunks */
     /* The sequence's layer, looked up once while the block ids below are on their way. */
     const size_t lofs = pk_decode_layer_offset(p, seq);
@@ -633,7 +649,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
         const int pos = part * p.part_tokens + warp * CH + st * cstride + tok;
-        pre_blk[st] = p.window <= 0 && pos < table_tokens ? pk_decode_block(p, bt, pos) : 0;
+        pre_blk[st] = st < stg - 1 && p.window <= 0 && pos < table_tokens ? pk_decode_block(p, bt, pos) : 0;
     }
 
     pk_decode_bounds bd;
@@ -651,6 +667,8 @@ pk_decode_mma_kernel(const pk_decode_params p)
     /* Fill the ring first, so the copies are in flight while the queries are set up. */
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
+        if (st >= stg - 1)
+            break;                  /* the small rings: a group per stage but the last, no more */
         if (st < nw) {
             const int c0 = cs0 + st * cstride, pos = c0 + tok;
             const int blk = p.window <= 0 ? pre_blk[st] : (pos < part_end ? pk_decode_block(p, bt, pos) : 0);
@@ -715,8 +733,8 @@ pk_decode_mma_kernel(const pk_decode_params p)
     for (int i = 0; i < nw; ++i) {
         __syncwarp();               /* every lane is done with the stage refilled next */
         {
-            const int j = i + STAGES - 1;
-            const int js = stage == 0 ? STAGES - 1 : stage - 1;
+            const int j = i + stg - 1;
+            const int js = stage == 0 ? stg - 1 : stage - 1;
             if (j < nw) {
                 const int c0 = cs0 + j * cstride, pos = c0 + tok;
                 const int blk = pos < part_end ? pk_decode_block(p, bt, pos) : 0;
@@ -728,12 +746,15 @@ pk_decode_mma_kernel(const pk_decode_params p)
             }
             pk_cp_async_commit();
         }
-        pk_cp_async_wait<STAGES - 1>();
+        if (stg == STAGES)
+            pk_cp_async_wait<STAGES - 1>();
+        else
+            pk_cp_async_wait<1>();
         __syncwarp();               /* chunk i landed for every lane */
         const unsigned char *kb = wbuf + stage * S::STAGE;
         const unsigned char *vb = kb + S::TILE;
         const int cs = cs0 + i * cstride;
-        stage = stage == STAGES - 1 ? 0 : stage + 1;
+        stage = stage == stg - 1 ? 0 : stage + 1;
 
         /* S^T = K Q^T per row tile rt (tokens 16 rt ..), two accumulator chains each. */
         float c[RT][4], c2[RT][4];
@@ -918,12 +939,12 @@ pk_decode_mma_kernel(const pk_decode_params p)
         float M = -INFINITY;
 #pragma unroll
         for (int w = 0; w < W; ++w)
-            M = fmaxf(M, ((const float *) (smem + w * S::WARP_BYTES))[S::MERGE_M + g]);
+            M = fmaxf(M, ((const float *) (smem + w * warp_bytes))[S::MERGE_M + g]);
         const float Mu = M == -INFINITY ? 0.0f : M;
         float L = 0.0f, O = 0.0f;
 #pragma unroll
         for (int w = 0; w < W; ++w) {
-            const float *o = (const float *) (smem + w * S::WARP_BYTES);
+            const float *o = (const float *) (smem + w * warp_bytes);
             const float f = exp2f(o[S::MERGE_M + g] - Mu);
             L += f * o[S::MERGE_L + g];
             O += f * o[idx];
@@ -946,6 +967,33 @@ template <int D, typename KT, typename QT> struct pk_decode_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
 };
 template <int D, typename KT, typename QT> std::atomic<int> pk_decode_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
+
+/* Per-device cache of the tensor-core decode kernel's resident CTAs per SM with the small
+ * rings (plus one; 0: not asked yet), one per instance. */
+template <int D, typename KT, typename QT> struct pk_decode_small_occupancy {
+    static std::atomic<int> cache[PK_MAX_DEVICES];
+};
+template <int D, typename KT, typename QT> std::atomic<int> pk_decode_small_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
+
+/* Returns how many CTAs of kernel (prepared by pk_kernel_prepare for more shared memory) fit
+ * an SM with smem bytes each, 0 if the runtime will not say; remembered per device in cache. */
+template <typename F>
+static int pk_decode_small_fit(F kernel, int threads, size_t smem, int dev, std::atomic<int> *cache)
+{
+    if (dev >= 0 && dev < PK_MAX_DEVICES) {
+        const int n = cache[dev].load(std::memory_order_acquire);
+        if (n > 0)
+            return n - 1;
+    }
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+        (void) cudaGetLastError();  /* no small rings then */
+        n = 0;
+    }
+    if (dev >= 0 && dev < PK_MAX_DEVICES)
+        cache[dev].store(n + 1, std::memory_order_release);
+    return n;
+}
 
 /* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
 template <int D, typename KT, typename QT>
@@ -977,7 +1025,17 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     /* The reduce reads the partials in 16-byte vectors. */
     if (!pk_aligned(a->workspace, 16))
         ws_limit = 0;
-    pk_decode_make_plan(a, units, (long long) sms * occ, ws_limit, plan);
+    long long small_slots = 0;
+    if constexpr (MMA) {
+        using S = pk_decode_mma_shape<D, KT>;
+        if (S::SMALL) {
+            const int fit = pk_decode_small_fit(kernel, NT, S::SMALL_SMEM, dev,
+                                                pk_decode_small_occupancy<D, KT, QT>::cache);
+            if (fit > occ)
+                small_slots = (long long) sms * fit;
+        }
+    }
+    pk_decode_make_plan(a, units, (long long) sms * occ, small_slots, ws_limit, plan);
     if (!launch)
         return 0;
 
@@ -1010,6 +1068,14 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     p.block_shift = pk_block_shift(a->cache.block_size);
     p.part_tokens = plan->part_tokens;
     p.max_parts = plan->max_parts;
+    size_t smem = SMEM;
+    p.stages = 0;
+    if constexpr (MMA) {
+        using S = pk_decode_mma_shape<D, KT>;
+        p.stages = plan->small ? 2 : S::STAGES;
+        if (plan->small)
+            smem = S::SMALL_SMEM;
+    }
     p.new_k = a->q_seq ? nullptr : a->new_k;
     p.new_v = a->q_seq ? nullptr : a->new_v;
     p.new_k_seq = a->q_seq ? a->new_k_seq : nullptr;
@@ -1019,7 +1085,7 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
 
     const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
                           : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
-    return pk_launch_dependent(kernel, grid, dim3(NT), SMEM, stream, p, pk_decode_tuning().pdl);
+    return pk_launch_dependent(kernel, grid, dim3(NT), smem, stream, p, pk_decode_tuning().pdl);
 }
 
 /* Instantiates the decode of head dim D for every supported (cache, query) dtype pair. */
