@@ -16,6 +16,7 @@
 #define PK_DECODE_MAX_PARTS 1024    /* bounds the partials and the reduce kernel's loop */
 #define PK_DECODE_WAVES 4           /* split a grid of less than a wave of CTAs into this many waves */
 #define PK_DECODE_SHORT_CTX 4096    /* contexts shorter than this: no split from an eighth of a wave to a wave */
+#define PK_DECODE_SMALL_SPLIT 1024  /* shortest partition of a split into one wave of the small rings */
 
 /* The launch knobs. */
 struct pk_decode_knobs {
@@ -94,7 +95,11 @@ static inline size_t pk_decode_plan_bytes(const pk_decode_args *a, const pk_deco
  * (tables of 1152) ran at 0.50 ms in 288 CTAs of 264 slots against 0.42 in 160. Never
  * more partials than ws_limit bytes hold. Where the tensor-core kernel's small rings hold
  * more CTAs (small_slots, else 0), an unsplit grid of more than a wave runs in them (pl->small),
- * and one of more than a wave that they hold in one is not split at all. The host
+ * and one of more than a wave that they hold in one is not split at all; a grid under a wave
+ * of long contexts is split into one wave of them, in partitions of at least
+ * PK_DECODE_SMALL_SPLIT tokens (16 x 8192 x 32/8: 4 partitions, 512 CTAs, 188 us against 193
+ * in 9 partitions, 4.4 waves of the deep rings; 4 x 65536: 16 partitions, 361 against 364).
+ * The host
  * cannot see the lengths (they live in device memory), so the plan depends only on shapes:
  * the workspace query and the launch agree.
  */
@@ -114,13 +119,21 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
     const bool small_wave = units > cta_slots && units <= small_slots;
     if (units * 10 < cta_slots * 19 && !short_enough && !small_wave)
         parts = pk_ceil_div(cta_slots * (units >= cta_slots && k.waves > 2 ? 2 : k.waves), units);
+    /* Long contexts under a wave: one wave of the small rings, in partitions of at least
+     * PK_DECODE_SMALL_SPLIT tokens, instead of several waves of the deep ones. */
+    bool small_split = false;
+    if (parts > 1 && units < cta_slots && small_slots > cta_slots && small_slots / units >= 2
+        && eff / (small_slots / units) >= PK_DECODE_SMALL_SPLIT) {
+        parts = small_slots / units;
+        small_split = true;
+    }
     long long part = pk_ceil_div(pk_ceil_div(eff, parts), T) * T;
     if (part < k.min_part)
         part = pk_ceil_div(k.min_part, T) * T;
     /* A split grid of more than half a wave and less than one and a half: half a wave, so
      * that the next launch's CTAs find free slots to become resident in while it runs. */
     const long long grid = units * pk_ceil_div(eff, part);
-    if (parts > 1 && grid * 2 > cta_slots && grid * 2 < cta_slots * 3) {
+    if (parts > 1 && !small_split && grid * 2 > cta_slots && grid * 2 < cta_slots * 3) {
         const long long most = cta_slots / 2 / units > 1 ? cta_slots / 2 / units : 1;
         const long long longer = pk_ceil_div(pk_ceil_div(eff, most), T) * T;
         if (longer > part)
@@ -139,7 +152,8 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
         pl->max_parts = 1;
         pl->part_tokens = (int) (pk_ceil_div(eff, T) * T);
     }
-    pl->small = small_slots > cta_slots && pl->max_parts == 1 && units > cta_slots;
+    pl->small = small_slots > cta_slots
+                && (pl->max_parts == 1 ? units > cta_slots : small_split && units * pl->max_parts <= small_slots);
 }
 
 /*

@@ -541,6 +541,27 @@ int main(void)
         c.mixed = 0;
         run_case(&rng, &c);
     }
+    /* Long contexts in a grid under a wave (16 sequences x 8 or 4 KV heads of ~4000 and ~8200
+     * tokens): on an H100 the plan splits them into one wave of the small rings (four
+     * partitions of ~1000 tokens, eight of ~1000), some sequences short. */
+    static const int32_t wide[2][5] = { { 3, 0, 4, 8, 4000 }, { 1, 3, 4, 4, 8200 } };   /* pair, dim, group, KV heads, length */
+    for (int k = 0; k < 2; k++) {
+        if (quick && k == 1)
+            continue;
+        c = base_case(&rng, wide[k][0], wide[k][1], 1, 30 + k);
+        c.G = wide[k][2];
+        c.H = wide[k][3];
+        c.L = 1;
+        c.nseqs = 16;
+        for (int sq = 0; sq < c.nseqs; sq++)
+            c.lens[sq] = sq == 5 ? gu_range(&rng, 1, 50) : wide[k][4] - gu_range(&rng, 0, 60);
+        c.window = 0;
+        c.alibi = 0;
+        c.cap = 0;
+        c.per_seq = k;
+        c.mixed = 0;
+        run_case(&rng, &c);
+    }
     /* The fused append (the tensor-core pairs): every head dim, per-sequence rows or side by
      * side, per-sequence layers, windows, ALiBi, and long contexts whose newest token lies in
      * the last of several partitions, or in a block of its own. */
