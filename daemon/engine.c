@@ -892,7 +892,8 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
      * for the oldest to finish, and that one's withheld completions would be posted only
      * after it. Take nothing until there is room; the requests wait in their rings, and the
      * clients posted meanwhile join the same pass. */
-    if (only == NULL && e->ndef != 0 && srv->backend->ops->room != NULL && !srv->backend->ops->room(srv->backend))
+    const struct pd_backend_ops *ops = srv->backend->ops;
+    if (only == NULL && e->ndef != 0 && ops->room != NULL && !ops->room(srv->backend))
         return retired;
     e->nitems = 0;
     e->nclients = 0;

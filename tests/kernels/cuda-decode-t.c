@@ -545,7 +545,8 @@ int main(void)
      * tokens, one of them short, D 128 fp8 and bf16): on an H100 (four CTAs per SM with the
      * small rings: 528) the plan splits them into one wave of the small rings, four and eight
      * partitions of at least 1024 tokens. */
-    static const int32_t wide[2][5] = { { 3, 3, 4, 8, 4200 }, { 1, 3, 4, 4, 8200 } };   /* pair, dim, group, KV heads, length */
+    /* pair, dim, group, KV heads, length */
+    static const int32_t wide[2][5] = { { 3, 3, 4, 8, 4200 }, { 1, 3, 4, 4, 8200 } };
     for (int k = 0; k < 2; k++) {
         if (quick && k == 1)
             continue;
