@@ -261,19 +261,11 @@ static cudaError_t pinned_grow(unsigned char **p, size_t *cap, size_t need)
 cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nwaits, uint64_t timeout_ns,
                                struct pd_cu_slot **out)
 {
-    for (;;) {
-        /* Oldest first: the slots are taken round-robin from next. */
-        unsigned busy = 0, oldest = PD_CU_SLOTS;
-        for (unsigned k = 0; k < PD_CU_SLOTS; k++) {
-            unsigned i = (f->next + k) % PD_CU_SLOTS;
-            if (f->slot[i].busy) {
-                busy++;
-                if (oldest == PD_CU_SLOTS)
-                    oldest = i;
-            }
-        }
-        if (busy < f->depth && !f->slot[f->next].busy)
-            break;
+    while (!pd_cu_flight_room(f)) {
+        /* Wait for the oldest: the slots are taken round-robin from next. */
+        unsigned oldest = f->next;
+        while (!f->slot[oldest].busy)
+            oldest = (oldest + 1) % PD_CU_SLOTS;
         cudaError_t e = pd_cu_flight_wait(f, &f->slot[oldest], timeout_ns);
         if (e != cudaSuccess)
             return e;

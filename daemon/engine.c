@@ -884,15 +884,15 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         srv->backend->late_fn = on_late;
         srv->backend->late_ctx = srv;
     }
-    if (srv->backend->ops->tick != NULL)
-        e->inflight = srv->backend->ops->tick(srv->backend);
+    const struct pd_backend_ops *ops = srv->backend->ops;
+    if (ops->tick != NULL)
+        e->inflight = ops->tick(srv->backend);
     kill_late(srv);   /* the watchdog may have found one while nothing else happened */
     unsigned retired = retire_deferred(e, srv);
     /* Deferred batches fill the backend's queue: a batch made now would wait in the backend
      * for the oldest to finish, and that one's withheld completions would be posted only
      * after it. Take nothing until there is room; the requests wait in their rings, and the
      * clients posted meanwhile join the same pass. */
-    const struct pd_backend_ops *ops = srv->backend->ops;
     if (only == NULL && e->ndef != 0 && ops->room != NULL && !ops->room(srv->backend))
         return retired;
     e->nitems = 0;

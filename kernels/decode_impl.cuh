@@ -471,10 +471,13 @@ template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr int SMEM = W * WARP_BYTES;
     static constexpr int NKS = D / 16;                   /* k steps of QK = row tiles of PV */
     /* The small rings: two stages per warp, so that PK_DECODE_SMALL_CTAS CTAs fit an SM (see
-     * pk_decode_make_plan for when they run); not where two stages are all there is. */
+     * pk_decode_make_plan for when they run); not where two stages are all there is, nor past
+     * the 48 KB a launch may take without raising the kernel's limit (pk_kernel_prepare sets
+     * that limit for the deep rings and must not lower it for these). */
     static constexpr int SMALL_WARP_BYTES = 2 * STAGE;
     static constexpr int SMALL_SMEM = W * SMALL_WARP_BYTES;
-    static constexpr bool SMALL = !BIG && STAGES > 2 && SMALL_SMEM <= PK_SMEM_PER_SM / PK_DECODE_SMALL_CTAS - 1024;
+    static constexpr bool SMALL = !BIG && STAGES > 2 && SMALL_SMEM <= 48 * 1024
+                                  && SMALL_SMEM <= PK_SMEM_PER_SM / PK_DECODE_SMALL_CTAS - 1024;
     static constexpr int MINB_SMEM = PK_SMEM_PER_SM / (SMEM + 1024);
     static constexpr int MINB = SMALL ? PK_DECODE_SMALL_CTAS : (MINB_SMEM < 1 ? 1 : (MINB_SMEM > 4 ? 4 : MINB_SMEM));
     static_assert(D % 16 == 0, "head dim must be a whole number of mma k steps");
@@ -969,31 +972,11 @@ template <int D, typename KT, typename QT> struct pk_decode_occupancy {
 template <int D, typename KT, typename QT> std::atomic<int> pk_decode_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
 
 /* Per-device cache of the tensor-core decode kernel's resident CTAs per SM with the small
- * rings (plus one; 0: not asked yet), one per instance. */
+ * rings, one per instance. */
 template <int D, typename KT, typename QT> struct pk_decode_small_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
 };
 template <int D, typename KT, typename QT> std::atomic<int> pk_decode_small_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
-
-/* Returns how many CTAs of kernel (prepared by pk_kernel_prepare for more shared memory) fit
- * an SM with smem bytes each, 0 if the runtime will not say; remembered per device in cache. */
-template <typename F>
-static int pk_decode_small_fit(F kernel, int threads, size_t smem, int dev, std::atomic<int> *cache)
-{
-    if (dev >= 0 && dev < PK_MAX_DEVICES) {
-        const int n = cache[dev].load(std::memory_order_acquire);
-        if (n > 0)
-            return n - 1;
-    }
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
-        (void) cudaGetLastError();  /* no small rings then */
-        n = 0;
-    }
-    if (dev >= 0 && dev < PK_MAX_DEVICES)
-        cache[dev].store(n + 1, std::memory_order_release);
-    return n;
-}
 
 /* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
 template <int D, typename KT, typename QT>
@@ -1029,10 +1012,12 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     if constexpr (MMA) {
         using S = pk_decode_mma_shape<D, KT>;
         if (S::SMALL) {
-            const int fit = pk_decode_small_fit(kernel, NT, S::SMALL_SMEM, dev,
-                                                pk_decode_small_occupancy<D, KT, QT>::cache);
+            const int fit = pk_kernel_prepare(kernel, NT, S::SMALL_SMEM, dev,
+                                              pk_decode_small_occupancy<D, KT, QT>::cache);
             if (fit > occ)
                 small_slots = (long long) sms * fit;
+            else if (fit < 0)
+                (void) cudaGetLastError();   /* no small rings then */
         }
     }
     pk_decode_make_plan(a, units, (long long) sms * occ, small_slots, ws_limit, plan);
