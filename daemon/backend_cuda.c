@@ -329,12 +329,23 @@ static int cuda_tick(pd_backend *b)
     return pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
 }
 
+/* Logs the device timing of the batches since the last report (PAGEDD_DEVICE_TIMING). */
+static void cuda_report(pd_backend *b)
+{
+    struct cuda_backend *cb = b->priv;
+    pd_cu_flight_report(&cb->flight);
+}
+
 /* Says whether the deferred batch with ticket has finished, retiring what has; see backend.h. */
 static int cuda_done(pd_backend *b, uint64_t ticket)
 {
     struct cuda_backend *cb = b->priv;
-    pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
+    /* A batch an earlier poll retired needs no event query. */
     int rc = pd_cu_flight_done(&cb->flight, ticket);
+    if (rc == 0) {
+        pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
+        rc = pd_cu_flight_done(&cb->flight, ticket);
+    }
     if (rc >= 0)
         return rc;
     /* The fault is sticky: the backend is unhealthy from now on (if it was not yet). */
@@ -1192,7 +1203,9 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     uint64_t t1 = pd_now_ns();
     batch->stage_ns = t1 - t0;
     int skipped = 0;
-    cudaError_t e = upload(cb, slot->h_stage, st.total, &skipped);
+    cudaError_t e = pd_cu_flight_mark_start(&cb->flight, slot, cb->stream);
+    if (e == cudaSuccess)
+        e = upload(cb, slot->h_stage, st.total, &skipped);
     batch->upload_skipped = skipped;
     uint64_t t2 = pd_now_ns();
     batch->upload_ns = t2 - t1;
@@ -1287,6 +1300,7 @@ static const struct pd_backend_ops cuda_ops = {
     .tick = cuda_tick,
     .done = cuda_done,
     .room = cuda_room,
+    .report = cuda_report,
     .info = cuda_info,
     .destroy = cuda_destroy,
 };

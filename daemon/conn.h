@@ -105,6 +105,8 @@ struct pd_conn {
                                         * before its blocks are released (pd_engine_settle) */
     int deferred;                      /* engine: its completions wait for a deferred batch,
                                         * and it joins no pass until they are posted */
+    int engine_awaited;                /* engine: a deferred DECODE's completion was posted to
+                                        * it and it has not submitted since: gather waits */
     uint64_t dep_off;
     uint32_t dep_value;
     struct pd_conn *prev, *next;

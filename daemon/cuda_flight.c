@@ -19,11 +19,18 @@ cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b)
         f->depth = n;
         pd_log(PD_LOG_INFO, "cuda: up to %u batches queued at once (PAGEDD_INFLIGHT)", n);
     }
+    const char *timing = getenv("PAGEDD_DEVICE_TIMING");
+    f->timing = timing != NULL && timing[0] == '1';
+    const unsigned flags = f->timing ? cudaEventDefault : cudaEventDisableTiming;
     for (unsigned i = 0; i < PD_CU_SLOTS; i++) {
-        cudaError_t e = cudaEventCreateWithFlags(&f->slot[i].done, cudaEventDisableTiming);
+        cudaError_t e = cudaEventCreateWithFlags(&f->slot[i].done, flags);
+        if (e == cudaSuccess && f->timing)
+            e = cudaEventCreateWithFlags(&f->slot[i].start, cudaEventDefault);
         if (e != cudaSuccess)
             return e;
     }
+    if (f->timing)
+        pd_log(PD_LOG_INFO, "cuda: timing every batch on the device (PAGEDD_DEVICE_TIMING)");
     cudaError_t e = cudaStreamCreateWithFlags(&f->rescue, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaHostAlloc((void **) &f->word, sizeof *f->word, cudaHostAllocDefault);
@@ -38,6 +45,8 @@ void pd_cu_flight_free(struct pd_cu_flight *f)
         struct pd_cu_slot *s = &f->slot[i];
         if (s->done != NULL)
             cudaEventDestroy(s->done);
+        if (s->start != NULL)
+            cudaEventDestroy(s->start);
         if (s->h_stage != NULL)
             cudaFreeHost(s->h_stage);
         free(s->waits);
@@ -131,6 +140,46 @@ static cudaError_t rescue(struct pd_cu_flight *f, struct pd_cu_slot *s)
     return cudaSuccess;
 }
 
+/* Adds finished slot s's time on the stream, and the idle gap between the batch timed before
+ * it and s, to the sums; returns nothing. Timing is a measurement aid: a failed query only
+ * leaves the batch out. */
+static void time_slot(struct pd_cu_flight *f, const struct pd_cu_slot *s)
+{
+    float busy = 0.0f, gap = -1.0f;
+    if (cudaEventElapsedTime(&busy, s->start, s->done) != cudaSuccess) {
+        (void) cudaGetLastError();
+        return;
+    }
+    f->timed++;
+    f->busy_ns += (uint64_t) (busy * 1e6f);
+    if (f->last_timed != NULL && cudaEventElapsedTime(&gap, f->last_timed->done, s->start) != cudaSuccess)
+        (void) cudaGetLastError();
+    else if (gap >= 0.0f && gap < 1.0f) {   /* longer: the engine had nothing to run */
+        f->gaps++;
+        f->gap_ns += (uint64_t) (gap * 1e6f);
+    }
+    f->last_timed = s;
+}
+
+/* Records s's start event when timing; see cuda_flight.h. */
+cudaError_t pd_cu_flight_mark_start(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream)
+{
+    return f->timing ? cudaEventRecord(s->start, stream) : cudaSuccess;
+}
+
+/* Logs and resets the timing sums; see cuda_flight.h. */
+void pd_cu_flight_report(struct pd_cu_flight *f)
+{
+    if (!f->timing || f->timed == 0)
+        return;
+    pd_log(PD_LOG_INFO, "cuda: %llu batches timed on the device: %.1f us each on the stream; %llu gaps "
+           "under 1 ms between batches, %.1f us each",
+           (unsigned long long) f->timed, (double) f->busy_ns / 1e3 / (double) f->timed,
+           (unsigned long long) f->gaps, f->gaps != 0 ? (double) f->gap_ns / 1e3 / (double) f->gaps : 0.0);
+    f->timed = f->busy_ns = f->gaps = f->gap_ns = 0;
+    f->last_timed = NULL;
+}
+
 /* Retires the finished slots, oldest first, and watches the head; returns whether any batch
  * is still in flight. */
 int pd_cu_flight_poll(struct pd_cu_flight *f, uint64_t timeout_ns)
@@ -156,6 +205,8 @@ int pd_cu_flight_poll(struct pd_cu_flight *f, uint64_t timeout_ns)
             return 1;
         }
         f->head_since_ns = 0;
+        if (e == cudaSuccess && f->timing)
+            time_slot(f, s);
         if (e != cudaSuccess) {
             /* A device fault: the caller's synchronization reports it (a deferred batch's
              * through pd_cu_flight_done); nothing is late. */

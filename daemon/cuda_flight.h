@@ -48,6 +48,7 @@ struct pd_cu_wait {
 
 struct pd_cu_slot {
     cudaEvent_t done;             /* recorded after the batch's last operation */
+    cudaEvent_t start;            /* with PAGEDD_DEVICE_TIMING: recorded before its first */
     unsigned char *h_stage;       /* pinned metadata staging */
     size_t stage_cap;
     struct pd_cu_wait *waits;     /* [nwaits] */
@@ -69,11 +70,24 @@ struct pd_cu_flight {
     uint64_t tickets;             /* batches ended so far: the last ticket given */
     uint64_t lost;                /* the last ticket whose batch a device fault lost (0: none) */
     cudaError_t fault;            /* that fault */
+    /* PAGEDD_DEVICE_TIMING=1 (a benchmarking aid): the slots' events time each batch on the
+     * stream and the idle gap before it; pd_cu_flight_report logs and resets the sums. */
+    int timing;
+    uint64_t timed, busy_ns, gaps, gap_ns;
+    const struct pd_cu_slot *last_timed;   /* the batch retired before, whose end starts a gap */
 };
 
 /* Makes the slots' events and the watchdog's stream and word, and reads PAGEDD_INFLIGHT;
  * returns cudaSuccess or the runtime's error. */
 cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b);
+
+/* With timing on, records slot s's start event on stream before its first operation;
+ * returns cudaSuccess or the runtime's error. */
+cudaError_t pd_cu_flight_mark_start(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream);
+
+/* With timing on, logs the batches timed since the last report (time on the stream, idle gaps
+ * under a millisecond before them) and starts afresh; returns nothing. */
+void pd_cu_flight_report(struct pd_cu_flight *f);
 
 /* Frees everything (the device is idle); returns nothing. */
 void pd_cu_flight_free(struct pd_cu_flight *f);

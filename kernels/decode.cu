@@ -9,12 +9,13 @@
 /* Returns the defaults, or what PAGED_DECODE_PLAN sets when it is well formed. */
 static pk_decode_knobs pk_decode_read_knobs(void)
 {
-    pk_decode_knobs k = { PK_DECODE_WAVES, PK_DECODE_MIN_PART, true };
-    int e[3] = { 0, 0, 1 };
+    pk_decode_knobs k = { PK_DECODE_WAVES, PK_DECODE_MIN_PART, true, PK_DECODE_SHORT_CTX, 0 };
+    int e[5] = { 0, 0, 1, PK_DECODE_SHORT_CTX, 0 };
     const char *env = getenv("PAGED_DECODE_PLAN");
-    int n = env != NULL ? sscanf(env, "%d,%d,%d", &e[0], &e[1], &e[2]) : 0;
-    if (n >= 2 && e[0] >= 1 && e[0] <= 64 && e[1] >= 16 && e[1] <= 1 << 20)
-        k = { e[0], e[1], e[2] != 0 };
+    int n = env != NULL ? sscanf(env, "%d,%d,%d,%d,%d", &e[0], &e[1], &e[2], &e[3], &e[4]) : 0;
+    if (n >= 2 && e[0] >= 1 && e[0] <= 64 && e[1] >= 16 && e[1] <= 1 << 20 && e[3] >= 0 && e[4] >= 0
+        && e[4] <= PK_DECODE_MAX_PARTS)
+        k = { e[0], e[1], e[2] != 0, e[3], e[4] };
     return k;
 }
 

@@ -23,11 +23,13 @@ struct pk_decode_knobs {
     int waves;                      /* PK_DECODE_WAVES */
     int min_part;                   /* PK_DECODE_MIN_PART */
     bool pdl;                       /* programmatic dependent launches */
+    int short_ctx;                  /* PK_DECODE_SHORT_CTX */
+    int parts_cap;                  /* 0, or at most this many partitions (no half-wave rule) */
 };
 
 /* Returns the launch knobs: the defaults, unless the environment variable
- * PAGED_DECODE_PLAN=WAVES,MIN_PART[,PDL] (a benchmarking aid, read once) overrides them.
- * Defined in decode.cu. */
+ * PAGED_DECODE_PLAN=WAVES,MIN_PART[,PDL[,SHORT_CTX[,PARTS_CAP]]] (a benchmarking aid, read
+ * once) overrides them. Defined in decode.cu. */
 const pk_decode_knobs &pk_decode_tuning(void);
 
 /* How one launch splits the contexts (the same on the host and in both kernels). */
@@ -114,11 +116,13 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
         eff = 1;
     const pk_decode_knobs &k = pk_decode_tuning();
     long long parts = 1;
-    const bool short_enough = eff < PK_DECODE_SHORT_CTX && units * 8 >= cta_slots && units < cta_slots;
+    const bool short_enough = eff < k.short_ctx && units * 8 >= cta_slots && units < cta_slots;
     /* More than a wave, but one wave of the small rings: unsplit, in them (below). */
     const bool small_wave = units > cta_slots && units <= small_slots;
     if (units * 10 < cta_slots * 19 && !short_enough && !small_wave)
         parts = pk_ceil_div(cta_slots * (units >= cta_slots && k.waves > 2 ? 2 : k.waves), units);
+    if (k.parts_cap > 0 && parts > k.parts_cap)
+        parts = k.parts_cap;
     /* Long contexts under a wave: one wave of the small rings, in partitions of at least
      * PK_DECODE_SMALL_SPLIT tokens, instead of several waves of the deep ones. */
     bool small_split = false;
@@ -133,7 +137,7 @@ static inline void pk_decode_make_plan(const pk_decode_args *a, long long units,
     /* A split grid of more than half a wave and less than one and a half: half a wave, so
      * that the next launch's CTAs find free slots to become resident in while it runs. */
     const long long grid = units * pk_ceil_div(eff, part);
-    if (parts > 1 && !small_split && grid * 2 > cta_slots && grid * 2 < cta_slots * 3) {
+    if (parts > 1 && !small_split && k.parts_cap == 0 && grid * 2 > cta_slots && grid * 2 < cta_slots * 3) {
         const long long most = cta_slots / 2 / units > 1 ? cta_slots / 2 / units : 1;
         const long long longer = pk_ceil_div(pk_ceil_div(eff, most), T) * T;
         if (longer > part)
