@@ -262,6 +262,25 @@ extern "C" size_t pk_cuda_decode_workspace(const pk_decode_args *a)
     return pk_decode_plan_bytes(a, &pl);
 }
 
+/* Fills *out with the plan of a's decode; see kernels.h. */
+extern "C" int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info *out)
+{
+    if (a == NULL || out == NULL)
+        return PAGED_E_INVAL;
+    int rc = pk_decode_check_shape(a);
+    if (rc != 0)
+        return rc;
+    pk_decode_plan pl;
+    rc = pk_decode_dispatch(a, a->workspace ? a->workspace_size : 0, nullptr, false, &pl);
+    if (rc != 0)
+        return rc;
+    out->parts = pl.max_parts;
+    out->part_tokens = pl.part_tokens;
+    out->ctas = (long long) a->num_seqs * a->cache.num_kv_heads * pl.max_parts;
+    out->small_rings = pl.small;
+    return 0;
+}
+
 /*
  * Launches the decode of a on stream: the partition kernel, then the reduce if the plan splits.
  * A workspace smaller than pk_cuda_decode_workspace asks for makes the plan split less (or

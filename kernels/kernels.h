@@ -248,6 +248,18 @@ int pk_cuda_append(const pk_append_args *a, void *stream);
  * a's shapes, so its pointers may still be NULL. */
 size_t pk_cuda_decode_workspace(const pk_decode_args *a);
 int pk_cuda_decode(const pk_decode_args *a, void *stream);
+
+/* How pk_cuda_decode runs a decode on the current device. */
+typedef struct pk_decode_plan_info {
+    int parts;                    /* partitions of the longest context a table allows (1: no split, no reduce) */
+    int part_tokens;              /* tokens per partition */
+    long long ctas;               /* CTAs of the partition kernel */
+    int small_rings;              /* 1: the tensor-core kernel's small rings (more CTAs per SM) */
+} pk_decode_plan_info;
+
+/* Fills *out with the plan pk_cuda_decode would run for a, given a's workspace (none: no
+ * split); reads only a's shapes and workspace. Returns 0 or a negative paged_error. */
+int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info *out);
 size_t pk_cuda_prefill_workspace(const pk_prefill_args *a);
 int pk_cuda_prefill(const pk_prefill_args *a, void *stream);
 int pk_cuda_copy(const pk_copy_args *a, void *stream);

@@ -52,6 +52,7 @@ typedef struct dcase {
 /* Cases run, how many of them split, and for how many the workspace query gave another
  * answer without the pointers. */
 static int ws_cases, ws_split, ws_pointer_dependent;
+static int plan_cases, plan_wrong;   /* pk_cuda_decode_plan against the workspace and the grid */
 /* Fused-append cases run, and those whose cache came out byte for byte as the reference's. */
 static int fused_cases, fused_cache_same;
 
@@ -64,6 +65,27 @@ static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
         for (int32_t kv = 0; kv < 2; kv++)
             gu_fill(rng, (char *) pool + ((size_t) l * 2 + (size_t) kv) * plane * esize, plane, c->dtype, 1.0f,
                     kv == 0 ? c->k_scale : c->v_scale);
+}
+
+/* Returns whether pk_cuda_decode_plan's answer for a (whose workspace is ws bytes, if any)
+ * fits the workspace query and the tables: a split exactly when a workspace is there and asked
+ * for, one CTA per (sequence, KV head, partition), and partitions of whole tiles covering
+ * the longest context the tables allow without one to spare. */
+static int plan_agrees(const pk_decode_args *a, size_t ws)
+{
+    pk_decode_plan_info pi;
+    if (pk_cuda_decode_plan(a, &pi) != 0)
+        return 0;
+    long long span = (long long) a->bt_stride * a->cache.block_size;
+    if (a->opts.window > 0 && span > a->opts.window + 15)
+        span = a->opts.window + 15;
+    int split_expected = a->workspace != NULL && ws > 0;
+    if ((pi.parts > 1) != split_expected || pi.part_tokens <= 0 || pi.part_tokens % 16 != 0)
+        return 0;
+    if (pi.ctas != (long long) a->num_seqs * a->cache.num_kv_heads * pi.parts)
+        return 0;
+    return pi.parts == 1 || ((long long) pi.parts * pi.part_tokens >= span
+                             && (long long) (pi.parts - 1) * pi.part_tokens < span);
 }
 
 /* Runs one case on the GPU and through the reference, and reports whether they agree. */
@@ -228,6 +250,8 @@ static void run_case(tap_rng *rng, const dcase *c)
         gu_poison(da.workspace, ws);
         da.workspace_size = ws;
     }
+    plan_cases++;
+    plan_wrong += !plan_agrees(&da, ws);
     rc = pk_cuda_decode(&da, NULL);
     gu_sync("decode");
     if (c->per_seq) {
@@ -610,6 +634,9 @@ int main(void)
     ok(fused_cases > 0 && fused_cache_same == fused_cases,
        "decode, fused append: the cache holds afterwards exactly what APPEND's reference writes (%d of %d cases)",
        fused_cache_same, fused_cases);
+    ok(plan_cases > 0 && plan_wrong == 0,
+       "decode: the plan query agrees with the workspace and the grid (%d of %d cases wrong)", plan_wrong,
+       plan_cases);
     ok(ws_pointer_dependent == 0 && ws_split > 0,
        "decode: the workspace query reads only the shapes (%d of %d cases differ without pointers; %d split)",
        ws_pointer_dependent, ws_cases, ws_split);

@@ -289,6 +289,7 @@ void bk_cpu_time(const struct bench_opts *o, const struct bench_ceilings *c, con
     t->median_us = bench_median(times, (size_t) runs) / 1e3;
     t->runs = runs;
     t->sets = kc.nsets;
+    t->plan[0] = '\0';
     free(times);
     free(args);
     free(m.pool);

@@ -216,6 +216,16 @@ void bk_cuda_time(const struct bench_opts *o, const struct bench_ceilings *c, co
         build_args(&g);
     }
     bg_sync("preparing the inputs");
+    t->plan[0] = '\0';
+    pk_decode_plan_info plan;
+    if (s->op == BK_DECODE && pk_cuda_decode_plan(&g.decode[0], &plan) == 0) {
+        const char *rings = plan.small_rings ? ", small rings" : "";
+        if (plan.parts > 1)
+            snprintf(t->plan, sizeof t->plan, "%lld CTAs, %d x %d tok%s", plan.ctas, plan.parts,
+                     plan.part_tokens, rings);
+        else
+            snprintf(t->plan, sizeof t->plan, "%lld CTAs%s", plan.ctas, rings);
+    }
 
     int runs = o->quick ? 10 : 100, warmup = o->quick ? 3 : 10;
     double *us = bench_alloc((size_t) runs * sizeof *us, "run times");

@@ -58,6 +58,8 @@ static void decode_table(const struct bench_opts *o, const struct bench_ceilings
     br_col(t, "pct_read", "% read bw", 1, 1);
     br_col(t, "runs", "runs", 0, 0);
     br_col(t, "sets", "sets", 0, 0);
+    if (c->backend == BENCH_CUDA)
+        br_col(t, "plan", "plan", 0, 0);
     int n;
     const struct bk_shape *shapes = bk_shapes(BK_DECODE, o->quick, c->backend == BENCH_CPU, &n);
     double bf16_us = NAN, fp8_us = NAN;
@@ -81,6 +83,8 @@ static void decode_table(const struct bench_opts *o, const struct bench_ceilings
         br_set_num(t, row, "pct_read", 100.0 * gbps / c->read_gbps);
         br_set_int(t, row, "runs", tm.runs);
         br_set_int(t, row, "sets", tm.sets);
+        if (c->backend == BENCH_CUDA)
+            br_set_str(t, row, "plan", tm.plan[0] != '\0' ? tm.plan : "n/a");
         if (fp8 != NULL && s == fp8)
             fp8_us = tm.median_us;
         else if (fp8 != NULL && s->seqs == fp8->seqs && s->ctx == fp8->ctx && s->hq == fp8->hq
