@@ -905,10 +905,10 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     const struct pd_backend_ops *ops = srv->backend->ops;
     /* With deferred batches, retire_deferred's done() looks at the device itself: one event
      * query per pass instead of two (each costs 1.3-1.6 us on an H100 host). */
-    if (ops->tick != NULL && e->ndef == 0)
-        e->inflight = ops->tick(srv->backend);
-    else if (e->ndef != 0)
+    if (e->ndef != 0)
         e->inflight = 1;
+    else if (ops->tick != NULL)
+        e->inflight = ops->tick(srv->backend);
     kill_late(srv);   /* the watchdog may have found one while nothing else happened */
     unsigned retired = retire_deferred(e, srv);
     /* Deferred batches fill the backend's queue: a batch made now would wait in the backend

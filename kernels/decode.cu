@@ -262,6 +262,12 @@ extern "C" size_t pk_cuda_decode_workspace(const pk_decode_args *a)
     return pk_decode_plan_bytes(a, &pl);
 }
 
+/* Returns the workspace bytes a launch of a may use for partials: none without a workspace. */
+static size_t pk_decode_ws_limit(const pk_decode_args *a)
+{
+    return a->workspace ? a->workspace_size : 0;
+}
+
 /* Fills *out with the plan of a's decode; see kernels.h. */
 extern "C" int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info *out)
 {
@@ -271,7 +277,7 @@ extern "C" int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info 
     if (rc != 0)
         return rc;
     pk_decode_plan pl;
-    rc = pk_decode_dispatch(a, a->workspace ? a->workspace_size : 0, nullptr, false, &pl);
+    rc = pk_decode_dispatch(a, pk_decode_ws_limit(a), nullptr, false, &pl);
     if (rc != 0)
         return rc;
     out->parts = pl.max_parts;
@@ -293,10 +299,9 @@ extern "C" int pk_cuda_decode(const pk_decode_args *a, void *stream)
     int rc = pk_decode_check(a);
     if (rc != 0 || a->num_seqs == 0)
         return rc;
-    const size_t ws_limit = a->workspace ? a->workspace_size : 0;
     cudaStream_t st = (cudaStream_t) stream;
     pk_decode_plan pl;
-    rc = pk_decode_dispatch(a, ws_limit, st, true, &pl);
+    rc = pk_decode_dispatch(a, pk_decode_ws_limit(a), st, true, &pl);
     if (rc != 0 || pl.max_parts <= 1)
         return rc;
     switch (a->q_dtype) {
