@@ -10,13 +10,26 @@
 #include <unistd.h>
 
 #include "daemon/backend.h"
+#include "daemon/log.h"
 #include "daemon/merged.h"
 #include "daemon/workers.h"
 #include "lib/shm.h"
 
+/* Deferred batches whose emulated completion (PAGEDD_CPU_DONE_US) may be pending at once;
+ * past it a batch is not deferred. */
+#define CPU_PENDING_MAX 256u
+/* Emulated batches reported queued at once, like the cuda backend's PD_CU_DEPTH. */
+#define CPU_DEPTH 2u
+
 struct cpu_backend {
     pd_workers *workers;
-    uint64_t tickets;             /* deferred batches so far: each is done when run_batch returns */
+    uint64_t tickets;             /* deferred batches so far (their work is done when run_batch returns) */
+    /* PAGEDD_CPU_DONE_US=N (for tests): a deferred batch is reported done only N us after it
+     * ran, and at most CPU_DEPTH are reported queued at once, as a GPU's batches are, so
+     * that the engine's withholding and its room rule run without a GPU. */
+    uint64_t done_delay_ns;       /* 0: done when run_batch returns */
+    uint64_t retired;             /* the last ticket reported done */
+    uint64_t due[CPU_PENDING_MAX]; /* ticket % CPU_PENDING_MAX: when it is reported done */
     /* A merged DECODE's arrays, grown as needed and reused. */
     const void **q_seq;
     void **out_seq;
@@ -358,15 +371,45 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
     }
     /* The work is done, but a batch the engine may defer is reported deferred all the same:
      * its completions then take the engine's deferred path, as on the cuda backend. */
-    batch->ticket = batch->may_defer ? ++cb->tickets : 0;
+    batch->ticket = 0;
+    if (!batch->may_defer || (cb->done_delay_ns != 0 && cb->tickets - cb->retired >= CPU_PENDING_MAX))
+        return;
+    batch->ticket = ++cb->tickets;
+    if (cb->done_delay_ns != 0) {
+        /* In order, as on a stream: never due before the batch queued ahead of it. */
+        uint64_t due = pd_now_ns() + cb->done_delay_ns;
+        uint64_t ahead = cb->tickets - 1 > cb->retired ? cb->due[(cb->tickets - 1) % CPU_PENDING_MAX] : 0;
+        cb->due[cb->tickets % CPU_PENDING_MAX] = due > ahead ? due : ahead;
+    }
 }
 
-/* Returns 1: a cpu batch is done when run_batch returns. */
+/* Moves the emulated completions that are due; returns nothing. */
+static void cpu_retire_due(struct cpu_backend *cb)
+{
+    uint64_t now = pd_now_ns();
+    while (cb->retired < cb->tickets && cb->due[(cb->retired + 1) % CPU_PENDING_MAX] <= now)
+        cb->retired++;
+}
+
+/* Returns 1 when the batch with ticket is done: at once, or once its emulated completion is due. */
 static int cpu_done(pd_backend *b, uint64_t ticket)
 {
-    (void) b;
-    (void) ticket;
-    return 1;
+    struct cpu_backend *cb = b->priv;
+    if (cb->done_delay_ns == 0)
+        return 1;
+    cpu_retire_due(cb);
+    return ticket <= cb->retired;
+}
+
+/* Says whether another batch may be queued: always, but under PAGEDD_CPU_DONE_US only while
+ * fewer than CPU_DEPTH emulated completions are pending. */
+static int cpu_room(pd_backend *b)
+{
+    struct cpu_backend *cb = b->priv;
+    if (cb->done_delay_ns == 0)
+        return 1;
+    cpu_retire_due(cb);
+    return cb->tickets - cb->retired < CPU_DEPTH;
 }
 
 /* Describes the backend; returns nothing. */
@@ -410,6 +453,7 @@ static const struct pd_backend_ops cpu_ops = {
     .arena_destroy = NULL,
     .run_batch = cpu_run_batch,
     .done = cpu_done,
+    .room = cpu_room,
     .info = cpu_info,
     .destroy = cpu_destroy,
 };
@@ -434,6 +478,12 @@ pd_backend *pd_backend_cpu_open(unsigned threads, char **cause)
         free(b);
         free(cb);
         return NULL;
+    }
+    const char *delay = getenv("PAGEDD_CPU_DONE_US");
+    unsigned us = 0;
+    if (delay != NULL && sscanf(delay, "%u", &us) == 1 && us > 0 && us <= 1000000u) {
+        cb->done_delay_ns = (uint64_t) us * 1000u;
+        pd_log(PD_LOG_INFO, "cpu: deferred batches report done %u us after they ran (PAGEDD_CPU_DONE_US)", us);
     }
     b->ops = &cpu_ops;
     b->priv = cb;

@@ -38,6 +38,12 @@ endif
 check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t
 TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t
 
+# The same two with the cpu backend's deferred batches done only 2 ms after they ran, as on a
+# GPU (PAGEDD_CPU_DONE_US): burst E's ring order then depends on the engine withholding the
+# completions of a client whose batch is still "running".
+TESTS += tests/service/merge-late-t.sh tests/service/fused-late-t.sh
+EXTRA_DIST += tests/service/merge-late-t.sh tests/service/fused-late-t.sh
+
 # Clients decoding layer by layer: on the cuda backend each layer's APPEND rides in its
 # DECODE's launch (daemon/fuse.h).
 tests_service_fused_t_SOURCES = tests/service/fused-t.c $(SVC_CLIENT_SOURCES) \
