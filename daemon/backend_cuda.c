@@ -1203,14 +1203,17 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     uint64_t t1 = pd_now_ns();
     batch->stage_ns = t1 - t0;
     int skipped = 0;
+    const char *what = "batch start event";
     cudaError_t e = pd_cu_flight_mark_start(&cb->flight, slot, cb->stream);
-    if (e == cudaSuccess)
+    if (e == cudaSuccess) {
+        what = "metadata upload";
         e = upload(cb, slot->h_stage, st.total, &skipped);
+    }
     batch->upload_skipped = skipped;
     uint64_t t2 = pd_now_ns();
     batch->upload_ns = t2 - t1;
     if (e != cudaSuccess) {
-        fail_all(batch, device_error(cb, "metadata upload", e));
+        fail_all(batch, device_error(cb, what, e));
         finish(cb, batch, slot, 0);
         return;
     }

@@ -247,6 +247,14 @@ void td_cleanup(struct td_daemon *d)
     d->dir[0] = '\0';
 }
 
+/* Reports whether the late completions were engaged; see spawn.h. */
+void td_check_late_done(const struct td_daemon *d, int cpu)
+{
+    if (cpu && getenv("PAGEDD_CPU_DONE_US") != NULL)
+        ok(td_log_contains(d, "(PAGEDD_CPU_DONE_US)"),
+           "the cpu backend reported its batches done late, as asked (PAGEDD_CPU_DONE_US)");
+}
+
 /* Returns whether the log contains needle. */
 int td_log_contains(const struct td_daemon *d, const char *needle)
 {

@@ -42,6 +42,11 @@ void td_cleanup(struct td_daemon *d);
 /* Returns whether the daemon's log contains needle (read now). */
 int td_log_contains(const struct td_daemon *d, const char *needle);
 
+/* Where PAGEDD_CPU_DONE_US is set and the daemon ran the cpu backend (cpu nonzero), reports
+ * as a test whether the daemon's log says it engaged the late completions; else nothing.
+ * Returns nothing. */
+void td_check_late_done(const struct td_daemon *d, int cpu);
+
 /* Waits up to timeout_ms, polling every millisecond, for the log to contain needle. Returns 1 or 0. */
 int td_log_wait(const struct td_daemon *d, const char *needle, int timeout_ms);
 
