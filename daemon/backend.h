@@ -120,6 +120,7 @@ struct pd_batch {
      * (with the dependency waits and signals and the completion event). */
     uint64_t stage_ns, upload_ns, queue_ns;
     int upload_skipped;           /* the device held the batch's metadata already */
+    int meta_inline;              /* its DECODE launches carried the metadata in their parameters */
     uint32_t fused_appends;       /* APPENDs that rode in their DECODEs' launch (daemon/fuse.h) */
 };
 

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include <cuda_runtime_api.h>
+#include <xxhash.h>
 
 #include "daemon/backend.h"
 #include "daemon/cuda_flight.h"
@@ -88,6 +89,16 @@ struct cuda_backend {
     size_t ws_cap;
     struct cuda_launch *launch;   /* the launches of the batch being run */
     size_t launch_cap;
+    /* The batch being run carries its metadata in its DECODE launches' parameters
+     * (pk_decode_args.meta_host) and has not uploaded it: meta_host, meta_len bytes, is its
+     * slot's staging. PAGEDD_META_INLINE=0 turns it off. */
+    int meta_inline_enabled, meta_pending;
+    const unsigned char *meta_host;
+    size_t meta_len;
+    /* The last metadata carried so (its hash and length): the same again is uploaded instead,
+     * so that the batches after it (a decode step's other layers) find it on the device. */
+    uint64_t inlined_hash;
+    size_t inlined_len;
     int healthy;
     char health[128];
     unsigned warned;              /* non-sticky errors logged so far */
@@ -1016,6 +1027,26 @@ static size_t workspace_need(struct cuda_backend *cb, const struct pd_batch *bat
 
 /* Queues launch l of batch, a refused one failing its own ops (a merged one refused as a
  * whole is tried op by op); returns nothing. */
+static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len, int *skipped);
+
+/*
+ * Makes sure the batch's metadata is on its way to the device before a launch that reads it
+ * there: a batch whose DECODEs carried it in their parameters (cb->meta_pending) uploads it
+ * now, and its launches carry it no more. Returns PAGED_OK or an error.
+ */
+static int ensure_uploaded(struct cuda_backend *cb, struct pd_batch *batch)
+{
+    if (!cb->meta_pending)
+        return PAGED_OK;
+    cb->meta_pending = 0;
+    for (uint32_t l = 0; l < batch->nlaunches; l++)
+        if (cb->launch[l].kind == PAGED_OP_DECODE)
+            cb->launch[l].a.decode.meta_host = NULL;
+    int skipped = 0;
+    cudaError_t e = upload(cb, cb->meta_host, cb->meta_len, &skipped);
+    return e == cudaSuccess ? PAGED_OK : device_error(cb, "metadata upload", e);
+}
+
 static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t l)
 {
     struct pd_launch *la = &batch->launches[l];
@@ -1028,6 +1059,14 @@ static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t 
         return;
     }
     int rc = launch(cb, cl);
+    if (rc != PAGED_OK && rc != PAGED_E_DEVICE) {
+        /* What runs instead reads the metadata on the device. */
+        int up = ensure_uploaded(cb, batch);
+        if (up != PAGED_OK) {
+            launch_status(batch, la, up);
+            return;
+        }
+    }
     if (rc != PAGED_OK && rc != PAGED_E_DEVICE && cb->fused && l == cb->fusion.decode) {
         /* Refused with the newest tokens: their APPENDs run apart after all, first. */
         cb->fused = 0;
@@ -1100,6 +1139,12 @@ static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu
     pd_cu_flight_release(s);
 }
 
+/* Returns whether d_stage already holds the len bytes at host (see upload). */
+static int stage_current(const struct cuda_backend *cb, const unsigned char *host, size_t len)
+{
+    return len == 0 || (len <= cb->last_len && memcmp(cb->last_stage, host, len) == 0);
+}
+
 /*
  * Queues the upload of the staged metadata (len bytes at host) into d_stage, unless d_stage
  * already holds those bytes from the last upload (a decode step's layers stage the same
@@ -1108,7 +1153,7 @@ static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu
  */
 static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len, int *skipped)
 {
-    *skipped = len == 0 || (len <= cb->last_len && memcmp(cb->last_stage, host, len) == 0);
+    *skipped = stage_current(cb, host, len);
     if (*skipped)
         return cudaSuccess;
     cb->last_len = 0;
@@ -1128,6 +1173,34 @@ static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, si
 }
 
 /*
+ * Decides whether the batch's metadata (len bytes staged at host) travels in its launches'
+ * parameters instead of an upload: only where every launch that runs is a DECODE that
+ * pk_cuda_decode_meta_inline accepts (unsplit, on the tensor-core kernel, len small enough).
+ * Sets the launches' meta_* either way; returns 1 when they carry it.
+ */
+static int meta_inline(struct cuda_backend *cb, const struct pd_batch *batch, const unsigned char *host, size_t len)
+{
+    int ok = cb->meta_inline_enabled && len != 0 && len <= PK_CUDA_DECODE_META_MAX;
+    for (uint32_t l = 0; l < batch->nlaunches && ok; l++) {
+        if ((cb->fused && l == cb->fusion.append) || ok_ops(batch, &batch->launches[l]) == 0)
+            continue;
+        struct cuda_launch *cl = &cb->launch[l];
+        if (cl->kind != PAGED_OP_DECODE) {
+            ok = 0;
+            break;
+        }
+        cl->a.decode.meta_host = host;
+        cl->a.decode.meta_dev = cb->d_stage;
+        cl->a.decode.meta_bytes = len;
+        ok = pk_cuda_decode_meta_inline(&cl->a.decode) == 1;
+    }
+    for (uint32_t l = 0; l < batch->nlaunches && !ok; l++)
+        if (cb->launch[l].kind == PAGED_OP_DECODE)
+            cb->launch[l].a.decode.meta_host = NULL;
+    return ok;
+}
+
+/*
  * Runs a batch: stages all its metadata (growing the device staging and the workspace only
  * once everything queued has finished), uploads it in one copy from the batch's slot, queues
  * the gates of its waited words, every launch in order, and the signals of its signal words
@@ -1143,6 +1216,8 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     batch->wait_ns = 0;
     batch->stage_ns = batch->upload_ns = batch->queue_ns = 0;
     batch->upload_skipped = 0;
+    batch->meta_inline = 0;
+    cb->meta_pending = 0;
     batch->fused_appends = 0;
     cb->dep_timeout_ns = batch->dep_timeout_ns;
     if (!cb->healthy) {
@@ -1205,7 +1280,20 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     int skipped = 0;
     const char *what = "batch start event";
     cudaError_t e = pd_cu_flight_mark_start(&cb->flight, slot, cb->stream);
-    if (e == cudaSuccess) {
+    cb->meta_host = slot->h_stage;
+    cb->meta_len = st.total;
+    /* Metadata the device holds already is read faster there than from the parameters. */
+    cb->meta_pending = 0;
+    if (e == cudaSuccess && cb->meta_inline_enabled && !stage_current(cb, slot->h_stage, st.total)) {
+        const uint64_t h = XXH3_64bits(slot->h_stage, st.total);
+        if ((h != cb->inlined_hash || st.total != cb->inlined_len) && meta_inline(cb, batch, slot->h_stage, st.total)) {
+            cb->meta_pending = 1;
+            cb->inlined_hash = h;
+            cb->inlined_len = st.total;
+        }
+    }
+    batch->meta_inline = cb->meta_pending;
+    if (e == cudaSuccess && !cb->meta_pending) {
         what = "metadata upload";
         e = upload(cb, slot->h_stage, st.total, &skipped);
     }
@@ -1348,6 +1436,10 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     if (e != cudaSuccess)
         return fail(PAGED_E_DEVICE, cause, "backend cuda: cannot use device %d: %s", ordinal,
                     cudaGetErrorString(e));
+    const char *inl = getenv("PAGEDD_META_INLINE");   /* a benchmarking aid */
+    cb->meta_inline_enabled = inl == NULL || strcmp(inl, "0") != 0;
+    if (!cb->meta_inline_enabled)
+        pd_log(PD_LOG_INFO, "cuda device %d: DECODE metadata is always uploaded (PAGEDD_META_INLINE=0)", ordinal);
     const char *fuse = getenv("PAGEDD_FUSE");
     cb->fuse_enabled = fuse == NULL || strcmp(fuse, "0") != 0;
     if (!cb->fuse_enabled)

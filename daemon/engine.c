@@ -136,6 +136,7 @@ struct pd_engine {
                                    * that made a batch only, like the rest) */
         uint64_t stage_ns, upload_ns, queue_ns;   /* the backend's host work (struct pd_batch) */
         uint64_t uploads_skipped;
+        uint64_t meta_inline;     /* batches whose launches carried their metadata */
         uint64_t fused_appends;   /* APPENDs that rode in their DECODEs' launch */
         uint64_t deferred;        /* batches whose completions waited for the device (def) */
         uint64_t retire_wakes, retire_wake_ns;   /* wake-ups when those were posted */
@@ -764,6 +765,7 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
     e->host.upload_ns += batch.upload_ns;
     e->host.queue_ns += batch.queue_ns;
     e->host.uploads_skipped += batch.upload_skipped != 0;
+    e->host.meta_inline += batch.meta_inline != 0;
     e->host.fused_appends += batch.fused_appends;
     if (batch.fused_appends != 0 && pd_log_enabled(PD_LOG_DEBUG))
         pd_log(PD_LOG_DEBUG, "engine: %u APPENDs fused into their DECODEs' launch", batch.fused_appends);
@@ -1033,13 +1035,14 @@ void pd_engine_idle(struct pd_server *srv)
     pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
            "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
            "in the backend %.1f us staging, %.1f us issuing the upload (skipped in %.0f%%: the device had "
-           "the metadata), %.1f us queueing the launches; %llu APPENDs fused into their DECODEs' launch; "
+           "the metadata, in %.0f%% the launch carried it), %.1f us queueing the launches; %llu APPENDs fused into their DECODEs' launch; "
            "%llu batches deferred, %.2f wake-ups per batch taking %.1f us when their completions were posted",
            (double) (w->wakes - wm->wakes) / b, (double) (w->wake_ns - wm->wake_ns) / 1e3 / b,
            nb != 0 ? (double) (w->between_ns - wm->between_ns) / 1e3 / (double) nb : 0.0,
            (double) (w->collect_ns - wm->collect_ns) / 1e3 / b, (double) (w->stage_ns - wm->stage_ns) / 1e3 / b,
            (double) (w->upload_ns - wm->upload_ns) / 1e3 / b,
            100.0 * (double) (w->uploads_skipped - wm->uploads_skipped) / b,
+           100.0 * (double) (w->meta_inline - wm->meta_inline) / b,
            (double) (w->queue_ns - wm->queue_ns) / 1e3 / b,
            (unsigned long long) (w->fused_appends - wm->fused_appends),
            (unsigned long long) (w->deferred - wm->deferred),

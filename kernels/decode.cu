@@ -287,6 +287,21 @@ extern "C" int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info 
     return 0;
 }
 
+/* Says whether a's metadata goes in the kernel's parameters; see kernels.h. */
+extern "C" int pk_cuda_decode_meta_inline(const pk_decode_args *a)
+{
+    if (a == NULL)
+        return PAGED_E_INVAL;
+    int rc = pk_decode_check_shape(a);
+    if (rc != 0)
+        return rc;
+    if (a->meta_host == NULL || a->num_seqs == 0)
+        return 0;
+    pk_decode_plan pl;
+    rc = pk_decode_dispatch(a, pk_decode_ws_limit(a), nullptr, false, &pl);
+    return rc != 0 ? rc : pl.meta;
+}
+
 /*
  * Launches the decode of a on stream: the partition kernel, then the reduce if the plan splits.
  * A workspace smaller than pk_cuda_decode_workspace asks for makes the plan split less (or

@@ -37,6 +37,7 @@ typedef struct pk_decode_plan {
     int part_tokens;                /* tokens per partition, a multiple of PK_DECODE_TILE */
     int max_parts;                  /* partitions of the longest possible context; 1: no split */
     int small;                      /* tensor-core kernel: run with the small rings */
+    int meta;                       /* the metadata goes in the kernel's parameters (pk_cuda_decode_meta_inline) */
 } pk_decode_plan;
 
 /* Kernel arguments of the split-decode reduce kernel. */
@@ -66,6 +67,31 @@ __host__ __device__ __forceinline__ int pk_decode_lo(int seq_len, int window)
 __host__ __device__ __forceinline__ int pk_decode_nparts(int seq_len, int window, int part_tokens)
 {
     return (seq_len - pk_decode_lo(seq_len, window) + part_tokens - 1) / part_tokens;
+}
+
+/* Returns whether the array of n elements of size bytes at ptr (NULL: none) lies in the
+ * metadata a carries (meta_dev, meta_bytes). */
+static inline bool pk_decode_meta_holds(const pk_decode_args *a, const void *ptr, size_t n, size_t size)
+{
+    if (ptr == NULL)
+        return true;
+    const uintptr_t lo = (uintptr_t) a->meta_dev, p = (uintptr_t) ptr;
+    return p >= lo && p - lo <= a->meta_bytes && n <= (a->meta_bytes - (p - lo)) / size;
+}
+
+/* Returns whether every metadata array of a lies in the metadata it carries (see
+ * pk_decode_args.meta_host). */
+static inline bool pk_decode_meta_covers(const pk_decode_args *a)
+{
+    const size_t n = (size_t) a->num_seqs;
+    return pk_decode_meta_holds(a, a->block_tables, n * (size_t) a->bt_stride, sizeof(int32_t))
+           && pk_decode_meta_holds(a, a->seq_lens, n, sizeof(int32_t))
+           && pk_decode_meta_holds(a, a->seq_layer, n, sizeof(int32_t))
+           && pk_decode_meta_holds(a, a->opts.alibi_slopes, (size_t) a->num_q_heads, sizeof(float))
+           && pk_decode_meta_holds(a, a->q_seq, a->q_seq ? n : 0, sizeof(void *))
+           && pk_decode_meta_holds(a, a->q_seq ? a->out_seq : NULL, n, sizeof(void *))
+           && pk_decode_meta_holds(a, a->q_seq ? a->new_k_seq : NULL, n, sizeof(void *))
+           && pk_decode_meta_holds(a, a->q_seq ? a->new_v_seq : NULL, n, sizeof(void *));
 }
 
 /* Returns the workspace bytes a plan needs: unnormalized outputs plus running max and sum per partition. */

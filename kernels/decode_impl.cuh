@@ -3,6 +3,7 @@
 #ifndef PAGED_KERNELS_DECODE_IMPL_CUH
 #define PAGED_KERNELS_DECODE_IMPL_CUH
 
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/decode.cuh"
@@ -88,7 +89,34 @@ struct pk_decode_params {
     const void *new_k, *new_v;
     const void *const *new_k_seq, *const *new_v_seq;
     float k_scale_raw, v_scale_raw;
+    /* The tensor-core kernel with its metadata in its parameters (pk_decode_meta): the device
+     * address the metadata pointers above are relative to (pk_decode_args.meta_dev). */
+    const char *meta_base;
 };
+
+/* Metadata carried in a launch's parameters (pk_decode_args.meta_host's bytes). */
+struct pk_decode_meta {
+    alignas(16) unsigned char bytes[PK_CUDA_DECODE_META_MAX];
+};
+
+/* Returns *ptr: through the read-only data cache from device memory, or with META (the
+ * metadata lives in the kernel's parameters, which that cache cannot address) a plain load. */
+template <bool META, typename T>
+__device__ __forceinline__ T pk_meta_load(const T *ptr)
+{
+    if constexpr (META)
+        return *ptr;
+    else
+        return __ldg(ptr);
+}
+
+/* Returns where metadata pointer ptr (a device address at or after base, or nullptr) points
+ * in the parameter copy bytes of the metadata that starts at base. */
+template <typename T>
+__device__ __forceinline__ T *pk_meta_rebase(T *ptr, const char *base, const unsigned char *bytes)
+{
+    return ptr != nullptr ? (T *) (bytes + ((const char *) ptr - base)) : nullptr;
+}
 
 /*
  * The fused append: when the CTA's partition [part_start, part_end) of sequence seq holds
@@ -98,7 +126,7 @@ struct pk_decode_params {
  * follow (a CTA barrier). The condition is the same for every thread of the CTA, which all call it. Returns
  * nothing.
  */
-template <int D, typename KT, typename QT>
+template <int D, typename KT, typename QT, bool META = false>
 __device__ __forceinline__ void pk_decode_append_new(const pk_decode_params &p, int seq, int h, const int32_t *bt,
                                                      const char *kp, const char *vp, int seq_len, int part_start,
                                                      int part_end)
@@ -112,7 +140,8 @@ __device__ __forceinline__ void pk_decode_append_new(const pk_decode_params &p, 
     const char *vs = p.new_v_seq ? (const char *) p.new_v_seq[seq] : (const char *) p.new_v + seq * row_bytes;
     ks += (size_t) h * D * sizeof(QT);
     vs += (size_t) h * D * sizeof(QT);
-    const size_t row = pk_paged_row(__ldg(bt + (pos >> p.block_shift)), h, pos, p.num_kv_heads, p.block_shift);
+    const size_t row = pk_paged_row(pk_meta_load<META>(bt + (pos >> p.block_shift)), h, pos, p.num_kv_heads,
+                                    p.block_shift);
     for (int t = threadIdx.x; t < 2 * G8; t += blockDim.x) {
         const bool val = t >= G8;
         const int g = val ? t - G8 : t;
@@ -130,9 +159,10 @@ __device__ __forceinline__ void pk_decode_append_new(const pk_decode_params &p, 
  * Returns the offset in bytes of sequence seq's layer's planes from p.k and p.v: 0 without
  * per-sequence layers. A CTA calls it once and keeps the planes it gives.
  */
+template <bool META = false>
 __device__ __forceinline__ size_t pk_decode_layer_offset(const pk_decode_params &p, int seq)
 {
-    return p.seq_layer ? (size_t) __ldg(p.seq_layer + seq) * p.layer_bytes : 0;
+    return p.seq_layer ? (size_t) pk_meta_load<META>(p.seq_layer + seq) * p.layer_bytes : 0;
 }
 
 /* Where partition part of a sequence lies: its length, the first position it attends to
@@ -509,9 +539,10 @@ __device__ __forceinline__ long long pk_decode_row(const pk_decode_params &p, in
 }
 
 /* Returns the block id of context position pos (which must lie inside the block table row). */
+template <bool META = false>
 __device__ __forceinline__ int pk_decode_block(const pk_decode_params &p, const int32_t *bt, int pos)
 {
-    return __ldg(bt + (pos >> p.block_shift));
+    return pk_meta_load<META>(bt + (pos >> p.block_shift));
 }
 
 /*
@@ -599,13 +630,13 @@ __device__ __forceinline__ void pk_decode_pv_fp8(float acc[4], uint32_t lo, uint
 }
 
 /*
- * The tensor-core decode partition kernel (see above). Grid (seq x KV head, partition), the
- * heads fastest, so that CTAs running side by side read neighbouring slices of the same pool
- * blocks. Warp w streams chunks w, w + W, w + 2W, ... of the partition.
+ * The tensor-core decode partition kernel's body (see above; the kernels follow it). Grid
+ * (seq x KV head, partition), the heads fastest, so that CTAs running side by side read
+ * neighbouring slices of the same pool blocks. Warp w streams chunks w, w + W, w + 2W, ... of
+ * the partition. META: p's metadata pointers address the kernel's parameters.
  */
-template <int D, typename KT, typename QT>
-static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT>::NT, pk_decode_mma_shape<D, KT>::MINB)
-pk_decode_mma_kernel(const pk_decode_params p)
+template <int D, typename KT, typename QT, bool META>
+__device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
 {
     using S = pk_decode_mma_shape<D, KT>;
     using MT = typename pk_decode_mma_type<KT>::type;
@@ -643,7 +674,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
     unsigned char *wbuf = smem + warp * warp_bytes;
     const int cstride = W * CH;                          /* tokens between a warp's chunks */
     /* The sequence's layer, looked up once while the block ids below are on their way. */
-    const size_t lofs = pk_decode_layer_offset(p, seq);
+    const size_t lofs = pk_decode_layer_offset<META>(p, seq);
 
     /* Without a window the partition does not depend on the length: look up the block ids of
      * the ring's first chunks while the length is still on its way. */
@@ -652,7 +683,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
         const int pos = part * p.part_tokens + warp * CH + st * cstride + tok;
-        pre_blk[st] = st < stg - 1 && p.window <= 0 && pos < table_tokens ? pk_decode_block(p, bt, pos) : 0;
+        pre_blk[st] = st < stg - 1 && p.window <= 0 && pos < table_tokens ? pk_decode_block<META>(p, bt, pos) : 0;
     }
 
     pk_decode_bounds bd;
@@ -665,7 +696,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
     const int cs0 = part_start + warp * CH;              /* the warp's first chunk */
     const char *const kp = p.k + lofs, *const vp = p.v + lofs;   /* the sequence's layer */
     const bool tiles_whole = p.block_shift >= 4;         /* no 16-token row tile crosses a block */
-    pk_decode_append_new<D, KT, QT>(p, seq, h, bt, kp, vp, seq_len, part_start, part_end);
+    pk_decode_append_new<D, KT, QT, META>(p, seq, h, bt, kp, vp, seq_len, part_start, part_end);
 
     /* Fill the ring first, so the copies are in flight while the queries are set up. */
 #pragma unroll
@@ -674,7 +705,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
             break;                  /* the small rings: a group per stage but the last, no more */
         if (st < nw) {
             const int c0 = cs0 + st * cstride, pos = c0 + tok;
-            const int blk = p.window <= 0 ? pre_blk[st] : (pos < part_end ? pk_decode_block(p, bt, pos) : 0);
+            const int blk = p.window <= 0 ? pre_blk[st] : (pos < part_end ? pk_decode_block<META>(p, bt, pos) : 0);
             if (tiles_whole && c0 >= lo && c0 + CH <= part_end)
                 pk_decode_mma_issue_tiles<D, KT>(p, kp, vp, wbuf + st * S::STAGE, blk, h, c0, lane);
             else
@@ -740,7 +771,7 @@ pk_decode_mma_kernel(const pk_decode_params p)
             const int js = stage == 0 ? stg - 1 : stage - 1;
             if (j < nw) {
                 const int c0 = cs0 + j * cstride, pos = c0 + tok;
-                const int blk = pos < part_end ? pk_decode_block(p, bt, pos) : 0;
+                const int blk = pos < part_end ? pk_decode_block<META>(p, bt, pos) : 0;
                 if (tiles_whole && c0 >= lo && c0 + CH <= part_end)
                     pk_decode_mma_issue_tiles<D, KT>(p, kp, vp, wbuf + js * S::STAGE, blk, h, c0, lane);
                 else
@@ -965,6 +996,32 @@ pk_decode_mma_kernel(const pk_decode_params p)
     }
 }
 
+/* The tensor-core decode partition kernel, its metadata in device memory. */
+template <int D, typename KT, typename QT>
+static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT>::NT, pk_decode_mma_shape<D, KT>::MINB)
+pk_decode_mma_kernel(const pk_decode_params p)
+{
+    pk_decode_mma_body<D, KT, QT, false>(p);
+}
+
+/* The tensor-core decode partition kernel, its metadata in its parameters (m): p's metadata
+ * pointers, device addresses from p.meta_base on, are moved onto m's bytes. */
+template <int D, typename KT, typename QT>
+static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT>::NT, pk_decode_mma_shape<D, KT>::MINB)
+pk_decode_mma_meta_kernel(const __grid_constant__ pk_decode_params p, const __grid_constant__ pk_decode_meta m)
+{
+    pk_decode_params r = p;
+    r.seq_layer = pk_meta_rebase(p.seq_layer, p.meta_base, m.bytes);
+    r.block_tables = pk_meta_rebase(p.block_tables, p.meta_base, m.bytes);
+    r.seq_lens = pk_meta_rebase(p.seq_lens, p.meta_base, m.bytes);
+    r.q_seq = pk_meta_rebase(p.q_seq, p.meta_base, m.bytes);
+    r.out_seq = pk_meta_rebase(p.out_seq, p.meta_base, m.bytes);
+    r.alibi = pk_meta_rebase(p.alibi, p.meta_base, m.bytes);
+    r.new_k_seq = pk_meta_rebase(p.new_k_seq, p.meta_base, m.bytes);
+    r.new_v_seq = pk_meta_rebase(p.new_v_seq, p.meta_base, m.bytes);
+    pk_decode_mma_body<D, KT, QT, true>(r);
+}
+
 /* Per-device cache of the decode kernel's resident CTAs per SM, one per instance. */
 template <int D, typename KT, typename QT> struct pk_decode_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
@@ -977,6 +1034,13 @@ template <int D, typename KT, typename QT> struct pk_decode_small_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
 };
 template <int D, typename KT, typename QT> std::atomic<int> pk_decode_small_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
+
+/* Per-device cache of the tensor-core decode kernel's resident CTAs per SM with its metadata in
+ * its parameters, one per instance (only its shared memory attribute matters). */
+template <int D, typename KT, typename QT> struct pk_decode_meta_occupancy {
+    static std::atomic<int> cache[PK_MAX_DEVICES];
+};
+template <int D, typename KT, typename QT> std::atomic<int> pk_decode_meta_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
 
 /* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
 template <int D, typename KT, typename QT>
@@ -1021,8 +1085,14 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
         }
     }
     pk_decode_make_plan(a, units, (long long) sms * occ, small_slots, ws_limit, plan);
+    plan->meta = MMA && a->meta_host != nullptr && a->meta_dev != nullptr && a->meta_bytes <= PK_CUDA_DECODE_META_MAX
+                 && plan->max_parts <= 1;
     if (!launch)
         return 0;
+    if (a->meta_host != nullptr && !plan->meta)
+        return PAGED_E_NOTSUP;          /* the caller may not have copied the metadata to the device */
+    if (plan->meta && !pk_decode_meta_covers(a))
+        return PAGED_E_INVAL;
 
     pk_decode_params p;
     /* With per-sequence layers each CTA steps from layer 0's planes to its sequence's. */
@@ -1068,8 +1138,23 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     p.k_scale_raw = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.k_scale : 1.0f;
     p.v_scale_raw = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.v_scale : 1.0f;
 
+    p.meta_base = (const char *) a->meta_dev;
+
     const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
                           : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
+    if constexpr (MMA) {
+        if (plan->meta) {
+            const int mocc = pk_kernel_prepare(pk_decode_mma_meta_kernel<D, KT, QT>, NT, SMEM, dev,
+                                               pk_decode_meta_occupancy<D, KT, QT>::cache);
+            if (mocc < 0)
+                return mocc;
+            pk_decode_meta m;
+            memcpy(m.bytes, a->meta_host, a->meta_bytes);
+            memset(m.bytes + a->meta_bytes, 0, sizeof m.bytes - a->meta_bytes);
+            return pk_launch_dependent2(pk_decode_mma_meta_kernel<D, KT, QT>, grid, dim3(NT), smem, stream, p, m,
+                                        pk_decode_tuning().pdl);
+        }
+    }
     return pk_launch_dependent(kernel, grid, dim3(NT), smem, stream, p, pk_decode_tuning().pdl);
 }
 

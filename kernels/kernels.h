@@ -134,6 +134,16 @@ typedef struct pk_decode_args {
      * and a 16-bit or fp8 cache only (the tensor-core kernel); elsewhere PAGED_E_NOTSUP. */
     const void *new_k, *new_v;
     const void *const *new_k_seq, *const *new_v_seq;
+    /* Optional (CUDA): the metadata arrays above (block_tables, seq_lens, seq_layer, q_seq,
+     * out_seq, new_k_seq, new_v_seq, opts.alibi_slopes) all lie in the meta_bytes bytes at
+     * device address meta_dev, and meta_host holds the same bytes on the host. Where
+     * pk_cuda_decode_meta_inline says so, pk_cuda_decode passes those bytes in the kernel's
+     * parameters and the kernel reads them there, never at meta_dev: the caller need not
+     * have copied them to the device. Elsewhere pk_cuda_decode refuses (PAGED_E_NOTSUP)
+     * while meta_host is set. NULL: the kernels read the arrays in device memory. */
+    const void *meta_host;
+    const void *meta_dev;
+    size_t meta_bytes;
 } pk_decode_args;
 
 /* PREFILL: qo_indptr[s]..qo_indptr[s+1] are sequence s's query rows in q and out. */
@@ -248,6 +258,14 @@ int pk_cuda_append(const pk_append_args *a, void *stream);
  * a's shapes, so its pointers may still be NULL. */
 size_t pk_cuda_decode_workspace(const pk_decode_args *a);
 int pk_cuda_decode(const pk_decode_args *a, void *stream);
+/* Returns 1 when pk_cuda_decode will pass a's metadata in the kernel's parameters (a carries
+ * meta_host; the plan does not split, so there is no reduce kernel; the tensor-core kernel
+ * runs it; meta_bytes is at most PK_CUDA_DECODE_META_MAX), 0 when not, or a negative
+ * paged_error for shapes the kernels refuse. Reads only a's shapes, workspace and meta_*. */
+int pk_cuda_decode_meta_inline(const pk_decode_args *a);
+/* The most metadata bytes a decode launch carries in its parameters (kernel parameters may
+ * take 32 KB since CUDA 12.1; a launch copies them whole, used or not). */
+#define PK_CUDA_DECODE_META_MAX 8192
 
 /* How pk_cuda_decode runs a decode on the current device. */
 typedef struct pk_decode_plan_info {

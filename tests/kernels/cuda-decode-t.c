@@ -55,6 +55,117 @@ static int ws_cases, ws_split, ws_pointer_dependent;
 static int plan_cases, plan_wrong;   /* pk_cuda_decode_plan against the workspace and the grid */
 /* Fused-append cases run, and those whose cache came out byte for byte as the reference's. */
 static int fused_cases, fused_cache_same;
+/* Launches with their metadata in the kernel's parameters (pk_decode_args.meta_host): run,
+ * matching the reference, declined by pk_cuda_decode_meta_inline, and declined ones that
+ * pk_cuda_decode did not refuse with PAGED_E_NOTSUP. */
+static int meta_cases, meta_same, meta_declined, meta_declined_ran;
+
+/* The host copies of a case's metadata arrays (NULL: none), for packing them into one buffer. */
+typedef struct meta_src {
+    const int32_t *bt, *lens, *layers;
+    const float *slopes;
+    void *const *q_seq, *const *out_seq;
+    const void *const *new_k_seq, *const *new_v_seq;
+} meta_src;
+
+/* Copies bytes of src to offset *len of h (rounded up to 16; h NULL: only counts) and moves
+ * *len past it; returns the offset. */
+static size_t meta_put(unsigned char *h, size_t *len, const void *src, size_t bytes)
+{
+    size_t off = (*len + 15) & ~(size_t) 15;
+    if (h != NULL && src != NULL)
+        memcpy(h + off, src, bytes);
+    *len = off + bytes;
+    return off;
+}
+
+/*
+ * Lays out the metadata of launch da (n sequences, host copies m) in one buffer, as the
+ * daemon stages it: on the host in *host, and on the device at dev (NULL: only sizes it),
+ * pointing the launch's arrays at dev. Returns the bytes.
+ */
+static size_t meta_pack(pk_decode_args *da, const meta_src *m, int n, unsigned char *host, unsigned char *dev)
+{
+    size_t len = 0, u = (size_t) n;
+    size_t o_bt = meta_put(host, &len, m->bt, u * (size_t) da->bt_stride * sizeof(int32_t));
+    size_t o_lens = meta_put(host, &len, m->lens, u * sizeof(int32_t));
+    size_t o_layers = m->layers ? meta_put(host, &len, m->layers, u * sizeof(int32_t)) : 0;
+    size_t o_slopes = m->slopes ? meta_put(host, &len, m->slopes, (size_t) da->num_q_heads * sizeof(float)) : 0;
+    size_t o_q = m->q_seq ? meta_put(host, &len, m->q_seq, u * sizeof(void *)) : 0;
+    size_t o_out = m->out_seq ? meta_put(host, &len, m->out_seq, u * sizeof(void *)) : 0;
+    size_t o_nk = m->new_k_seq ? meta_put(host, &len, m->new_k_seq, u * sizeof(void *)) : 0;
+    size_t o_nv = m->new_v_seq ? meta_put(host, &len, m->new_v_seq, u * sizeof(void *)) : 0;
+    if (dev == NULL)
+        return len;
+    da->block_tables = (const int32_t *) (dev + o_bt);
+    da->seq_lens = (const int32_t *) (dev + o_lens);
+    da->seq_layer = m->layers ? (const int32_t *) (dev + o_layers) : NULL;
+    da->opts.alibi_slopes = m->slopes ? (const float *) (dev + o_slopes) : NULL;
+    da->q_seq = m->q_seq ? (const void *const *) (dev + o_q) : NULL;
+    da->out_seq = m->out_seq ? (void *const *) (dev + o_out) : NULL;
+    da->new_k_seq = m->new_k_seq ? (const void *const *) (dev + o_nk) : NULL;
+    da->new_v_seq = m->new_v_seq ? (const void *const *) (dev + o_nv) : NULL;
+    return len;
+}
+
+/*
+ * Runs launch da of case c again with its metadata in the kernel's parameters, where
+ * pk_cuda_decode_meta_inline allows it, and checks the outputs against want (per-sequence
+ * outputs at op, else at out_d) and, for a fused case, the device pool against the host
+ * reference pool. The device copy of the metadata says every sequence is one token long,
+ * so a kernel that read it there would be caught. Counts into meta_*; returns nothing.
+ */
+static void meta_check(const dcase *c, const pk_decode_args *da, const meta_src *m, void *const *op, void *out_d,
+                       const void *want, const void *pool_ref, size_t pool_bytes)
+{
+    pk_decode_args ia = *da;
+    size_t len = meta_pack(&ia, m, c->nseqs, NULL, NULL);
+    unsigned char *host = bmalloc(len), *decoy = bmalloc(len);
+    unsigned char *dev = gu_alloc(len);
+    memset(host, 0, len);
+    meta_pack(&ia, m, c->nseqs, host, dev);
+    memcpy(decoy, host, len);
+    int32_t *decoy_lens = (int32_t *) (decoy + ((const unsigned char *) ia.seq_lens - dev));
+    for (int s = 0; s < c->nseqs; s++)
+        decoy_lens[s] = 1;
+    gu_upload(dev, decoy, len);
+    ia.meta_host = host;
+    ia.meta_dev = dev;
+    ia.meta_bytes = len;
+    int inl = pk_cuda_decode_meta_inline(&ia);
+    if (inl != 1) {
+        meta_declined++;
+        meta_declined_ran += pk_cuda_decode(&ia, NULL) != PAGED_E_NOTSUP;
+        gu_sync("decode with declined metadata");
+    } else {
+        size_t row = (size_t) c->H * (size_t) c->G * (size_t) c->D * pk_dtype_size(c->q_dtype);
+        size_t n = (size_t) c->nseqs;
+        for (size_t s = 0; s < n; s++)
+            gu_poison(op != NULL ? op[s] : (char *) out_d + s * row, row);
+        int rc = pk_cuda_decode(&ia, NULL);
+        gu_sync("decode with metadata in parameters");
+        void *got = bmalloc(n * row);
+        for (size_t s = 0; s < n; s++)
+            gu_download((char *) got + s * row, op != NULL ? op[s] : (char *) out_d + s * row, row);
+        double worst = 0.0;
+        int same = rc == 0 && gu_compare(got, want, n * (size_t) (c->H * c->G), c->D, c->q_dtype,
+                                         gu_tolerance(c->q_dtype), &worst);
+        if (same && c->fused) {
+            void *after = bmalloc(pool_bytes);
+            gu_download(after, da->cache.base, pool_bytes);
+            same = memcmp(after, pool_ref, pool_bytes) == 0;
+            free(after);
+        }
+        meta_cases++;
+        meta_same += same;
+        if (!same)
+            diag("metadata in parameters: D=%d G=%d H=%d %d sequences: %s, worst row %.2g", (int) c->D,
+                 (int) c->G, (int) c->H, c->nseqs, rc == 0 ? "outputs differ" : paged_strerror(rc), worst);
+    }
+    gu_free(dev);
+    free(host);
+    free(decoy);
+}
 
 /* Fills every plane of a host pool with random values (fp8: K planes by k_scale, V by v_scale). */
 static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
@@ -210,6 +321,7 @@ static void run_case(tap_rng *rng, const dcase *c)
         da.out = out_d;
     }
     void *nk_d = NULL, *nv_d = NULL;
+    const void **nkp = NULL, **nvp = NULL;     /* host copies of new_k_seq and new_v_seq */
     if (c->fused && c->per_seq) {
         /* Each sequence's rows at its own place, in reversed order, as merged clients' are. */
         nk_d = gu_alloc((size_t) c->nseqs * (new_bytes + 64));
@@ -224,8 +336,8 @@ static void run_case(tap_rng *rng, const dcase *c)
         }
         da.new_k_seq = gu_clone(kp, (size_t) c->nseqs * sizeof *kp);
         da.new_v_seq = gu_clone(vp, (size_t) c->nseqs * sizeof *vp);
-        free(kp);
-        free(vp);
+        nkp = kp;
+        nvp = vp;
     } else if (c->fused) {
         da.new_k = nk_d = gu_clone(nk, (size_t) c->nseqs * new_bytes);
         da.new_v = nv_d = gu_clone(nv, (size_t) c->nseqs * new_bytes);
@@ -272,6 +384,13 @@ static void run_case(tap_rng *rng, const dcase *c)
         fused_cache_same += rc == 0 && memcmp(after, pool, pool_bytes) == 0;
         free(after);
     }
+    if (rc == 0) {
+        meta_src m = { bt, c->lens, seq_layer, c->alibi ? slopes : NULL, c->per_seq ? qp : NULL,
+                       c->per_seq ? op : NULL, nkp, nvp };
+        meta_check(c, &da, &m, c->per_seq ? op : NULL, out_d, want, pool, pool_bytes);
+    }
+    free(nkp);
+    free(nvp);
     char lens[160], window[32] = "";
     size_t n = 0;
     for (int s = 0; s < c->nseqs && n < sizeof lens - 12; s++)
@@ -634,6 +753,12 @@ int main(void)
     ok(fused_cases > 0 && fused_cache_same == fused_cases,
        "decode, fused append: the cache holds afterwards exactly what APPEND's reference writes (%d of %d cases)",
        fused_cache_same, fused_cases);
+    ok(meta_cases >= 10 && meta_same == meta_cases,
+       "decode with the metadata in the kernel's parameters (the device copy wrong): %d of %d launches match "
+       "the reference (%d declined)", meta_same, meta_cases, meta_declined);
+    ok(meta_declined > 0 && meta_declined_ran == 0,
+       "decode: every launch pk_cuda_decode_meta_inline declined was refused while it carried metadata "
+       "(%d of %d ran)", meta_declined_ran, meta_declined);
     ok(plan_cases > 0 && plan_wrong == 0,
        "decode: the plan query agrees with the workspace and the grid (%d of %d cases wrong)", plan_wrong,
        plan_cases);
