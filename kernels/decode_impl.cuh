@@ -94,9 +94,10 @@ struct pk_decode_params {
     const char *meta_base;
 };
 
-/* Metadata carried in a launch's parameters (pk_decode_args.meta_host's bytes). */
-struct pk_decode_meta {
-    alignas(16) unsigned char bytes[PK_CUDA_DECODE_META_MAX];
+/* Metadata carried in a launch's parameters (pk_decode_args.meta_host's bytes, N at most: a
+ * launch copies all N, so the smallest size that holds them is launched). */
+template <int N> struct pk_decode_meta {
+    alignas(16) unsigned char bytes[N];
 };
 
 /* Returns *ptr: through the read-only data cache from device memory, or with META (the
@@ -1006,9 +1007,9 @@ pk_decode_mma_kernel(const pk_decode_params p)
 
 /* The tensor-core decode partition kernel, its metadata in its parameters (m): p's metadata
  * pointers, device addresses from p.meta_base on, are moved onto m's bytes. */
-template <int D, typename KT, typename QT>
+template <int D, typename KT, typename QT, int N>
 static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT>::NT, pk_decode_mma_shape<D, KT>::MINB)
-pk_decode_mma_meta_kernel(const __grid_constant__ pk_decode_params p, const __grid_constant__ pk_decode_meta m)
+pk_decode_mma_meta_kernel(const __grid_constant__ pk_decode_params p, const __grid_constant__ pk_decode_meta<N> m)
 {
     pk_decode_params r = p;
     r.seq_layer = pk_meta_rebase(p.seq_layer, p.meta_base, m.bytes);
@@ -1037,10 +1038,29 @@ template <int D, typename KT, typename QT> std::atomic<int> pk_decode_small_occu
 
 /* Per-device cache of the tensor-core decode kernel's resident CTAs per SM with its metadata in
  * its parameters, one per instance (only its shared memory attribute matters). */
-template <int D, typename KT, typename QT> struct pk_decode_meta_occupancy {
+template <int D, typename KT, typename QT, int N> struct pk_decode_meta_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
 };
-template <int D, typename KT, typename QT> std::atomic<int> pk_decode_meta_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
+template <int D, typename KT, typename QT, int N>
+std::atomic<int> pk_decode_meta_occupancy<D, KT, QT, N>::cache[PK_MAX_DEVICES];
+
+/* Launches the tensor-core kernel of a's metadata on grid with parameters p, the metadata in
+ * an N-byte parameter; returns 0 or a negative paged_error. */
+template <int D, typename KT, typename QT, int N>
+static int pk_decode_meta_launch(const pk_decode_args *a, const pk_decode_params &p, dim3 grid, size_t smem,
+                                 int dev, cudaStream_t stream)
+{
+    using S = pk_decode_mma_shape<D, KT>;
+    const int occ = pk_kernel_prepare(pk_decode_mma_meta_kernel<D, KT, QT, N>, S::NT, S::SMEM, dev,
+                                      pk_decode_meta_occupancy<D, KT, QT, N>::cache);
+    if (occ < 0)
+        return occ;
+    pk_decode_meta<N> m;
+    memcpy(m.bytes, a->meta_host, a->meta_bytes);
+    memset(m.bytes + a->meta_bytes, 0, N - a->meta_bytes);
+    return pk_launch_dependent2(pk_decode_mma_meta_kernel<D, KT, QT, N>, grid, dim3(S::NT), smem, stream, p, m,
+                                pk_decode_tuning().pdl);
+}
 
 /* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
 template <int D, typename KT, typename QT>
@@ -1143,17 +1163,12 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
                           : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
     if constexpr (MMA) {
-        if (plan->meta) {
-            const int mocc = pk_kernel_prepare(pk_decode_mma_meta_kernel<D, KT, QT>, NT, SMEM, dev,
-                                               pk_decode_meta_occupancy<D, KT, QT>::cache);
-            if (mocc < 0)
-                return mocc;
-            pk_decode_meta m;
-            memcpy(m.bytes, a->meta_host, a->meta_bytes);
-            memset(m.bytes + a->meta_bytes, 0, sizeof m.bytes - a->meta_bytes);
-            return pk_launch_dependent2(pk_decode_mma_meta_kernel<D, KT, QT>, grid, dim3(NT), smem, stream, p, m,
-                                        pk_decode_tuning().pdl);
-        }
+        if (plan->meta && a->meta_bytes <= 1024)
+            return pk_decode_meta_launch<D, KT, QT, 1024>(a, p, grid, smem, dev, stream);
+        if (plan->meta && a->meta_bytes <= 4096)
+            return pk_decode_meta_launch<D, KT, QT, 4096>(a, p, grid, smem, dev, stream);
+        if (plan->meta)
+            return pk_decode_meta_launch<D, KT, QT, PK_CUDA_DECODE_META_MAX>(a, p, grid, smem, dev, stream);
     }
     return pk_launch_dependent(kernel, grid, dim3(NT), smem, stream, p, pk_decode_tuning().pdl);
 }
