@@ -264,7 +264,8 @@ int pk_cuda_decode(const pk_decode_args *a, void *stream);
  * paged_error for shapes the kernels refuse. Reads only a's shapes, workspace and meta_*. */
 int pk_cuda_decode_meta_inline(const pk_decode_args *a);
 /* The most metadata bytes a decode launch carries in its parameters (kernel parameters may
- * take 32 KB since CUDA 12.1; a launch copies them whole, used or not). */
+ * take 32 KB since CUDA 12.1; a launch copies them whole, used or not, so it is made with the
+ * smallest of 1, 4 and 8 KB that holds them). */
 #define PK_CUDA_DECODE_META_MAX 8192
 
 /* How pk_cuda_decode runs a decode on the current device. */
