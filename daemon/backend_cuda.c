@@ -1175,7 +1175,7 @@ static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, si
 /*
  * Decides whether the batch's metadata (len bytes staged at host) travels in its launches'
  * parameters instead of an upload: only where every launch that runs is a DECODE that
- * pk_cuda_decode_meta_inline accepts (unsplit, on the tensor-core kernel, len small enough).
+ * pk_cuda_decode_meta_inline accepts (on the tensor-core kernel, len small enough).
  * Sets the launches' meta_* either way; returns 1 when they carry it.
  */
 static int meta_inline(struct cuda_backend *cb, const struct pd_batch *batch, const unsigned char *host, size_t len)

@@ -2,6 +2,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/decode.cuh"
 #include "kernels/ptx.cuh"
@@ -108,7 +109,7 @@ __device__ __forceinline__ void pk_reduce_fold(pk_reduce_state &s, const pk_redu
  * partition kernel and are skipped. Grid (seq, query head).
  */
 template <typename QT>
-static __global__ void __launch_bounds__(128) pk_decode_reduce_kernel(const pk_decode_reduce_params p)
+__device__ __forceinline__ void pk_decode_reduce_body(const pk_decode_reduce_params &p)
 {
     __shared__ pk_reduce_state st_s[128];
     pk_grid_dependency_wait();      /* launched early (see pk_decode_reduce): wait for the partials */
@@ -161,6 +162,39 @@ static __global__ void __launch_bounds__(128) pk_decode_reduce_kernel(const pk_d
     }
 }
 
+/* The reduce kernel, its metadata in device memory. */
+template <typename QT>
+static __global__ void __launch_bounds__(128) pk_decode_reduce_kernel(const pk_decode_reduce_params p)
+{
+    pk_decode_reduce_body<QT>(p);
+}
+
+/* The reduce kernel, its metadata (lengths, output pointers) in its parameters (m); see
+ * pk_decode_mma_meta_kernel. */
+template <typename QT, int N>
+static __global__ void __launch_bounds__(128)
+pk_decode_reduce_meta_kernel(const __grid_constant__ pk_decode_reduce_params p,
+                             const __grid_constant__ pk_decode_meta<N> m)
+{
+    pk_decode_reduce_params r = p;
+    r.seq_lens = pk_meta_rebase(p.seq_lens, p.meta_base, m.bytes);
+    r.out_seq = pk_meta_rebase(p.out_seq, p.meta_base, m.bytes);
+    pk_decode_reduce_body<QT>(r);
+}
+
+/* Launches the reduce kernel of QT queries on grid with parameters p, a's metadata in an
+ * N-byte parameter; returns 0 or PAGED_E_DEVICE. */
+template <typename QT, int N>
+static int pk_decode_reduce_meta(const pk_decode_args *a, const pk_decode_reduce_params &p, dim3 grid,
+                                 cudaStream_t stream)
+{
+    pk_decode_meta<N> m;
+    memcpy(m.bytes, a->meta_host, a->meta_bytes);
+    memset(m.bytes + a->meta_bytes, 0, N - a->meta_bytes);
+    return pk_launch_dependent2(pk_decode_reduce_meta_kernel<QT, N>, grid, dim3(128), 0, stream, p, m,
+                                pk_decode_tuning().pdl);
+}
+
 /* Launches the reduce kernel for queries of type QT; returns 0 or PAGED_E_DEVICE. */
 template <typename QT>
 static int pk_decode_reduce(const pk_decode_args *a, const pk_decode_plan *pl, cudaStream_t stream)
@@ -179,7 +213,14 @@ static int pk_decode_reduce(const pk_decode_args *a, const pk_decode_plan *pl, c
     p.part_tokens = pl->part_tokens;
     p.max_parts = pl->max_parts;
     p.v_scale = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.v_scale : 1.0f;
+    p.meta_base = (const char *) a->meta_dev;
     dim3 grid((unsigned) a->num_seqs, (unsigned) a->num_q_heads);
+    if (pl->meta && a->meta_bytes <= 1024)
+        return pk_decode_reduce_meta<QT, 1024>(a, p, grid, stream);
+    if (pl->meta && a->meta_bytes <= 4096)
+        return pk_decode_reduce_meta<QT, 4096>(a, p, grid, stream);
+    if (pl->meta)
+        return pk_decode_reduce_meta<QT, PK_CUDA_DECODE_META_MAX>(a, p, grid, stream);
     return pk_launch_dependent(pk_decode_reduce_kernel<QT>, grid, dim3(128), 0, stream, p,
                                pk_decode_tuning().pdl);
 }

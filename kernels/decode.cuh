@@ -48,7 +48,23 @@ typedef struct pk_decode_reduce_params {
     void *const *out_seq;
     int num_q_heads, head_dim, window, part_tokens, max_parts;
     float v_scale;
+    const char *meta_base;          /* with pk_decode_meta: see pk_decode_params */
 } pk_decode_reduce_params;
+
+/* Metadata carried in a launch's parameters (pk_decode_args.meta_host's bytes, N at most: a
+ * launch copies all N, so the smallest size that holds them is launched). */
+template <int N> struct pk_decode_meta {
+    alignas(16) unsigned char bytes[N];
+};
+
+/* Returns where metadata pointer ptr (a device address at or after base, or nullptr) points
+ * in the parameter copy bytes of the metadata that starts at base. */
+template <typename T>
+__device__ __forceinline__ T *pk_meta_rebase(T *ptr, const char *base, const unsigned char *bytes)
+{
+    return ptr != nullptr ? (T *) (bytes + ((const char *) ptr - base)) : nullptr;
+}
+
 
 /* Returns the first context position a sequence of seq_len tokens attends to: 0, or the
  * start of its window. */

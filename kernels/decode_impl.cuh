@@ -94,12 +94,6 @@ struct pk_decode_params {
     const char *meta_base;
 };
 
-/* Metadata carried in a launch's parameters (pk_decode_args.meta_host's bytes, N at most: a
- * launch copies all N, so the smallest size that holds them is launched). */
-template <int N> struct pk_decode_meta {
-    alignas(16) unsigned char bytes[N];
-};
-
 /* Returns *ptr: through the read-only data cache from device memory, or with META (the
  * metadata lives in the kernel's parameters, which that cache cannot address) a plain load. */
 template <bool META, typename T>
@@ -109,14 +103,6 @@ __device__ __forceinline__ T pk_meta_load(const T *ptr)
         return *ptr;
     else
         return __ldg(ptr);
-}
-
-/* Returns where metadata pointer ptr (a device address at or after base, or nullptr) points
- * in the parameter copy bytes of the metadata that starts at base. */
-template <typename T>
-__device__ __forceinline__ T *pk_meta_rebase(T *ptr, const char *base, const unsigned char *bytes)
-{
-    return ptr != nullptr ? (T *) (bytes + ((const char *) ptr - base)) : nullptr;
 }
 
 /*
@@ -1105,8 +1091,7 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
         }
     }
     pk_decode_make_plan(a, units, (long long) sms * occ, small_slots, ws_limit, plan);
-    plan->meta = MMA && a->meta_host != nullptr && a->meta_dev != nullptr && a->meta_bytes <= PK_CUDA_DECODE_META_MAX
-                 && plan->max_parts <= 1;
+    plan->meta = MMA && a->meta_host != nullptr && a->meta_dev != nullptr && a->meta_bytes <= PK_CUDA_DECODE_META_MAX;
     if (!launch)
         return 0;
     if (a->meta_host != nullptr && !plan->meta)

@@ -258,10 +258,10 @@ int pk_cuda_append(const pk_append_args *a, void *stream);
  * a's shapes, so its pointers may still be NULL. */
 size_t pk_cuda_decode_workspace(const pk_decode_args *a);
 int pk_cuda_decode(const pk_decode_args *a, void *stream);
-/* Returns 1 when pk_cuda_decode will pass a's metadata in the kernel's parameters (a carries
- * meta_host; the plan does not split, so there is no reduce kernel; the tensor-core kernel
- * runs it; meta_bytes is at most PK_CUDA_DECODE_META_MAX), 0 when not, or a negative
- * paged_error for shapes the kernels refuse. Reads only a's shapes, workspace and meta_*. */
+/* Returns 1 when pk_cuda_decode will pass a's metadata in its kernels' parameters (a carries
+ * meta_host; the tensor-core kernel runs it; meta_bytes is at most PK_CUDA_DECODE_META_MAX),
+ * 0 when not, or a negative paged_error for shapes the kernels refuse. Reads only a's shapes,
+ * workspace and meta_*. */
 int pk_cuda_decode_meta_inline(const pk_decode_args *a);
 /* The most metadata bytes a decode launch carries in its parameters (kernel parameters may
  * take 32 KB since CUDA 12.1; a launch copies them whole, used or not, so it is made with the
