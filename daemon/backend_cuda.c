@@ -1025,8 +1025,6 @@ static size_t workspace_need(struct cuda_backend *cb, const struct pd_batch *bat
     return need;
 }
 
-/* Queues launch l of batch, a refused one failing its own ops (a merged one refused as a
- * whole is tried op by op); returns nothing. */
 static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len, int *skipped);
 
 /*
@@ -1047,6 +1045,8 @@ static int ensure_uploaded(struct cuda_backend *cb, struct pd_batch *batch)
     return e == cudaSuccess ? PAGED_OK : device_error(cb, "metadata upload", e);
 }
 
+/* Queues launch l of batch, a refused one failing its own ops (a merged one refused as a
+ * whole is tried op by op); returns nothing. */
 static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t l)
 {
     struct pd_launch *la = &batch->launches[l];
@@ -1286,7 +1286,8 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     cb->meta_pending = 0;
     if (e == cudaSuccess && cb->meta_inline_enabled && !stage_current(cb, slot->h_stage, st.total)) {
         const uint64_t h = XXH3_64bits(slot->h_stage, st.total);
-        if ((h != cb->inlined_hash || st.total != cb->inlined_len) && meta_inline(cb, batch, slot->h_stage, st.total)) {
+        const int repeated = h == cb->inlined_hash && st.total == cb->inlined_len;
+        if (!repeated && meta_inline(cb, batch, slot->h_stage, st.total)) {
             cb->meta_pending = 1;
             cb->inlined_hash = h;
             cb->inlined_len = st.total;
