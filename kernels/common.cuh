@@ -286,51 +286,35 @@ static inline int pk_launch_status(void)
  * kernel has finished and its writes are visible. Falls back to a plain launch. Returns 0 or
  * PAGED_E_DEVICE.
  */
+template <typename... P>
+static int pk_launch_dependent_args(bool programmatic, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                    cudaStream_t stream, const P &...params)
+{
+    if (programmatic) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute attr[1] = {};
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (cudaLaunchKernelEx(&cfg, kernel, params...) == cudaSuccess)
+            return 0;
+        (void) cudaGetLastError();  /* not supported here: launch it the plain way */
+    }
+    kernel<<<grid, block, smem, stream>>>(params...);
+    return pk_launch_status();
+}
+
+/* pk_launch_dependent_args for a kernel of one parameter; returns 0 or PAGED_E_DEVICE. */
 template <typename P>
 static int pk_launch_dependent(void (*kernel)(P), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                                const P &params, bool programmatic)
 {
-    if (programmatic) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = grid;
-        cfg.blockDim = block;
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cudaLaunchAttribute attr[1] = {};
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        if (cudaLaunchKernelEx(&cfg, kernel, params) == cudaSuccess)
-            return 0;
-        (void) cudaGetLastError();  /* not supported here: launch it the plain way */
-    }
-    kernel<<<grid, block, smem, stream>>>(params);
-    return pk_launch_status();
-}
-
-/* pk_launch_dependent for a kernel of two parameters; returns 0 or PAGED_E_DEVICE. */
-template <typename P1, typename P2>
-static int pk_launch_dependent2(void (*kernel)(P1, P2), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                                const P1 &params1, const P2 &params2, bool programmatic)
-{
-    if (programmatic) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = grid;
-        cfg.blockDim = block;
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cudaLaunchAttribute attr[1] = {};
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        if (cudaLaunchKernelEx(&cfg, kernel, params1, params2) == cudaSuccess)
-            return 0;
-        (void) cudaGetLastError();  /* not supported here: launch it the plain way */
-    }
-    kernel<<<grid, block, smem, stream>>>(params1, params2);
-    return pk_launch_status();
+    return pk_launch_dependent_args(programmatic, kernel, grid, block, smem, stream, params);
 }
 
 /*

@@ -191,8 +191,8 @@ static int pk_decode_reduce_meta(const pk_decode_args *a, const pk_decode_reduce
     pk_decode_meta<N> m;
     memcpy(m.bytes, a->meta_host, a->meta_bytes);
     memset(m.bytes + a->meta_bytes, 0, N - a->meta_bytes);
-    return pk_launch_dependent2(pk_decode_reduce_meta_kernel<QT, N>, grid, dim3(128), 0, stream, p, m,
-                                pk_decode_tuning().pdl);
+    return pk_launch_dependent_args(pk_decode_tuning().pdl, pk_decode_reduce_meta_kernel<QT, N>, grid, dim3(128), 0,
+                                    stream, p, m);
 }
 
 /* Launches the reduce kernel for queries of type QT; returns 0 or PAGED_E_DEVICE. */

@@ -1044,8 +1044,8 @@ static int pk_decode_meta_launch(const pk_decode_args *a, const pk_decode_params
     pk_decode_meta<N> m;
     memcpy(m.bytes, a->meta_host, a->meta_bytes);
     memset(m.bytes + a->meta_bytes, 0, N - a->meta_bytes);
-    return pk_launch_dependent2(pk_decode_mma_meta_kernel<D, KT, QT, N>, grid, dim3(S::NT), smem, stream, p, m,
-                                pk_decode_tuning().pdl);
+    return pk_launch_dependent_args(pk_decode_tuning().pdl, pk_decode_mma_meta_kernel<D, KT, QT, N>, grid,
+                                    dim3(S::NT), smem, stream, p, m);
 }
 
 /* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
