@@ -1025,7 +1025,15 @@ static size_t workspace_need(struct cuda_backend *cb, const struct pd_batch *bat
     return need;
 }
 
-static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len, int *skipped);
+static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len);
+
+/* Makes every DECODE launch of batch read its metadata on the device again; returns nothing. */
+static void meta_drop(struct cuda_backend *cb, const struct pd_batch *batch)
+{
+    for (uint32_t l = 0; l < batch->nlaunches; l++)
+        if (cb->launch[l].kind == PAGED_OP_DECODE)
+            cb->launch[l].a.decode.meta_host = NULL;
+}
 
 /*
  * Makes sure the batch's metadata is on its way to the device before a launch that reads it
@@ -1037,11 +1045,8 @@ static int ensure_uploaded(struct cuda_backend *cb, struct pd_batch *batch)
     if (!cb->meta_pending)
         return PAGED_OK;
     cb->meta_pending = 0;
-    for (uint32_t l = 0; l < batch->nlaunches; l++)
-        if (cb->launch[l].kind == PAGED_OP_DECODE)
-            cb->launch[l].a.decode.meta_host = NULL;
-    int skipped = 0;
-    cudaError_t e = upload(cb, cb->meta_host, cb->meta_len, &skipped);
+    meta_drop(cb, batch);
+    cudaError_t e = upload(cb, cb->meta_host, cb->meta_len);
     return e == cudaSuccess ? PAGED_OK : device_error(cb, "metadata upload", e);
 }
 
@@ -1146,16 +1151,14 @@ static int stage_current(const struct cuda_backend *cb, const unsigned char *hos
 }
 
 /*
- * Queues the upload of the staged metadata (len bytes at host) into d_stage, unless d_stage
- * already holds those bytes from the last upload (a decode step's layers stage the same
- * tables, lengths and slots; nothing else writes d_stage, and the stream orders the earlier
- * upload before this batch's kernels). Sets *skipped; returns the runtime's status.
+ * Queues the upload of the staged metadata (len bytes at host) into d_stage and remembers
+ * them, so that a later batch with the same bytes skips its upload (stage_current: a decode
+ * step's layers stage the same tables, lengths and slots; nothing else writes d_stage, and
+ * the stream orders the earlier upload before that batch's kernels). Returns the runtime's
+ * status.
  */
-static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len, int *skipped)
+static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len)
 {
-    *skipped = stage_current(cb, host, len);
-    if (*skipped)
-        return cudaSuccess;
     cb->last_len = 0;
     cudaError_t e = cudaMemcpyAsync(cb->d_stage, host, len, cudaMemcpyHostToDevice, cb->stream);
     if (e != cudaSuccess)
@@ -1180,7 +1183,7 @@ static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, si
  */
 static int meta_inline(struct cuda_backend *cb, const struct pd_batch *batch, const unsigned char *host, size_t len)
 {
-    int ok = cb->meta_inline_enabled && len != 0 && len <= PK_CUDA_DECODE_META_MAX;
+    int ok = len <= PK_CUDA_DECODE_META_MAX;
     for (uint32_t l = 0; l < batch->nlaunches && ok; l++) {
         if ((cb->fused && l == cb->fusion.append) || ok_ops(batch, &batch->launches[l]) == 0)
             continue;
@@ -1194,9 +1197,8 @@ static int meta_inline(struct cuda_backend *cb, const struct pd_batch *batch, co
         cl->a.decode.meta_bytes = len;
         ok = pk_cuda_decode_meta_inline(&cl->a.decode) == 1;
     }
-    for (uint32_t l = 0; l < batch->nlaunches && !ok; l++)
-        if (cb->launch[l].kind == PAGED_OP_DECODE)
-            cb->launch[l].a.decode.meta_host = NULL;
+    if (!ok)
+        meta_drop(cb, batch);
     return ok;
 }
 
@@ -1217,7 +1219,6 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     batch->stage_ns = batch->upload_ns = batch->queue_ns = 0;
     batch->upload_skipped = 0;
     batch->meta_inline = 0;
-    cb->meta_pending = 0;
     batch->fused_appends = 0;
     cb->dep_timeout_ns = batch->dep_timeout_ns;
     if (!cb->healthy) {
@@ -1277,14 +1278,14 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
 
     uint64_t t1 = pd_now_ns();
     batch->stage_ns = t1 - t0;
-    int skipped = 0;
     const char *what = "batch start event";
     cudaError_t e = pd_cu_flight_mark_start(&cb->flight, slot, cb->stream);
     cb->meta_host = slot->h_stage;
     cb->meta_len = st.total;
     /* Metadata the device holds already is read faster there than from the parameters. */
+    const int skipped = stage_current(cb, slot->h_stage, st.total);
     cb->meta_pending = 0;
-    if (e == cudaSuccess && cb->meta_inline_enabled && !stage_current(cb, slot->h_stage, st.total)) {
+    if (e == cudaSuccess && cb->meta_inline_enabled && !skipped) {
         const uint64_t h = XXH3_64bits(slot->h_stage, st.total);
         const int repeated = h == cb->inlined_hash && st.total == cb->inlined_len;
         if (!repeated && meta_inline(cb, batch, slot->h_stage, st.total)) {
@@ -1294,11 +1295,11 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         }
     }
     batch->meta_inline = cb->meta_pending;
-    if (e == cudaSuccess && !cb->meta_pending) {
+    if (e == cudaSuccess && !skipped && !cb->meta_pending) {
         what = "metadata upload";
-        e = upload(cb, slot->h_stage, st.total, &skipped);
+        e = upload(cb, slot->h_stage, st.total);
     }
-    batch->upload_skipped = skipped;
+    batch->upload_skipped = skipped && e == cudaSuccess;
     uint64_t t2 = pd_now_ns();
     batch->upload_ns = t2 - t1;
     if (e != cudaSuccess) {

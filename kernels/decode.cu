@@ -2,7 +2,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "kernels/decode.cuh"
 #include "kernels/ptx.cuh"
@@ -188,11 +187,8 @@ template <typename QT, int N>
 static int pk_decode_reduce_meta(const pk_decode_args *a, const pk_decode_reduce_params &p, dim3 grid,
                                  cudaStream_t stream)
 {
-    pk_decode_meta<N> m;
-    memcpy(m.bytes, a->meta_host, a->meta_bytes);
-    memset(m.bytes + a->meta_bytes, 0, N - a->meta_bytes);
     return pk_launch_dependent_args(pk_decode_tuning().pdl, pk_decode_reduce_meta_kernel<QT, N>, grid, dim3(128), 0,
-                                    stream, p, m);
+                                    stream, p, pk_decode_meta_of<N>(a));
 }
 
 /* Launches the reduce kernel for queries of type QT; returns 0 or PAGED_E_DEVICE. */
@@ -215,12 +211,10 @@ static int pk_decode_reduce(const pk_decode_args *a, const pk_decode_plan *pl, c
     p.v_scale = a->cache.dtype == PAGED_DTYPE_FP8_E4M3 ? a->cache.v_scale : 1.0f;
     p.meta_base = (const char *) a->meta_dev;
     dim3 grid((unsigned) a->num_seqs, (unsigned) a->num_q_heads);
-    if (pl->meta && a->meta_bytes <= 1024)
-        return pk_decode_reduce_meta<QT, 1024>(a, p, grid, stream);
-    if (pl->meta && a->meta_bytes <= 4096)
-        return pk_decode_reduce_meta<QT, 4096>(a, p, grid, stream);
     if (pl->meta)
-        return pk_decode_reduce_meta<QT, PK_CUDA_DECODE_META_MAX>(a, p, grid, stream);
+        return pk_decode_meta_sized(a->meta_bytes, [&](auto n) {
+            return pk_decode_reduce_meta<QT, decltype(n)::value>(a, p, grid, stream);
+        });
     return pk_launch_dependent(pk_decode_reduce_kernel<QT>, grid, dim3(128), 0, stream, p,
                                pk_decode_tuning().pdl);
 }

@@ -57,6 +57,28 @@ template <int N> struct pk_decode_meta {
     alignas(16) unsigned char bytes[N];
 };
 
+/* Returns a parameter holding a's metadata (meta_host's meta_bytes, then zeros). */
+template <int N>
+static inline pk_decode_meta<N> pk_decode_meta_of(const pk_decode_args *a)
+{
+    pk_decode_meta<N> m;
+    memcpy(m.bytes, a->meta_host, a->meta_bytes);
+    memset(m.bytes + a->meta_bytes, 0, N - a->meta_bytes);
+    return m;
+}
+
+/* Returns f(std::integral_constant<int, N>()) for the smallest N of 1, 4 and 8 KB that holds
+ * bytes of metadata (at most PK_CUDA_DECODE_META_MAX). */
+template <typename F>
+static inline int pk_decode_meta_sized(size_t bytes, F f)
+{
+    if (bytes <= 1024)
+        return f(std::integral_constant<int, 1024>());
+    if (bytes <= 4096)
+        return f(std::integral_constant<int, 4096>());
+    return f(std::integral_constant<int, PK_CUDA_DECODE_META_MAX>());
+}
+
 /* Returns where metadata pointer ptr (a device address at or after base, or nullptr) points
  * in the parameter copy bytes of the metadata that starts at base. */
 template <typename T>

@@ -3,7 +3,6 @@
 #ifndef PAGED_KERNELS_DECODE_IMPL_CUH
 #define PAGED_KERNELS_DECODE_IMPL_CUH
 
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/decode.cuh"
@@ -1041,11 +1040,8 @@ static int pk_decode_meta_launch(const pk_decode_args *a, const pk_decode_params
                                       pk_decode_meta_occupancy<D, KT, QT, N>::cache);
     if (occ < 0)
         return occ;
-    pk_decode_meta<N> m;
-    memcpy(m.bytes, a->meta_host, a->meta_bytes);
-    memset(m.bytes + a->meta_bytes, 0, N - a->meta_bytes);
     return pk_launch_dependent_args(pk_decode_tuning().pdl, pk_decode_mma_meta_kernel<D, KT, QT, N>, grid,
-                                    dim3(S::NT), smem, stream, p, m);
+                                    dim3(S::NT), smem, stream, p, pk_decode_meta_of<N>(a));
 }
 
 /* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
@@ -1148,12 +1144,10 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
                           : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
     if constexpr (MMA) {
-        if (plan->meta && a->meta_bytes <= 1024)
-            return pk_decode_meta_launch<D, KT, QT, 1024>(a, p, grid, smem, dev, stream);
-        if (plan->meta && a->meta_bytes <= 4096)
-            return pk_decode_meta_launch<D, KT, QT, 4096>(a, p, grid, smem, dev, stream);
         if (plan->meta)
-            return pk_decode_meta_launch<D, KT, QT, PK_CUDA_DECODE_META_MAX>(a, p, grid, smem, dev, stream);
+            return pk_decode_meta_sized(a->meta_bytes, [&](auto n) {
+                return pk_decode_meta_launch<D, KT, QT, decltype(n)::value>(a, p, grid, smem, dev, stream);
+            });
     }
     return pk_launch_dependent(kernel, grid, dim3(NT), smem, stream, p, pk_decode_tuning().pdl);
 }
