@@ -175,20 +175,6 @@ static int take_queue(paged_client *c, paged_completion *out, unsigned max)
     return (int) n;
 }
 
-/* Grows the spin budget after a spin that paid, shrinks it after a sleep. */
-static void spin_adapt(struct paged_waiter *w, int hit)
-{
-    if (hit) {
-        uint64_t grown = (uint64_t) w->spin_ns + w->spin_ns / 4 + 1000u;
-        w->spin_ns = grown > w->spin_max_ns ? w->spin_max_ns : (uint32_t) grown;
-        w->spin_hits++;
-    } else {
-        uint32_t floor = w->spin_max_ns / 8;
-        w->spin_ns = w->spin_ns / 2 > floor ? w->spin_ns / 2 : floor;
-        w->sleeps++;
-    }
-}
-
 /* Sleeps (spinning first) until done(c, arg); see client.h. */
 int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, void *), void *arg)
 {
@@ -217,7 +203,7 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
         if (rc < 0)
             return rc;
         if (rc > 0 && done(c, arg)) {
-            spin_adapt(&c->waiter, 1);
+            paged_waiter_hit(&c->waiter);
             return 1;
         }
         if (i % PC_SPIN_CLOCK_EVERY == 0 && pc_now_ns() - start >= budget)
@@ -245,7 +231,8 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
         };
         int n = poll(p, 2, left);
         int fin = paged_wake_finish(&c->cq, c->cq_wait_fd);
-        spin_adapt(&c->waiter, 0);
+        c->waiter.sleeps++;
+        paged_waiter_slept(&c->waiter, pc_now_ns() - start);
         if (n < 0 && errno != EINTR)
             return PAGED_E_SYSTEM;
         if (fin < 0)

@@ -48,6 +48,31 @@ void paged_waiter_init(struct paged_waiter *w, uint32_t spin_max_ns)
     w->nospin_waits = 0;
 }
 
+/* Counts a wait that spinning served and edges the budget up towards its ceiling. */
+void paged_waiter_hit(struct paged_waiter *w)
+{
+    w->spin_hits++;
+    uint64_t grown = (uint64_t) w->spin_ns + w->spin_ns / 4 + 1000u;
+    w->spin_ns = grown > w->spin_max_ns ? w->spin_max_ns : (uint32_t) grown;
+}
+
+/*
+ * Adapts w's budget after a wait that slept and took waited_ns in all. A wait the ceiling
+ * would have covered sets the budget to cover it with a quarter to spare: the budget follows
+ * the waits it could serve, and cannot get stuck below a steady wait it only learns from
+ * hits. A longer wait halves the budget, down to an eighth of the ceiling. Returns nothing.
+ */
+void paged_waiter_slept(struct paged_waiter *w, uint64_t waited_ns)
+{
+    if (waited_ns <= w->spin_max_ns) {
+        uint64_t cover = waited_ns + waited_ns / 4 + 1000u;
+        w->spin_ns = cover > w->spin_max_ns ? w->spin_max_ns : (uint32_t) cover;
+        return;
+    }
+    uint32_t floor = w->spin_max_ns / 8;
+    w->spin_ns = w->spin_ns / 2 > floor ? w->spin_ns / 2 : floor;
+}
+
 /* Creates an eventfd wake-up. */
 int paged_wake_eventfd(int *fd)
 {
@@ -282,10 +307,7 @@ int paged_wake_wait(struct paged_ring_cons *c, int wait_fd, struct paged_waiter 
             budget = deadline - start;
         r = spin_for((uint32_t) budget, ready, arg);
         if (r != 0) {
-            w->spin_hits++;
-            /* Spinning paid: edge the budget back up towards its ceiling. */
-            uint64_t grown = (uint64_t) w->spin_ns + w->spin_ns / 4 + 1000u;
-            w->spin_ns = grown > w->spin_max_ns ? w->spin_max_ns : (uint32_t) grown;
+            paged_waiter_hit(w);
             return r;
         }
     }
@@ -330,11 +352,8 @@ int paged_wake_wait(struct paged_ring_cons *c, int wait_fd, struct paged_waiter 
         /* Loop: the wake-up may be stale (left from an earlier round) or the deadline may
          * have passed; the next check of ready and of the clock tells. */
     }
-    if (slept && w != NULL) {
-        /* Sleeping was needed: spin less next time, but keep a floor so we can learn. */
-        uint32_t floor = w->spin_max_ns / 8;
-        w->spin_ns = w->spin_ns / 2 > floor ? w->spin_ns / 2 : floor;
-    }
+    if (slept && w != NULL)
+        paged_waiter_slept(w, now_ns() - start);
     return r;
 }
 

@@ -68,6 +68,14 @@ struct paged_waiter {
 /* Sets up a waiter that spins at most spin_max_ns before sleeping (0: never spins). */
 void paged_waiter_init(struct paged_waiter *w, uint32_t spin_max_ns);
 
+/* Counts a wait that spinning served and grows w's budget by a quarter and a microsecond,
+ * up to its ceiling. Returns nothing. */
+void paged_waiter_hit(struct paged_waiter *w);
+
+/* Adapts w's budget after a wait that slept and lasted waited_ns: to cover that wait where
+ * the ceiling would have, else halved down to an eighth of the ceiling. Returns nothing. */
+void paged_waiter_slept(struct paged_waiter *w, uint64_t waited_ns);
+
 /*
  * Creates an eventfd wake-up, non-blocking and close-on-exec, and stores it in *fd (it is
  * both the wait and the notify side). Returns PAGED_OK or PAGED_E_SYSTEM.

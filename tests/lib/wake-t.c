@@ -191,6 +191,36 @@ static void test_timeouts(int pipe)
     wring_close(&w);
 }
 
+/* Checks how a sleep adapts the budget: waits the ceiling covers are learnt, longer ones
+ * halve it down to its floor, and a budget at the floor comes back up. */
+static void test_spin_learning(void)
+{
+    struct paged_waiter wt;
+    paged_waiter_init(&wt, 300000);
+    paged_waiter_slept(&wt, 2000000);
+    is_int(150000, wt.spin_ns, "learn: a 2 ms wait halves a 300 us budget");
+    for (int i = 0; i < 10; i++)
+        paged_waiter_slept(&wt, 2000000);
+    is_int(300000 / 8, wt.spin_ns, "learn: ... down to an eighth of the ceiling, no further");
+    paged_waiter_slept(&wt, 60000);
+    ok(wt.spin_ns >= 60000 && wt.spin_ns <= 80000,
+       "learn: a 60 us wait that slept lifts the budget from the floor to cover it (%u ns)", wt.spin_ns);
+    paged_waiter_slept(&wt, 290000);
+    is_int(300000, wt.spin_ns, "learn: a wait just under the ceiling takes the budget to the ceiling, not past");
+    paged_waiter_slept(&wt, 300001);
+    is_int(150000, wt.spin_ns, "learn: a wait just over the ceiling halves it");
+    uint64_t hits = wt.spin_hits;
+    paged_waiter_hit(&wt);
+    ok(wt.spin_hits == hits + 1 && wt.spin_ns == 150000 + 150000 / 4 + 1000,
+       "learn: a hit is counted and grows the budget by a quarter and 1 us (%u ns)", wt.spin_ns);
+
+    struct paged_waiter none;
+    paged_waiter_init(&none, 0);
+    paged_waiter_slept(&none, 0);
+    paged_waiter_slept(&none, 5000);
+    is_int(0, none.spin_ns, "learn: a waiter that never spins keeps a zero budget");
+}
+
 /* A condition that becomes true on its n-th call; counts calls. */
 struct countdown {
     int calls;
@@ -544,6 +574,7 @@ int main(void)
         test_process_wake(pipe);
     }
     test_spin();
+    test_spin_learning();
     test_sleep_eintr();
     test_hangup();
     test_epoll_edges();
