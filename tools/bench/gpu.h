@@ -52,6 +52,11 @@ void bg_stream_write_word(void *stream, void *addr, uint32_t value);
 /* Measures the device's ceilings: name, SMs, L2, streaming read, copy, cuBLAS bf16. */
 void bk_cuda_ceilings(const struct bench_opts *o, struct bench_ceilings *c);
 
+/* Times one launch of the streaming-read probe over bytes, in input sets rotated past L2 as
+ * the kernels' are; returns the median in microseconds (a plain read of a decode's bytes in
+ * one launch: what that launch could take at best). */
+double bk_cuda_read_us(const struct bench_opts *o, const struct bench_ceilings *c, double bytes);
+
 /* Times shape s with the pk_cuda_* kernels. */
 void bk_cuda_time(const struct bench_opts *o, const struct bench_ceilings *c, const struct bk_shape *s,
                   uint64_t seed, struct bk_timing *t);

@@ -109,6 +109,50 @@ void bk_cuda_ceilings(const struct bench_opts *o, struct bench_ceilings *c)
         fprintf(stderr, "paged-bench: cuBLAS bf16 rate n/a: %s\n", why);
 }
 
+/* A read of one volume, in input sets rotated past L2: set i starts at i * stride. */
+struct volume_read {
+    char *buf;
+    size_t stride;      /* bytes between sets: the volume rounded up to whole tiles */
+    unsigned *sink;
+    int blocks;
+};
+
+/* Launches one streaming read of set's volume; returns nothing. */
+static void volume_launch(void *ctx, int set)
+{
+    struct volume_read *v = ctx;
+    bg_check(bp_read(v->buf + (size_t) set * v->stride, v->stride, v->sink, v->blocks, bg_stream()),
+             "launching the read probe");
+}
+
+/* Times one launch of the streaming-read probe over bytes (rounded up to its 32 KB tiles),
+ * sets rotated past L2 as a kernel's inputs are; returns the median in microseconds. */
+double bk_cuda_read_us(const struct bench_opts *o, const struct bench_ceilings *c, double bytes)
+{
+    bg_open();
+    size_t free_b = 0, total_b = 0;
+    bg_check((int) cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    size_t tile = bp_tile_bytes();
+    struct volume_read v = { .stride = ((size_t) bytes + tile - 1) / tile * tile };
+    int nsets = bk_sets((double) v.stride, c->cache_bytes, 0.5 * (double) free_b, o->quick);
+    v.buf = bg_alloc((size_t) nsets * v.stride, "the same-volume read");
+    v.sink = bg_alloc(sizeof *v.sink, "the probe's sink");
+    bg_fill(v.buf, (size_t) nsets * v.stride / 4, PAGED_DTYPE_F32, 1.0f, 1.0f, o->seed ^ 0x7ead);
+    bg_check((int) cudaMemsetAsync(v.sink, 0, sizeof *v.sink, (cudaStream_t) bg_stream()), "cudaMemset");
+    bg_check(bp_grid(4, &v.blocks), "sizing the probe grid");
+    size_t tiles = v.stride / tile;
+    if ((size_t) v.blocks > tiles)
+        v.blocks = (int) tiles;     /* no block without a tile to read */
+    int runs = o->quick ? 10 : 100, warmup = o->quick ? 3 : 10;
+    double *us = bench_alloc((size_t) runs * sizeof *us, "run times");
+    bg_time_runs(volume_launch, &v, nsets, warmup, runs, us);
+    double med = bench_median(us, (size_t) runs);
+    free(us);
+    bg_free(v.buf);
+    bg_free(v.sink);
+    return med * (bytes / (double) v.stride);
+}
+
 /* ---- kernel timing */
 
 /* One case on the device: its memory and each set's arguments. */

@@ -58,8 +58,11 @@ static void decode_table(const struct bench_opts *o, const struct bench_ceilings
     br_col(t, "pct_read", "% read bw", 1, 1);
     br_col(t, "runs", "runs", 0, 0);
     br_col(t, "sets", "sets", 0, 0);
-    if (c->backend == BENCH_CUDA)
+    if (c->backend == BENCH_CUDA) {
+        br_col(t, "read_us", "1-launch read us", 1, 1);
+        br_col(t, "pct_read_same", "% of it", 1, 1);
         br_col(t, "plan", "plan", 0, 0);
+    }
     int n;
     const struct bk_shape *shapes = bk_shapes(BK_DECODE, o->quick, c->backend == BENCH_CPU, &n);
     double bf16_us = NAN, fp8_us = NAN;
@@ -83,8 +86,15 @@ static void decode_table(const struct bench_opts *o, const struct bench_ceilings
         br_set_num(t, row, "pct_read", 100.0 * gbps / c->read_gbps);
         br_set_int(t, row, "runs", tm.runs);
         br_set_int(t, row, "sets", tm.sets);
-        if (c->backend == BENCH_CUDA)
+#ifdef HAVE_CUDA
+        if (c->backend == BENCH_CUDA) {
+            /* The same bytes read contiguously in one launch: the most this launch could do. */
+            double read_us = bk_cuda_read_us(o, c, bytes);
+            br_set_num(t, row, "read_us", read_us);
+            br_set_num(t, row, "pct_read_same", 100.0 * read_us / tm.median_us);
             br_set_str(t, row, "plan", tm.plan[0] != '\0' ? tm.plan : "n/a");
+        }
+#endif
         if (fp8 != NULL && s == fp8)
             fp8_us = tm.median_us;
         else if (fp8 != NULL && s->seqs == fp8->seqs && s->ctx == fp8->ctx && s->hq == fp8->hq
