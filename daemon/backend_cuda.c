@@ -16,8 +16,8 @@
 #include "daemon/cuda_flight.h"
 #include "daemon/cuda_reaper.h"
 #include "daemon/cuda_mem.h"
+#include "daemon/cuda_stage.h"
 #include "daemon/fuse.h"
-#include "daemon/merged.h"
 #include "daemon/log.h"
 #include "lib/shm.h"
 
@@ -87,7 +87,7 @@ struct cuda_backend {
     uint64_t dep_timeout_ns;      /* the watchdog's: the last batch's dep_timeout_ns */
     void *ws;                     /* decode/prefill workspace */
     size_t ws_cap;
-    struct cuda_launch *launch;   /* the launches of the batch being run */
+    struct pd_cu_launch *launch;  /* the launches of the batch being run */
     size_t launch_cap;
     /* The batch being run carries its metadata in its DECODE launches' parameters
      * (pk_decode_args.meta_host) and has not uploaded it: meta_host, meta_len bytes, is its
@@ -103,27 +103,6 @@ struct cuda_backend {
     char health[128];
     unsigned warned;              /* non-sticky errors logged so far */
     struct pd_cu_reaper reaper;   /* frees departed clients' arenas (cuda_reaper.h) */
-};
-
-/* One launch of a batch as prepared: its kind and the kernel library's arguments. */
-struct cuda_launch {
-    int kind;                     /* PAGED_OP_APPEND, _DECODE (merged or not), _PREFILL, _COPY */
-    union {
-        pk_append_args append;
-        pk_decode_args decode;
-        pk_prefill_args prefill;
-        pk_copy_args copy;
-    } a;
-};
-
-struct pd_pool_mem {
-    struct pd_cu_mem mem;
-};
-
-struct pd_arena {
-    struct pd_cu_mem mem;
-    void *host;                   /* the client's host arena, once registered (PAGED_SQE_HOST_WORDS) */
-    unsigned char *host_dev;      /* its device address then */
 };
 
 /* Formats a message into *cause (NULL when out of memory); returns status. */
@@ -546,252 +525,8 @@ static void *workspace(struct cuda_backend *cb, size_t need, size_t *size)
     return cb->ws;
 }
 
-/*
- * The staging of a batch. Every launch's metadata (block tables, lengths, qo_indptr, slots,
- * block ids, ALiBi slopes, and a merged launch's per-sequence or per-segment pointer and
- * layer arrays) is laid out
- * twice by the same code: once to size it (host NULL), then, with the buffers grown, to copy it
- * into the batch slot's pinned buffer (host) and build each launch's arguments with device addresses.
- * One cudaMemcpyAsync then moves all of it before the first launch.
- */
-struct stage {
-    size_t total;                 /* bytes laid out so far */
-    unsigned char *host;          /* the second pass: the batch's slot's pinned buffer, filled
-                                   * and addressed (NULL in the first: only sized) */
-};
-
-/* Takes bytes of staging (256-aligned: whatever vector width a kernel reads with). When
- * filling, stores the device address in *dev and returns the host address to write at;
- * else stores NULL and returns NULL. */
-static void *stage_take(struct cuda_backend *cb, struct stage *st, size_t bytes, void **dev)
-{
-    size_t off = (st->total + 255) & ~(size_t) 255;
-    size_t pad_from = st->total;
-    st->total = off + bytes;
-    if (st->host == NULL) {
-        *dev = NULL;
-        return NULL;
-    }
-    memset(st->host + pad_from, 0, off - pad_from);   /* defined bytes: see upload() */
-    *dev = cb->d_stage + off;
-    return st->host + off;
-}
-
-/* Stages a copy of an array (src NULL: none); returns its device address when filling,
- * else NULL. */
-static void *stage_put(struct cuda_backend *cb, struct stage *st, const void *src, size_t bytes)
-{
-    if (src == NULL)
-        return NULL;
-    void *dev;
-    void *h = stage_take(cb, st, bytes, &dev);
-    if (h != NULL && bytes != 0)
-        memcpy(h, src, bytes);
-    return dev;
-}
-
-/* Stages one op and builds its launch; sets the op's status (PAGED_OK or why it cannot run). */
-static void prepare_one(struct cuda_backend *cb, struct stage *st, struct pd_batch_op *bop,
-                        struct cuda_launch *cl)
-{
-    const struct pv_op *op = bop->op;
-    memset(cl, 0, sizeof *cl);
-    cl->kind = op->opcode;
-    bop->status = PAGED_OK;
-    if (bop->arenas.data == NULL) {
-        bop->status = PAGED_E_INVAL;   /* every client of this backend has a device arena */
-        return;
-    }
-    unsigned char *data = bop->arenas.data->mem.dptr;
-    size_t nseq = op->count;
-    switch (op->opcode) {
-    case PAGED_OP_APPEND:
-        cl->a.append = (pk_append_args) {
-            .cache = *bop->cache, .layer_begin = op->layer_begin, .num_layers = op->num_layers,
-            .num_tokens = (int32_t) op->num_tokens, .src_dtype = op->dtype,
-            .k = data + op->k_off, .v = data + op->v_off,
-            .slot_mapping = stage_put(cb, st, op->slots, (size_t) op->num_tokens * 4),
-        };
-        break;
-    case PAGED_OP_DECODE:
-    case PAGED_OP_PREFILL: {
-        const int32_t *bt = stage_put(cb, st, op->block_tables, nseq * op->bt_stride * 4);
-        const int32_t *lens = stage_put(cb, st, op->seq_lens, nseq * 4);
-        pk_attn_opts opts = { op->sm_scale, op->soft_cap, op->window,
-                              stage_put(cb, st, op->alibi, (size_t) op->num_q_heads * 4) };
-        if (op->opcode == PAGED_OP_DECODE) {
-            cl->a.decode = (pk_decode_args) {
-                .cache = *bop->cache, .layer = op->layer_begin, .num_seqs = (int32_t) nseq,
-                .num_q_heads = (int32_t) op->num_q_heads, .q_dtype = op->dtype,
-                .q = data + op->q_off, .out = data + op->out_off,
-                .block_tables = bt, .bt_stride = (int32_t) op->bt_stride, .seq_lens = lens,
-                .opts = opts,
-            };
-            break;
-        }
-        cl->a.prefill = (pk_prefill_args) {
-            .cache = *bop->cache, .layer = op->layer_begin, .num_seqs = (int32_t) nseq,
-            .num_q_heads = (int32_t) op->num_q_heads, .q_dtype = op->dtype, .causal = 1,
-            .total_q = op->total_q, .max_qo_len = op->max_qo_len,
-            .q = data + op->q_off, .out = data + op->out_off,
-            .qo_indptr = stage_put(cb, st, op->qo_indptr, (nseq + 1) * 4),
-            .block_tables = bt, .bt_stride = (int32_t) op->bt_stride, .seq_lens = lens,
-            .opts = opts,
-        };
-        break;
-    }
-    case PAGED_OP_COPY:
-        cl->a.copy = (pk_copy_args) {
-            .cache = *bop->cache, .num_pairs = (int32_t) nseq,
-            .src_blocks = stage_put(cb, st, op->ids, nseq * 4),
-            .dst_blocks = stage_put(cb, st, op->ids2, nseq * 4),
-        };
-        break;
-    default:
-        bop->status = PAGED_E_NOTSUP;
-        break;
-    }
-}
-
-/* Returns the device address of the data arena of op's client, or NULL when it has none (a
- * merged launch leaves the op out; begin_merged gave it PAGED_E_INVAL). */
-static unsigned char *device_data(const struct pd_batch_op *op)
-{
-    return op->arenas.data != NULL ? op->arenas.data->mem.dptr : NULL;
-}
-
-/*
- * Starts merged launch cl of kind (PAGED_OP_DECODE or PAGED_OP_APPEND) over count ops:
- * clears it and gives each op PAGED_OK, or PAGED_E_INVAL when it has no device arena (it is
- * left out of the launch). Returns nothing.
- */
-static void begin_merged(struct cuda_launch *cl, int kind, struct pd_batch_op *ops, uint32_t count)
-{
-    memset(cl, 0, sizeof *cl);
-    cl->kind = kind;
-    for (uint32_t i = 0; i < count; i++)
-        ops[i].status = device_data(&ops[i]) != NULL ? PAGED_OK : PAGED_E_INVAL;
-}
-
-/*
- * Stages count mergeable DECODEs (daemon/batch.h says which) as one launch: per-sequence
- * query and output pointers, the block tables padded to the largest stride, the lengths
- * side by side, the slopes of the first, and each sequence's layer if the ops' layers differ
- * (every one of them checked by pv_validate against the pool). An op without a device arena
- * is left out with PAGED_E_INVAL; the others get PAGED_OK. Returns nothing.
- */
-static void prepare_merged(struct cuda_backend *cb, struct stage *st, struct pd_batch_op *ops,
-                           uint32_t count, struct cuda_launch *cl)
-{
-    const struct pv_op *first = ops[0].op;
-    begin_merged(cl, PAGED_OP_DECODE, ops, count);
-    struct pm_shape sh;
-    pm_shape(ops, count, device_data, 1, &sh);
-    void *dq, *dout, *dbt, *dlens, *dlayer = NULL;
-    const void **hq = stage_take(cb, st, sh.items * sizeof *hq, &dq);
-    void **hout = stage_take(cb, st, sh.items * sizeof *hout, &dout);
-    int32_t *hbt = stage_take(cb, st, sh.items * sh.stride * 4, &dbt);
-    int32_t *hlens = stage_take(cb, st, sh.items * 4, &dlens);
-    int32_t *hlayer = sh.layers_differ ? stage_take(cb, st, sh.items * 4, &dlayer) : NULL;
-    const float *alibi = stage_put(cb, st, first->alibi, (size_t) first->num_q_heads * 4);
-    if (st->host != NULL)
-        pm_decode_fill(ops, count, device_data, &sh, hq, hout, hbt, hlens, hlayer);
-    cl->a.decode = (pk_decode_args) {
-        .cache = *ops[0].cache, .layer = sh.layer, .num_seqs = (int32_t) sh.items,
-        .num_q_heads = (int32_t) first->num_q_heads, .q_dtype = first->dtype,
-        .q_seq = dq, .out_seq = dout, .block_tables = dbt, .bt_stride = (int32_t) sh.stride,
-        .seq_lens = dlens, .opts = { first->sm_scale, first->soft_cap, first->window, alibi },
-        .seq_layer = dlayer,
-    };
-}
-
-/*
- * Stages count mergeable APPENDs (daemon/batch.h says which) as one launch of the segmented
- * form: the slots of every op side by side, the segment offsets, per segment the key and
- * value pointers into its client's data arena, and each segment's first layer if the ops'
- * layers differ (every one checked by pv_validate against the pool). An op without a device
- * arena is left out with PAGED_E_INVAL; the others get PAGED_OK. Returns nothing.
- */
-static void prepare_merged_append(struct cuda_backend *cb, struct stage *st, struct pd_batch_op *ops,
-                                  uint32_t count, struct cuda_launch *cl)
-{
-    const struct pv_op *first = ops[0].op;
-    begin_merged(cl, PAGED_OP_APPEND, ops, count);
-    struct pm_shape sh;
-    pm_shape(ops, count, device_data, 0, &sh);
-    void *dslots, *dindptr, *dk, *dv, *dlayer = NULL;
-    int32_t *hslots = stage_take(cb, st, sh.tokens * 4, &dslots);
-    int32_t *hindptr = stage_take(cb, st, (sh.items + 1) * 4, &dindptr);
-    const void **hk = stage_take(cb, st, sh.items * sizeof *hk, &dk);
-    const void **hv = stage_take(cb, st, sh.items * sizeof *hv, &dv);
-    int32_t *hlayer = sh.layers_differ ? stage_take(cb, st, sh.items * 4, &dlayer) : NULL;
-    if (st->host != NULL)
-        pm_append_fill(ops, count, device_data, hslots, hindptr, hk, hv, hlayer);
-    /* batch.h bounds a merged APPEND far below INT32_MAX tokens. */
-    cl->a.append = (pk_append_args) {
-        .cache = *ops[0].cache, .layer_begin = sh.layer, .num_layers = first->num_layers,
-        .num_tokens = (int32_t) sh.tokens, .src_dtype = first->dtype, .slot_mapping = dslots,
-        .num_segments = (int32_t) sh.items, .seg_indptr = dindptr, .k_seg = dk, .v_seg = dv,
-        .seg_layer = dlayer,
-    };
-}
-
-/*
- * Gives the fused DECODE launch (cb->fusion) the newest tokens its partner APPENDs hold:
- * the rows of a single op where its APPEND has them, or, merged, a staged pointer per
- * sequence. Returns nothing.
- */
-static void prepare_fused(struct cuda_backend *cb, struct stage *st, struct pd_batch *batch)
-{
-    const struct pd_launch *ld = &batch->launches[cb->fusion.decode];
-    pk_decode_args *d = &cb->launch[cb->fusion.decode].a.decode;
-    const struct pd_batch_op *first = &batch->ops[ld->first];
-    size_t row = (size_t) first->cache->num_kv_heads * (size_t) first->cache->head_dim
-                 * pk_dtype_size(first->op->dtype);
-    if (ld->count == 1) {
-        const struct pd_batch_op *a = &batch->ops[cb->fusion.partner[ld->first]];
-        d->new_k = device_data(a) + a->op->k_off;
-        d->new_v = device_data(a) + a->op->v_off;
-        return;
-    }
-    size_t items = 0;
-    for (uint32_t i = ld->first; i < ld->first + ld->count; i++)
-        items += batch->ops[i].op->count;
-    void *dk, *dv;
-    const void **hk = stage_take(cb, st, items * sizeof *hk, &dk);
-    const void **hv = stage_take(cb, st, items * sizeof *hv, &dv);
-    d->new_k_seq = dk;
-    d->new_v_seq = dv;
-    if (st->host == NULL)
-        return;
-    size_t s = 0;
-    for (uint32_t i = ld->first; i < ld->first + ld->count; i++) {
-        const struct pd_batch_op *a = &batch->ops[cb->fusion.partner[i]];
-        for (uint32_t j = 0; j < batch->ops[i].op->count; j++, s++) {
-            hk[s] = device_data(a) + a->op->k_off + j * row;
-            hv[s] = device_data(a) + a->op->v_off + j * row;
-        }
-    }
-}
-
-/* Stages every launch of batch (both passes go through here); returns nothing. */
-static void prepare(struct cuda_backend *cb, struct stage *st, struct pd_batch *batch)
-{
-    for (uint32_t l = 0; l < batch->nlaunches; l++) {
-        const struct pd_launch *la = &batch->launches[l];
-        if (la->count > 1 && batch->ops[la->first].op->opcode == PAGED_OP_APPEND)
-            prepare_merged_append(cb, st, batch->ops + la->first, la->count, &cb->launch[l]);
-        else if (la->count > 1)
-            prepare_merged(cb, st, batch->ops + la->first, la->count, &cb->launch[l]);
-        else
-            prepare_one(cb, st, batch->ops + la->first, &cb->launch[l]);
-    }
-    if (cb->fused)
-        prepare_fused(cb, st, batch);
-}
-
 /* Queues one prepared launch on the stream; returns the kernel library's status. */
-static int launch(struct cuda_backend *cb, const struct cuda_launch *cl)
+static int launch(struct cuda_backend *cb, const struct pd_cu_launch *cl)
 {
     switch (cl->kind) {
     case PAGED_OP_APPEND: return pk_cuda_append(&cl->a.append, cb->stream);
@@ -894,7 +629,7 @@ static int launch_reserve(struct cuda_backend *cb, uint32_t n)
     size_t cap = cb->launch_cap != 0 ? cb->launch_cap : 64;
     while (cap < n)
         cap *= 2;
-    struct cuda_launch *p = realloc(cb->launch, cap * sizeof *p);
+    struct pd_cu_launch *p = realloc(cb->launch, cap * sizeof *p);
     if (p == NULL)
         return PAGED_E_NOMEM;
     cb->launch = p;
@@ -942,7 +677,7 @@ static int all_signal(const struct pd_batch *batch)
  * in its registered host arena (PAGED_SQE_HOST_WORDS). */
 static uint32_t *dep_word(const struct pd_batch_op *op, int wait)
 {
-    unsigned char *base = (op->op->flags & PAGED_SQE_HOST_WORDS) ? op->arenas.data->host_dev : device_data(op);
+    unsigned char *base = (op->op->flags & PAGED_SQE_HOST_WORDS) ? op->arenas.data->host_dev : pd_cu_op_data(op);
     return (uint32_t *) (base + (wait ? op->op->wait_off : op->op->signal_off));
 }
 
@@ -1004,7 +739,7 @@ static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd
 }
 
 /* Returns the workspace launch cl (its arguments built) asks for: a DECODE's or a PREFILL's, else 0. */
-static size_t launch_workspace(const struct cuda_launch *cl)
+static size_t launch_workspace(const struct pd_cu_launch *cl)
 {
     if (cl->kind == PAGED_OP_DECODE)
         return pk_cuda_decode_workspace(&cl->a.decode);
@@ -1055,7 +790,7 @@ static int ensure_uploaded(struct cuda_backend *cb, struct pd_batch *batch)
 static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t l)
 {
     struct pd_launch *la = &batch->launches[l];
-    struct cuda_launch *cl = &cb->launch[l];
+    struct pd_cu_launch *cl = &cb->launch[l];
     la->merged = 0;
     if (ok_ops(batch, la) == 0)
         return;
@@ -1187,7 +922,7 @@ static int meta_inline(struct cuda_backend *cb, const struct pd_batch *batch, co
     for (uint32_t l = 0; l < batch->nlaunches && ok; l++) {
         if ((cb->fused && l == cb->fusion.append) || ok_ops(batch, &batch->launches[l]) == 0)
             continue;
-        struct cuda_launch *cl = &cb->launch[l];
+        struct pd_cu_launch *cl = &cb->launch[l];
         if (cl->kind != PAGED_OP_DECODE) {
             ok = 0;
             break;
@@ -1233,8 +968,9 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
     }
     cb->fused = cb->fuse_enabled && partner_reserve(cb, batch->nops) == PAGED_OK
                 && pf_plan(batch, cb->partner, &cb->fuse_scratch, &cb->fusion);
-    struct stage st = { 0, NULL };
-    prepare(cb, &st, batch);
+    const struct pf_fusion *fusion = cb->fused ? &cb->fusion : NULL;
+    struct pd_cu_stage st = { 0, NULL, NULL };
+    pd_cu_stage_batch(&st, batch, cb->launch, fusion);
     /* Never empty, so that a device address is never computed from a NULL buffer. */
     size_t stage_need = st.total != 0 ? st.total : 1;
     size_t need = workspace_need(cb, batch);
@@ -1257,14 +993,14 @@ static void cuda_run_batch(pd_backend *b, struct pd_batch *batch)
         fail_all(batch, rc);
         return;
     }
-    st = (struct stage) { 0, slot->h_stage };
-    prepare(cb, &st, batch);
+    st = (struct pd_cu_stage) { 0, slot->h_stage, cb->d_stage };
+    pd_cu_stage_batch(&st, batch, cb->launch, fusion);
 
     /* One workspace for every DECODE and PREFILL: they run one after another on the stream. */
     size_t ws_size = 0;
     void *ws = need > 0 ? workspace(cb, need, &ws_size) : NULL;
     for (uint32_t l = 0; l < batch->nlaunches; l++) {
-        struct cuda_launch *cl = &cb->launch[l];
+        struct pd_cu_launch *cl = &cb->launch[l];
         if (launch_workspace(cl) == 0)
             continue;
         if (cl->kind == PAGED_OP_DECODE) {

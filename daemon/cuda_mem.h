@@ -68,6 +68,18 @@ struct pd_cu_mem {
     unsigned char ipc[64];       /* legacy: the cudaIpcMemHandle_t bytes */
 };
 
+/* The cuda backend's record of a pool's memory (backend.h's pd_pool_mem). */
+struct pd_pool_mem {
+    struct pd_cu_mem mem;
+};
+
+/* The cuda backend's record of a client's data arena (backend.h's pd_arena). */
+struct pd_arena {
+    struct pd_cu_mem mem;
+    void *host;                   /* the client's host arena, once registered (PAGED_SQE_HOST_WORDS) */
+    unsigned char *host_dev;      /* its device address then */
+};
+
 /*
  * Resolves every entry point of struct pd_cu_driver through the runtime (the device must
  * be current already). Returns PAGED_OK, or PAGED_E_DEVICE with *cause naming the symbol.

@@ -48,6 +48,8 @@ PD_CUDA_BACKEND_SOURCES = \
 	daemon/cuda_mem.c \
 	daemon/cuda_reaper.h \
 	daemon/cuda_reaper.c \
+	daemon/cuda_stage.h \
+	daemon/cuda_stage.c \
 	daemon/backend_cuda.c
 if HAVE_CUDA
 daemon_libpageddaemon_la_SOURCES += $(PD_CUDA_BACKEND_SOURCES)
