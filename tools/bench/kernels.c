@@ -88,7 +88,7 @@ static void decode_table(const struct bench_opts *o, const struct bench_ceilings
         br_set_int(t, row, "sets", tm.sets);
 #ifdef HAVE_CUDA
         if (c->backend == BENCH_CUDA) {
-            /* The same bytes read contiguously in one launch: the most this launch could do. */
+            /* A plain contiguous read of the same bytes in one launch, timed the same way. */
             double read_us = bk_cuda_read_us(o, c, bytes);
             br_set_num(t, row, "read_us", read_us);
             br_set_num(t, row, "pct_read_same", 100.0 * read_us / tm.median_us);
