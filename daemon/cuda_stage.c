@@ -7,7 +7,6 @@
 #include "daemon/cuda_stage.h"
 #include "daemon/merged.h"
 
-
 /* Takes bytes of staging (256-aligned: whatever vector width a kernel reads with). When
  * filling, stores the device address in *dev and returns the host address to write at;
  * else stores NULL and returns NULL. */
