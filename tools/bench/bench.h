@@ -41,6 +41,8 @@ struct bench_ceilings {
     enum bench_backend backend;     /* resolved: BENCH_CPU or BENCH_CUDA */
     char name[128];                 /* the GPU's name, or the CPU model */
     int units;                      /* SMs, or CPU worker threads */
+    int sm_max_mhz, mem_max_mhz;    /* GPU: highest clocks (0: not known) */
+    int power_limit_w;              /* GPU: enforced power limit (0: not known) */
     size_t cache_bytes;             /* L2 of the GPU, last-level cache of the CPU */
     double read_gbps;               /* streaming read, bytes read per second / 1e9 */
     double copy_gbps;               /* the better of the two copies, read + write bytes */

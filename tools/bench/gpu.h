@@ -31,6 +31,17 @@ void bg_open(void);
 /* Returns the stream (a cudaStream_t). */
 void *bg_stream(void);
 
+/* The device's limits that tell one box of a kind from another (an H200 SXM from an NVL, a
+ * power-capped card): -1 where unknown. */
+struct bg_gpu_limits {
+    int sm_max_mhz, mem_max_mhz;    /* highest SM and memory clocks */
+    int power_limit_w;              /* the power limit the driver enforces */
+};
+
+/* Fills *out with CUDA device dev's limits through NVML (nvml.c); returns 0, or -1 when
+ * NVML is not there or does not know the device (every field -1). */
+int bg_gpu_limits(int dev, struct bg_gpu_limits *out);
+
 /* Device memory: allocation, release, host-to-device copy; each dies on failure. */
 void *bg_alloc(size_t bytes, const char *what);
 void bg_free(void *p);

@@ -37,6 +37,7 @@ tools_bench_libbenchcuda_la_SOURCES = tools/bench/probe.cu
 tools_paged_bench_SOURCES += \
 	tools/bench/gpu.h \
 	tools/bench/gpu.c \
+	tools/bench/nvml.c \
 	tools/bench/kcuda.c \
 	tools/bench/cublas.c
 tools_paged_bench_LDADD += tools/bench/libbenchcuda.la kernels/libpagedcuda.la $(CUDA_LIBS)

@@ -193,6 +193,13 @@ static void header(const struct bench_ceilings *c, struct br_report *r)
     br_device_int(r, gpu ? "sms" : "threads", gpu ? "SMs" : "worker threads", c->units);
     br_device_int(r, gpu ? "l2_bytes" : "llc_bytes", gpu ? "L2 bytes" : "last-level cache bytes",
                   (long long) c->cache_bytes);
+    /* What tells boxes of one name apart (from NVML, where the driver has it). */
+    if (c->sm_max_mhz > 0)
+        br_device_int(r, "sm_clock_max_mhz", "SM clock max MHz", c->sm_max_mhz);
+    if (c->mem_max_mhz > 0)
+        br_device_int(r, "mem_clock_max_mhz", "memory clock max MHz", c->mem_max_mhz);
+    if (c->power_limit_w > 0)
+        br_device_int(r, "power_limit_w", "power limit W", c->power_limit_w);
     br_device_fig(r, "read_gbps", "stream read", c->read_gbps, "GB/s", 1);
     br_device_fig(r, "copy_gbps", "copy (read + write)", c->copy_gbps, "GB/s", 1);
     br_device_fig(r, "copy_kernel_gbps", gpu ? "  copy kernel" : "  memcpy on threads", c->copy_kernel_gbps,

@@ -1,0 +1,69 @@
+/* nvml.c: the GPU's clock and power limits, read through NVML where the driver ships it. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+
+#include "tools/bench/gpu.h"
+
+/*
+ * The driver's management library is loaded at run time (it comes with the driver, not the
+ * toolkit, and paged-bench must run where it is missing). Only the five entry points below
+ * are used, declared here by their documented signatures: an int status (0: success), an
+ * opaque device handle, clock type 1 for the SM clock and 2 for the memory clock, and the
+ * power limit in milliwatts.
+ */
+typedef struct bg_nvml_device *bg_nvml_handle;
+typedef int (*bg_nvml_init_fn)(void);
+typedef int (*bg_nvml_shutdown_fn)(void);
+typedef int (*bg_nvml_by_bus_fn)(const char *bus_id, bg_nvml_handle *dev);
+typedef int (*bg_nvml_max_clock_fn)(bg_nvml_handle dev, int type, unsigned *mhz);
+typedef int (*bg_nvml_power_limit_fn)(bg_nvml_handle dev, unsigned *milliwatts);
+#define BG_NVML_CLOCK_SM 1
+#define BG_NVML_CLOCK_MEM 2
+
+/* Returns symbol name of lib as a function pointer, or NULL. */
+static void *entry(void *lib, const char *name)
+{
+    return dlsym(lib, name);
+}
+
+/* Fills *out with CUDA device dev's limits (each -1 where unknown); returns 0, or -1 when
+ * NVML is not there or does not know the device (then every field is -1). */
+int bg_gpu_limits(int dev, struct bg_gpu_limits *out)
+{
+    out->sm_max_mhz = out->mem_max_mhz = out->power_limit_w = -1;
+    char bus[32];
+    if (cudaDeviceGetPCIBusId(bus, (int) sizeof bus, dev) != cudaSuccess) {
+        (void) cudaGetLastError();
+        return -1;
+    }
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        return -1;
+    bg_nvml_init_fn init = (bg_nvml_init_fn) entry(lib, "nvmlInit_v2");
+    bg_nvml_shutdown_fn shutdown = (bg_nvml_shutdown_fn) entry(lib, "nvmlShutdown");
+    bg_nvml_by_bus_fn by_bus = (bg_nvml_by_bus_fn) entry(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    bg_nvml_max_clock_fn max_clock = (bg_nvml_max_clock_fn) entry(lib, "nvmlDeviceGetMaxClockInfo");
+    bg_nvml_power_limit_fn power = (bg_nvml_power_limit_fn) entry(lib, "nvmlDeviceGetEnforcedPowerLimit");
+    int rc = -1;
+    if (init != NULL && shutdown != NULL && by_bus != NULL && init() == 0) {
+        bg_nvml_handle h = NULL;
+        if (by_bus(bus, &h) == 0) {
+            unsigned v = 0;
+            if (max_clock != NULL && max_clock(h, BG_NVML_CLOCK_SM, &v) == 0 && v > 0)
+                out->sm_max_mhz = (int) v;
+            if (max_clock != NULL && max_clock(h, BG_NVML_CLOCK_MEM, &v) == 0 && v > 0)
+                out->mem_max_mhz = (int) v;
+            if (power != NULL && power(h, &v) == 0 && v > 0)
+                out->power_limit_w = (int) ((v + 500) / 1000);
+            rc = 0;
+        }
+        shutdown();
+    }
+    dlclose(lib);
+    return rc;
+}
