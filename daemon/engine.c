@@ -7,9 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/batch.h"
-#include "daemon/server.h"
-#include "daemon/validate.h"
+#include "daemon/engine_impl.h"
 #include "lib/wake.h"
 
 /*
@@ -61,91 +59,6 @@
  * flight (early_inflight): its disconnection settles the device first.
  */
 
-#define PD_GATHER_MAX_NS 20000u
-#define PD_GATHER_SHARE 8u
-/* PAGEDD_GATHER=SHARE,MAX_US in the environment overrides both (a benchmarking aid, read
- * when the engine is created). */
-
-/* An item's status while the backend has it. */
-#define ITEM_WAITS 1
-#define NONE UINT32_MAX
-
-/* One request taken into the pass. */
-struct eng_item {
-    struct paged_cqe cqe;         /* its completion, status and count filled at the end */
-    struct pv_op op;              /* validated (empty when refused) */
-    uint32_t client;              /* its record in clients */
-    uint32_t next;                /* the same client's next item, or NONE */
-    int status;                   /* PAGED_OK, a paged_error, or ITEM_WAITS */
-};
-
-/* A completion withheld until the device work of its batch is done (a deferred batch). */
-struct eng_deferred {
-    struct paged_cqe cqe;         /* status filled; count and value at retirement */
-    struct pd_conn *c;            /* used only while a live connection has this address and id */
-    uint32_t conn_id;
-    int backend_op;               /* its count is the op's (set when it succeeds) */
-    uint32_t count;
-    uint64_t ticket;              /* the backend's ticket of its batch */
-    uint64_t t0;                  /* when the pass took its request */
-    uint64_t tokens, kv_bytes;    /* for the statistics */
-};
-
-/* One client with requests (or a corrupt ring) in the pass. */
-struct eng_client {
-    struct pd_conn *c;
-    struct pb_client rules;
-    uint32_t first, last;         /* its items, or NONE */
-    uint32_t taken;
-    uint32_t posted;              /* completions posted at the end of the pass */
-    uint64_t t0;                  /* when the pass took its requests */
-    int corrupt;                  /* its rings are broken: disconnect it after the pass */
-    int backend_ops;              /* it has a request for the backend in the pass */
-};
-
-struct pd_engine {
-    struct eng_item *items;
-    uint32_t nitems, citems;
-    struct eng_client *clients;
-    uint32_t nclients, cclients;
-    /* The batch, sized with items: ops as taken, ops in launch order, launches, scratch. */
-    struct pd_batch_op *in, *out;
-    struct pd_launch *launches;
-    struct pb_group *groups;
-    uint32_t *next;
-    uint64_t pass;                /* passes so far (this one included) */
-    int decode_in_pass;           /* a DECODE waits for the backend in this pass */
-    uint64_t last_decode_pass;    /* the last pass that had one */
-    uint64_t last_batch_ns;       /* the backend's time for the last batch with a DECODE */
-    uint32_t gather_share;        /* PD_GATHER_SHARE unless PAGEDD_GATHER says otherwise */
-    uint64_t gather_max_ns;       /* PD_GATHER_MAX_NS likewise */
-    int flush_evictions;          /* an ALLOC or LOOKUP ran: announce evictions afterwards */
-    struct paged_engine_stats total; /* since the engine was made (STATS, pactl stat) */
-    struct paged_engine_stats mark;  /* total when pd_engine_idle last reported */
-    struct pd_server *srv;        /* the server of the pass running now */
-    struct eng_deferred *def;     /* withheld completions, oldest first (ticket order) */
-    uint32_t ndef, cdef;
-    int defer_enabled;            /* PAGEDD_DEFER=0 (a benchmarking aid) turns deferral off */
-    int inflight;                 /* the backend had batches queued at the last pass */
-    /* For the idle log line only, per pass that made a batch: completion wake-ups (system
-     * calls) and the time they took, the time from the end of one pass's wake-ups to the next
-     * pass's backend work, and where the host time of a pass went. */
-    struct pass_stats {
-        uint64_t wakes, wake_ns, between_ns, betweens;
-        uint64_t collect_ns;      /* of between_ns, taking and validating requests (passes
-                                   * that made a batch only, like the rest) */
-        uint64_t stage_ns, upload_ns, queue_ns;   /* the backend's host work (struct pd_batch) */
-        uint64_t uploads_skipped;
-        uint64_t meta_inline;     /* batches whose launches carried their metadata */
-        uint64_t fused_appends;   /* APPENDs that rode in their DECODEs' launch */
-        uint64_t deferred;        /* batches whose completions waited for the device (def) */
-        uint64_t retire_wakes, retire_wake_ns;   /* wake-ups when those were posted */
-    } host, host_mark;
-    uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
-    uint64_t pass_collect_ns;     /* this pass's time in collect, counted if it makes a batch */
-    uint64_t slow_logged;         /* when a slow batch was last logged */
-};
-
 /* Names of the request fields for log lines, in enum paged_field order. */
 static const char *const field_names[PAGED_FIELD_COUNT_] = {
     "none", "opcode", "pool", "layer", "count", "dtype", "heads", "ids", "k", "v", "slots",
@@ -158,7 +71,7 @@ static const char *const op_names[PAGED_OP_COUNT_] = {
 };
 
 /* Grows *p (an array of *cap elements of size bytes) to hold want; returns 0 or -1. */
-static int grow(void **p, uint32_t *cap, uint32_t want, size_t size)
+int pd_eng_grow(void **p, uint32_t *cap, uint32_t want, size_t size)
 {
     if (want <= *cap)
         return 0;
@@ -224,7 +137,7 @@ struct pd_engine *pd_engine_create(void)
     if (!e->defer_enabled)
         pd_log(PD_LOG_INFO, "engine: every batch's completions wait for its device work (PAGEDD_DEFER=0)");
     if (reserve_items(e, 64) < 0
-        || grow((void **) &e->clients, &e->cclients, 16, sizeof *e->clients) < 0) {
+        || pd_eng_grow((void **) &e->clients, &e->cclients, 16, sizeof *e->clients) < 0) {
         pd_engine_destroy(e);
         return NULL;
     }
@@ -334,7 +247,7 @@ static int decode_conflicts(const struct pd_engine *e, const struct eng_client *
 /* Adds a record for c to the pass; returns it, or NULL when out of memory. */
 static struct eng_client *add_client(struct pd_engine *e, struct pd_conn *c)
 {
-    if (grow((void **) &e->clients, &e->cclients, e->nclients + 1, sizeof *e->clients) < 0)
+    if (pd_eng_grow((void **) &e->clients, &e->cclients, e->nclients + 1, sizeof *e->clients) < 0)
         return NULL;
     struct eng_client *r = &e->clients[e->nclients++];
     memset(r, 0, sizeof *r);
@@ -575,148 +488,6 @@ static void log_merged_launch(const struct pd_engine *e, const struct pd_launch 
            per_request);
 }
 
-/* Returns the live, ready connection deferred completion d is for, or NULL. */
-static struct pd_conn *deferred_conn(struct pd_server *srv, const struct eng_deferred *d)
-{
-    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
-        if (c == d->c && c->id == d->conn_id)
-            return c->state == PD_CONN_READY && c->ch != NULL ? c : NULL;
-    return NULL;
-}
-
-/* Disconnects c, whose completion ring's indices are corrupt; returns nothing. */
-static void kill_corrupt(struct pd_server *srv, struct pd_conn *c)
-{
-    pd_conn_error(c, 0, PAGED_E_RING, "ring indices corrupt: the submission tail is more "
-                  "than the ring's capacity ahead, or the completion head moved wrongly");
-    pd_server_kill(srv, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
-}
-
-/* Wakes c's completion waiter if it sleeps; returns 1 when that took a system call. */
-static int wake_client(const struct pd_server *srv, struct pd_conn *c)
-{
-    return (srv->sigpipe_ignored ? paged_wake_notify_sigpipe_ignored : paged_wake_notify)(&c->ch->cq,
-                                                                                       c->ch->cq_notify) == 1;
-}
-
-/*
- * Posts the completions withheld in def[first, end), which belong to connection c (NULL: gone,
- * they are only counted) and one batch whose device status is rc (PAGED_OK or a paged_error
- * that fails its backend ops), in their order; at now. Returns how many it posted, and sets
- * *corrupt when c's completion ring turned out corrupt.
- */
-static uint32_t post_deferred(struct pd_engine *e, struct pd_server *srv, struct pd_conn *c, uint32_t first,
-                              uint32_t end, int rc, uint64_t now, int *corrupt)
-{
-    uint32_t k = 0;
-    int decoded = 0;
-    *corrupt = 0;
-    for (uint32_t i = first; i < end; i++) {
-        struct eng_deferred *d = &e->def[i];
-        decoded |= d->cqe.opcode == PAGED_OP_DECODE;
-        if (d->backend_op && d->cqe.status >= 0) {
-            d->cqe.status = rc;
-            if (rc >= 0)
-                d->cqe.count = d->count;
-        }
-        d->cqe.value = now - d->t0;
-        pd_stats_record(&srv->stats, d->cqe.opcode, d->cqe.status, d->tokens, d->kv_bytes, now - d->t0);
-        if (c == NULL)
-            continue;
-        c->requests++;
-        c->errors += d->cqe.status < 0;
-        void *slot = *corrupt ? NULL : paged_ring_prod_slot(&c->ch->cq, k);
-        if (slot != NULL) {
-            memcpy(slot, &d->cqe, sizeof d->cqe);
-            k++;
-        } else
-            *corrupt = 1;
-    }
-    if (c == NULL)
-        return 0;
-    c->deferred = 0;
-    c->engine_awaited = decoded;
-    if (k != 0 && paged_ring_prod_publish(&c->ch->cq, k) < 0) {
-        *corrupt = 1;
-        return 0;
-    }
-    return k;
-}
-
-/* Posts the withheld completions whose batches the backend has finished (or lost to a device
- * fault), oldest first, each client's in its ring order, then wakes each of those clients
- * once. Returns how many completions it posted. */
-static unsigned retire_deferred(struct pd_engine *e, struct pd_server *srv)
-{
-    if (e->ndef == 0)
-        return 0;
-    uint64_t now = pd_now_ns();
-    uint32_t n = 0;
-    unsigned posted = 0;
-    struct pd_conn *wake[64];
-    unsigned nwake = 0;
-    while (n < e->ndef) {
-        const uint64_t ticket = e->def[n].ticket;
-        int rc = srv->backend->ops->done(srv->backend, ticket);
-        if (rc == 0)
-            break;                  /* still running, and every later batch queued behind it */
-        if (rc > 0)
-            rc = PAGED_OK;
-        uint32_t end = n;
-        while (end < e->ndef && e->def[end].ticket == ticket)
-            end++;
-        for (uint32_t i = n; i < end;) {
-            uint32_t j = i + 1;     /* a client's completions lie together, in ring order */
-            while (j < end && e->def[j].c == e->def[i].c && e->def[j].conn_id == e->def[i].conn_id)
-                j++;
-            int corrupt = 0;
-            struct pd_conn *c = deferred_conn(srv, &e->def[i]);
-            uint32_t k = post_deferred(e, srv, c, i, j, rc, now, &corrupt);
-            posted += k;
-            if (k != 0 && nwake < sizeof wake / sizeof wake[0])
-                wake[nwake++] = c;
-            else if (k != 0)
-                e->host.retire_wakes += wake_client(srv, c);
-            if (corrupt)
-                kill_corrupt(srv, c);
-            i = j;
-        }
-        n = end;
-    }
-    /* Every completion is visible before the first wake-up's system call (as in pass()). */
-    uint64_t w0 = pd_now_ns();
-    for (unsigned i = 0; i < nwake; i++)
-        if (wake[i]->state == PD_CONN_READY && wake[i]->ch != NULL)
-            e->host.retire_wakes += wake_client(srv, wake[i]);
-    e->host.retire_wake_ns += pd_now_ns() - w0;
-    memmove(e->def, e->def + n, (size_t) (e->ndef - n) * sizeof *e->def);
-    e->ndef -= n;
-    return posted;
-}
-
-/*
- * Withholds the completions of client record r of a pass whose batch the backend deferred
- * with ticket, in its ring order, and marks the client as having work in flight. The caller
- * has made room in def. Returns nothing.
- */
-static void defer_client(struct pd_engine *e, struct eng_client *r, uint64_t ticket)
-{
-    for (uint32_t j = r->first; j != NONE; j = e->items[j].next) {
-        struct eng_item *it = &e->items[j];
-        struct eng_deferred *d = &e->def[e->ndef++];
-        *d = (struct eng_deferred) {
-            .cqe = it->cqe, .c = r->c, .conn_id = r->c->id,
-            .backend_op = pv_backend_op(it->op.opcode), .count = it->op.count,
-            .ticket = ticket, .t0 = r->t0, .tokens = it->op.tokens, .kv_bytes = it->op.kv_bytes,
-        };
-        d->cqe.status = it->status;
-        pv_op_free(&it->op);
-    }
-    r->posted = 0;
-    r->c->deferred = 1;
-    r->c->early_inflight = 1;
-}
-
 /* Hands every op waiting for the backend to it as one batch (deferred where may_defer and
  * the backend can), and stores their statuses; returns the backend's ticket when it deferred
  * the batch, else 0. */
@@ -742,7 +513,7 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
         return 0;
     /* Deferred only where every withheld completion can be made room for now. */
     may_defer = may_defer && !deps && srv->backend->ops->done != NULL
-                    && grow((void **) &e->def, &e->cdef, e->ndef + e->nitems, sizeof *e->def) == 0;
+                    && pd_eng_grow((void **) &e->def, &e->cdef, e->ndef + e->nitems, sizeof *e->def) == 0;
     struct pd_batch batch = { .ops = e->out, .nops = n, .launches = e->launches,
                               .dep_timeout_ns = (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u,
                               .may_defer = may_defer };
@@ -905,14 +676,14 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         srv->backend->late_ctx = srv;
     }
     const struct pd_backend_ops *ops = srv->backend->ops;
-    /* With deferred batches, retire_deferred's done() looks at the device itself: one event
+    /* With deferred batches, pd_eng_retire_deferred's done() looks at the device itself: one event
      * query per pass instead of two (each costs 1.3-1.6 us on an H100 host). */
     if (e->ndef != 0)
         e->inflight = 1;
     else if (ops->tick != NULL)
         e->inflight = ops->tick(srv->backend);
     kill_late(srv);   /* the watchdog may have found one while nothing else happened */
-    unsigned retired = retire_deferred(e, srv);
+    unsigned retired = pd_eng_retire_deferred(e, srv);
     /* Deferred batches fill the backend's queue: a batch made now would wait in the backend
      * for the oldest to finish, and that one's withheld completions would be posted only
      * after it. Take nothing until there is room; the requests wait in their rings, and the
@@ -955,14 +726,14 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     uint64_t batches = e->total.batches;
     /* Batches that finished while this pass took its requests: post them before this one
      * queues (which may wait for a slot), so that their clients come back sooner. */
-    retired += retire_deferred(e, srv);
+    retired += pd_eng_retire_deferred(e, srv);
     const uint64_t ticket = run_batch(e, srv, only == NULL && e->defer_enabled);
     uint64_t t1 = pd_now_ns();
     unsigned done = 0;
     for (uint32_t i = 0; i < e->nclients; i++) {
         struct eng_client *r = &e->clients[i];
         if (ticket != 0 && r->backend_ops && !r->corrupt)
-            defer_client(e, r, ticket);   /* run_batch made room in def */
+            pd_eng_defer_client(e, r, ticket);   /* run_batch made room in def */
         else
             done += complete_client(e, srv, r, t1);
     }
@@ -972,7 +743,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     uint64_t wakes = 0;
     for (uint32_t i = 0; i < e->nclients; i++)
         if (e->clients[i].posted != 0)
-            wakes += wake_client(srv, e->clients[i].c);
+            wakes += pd_eng_wake_client(srv, e->clients[i].c);
     if (e->total.batches != batches) {      /* counted per batch: passes without backend work left out */
         e->host.collect_ns += e->pass_collect_ns;
         e->woke_at = pd_now_ns();
@@ -987,7 +758,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     for (uint32_t i = 0; i < e->nclients; i++) {
         struct pd_conn *c = e->clients[i].c;
         if (e->clients[i].corrupt && c->state != PD_CONN_DEAD)
-            kill_corrupt(srv, c);
+            pd_eng_kill_corrupt(srv, c);
     }
     e->nclients = 0;
     kill_late(srv);
@@ -1005,62 +776,6 @@ unsigned pd_engine_pass(struct pd_server *srv, unsigned budget)
 unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget)
 {
     return pass(srv, c, budget);
-}
-
-/* Logs what the engine did since it was last idle and starts counting afresh; see server.h. */
-void pd_engine_idle(struct pd_server *srv)
-{
-    struct pd_engine *e = srv->engine;
-    if (e == NULL || e->total.batches == e->mark.batches)
-        return;
-    const struct paged_engine_stats *t = &e->total, *m = &e->mark;
-    double b = (double) (t->batches - m->batches);
-    uint64_t db = t->decode_batches - m->decode_batches;
-    double dp = db != 0 ? (double) db : 1.0;
-    pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend "
-           "(%.1f waiting for the device); %llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
-           "%llu APPENDs, %llu of them in %llu merged launches; %llu batches completed when queued",
-           (unsigned long long) (t->batches - m->batches), (unsigned long long) (t->launches - m->launches),
-           (double) (t->backend_ns - m->backend_ns) / 1e3 / b,
-           (double) (t->device_wait_ns - m->device_wait_ns) / 1e3 / b, (unsigned long long) db,
-           (double) (t->decode_requests - m->decode_requests) / dp,
-           (double) (t->decode_clients - m->decode_clients) / dp,
-           (double) (t->gather_ns - m->gather_ns) / 1e3 / dp,
-           (unsigned long long) (t->append_requests - m->append_requests),
-           (unsigned long long) (t->merged_append_requests - m->merged_append_requests),
-           (unsigned long long) (t->merged_append_launches - m->merged_append_launches),
-           (unsigned long long) (t->early_batches - m->early_batches));
-    const struct pass_stats *w = &e->host, *wm = &e->host_mark;
-    uint64_t nb = w->betweens - wm->betweens;
-    pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
-           "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
-           "in the backend %.1f us staging, %.1f us issuing the upload (skipped in %.0f%%: the device had "
-           "the metadata, in %.0f%% the launch carried it), %.1f us queueing the launches; %llu APPENDs fused into their DECODEs' launch; "
-           "%llu batches deferred, %.2f wake-ups per batch taking %.1f us when their completions were posted",
-           (double) (w->wakes - wm->wakes) / b, (double) (w->wake_ns - wm->wake_ns) / 1e3 / b,
-           nb != 0 ? (double) (w->between_ns - wm->between_ns) / 1e3 / (double) nb : 0.0,
-           (double) (w->collect_ns - wm->collect_ns) / 1e3 / b, (double) (w->stage_ns - wm->stage_ns) / 1e3 / b,
-           (double) (w->upload_ns - wm->upload_ns) / 1e3 / b,
-           100.0 * (double) (w->uploads_skipped - wm->uploads_skipped) / b,
-           100.0 * (double) (w->meta_inline - wm->meta_inline) / b,
-           (double) (w->queue_ns - wm->queue_ns) / 1e3 / b,
-           (unsigned long long) (w->fused_appends - wm->fused_appends),
-           (unsigned long long) (w->deferred - wm->deferred),
-           (double) (w->retire_wakes - wm->retire_wakes) / b, (double) (w->retire_wake_ns - wm->retire_wake_ns) / 1e3 / b);
-    if (srv->backend->ops->report != NULL)
-        srv->backend->ops->report(srv->backend);
-    e->host_mark = e->host;
-    e->woke_at = 0;
-    e->mark = e->total;
-}
-
-/* Copies the engine's counters since it was made into out (zeros before the first pass). */
-void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out)
-{
-    if (srv->engine != NULL)
-        *out = srv->engine->total;
-    else
-        memset(out, 0, sizeof *out);
 }
 
 /* Waits for the device work of every early-completed batch, where c (or NULL: anyone) had
@@ -1108,7 +823,7 @@ void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c)
 {
     if (pd_engine_withheld(srv)) {
         pd_engine_settle(srv, NULL);
-        retire_deferred(srv->engine, srv);
+        pd_eng_retire_deferred(srv->engine, srv);
     }
     struct pd_channel *ch = c->ch;
     if (ch == NULL || c->state != PD_CONN_READY)

@@ -35,6 +35,9 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/fuse.h \
 	daemon/fuse.c \
 	daemon/engine.c \
+	daemon/engine_defer.c \
+	daemon/engine_impl.h \
+	daemon/engine_log.c \
 	daemon/notify.h \
 	daemon/notify.c
 daemon_libpageddaemon_la_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
