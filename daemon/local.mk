@@ -45,6 +45,8 @@ daemon_libpageddaemon_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 # The cuda backend: C17 against the runtime's C headers and <cuda.h>; the driver API only
 # through cudaGetDriverEntryPoint, so nothing links libcuda.
 PD_CUDA_BACKEND_SOURCES = \
+	daemon/cuda_backend.h \
+	daemon/cuda_batch.c \
 	daemon/cuda_flight.h \
 	daemon/cuda_flight.c \
 	daemon/cuda_mem.h \
