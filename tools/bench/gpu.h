@@ -32,14 +32,14 @@ void bg_open(void);
 void *bg_stream(void);
 
 /* The device's limits that tell one box of a kind from another (an H200 SXM from an NVL, a
- * power-capped card): -1 where unknown. */
+ * power-capped card): 0 where unknown. */
 struct bg_gpu_limits {
     int sm_max_mhz, mem_max_mhz;    /* highest SM and memory clocks */
     int power_limit_w;              /* the power limit the driver enforces */
 };
 
 /* Fills *out with CUDA device dev's limits through NVML (nvml.c); returns 0, or -1 when
- * NVML is not there or does not know the device (every field -1). */
+ * NVML is not there or does not know the device (every field 0). */
 int bg_gpu_limits(int dev, struct bg_gpu_limits *out);
 
 /* Device memory: allocation, release, host-to-device copy; each dies on failure. */

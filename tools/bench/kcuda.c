@@ -77,10 +77,10 @@ void bk_cuda_ceilings(const struct bench_opts *o, struct bench_ceilings *c)
     c->units = sms;
     c->cache_bytes = (size_t) l2;
     struct bg_gpu_limits lim;
-    bg_gpu_limits(dev, &lim);
-    c->sm_max_mhz = lim.sm_max_mhz > 0 ? lim.sm_max_mhz : 0;
-    c->mem_max_mhz = lim.mem_max_mhz > 0 ? lim.mem_max_mhz : 0;
-    c->power_limit_w = lim.power_limit_w > 0 ? lim.power_limit_w : 0;
+    (void) bg_gpu_limits(dev, &lim);     /* without NVML the header leaves them out */
+    c->sm_max_mhz = lim.sm_max_mhz;
+    c->mem_max_mhz = lim.mem_max_mhz;
+    c->power_limit_w = lim.power_limit_w;
 
     /* A few GB, far beyond L2, so every run streams from memory (a quarter of free memory
      * at most). */

@@ -3,7 +3,6 @@
 #include "config.h"
 
 #include <dlfcn.h>
-#include <stdio.h>
 
 #include <cuda_runtime_api.h>
 
@@ -25,17 +24,11 @@ typedef int (*bg_nvml_power_limit_fn)(bg_nvml_handle dev, unsigned *milliwatts);
 #define BG_NVML_CLOCK_SM 1
 #define BG_NVML_CLOCK_MEM 2
 
-/* Returns symbol name of lib as a function pointer, or NULL. */
-static void *entry(void *lib, const char *name)
-{
-    return dlsym(lib, name);
-}
-
-/* Fills *out with CUDA device dev's limits (each -1 where unknown); returns 0, or -1 when
- * NVML is not there or does not know the device (then every field is -1). */
+/* Fills *out with CUDA device dev's limits (each 0 where unknown); returns 0, or -1 when
+ * NVML is not there or does not know the device (then every field is 0). */
 int bg_gpu_limits(int dev, struct bg_gpu_limits *out)
 {
-    out->sm_max_mhz = out->mem_max_mhz = out->power_limit_w = -1;
+    out->sm_max_mhz = out->mem_max_mhz = out->power_limit_w = 0;
     char bus[32];
     if (cudaDeviceGetPCIBusId(bus, (int) sizeof bus, dev) != cudaSuccess) {
         (void) cudaGetLastError();
@@ -44,11 +37,11 @@ int bg_gpu_limits(int dev, struct bg_gpu_limits *out)
     void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL)
         return -1;
-    bg_nvml_init_fn init = (bg_nvml_init_fn) entry(lib, "nvmlInit_v2");
-    bg_nvml_shutdown_fn shutdown = (bg_nvml_shutdown_fn) entry(lib, "nvmlShutdown");
-    bg_nvml_by_bus_fn by_bus = (bg_nvml_by_bus_fn) entry(lib, "nvmlDeviceGetHandleByPciBusId_v2");
-    bg_nvml_max_clock_fn max_clock = (bg_nvml_max_clock_fn) entry(lib, "nvmlDeviceGetMaxClockInfo");
-    bg_nvml_power_limit_fn power = (bg_nvml_power_limit_fn) entry(lib, "nvmlDeviceGetEnforcedPowerLimit");
+    bg_nvml_init_fn init = (bg_nvml_init_fn) dlsym(lib, "nvmlInit_v2");
+    bg_nvml_shutdown_fn shutdown = (bg_nvml_shutdown_fn) dlsym(lib, "nvmlShutdown");
+    bg_nvml_by_bus_fn by_bus = (bg_nvml_by_bus_fn) dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    bg_nvml_max_clock_fn max_clock = (bg_nvml_max_clock_fn) dlsym(lib, "nvmlDeviceGetMaxClockInfo");
+    bg_nvml_power_limit_fn power = (bg_nvml_power_limit_fn) dlsym(lib, "nvmlDeviceGetEnforcedPowerLimit");
     int rc = -1;
     if (init != NULL && shutdown != NULL && by_bus != NULL && init() == 0) {
         bg_nvml_handle h = NULL;
