@@ -97,6 +97,7 @@ static void refused(struct fx *f, const char *what)
     ok(plan_of(f, &fu) == 0 && marks_clear(), "not fused: %s (scratch left zero)", what);
 }
 
+/* Checks pf_plan on batches that fuse and on each reason not to; returns 0 (TAP reports the result). */
 int main(void)
 {
     plan_lazy();

@@ -709,6 +709,8 @@ static void stop(struct td_daemon *d, struct rc_client *ctl, const char *name, i
     td_cleanup(d);
 }
 
+/* Runs the dependency checks against a patient daemon (bad requests, chains) and then one that
+ * times waits out (stuck, late and dead clients); returns 0 (TAP reports the result). */
 int main(void)
 {
     seed = tap_seed();
