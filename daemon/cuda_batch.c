@@ -157,32 +157,20 @@ static void launch_split_append(struct cuda_backend *cb, struct pd_batch *batch,
     }
 }
 
-/* Makes the per-launch array hold n launches; returns PAGED_OK or PAGED_E_NOMEM. */
-static int launch_reserve(struct cuda_backend *cb, uint32_t n)
+/* Makes *p, an array of *cap elements of size bytes, hold n (growing it to a power of two of at
+ * least 64); returns PAGED_OK or PAGED_E_NOMEM with *p as it was. */
+static int reserve(void **p, size_t *cap, size_t n, size_t size)
 {
-    if (n <= cb->launch_cap)
+    if (n <= *cap)
         return PAGED_OK;
-    size_t cap = cb->launch_cap != 0 ? cb->launch_cap : 64;
-    while (cap < n)
-        cap *= 2;
-    struct pd_cu_launch *p = realloc(cb->launch, cap * sizeof *p);
-    if (p == NULL)
+    size_t c = *cap != 0 ? *cap : 64;
+    while (c < n)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (q == NULL)
         return PAGED_E_NOMEM;
-    cb->launch = p;
-    cb->launch_cap = cap;
-    return PAGED_OK;
-}
-
-/* Makes the fusion's partner array hold n entries; returns PAGED_OK or PAGED_E_NOMEM. */
-static int partner_reserve(struct cuda_backend *cb, uint32_t n)
-{
-    if (n <= cb->partner_cap)
-        return PAGED_OK;
-    uint32_t *p = realloc(cb->partner, (size_t) n * sizeof *p);
-    if (p == NULL)
-        return PAGED_E_NOMEM;
-    cb->partner = p;
-    cb->partner_cap = n;
+    *p = q;
+    *cap = c;
     return PAGED_OK;
 }
 
@@ -497,12 +485,13 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
         return;
     }
     pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
-    int rc = launch_reserve(cb, batch->nlaunches);
+    int rc = reserve((void **) &cb->launch, &cb->launch_cap, batch->nlaunches, sizeof *cb->launch);
     if (rc < 0) {
         fail_all(batch, rc);
         return;
     }
-    cb->fused = cb->fuse_enabled && partner_reserve(cb, batch->nops) == PAGED_OK
+    cb->fused = cb->fuse_enabled
+                && reserve((void **) &cb->partner, &cb->partner_cap, batch->nops, sizeof *cb->partner) == PAGED_OK
                 && pf_plan(batch, cb->partner, &cb->fuse_scratch, &cb->fusion);
     const struct pf_fusion *fusion = cb->fused ? &cb->fusion : NULL;
     struct pd_cu_stage st = { 0, NULL, NULL };
