@@ -31,16 +31,11 @@ void bg_open(void);
 /* Returns the stream (a cudaStream_t). */
 void *bg_stream(void);
 
-/* The device's limits that tell one box of a kind from another (an H200 SXM from an NVL, a
- * power-capped card): 0 where unknown. */
-struct bg_gpu_limits {
-    int sm_max_mhz, mem_max_mhz;    /* highest SM and memory clocks */
-    int power_limit_w;              /* the power limit the driver enforces */
-};
-
-/* Fills *out with CUDA device dev's limits through NVML (nvml.c); returns 0, or -1 when
- * NVML is not there or does not know the device (every field 0). */
-int bg_gpu_limits(int dev, struct bg_gpu_limits *out);
+/* Sets *sm_max_mhz and *mem_max_mhz (highest SM and memory clocks) and *power_limit_w (the
+ * power limit the driver enforces) of CUDA device dev through NVML (nvml.c): what tells one
+ * box of a kind from another (an H200 SXM from an NVL, a power-capped card). Each is 0 where
+ * unknown, all of them where NVML is not there. Returns nothing. */
+void bg_gpu_limits(int dev, int *sm_max_mhz, int *mem_max_mhz, int *power_limit_w);
 
 /* Device memory: allocation, release, host-to-device copy; each dies on failure. */
 void *bg_alloc(size_t bytes, const char *what);

@@ -76,11 +76,8 @@ void bk_cuda_ceilings(const struct bench_opts *o, struct bench_ceilings *c)
     bg_check((int) cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "L2 size");
     c->units = sms;
     c->cache_bytes = (size_t) l2;
-    struct bg_gpu_limits lim;
-    (void) bg_gpu_limits(dev, &lim);     /* without NVML the header leaves them out */
-    c->sm_max_mhz = lim.sm_max_mhz;
-    c->mem_max_mhz = lim.mem_max_mhz;
-    c->power_limit_w = lim.power_limit_w;
+    /* Left out of the header where NVML does not know them (0). */
+    bg_gpu_limits(dev, &c->sm_max_mhz, &c->mem_max_mhz, &c->power_limit_w);
 
     /* A few GB, far beyond L2, so every run streams from memory (a quarter of free memory
      * at most). */

@@ -24,39 +24,35 @@ typedef int (*bg_nvml_power_limit_fn)(bg_nvml_handle dev, unsigned *milliwatts);
 #define BG_NVML_CLOCK_SM 1
 #define BG_NVML_CLOCK_MEM 2
 
-/* Fills *out with CUDA device dev's limits (each 0 where unknown); returns 0, or -1 when
- * NVML is not there or does not know the device (then every field is 0). */
-int bg_gpu_limits(int dev, struct bg_gpu_limits *out)
+/* Reads device dev's limits; see gpu.h. */
+void bg_gpu_limits(int dev, int *sm_max_mhz, int *mem_max_mhz, int *power_limit_w)
 {
-    out->sm_max_mhz = out->mem_max_mhz = out->power_limit_w = 0;
+    *sm_max_mhz = *mem_max_mhz = *power_limit_w = 0;
     char bus[32];
     if (cudaDeviceGetPCIBusId(bus, (int) sizeof bus, dev) != cudaSuccess) {
         (void) cudaGetLastError();
-        return -1;
+        return;
     }
     void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL)
-        return -1;
+        return;
     bg_nvml_init_fn init = (bg_nvml_init_fn) dlsym(lib, "nvmlInit_v2");
     bg_nvml_shutdown_fn shutdown = (bg_nvml_shutdown_fn) dlsym(lib, "nvmlShutdown");
     bg_nvml_by_bus_fn by_bus = (bg_nvml_by_bus_fn) dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
     bg_nvml_max_clock_fn max_clock = (bg_nvml_max_clock_fn) dlsym(lib, "nvmlDeviceGetMaxClockInfo");
     bg_nvml_power_limit_fn power = (bg_nvml_power_limit_fn) dlsym(lib, "nvmlDeviceGetEnforcedPowerLimit");
-    int rc = -1;
     if (init != NULL && shutdown != NULL && by_bus != NULL && init() == 0) {
         bg_nvml_handle h = NULL;
         if (by_bus(bus, &h) == 0) {
             unsigned v = 0;
             if (max_clock != NULL && max_clock(h, BG_NVML_CLOCK_SM, &v) == 0 && v > 0)
-                out->sm_max_mhz = (int) v;
+                *sm_max_mhz = (int) v;
             if (max_clock != NULL && max_clock(h, BG_NVML_CLOCK_MEM, &v) == 0 && v > 0)
-                out->mem_max_mhz = (int) v;
+                *mem_max_mhz = (int) v;
             if (power != NULL && power(h, &v) == 0 && v > 0)
-                out->power_limit_w = (int) ((v + 500) / 1000);
-            rc = 0;
+                *power_limit_w = (int) ((v + 500) / 1000);
         }
         shutdown();
     }
     dlclose(lib);
-    return rc;
 }
