@@ -28,6 +28,7 @@ struct cpu_backend {
      * ran, and at most CPU_DEPTH are reported queued at once, as a GPU's batches are, so
      * that the engine's withholding and its room rule run without a GPU. */
     uint64_t done_delay_ns;       /* 0: done when run_batch returns */
+    int refuse_merged;            /* PAGEDD_REFUSE_MERGED (backend.h): a test aid */
     uint64_t retired;             /* the last ticket reported done */
     uint64_t due[CPU_PENDING_MAX]; /* ticket % CPU_PENDING_MAX: when it is reported done */
     /* A merged DECODE's arrays, grown as needed and reused. */
@@ -357,13 +358,19 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
         struct pd_launch *la = &batch->launches[l];
         struct pd_batch_op *ops = batch->ops + la->first;
         la->merged = 0;
-        if (la->count > 1
-            && (ops[0].op->opcode == PAGED_OP_APPEND ? cpu_run_merged_append(cb, ops, la->count)
-                                                     : cpu_run_merged(cb, ops, la->count)) == PAGED_OK) {
-            la->merged = 1;
-            for (uint32_t i = 0; i < la->count; i++)
-                ops[i].status = PAGED_OK;
-            continue;
+        if (la->count > 1) {
+            const int opcode = ops[0].op->opcode;
+            /* PAGEDD_REFUSE_MERGED, the test aid: refused as the kernels may refuse a job. */
+            int rc = cb->refuse_merged ? PAGED_E_GEOMETRY
+                     : opcode == PAGED_OP_APPEND ? cpu_run_merged_append(cb, ops, la->count)
+                                                 : cpu_run_merged(cb, ops, la->count);
+            if (rc == PAGED_OK) {
+                la->merged = 1;
+                for (uint32_t i = 0; i < la->count; i++)
+                    ops[i].status = PAGED_OK;
+                continue;
+            }
+            pd_backend_log_unmerged("cpu", opcode, la->count, rc);
         }
         /* One op, or a merged job that could not run: each op by itself, on its own layers. */
         for (uint32_t i = 0; i < la->count; i++)
@@ -485,6 +492,7 @@ pd_backend *pd_backend_cpu_open(unsigned threads, char **cause)
         cb->done_delay_ns = (uint64_t) us * 1000u;
         pd_log(PD_LOG_INFO, "cpu: deferred batches report done %u us after they ran (PAGEDD_CPU_DONE_US)", us);
     }
+    cb->refuse_merged = pd_backend_refuse_merged("cpu");
     b->ops = &cpu_ops;
     b->priv = cb;
     return b;

@@ -531,6 +531,8 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     cb->fuse_enabled = fuse == NULL || strcmp(fuse, "0") != 0;
     if (!cb->fuse_enabled)
         pd_log(PD_LOG_INFO, "cuda device %d: APPENDs are not fused into DECODE launches (PAGEDD_FUSE=0)", ordinal);
+    snprintf(cb->who, sizeof cb->who, "cuda device %d", ordinal);
+    cb->refuse_merged = pd_backend_refuse_merged(cb->who);
     char *why = NULL;
     int rc = pd_cu_driver_load(&cb->dev.drv, &why);
     if (rc == PAGED_OK) {

@@ -61,6 +61,8 @@ struct cuda_backend {
      * so that the batches after it (a decode step's other layers) find it on the device. */
     uint64_t inlined_hash;
     size_t inlined_len;
+    int refuse_merged;            /* PAGEDD_REFUSE_MERGED (backend.h): a test aid */
+    char who[32];                 /* "cuda device N", for the log */
     int healthy;
     char health[128];
     unsigned warned;              /* non-sticky errors logged so far */

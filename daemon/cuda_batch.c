@@ -305,8 +305,21 @@ static int ensure_uploaded(struct cuda_backend *cb, struct pd_batch *batch)
         return PAGED_OK;
     cb->meta_pending = 0;
     meta_drop(cb, batch);
+    pd_log(PD_LOG_DEBUG, "%s: a refused launch carried the batch's metadata (%zu bytes): uploading it", cb->who,
+           cb->meta_len);
     cudaError_t e = upload(cb, cb->meta_host, cb->meta_len);
     return e == cudaSuccess ? PAGED_OK : pd_cu_error(cb, "metadata upload", e);
+}
+
+/* Runs the ops of launch la, refused with rc as a whole, one by one; returns nothing. */
+static void split(struct cuda_backend *cb, struct pd_batch *batch, const struct pd_launch *la,
+                  const struct pd_cu_launch *cl, int rc)
+{
+    pd_backend_log_unmerged(cb->who, cl->kind, ok_ops(batch, la), rc);
+    if (cl->kind == PAGED_OP_APPEND)
+        launch_split_append(cb, batch, la, &cl->a.append);
+    else
+        launch_split(cb, batch, la, &cl->a.decode);
 }
 
 /* Queues launch l of batch, a refused one failing its own ops (a merged one refused as a
@@ -322,7 +335,9 @@ static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t 
         launch_status(batch, la, PAGED_E_DEVICE);
         return;
     }
-    int rc = launch(cb, cl);
+    /* The test aid: a launch of several requests refused as the kernels may refuse one. */
+    const int refuse = cb->refuse_merged && ok_ops(batch, la) > 1;
+    int rc = refuse ? PAGED_E_GEOMETRY : launch(cb, cl);
     if (rc != PAGED_OK && rc != PAGED_E_DEVICE) {
         /* What runs instead reads the metadata on the device. */
         int up = ensure_uploaded(cb, batch);
@@ -337,14 +352,12 @@ static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t 
         queue_one(cb, batch, cb->fusion.append);
         cl->a.decode.new_k = cl->a.decode.new_v = NULL;
         cl->a.decode.new_k_seq = cl->a.decode.new_v_seq = NULL;
-        rc = cb->healthy ? launch(cb, cl) : PAGED_E_DEVICE;
+        rc = !cb->healthy ? PAGED_E_DEVICE : refuse ? PAGED_E_GEOMETRY : launch(cb, cl);
     }
     if (rc == PAGED_OK)
         la->merged = ok_ops(batch, la) > 1;
-    else if (la->count > 1 && rc != PAGED_E_DEVICE && cl->kind == PAGED_OP_APPEND)
-        launch_split_append(cb, batch, la, &cl->a.append);
     else if (la->count > 1 && rc != PAGED_E_DEVICE)
-        launch_split(cb, batch, la, &cl->a.decode);
+        split(cb, batch, la, cl, rc);
     else
         launch_status(batch, la, refused(cb, cl->kind, rc));
 }

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -520,6 +521,17 @@ int pd_server_run(struct pd_server *srv)
     return 0;
 }
 
+/* Returns how many CPUs this process may run on (its affinity mask: a cpuset, taskset or
+ * systemd's CPUAffinity= leave fewer than are online), or the online CPUs where the mask
+ * cannot be read. */
+static long usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 /* Creates the server; returns it or NULL with *cause. */
 struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *reload_fn,
                                    void *reload_ctx, char **cause)
@@ -536,7 +548,7 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     srv->reload = reload_fn;
     srv->reload_ctx = reload_ctx;
     srv->start_ns = pd_now_ns();
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = usable_cpus();
     srv->spinners = cpus > 2 && cpus < (long) UINT32_MAX ? (uint32_t) cpus - 2 : 0;
     const char *sp = getenv("PAGEDD_SPINNERS");       /* a benchmarking aid */
     unsigned spinners = 0;

@@ -19,6 +19,7 @@
 #include "kernels/kernels.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
+#include "tests/service/launchlog.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -38,6 +39,12 @@
  *   write, so the daemon must not fuse (no fused launch in the log of this phase), and the
  *   outputs must still match.
  *
+ *   Phase 3: the parent stops the daemon while every client submits one more layer (an
+ *   APPEND and a DECODE), so that one pass takes them all: on cuda the DECODEs must run as one
+ *   merged launch carrying every client's APPEND (the launch's metadata in its parameters);
+ *   under PAGEDD_REFUSE_MERGED (fused-refused-t.sh) that launch is refused and its requests
+ *   run one by one, the metadata uploaded after all. The outputs must match either way.
+ *
  * Children report each check through tests/service/childrec.h's pipe; the parent prints TAP.
  */
 
@@ -54,10 +61,9 @@
 #define NSTEP 4             /* phase 1: steps (a token per layer each) */
 #define TOL 2e-2            /* bf16 everywhere: relative L2 error of one output row */
 #define WAIT_MS 120000
-#define FUSED_LINE "APPENDs fused into their DECODEs' launch"
 
 /* What a child tells the parent besides its checks (tests/service/childrec.h). */
-enum rec_kind { REC_DONE = CR_FIRST_KIND };
+enum rec_kind { REC_DONE = CR_FIRST_KIND, REC_SUBMITTED };
 
 static struct td_daemon daemon_;
 static uint64_t seed;
@@ -106,12 +112,14 @@ static uint64_t host_new(struct client *cl, const void *src, size_t n)
     return off;
 }
 
-/* Submits what was prepared (count requests) and awaits as many completions, each PAGED_OK,
- * or exits; returns nothing. */
-static void run(struct client *cl, int count, const char *what)
+/* Submits what was prepared (count requests), tells the parent so when phase is nonzero
+ * (REC_SUBMITTED), and awaits as many completions, each PAGED_OK, or exits; returns nothing. */
+static void run_announced(struct client *cl, int count, const char *what, int phase)
 {
     if (paged_submit(cl->a.c) != count)
         cr_fatal("client %d: submitting %s: %s", child_who, what, paged_client_error(cl->a.c));
+    if (phase != 0)
+        cr_send(REC_SUBMITTED, 1, phase, NULL);
     for (int got = 0; got < count;) {
         paged_completion comp[4];
         int k = paged_wait(cl->a.c, comp, 4, WAIT_MS);
@@ -124,6 +132,13 @@ static void run(struct client *cl, int count, const char *what)
                        paged_field_name(comp[i].err_field), comp[i].err_index);
         got += k;
     }
+}
+
+/* Submits what was prepared (count requests) and awaits as many completions, each PAGED_OK,
+ * or exits; returns nothing. */
+static void run(struct client *cl, int count, const char *what)
+{
+    run_announced(cl, count, what, 0);
 }
 
 /* Prepares req, or exits; returns nothing. */
@@ -173,10 +188,11 @@ static void setup(struct client *cl)
 
 /*
  * One layer of a decode step: the newest token (position pos) of every sequence on layer,
- * APPENDed and DECODEd over in one submission, with table bt; checks the output against the
- * reference and returns the worst row error (infinity when it is not finite).
+ * APPENDed and DECODEd over in one submission, with table bt (the parent told it is
+ * submitted when phase is nonzero); checks the output against the reference and returns the
+ * worst row error (infinity when it is not finite).
  */
-static double layer_step(struct client *cl, int layer, int pos, const int32_t *bt)
+static double layer_step(struct client *cl, int layer, int pos, const int32_t *bt, int phase)
 {
     static uint16_t k[NSEQ * H * D], v[NSEQ * H * D], q[NSEQ * QH * D], got[NSEQ * QH * D], want[NSEQ * QH * D];
     int32_t slots[NSEQ], lens[NSEQ];
@@ -203,7 +219,7 @@ static double layer_step(struct client *cl, int layer, int pos, const int32_t *b
     };
     prep(cl, &app);
     prep(cl, &dec);
-    run(cl, 2, "an APPEND and its DECODE");
+    run_announced(cl, 2, "an APPEND and its DECODE", phase);
     if (aio_get(use_cuda, cl->a.data, out_off, got, sizeof got) < 0)
         cr_fatal("client %d: copying the output out", child_who);
 
@@ -222,7 +238,7 @@ static double layer_step(struct client *cl, int layer, int pos, const int32_t *b
     return aio_row_error(gf, wf, NSEQ * QH, D);
 }
 
-/* A client process: setup, phase 1, then (on the parent's go) phase 2; exits. */
+/* A client process: setup, phase 1, then (each on the parent's go) phases 2 and 3; exits. */
 static void client_main(int who, int cmd_fd)
 {
     child_who = who;
@@ -235,7 +251,7 @@ static void client_main(int who, int cmd_fd)
     double worst = 0.0;
     for (int step = 0; step < NSTEP; step++)
         for (int layer = 0; layer < L; layer++) {
-            double e = layer_step(&cl, layer, CTX + step, cl.ids);
+            double e = layer_step(&cl, layer, CTX + step, cl.ids, 0);
             worst = e > worst || isnan(e) ? e : worst;
         }
     cr_check(worst <= TOL, "client %d: %d steps of %d layers, each an APPEND of the newest tokens and a "
@@ -265,38 +281,52 @@ static void client_main(int who, int cmd_fd)
     int32_t bt[NSEQ * MAXBLK];
     memcpy(bt, cl.ids, sizeof bt);
     bt[1 * MAXBLK + 0] = bt[0 * MAXBLK + pos / B];
-    double e = layer_step(&cl, 0, pos, bt);
+    double e = layer_step(&cl, 0, pos, bt, 0);
     cr_check(e <= TOL, "client %d: a DECODE whose second sequence also reads the block the first one's newest "
            "token goes to matches the reference (row error %.2g)", child_who, e);
     cr_send(REC_DONE, 1, 2, NULL);
+
+    /* Phase 3: layer 1's token at pos, submitted while the daemon is stopped. */
+    cr_await_go(cmd_fd);
+    e = layer_step(&cl, 1, pos, cl.ids, 3);
+    cr_check(e <= TOL, "client %d: an APPEND and a DECODE run in one pass with every other client's match the "
+           "reference (row error %.2g)", child_who, e);
+    cr_send(REC_DONE, 1, 3, NULL);
     paged_client_close(cl.a.c);
     free(cl.ref.base);
     _exit(0);
 }
 
-/* Returns how many APPENDs the daemon's log says it fused from byte from to byte to. */
-static unsigned long fused_in_log(long from, long to)
+/* Checks what the log says of phase 3 (from byte from to byte to): every client's DECODE in
+ * one merged launch carrying their APPENDs on cuda, merged apart from them on cpu; under
+ * PAGEDD_REFUSE_MERGED both merged launches refused and their requests run alone (on cuda
+ * the metadata the DECODE launch carried uploaded after all). Returns nothing. */
+static void check_phase3(int refuse, long from, long to)
 {
-    FILE *f = fopen(daemon_.log, "r");
-    unsigned long n = 0;
-    if (f == NULL)
-        return 0;
-    if (fseek(f, from, SEEK_SET) == 0) {
-        char line[2048];
-        while (ftell(f) < to && fgets(line, sizeof line, f) != NULL) {
-            const char *at = strstr(line, "engine: ");
-            unsigned k;
-            int end = 0;
-            /* The line of one batch; the activity summary says it with another count. */
-            if (at != NULL && sscanf(at, "engine: %u " FUSED_LINE "%n", &k, &end) == 1 && end > 0)
-                n += k;
-        }
+    struct ll_merged m;
+    struct ll_unmerged u, ua;
+    ll_merged_in(daemon_.log, "DECODE", from, to, &m);
+    ll_unmerged_in(daemon_.log, "DECODE", from, to, &u);
+    ll_unmerged_in(daemon_.log, "APPEND", from, to, &ua);
+    unsigned long fused = ll_fused_in(daemon_.log, from, to);
+    if (refuse) {
+        ok(m.launches == 0 && u.launches == 1 && u.requests == NCLI && ua.launches == 1 && ua.requests == NCLI
+           && fused == 0, "phase 3: the merged launches of the %d clients' DECODEs and APPENDs were refused and "
+           "each ran alone (logged: %lu merged, %lu and %lu refused of %lu and %lu requests, %lu fused)", NCLI,
+           m.launches, u.launches, ua.launches, u.requests, ua.requests, fused);
+        if (use_cuda)
+            ok(ll_count_in(daemon_.log, "a refused launch carried the batch's metadata", from, to) == 1,
+               "phase 3: cuda: the metadata the refused launch carried was uploaded after all");
+    } else {
+        ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && u.launches == 0,
+           "phase 3: the %d clients' DECODEs ran as one launch (logged: %lu launches serving %lu requests, at "
+           "most %u clients)", NCLI, m.launches, m.requests, m.most_clients);
+        if (use_cuda)
+            ok(fused == NCLI, "phase 3: cuda: that launch carried the %d clients' APPENDs (%lu fused)", NCLI, fused);
     }
-    fclose(f);
-    return n;
 }
 
-/* Starts the daemon and the clients, conducts the two phases, reads the log; returns 0. */
+/* Starts the daemon and the clients, conducts the three phases, reads the log; returns 0. */
 int main(void)
 {
     seed = tap_seed();
@@ -323,16 +353,38 @@ int main(void)
             sysbail("write");
     done = ok(done && cr_await(kids.rec_fd, REC_DONE, 2, NCLI, WAIT_MS), "phase 2: every client decoded its aliased step") && done;
     long end = cr_file_size(daemon_.log);
+
+    /* Phase 3: stopped, so every client's two requests are in its ring when the engine looks. */
+    if (done && td_freeze(&daemon_) != 0)
+        sysbail("stopping the daemon");
+    for (int w = 0; w < NCLI && done; w++)
+        if (write(kids.cmd[w], "g", 1) != 1)
+            sysbail("write");
+    int sent = done && cr_await(kids.rec_fd, REC_SUBMITTED, 3, NCLI, WAIT_MS);
+    if (done)
+        kill(daemon_.pid, SIGCONT);
+    ok(sent, "phase 3: every client submitted while the daemon was stopped");
+    done = ok(sent && cr_await(kids.rec_fd, REC_DONE, 3, NCLI, WAIT_MS), "phase 3: every client decoded its layer");
+    long end3 = cr_file_size(daemon_.log);
     cr_reap(&kids);
 
-    unsigned long fused1 = fused_in_log(0, mark), fused2 = fused_in_log(mark, end);
-    if (use_cuda)
+    /* PAGEDD_REFUSE_MERGED (fused-refused-t.sh): a launch of several requests is refused. */
+    const char *refuse_env = getenv("PAGEDD_REFUSE_MERGED");
+    const int refuse = refuse_env != NULL && strcmp(refuse_env, "1") == 0;
+    unsigned long fused1 = ll_fused_in(daemon_.log, 0, mark), fused2 = ll_fused_in(daemon_.log, mark, end);
+    if (use_cuda && !refuse)
         ok(done && fused1 > 0 && fused1 <= NCLI * NSTEP * L,
            "cuda: the daemon fused %lu of phase 1's %d APPENDs into their DECODEs' launches", fused1,
            NCLI * NSTEP * L);
+    else if (use_cuda)
+        ok(done && fused1 <= NCLI * NSTEP * L, "cuda: the daemon fused %lu of phase 1's %d APPENDs (merged "
+           "launches refused)", fused1, NCLI * NSTEP * L);
     else
         ok(fused1 == 0, "cpu: no APPEND fused (%lu): the cpu backend runs APPEND and DECODE apart", fused1);
     ok(fused2 == 0, "phase 2: no APPEND fused where another row reads the block a token goes to (%lu)", fused2);
+    if (refuse)
+        ok(td_log_contains(&daemon_, "(PAGEDD_REFUSE_MERGED)"), "the daemon says it refuses every merged launch");
+    check_phase3(refuse, end, end3);
     rc_close(&ctl);
     int st = td_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");

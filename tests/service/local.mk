@@ -44,17 +44,22 @@ TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t
 TESTS += tests/service/merge-late-t.sh tests/service/fused-late-t.sh
 EXTRA_DIST += tests/service/merge-late-t.sh tests/service/fused-late-t.sh
 
+# merge-t and fused-t with every launch of several requests refused (PAGEDD_REFUSE_MERGED): the
+# backends' fallback that runs such a launch's requests one by one.
+TESTS += tests/service/merge-refused-t.sh tests/service/fused-refused-t.sh
+EXTRA_DIST += tests/service/merge-refused-t.sh tests/service/fused-refused-t.sh
+
 # Clients decoding layer by layer: on the cuda backend each layer's APPEND rides in its
 # DECODE's launch (daemon/fuse.h).
 tests_service_fused_t_SOURCES = tests/service/fused-t.c $(SVC_CLIENT_SOURCES) \
-	tests/service/childrec.c tests/service/childrec.h
+	tests/service/childrec.c tests/service/childrec.h tests/service/launchlog.c tests/service/launchlog.h
 tests_service_fused_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_fused_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_fused_t_DEPENDENCIES = daemon/pagedd
 
 # DECODEs of several client processes merged into one launch.
 tests_service_merge_t_SOURCES = tests/service/merge-t.c $(SVC_CLIENT_SOURCES) \
-	tests/service/childrec.c tests/service/childrec.h
+	tests/service/childrec.c tests/service/childrec.h tests/service/launchlog.c tests/service/launchlog.h
 tests_service_merge_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_merge_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_merge_t_DEPENDENCIES = daemon/pagedd

@@ -24,6 +24,7 @@
 #include "lib/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
+#include "tests/service/launchlog.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -803,47 +804,78 @@ static void client_main(int who, int cmd_fd)
     _exit(0);
 }
 
-/* What the daemon's log says of the merged launches of one op. */
-struct merged {
-    unsigned long launches;       /* how many */
-    unsigned long requests;       /* the requests they served */
-    unsigned most_clients;        /* the most clients one served */
-    int lo, hi;                   /* the layers of the first launch that served most_clients */
-};
-
-/* Scans the daemon's log from byte from up to byte to (-1: its end) for merged launches of op
- * ("DECODE" or "APPEND") into *m. Returns nothing. */
-static void merged_in_log(const char *op, long from, long to, struct merged *m)
+/* Checks what the log says of the merged launches when the backend refuses them all: none
+ * ran merged, the refused ones ran alone, burst D's one launch of each op among them (its
+ * part of the log from d_from to d_to). Returns nothing. */
+static void check_refused(long d_from, long d_to)
 {
-    char key[64];
-    snprintf(key, sizeof key, "merged %s launch ", op);
-    memset(m, 0, sizeof *m);
-    m->lo = m->hi = -1;
-    FILE *f = fopen(daemon_.log, "r");
-    if (f == NULL)
-        return;
-    if (fseek(f, from, SEEK_SET) != 0) {
-        fclose(f);
-        return;
+    ok(td_log_contains(&daemon_, "(PAGEDD_REFUSE_MERGED)"), "the daemon says it refuses every merged launch");
+    struct ll_merged m, ma;
+    ll_merged_in(daemon_.log, "DECODE", 0, -1, &m);
+    ll_merged_in(daemon_.log, "APPEND", 0, -1, &ma);
+    ok(m.launches == 0 && ma.launches == 0, "no launch ran merged (logged: %lu DECODE, %lu APPEND)", m.launches,
+       ma.launches);
+    struct ll_unmerged u;
+    ll_unmerged_in(daemon_.log, "DECODE", 0, -1, &u);
+    ok(u.launches > 0 && u.requests >= 2 * u.launches,
+       "%lu refused merged DECODE launches ran their %lu requests one by one", u.launches, u.requests);
+    ll_unmerged_in(daemon_.log, "APPEND", 0, -1, &u);
+    ok(u.launches > 0 && u.requests >= 2 * u.launches,
+       "%lu refused merged APPEND launches ran their %lu requests one by one", u.launches, u.requests);
+    ll_unmerged_in(daemon_.log, "DECODE", d_from, d_to, &u);
+    ok(u.launches == 1 && u.requests == NCLI, "burst D: the one launch of the %d clients' DECODEs was refused "
+       "and they ran alone (logged: %lu launches of %lu requests)", NCLI, u.launches, u.requests);
+    ll_unmerged_in(daemon_.log, "APPEND", d_from, d_to, &u);
+    ok(u.launches == 1 && u.requests == NCLI, "burst D: the one launch of the %d clients' APPENDs was refused "
+       "and they ran alone (logged: %lu launches of %lu requests)", NCLI, u.launches, u.requests);
+}
+
+/* Checks what the log and STATS say of the merged launches: DECODEs and APPENDs of several
+ * clients ran merged, burst D's (from d_from to d_to in the log) as one launch of each op;
+ * STATS counts what the log shows. Returns nothing. */
+static void check_merged(struct rc_client *ctl, long d_from, long d_to)
+{
+    struct ll_merged m;
+    ll_merged_in(daemon_.log, "DECODE", 0, -1, &m);
+    ok(m.launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", m.launches,
+       m.requests);
+    /* STATS (pactl stat) counts the same launches the log shows. */
+    struct paged_msg_stats_reply sr;
+    struct ll_merged ma;
+    ll_merged_in(daemon_.log, "APPEND", 0, -1, &ma);
+    if (ok(rc_stats(ctl, &sr) == 0, "STATS answers")) {
+        const struct paged_engine_stats *es = &sr.engine;
+        ok(es->merged_decode_launches == m.launches && es->merged_decode_requests == m.requests,
+           "STATS: %llu merged DECODE launches serving %llu requests, as logged",
+           (unsigned long long) es->merged_decode_launches, (unsigned long long) es->merged_decode_requests);
+        ok(es->merged_append_launches == ma.launches && es->merged_append_requests == ma.requests,
+           "STATS: %llu merged APPEND launches serving %llu requests, as logged",
+           (unsigned long long) es->merged_append_launches, (unsigned long long) es->merged_append_requests);
+        ok(es->batches > 0 && es->launches >= es->batches && es->decode_batches <= es->batches
+           && es->decode_requests >= es->merged_decode_requests && es->decode_clients <= es->decode_requests
+           && es->append_requests >= es->merged_append_requests && es->device_wait_ns <= es->backend_ns
+           && es->decode_requests <= sr.ops[PAGED_OP_DECODE].requests
+           && es->decode_requests >= sr.ops[PAGED_OP_DECODE].requests - sr.ops[PAGED_OP_DECODE].errors,
+           "STATS: engine counters add up (%llu batches, %llu launches, %llu DECODEs in %llu batches)",
+           (unsigned long long) es->batches, (unsigned long long) es->launches,
+           (unsigned long long) es->decode_requests, (unsigned long long) es->decode_batches);
     }
-    char line[2048];
-    while ((to < 0 || ftell(f) < to) && fgets(line, sizeof line, f) != NULL) {
-        const char *at = strstr(line, key);
-        unsigned long id;
-        unsigned reqs, clients;
-        if (at == NULL || sscanf(at + strlen(key), "%lu: %u requests of %u clients", &id, &reqs,
-                                 &clients) != 3)
-            continue;
-        m->launches++;
-        m->requests += reqs;
-        if (clients > m->most_clients) {
-            const char *ly = strstr(at, " layers ");
-            m->most_clients = clients;
-            if (ly == NULL || sscanf(ly, " layers %d..%d", &m->lo, &m->hi) != 2)
-                m->lo = m->hi = -1;
-        }
-    }
-    fclose(f);
+    ok(m.most_clients >= 2, "a merged launch served DECODEs of %u clients (at least 2)", m.most_clients);
+    ok(ma.launches > 0, "the daemon logged %lu merged APPEND launches serving %lu requests", ma.launches,
+       ma.requests);
+    ok(ma.most_clients >= 2, "a merged launch served APPENDs of %u clients (at least 2)", ma.most_clients);
+    /* Burst D: one launch each, every client on a layer of its own. */
+    const int top = (NCLI < L ? NCLI : L) - 1;
+    ll_merged_in(daemon_.log, "DECODE", d_from, d_to, &m);
+    ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
+       "burst D: the %d clients' DECODEs of layers 0..%d ran as one launch (logged: %lu launches "
+       "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
+       m.most_clients, m.lo, m.hi);
+    ll_merged_in(daemon_.log, "APPEND", d_from, d_to, &m);
+    ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
+       "burst D: the %d clients' APPENDs of layers 0..%d ran as one launch (logged: %lu launches "
+       "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
+       m.most_clients, m.lo, m.hi);
 }
 
 /* Stops the daemon and waits until it has stopped; returns nothing. */
@@ -897,47 +929,12 @@ int main(void)
     ok(ready && cr_await(kids.rec_fd, REC_DONE, 0, NCLI, WAIT_MS), "every client checked the five bursts");
     cr_reap(&kids);
 
-    struct merged m;
-    merged_in_log("DECODE", 0, -1, &m);
-    ok(m.launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", m.launches,
-       m.requests);
-    /* STATS (pactl stat) counts the same launches the log shows. */
-    struct paged_msg_stats_reply sr;
-    struct merged ma;
-    merged_in_log("APPEND", 0, -1, &ma);
-    if (ok(rc_stats(&ctl, &sr) == 0, "STATS answers")) {
-        const struct paged_engine_stats *es = &sr.engine;
-        ok(es->merged_decode_launches == m.launches && es->merged_decode_requests == m.requests,
-           "STATS: %llu merged DECODE launches serving %llu requests, as logged",
-           (unsigned long long) es->merged_decode_launches, (unsigned long long) es->merged_decode_requests);
-        ok(es->merged_append_launches == ma.launches && es->merged_append_requests == ma.requests,
-           "STATS: %llu merged APPEND launches serving %llu requests, as logged",
-           (unsigned long long) es->merged_append_launches, (unsigned long long) es->merged_append_requests);
-        ok(es->batches > 0 && es->launches >= es->batches && es->decode_batches <= es->batches
-           && es->decode_requests >= es->merged_decode_requests && es->decode_clients <= es->decode_requests
-           && es->append_requests >= es->merged_append_requests && es->device_wait_ns <= es->backend_ns
-           && es->decode_requests <= sr.ops[PAGED_OP_DECODE].requests
-           && es->decode_requests >= sr.ops[PAGED_OP_DECODE].requests - sr.ops[PAGED_OP_DECODE].errors,
-           "STATS: engine counters add up (%llu batches, %llu launches, %llu DECODEs in %llu batches)",
-           (unsigned long long) es->batches, (unsigned long long) es->launches,
-           (unsigned long long) es->decode_requests, (unsigned long long) es->decode_batches);
-    }
-    ok(m.most_clients >= 2, "a merged launch served DECODEs of %u clients (at least 2)", m.most_clients);
-    ok(ma.launches > 0, "the daemon logged %lu merged APPEND launches serving %lu requests", ma.launches,
-       ma.requests);
-    ok(ma.most_clients >= 2, "a merged launch served APPENDs of %u clients (at least 2)", ma.most_clients);
-    /* Burst D: one launch each, every client on a layer of its own. */
-    const int top = (NCLI < L ? NCLI : L) - 1;
-    merged_in_log("DECODE", burst_d_log, burst_e_log, &m);
-    ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
-       "burst D: the %d clients' DECODEs of layers 0..%d ran as one launch (logged: %lu launches "
-       "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
-       m.most_clients, m.lo, m.hi);
-    merged_in_log("APPEND", burst_d_log, burst_e_log, &m);
-    ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
-       "burst D: the %d clients' APPENDs of layers 0..%d ran as one launch (logged: %lu launches "
-       "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
-       m.most_clients, m.lo, m.hi);
+    /* PAGEDD_REFUSE_MERGED (merge-refused-t.sh): every merged launch refused, run op by op. */
+    const char *refuse = getenv("PAGEDD_REFUSE_MERGED");
+    if (refuse != NULL && strcmp(refuse, "1") == 0)
+        check_refused(burst_d_log, burst_e_log);
+    else
+        check_merged(&ctl, burst_d_log, burst_e_log);
     rc_close(&ctl);
     st = td_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");

@@ -1,7 +1,8 @@
-/* spinhint-t.c: pagedd tells the clients beyond the CPUs it can spare not to spin. */
+/* spinhint-t.c: pagedd tells the clients beyond the CPUs it may use and can spare not to spin. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,14 +152,30 @@ static void scenario(long spinners, const char *env, long cpus)
     td_cleanup(&daemon_);
 }
 
+/* Narrows this process's CPUs (and so the next daemon's) to the first n of set; returns
+ * whether it could. */
+static int narrow_cpus(const cpu_set_t *set, int n)
+{
+    cpu_set_t few;
+    CPU_ZERO(&few);
+    for (int c = 0, k = 0; c < CPU_SETSIZE && k < n; c++)
+        if (CPU_ISSET(c, set)) {
+            CPU_SET(c, &few);
+            k++;
+        }
+    return sched_setaffinity(0, sizeof few, &few) == 0;
+}
+
 /* Runs the scenario with the default number of spinners (unless the machine has too many
  * CPUs for this test), then with 2 set by PAGEDD_SPINNERS, so that a client that may spin is
- * seen on every machine. */
+ * seen on every machine; then, where there are at least 4 CPUs, with the daemon allowed only
+ * 3 of them (as a cpuset or systemd's CPUAffinity= allows): one spinner, whatever is online. */
 int main(void)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus < 1)
-        bail("cannot count the online CPUs");
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 1)
+        bail("cannot read this process's CPUs");
+    long cpus = CPU_COUNT(&set);
     plan_lazy();
     long spinners = cpus > 2 ? cpus - 2 : 0;
     if (spinners + 1 <= MAX_TEST_CLIENTS)
@@ -166,5 +183,12 @@ int main(void)
     else
         diag("%ld CPUs would need %ld clients: the default is not tried", cpus, spinners + 1);
     scenario(2, "2", cpus);
+    if (cpus >= 4 && narrow_cpus(&set, 3)) {
+        scenario(1, NULL, 3);
+        if (sched_setaffinity(0, sizeof set, &set) != 0)
+            sysbail("restoring this process's CPUs");
+    } else {
+        diag("%ld CPUs: the daemon confined to 3 of them is not tried", cpus);
+    }
     return 0;
 }
