@@ -99,13 +99,6 @@ static const struct key_slot *find_key(const char *key)
     return NULL;
 }
 
-/* Returns whether key is live, or -1 for an unknown key. */
-int pd_config_key_live(const char *key)
-{
-    const struct key_slot *k = find_key(key);
-    return k == NULL ? -1 : k->pub.live;
-}
-
 /* Parses an unsigned number in base (0: C rules) within [min, max]; returns 0 or -1. */
 static int parse_num(const char *s, int base, uint64_t min, uint64_t max, uint64_t *out)
 {

@@ -59,9 +59,6 @@ int pd_config_set(struct pd_config *cfg, const char *key, const char *value, int
  */
 int pd_config_load_file(struct pd_config *cfg, const char *path, int must_exist, char **cause);
 
-/* Returns whether a key can change while the daemon runs (SIGHUP), -1 for an unknown key. */
-int pd_config_key_live(const char *key);
-
 /*
  * Compares two configurations key by key and calls fn(ctx, key, old, new, live) for each
  * key whose value differs (values formatted as text). Returns the number of differences.

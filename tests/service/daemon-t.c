@@ -124,22 +124,27 @@ static void program_cases(void)
                            "GPU-00000000-0000-0000-0000-000000000000", sock, NULL };
     is_int(1, exit_code(run_pagedd(cuda, out, err)), "--backend cuda on a device that is not there: exit 1");
     ok(file_contains(err, "cuda"), "the error says why the cuda backend is not there");
+    char gsock[450];
+    snprintf(gsock, sizeof gsock, "--socket=%s/group.sock", dir_.dir);
+    const char *nogroup[] = { "--foreground", "--config", "/dev/null", gsock, "--socket-group", "no-such-group-paged",
+                              NULL };
+    is_int(1, exit_code(run_pagedd(nogroup, out, err)), "--socket-group naming no group: exit 1");
+    ok(file_contains(err, "socket-group: no group 'no-such-group-paged'"), "the error names the option and the group");
 }
 
-/* Returns whether process pid's main thread is blocked in epoll_wait, per /proc/PID/wchan;
- * where the kernel hides wchan (it reads "0"), returns 1 and the ring flag alone decides. */
-static int in_epoll_wait(pid_t pid)
+/* Returns a group other than our effective one that the socket may be given (any, as root;
+ * else a supplementary group of ours), or (gid_t) -1 when there is none. */
+static gid_t other_group(void)
 {
-    char path[64], buf[128] = { 0 };
-    snprintf(path, sizeof path, "/proc/%ld/wchan", (long) pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0 || strcmp(buf, "0") == 0)
-        return 1;
-    return strstr(buf, "epoll") != NULL || strstr(buf, "ep_poll") != NULL;
+    gid_t mine = getegid();
+    if (geteuid() == 0)
+        return mine == 1 ? 2 : 1;
+    gid_t list[256];
+    int n = getgroups(256, list);
+    for (int i = 0; i < n; i++)
+        if (list[i] != mine)
+            return list[i];
+    return (gid_t) -1;
 }
 
 /* Settings from a config file take effect; SIGHUP reloads the live ones. */
@@ -186,7 +191,7 @@ static void config_and_reload_cases(void)
         /* The flag is up a little before epoll_wait and a little after it returns; only a
          * daemon blocked inside it is sure to see the signal and the requests together. */
         asleep = atomic_load_explicit(paged_ring_word(&sqc->consumer_waiting), memory_order_acquire) != 0
-                 && in_epoll_wait(d.pid);
+                 && td_in_epoll_wait(d.pid);
         if (!asleep)
             td_pause_ms(1);
     }
@@ -235,8 +240,13 @@ static void daemonize_cases(void)
     snprintf(pidopt, sizeof pidopt, "--pid-file=%s", pidf);
     snprintf(out, sizeof out, "%s/out", dir_.dir);
     snprintf(err, sizeof err, "%s/err", dir_.dir);
+    /* The socket's group, by number, where there is a group to give it. */
+    const gid_t group = other_group();
+    char groupopt[64];
+    snprintf(groupopt, sizeof groupopt, "--socket-group=%lu", (unsigned long) group);
     /* The cpu backend, as td_start chooses: the raw client speaks to the host arena. */
-    const char *args[] = { sockopt, pidopt, "--config", "/dev/null", "--backend=cpu", NULL };
+    const char *args[] = { sockopt, pidopt, "--config", "/dev/null", "--backend=cpu",
+                           group != (gid_t) -1 ? groupopt : NULL, NULL };
     is_int(0, exit_code(run_pagedd(args, out, err)), "daemonizing: the parent exits 0");
     /* No waiting here: the parent returned, so the socket must accept now. */
     struct rc_client c;
@@ -245,6 +255,11 @@ static void daemonize_cases(void)
     is_int(0, rc_nop(&c), "daemonizing: and serves requests");
     struct stat sb;
     ok(stat(sock, &sb) == 0 && (sb.st_mode & 0777) == 0660, "the socket has mode 0660");
+    if (group != (gid_t) -1)
+        ok(sb.st_gid == group, "the socket belongs to group %lu, as --socket-group said (%lu)",
+           (unsigned long) group, (unsigned long) sb.st_gid);
+    else
+        diag("no group but our own to give the socket: --socket-group is not tried");
     char dirpath[420];
     snprintf(dirpath, sizeof dirpath, "%s/sub/dir", dir_.dir);
     ok(stat(dirpath, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0755,

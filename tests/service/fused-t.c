@@ -355,7 +355,7 @@ int main(void)
     long end = cr_file_size(daemon_.log);
 
     /* Phase 3: stopped, so every client's two requests are in its ring when the engine looks. */
-    if (done && td_freeze(&daemon_) != 0)
+    if (done && td_freeze_idle(&daemon_) != 0)
         sysbail("stopping the daemon");
     for (int w = 0; w < NCLI && done; w++)
         if (write(kids.cmd[w], "g", 1) != 1)

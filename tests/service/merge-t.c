@@ -881,7 +881,7 @@ static void check_merged(struct rc_client *ctl, long d_from, long d_to)
 /* Stops the daemon and waits until it has stopped; returns nothing. */
 static void stop_daemon(void)
 {
-    if (td_freeze(&daemon_) != 0)
+    if (td_freeze_idle(&daemon_) != 0)
         sysbail("stopping the daemon");
 }
 

@@ -84,6 +84,42 @@ int td_freeze(struct td_daemon *d)
     return got == d->pid && WIFSTOPPED(st) ? 0 : -1;
 }
 
+/* Reads up to n - 1 bytes of file path into buf (NUL-terminated); returns the count, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, buf, n - 1);
+    close(fd);
+    buf[got > 0 ? got : 0] = '\0';
+    return got;
+}
+
+/* Says whether process pid's main thread sleeps in epoll_wait; see spawn.h. */
+int td_in_epoll_wait(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/wchan", (long) pid);
+    if (read_small(path, buf, sizeof buf) > 0 && strcmp(buf, "0") != 0)
+        return strstr(buf, "epoll") != NULL || strstr(buf, "ep_poll") != NULL;
+    /* The kernel hides wchan: a task asleep at all (state S, after the command's parentheses)
+     * is the best sign left; a daemon still polling its rings is running (R). */
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long) pid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return 0;
+    const char *end = strrchr(buf, ')');
+    return end != NULL && end[1] == ' ' && end[2] == 'S';
+}
+
+/* Waits (bounded) until daemon d sleeps in epoll_wait, then freezes it; see spawn.h. */
+int td_freeze_idle(struct td_daemon *d)
+{
+    for (int i = 0; i < 10000 && !td_in_epoll_wait(d->pid); i++)
+        td_pause_ms(1);
+    return td_freeze(d);
+}
+
 /* Sleeps about us microseconds (a poll's interval, never a synchronization); returns nothing. */
 void td_pause_us(long us)
 {

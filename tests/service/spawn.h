@@ -59,4 +59,15 @@ void td_pause_us(long us);
 /* Stops daemon d with SIGSTOP and waits until it has stopped; returns 0, or -1. */
 int td_freeze(struct td_daemon *d);
 
+/* Returns whether process pid's main thread is blocked in epoll_wait, per /proc/PID/wchan;
+ * where the kernel hides wchan, whether it sleeps at all (/proc/PID/stat). */
+int td_in_epoll_wait(pid_t pid);
+
+/*
+ * Freezes daemon d as td_freeze does, once it has gone to sleep in epoll_wait (waiting up to
+ * ~10 s): a daemon frozen while it still polls its rings may be in the middle of a pass, and
+ * take only the later clients' requests when it goes on. Returns 0, or -1.
+ */
+int td_freeze_idle(struct td_daemon *d);
+
 #endif
