@@ -144,6 +144,33 @@ static void test_connect_failures(const struct harness *h)
     }
     o.spin_us = 0;
 
+    /* No socket_path: $PAGED_SOCKET names it; without it $XDG_RUNTIME_DIR/paged/pagedd.sock,
+     * where nobody listens here, and the reason names that path. */
+    const char *old_env = getenv("PAGED_SOCKET"), *old_xdg = getenv("XDG_RUNTIME_DIR");
+    char *saved = old_env != NULL ? strdup(old_env) : NULL, *saved_xdg = old_xdg != NULL ? strdup(old_xdg) : NULL;
+    paged_connect_opts dflt = { .socket_path = NULL, .timeout_ms = 2000 };
+    setenv("PAGED_SOCKET", h->socket, 1);
+    int rc = paged_client_connect_err(&dflt, &c, why, sizeof why);
+    is_int(PAGED_OK, rc, "connect: without socket_path, $PAGED_SOCKET is the daemon's socket (%s)", why);
+    if (rc == PAGED_OK) {
+        is_int(PAGED_OK, paged_nop(c), "connect: and that client is served");
+        paged_client_close(c);
+    }
+    unsetenv("PAGED_SOCKET");
+    setenv("XDG_RUNTIME_DIR", h->dir, 1);
+    is_int(PAGED_E_NOTCONN, paged_client_connect_err(&dflt, &c, why, sizeof why),
+           "connect: without either, $XDG_RUNTIME_DIR/paged/pagedd.sock, where nobody listens");
+    snprintf(path, sizeof path, "%s/paged/pagedd.sock", h->dir);
+    ok(contains(why, path), "connect: the reason names that path (%s)", why);
+    if (saved != NULL)
+        setenv("PAGED_SOCKET", saved, 1);
+    if (saved_xdg != NULL)
+        setenv("XDG_RUNTIME_DIR", saved_xdg, 1);
+    else
+        unsetenv("XDG_RUNTIME_DIR");
+    free(saved);
+    free(saved_xdg);
+
     static const struct { enum fake_mode mode; int want; const char *what; } cases[] = {
         { FAKE_REFUSE_SEQ0, PAGED_E_VERSION, "a refusal answering no request" },
         { FAKE_REFUSE_ECHO, PAGED_E_VERSION, "a refusal echoing HELLO's number" },
