@@ -596,6 +596,19 @@ static void test_ring_full(const struct harness *h)
     ok(readable == 1, "client fd: readable once a completion is posted (after a reap of 0)");
     n = collect(c, got, 1);
     is_int(1, n, "client fd: and the completion is there");
+
+    /* A synchronous call with the SQ full of prepared requests: it hands them to the daemon,
+     * waits for room, and runs; the prepared ones complete for paged_reap. */
+    for (n = 0; n < SQ; n++) {
+        tags[n] = 2000 + (uint64_t) n;
+        paged_request q = { .op = PAGED_OP_NOP, .tag = tags[n] };
+        if (paged_prep(c, &q) != PAGED_OK)
+            break;
+    }
+    is_int(SQ, n, "full SQ: %d requests prepared, none submitted", SQ);
+    is_int(PAGED_OK, paged_nop(c), "full SQ: a synchronous NOP submits them, waits for room and completes");
+    n = collect(c, got, SQ);
+    ok(tags_once(got, n, tags, SQ), "full SQ: the %d prepared requests complete, each tag once", SQ);
     paged_client_close(c);
 }
 
