@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/backend.h"
@@ -408,6 +409,26 @@ static int cpu_done(pd_backend *b, uint64_t ticket)
     return ticket <= cb->retired;
 }
 
+/* Returns once every deferred batch is reported done: under PAGEDD_CPU_DONE_US it waits for
+ * the last emulated completion to come due, as a GPU's settle waits for its stream (shutdown
+ * and the settling FREE, FORK and PUBLISH then post the withheld completions); otherwise
+ * everything is done already. */
+static void cpu_settle(pd_backend *b)
+{
+    struct cpu_backend *cb = b->priv;
+    if (cb->done_delay_ns == 0)
+        return;
+    /* Bounded: every due time is at most CPU_PENDING_MAX delays of at most 1 s ahead. */
+    for (int i = 0; i < 100000 && cb->retired < cb->tickets; i++) {
+        uint64_t due = cb->due[cb->tickets % CPU_PENDING_MAX], now = pd_now_ns();
+        if (due > now) {
+            struct timespec ts = { (time_t) ((due - now) / 1000000000u), (long) ((due - now) % 1000000000u) };
+            nanosleep(&ts, NULL);
+        }
+        cpu_retire_due(cb);
+    }
+}
+
 /* Says whether another batch may be queued: always, but under PAGEDD_CPU_DONE_US only while
  * fewer than CPU_DEPTH emulated completions are pending. */
 static int cpu_room(pd_backend *b)
@@ -459,6 +480,7 @@ static const struct pd_backend_ops cpu_ops = {
     .arena_create = NULL,
     .arena_destroy = NULL,
     .run_batch = cpu_run_batch,
+    .settle = cpu_settle,
     .done = cpu_done,
     .room = cpu_room,
     .info = cpu_info,

@@ -62,8 +62,9 @@ if step cuda-prefill-mma-build make -j"$jobs" tests/kernels/cuda-prefill-t; then
 fi
 # The libpaged multi-client service tests again with the daemon on the GPU (make check runs
 # them on the cpu backend): merged launches, device-side dependencies, fused APPENDs.
-if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/dep-t tests/service/fused-t; then
-    for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh; do
+if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/dep-t tests/service/fused-t \
+        tests/service/shutdown-t; then
+    for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh shutdown-t; do
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
     done

@@ -30,7 +30,8 @@
  * child of its own, each child reports its checks through a pipe as fixed-size records
  * (atomic, being under PIPE_BUF), and only the parent prints TAP. The whole scenario runs
  * twice: with the daemon exporting VMM allocations as POSIX descriptors (the default on an
- * H100), then with PAGEDD_CUDA_EXPORT=ipc forcing the legacy CUDA IPC fallback.
+ * H100) and the device named by index, then with PAGEDD_CUDA_EXPORT=ipc forcing the legacy
+ * CUDA IPC fallback and the device named by its UUID.
  */
 
 #define L 2
@@ -68,6 +69,7 @@ _Static_assert(sizeof(struct rec) <= PIPE_BUF, "records are written atomically")
 static struct td_daemon daemon_;
 static uint64_t seed;
 static int round_;            /* 0: VMM export, 1: legacy IPC */
+static char device_uuid[64];  /* device 0's, "GPU-..." (the parent learns it from a child) */
 static const char *round_name;
 static int out_fd = -1;       /* in a child: the write end of the result pipe */
 static int child_who;
@@ -607,8 +609,8 @@ static void status_check(struct rc_client *ctl, const char *when)
            round_name, when);
     ok(sr.backend == PAGED_BACKEND_CUDA && sr.device_ordinal == 0 && sr.healthy == 1
        && strcmp(sr.health, "ok") == 0 && sr.device_mem_free > 0,
-       "[%s] STATUS %s: backend cuda, device 0 (%.40s), healthy, %llu bytes free", round_name, when,
-       sr.device_name, (unsigned long long) sr.device_mem_free);
+       "[%s] STATUS %s: backend cuda, device 0 (%.40s, named %s), healthy, %llu bytes free", round_name, when,
+       sr.device_name, round_ == 0 ? "0" : device_uuid, (unsigned long long) sr.device_mem_free);
 }
 
 /* Runs the whole scenario against one daemon; returns nothing. */
@@ -619,7 +621,10 @@ static void run_round(int round)
     uint32_t want_kind = round == 0 ? PAGED_MEM_CUDA_VMM : PAGED_MEM_CUDA_IPC;
     if (round == 1)
         setenv("PAGEDD_CUDA_EXPORT", "ipc", 1);
-    const char *extra[] = { "--backend=cuda", "--device=0", "--log-level=debug", NULL };
+    /* The VMM round names the device by index, the IPC round by its UUID. */
+    char device[80];
+    snprintf(device, sizeof device, "--device=%s", round == 0 ? "0" : device_uuid);
+    const char *extra[] = { "--backend=cuda", device, "--log-level=debug", NULL };
     memset(&daemon_, 0, sizeof daemon_);
     int st = 0;
     int started = td_start(&daemon_, extra, &st);
@@ -738,15 +743,32 @@ static void run_round(int round)
  * never initializes CUDA (its children could not use it after a fork). */
 static int have_device(void)
 {
+    int fds[2];
+    if (pipe(fds) != 0)
+        sysbail("pipe");
     pid_t pid = bfork();
     if (pid == 0) {
+        close(fds[0]);
         int n = 0;
-        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+            _exit(1);
+        /* Device 0's UUID as nvidia-smi -L prints it, for the round that names it so. */
+        char u[64];
+        const unsigned char *b = (const unsigned char *) prop.uuid.bytes;
+        int len = snprintf(u, sizeof u, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                           b[14], b[15]);
+        _exit(write(fds[1], u, (size_t) len) == len ? 0 : 1);
     }
+    close(fds[1]);
+    ssize_t got = read(fds[0], device_uuid, sizeof device_uuid - 1);
+    device_uuid[got > 0 ? got : 0] = '\0';
+    close(fds[0]);
     int st;
     if (waitpid(pid, &st, 0) != pid)
         sysbail("waitpid");
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 && strncmp(device_uuid, "GPU-", 4) == 0;
 }
 
 /* Runs both rounds; returns 0 (TAP reports the results). */

@@ -35,14 +35,14 @@ if HAVE_CUDA
 SVC_CLIENT_CPPFLAGS += $(CUDA_CPPFLAGS)
 SVC_CLIENT_LIBS += $(CUDA_LIBS)
 endif
-check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t
-TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t
+check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t
+TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t
 
 # The same two with the cpu backend's deferred batches done only 2 ms after they ran, as on a
 # GPU (PAGEDD_CPU_DONE_US): burst E's ring order then depends on the engine withholding the
 # completions of a client whose batch is still "running".
-TESTS += tests/service/merge-late-t.sh tests/service/fused-late-t.sh
-EXTRA_DIST += tests/service/merge-late-t.sh tests/service/fused-late-t.sh
+TESTS += tests/service/merge-late-t.sh tests/service/fused-late-t.sh tests/service/shutdown-late-t.sh
+EXTRA_DIST += tests/service/merge-late-t.sh tests/service/fused-late-t.sh tests/service/shutdown-late-t.sh
 
 # merge-t and fused-t with every launch of several requests refused (PAGEDD_REFUSE_MERGED): the
 # backends' fallback that runs such a launch's requests one by one.
@@ -56,6 +56,13 @@ tests_service_fused_t_SOURCES = tests/service/fused-t.c $(SVC_CLIENT_SOURCES) \
 tests_service_fused_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_fused_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_fused_t_DEPENDENCIES = daemon/pagedd
+
+# SIGTERM with DECODEs queued and running: every request completes once, pagedd exits 0.
+tests_service_shutdown_t_SOURCES = tests/service/shutdown-t.c $(SVC_CLIENT_SOURCES) \
+	tests/service/childrec.c tests/service/childrec.h
+tests_service_shutdown_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_shutdown_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+EXTRA_tests_service_shutdown_t_DEPENDENCIES = daemon/pagedd
 
 # DECODEs of several client processes merged into one launch.
 tests_service_merge_t_SOURCES = tests/service/merge-t.c $(SVC_CLIENT_SOURCES) \
