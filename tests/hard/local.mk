@@ -31,7 +31,7 @@ check-long: all
 # error or a definite or indirect leak in any of them fails the target.
 HARD_VALGRIND_TESTS = tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
 	tests/service/control-t tests/service/dep-t tests/service/merge-t tests/service/fused-t \
-	tests/service/merge-late-t.sh tests/service/merge-refused-t.sh tests/hard/restart-t tests/hard/access-t tests/hard/load-t
+	tests/service/merge-late-t.sh tests/service/merge-refused-t.sh tests/service/shutdown-late-t.sh tests/hard/restart-t tests/hard/access-t tests/hard/load-t
 HARD_VALGRIND = valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
 	--errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
 	--log-file=$(abs_top_builddir)/tests/hard/valgrind/pagedd.%p.log
