@@ -533,6 +533,12 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
         pd_log(PD_LOG_INFO, "cuda device %d: APPENDs are not fused into DECODE launches (PAGEDD_FUSE=0)", ordinal);
     snprintf(cb->who, sizeof cb->who, "cuda device %d", ordinal);
     cb->refuse_merged = pd_backend_refuse_merged(cb->who);
+    const char *fault = getenv("PAGEDD_FAULT_AFTER");   /* a test aid */
+    unsigned long long after = 0;
+    if (fault != NULL && sscanf(fault, "%llu", &after) == 1 && after > 0) {
+        cb->fault_after = after;
+        pd_log(PD_LOG_INFO, "%s: batch %llu will fault on purpose (PAGEDD_FAULT_AFTER)", cb->who, after);
+    }
     char *why = NULL;
     int rc = pd_cu_driver_load(&cb->dev.drv, &why);
     if (rc == PAGED_OK) {

@@ -62,6 +62,9 @@ struct cuda_backend {
     uint64_t inlined_hash;
     size_t inlined_len;
     int refuse_merged;            /* PAGEDD_REFUSE_MERGED (backend.h): a test aid */
+    /* PAGEDD_FAULT_AFTER=N, a test aid: batch N (counting from 1) queues a kernel that traps
+     * before its launches, losing the context as a device fault would. 0: never. */
+    uint64_t fault_after, batches;
     char who[32];                 /* "cuda device N", for the log */
     int healthy;
     char health[128];

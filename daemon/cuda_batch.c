@@ -584,6 +584,12 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
     rc = queue_deps(cb, batch, slot, 1);
     if (rc != PAGED_OK)
         fail_ok(batch, rc, 0);
+    if (cb->fault_after != 0 && ++cb->batches == cb->fault_after) {
+        pd_log(PD_LOG_WARNING, "%s: batch %llu faults on purpose (PAGEDD_FAULT_AFTER)", cb->who,
+               (unsigned long long) cb->batches);
+        if (pk_cuda_fault(cb->stream) != PAGED_OK)
+            (void) cudaGetLastError();
+    }
     queue_launches(cb, batch);
     /* Every op that ran signals, also one whose wait the watchdog released: the worker's
      * stream may already wait for the word, and the completion or the disconnection says

@@ -283,6 +283,11 @@ size_t pk_cuda_prefill_workspace(const pk_prefill_args *a);
 int pk_cuda_prefill(const pk_prefill_args *a, void *stream);
 int pk_cuda_copy(const pk_copy_args *a, void *stream);
 
+/* Queues on stream a kernel that traps, losing the device context (a sticky error in every
+ * later call): for testing how the daemon survives a device fault. Returns 0 or a negative
+ * paged_error when the launch itself failed. */
+int pk_cuda_fault(void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -93,4 +93,15 @@ tests_service_cuda_service_t_LDADD = tests/kernels/libgpuutil.la tests/service/l
 # The test execs the daemon: build it first. (A .log rule here, conditional, would replace
 # automake's own rule for that log.)
 EXTRA_tests_service_cuda_service_t_DEPENDENCIES = daemon/pagedd
+
+# A device fault planted in the daemon (PAGEDD_FAULT_AFTER): requests fail with
+# PAGED_E_DEVICE, the daemon serves on and exits cleanly; skips where there is no device.
+check_PROGRAMS += tests/service/cuda-fault-t
+TESTS += tests/service/cuda-fault-t
+tests_service_cuda_fault_t_SOURCES = tests/service/cuda-fault-t.c $(SVC_CLIENT_SOURCES) \
+	tests/service/childrec.c tests/service/childrec.h
+tests_service_cuda_fault_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+tests_service_cuda_fault_t_LDADD = $(SVC_CLIENT_LIBS)
+EXTRA_tests_service_cuda_fault_t_DEPENDENCIES = daemon/pagedd
 endif
+EXTRA_DIST += tests/service/cuda-fault-t.c
