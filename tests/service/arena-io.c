@@ -13,6 +13,9 @@
 
 #include "tests/service/arena-io.h"
 
+#include "lib/proto.h"
+#include "tests/service/rawclient.h"
+
 /* Starts the daemon of the backend the environment asks for; see arena-io.h. */
 int aio_start(struct td_daemon *d, const char *const *extra)
 {
@@ -29,6 +32,19 @@ int aio_start(struct td_daemon *d, const char *const *extra)
         bail("pagedd did not start (status %d)", st);
     }
     return cuda;
+}
+
+/* Makes a test's pool over a control connection; see arena-io.h. */
+void aio_pool_create(struct rc_client *ctl, const struct td_daemon *d, const char *who, const char *name,
+                     uint32_t layers, uint32_t heads, uint32_t dim, uint32_t block, int32_t dtype, uint32_t blocks)
+{
+    int rc = rc_connect(d->socket, who, PAGED_HELLO_CONTROL, ctl);
+    if (rc == 0)
+        rc = rc_pool_create(ctl, name, layers, heads, dim, block, (uint32_t) dtype, blocks, 0600, PAGED_ATTACH_WRITE,
+                            NULL, NULL);
+    if (!ok(rc == 0, "pool '%s' created (%u layers, %u KV heads, D %u, blocks of %u, %s)", name, layers, heads, dim,
+            block, paged_dtype_name((paged_dtype) dtype)))
+        bail("cannot go on without the pool: %s", ctl->errmsg);
 }
 
 /* Copies into the arena; see arena-io.h. */

@@ -16,6 +16,18 @@
  * no device) and bails when the daemon does not start. Returns whether it runs cuda. */
 int aio_start(struct td_daemon *d, const char *const *extra);
 
+struct rc_client;
+
+/*
+ * Connects *ctl to daemon d as a control client named who and creates on it the pool name
+ * (layers, KV heads, head dim, block size, dtype, blocks; mode 0600, attachable for writing),
+ * reporting that as a test; bails when either fails, since nothing can go on without the pool.
+ * The parent of a client-process test does this over the raw protocol: it never touches CUDA.
+ * Returns nothing; *ctl stays connected for the caller to use and close.
+ */
+void aio_pool_create(struct rc_client *ctl, const struct td_daemon *d, const char *who, const char *name,
+                     uint32_t layers, uint32_t heads, uint32_t dim, uint32_t block, int32_t dtype, uint32_t blocks);
+
 /* Copy n bytes into or out of the data arena based at data, at offset off: device memory
  * through the CUDA runtime when cuda (only in a build with CUDA), else host memory. Each
  * returns 0, or -1 when the copy failed. */

@@ -144,11 +144,7 @@ int main(void)
     ok(td_log_contains(&daemon_, "(PAGEDD_FAULT_AFTER)"), "the daemon says batch %d will fault", FAULT_AT);
 
     struct rc_client ctl;
-    int rc = rc_connect(daemon_.socket, "fault-t", PAGED_HELLO_CONTROL, &ctl);
-    if (rc == 0)
-        rc = rc_pool_create(&ctl, "fault", 1, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, NULL, NULL);
-    if (!ok(rc == 0, "pool 'fault' created"))
-        bail("cannot go on without the pool: %s", ctl.errmsg);
+    aio_pool_create(&ctl, &daemon_, "fault-t", "fault", 1, H, D, B, PAGED_DTYPE_F32, N);
 
     struct cr_clients kids;
     cr_spawn(&kids, 1, client_main);

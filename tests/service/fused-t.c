@@ -334,13 +334,8 @@ int main(void)
     use_cuda = aio_start(&daemon_, extra);
     plan_lazy();
 
-    /* The pool, made over a raw control connection: the parent never touches CUDA. */
     struct rc_client ctl;
-    int rc = rc_connect(daemon_.socket, "fused-t", PAGED_HELLO_CONTROL, &ctl);
-    if (rc == 0)
-        rc = rc_pool_create(&ctl, "fused", L, H, D, B, PAGED_DTYPE_BF16, N, 0600, PAGED_ATTACH_WRITE, NULL, NULL);
-    if (!ok(rc == 0, "pool 'fused' created (%d layers, %d KV heads, D %d, blocks of %d, bf16)", L, H, D, B))
-        bail("cannot go on without the pool: %s", ctl.errmsg);
+    aio_pool_create(&ctl, &daemon_, "fused-t", "fused", L, H, D, B, PAGED_DTYPE_BF16, N);
 
     struct cr_clients kids;
     cr_spawn(&kids, NCLI, client_main);

@@ -894,14 +894,8 @@ int main(void)
     int st = 0;
     plan_lazy();
 
-    /* The pool, made over a raw control connection: the parent never touches CUDA. */
     struct rc_client ctl;
-    int rc = rc_connect(daemon_.socket, "merge-t", PAGED_HELLO_CONTROL, &ctl);
-    if (rc == 0)
-        rc = rc_pool_create(&ctl, "merge", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE,
-                            NULL, NULL);
-    if (!ok(rc == 0, "pool 'merge' created (%d layers, %d KV heads, D %d, blocks of %d, f32)", L, H, D, B))
-        bail("cannot go on without the pool: %s", ctl.errmsg);
+    aio_pool_create(&ctl, &daemon_, "merge-t", "merge", L, H, D, B, PAGED_DTYPE_F32, N);
 
     struct cr_clients kids;
     cr_spawn(&kids, NCLI, client_main);

@@ -221,11 +221,7 @@ int main(void)
     plan_lazy();
 
     struct rc_client ctl;
-    int rc = rc_connect(daemon_.socket, "shutdown-t", PAGED_HELLO_CONTROL, &ctl);
-    if (rc == 0)
-        rc = rc_pool_create(&ctl, "shutdown", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, NULL, NULL);
-    if (!ok(rc == 0, "pool 'shutdown' created (%d layers, %d KV heads, D %d, blocks of %d, f32)", L, H, D, B))
-        bail("cannot go on without the pool: %s", ctl.errmsg);
+    aio_pool_create(&ctl, &daemon_, "shutdown-t", "shutdown", L, H, D, B, PAGED_DTYPE_F32, N);
     rc_close(&ctl);
 
     struct cr_clients kids;
