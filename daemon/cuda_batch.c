@@ -61,9 +61,13 @@ static void *workspace(struct cuda_backend *cb, size_t need, size_t *size)
     return cb->ws;
 }
 
-/* Queues one prepared launch on the stream; returns the kernel library's status. */
-static int launch(struct cuda_backend *cb, const struct pd_cu_launch *cl)
+/* Queues one prepared launch of nops requests on the stream; returns the kernel library's
+ * status (under PAGEDD_REFUSE_MERGED, the test aid, PAGED_E_GEOMETRY for several requests, as
+ * the kernels may refuse a merged launch). */
+static int launch(struct cuda_backend *cb, const struct pd_cu_launch *cl, uint32_t nops)
 {
+    if (cb->refuse_merged && nops > 1)
+        return PAGED_E_GEOMETRY;
     switch (cl->kind) {
     case PAGED_OP_APPEND: return pk_cuda_append(&cl->a.append, cb->stream);
     case PAGED_OP_DECODE: return pk_cuda_decode(&cl->a.decode, cb->stream);
@@ -335,9 +339,7 @@ static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t 
         launch_status(batch, la, PAGED_E_DEVICE);
         return;
     }
-    /* The test aid: a launch of several requests refused as the kernels may refuse one. */
-    const int refuse = cb->refuse_merged && ok_ops(batch, la) > 1;
-    int rc = refuse ? PAGED_E_GEOMETRY : launch(cb, cl);
+    int rc = launch(cb, cl, ok_ops(batch, la));
     if (rc != PAGED_OK && rc != PAGED_E_DEVICE) {
         /* What runs instead reads the metadata on the device. */
         int up = ensure_uploaded(cb, batch);
@@ -352,7 +354,7 @@ static void queue_one(struct cuda_backend *cb, struct pd_batch *batch, uint32_t 
         queue_one(cb, batch, cb->fusion.append);
         cl->a.decode.new_k = cl->a.decode.new_v = NULL;
         cl->a.decode.new_k_seq = cl->a.decode.new_v_seq = NULL;
-        rc = !cb->healthy ? PAGED_E_DEVICE : refuse ? PAGED_E_GEOMETRY : launch(cb, cl);
+        rc = cb->healthy ? launch(cb, cl, ok_ops(batch, la)) : PAGED_E_DEVICE;
     }
     if (rc == PAGED_OK)
         la->merged = ok_ops(batch, la) > 1;
