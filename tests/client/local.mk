@@ -8,14 +8,18 @@ tests_client_libharness_la_SOURCES = tests/client/daemon_harness.c tests/client/
 # The tests link the installed-to-be libpaged (so they see only its exported symbols).
 CLIENT_TEST_LIBS = tests/client/libharness.la lib/libpaged.la $(TAP_LIBS)
 
-check_PROGRAMS += tests/client/api-t tests/client/seq-t tests/client/workers-t
-TESTS += tests/client/api-t tests/client/seq-t tests/client/workers-t tests/client/symbols-t.sh
+check_PROGRAMS += tests/client/api-t tests/client/seq-t tests/client/workers-t tests/client/baddaemon-t
+TESTS += tests/client/api-t tests/client/seq-t tests/client/workers-t tests/client/baddaemon-t \
+	tests/client/symbols-t.sh
 EXTRA_DIST += tests/client/symbols-t.sh
 
 tests_client_api_t_SOURCES = tests/client/api-t.c
 tests_client_api_t_LDADD = $(CLIENT_TEST_LIBS)
 tests_client_seq_t_SOURCES = tests/client/seq-t.c
 tests_client_seq_t_LDADD = $(CLIENT_TEST_LIBS)
+# Against a fake daemon built from libpaged's own ring, memfd and socket helpers.
+tests_client_baddaemon_t_SOURCES = tests/client/baddaemon-t.c
+tests_client_baddaemon_t_LDADD = lib/libpaged.la lib/libpagedcore.la $(TAP_LIBS)
 tests_client_workers_t_SOURCES = tests/client/workers-t.c
 # The CPU reference kernels are the oracle (and need libpagedcore's dtype helpers).
 tests_client_workers_t_LDADD = $(CLIENT_TEST_LIBS) kernels/libpagedcpu.la lib/libpagedcore.la
