@@ -28,18 +28,27 @@ ok $rc 1 "paged-bench --quick all exits 0 (got $rc)"
 grep -Eq '^stream read +[0-9]+\.[0-9] GB/s$' "$tmp/out" && grep -Eq '^copy \(read \+ write\) +[0-9]+\.[0-9] GB/s$' "$tmp/out"
 ok $? 2 "paged-bench: the header gives the measured read and copy bandwidth"
 
+# On the GPU the service section also measures the floor under an awaited layer.
+tables="decode prefill append nop service"
+titles="^decode: |^prefill: |^append: |^NOP round trips|^service: "
+if grep -q 'daemon backend cuda' "$tmp/out"; then
+    tables="$tables dispatch"
+    titles="$titles|^dispatch: "
+fi
 missing=
-for title in '^decode: ' '^prefill: ' '^append: ' '^NOP round trips' '^service: '; do
+IFS='|'
+for title in $titles; do
     grep -Eq "$title" "$tmp/out" || missing="$missing $title"
 done
+unset IFS
 [ -z "$missing" ]
-ok $? 3 "paged-bench: prints the decode, prefill, append, NOP and service tables${missing:+ (missing:$missing)}"
+ok $? 3 "paged-bench: prints the tables ($tables)${missing:+ (missing:$missing)}"
 
 ! grep -Eiq '(^|[^a-z/])-?(nan|inf)([^a-z]|$)' "$tmp/out"
 ok $? 4 "paged-bench: no NaN or infinite figure in the output"
 
-"$check" "$tmp/bench.json" decode prefill append nop service | sed 's/^/# /'
-[ -s "$tmp/bench.json" ] && "$check" "$tmp/bench.json" decode prefill append nop service >/dev/null
+"$check" "$tmp/bench.json" $tables | sed 's/^/# /'
+[ -s "$tmp/bench.json" ] && "$check" "$tmp/bench.json" $tables >/dev/null
 ok $? 5 "paged-bench --json: strict JSON, every table present, every figure finite and positive"
 
 "$bench" bogus >/dev/null 2>&1

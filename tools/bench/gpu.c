@@ -83,6 +83,23 @@ void bg_free(void *p)
         bg_check((int) cudaFree(p), "cudaFree");
 }
 
+/* Allocates bytes of zeroed host memory mapped into the device's address space, storing its
+ * device address in *dev; dies on failure. */
+void *bg_host_mapped(size_t bytes, void **dev)
+{
+    void *h = NULL;
+    bg_check((int) cudaHostAlloc(&h, bytes, cudaHostAllocMapped), "cudaHostAlloc(%zu bytes, mapped)", bytes);
+    memset(h, 0, bytes);
+    bg_check((int) cudaHostGetDevicePointer(dev, h, 0), "the device address of mapped host memory");
+    return h;
+}
+
+/* Frees what bg_host_mapped allocated, or dies. */
+void bg_host_free(void *h)
+{
+    bg_check((int) cudaFreeHost(h), "cudaFreeHost");
+}
+
 /* Copies host memory to the device and waits, or dies. */
 void bg_upload(void *dst, const void *src, size_t bytes)
 {

@@ -42,6 +42,11 @@ void *bg_alloc(size_t bytes, const char *what);
 void bg_free(void *p);
 void bg_upload(void *dst, const void *src, size_t bytes);
 
+/* Mapped host memory: bytes zeroed, readable and writable by host and device (its device
+ * address in *dev), and its release; each dies on failure. */
+void *bg_host_mapped(size_t bytes, void **dev);
+void bg_host_free(void *h);
+
 /* Fills n elements of dtype with seeded random values on the stream (see bp_fill). */
 void bg_fill(void *p, size_t n, int32_t dtype, float amp, float scale, uint64_t seed);
 
@@ -73,6 +78,11 @@ void bk_cuda_time(const struct bench_opts *o, const struct bench_ceilings *c, co
  * us[runs]. Dies on failure. */
 typedef void bg_launch_fn(void *ctx, int set);
 void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us);
+
+/* Measures what it costs the host to await each of 32 layers of layer_bytes (the decode's K/V
+ * bytes at batch batch): launches back to back, a launch per layer awaited, a resident
+ * kernel fed by a doorbell (dispatch.c); adds and prints the dispatch table. Dies on failure. */
+void bench_dispatch(const struct bench_opts *o, double layer_bytes, unsigned batch, struct br_report *r);
 
 /* Measures cuBLAS's bf16 matrix rate (n^3, f32 accumulate, random data) with runs timed
  * runs; returns TFLOP/s, or NAN when libcublas cannot be loaded (why in *why). */

@@ -91,12 +91,13 @@ static void decode_work(const void *arg, size_t begin, size_t end)
     pk_cpu_decode_run(arg, begin, end);
 }
 
-/* Stores the median step and the throughput; frees the step times. Returns nothing. */
-static void summarize(const struct svc_run *r, unsigned seqs, double *step_ns, double total_ns,
-                      struct svc_inproc *out)
+/* Stores the median step and the throughput in *step and *tok_s; frees the step times.
+ * Returns nothing. */
+static void summarize(const struct svc_run *r, unsigned seqs, double *step_ns, double total_ns, double *step,
+                      double *tok_s)
 {
-    out->step_ns = bench_median(step_ns, r->steps);
-    out->tokens_per_s = (double) seqs * r->steps / (total_ns * 1e-9);
+    *step = bench_median(step_ns, r->steps);
+    *tok_s = (double) seqs * r->steps / (total_ns * 1e-9);
     free(step_ns);
 }
 
@@ -146,7 +147,8 @@ static void run_cpu(const struct bench_opts *o, const struct svc_run *r, unsigne
         if (step >= r->warmup)
             step_ns[step - r->warmup] = (double) (bench_now_ns() - t0);
     }
-    summarize(r, seqs, step_ns, (double) (bench_now_ns() - start), out);
+    summarize(r, seqs, step_ns, (double) (bench_now_ns() - start), &out->step_ns, &out->tokens_per_s);
+    out->awaited_step_ns = out->awaited_tokens_per_s = NAN;
     for (int l = 0; l < SVC_LAYERS; l++) {
         free(m.q[l]);
         free(m.out[l]);
@@ -168,7 +170,56 @@ static int32_t *device_i32(const int32_t *src, size_t n)
     return d;
 }
 
-/* The CUDA version: pk_cuda_* on one stream, one synchronization per step. Returns nothing. */
+/* How long the host waits for an awaited layer before it gives up. */
+#define AWAITED_WAIT_NS 10000000000ll
+
+/* Spins until the mapped host word reaches v, dying past AWAITED_WAIT_NS; returns nothing. */
+static void await_word(const uint32_t *word, uint32_t v)
+{
+    int64_t deadline = bench_now_ns() + AWAITED_WAIT_NS;
+    for (unsigned k = 0; (int32_t) (__atomic_load_n(word, __ATOMIC_ACQUIRE) - v) < 0; k++)
+        if ((k & 1023) == 0 && bench_now_ns() > deadline)
+            bench_die("in-process run: layer %u not done after %lld s", v, AWAITED_WAIT_NS / 1000000000ll);
+}
+
+/* Runs the warm-up and timed steps of r on the stream: the layers queued back to back (word
+ * NULL), or each awaited by the host through word, zeroed mapped host memory (dev_word its
+ * device address) written on the stream after the layer. Stores the median step and the
+ * throughput. Returns nothing. */
+static void cuda_steps(const struct ip_mem *m, const struct svc_run *r, unsigned seqs, unsigned nblk,
+                       const uint32_t *word, void *dev_word, double *step, double *tok_s)
+{
+    uint32_t seq = 0;   /* the word starts at zero */
+    unsigned nsteps = r->warmup + r->steps;
+    double *step_ns = bench_alloc(r->steps * sizeof *step_ns, "step times");
+    int64_t start = 0;
+    for (unsigned s = 0; s < nsteps; s++) {
+        int64_t t0 = bench_now_ns();
+        if (s == r->warmup)
+            start = t0;
+        for (int l = 0; l < SVC_LAYERS; l++) {
+            pk_append_args app;
+            pk_decode_args dec;
+            step_args(m, seqs, nblk, s, l, &app, &dec);
+            /* The newest tokens go in with the decode's own launch (pk_decode_args.new_k),
+             * as the daemon's fused launches do: the best this worker could do itself. */
+            dec.new_k = app.k;
+            dec.new_v = app.v;
+            bg_check_kernel(pk_cuda_decode(&dec, bg_stream()), "pk_cuda_decode with the newest tokens");
+            if (word != NULL) {
+                bg_stream_write_word(bg_stream(), dev_word, ++seq);
+                await_word(word, seq);
+            }
+        }
+        bg_sync("an in-process decode step");
+        if (s >= r->warmup)
+            step_ns[s - r->warmup] = (double) (bench_now_ns() - t0);
+    }
+    summarize(r, seqs, step_ns, (double) (bench_now_ns() - start), step, tok_s);
+}
+
+/* The CUDA version: pk_cuda_* on one stream, one synchronization per step (and again with
+ * every layer awaited). Returns nothing. */
 static void run_cuda(const struct bench_opts *o, const struct svc_run *r, unsigned seqs, struct svc_inproc *out)
 {
     bg_open();
@@ -210,25 +261,11 @@ static void run_cuda(const struct bench_opts *o, const struct svc_run *r, unsign
     m.workspace = m.workspace_size ? bg_alloc(m.workspace_size, "the decode workspace") : NULL;
     bg_sync("preparing the in-process run");
 
-    double *step_ns = bench_alloc(r->steps * sizeof *step_ns, "step times");
-    int64_t start = 0;
-    for (unsigned step = 0; step < nsteps; step++) {
-        int64_t t0 = bench_now_ns();
-        if (step == r->warmup)
-            start = t0;
-        for (int l = 0; l < SVC_LAYERS; l++) {
-            step_args(&m, seqs, nblk, step, l, &app, &dec);
-            /* The newest tokens go in with the decode's own launch (pk_decode_args.new_k),
-             * as the daemon's fused launches do: the best this worker could do itself. */
-            dec.new_k = app.k;
-            dec.new_v = app.v;
-            bg_check_kernel(pk_cuda_decode(&dec, bg_stream()), "pk_cuda_decode with the newest tokens");
-        }
-        bg_sync("an in-process decode step");
-        if (step >= r->warmup)
-            step_ns[step - r->warmup] = (double) (bench_now_ns() - t0);
-    }
-    summarize(r, seqs, step_ns, (double) (bench_now_ns() - start), out);
+    cuda_steps(&m, r, seqs, nblk, NULL, NULL, &out->step_ns, &out->tokens_per_s);
+    void *dev_word = NULL;
+    uint32_t *word = bg_host_mapped(64, &dev_word);
+    cuda_steps(&m, r, seqs, nblk, word, dev_word, &out->awaited_step_ns, &out->awaited_tokens_per_s);
+    bg_host_free(word);
     for (int l = 0; l < SVC_LAYERS; l++) {
         bg_free(m.q[l]);
         bg_free(m.out[l]);

@@ -39,6 +39,7 @@ tools_paged_bench_SOURCES += \
 	tools/bench/gpu.c \
 	tools/bench/nvml.c \
 	tools/bench/kcuda.c \
+	tools/bench/dispatch.c \
 	tools/bench/cublas.c
 tools_paged_bench_LDADD += tools/bench/libbenchcuda.la kernels/libpagedcuda.la $(CUDA_LIBS)
 else

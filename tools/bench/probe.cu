@@ -1,4 +1,4 @@
-/* probe.cu: paged-bench's own device code: random fill, the streaming-read probe, a copy kernel, a spin. */
+/* probe.cu: paged-bench's own device code: random fill, the streaming-read probe, a copy kernel, a spin, the dispatch probes. */
 /* SPDX-License-Identifier: MIT */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -70,15 +70,15 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(void *p, size_t n, float
 }
 
 /*
- * Reads tiles of kThreads * kUnroll 16-byte words: each thread issues its kUnroll loads
- * of a tile before using any, consecutive threads read consecutive words (coalesced), and
- * blocks walk the tiles grid-stride. The words are XOR-folded, reduced over the warp and
- * XORed into *sink by one lane, so the compiler must keep every load.
+ * Reads tiles [cta, tiles) step ncta of kThreads * kUnroll 16-byte words: each thread issues
+ * its kUnroll loads of a tile before using any, consecutive threads read consecutive words
+ * (coalesced). Returns the thread's words XOR-folded into one, so that the caller can keep
+ * every load alive by storing it.
  */
-__global__ void __launch_bounds__(kThreads) read_kernel(const uint4 *__restrict__ src, size_t tiles, unsigned *sink)
+__device__ __forceinline__ unsigned read_tiles(const uint4 *__restrict__ src, size_t tiles, size_t cta, size_t ncta)
 {
     uint4 acc = make_uint4(0, 0, 0, 0);
-    for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (size_t t = cta; t < tiles; t += ncta) {
         const uint4 *base = src + t * (kThreads * kUnroll) + threadIdx.x;
         uint4 v[kUnroll];
 #pragma unroll
@@ -92,11 +92,23 @@ __global__ void __launch_bounds__(kThreads) read_kernel(const uint4 *__restrict_
             acc.w ^= v[u].w;
         }
     }
-    unsigned r = acc.x ^ acc.y ^ acc.z ^ acc.w;
+    return acc.x ^ acc.y ^ acc.z ^ acc.w;
+}
+
+/* XOR-reduces r over the warp and XORs it into *sink from one lane; returns nothing. */
+__device__ __forceinline__ void fold_into(unsigned r, unsigned *sink)
+{
     for (int off = 16; off > 0; off /= 2)
         r ^= __shfl_xor_sync(0xffffffffu, r, off);
     if ((threadIdx.x & 31) == 0)
         atomicXor(sink, r);
+}
+
+/* The streaming-read probe: blocks walk the tiles grid-stride (read_tiles), the words end in
+ * *sink, so the compiler must keep every load. */
+__global__ void __launch_bounds__(kThreads) read_kernel(const uint4 *__restrict__ src, size_t tiles, unsigned *sink)
+{
+    fold_into(read_tiles(src, tiles, blockIdx.x, gridDim.x), sink);
 }
 
 /* Copies tiles of kThreads * kCopyUnroll 16-byte words: all loads of a tile, then all stores. */
@@ -128,6 +140,104 @@ __global__ void spin_kernel(uint64_t ns)
     const uint64_t start = global_ns();
     while (global_ns() - start < ns)
         __nanosleep(1000);
+}
+
+/* Loads a 32-bit word of mapped host memory (or device memory) at system scope, so that a
+ * store by the host is seen without a cached copy in between. */
+__device__ __forceinline__ unsigned load_sys(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Stores v with release semantics at system scope: everything before it is seen first. */
+__device__ __forceinline__ void store_release_sys(unsigned *p, unsigned v)
+{
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* Loads v with acquire semantics at GPU scope. */
+__device__ __forceinline__ unsigned load_acquire_gpu(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Stores v with release semantics at GPU scope. */
+__device__ __forceinline__ void store_release_gpu(unsigned *p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* Counts this block's arrival at *count (thread 0, after the block's work); the block that
+ * brings it to target stores seq to *done (system scope). Returns nothing. */
+__device__ __forceinline__ void arrive(unsigned *count, unsigned target, unsigned *done, unsigned seq)
+{
+    __syncthreads();
+    if (threadIdx.x != 0)
+        return;
+    __threadfence();
+    if (atomicAdd(count, 1u) == target - 1) {
+        __threadfence_system();
+        store_release_sys(done, seq);
+    }
+}
+
+/* One layer of the dispatch probe: the read probe's work, then the last block to finish
+ * writes seq to *done, a word of mapped host memory the host spins on. */
+__global__ void __launch_bounds__(kThreads) layer_kernel(const uint4 *__restrict__ src, size_t tiles, unsigned *sink,
+                                                         unsigned *count, unsigned *done, unsigned seq)
+{
+    fold_into(read_tiles(src, tiles, blockIdx.x, gridDim.x), sink);
+    /* count runs on over the launches: launch seq is done at seq arrivals of every block. */
+    arrive(count, seq * gridDim.x, done, seq);
+}
+
+/*
+ * The resident dispatch probe: one grid, every block resident (a cooperative launch), runs
+ * layers 1..layers. For each, block 0 waits for the host's doorbell *bell (mapped host
+ * memory) to reach the layer's number and passes it on through a device word; the other
+ * blocks wait for that word; all read the layer's set (layer mod nsets, of set_tiles tiles
+ * each); the last block to finish writes the number to *done. words[0] counts arrivals,
+ * words[32] carries the doorbell, words[64] says to stop. A wait longer than timeout_ns
+ * stops every block and writes UINT32_MAX to *done, so a host that never rings cannot leave
+ * the kernel running.
+ */
+__global__ void __launch_bounds__(kThreads) resident_kernel(const uint4 *__restrict__ src, size_t set_tiles,
+                                                            unsigned nsets, unsigned *sink, unsigned *words,
+                                                            const unsigned *bell, unsigned *done, unsigned layers,
+                                                            uint64_t timeout_ns)
+{
+    __shared__ int stop;
+    for (unsigned seq = 1; seq <= layers; seq++) {
+        if (threadIdx.x == 0) {
+            const uint64_t t0 = global_ns();
+            int late = 0;
+            if (blockIdx.x == 0) {
+                while ((int) (load_sys(bell) - seq) < 0 && !late)
+                    late = global_ns() - t0 > timeout_ns;
+                if (late)
+                    atomicExch(words + 64, 1u);
+                else
+                    store_release_gpu(words + 32, seq);
+            } else {
+                while ((int) (load_acquire_gpu(words + 32) - seq) < 0 && !late)
+                    late = load_sys(words + 64) != 0 || global_ns() - t0 > timeout_ns;
+            }
+            stop = late;
+        }
+        __syncthreads();
+        if (stop) {
+            if (threadIdx.x == 0 && blockIdx.x == 0)
+                store_release_sys(done, 0xffffffffu);
+            return;
+        }
+        const uint4 *set = src + (size_t) (seq % nsets) * set_tiles * (kThreads * kUnroll);
+        fold_into(read_tiles(set, set_tiles, blockIdx.x, gridDim.x), sink);
+        arrive(words, seq * gridDim.x, done, seq);
+    }
 }
 
 /* Returns the fill grid for n elements: enough blocks for the SMs, no more than needed. */
@@ -199,4 +309,40 @@ extern "C" int bp_spin(uint64_t ns, void *stream)
 {
     spin_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(ns);
     return (int) cudaGetLastError();
+}
+
+/* Launches one layer of the dispatch probe; returns the launch status. */
+extern "C" int bp_layer(const void *src, size_t bytes, unsigned *sink, unsigned *count, unsigned *done, unsigned seq,
+                        int blocks, void *stream)
+{
+    const size_t tiles = bytes / bp_tile_bytes();
+    layer_kernel<<<(unsigned) blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const uint4 *>(src), tiles, sink, count, done, seq);
+    return (int) cudaGetLastError();
+}
+
+/* Stores in *blocks the resident probe's grid: every block it can keep resident at once. */
+extern "C" int bp_resident_grid(int *blocks)
+{
+    int dev = 0, sms = 0, per_sm = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, resident_kernel, kThreads, 0);
+    if (e == cudaSuccess)
+        *blocks = sms * (per_sm > 0 ? per_sm : 1);
+    return (int) e;
+}
+
+/* Launches the resident dispatch probe cooperatively; returns the launch status. */
+extern "C" int bp_resident(const void *src, size_t set_bytes, unsigned nsets, unsigned *sink, unsigned *words,
+                           const unsigned *bell, unsigned *done, unsigned layers, uint64_t timeout_ns, int blocks,
+                           void *stream)
+{
+    const uint4 *s = static_cast<const uint4 *>(src);
+    size_t set_tiles = set_bytes / bp_tile_bytes();
+    void *args[] = { &s, &set_tiles, &nsets, &sink, &words, &bell, &done, &layers, &timeout_ns };
+    return (int) cudaLaunchCooperativeKernel((const void *) resident_kernel, dim3((unsigned) blocks), dim3(kThreads),
+                                             args, 0, static_cast<cudaStream_t>(stream));
 }

@@ -1,4 +1,4 @@
-/* probe.h: paged-bench's own device code: random fill, the streaming-read probe, a copy kernel, a spin. */
+/* probe.h: paged-bench's own device code: random fill, the streaming-read probe, a copy kernel, a spin, the dispatch probes. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_TOOLS_BENCH_PROBE_H
 #define PAGED_TOOLS_BENCH_PROBE_H
@@ -36,6 +36,24 @@ int bp_copy(void *dst, const void *src, size_t bytes, int blocks, void *stream);
 /* Keeps the stream busy for ns nanoseconds (one thread watching the global timer), so that
  * the host can queue the runs to be timed behind it and they run back to back. */
 int bp_spin(uint64_t ns, void *stream);
+
+/*
+ * The dispatch probes (tools/bench/dispatch.c): what it costs the host to await each layer.
+ * bp_layer runs the read probe over bytes at src, then the last block to finish writes seq
+ * to *done (mapped host memory; *count, device memory, counts arrivals over the launches:
+ * zero it before the first, whose seq is 1). bp_resident launches one cooperative grid of
+ * blocks (bp_resident_grid: all it can keep resident) that runs layers 1..layers, each
+ * once *bell (mapped host memory) reaches the layer's number, reading set (number mod
+ * nsets) of the nsets sets of set_bytes at src, then writing the number to *done; words is
+ * 4096 zeroed bytes of device memory. A doorbell late by timeout_ns ends it with
+ * UINT32_MAX in *done.
+ */
+int bp_layer(const void *src, size_t bytes, unsigned *sink, unsigned *count, unsigned *done, unsigned seq,
+             int blocks, void *stream);
+int bp_resident_grid(int *blocks);
+int bp_resident(const void *src, size_t set_bytes, unsigned nsets, unsigned *sink, unsigned *words,
+                const unsigned *bell, unsigned *done, unsigned layers, uint64_t timeout_ns, int blocks,
+                void *stream);
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,12 @@ struct svc_result {
 struct svc_inproc {
     double step_ns;            /* median time of one 32-layer step */
     double tokens_per_s;       /* sequences * steps / the timed loop's time */
+    /* The same steps with each layer awaited by the host before the next is launched (the
+     * GPU writes a word of mapped host memory after the layer; the host spins on it), as a
+     * worker whose next layer's queries come from its CPU would run them; NAN on the cpu
+     * backend, where every layer is awaited anyway. */
+    double awaited_step_ns;
+    double awaited_tokens_per_s;
 };
 
 /* Runs the steps of r for seqs sequences with the kernels called in this process on
