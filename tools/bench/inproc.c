@@ -91,14 +91,54 @@ static void decode_work(const void *arg, size_t begin, size_t end)
     pk_cpu_decode_run(arg, begin, end);
 }
 
-/* Stores the median step and the throughput in *step and *tok_s; frees the step times.
- * Returns nothing. */
-static void summarize(const struct svc_run *r, unsigned seqs, double *step_ns, double total_ns, double *step,
-                      double *tok_s)
+/* Runs one layer of a step (ctx says how); returns nothing. */
+typedef void ip_layer_fn(void *ctx, unsigned step, int layer);
+
+/*
+ * Runs r's warm-up and timed steps, each its layers through layer(ctx, step, l), then
+ * step_end(ctx) unless NULL. Stores the median timed step in *step_ns and seqs tokens a step
+ * over the timed loop's wall time in *tok_s. Returns nothing.
+ */
+static void timed_steps(const struct svc_run *r, unsigned seqs, ip_layer_fn *layer, void (*step_end)(void *),
+                        void *ctx, double *step_ns, double *tok_s)
 {
-    *step = bench_median(step_ns, r->steps);
-    *tok_s = (double) seqs * r->steps / (total_ns * 1e-9);
-    free(step_ns);
+    double *ns = bench_alloc(r->steps * sizeof *ns, "step times");
+    int64_t start = 0;
+    for (unsigned s = 0; s < r->warmup + r->steps; s++) {
+        int64_t t0 = bench_now_ns();
+        if (s == r->warmup)
+            start = t0;
+        for (int l = 0; l < SVC_LAYERS; l++)
+            layer(ctx, s, l);
+        if (step_end != NULL)
+            step_end(ctx);
+        if (s >= r->warmup)
+            ns[s - r->warmup] = (double) (bench_now_ns() - t0);
+    }
+    *tok_s = (double) seqs * r->steps / ((double) (bench_now_ns() - start) * 1e-9);
+    *step_ns = bench_median(ns, r->steps);
+    free(ns);
+}
+
+/* What a CPU layer needs. */
+struct cpu_ctx {
+    const struct ip_mem *m;
+    unsigned seqs, nblk;
+    pd_workers *w;
+};
+
+/* Runs layer l of step s with pk_cpu_* on the thread pool (checking the shape once);
+ * returns nothing. */
+static void cpu_layer(void *ctx, unsigned s, int l)
+{
+    const struct cpu_ctx *c = ctx;
+    pk_append_args app;
+    pk_decode_args dec;
+    step_args(c->m, c->seqs, c->nblk, s, l, &app, &dec);
+    if (s == 0 && l == 0 && (pk_cpu_append_check(&app) != 0 || pk_cpu_decode_check(&dec) != 0))
+        bench_die("pk_cpu kernels refuse the service's model shape");
+    pd_workers_run(c->w, append_work, &app, pk_cpu_append_items(&app));
+    pd_workers_run(c->w, decode_work, &dec, pk_cpu_decode_items(&dec));
 }
 
 /* The CPU version: pk_cpu_* on the daemon's kind of thread pool. Returns nothing. */
@@ -129,25 +169,8 @@ static void run_cpu(const struct bench_opts *o, const struct svc_run *r, unsigne
         bench_fill_host(m.k[l], 0, kvbytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, s + 2);
         bench_fill_host(m.v[l], 0, kvbytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, s + 3);
     }
-    double *step_ns = bench_alloc(r->steps * sizeof *step_ns, "step times");
-    int64_t start = 0;
-    for (unsigned step = 0; step < nsteps; step++) {
-        int64_t t0 = bench_now_ns();
-        if (step == r->warmup)
-            start = t0;
-        for (int l = 0; l < SVC_LAYERS; l++) {
-            pk_append_args app;
-            pk_decode_args dec;
-            step_args(&m, seqs, nblk, step, l, &app, &dec);
-            if (step == 0 && l == 0 && (pk_cpu_append_check(&app) != 0 || pk_cpu_decode_check(&dec) != 0))
-                bench_die("pk_cpu kernels refuse the service's model shape");
-            pd_workers_run(w, append_work, &app, pk_cpu_append_items(&app));
-            pd_workers_run(w, decode_work, &dec, pk_cpu_decode_items(&dec));
-        }
-        if (step >= r->warmup)
-            step_ns[step - r->warmup] = (double) (bench_now_ns() - t0);
-    }
-    summarize(r, seqs, step_ns, (double) (bench_now_ns() - start), &out->step_ns, &out->tokens_per_s);
+    struct cpu_ctx c = { &m, seqs, nblk, w };
+    timed_steps(r, seqs, cpu_layer, NULL, &c, &out->step_ns, &out->tokens_per_s);
     out->awaited_step_ns = out->awaited_tokens_per_s = NAN;
     for (int l = 0; l < SVC_LAYERS; l++) {
         free(m.q[l]);
@@ -182,40 +205,39 @@ static void await_word(const uint32_t *word, uint32_t v)
             bench_die("in-process run: layer %u not done after %lld s", v, AWAITED_WAIT_NS / 1000000000ll);
 }
 
-/* Runs the warm-up and timed steps of r on the stream: the layers queued back to back (word
- * NULL), or each awaited by the host through word, zeroed mapped host memory (dev_word its
- * device address) written on the stream after the layer. Stores the median step and the
- * throughput. Returns nothing. */
-static void cuda_steps(const struct ip_mem *m, const struct svc_run *r, unsigned seqs, unsigned nblk,
-                       const uint32_t *word, void *dev_word, double *step, double *tok_s)
+/* What a CUDA layer needs: with word, each layer is awaited through it. */
+struct cuda_ctx {
+    const struct ip_mem *m;
+    unsigned seqs, nblk;
+    const uint32_t *word;      /* NULL: layers back to back; else zeroed mapped host memory */
+    void *dev_word;            /* its device address */
+    uint32_t seq;              /* the value the word was last set to */
+};
+
+/* Queues layer l of step s (the fused append and decode launch) and, with a word, has the
+ * stream write it after the layer and spins until it does. Returns nothing. */
+static void cuda_layer(void *ctx, unsigned s, int l)
 {
-    uint32_t seq = 0;   /* the word starts at zero */
-    unsigned nsteps = r->warmup + r->steps;
-    double *step_ns = bench_alloc(r->steps * sizeof *step_ns, "step times");
-    int64_t start = 0;
-    for (unsigned s = 0; s < nsteps; s++) {
-        int64_t t0 = bench_now_ns();
-        if (s == r->warmup)
-            start = t0;
-        for (int l = 0; l < SVC_LAYERS; l++) {
-            pk_append_args app;
-            pk_decode_args dec;
-            step_args(m, seqs, nblk, s, l, &app, &dec);
-            /* The newest tokens go in with the decode's own launch (pk_decode_args.new_k),
-             * as the daemon's fused launches do: the best this worker could do itself. */
-            dec.new_k = app.k;
-            dec.new_v = app.v;
-            bg_check_kernel(pk_cuda_decode(&dec, bg_stream()), "pk_cuda_decode with the newest tokens");
-            if (word != NULL) {
-                bg_stream_write_word(bg_stream(), dev_word, ++seq);
-                await_word(word, seq);
-            }
-        }
-        bg_sync("an in-process decode step");
-        if (s >= r->warmup)
-            step_ns[s - r->warmup] = (double) (bench_now_ns() - t0);
+    struct cuda_ctx *c = ctx;
+    pk_append_args app;
+    pk_decode_args dec;
+    step_args(c->m, c->seqs, c->nblk, s, l, &app, &dec);
+    /* The newest tokens go in with the decode's own launch (pk_decode_args.new_k), as the
+     * daemon's fused launches do: the best this worker could do itself. */
+    dec.new_k = app.k;
+    dec.new_v = app.v;
+    bg_check_kernel(pk_cuda_decode(&dec, bg_stream()), "pk_cuda_decode with the newest tokens");
+    if (c->word != NULL) {
+        bg_stream_write_word(bg_stream(), c->dev_word, ++c->seq);
+        await_word(c->word, c->seq);
     }
-    summarize(r, seqs, step_ns, (double) (bench_now_ns() - start), step, tok_s);
+}
+
+/* Waits for the step's work on the stream; returns nothing. */
+static void cuda_step_end(void *ctx)
+{
+    (void) ctx;
+    bg_sync("an in-process decode step");
 }
 
 /* The CUDA version: pk_cuda_* on one stream, one synchronization per step (and again with
@@ -261,11 +283,11 @@ static void run_cuda(const struct bench_opts *o, const struct svc_run *r, unsign
     m.workspace = m.workspace_size ? bg_alloc(m.workspace_size, "the decode workspace") : NULL;
     bg_sync("preparing the in-process run");
 
-    cuda_steps(&m, r, seqs, nblk, NULL, NULL, &out->step_ns, &out->tokens_per_s);
-    void *dev_word = NULL;
-    uint32_t *word = bg_host_mapped(64, &dev_word);
-    cuda_steps(&m, r, seqs, nblk, word, dev_word, &out->awaited_step_ns, &out->awaited_tokens_per_s);
-    bg_host_free(word);
+    struct cuda_ctx c = { &m, seqs, nblk, NULL, NULL, 0 };
+    timed_steps(r, seqs, cuda_layer, cuda_step_end, &c, &out->step_ns, &out->tokens_per_s);
+    c.word = bg_host_mapped(64, &c.dev_word);
+    timed_steps(r, seqs, cuda_layer, cuda_step_end, &c, &out->awaited_step_ns, &out->awaited_tokens_per_s);
+    bg_host_free((void *) c.word);
     for (int l = 0; l < SVC_LAYERS; l++) {
         bg_free(m.q[l]);
         bg_free(m.out[l]);

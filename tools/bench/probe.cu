@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
+#include <cuda/atomic>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -142,34 +143,13 @@ __global__ void spin_kernel(uint64_t ns)
         __nanosleep(1000);
 }
 
-/* Loads a 32-bit word of mapped host memory (or device memory) at system scope, so that a
- * store by the host is seen without a cached copy in between. */
-__device__ __forceinline__ unsigned load_sys(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
+/* A word of mapped host memory (or device memory) seen at system scope: a store by the host
+ * reaches the loads without a cached copy in between, and our release stores reach the host
+ * after everything written before them. */
+using sys_word = cuda::atomic_ref<unsigned, cuda::thread_scope_system>;
 
-/* Stores v with release semantics at system scope: everything before it is seen first. */
-__device__ __forceinline__ void store_release_sys(unsigned *p, unsigned v)
-{
-    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-/* Loads v with acquire semantics at GPU scope. */
-__device__ __forceinline__ unsigned load_acquire_gpu(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-/* Stores v with release semantics at GPU scope. */
-__device__ __forceinline__ void store_release_gpu(unsigned *p, unsigned v)
-{
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
+/* A word of device memory shared by the grid's blocks. */
+using gpu_word = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
 
 /* Counts this block's arrival at *count (thread 0, after the block's work); the block that
  * brings it to target stores seq to *done (system scope). Returns nothing. */
@@ -181,7 +161,7 @@ __device__ __forceinline__ void arrive(unsigned *count, unsigned target, unsigne
     __threadfence();
     if (atomicAdd(count, 1u) == target - 1) {
         __threadfence_system();
-        store_release_sys(done, seq);
+        sys_word(*done).store(seq, cuda::memory_order_release);
     }
 }
 
@@ -216,22 +196,24 @@ __global__ void __launch_bounds__(kThreads) resident_kernel(const uint4 *__restr
             const uint64_t t0 = global_ns();
             int late = 0;
             if (blockIdx.x == 0) {
-                while ((int) (load_sys(bell) - seq) < 0 && !late)
+                sys_word doorbell(*const_cast<unsigned *>(bell));
+                while ((int) (doorbell.load(cuda::memory_order_relaxed) - seq) < 0 && !late)
                     late = global_ns() - t0 > timeout_ns;
                 if (late)
-                    atomicExch(words + 64, 1u);
+                    gpu_word(words[64]).store(1u, cuda::memory_order_relaxed);
                 else
-                    store_release_gpu(words + 32, seq);
+                    gpu_word(words[32]).store(seq, cuda::memory_order_release);
             } else {
-                while ((int) (load_acquire_gpu(words + 32) - seq) < 0 && !late)
-                    late = load_sys(words + 64) != 0 || global_ns() - t0 > timeout_ns;
+                gpu_word passed(words[32]), stopped(words[64]);
+                while ((int) (passed.load(cuda::memory_order_acquire) - seq) < 0 && !late)
+                    late = stopped.load(cuda::memory_order_relaxed) != 0 || global_ns() - t0 > timeout_ns;
             }
             stop = late;
         }
         __syncthreads();
         if (stop) {
             if (threadIdx.x == 0 && blockIdx.x == 0)
-                store_release_sys(done, 0xffffffffu);
+                sys_word(*done).store(0xffffffffu, cuda::memory_order_release);
             return;
         }
         const uint4 *set = src + (size_t) (seq % nsets) * set_tiles * (kThreads * kUnroll);
