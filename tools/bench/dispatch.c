@@ -108,16 +108,26 @@ static double launch_awaited(const struct disp *d, unsigned s)
 }
 
 /* Runs a step's layers through the resident kernel (a first, untimed layer lets it start);
- * returns microseconds per layer (host clock). */
+ * returns microseconds per layer (host clock), or NAN when the device refuses the
+ * cooperative launch (a grid that cannot be resident at once, as under an MPS limit on the
+ * active threads; said once on stderr): the other rows stand without it. */
 static double resident(const struct disp *d)
 {
     bg_check((int) cudaMemsetAsync(d->words, 0, 4096, bg_stream()), "dispatch probe: zeroing the counter");
     bg_sync("dispatch probe: zeroing the counter");
     __atomic_store_n(&d->host[0], 0, __ATOMIC_RELEASE);
     __atomic_store_n(&d->host[16], 0, __ATOMIC_RELEASE);
-    bg_check(bp_resident(d->src, d->bytes, d->nsets, d->sink, d->words, d->dev_host + 16, d->dev_host, SVC_LAYERS + 1,
-                         DISPATCH_WAIT_NS, d->grid, bg_stream()),
-             "dispatch probe: the resident kernel");
+    int rc = bp_resident(d->src, d->bytes, d->nsets, d->sink, d->words, d->dev_host + 16, d->dev_host, SVC_LAYERS + 1,
+                         DISPATCH_WAIT_NS, d->grid, bg_stream());
+    if (rc == (int) cudaErrorCooperativeLaunchTooLarge || rc == (int) cudaErrorNotSupported) {
+        static int said;
+        if (!said++)
+            fprintf(stderr, "paged-bench: dispatch probe: no resident grid of %d blocks here (%s); its row is n/a\n",
+                    d->grid, cudaGetErrorString((cudaError_t) rc));
+        (void) cudaGetLastError();
+        return NAN;
+    }
+    bg_check(rc, "dispatch probe: the resident kernel");
     __atomic_store_n(&d->host[16], 1, __ATOMIC_RELEASE);
     spin_until(&d->host[0], 1, "the resident kernel's first layer");
     int64_t t0 = bench_now_ns();
@@ -161,7 +171,11 @@ void bench_dispatch(const struct bench_opts *o, double layer_bytes, unsigned bat
         aw[s] = launch_awaited(&d, s);
         res[s] = resident(&d);
     }
-    double m[3] = { bench_median(b2b, steps), bench_median(aw, steps), bench_median(res, steps) };
+    /* The resident row is n/a when any step could not launch it. */
+    int have_res = 1;
+    for (unsigned s = 0; s < steps; s++)
+        have_res &= !isnan(res[s]);
+    double m[3] = { bench_median(b2b, steps), bench_median(aw, steps), have_res ? bench_median(res, steps) : NAN };
     static const char *const how[3] = { "launches back to back, not awaited", "a launch per layer, awaited",
                                         "resident kernel, doorbell per layer" };
     char title[400];
