@@ -91,6 +91,85 @@ static void decode_work(const void *arg, size_t begin, size_t end)
     pk_cpu_decode_run(arg, begin, end);
 }
 
+/* Where an in-process run keeps its memory: host memory for the cpu kernels, device memory
+ * for the cuda ones. Each function dies on failure. */
+struct ip_place {
+    void *(*alloc)(size_t bytes, const char *what);
+    void (*fill)(void *p, size_t n, uint64_t seed);   /* n bf16 elements, uniform [-1, 1) */
+    void (*put)(void *dst, const void *src, size_t bytes);
+    void (*release)(void *p);
+};
+
+/* Allocates the pool, the metadata of every step and each layer's tensors where place says,
+ * and fills them (random data, random block tables). Returns nothing. */
+static void mem_setup(const struct ip_place *place, const struct bench_opts *o, const struct svc_run *r,
+                      unsigned seqs, struct ip_mem *m)
+{
+    unsigned nblk = svc_blocks_per_seq(r), nsteps = r->warmup + r->steps;
+    *m = (struct ip_mem) {
+        .cache = { .num_layers = SVC_LAYERS, .num_blocks = (int32_t) (seqs * nblk), .num_kv_heads = SVC_HKV,
+                   .head_dim = SVC_D, .block_size = SVC_B, .dtype = PAGED_DTYPE_BF16, .k_scale = 1.0f,
+                   .v_scale = 1.0f },
+    };
+    size_t pool_bytes = pk_cache_bytes(&m->cache);
+    m->cache.base = place->alloc(pool_bytes, "the in-process pool");
+    place->fill(m->cache.base, pool_bytes / SVC_ELEM, o->seed ^ 0x9001);
+    size_t tbytes = (size_t) seqs * nblk * 4, sbytes = (size_t) nsteps * seqs * 4;
+    int32_t *tables = bench_alloc(tbytes, "block tables"), *slots = bench_alloc(sbytes, "slots"),
+            *lens = bench_alloc(sbytes, "lengths");
+    host_metadata(r, seqs, nblk, o->seed ^ 0x9002, tables, slots, lens);
+    m->tables = place->alloc(tbytes, "block tables");
+    m->slots = place->alloc(sbytes, "slots");
+    m->lens = place->alloc(sbytes, "lengths");
+    place->put(m->tables, tables, tbytes);
+    place->put(m->slots, slots, sbytes);
+    place->put(m->lens, lens, sbytes);
+    free(tables);
+    free(slots);
+    free(lens);
+    size_t qbytes = (size_t) seqs * SVC_HQ * SVC_D * SVC_ELEM, kvbytes = (size_t) seqs * SVC_HKV * SVC_D * SVC_ELEM;
+    for (int l = 0; l < SVC_LAYERS; l++) {
+        m->q[l] = place->alloc(qbytes, "queries");
+        m->out[l] = place->alloc(qbytes, "outputs");
+        m->k[l] = place->alloc(kvbytes, "new keys");
+        m->v[l] = place->alloc(kvbytes, "new values");
+        uint64_t s = o->seed + 16 * (uint64_t) l;
+        place->fill(m->q[l], qbytes / SVC_ELEM, s + 1);
+        place->fill(m->k[l], kvbytes / SVC_ELEM, s + 2);
+        place->fill(m->v[l], kvbytes / SVC_ELEM, s + 3);
+    }
+}
+
+/* Releases what mem_setup (and a workspace, if any) took. Returns nothing. */
+static void mem_release(const struct ip_place *place, struct ip_mem *m)
+{
+    for (int l = 0; l < SVC_LAYERS; l++) {
+        place->release(m->q[l]);
+        place->release(m->out[l]);
+        place->release(m->k[l]);
+        place->release(m->v[l]);
+    }
+    place->release(m->cache.base);
+    place->release(m->tables);
+    place->release(m->slots);
+    place->release(m->lens);
+    place->release(m->workspace);
+}
+
+/* Host memory: fills n bf16 elements on the benchmark's threads. */
+static void host_fill(void *p, size_t n, uint64_t seed)
+{
+    bench_fill_parallel(p, n, PAGED_DTYPE_BF16, 1.0f, 1.0f, seed);
+}
+
+/* Host memory: copies bytes. */
+static void host_put(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+}
+
+static const struct ip_place host_place = { bench_alloc, host_fill, host_put, free };
+
 /* Runs one layer of a step (ctx says how); returns nothing. */
 typedef void ip_layer_fn(void *ctx, unsigned step, int layer);
 
@@ -144,54 +223,22 @@ static void cpu_layer(void *ctx, unsigned s, int l)
 /* The CPU version: pk_cpu_* on the daemon's kind of thread pool. Returns nothing. */
 static void run_cpu(const struct bench_opts *o, const struct svc_run *r, unsigned seqs, struct svc_inproc *out)
 {
-    pd_workers *w = bench_workers(o->threads);
-    unsigned nblk = svc_blocks_per_seq(r), nsteps = r->warmup + r->steps;
-    struct ip_mem m = {
-        .cache = { .num_layers = SVC_LAYERS, .num_blocks = (int32_t) (seqs * nblk), .num_kv_heads = SVC_HKV,
-                   .head_dim = SVC_D, .block_size = SVC_B, .dtype = PAGED_DTYPE_BF16, .k_scale = 1.0f,
-                   .v_scale = 1.0f },
-    };
-    size_t pool_bytes = pk_cache_bytes(&m.cache);
-    m.cache.base = bench_alloc(pool_bytes, "the in-process pool");
-    bench_fill_parallel(m.cache.base, pool_bytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, o->seed ^ 0x9001);
-    m.tables = bench_alloc((size_t) seqs * nblk * 4, "block tables");
-    m.slots = bench_alloc((size_t) nsteps * seqs * 4, "slots");
-    m.lens = bench_alloc((size_t) nsteps * seqs * 4, "lengths");
-    host_metadata(r, seqs, nblk, o->seed ^ 0x9002, m.tables, m.slots, m.lens);
-    size_t qbytes = (size_t) seqs * SVC_HQ * SVC_D * SVC_ELEM, kvbytes = (size_t) seqs * SVC_HKV * SVC_D * SVC_ELEM;
-    for (int l = 0; l < SVC_LAYERS; l++) {
-        m.q[l] = bench_alloc(qbytes, "queries");
-        m.out[l] = bench_alloc(qbytes, "outputs");
-        m.k[l] = bench_alloc(kvbytes, "new keys");
-        m.v[l] = bench_alloc(kvbytes, "new values");
-        uint64_t s = o->seed + 16 * (uint64_t) l;
-        bench_fill_host(m.q[l], 0, qbytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, s + 1);
-        bench_fill_host(m.k[l], 0, kvbytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, s + 2);
-        bench_fill_host(m.v[l], 0, kvbytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, s + 3);
-    }
-    struct cpu_ctx c = { &m, seqs, nblk, w };
+    struct ip_mem m;
+    mem_setup(&host_place, o, r, seqs, &m);
+    struct cpu_ctx c = { &m, seqs, svc_blocks_per_seq(r), bench_workers(o->threads) };
     timed_steps(r, seqs, cpu_layer, NULL, &c, &out->step_ns, &out->tokens_per_s);
     out->awaited_step_ns = out->awaited_tokens_per_s = NAN;
-    for (int l = 0; l < SVC_LAYERS; l++) {
-        free(m.q[l]);
-        free(m.out[l]);
-        free(m.k[l]);
-        free(m.v[l]);
-    }
-    free(m.cache.base);
-    free(m.tables);
-    free(m.slots);
-    free(m.lens);
+    mem_release(&host_place, &m);
 }
 
 #ifdef HAVE_CUDA
-/* Returns a device copy of n int32. */
-static int32_t *device_i32(const int32_t *src, size_t n)
+/* Device memory: fills n bf16 elements on the stream. */
+static void device_fill(void *p, size_t n, uint64_t seed)
 {
-    int32_t *d = bg_alloc(n * sizeof *d, "block tables, slots or lengths");
-    bg_upload(d, src, n * sizeof *d);
-    return d;
+    bg_fill(p, n, PAGED_DTYPE_BF16, 1.0f, 1.0f, seed);
 }
+
+static const struct ip_place device_place = { bg_alloc, device_fill, bg_upload, bg_free };
 
 /* How long the host waits for an awaited layer before it gives up. */
 #define AWAITED_WAIT_NS 10000000000ll
@@ -245,40 +292,13 @@ static void cuda_step_end(void *ctx)
 static void run_cuda(const struct bench_opts *o, const struct svc_run *r, unsigned seqs, struct svc_inproc *out)
 {
     bg_open();
-    unsigned nblk = svc_blocks_per_seq(r), nsteps = r->warmup + r->steps;
-    struct ip_mem m = {
-        .cache = { .num_layers = SVC_LAYERS, .num_blocks = (int32_t) (seqs * nblk), .num_kv_heads = SVC_HKV,
-                   .head_dim = SVC_D, .block_size = SVC_B, .dtype = PAGED_DTYPE_BF16, .k_scale = 1.0f,
-                   .v_scale = 1.0f },
-    };
-    size_t pool_bytes = pk_cache_bytes(&m.cache);
-    m.cache.base = bg_alloc(pool_bytes, "the in-process pool");
-    bg_fill(m.cache.base, pool_bytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, o->seed ^ 0x9001);
-    int32_t *tables = bench_alloc((size_t) seqs * nblk * 4, "block tables");
-    int32_t *slots = bench_alloc((size_t) nsteps * seqs * 4, "slots");
-    int32_t *lens = bench_alloc((size_t) nsteps * seqs * 4, "lengths");
-    host_metadata(r, seqs, nblk, o->seed ^ 0x9002, tables, slots, lens);
-    m.tables = device_i32(tables, (size_t) seqs * nblk);
-    m.slots = device_i32(slots, (size_t) nsteps * seqs);
-    m.lens = device_i32(lens, (size_t) nsteps * seqs);
-    free(tables);
-    free(slots);
-    free(lens);
-    size_t qbytes = (size_t) seqs * SVC_HQ * SVC_D * SVC_ELEM, kvbytes = (size_t) seqs * SVC_HKV * SVC_D * SVC_ELEM;
-    for (int l = 0; l < SVC_LAYERS; l++) {
-        m.q[l] = bg_alloc(qbytes, "queries");
-        m.out[l] = bg_alloc(qbytes, "outputs");
-        m.k[l] = bg_alloc(kvbytes, "new keys");
-        m.v[l] = bg_alloc(kvbytes, "new values");
-        uint64_t s = o->seed + 16 * (uint64_t) l;
-        bg_fill(m.q[l], qbytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, s + 1);
-        bg_fill(m.k[l], kvbytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, s + 2);
-        bg_fill(m.v[l], kvbytes / SVC_ELEM, PAGED_DTYPE_BF16, 1.0f, 1.0f, s + 3);
-    }
+    struct ip_mem m;
+    mem_setup(&device_place, o, r, seqs, &m);
+    unsigned nblk = svc_blocks_per_seq(r);
     /* One workspace, sized at the longest context the run reaches (the last step's). */
     pk_append_args app;
     pk_decode_args dec;
-    step_args(&m, seqs, nblk, nsteps - 1, 0, &app, &dec);
+    step_args(&m, seqs, nblk, r->warmup + r->steps - 1, 0, &app, &dec);
     m.workspace_size = pk_cuda_decode_workspace(&dec);
     m.workspace = m.workspace_size ? bg_alloc(m.workspace_size, "the decode workspace") : NULL;
     bg_sync("preparing the in-process run");
@@ -288,17 +308,7 @@ static void run_cuda(const struct bench_opts *o, const struct svc_run *r, unsign
     c.word = bg_host_mapped(64, &c.dev_word);
     timed_steps(r, seqs, cuda_layer, cuda_step_end, &c, &out->awaited_step_ns, &out->awaited_tokens_per_s);
     bg_host_free((void *) c.word);
-    for (int l = 0; l < SVC_LAYERS; l++) {
-        bg_free(m.q[l]);
-        bg_free(m.out[l]);
-        bg_free(m.k[l]);
-        bg_free(m.v[l]);
-    }
-    bg_free(m.cache.base);
-    bg_free(m.tables);
-    bg_free(m.slots);
-    bg_free(m.lens);
-    bg_free(m.workspace);
+    mem_release(&device_place, &m);
 }
 #endif
 
