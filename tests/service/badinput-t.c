@@ -517,6 +517,56 @@ static void hello_cases(void)
     is_int(0, rc_nop(&cb), "after refused HELLOs the daemon still serves");
 }
 
+/* Returns whether x is a power of two. */
+static int pow2(uint32_t x)
+{
+    return x != 0 && (x & (x - 1)) == 0;
+}
+
+/*
+ * HELLOs asking for any channel geometry (zero, not a power of two, too small, too large,
+ * fewer completions than submissions): each gets a WELCOME with the geometry clamped as
+ * paged(7) says (8 to 4096 entries, powers of two, at least as many completions as
+ * submissions; a host arena of 64 KiB to 1 GiB, whole pages; 0 asks for the defaults), and a
+ * channel that works. Returns nothing.
+ */
+static void hello_geometry_cases(void)
+{
+    static const struct { uint32_t sq, cq; uint64_t arena; uint32_t want_sq, want_cq; uint64_t want_arena; } g[] = {
+        { 0, 0, 0, 256, 512, 64u << 20 },
+        { 3, 1, 1, 8, 8, 64u << 10 },
+        { 100, 50, 100000, 128, 128, 100000 + 4096 - 100000 % 4096 },
+        { 1u << 20, 0xffffffffu, 1ull << 40, 4096, 4096, 1u << 30 },
+        { 4096, 8, 64u << 10, 4096, 4096, 64u << 10 },
+        { 9, 17, (64u << 10) - 1, 16, 32, 64u << 10 },
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        struct paged_msg_hello h;
+        rc_fill_hello(&h, "geometry", 0);
+        h.sq_entries = g[i].sq;
+        h.cq_entries = g[i].cq;
+        h.host_arena_size = g[i].arena;
+        struct rc_client c;
+        int rc = rc_connect_hello(daemon_.socket, &h, &c);
+        is_int(0, rc, "HELLO sq %u cq %u arena %llu: WELCOME (%s)", g[i].sq, g[i].cq,
+               (unsigned long long) g[i].arena, c.errmsg);
+        if (rc != 0) {
+            rc_close(&c);
+            continue;
+        }
+        ok(c.hdr.sq_entries == g[i].want_sq && c.hdr.cq_entries == g[i].want_cq && c.hdr.arena_size == g[i].want_arena,
+           "HELLO sq %u cq %u arena %llu: clamped to sq %u cq %u arena %llu (want %u, %u, %llu)", g[i].sq, g[i].cq,
+           (unsigned long long) g[i].arena, c.hdr.sq_entries, c.hdr.cq_entries, (unsigned long long) c.hdr.arena_size,
+           g[i].want_sq, g[i].want_cq, (unsigned long long) g[i].want_arena);
+        ok(pow2(c.hdr.sq_entries) && pow2(c.hdr.cq_entries) && c.hdr.cq_entries >= c.hdr.sq_entries
+               && c.hdr.sq_entries >= 8 && c.hdr.cq_entries <= 4096 && c.hdr.arena_size % 4096 == 0,
+           "HELLO sq %u cq %u arena %llu: a geometry paged(7) allows", g[i].sq, g[i].cq, (unsigned long long) g[i].arena);
+        is_int(0, rc_nop(&c), "HELLO sq %u cq %u arena %llu: the channel serves a NOP", g[i].sq, g[i].cq,
+               (unsigned long long) g[i].arena);
+        rc_close(&c);
+    }
+}
+
 /* Malformed control messages on a live connection: an error each, and it goes on. */
 static void control_cases(void)
 {
@@ -637,6 +687,7 @@ int main(void)
     control_cases();
     good_progress("the malformed control messages");
     hello_cases();
+    hello_geometry_cases();
     good_progress("the refused HELLOs");
     ring_case();
     good_progress("the corrupt ring");

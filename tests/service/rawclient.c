@@ -93,15 +93,22 @@ int rc_raw_hello(const char *path, const void *msg, size_t len, char *errmsg, in
 /* Connects a client; see rawclient.h. */
 int rc_connect(const char *path, const char *name, uint32_t flags, struct rc_client *c)
 {
+    struct paged_msg_hello h;
+    rc_fill_hello(&h, name, flags);
+    return rc_connect_hello(path, &h, c);
+}
+
+/* Connects a client with the given HELLO; see rawclient.h. */
+int rc_connect_hello(const char *path, const struct paged_msg_hello *hello, struct rc_client *c)
+{
     memset(c, 0, sizeof *c);
     c->sq_notify = c->cq_wait = -1;
     c->seq = 100;
     c->sock = psock_connect(path);
     if (c->sock < 0)
         return c->sock;
-    struct paged_msg_hello h;
-    rc_fill_hello(&h, name, flags);
-    int rc = psock_send(c->sock, &h, sizeof h, NULL, 0);
+    uint32_t flags = hello->flags;
+    int rc = psock_send(c->sock, hello, sizeof *hello, NULL, 0);
     if (rc < 0)
         return rc;
     union {

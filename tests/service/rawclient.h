@@ -38,6 +38,9 @@ struct rc_client {
  * status of the daemon's ERROR (errmsg has its text), or another paged_error. */
 int rc_connect(const char *path, const char *name, uint32_t flags, struct rc_client *c);
 
+/* Like rc_connect, with a HELLO the caller filled (any geometry it asks for). */
+int rc_connect_hello(const char *path, const struct paged_msg_hello *hello, struct rc_client *c);
+
 /* Connects and sends msg as the first packet; waits for the reply. Returns the ERROR's
  * status (message in errmsg, of size PAGED_ERRMSG_MAX), 1 for a WELCOME, or a negative
  * paged_error of the transport. Whether the daemon then closed is stored in *closed. */
