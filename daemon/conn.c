@@ -73,6 +73,12 @@ int pd_conn_flush(struct pd_conn *c)
     return PAGED_OK;
 }
 
+/* Says whether the queue is below the mark where events are dropped; see conn.h. */
+int pd_conn_has_room(const struct pd_conn *c)
+{
+    return c->out_bytes < OUTQ_DROP_BYTES;
+}
+
 /* Queues or sends a message; returns as documented in conn.h. */
 int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds, int nfds,
                  int droppable)
@@ -88,8 +94,9 @@ int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds,
         if (rc != PAGED_E_AGAIN)
             return PAGED_E_DISCONNECTED;
     }
-    if (droppable && c->out_bytes >= OUTQ_DROP_BYTES) {
-        c->events_dropped++;
+    if (droppable && !pd_conn_has_room(c)) {
+        if (c->events_unreported < UINT32_MAX)
+            c->events_unreported++;
         return PAGED_E_AGAIN;
     }
     struct pd_outmsg *m = malloc(sizeof *m + len);

@@ -88,7 +88,7 @@ struct pd_conn {
     uint32_t sock_events;              /* epoll events registered for fd */
     struct pd_outmsg *out_head, *out_tail;
     size_t out_count, out_bytes;
-    uint64_t events_dropped;
+    uint32_t events_unreported;        /* events dropped that no LOST event has counted yet */
     struct pd_list_cursor list;
     struct pd_channel *ch;
     struct pd_attach *att;
@@ -131,6 +131,9 @@ int pd_conn_flush(struct pd_conn *c);
 
 /* Frees every queued message and closes their descriptors. */
 void pd_conn_drop_queue(struct pd_conn *c);
+
+/* Returns whether c's queue has room for a droppable message (an event) now. */
+int pd_conn_has_room(const struct pd_conn *c);
 
 /* Sends PAGED_MSG_ERROR with status and a formatted message, echoing seq. Returns as
  * pd_conn_send. */

@@ -75,9 +75,8 @@ static int resolve_group(const char *name, gid_t *gid)
     return 0;
 }
 
-/* Sets c's epoll interest from its state: read while nothing waits to go out, write while
- * something does. Returns nothing. */
-static void update_interest(struct pd_server *srv, struct pd_conn *c)
+/* Sets c's epoll interest from its state; see server.h. */
+void pd_server_watch(struct pd_server *srv, struct pd_conn *c)
 {
     if (c->state == PD_CONN_DEAD)
         return;
@@ -296,6 +295,9 @@ static void on_sock(struct pd_server *srv, struct pd_conn *c, uint32_t events)
             pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
             return;
         }
+        pd_server_report_lost(srv, c);
+        if (c->state == PD_CONN_DEAD)
+            return;
     }
     if (c->out_head == NULL && c->list.active)
         pd_list_continue(srv, c);
@@ -308,7 +310,7 @@ static void on_sock(struct pd_server *srv, struct pd_conn *c, uint32_t events)
     if (c->state != PD_CONN_DEAD && (events & (EPOLLHUP | EPOLLERR)) && c->out_head != NULL)
         pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
     if (c->state != PD_CONN_DEAD)
-        update_interest(srv, c);
+        pd_server_watch(srv, c);
 }
 
 /* Applies one changed setting on reload, or says it needs a restart; returns nothing. */

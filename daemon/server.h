@@ -76,9 +76,20 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
  * after each turn, when nothing refers to them any more. Returns nothing. */
 void pd_server_sweep(struct pd_server *srv);
 
-/* Announces an event to every subscriber (dropped for those who do not keep up). */
+/* Announces an event to every subscriber (dropped for those who do not keep up, who are
+ * then told how many they missed by a LOST event). */
 void pd_server_event(struct pd_server *srv, uint32_t event, const struct pd_conn *c,
                      const char *pool, uint32_t count);
+
+/* Sets c's epoll interest from its state: read while nothing waits to go out, write while
+ * something does. Whoever queues a message for a connection other than the one whose event
+ * it handles (an event for a subscriber) calls it, or the queue would wait for the peer's
+ * next message. */
+void pd_server_watch(struct pd_server *srv, struct pd_conn *c);
+
+/* Sends subscriber c a LOST event counting the events it missed, once its queue has
+ * drained (nothing when it missed none, is no subscriber or still has a queue). */
+void pd_server_report_lost(struct pd_server *srv, struct pd_conn *c);
 
 /* Announces evictions counted by a pool's allocator since the last call. */
 void pd_server_flush_evictions(struct pd_server *srv, struct pd_pool *p);

@@ -473,6 +473,7 @@ enum paged_event_type {
     PAGED_EVENT_EVICT = 5,     /* count cached blocks evicted from pool */
     PAGED_EVENT_ATTACH = 6,
     PAGED_EVENT_DETACH = 7,
+    PAGED_EVENT_LOST = 8,      /* count events this subscriber missed: it did not read them in time */
 };
 
 struct paged_msg_event {

@@ -47,6 +47,9 @@ static void event_text(const struct paged_msg_event *e)
     case PAGED_EVENT_EVICT:
         printf("pool '%s', %u cached blocks\n", pool, (unsigned) e->count);
         break;
+    case PAGED_EVENT_LOST:
+        printf("%u events missed: they came faster than this reader took them\n", (unsigned) e->count);
+        break;
     default:
         printf("%s, pool '%s', count %u\n", who, pool, (unsigned) e->count);
         break;

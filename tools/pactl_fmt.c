@@ -133,6 +133,7 @@ const char *fmt_event(uint32_t event)
     case PAGED_EVENT_EVICT: return "evict";
     case PAGED_EVENT_ATTACH: return "attach";
     case PAGED_EVENT_DETACH: return "detach";
+    case PAGED_EVENT_LOST: return "lost";
     default: return "unknown";
     }
 }

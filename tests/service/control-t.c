@@ -185,6 +185,25 @@ int main(void)
     }
     is_int(3000, served, "3000 connections served while a subscriber reads nothing");
     is_int(0, rc_pool_item(&ctl, "nothing-here", &it) == PAGED_E_NOENT ? 0 : 1, "and the control connection is answered");
+    /* Then it reads: each of the churn's 6000 events (a connect and a disconnect each) either
+     * reaches it or is counted by a LOST event once its queue has drained. */
+    long got = 0, lost = 0, lost_events = 0, others = 0;
+    for (int i = 0; i < 20000 && got + lost < 6000; i++) {
+        if (!next_event(&lazy, &e))
+            break;
+        if (e.event == PAGED_EVENT_LOST) {
+            lost += e.count;
+            lost_events++;
+        } else if ((e.event == PAGED_EVENT_CONNECT || e.event == PAGED_EVENT_DISCONNECT)
+                   && strcmp(e.client_name, "churn") == 0)
+            got++;
+        else
+            others++;
+    }
+    ok(lost_events >= 1 && lost > 0, "the lazy subscriber is told it missed %ld events (in %ld LOST events)", lost,
+       lost_events);
+    is_int(6000, got + lost, "each of the 6000 events reached it (%ld) or was counted lost (%ld)", got, lost);
+    is_int(0, others, "and nothing else came");
     rc_close(&lazy);
     rc_close(&sub);
     rc_close(&ctl);
