@@ -258,15 +258,19 @@ static void on_readable(struct pd_server *srv, struct pd_conn *c)
     for (int i = 0; i < MSGS_PER_TURN; i++) {
         if (c->state == PD_CONN_DEAD || c->out_head != NULL || c->list.active || c->close_after_flush)
             return;
-        int nfds = 0;
-        ssize_t n = psock_recv(c->fd, buf, sizeof buf, NULL, 0, &nfds);
+        /* No message to the daemon carries descriptors: any that come are closed, and the
+         * message is refused as one that does not fit. */
+        int fds[PSOCK_MAX_FDS], nfds = 0;
+        ssize_t n = psock_recv(c->fd, buf, sizeof buf, fds, PSOCK_MAX_FDS, &nfds);
+        for (int k = 0; k < nfds; k++)
+            close(fds[k]);
         if (n == PAGED_E_AGAIN)
             return;
         if (n == PAGED_E_DISCONNECTED) {
             pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
             return;
         }
-        if (n == PAGED_E_PROTO) {
+        if (n == PAGED_E_PROTO || (n >= 0 && nfds > 0)) {
             if (c->state == PD_CONN_HELLO)
                 pd_control_refuse(srv, c, PAGED_E_PROTO, "HELLO longer than a HELLO or carrying descriptors");
             else

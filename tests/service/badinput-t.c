@@ -2,6 +2,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -17,6 +19,7 @@
 #include "kernels/kernels.h"
 #include "lib/proto.h"
 #include "lib/ring.h"
+#include "lib/sock.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -608,6 +611,164 @@ static void control_cases(void)
     is_int(0, rc_nop(&cb), "after malformed control messages the daemon still serves");
 }
 
+/* Returns how many descriptors process pid holds (its /proc/PID/fd entries), or -1. */
+static int fd_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/fd", (long) pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Sends len bytes of msg with n descriptors (as many as the caller likes: psock_send would
+ * refuse more than PSOCK_MAX_FDS). Returns 0 or -1. */
+static int send_fds(int sock, const void *msg, size_t len, const int *fds, int n)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * 16)];
+    } ctl;
+    if (n > 16)
+        return -1;
+    struct iovec iov = { .iov_base = (void *) msg, .iov_len = len };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                         .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t) n) };
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t) n);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t) n);
+    return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t) len ? 0 : -1;
+}
+
+/* Waits up to 10 s for one packet on sock; stores an ERROR's status and text in *e (status 1
+ * for anything else). Returns the packet's length or a negative paged_error
+ * (PAGED_E_DISCONNECTED at end of stream). */
+static long read_packet(int sock, struct paged_msg_error *e)
+{
+    static unsigned char buf[PAGED_MSG_MAX];
+    memset(e, 0, sizeof *e);
+    e->hdr.status = 1;
+    int rc = psock_wait_readable(sock, 10000);
+    if (rc < 0)
+        return rc;
+    int nfds = 0;
+    long n = psock_recv(sock, buf, sizeof buf, NULL, 0, &nfds);
+    if (n >= (long) sizeof *e && ((struct paged_msg_hdr *) buf)->type == PAGED_MSG_ERROR) {
+        memcpy(e, buf, sizeof *e);
+        e->message[sizeof e->message - 1] = '\0';
+    }
+    return n;
+}
+
+/*
+ * What the socket itself can carry that no message should: descriptors with a HELLO (refused,
+ * closed) or with a control message (an error, dropped, the connection goes on, the daemon
+ * keeps none of them), a packet longer than any message (an error, the connection goes on),
+ * and more connections that never say HELLO than the daemon waits for (the extra ones are
+ * closed; once they go, a real client is served). Returns nothing.
+ */
+static void transport_cases(void)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        sysbail("pipe");
+    struct paged_msg_error e;
+    struct paged_msg_hello h;
+    rc_fill_hello(&h, "with-fd", 0);
+    int sock = psock_connect(daemon_.socket);
+    if (sock < 0)
+        bail("connect: %s", paged_strerror(sock));
+    is_int(0, send_fds(sock, &h, sizeof h, &p[0], 1), "a HELLO carrying a descriptor is sent");
+    read_packet(sock, &e);
+    ok(e.hdr.status == PAGED_E_PROTO && strstr(e.message, "descriptors") != NULL,
+       "HELLO with a descriptor: PAGED_E_PROTO naming descriptors (%s)", e.message);
+    is_int(PAGED_E_DISCONNECTED, read_packet(sock, &e), "and the connection is closed");
+    close(sock);
+
+    struct rc_client c;
+    if (rc_connect(daemon_.socket, "fd-sender", PAGED_HELLO_CONTROL, &c) != 0)
+        bail("control connection failed: %s", c.errmsg);
+    int before = fd_count(daemon_.pid);
+    struct paged_msg_hdr st = { PAGED_MSG_STATUS, 7, 0, sizeof st };
+    /* One descriptor, or more than any message could carry (PSOCK_MAX_FDS): ten each. */
+    int many[PSOCK_MAX_FDS + 1];
+    for (int i = 0; i < PSOCK_MAX_FDS + 1; i++)
+        many[i] = p[i % 2];
+    int errors = 0, named = 0;
+    for (int i = 0; i < 20; i++) {
+        if (send_fds(c.sock, &st, sizeof st, many, i < 10 ? 1 : PSOCK_MAX_FDS + 1) != 0)
+            break;
+        read_packet(c.sock, &e);
+        errors += e.hdr.status == PAGED_E_PROTO;
+        named += strstr(e.message, "descriptors") != NULL;
+    }
+    is_int(20, errors, "20 control messages carrying 1 or %d descriptors: PAGED_E_PROTO each", PSOCK_MAX_FDS + 1);
+    is_int(20, named, "each error names the descriptors");
+    struct paged_msg_status_reply sr;
+    ok(rc_control(&c, &st, sizeof st, &sr, sizeof sr, NULL) > 0, "the connection then answers STATUS");
+    int after = fd_count(daemon_.pid);
+    ok(before > 0 && after == before, "the daemon kept none of the 100 descriptors (%d open before, %d after)", before,
+       after);
+    size_t big_len = PAGED_MSG_MAX + 4096;
+    unsigned char *big = bcalloc(1, big_len);
+    struct paged_msg_hdr bh = { PAGED_MSG_STATUS, 8, 0, (uint32_t) big_len };
+    memcpy(big, &bh, sizeof bh);
+    is_int(0, psock_send(c.sock, big, big_len, NULL, 0), "a packet of %zu bytes is sent", big_len);
+    free(big);
+    read_packet(c.sock, &e);
+    ok(e.hdr.status == PAGED_E_PROTO && strstr(e.message, "longer than") != NULL,
+       "a packet longer than any message: PAGED_E_PROTO (%s)", e.message);
+    ok(rc_control(&c, &st, sizeof st, &sr, sizeof sr, NULL) > 0, "and the connection answers STATUS after it");
+    rc_close(&c);
+    close(p[0]);
+    close(p[1]);
+
+    /* More silent connections than the daemon waits for: 256 (server.c) are kept for the
+     * hello timeout, the rest closed at once. */
+    enum { SILENT = 300 };
+    int socks[SILENT], opened = 0;
+    for (int i = 0; i < SILENT; i++) {
+        socks[i] = psock_connect(daemon_.socket);
+        opened += socks[i] >= 0;
+    }
+    is_int(SILENT, opened, "%d connections that say nothing are opened", SILENT);
+    int dropped = 0;
+    for (int i = 0; i < SILENT; i++) {
+        if (socks[i] < 0)
+            continue;
+        struct pollfd pf = { .fd = socks[i], .events = POLLIN };
+        char byte;
+        /* The last of them were closed when they were accepted; the rest stay open until the
+         * hello timeout: only those are waited for, briefly. */
+        if (poll(&pf, 1, i >= 256 ? 5000 : 0) == 1 && recv(socks[i], &byte, 1, MSG_DONTWAIT) == 0)
+            dropped++;
+    }
+    ok(dropped >= SILENT - 256, "the daemon closed %d of them at once (at least %d)", dropped, SILENT - 256);
+    for (int i = 0; i < SILENT; i++)
+        if (socks[i] >= 0)
+            close(socks[i]);
+    /* The daemon learns of the closes in its own time: a connection it drops meanwhile ends at
+     * once (a refused HELLO), so trying again is bounded by the tries, not by a sleep. */
+    struct rc_client late;
+    int rc = PAGED_E_DISCONNECTED, tries = 0;
+    for (; tries < 10000 && rc != 0; tries++) {
+        rc = rc_connect(daemon_.socket, "after-the-flood", 0, &late);
+        if (rc != 0)
+            rc_close(&late);
+    }
+    is_int(0, rc, "once they are gone a client connects (try %d; %s)", tries, late.errmsg);
+    if (rc == 0)
+        is_int(0, rc_nop(&late), "and is served");
+    rc_close(&late);
+}
+
 /* A ring tail that jumps past capacity: that client goes, nobody else notices. */
 static void ring_case(void)
 {
@@ -689,6 +850,8 @@ int main(void)
     hello_cases();
     hello_geometry_cases();
     good_progress("the refused HELLOs");
+    transport_cases();
+    good_progress("the descriptors, the long packet and the silent connections");
     ring_case();
     good_progress("the corrupt ring");
 
