@@ -20,6 +20,7 @@
 #include "lib/proto.h"
 #include "lib/ring.h"
 #include "lib/sock.h"
+#include "lib/wake.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -769,6 +770,65 @@ static void transport_cases(void)
     rc_close(&late);
 }
 
+/* The condition for paged_wake_wait: ring arg holds 8 entries. Returns 1, 0, or PAGED_E_RING. */
+static int eight_ready(void *arg)
+{
+    int n = paged_ring_cons_available(arg, 8);
+    return n < 0 ? n : n >= 8;
+}
+
+/*
+ * A client that stops reaping: once its completion ring is full the daemon takes no more of
+ * its requests (they wait in its submission ring) and serves everyone else; as soon as the
+ * client reaps, it goes on, and every request completes once, in order. Returns nothing.
+ */
+static void backpressure_case(void)
+{
+    struct paged_msg_hello h;
+    rc_fill_hello(&h, "no-reaper", 0);
+    h.sq_entries = 8;
+    h.cq_entries = 8;
+    struct rc_client c;
+    if (rc_connect_hello(daemon_.socket, &h, &c) != 0)
+        bail("no-reaper cannot connect: %s", c.errmsg);
+    struct paged_sqe s;
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_NOP;
+    int sent = 0;
+    for (uint64_t t = 1; t <= 8; t++) {
+        s.tag = t;
+        sent += rc_submit(&c, &s) == 0;
+    }
+    /* All eight completions in its ring, none reaped (the daemon wakes us as it posts). */
+    int ready = paged_wake_wait(&c.cq, c.cq_wait, NULL, 10000, eight_ready, &c.cq);
+    if (ready > 0)
+        ready = paged_ring_cons_available(&c.cq, 8);
+    is_int(8, ready, "8 NOPs fill the 8-entry completion ring of a client that does not reap");
+    for (uint64_t t = 9; t <= 16; t++) {
+        s.tag = t;
+        sent += rc_submit(&c, &s) == 0;
+    }
+    is_int(16, sent, "8 more NOPs go into its submission ring");
+    is_int(0, rc_nop(&cb), "meanwhile another client is served");
+    is_int(0, rc_nop(&cb), "and again");
+    uint32_t head = atomic_load_explicit(paged_ring_word(&((struct paged_ring_ctl *) ((unsigned char *) c.map + c.hdr.sq_ctl_off))->head),
+                                         memory_order_acquire);
+    is_int(8, head, "the daemon took none of the 8 waiting requests (its submission head is at %u)", head);
+    int in_order = 0, fine = 0;
+    for (uint64_t t = 1; t <= 16; t++) {
+        struct paged_cqe q;
+        if (rc_reap(&c, &q, 10000) != 1)
+            break;
+        in_order += q.tag == t;
+        fine += q.status == PAGED_OK;
+    }
+    is_int(16, in_order, "once it reaps, all 16 complete, in order");
+    is_int(16, fine, "each of them OK");
+    struct paged_cqe extra;
+    is_int(PAGED_E_TIMEOUT, rc_reap(&c, &extra, 50), "and nothing more comes");
+    rc_close(&c);
+}
+
 /* A ring tail that jumps past capacity: that client goes, nobody else notices. */
 static void ring_case(void)
 {
@@ -852,6 +912,8 @@ int main(void)
     good_progress("the refused HELLOs");
     transport_cases();
     good_progress("the descriptors, the long packet and the silent connections");
+    backpressure_case();
+    good_progress("the client that stopped reaping");
     ring_case();
     good_progress("the corrupt ring");
 
