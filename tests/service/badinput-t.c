@@ -21,6 +21,7 @@
 #include "lib/ring.h"
 #include "lib/sock.h"
 #include "lib/wake.h"
+#include "daemon/validate.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -452,6 +453,82 @@ static void request_cases(void)
     expect("COPY a block onto itself", s, PAGED_E_INVAL, PAGED_FIELD_DST, 0);
     memcpy(rc_ptr(&cb, s.u.copy.dst_off), &held[3], 4);
     expect("COPY onto a published block", s, PAGED_E_READONLY, PAGED_FIELD_DST, 0);
+    s.u.copy.count = 2;
+    s.u.copy.src_off = rc_alloc(&cb, 8);
+    s.u.copy.dst_off = rc_alloc(&cb, 8);
+    int32_t csrc[2] = { held[0], held[2] }, cdst[2] = { held[1], held[1] };
+    memcpy(rc_ptr(&cb, s.u.copy.src_off), csrc, 8);
+    memcpy(rc_ptr(&cb, s.u.copy.dst_off), cdst, 8);
+    expect("COPY two sources onto one destination", s, PAGED_E_INVAL, PAGED_FIELD_DST, 1);
+    s.u.copy.count = PV_MAX_BLOCKS + 1;
+    expect("COPY of 2^20 + 1 blocks", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+
+    /* Counts past the daemon's bounds, before any array is read. */
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_ALLOC;
+    s.pool = pool_id;
+    s.u.alloc.count = PV_MAX_BLOCKS + 1;
+    expect("ALLOC of 2^20 + 1 blocks", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    s.opcode = PAGED_OP_FREE;
+    s.u.blocks.count = PV_MAX_BLOCKS + 1;
+    expect("FREE of 2^20 + 1 blocks", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_PUBLISH;
+    s.pool = pool_id;
+    s.u.prefix.num_blocks = PV_MAX_BLOCKS + 1;
+    expect("PUBLISH of 2^20 + 1 blocks", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    s = valid_decode();
+    s.u.attn.num_seqs = PV_MAX_SEQS + 1;
+    s.u.attn.bt_stride = 1;
+    expect("DECODE of 2^16 + 1 sequences", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+
+    /* The rest of a DECODE's and an APPEND's fields. */
+    s = valid_decode();
+    s.u.attn.out_off += 2;
+    expect("out misaligned for f32", s, PAGED_E_INVAL, PAGED_FIELD_OUT, -1);
+    s = valid_decode();
+    s.u.attn.attn.has_alibi = 1;
+    s.u.attn.attn.alibi_off = rc_alloc(&cb, QH * 4);
+    float slopes[QH] = { 0.5f, 0.25f, INFINITY, 0.125f };
+    memcpy(rc_ptr(&cb, s.u.attn.attn.alibi_off), slopes, sizeof slopes);
+    expect("an infinite ALiBi slope for head 2", s, PAGED_E_INVAL, PAGED_FIELD_ALIBI, 2);
+    slopes[2] = 0.0625f;
+    memcpy(rc_ptr(&cb, s.u.attn.attn.alibi_off), slopes, sizeof slopes);
+    expect("finite ALiBi slopes (baseline)", s, 0, PAGED_FIELD_NONE, -1);
+    int32_t aslot[1] = { held[0] * B + 4 };
+    s = append_to(aslot, 1);
+    s.layer = L;
+    expect("APPEND into layer 2 of a 2-layer pool", s, PAGED_E_LAYER, PAGED_FIELD_LAYER, -1);
+    s = append_to(aslot, 1);
+    s.u.append.k_off += 2;
+    expect("APPEND k misaligned for f32", s, PAGED_E_INVAL, PAGED_FIELD_K, -1);
+    s = append_to(aslot, 1);
+    s.u.append.v_off += 2;
+    expect("APPEND v misaligned for f32", s, PAGED_E_INVAL, PAGED_FIELD_V, -1);
+    s = append_to(aslot, 1);
+    s.u.append.num_tokens = PV_MAX_TOKENS + 1;
+    expect("APPEND of 2^20 + 1 tokens", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+
+    /* Dependency words: only on the backend's ops, aligned, inside the arena. */
+    uint64_t word = rc_alloc(&cb, 8);
+    s = valid_decode();
+    s.flags = PAGED_SQE_WAIT;
+    s.dep.wait_off = word + 2;
+    expect("DECODE waiting on a misaligned word", s, PAGED_E_INVAL, PAGED_FIELD_WAIT, -1);
+    s.dep.wait_off = cb.arena_size;
+    expect("DECODE waiting on a word past the arena", s, PAGED_E_RANGE, PAGED_FIELD_WAIT, -1);
+    s = valid_decode();
+    s.flags = PAGED_SQE_SIGNAL;
+    s.dep.signal_off = word + 1;
+    expect("DECODE signalling a misaligned word", s, PAGED_E_INVAL, PAGED_FIELD_SIGNAL, -1);
+    memset(&s, 0, sizeof s);
+    s.opcode = PAGED_OP_NOP;
+    s.flags = PAGED_SQE_SIGNAL;
+    s.dep.signal_off = word;
+    expect("a NOP with a signal word", s, PAGED_E_INVAL, PAGED_FIELD_FLAGS, -1);
+    s = valid_decode();
+    s.flags = PAGED_SQE_HOST_WORDS;
+    expect("HOST_WORDS without WAIT or SIGNAL", s, PAGED_E_INVAL, PAGED_FIELD_FLAGS, -1);
 }
 
 /* Write ops through a read-only attachment. */
