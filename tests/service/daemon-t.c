@@ -112,6 +112,36 @@ static void program_cases(void)
     is_int(1, exit_code(run_pagedd(bad, out, err)), "a line without '=': exit 1");
     snprintf(where, sizeof where, "%s:1:", conf);
     ok(file_contains(err, where), "the error names %s", where);
+    /* Each kind of bad value: refused before anything starts, naming the line, the key, the
+     * value and what would do. */
+    char longsock[300];
+    memset(longsock, 'x', sizeof longsock - 1);
+    longsock[sizeof longsock - 1] = '\0';
+    char longline[400];
+    snprintf(longline, sizeof longline, "socket = /tmp/%s\n", longsock);
+    const struct { const char *line, *want; } values[] = {
+        { "foreground = maybe\n", "foreground: 'maybe' is not yes or no" },
+        { "backend = tpu\n", "backend: 'tpu' is not cpu, cuda or auto" },
+        { "log-level = loud\n", "log-level: 'loud' is not error, warning, info or debug" },
+        { "socket-mode = 0999\n", "socket-mode: '0999' is not an octal mode" },
+        { "socket-mode = 01777\n", "socket-mode: '01777' is not an octal mode" },
+        { "max-clients = 0\n", "max-clients: '0' is not a number from 1 to 65536" },
+        { "threads = -1\n", "threads: '-1' is not a number from 0 to 1024" },
+        { "max-blocks-per-client = 5000000000\n", "max-blocks-per-client: '5000000000' is not a number from 0 to 4294967295" },
+        { "config = /etc/other.conf\n", "config: only allowed on the command line" },
+        { "ready-fd = 3\n", "ready-fd: only allowed on the command line" },
+        { "= 5\n", "missing key before '='" },
+        { longline, "socket: value too long" },
+    };
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        write_file(conf, values[i].line);
+        int code = exit_code(run_pagedd(bad, out, err));
+        snprintf(where, sizeof where, "%s:1: %s", conf, values[i].want);
+        int shown = (int) strcspn(values[i].line, "\n");
+        ok(code == 1 && file_contains(err, where), "config '%.*s': exit 1 (%d), '%s'", shown < 40 ? shown : 40,
+           values[i].line, code, values[i].want);
+    }
+
     char missing[450];
     snprintf(missing, sizeof missing, "%s/missing.conf", dir_.dir);
     const char *miss[] = { "--foreground", "--config", missing, NULL };
