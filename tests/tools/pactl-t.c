@@ -519,6 +519,87 @@ static void test_subscribe(void)
     is_int(0, reap(s.pid, RUN_MS), "subscribe: exits 0 on SIGTERM");
 }
 
+/* Connects to the daemon as a control client named name, waits for its WELCOME and hangs up:
+ * a connect and a disconnect event. Returns 1 when the daemon welcomed it. */
+static int churn_once(const char *name)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    size_t len = strlen(sock);
+    if (len >= sizeof sa.sun_path)
+        return 0;
+    memcpy(sa.sun_path, sock, len + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct paged_msg_hello h;
+    memset(&h, 0, sizeof h);
+    h.hdr = (struct paged_msg_hdr) { PAGED_MSG_HELLO, 1, 0, sizeof h };
+    h.magic = PAGED_HELLO_MAGIC;
+    h.version = PAGED_PROTO_VERSION;
+    h.flags = PAGED_HELLO_CONTROL;
+    h.pid = (uint32_t) getpid();
+    snprintf(h.name, sizeof h.name, "%s", name);
+    struct paged_msg_welcome w;
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    int welcomed = connect(fd, (struct sockaddr *) &sa, sizeof sa) == 0 && send(fd, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t) sizeof h
+                   && poll(&p, 1, RUN_MS) == 1 && recv(fd, &w, sizeof w, 0) == (ssize_t) sizeof w
+                   && w.hdr.type == PAGED_MSG_WELCOME;
+    close(fd);
+    return welcomed;
+}
+
+/* Checks subscribe when pactl falls behind (its output not read while 4000 clients come and
+ * go): once it reads again, every one of the 8000 events is printed or counted by a "lost"
+ * line. */
+static void test_subscribe_lost(void)
+{
+    char *const argv[] = { pactl, "-s", sock, "-f", "json", "subscribe", NULL };
+    struct child s = spawn(argv, -1, 1);
+    int bad = 0, connected = 0;
+    for (int attempt = 0; attempt < 5 && !connected; attempt++) {
+        uint32_t id;
+        char name[32];
+        snprintf(name, sizeof name, "lost-probe-%d", attempt);
+        struct child h = start_holder(name, "0", "0", &id);
+        connected = await_event(s.out, "connect", id, &bad);
+        stop_holder(&h);
+    }
+    ok(connected, "subscribe behind: the subscription is live");
+    enum { CHURN = 4000 };
+    int welcomed = 0;
+    for (int i = 0; i < CHURN; i++)
+        welcomed += churn_once("churn");
+    is_int(CHURN, welcomed, "subscribe behind: %d clients came and went while its output was not read", CHURN);
+    long shown = 0, lost = 0, lost_lines = 0;
+    long long deadline = now_ms() + RUN_MS;
+    char line[1024], err[200];
+    while (shown + lost < 2 * CHURN && now_ms() < deadline) {
+        long n = read_line(s.out, line, sizeof line, (int) (deadline - now_ms()));
+        if (n < 0)
+            break;
+        struct tj *v = tj_parse(line, (size_t) n, err, sizeof err);
+        if (v == NULL) {
+            bad++;
+            continue;
+        }
+        const char *ev = tj_str(v, "event"), *who = tj_str(v, "client_name");
+        if (ev != NULL && strcmp(ev, "lost") == 0) {
+            lost += (long) tj_num(v, "count");
+            lost_lines++;
+        } else if (ev != NULL && who != NULL && strcmp(who, "churn") == 0
+                   && (strcmp(ev, "connect") == 0 || strcmp(ev, "disconnect") == 0))
+            shown++;
+        tj_free(v);
+    }
+    ok(lost_lines >= 1 && lost > 0, "subscribe behind: 'lost' lines count %ld missed events", lost);
+    is_int(2 * CHURN, shown + lost, "subscribe behind: every event printed (%ld) or counted lost (%ld)", shown, lost);
+    is_int(0, bad, "subscribe behind: every line is one valid JSON object");
+    kill(s.pid, SIGTERM);
+    close(s.in);
+    close(s.out);
+    is_int(0, reap(s.pid, RUN_MS), "subscribe behind: exits 0 on SIGTERM");
+}
+
 /* Checks kill-client: the client goes, its blocks come back. */
 static void test_kill(uint32_t id_a)
 {
@@ -723,6 +804,7 @@ int main(void)
     test_stat();
     test_evict();
     test_subscribe();
+    test_subscribe_lost();
     test_kill(id_a);
     test_errors();
 
