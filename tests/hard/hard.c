@@ -4,7 +4,6 @@
 
 #include "tests/hard/hard.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -48,23 +47,6 @@ long hard_status_kb(pid_t pid, const char *field)
         }
     fclose(f);
     return kb;
-}
-
-/* Returns the number of open descriptors of pid, or -1. */
-int hard_fd_count(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/fd", (long) pid);
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
 }
 
 /* Finds a client by pid in LIST clients; see hard.h. */

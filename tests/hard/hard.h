@@ -20,9 +20,6 @@ uint64_t hard_now_ns(void);
 /* Returns field ("VmRSS", "RssAnon") of /proc/PID/status in KiB, or -1. */
 long hard_status_kb(pid_t pid, const char *field);
 
-/* Returns the number of open descriptors of process pid (entries of /proc/PID/fd), or -1. */
-int hard_fd_count(pid_t pid);
-
 /* Looks for the client connected from process pid in LIST clients. Returns 1 with *out
  * filled (out may be NULL), 0 when there is none, or a negative paged_error. */
 int hard_client_by_pid(struct rc_client *c, pid_t pid, struct paged_client_item *out);

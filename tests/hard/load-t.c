@@ -459,7 +459,7 @@ int main(void)
     if (rc_connect(daemon_.socket, "load-ctl", PAGED_HELLO_CONTROL, &ctl) != 0)
         bail("control connection failed: %s", ctl.errmsg);
     ok(wait_idle(&ctl), "the setup client is gone");
-    int fd_start = hard_fd_count(daemon_.pid);
+    int fd_start = td_fd_count(daemon_.pid);
     long rss_start = hard_status_kb(daemon_.pid, "VmRSS"), anon_start = hard_status_kb(daemon_.pid, "RssAnon");
     long served0 = stats_requests(&ctl);
     ok(fd_start > 0 && rss_start > 0 && served0 >= 0, "the daemon's figures can be read");
@@ -493,7 +493,7 @@ int main(void)
     /* Every descriptor of the departed clients closed. */
     int fd_end = -1;
     for (int i = 0; i < 5000; i++) {
-        fd_end = hard_fd_count(daemon_.pid);
+        fd_end = td_fd_count(daemon_.pid);
         if (fd_end == fd_start)
             break;
         td_pause_us(1000);

@@ -2,7 +2,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -689,21 +688,6 @@ static void control_cases(void)
     is_int(0, rc_nop(&cb), "after malformed control messages the daemon still serves");
 }
 
-/* Returns how many descriptors process pid holds (its /proc/PID/fd entries), or -1. */
-static int fd_count(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/fd", (long) pid);
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* Sends len bytes of msg with n descriptors (as many as the caller likes: psock_send would
  * refuse more than PSOCK_MAX_FDS). Returns 0 or -1. */
 static int send_fds(int sock, const void *msg, size_t len, const int *fds, int n)
@@ -773,7 +757,7 @@ static void transport_cases(void)
     struct rc_client c;
     if (rc_connect(daemon_.socket, "fd-sender", PAGED_HELLO_CONTROL, &c) != 0)
         bail("control connection failed: %s", c.errmsg);
-    int before = fd_count(daemon_.pid);
+    int before = td_fd_count(daemon_.pid);
     struct paged_msg_hdr st = { PAGED_MSG_STATUS, 7, 0, sizeof st };
     /* One descriptor, or more than any message could carry (PSOCK_MAX_FDS): ten each. */
     int many[PSOCK_MAX_FDS + 1];
@@ -791,7 +775,7 @@ static void transport_cases(void)
     is_int(20, named, "each error names the descriptors");
     struct paged_msg_status_reply sr;
     ok(rc_control(&c, &st, sizeof st, &sr, sizeof sr, NULL) > 0, "the connection then answers STATUS");
-    int after = fd_count(daemon_.pid);
+    int after = td_fd_count(daemon_.pid);
     ok(before > 0 && after == before, "the daemon kept none of the 100 descriptors (%d open before, %d after)", before,
        after);
     size_t big_len = PAGED_MSG_MAX + 4096;

@@ -4,6 +4,7 @@
 
 #include "tests/service/spawn.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -314,4 +315,19 @@ int td_log_wait(const struct td_daemon *d, const char *needle, int timeout_ms)
         td_pause_ms(1);
     }
     return td_log_contains(d, needle);
+}
+
+/* Counts process pid's descriptors; see spawn.h. */
+int td_fd_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/fd", (long) pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
 }

@@ -59,6 +59,9 @@ void td_pause_us(long us);
 /* Stops daemon d with SIGSTOP and waits until it has stopped; returns 0, or -1. */
 int td_freeze(struct td_daemon *d);
 
+/* Returns the number of descriptors process pid holds (its /proc/PID/fd entries), or -1. */
+int td_fd_count(pid_t pid);
+
 /* Returns whether process pid's main thread is blocked in epoll_wait, per /proc/PID/wchan;
  * where the kernel hides wchan, whether it sleeps at all (/proc/PID/stat). */
 int td_in_epoll_wait(pid_t pid);

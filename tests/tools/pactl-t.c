@@ -492,24 +492,36 @@ static int await_event(int fd, const char *type, uint32_t id, int *bad)
     return 0;
 }
 
+/*
+ * Starts probe clients named prefix-N until the subscriber's output fd shows one's connect
+ * event: the subscription starts a moment after pactl does, and a probe that comes too early
+ * is simply missed, so up to five. With disconnected, also waits for that probe's disconnect
+ * event and says in *disconnected whether it came. *bad counts lines that are not JSON.
+ * Returns whether a connect event came.
+ */
+static int probe_subscription(int fd, const char *prefix, int *bad, int *disconnected)
+{
+    int connected = 0;
+    for (int attempt = 0; attempt < 5 && !connected; attempt++) {
+        uint32_t id;
+        char name[32];
+        snprintf(name, sizeof name, "%s-%d", prefix, attempt);
+        struct child h = start_holder(name, "0", "0", &id);
+        connected = await_event(fd, "connect", id, bad);
+        stop_holder(&h);
+        if (connected && disconnected != NULL)
+            *disconnected = await_event(fd, "disconnect", id, bad);
+    }
+    return connected;
+}
+
 /* Checks subscribe: a client that comes and goes shows up as connect and disconnect. */
 static void test_subscribe(void)
 {
     char *const argv[] = { pactl, "-s", sock, "-f", "json", "subscribe", NULL };
     struct child s = spawn(argv, -1, 1);
-    int bad = 0, connected = 0, disconnected = 0;
-    /* The subscription starts a moment after pactl does; a probe that comes too early is
-     * simply missed, so try a few probes. */
-    for (int attempt = 0; attempt < 5 && !connected; attempt++) {
-        uint32_t id;
-        char name[32];
-        snprintf(name, sizeof name, "probe-%d", attempt);
-        struct child h = start_holder(name, "0", "0", &id);
-        connected = await_event(s.out, "connect", id, &bad);
-        stop_holder(&h);
-        if (connected)
-            disconnected = await_event(s.out, "disconnect", id, &bad);
-    }
+    int bad = 0, disconnected = 0;
+    int connected = probe_subscription(s.out, "probe", &bad, &disconnected);
     ok(connected, "subscribe: connect event of a new client");
     ok(disconnected, "subscribe: disconnect event of that client after it exits");
     is_int(0, bad, "subscribe: every line is one valid JSON object");
@@ -555,16 +567,8 @@ static void test_subscribe_lost(void)
 {
     char *const argv[] = { pactl, "-s", sock, "-f", "json", "subscribe", NULL };
     struct child s = spawn(argv, -1, 1);
-    int bad = 0, connected = 0;
-    for (int attempt = 0; attempt < 5 && !connected; attempt++) {
-        uint32_t id;
-        char name[32];
-        snprintf(name, sizeof name, "lost-probe-%d", attempt);
-        struct child h = start_holder(name, "0", "0", &id);
-        connected = await_event(s.out, "connect", id, &bad);
-        stop_holder(&h);
-    }
-    ok(connected, "subscribe behind: the subscription is live");
+    int bad = 0;
+    ok(probe_subscription(s.out, "lost-probe", &bad, NULL), "subscribe behind: the subscription is live");
     enum { CHURN = 4000 };
     int welcomed = 0;
     for (int i = 0; i < CHURN; i++)
