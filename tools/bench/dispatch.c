@@ -42,6 +42,7 @@ struct disp {
     unsigned *host;            /* mapped host memory: [0] done, [16] doorbell */
     unsigned *dev_host;        /* its device address */
     int grid;                  /* every kind runs on the resident kernel's grid, so only the dispatch differs */
+    cudaEvent_t start, end;    /* around the layers queued back to back */
 };
 
 /* Spins until the host word *w reaches v (or UINT32_MAX: the resident kernel gave up); dies
@@ -73,19 +74,14 @@ static const void *layer_src(const struct disp *d, unsigned s, unsigned l)
  * in microseconds (CUDA events). */
 static double back_to_back(const struct disp *d, unsigned s)
 {
-    cudaEvent_t e0, e1;
-    bg_check((int) cudaEventCreate(&e0), "dispatch probe: an event");
-    bg_check((int) cudaEventCreate(&e1), "dispatch probe: an event");
     bg_check(bp_spin(200000, bg_stream()), "dispatch probe: the spin");
-    bg_check((int) cudaEventRecord(e0, bg_stream()), "dispatch probe: recording an event");
+    bg_check((int) cudaEventRecord(d->start, bg_stream()), "dispatch probe: recording an event");
     for (unsigned l = 0; l < SVC_LAYERS; l++)
         bg_check(bp_read(layer_src(d, s, l), d->bytes, d->sink, d->grid, bg_stream()), "dispatch probe: a read");
-    bg_check((int) cudaEventRecord(e1, bg_stream()), "dispatch probe: recording an event");
+    bg_check((int) cudaEventRecord(d->end, bg_stream()), "dispatch probe: recording an event");
     bg_sync("dispatch probe: layers back to back");
     float ms = 0.0f;
-    bg_check((int) cudaEventElapsedTime(&ms, e0, e1), "dispatch probe: timing");
-    bg_check((int) cudaEventDestroy(e0), "dispatch probe: an event");
-    bg_check((int) cudaEventDestroy(e1), "dispatch probe: an event");
+    bg_check((int) cudaEventElapsedTime(&ms, d->start, d->end), "dispatch probe: timing");
     return ms * 1e3 / SVC_LAYERS;
 }
 
@@ -161,6 +157,8 @@ void bench_dispatch(const struct bench_opts *o, double layer_bytes, unsigned bat
     bg_check((int) cudaHostAlloc((void **) &d.host, 4096, cudaHostAllocMapped), "dispatch probe: mapped host memory");
     bg_check((int) cudaHostGetDevicePointer((void **) &d.dev_host, d.host, 0), "dispatch probe: its device address");
     bg_check(bp_resident_grid(&d.grid), "dispatch probe: the resident grid");
+    bg_check((int) cudaEventCreate(&d.start), "dispatch probe: an event");
+    bg_check((int) cudaEventCreate(&d.end), "dispatch probe: an event");
 
     unsigned steps = o->quick ? 3 : 30;
     double *b2b = bench_alloc(steps * sizeof *b2b, "times"), *aw = bench_alloc(steps * sizeof *aw, "times"),
@@ -197,6 +195,8 @@ void bench_dispatch(const struct bench_opts *o, double layer_bytes, unsigned bat
     free(b2b);
     free(aw);
     free(res);
+    bg_check((int) cudaEventDestroy(d.start), "dispatch probe: an event");
+    bg_check((int) cudaEventDestroy(d.end), "dispatch probe: an event");
     bg_check((int) cudaFreeHost(d.host), "dispatch probe: freeing mapped host memory");
     bg_free(d.words);
     bg_free(d.sink);

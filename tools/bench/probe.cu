@@ -254,18 +254,25 @@ extern "C" int bp_fill(void *p, size_t n, int32_t dtype, float amp, float scale,
     return (int) cudaGetLastError();
 }
 
-/* Computes the probes' grid from the occupancy of the read kernel; returns the status. */
-extern "C" int bp_grid(int waves, int *blocks)
+/* Stores in *blocks waves times the blocks of kernel (kThreads each, no dynamic shared
+ * memory) that the current device keeps resident at once; returns the status. */
+template <typename K> static cudaError_t resident_blocks(K kernel, int waves, int *blocks)
 {
     int dev = 0, sms = 0, per_sm = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_kernel, kThreads, 0);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
     if (e == cudaSuccess)
         *blocks = waves * sms * (per_sm > 0 ? per_sm : 1);
-    return (int) e;
+    return e;
+}
+
+/* Computes the probes' grid from the occupancy of the read kernel; returns the status. */
+extern "C" int bp_grid(int waves, int *blocks)
+{
+    return (int) resident_blocks(read_kernel, waves, blocks);
 }
 
 /* Launches the read probe; returns the launch status. */
@@ -306,15 +313,7 @@ extern "C" int bp_layer(const void *src, size_t bytes, unsigned *sink, unsigned 
 /* Stores in *blocks the resident probe's grid: every block it can keep resident at once. */
 extern "C" int bp_resident_grid(int *blocks)
 {
-    int dev = 0, sms = 0, per_sm = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, resident_kernel, kThreads, 0);
-    if (e == cudaSuccess)
-        *blocks = sms * (per_sm > 0 ? per_sm : 1);
-    return (int) e;
+    return (int) resident_blocks(resident_kernel, 1, blocks);
 }
 
 /* Launches the resident dispatch probe cooperatively; returns the launch status. */
