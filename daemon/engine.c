@@ -33,8 +33,10 @@
  * retired batch just posted (engine_awaited): the last pass's clients are still withheld.
  * While another deferred batch keeps the device busy, waiting up to PD_GATHER_MAX_NS for
  * them costs the device nothing, and a retired batch's clients come back as one batch
- * instead of one or two at a time behind whichever pass happened to see them first. A
- * client is waited for once per posted completion.
+ * instead of one or two at a time behind whichever pass happened to see them first; once
+ * that batch is done, the device idles while we wait, so the wait ends within the window a
+ * pass with an idle device would have had. A client is waited for once per posted
+ * completion.
  *
  * Dependencies. A request with PAGED_SQE_WAIT whose word is in the host arena (cpu backend)
  * joins a pass only once the word is reached (host_wait), failing with PAGED_E_TIMEOUT after
@@ -404,6 +406,9 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
         window = e->gather_max_ns;
     uint64_t deadline = 0;
     uint32_t took = 0;
+    /* Once the deferred batches are done the device idles while we wait: from then on wait
+     * no longer than a pass with an idle device would. */
+    int busy = e->ndef != 0;
     for (;;) {
         unsigned missing = 0;
         for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
@@ -422,6 +427,12 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
             deadline = now + window;
         else if (now >= deadline)
             break;
+        if (busy && srv->backend->ops->done(srv->backend, e->def[e->ndef - 1].ticket) != 0) {
+            busy = 0;
+            uint64_t idle_window = e->last_batch_ns / e->gather_share;
+            if (now + idle_window < deadline)
+                deadline = now + idle_window;
+        }
         paged_cpu_relax();
     }
     /* Those that did not come are not waited for again until their next completion. */
@@ -429,6 +440,15 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
         if (c->engine_pass != e->pass)
             c->engine_awaited = 0;
     return took;
+}
+
+/* Returns whether a request of the pass for the backend waits for or signals a word. */
+static int pass_has_deps(const struct pd_engine *e)
+{
+    for (uint32_t i = 0; i < e->nitems; i++)
+        if (e->items[i].status == ITEM_WAITS && (e->items[i].op.flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)))
+            return 1;
+    return 0;
 }
 
 /* Counts the clients among the n ops of a launch starting at first; returns it. */
@@ -683,7 +703,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     else if (ops->tick != NULL)
         e->inflight = ops->tick(srv->backend);
     kill_late(srv);   /* the watchdog may have found one while nothing else happened */
-    unsigned retired = pd_eng_retire_deferred(e, srv);
+    unsigned retired = pd_eng_retire_deferred(e, srv, 0);
     /* Deferred batches fill the backend's queue: a batch made now would wait in the backend
      * for the oldest to finish, and that one's withheld completions would be posted only
      * after it. Take nothing until there is room; the requests wait in their rings, and the
@@ -725,9 +745,14 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     }
     uint64_t batches = e->total.batches;
     /* Batches that finished while this pass took its requests: post them before this one
-     * queues (which may wait for a slot), so that their clients come back sooner. */
-    retired += pd_eng_retire_deferred(e, srv);
-    const uint64_t ticket = run_batch(e, srv, only == NULL && e->defer_enabled);
+     * queues, so that their clients come back sooner; but wake those that sleep only once
+     * it is queued (each wake-up is a system call of a few microseconds, and the device may
+     * be idle until the launch), unless the batch may make the backend wait for the device:
+     * a sleeping client may be what writes the word it waits for. */
+    const int may_defer = only == NULL && e->defer_enabled && !pass_has_deps(e);
+    retired += pd_eng_retire_deferred(e, srv, may_defer);
+    const uint64_t ticket = run_batch(e, srv, may_defer);
+    pd_eng_wake_retired(e, srv);
     uint64_t t1 = pd_now_ns();
     unsigned done = 0;
     for (uint32_t i = 0; i < e->nclients; i++) {
@@ -823,7 +848,7 @@ void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c)
 {
     if (pd_engine_withheld(srv)) {
         pd_engine_settle(srv, NULL);
-        pd_eng_retire_deferred(srv->engine, srv);
+        pd_eng_retire_deferred(srv->engine, srv, 0);
     }
     struct pd_channel *ch = c->ch;
     if (ch == NULL || c->state != PD_CONN_READY)

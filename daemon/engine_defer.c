@@ -77,16 +77,17 @@ static uint32_t post_deferred(struct pd_engine *e, struct pd_server *srv, struct
 
 /* Posts the withheld completions whose batches the backend has finished (or lost to a device
  * fault), oldest first, each client's in its ring order, then wakes each of those clients
- * once. Returns how many completions it posted. */
-unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv)
+ * once, or (later) leaves the wake-ups to pd_eng_wake_retired. Returns how many completions
+ * it posted. */
+unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv, int later)
 {
     if (e->ndef == 0)
         return 0;
     uint64_t now = pd_now_ns();
     uint32_t n = 0;
     unsigned posted = 0;
-    struct pd_conn *wake[64];
-    unsigned nwake = 0;
+    struct pd_conn **wake = e->wake;
+    unsigned nwake = e->nwake;
     while (n < e->ndef) {
         const uint64_t ticket = e->def[n].ticket;
         int rc = srv->backend->ops->done(srv->backend, ticket);
@@ -105,7 +106,7 @@ unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv)
             struct pd_conn *c = deferred_conn(srv, &e->def[i]);
             uint32_t k = post_deferred(e, srv, c, i, j, rc, now, &corrupt);
             posted += k;
-            if (k != 0 && nwake < sizeof wake / sizeof wake[0])
+            if (k != 0 && nwake < PD_ENG_WAKES)
                 wake[nwake++] = c;
             else if (k != 0)
                 e->host.retire_wakes += pd_eng_wake_client(srv, c);
@@ -115,15 +116,27 @@ unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv)
         }
         n = end;
     }
-    /* Every completion is visible before the first wake-up's system call (as in pass()). */
-    uint64_t w0 = pd_now_ns();
-    for (unsigned i = 0; i < nwake; i++)
-        if (wake[i]->state == PD_CONN_READY && wake[i]->ch != NULL)
-            e->host.retire_wakes += pd_eng_wake_client(srv, wake[i]);
-    e->host.retire_wake_ns += pd_now_ns() - w0;
     memmove(e->def, e->def + n, (size_t) (e->ndef - n) * sizeof *e->def);
     e->ndef -= n;
+    e->nwake = nwake;
+    if (!later)
+        pd_eng_wake_retired(e, srv);
     return posted;
+}
+
+/* Wakes the clients whose withheld completions were posted since the last call, once each;
+ * returns nothing. */
+void pd_eng_wake_retired(struct pd_engine *e, struct pd_server *srv)
+{
+    if (e->nwake == 0)
+        return;
+    /* Every completion is visible before the first wake-up's system call (as in pass()). */
+    uint64_t w0 = pd_now_ns();
+    for (unsigned i = 0; i < e->nwake; i++)
+        if (e->wake[i]->state == PD_CONN_READY && e->wake[i]->ch != NULL)
+            e->host.retire_wakes += pd_eng_wake_client(srv, e->wake[i]);
+    e->host.retire_wake_ns += pd_now_ns() - w0;
+    e->nwake = 0;
 }
 
 /*

@@ -21,6 +21,10 @@
 /* PAGEDD_GATHER=SHARE,MAX_US in the environment overrides both (a benchmarking aid, read
  * when the engine is created). */
 
+/* Clients that one retirement of deferred batches wakes after the next launch; more are
+ * woken at once. */
+#define PD_ENG_WAKES 64u
+
 /* An item's status while the backend has it. */
 #define ITEM_WAITS 1
 #define NONE UINT32_MAX
@@ -99,6 +103,9 @@ struct pd_engine {
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
     uint64_t pass_collect_ns;     /* this pass's time in collect, counted if it makes a batch */
     uint64_t slow_logged;         /* when a slow batch was last logged */
+    /* Clients whose withheld completions were posted and who are still to be woken. */
+    struct pd_conn *wake[PD_ENG_WAKES];
+    unsigned nwake;
 };
 
 /* Grows *p (an array of *cap elements of size bytes) to hold want; returns 0 or -1. */
@@ -112,8 +119,13 @@ int pd_eng_wake_client(const struct pd_server *srv, struct pd_conn *c);
 
 /* Posts the withheld completions whose batches the backend has finished (or lost to a device
  * fault), oldest first, each client's in its ring order, then wakes each of those clients
- * once. Returns how many completions it posted. */
-unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv);
+ * once; with later set it leaves the wake-ups to pd_eng_wake_retired (or an overflow of
+ * e->wake does them at once). Returns how many completions it posted. */
+unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv, int later);
+
+/* Wakes the clients whose withheld completions were posted since the last call, once each;
+ * returns nothing. */
+void pd_eng_wake_retired(struct pd_engine *e, struct pd_server *srv);
 
 /* Withholds the completions of client record r of a pass whose batch the backend deferred
  * with ticket, in its ring order, and marks the client as having work in flight. The caller
