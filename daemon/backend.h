@@ -183,6 +183,10 @@ struct pd_backend {
      * (holder: the connection id; off and value: the word and what it waited for). */
     void (*late_fn)(void *ctx, uint32_t holder, uint64_t off, uint32_t value);
     void *late_ctx;
+    /* Set by the backend: a deferred batch runs on after run_batch returns (a GPU's stream,
+     * or the cpu backend under PAGEDD_CPU_DONE_US), so two batches queued back to back
+     * overlap one's completions with the other's work (the engine's split passes). */
+    int runs_behind;
 };
 
 /*

@@ -517,5 +517,6 @@ pd_backend *pd_backend_cpu_open(unsigned threads, char **cause)
     cb->refuse_merged = pd_backend_refuse_merged("cpu");
     b->ops = &cpu_ops;
     b->priv = cb;
+    b->runs_behind = cb->done_delay_ns != 0;
     return b;
 }

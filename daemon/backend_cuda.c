@@ -601,6 +601,7 @@ pd_backend *pd_backend_cuda_open(const char *device, char **cause)
     }
     b->ops = &cuda_ops;
     b->priv = cb;
+    b->runs_behind = 1;
     cb->backend = b;
     pd_cu_reaper_init(&cb->reaper, &cb->dev);
     if (cuda_setup(cb, ordinal, cause) < 0) {

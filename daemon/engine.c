@@ -134,6 +134,17 @@ struct pd_engine *pd_engine_create(void)
         pd_log(PD_LOG_INFO, "engine: gathering for 1/%u of the last batch, at most %u us (PAGEDD_GATHER)",
                share, max_us);
     }
+    e->split_clients = PD_SPLIT_CLIENTS;
+    const char *sp = getenv("PAGEDD_SPLIT");
+    unsigned split = 0;
+    e->split_after = PD_SPLIT_AFTER;
+    if (sp != NULL && sscanf(sp, "%u,%u", &split, &e->split_after) >= 1) {
+        e->split_clients = split;
+        if (e->split_after == 0)
+            e->split_after = 1;
+        pd_log(PD_LOG_INFO, "engine: a pass splits in two once %u in a row found the device idle with %u "
+               "decoding clients or more (PAGEDD_SPLIT; 0 clients: never)", e->split_after, split);
+    }
     const char *d = getenv("PAGEDD_DEFER");
     e->defer_enabled = d == NULL || strcmp(d, "0") != 0;
     if (!e->defer_enabled)
@@ -451,6 +462,43 @@ static int pass_has_deps(const struct pd_engine *e)
     return 0;
 }
 
+/*
+ * Where the pass's clients split into two batches queued back to back: the record index the
+ * second starts at, or e->nclients for one batch. Clients that decode in lock step keep the
+ * device fed when they come as two groups, each group's clients coming back while the
+ * other's batch runs; when they come as one, the device idles while all of them come back,
+ * pass after pass. So the second pass in a row that finds the device idle with the DECODEs
+ * of at least PD_SPLIT_CLIENTS clients is split in two halves by those clients: the first
+ * half's completions are posted while the second half runs, and the next passes find the
+ * device busy. Only where the backend runs batches behind the engine's back (runs_behind).
+ */
+static uint32_t split_point(struct pd_engine *e, const struct pd_server *srv)
+{
+    const struct pd_backend_ops *ops = srv->backend->ops;
+    if (!srv->backend->runs_behind || e->ndef != 0 || e->split_clients == 0 || ops->room == NULL
+        || !ops->room(srv->backend) || (ops->tick != NULL && ops->tick(srv->backend))) {
+        e->idle_big = 0;
+        return e->nclients;
+    }
+    uint32_t decoding = 0;
+    for (uint32_t c = 0; c < e->nclients; c++)
+        decoding += e->clients[c].rules.decode_taken != 0;
+    if (decoding < e->split_clients) {
+        e->idle_big = 0;
+        return e->nclients;
+    }
+    if (++e->idle_big < e->split_after)
+        return e->nclients;
+    e->idle_big = 0;
+    uint32_t seen = 0;
+    for (uint32_t c = 0; c < e->nclients; c++) {
+        seen += e->clients[c].rules.decode_taken != 0;
+        if (seen == decoding / 2)
+            return c + 1;
+    }
+    return e->nclients;
+}
+
 /* Counts the clients among the n ops of a launch starting at first; returns it. */
 static unsigned launch_clients(const struct pd_engine *e, uint32_t first, uint32_t n)
 {
@@ -508,16 +556,16 @@ static void log_merged_launch(const struct pd_engine *e, const struct pd_launch 
            per_request);
 }
 
-/* Hands every op waiting for the backend to it as one batch (deferred where may_defer and
- * the backend can), and stores their statuses; returns the backend's ticket when it deferred
- * the batch, else 0. */
-static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_defer)
+/* Hands every op of client records [lo, hi) waiting for the backend to it as one batch
+ * (deferred where may_defer and the backend can), and stores their statuses; returns the
+ * backend's ticket when it deferred the batch, else 0. */
+static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_defer, uint32_t lo, uint32_t hi)
 {
     uint32_t n = 0;
     int deps = 0;
     for (uint32_t i = 0; i < e->nitems; i++) {
         struct eng_item *it = &e->items[i];
-        if (it->status != ITEM_WAITS)
+        if (it->status != ITEM_WAITS || it->client < lo || it->client >= hi)
             continue;
         deps |= (it->op.flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) != 0;
         struct pd_pool *p = it->op.pool->user;
@@ -564,7 +612,7 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
         e->last_batch_ns = spent;
         e->last_decode_pass = e->pass;
         t->decode_batches++;
-        for (uint32_t c = 0; c < e->nclients; c++)
+        for (uint32_t c = lo; c < hi; c++)
             if (e->clients[c].rules.decode_taken)
                 t->decode_clients++;
         for (uint32_t i = 0; i < n; i++)
@@ -574,7 +622,7 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
     e->host.deferred += batch.ticket != 0;
     if (batch.early) {
         t->early_batches++;
-        for (uint32_t c = 0; c < e->nclients; c++)
+        for (uint32_t c = lo; c < hi; c++)
             e->clients[c].c->early_inflight = 1;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -589,6 +637,8 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
      * ring order: two requests may name one word. */
     for (uint32_t i = 0; i < e->nitems; i++) {
         const struct eng_item *it = &e->items[i];
+        if (it->client < lo || it->client >= hi)
+            continue;
         struct pd_channel *ch = e->clients[it->client].c->ch;
         if (it->status == PAGED_OK && (it->op.flags & PAGED_SQE_SIGNAL) && pv_backend_op(it->op.opcode)
             && ch->data == NULL)
@@ -751,14 +801,22 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
      * a sleeping client may be what writes the word it waits for. */
     const int may_defer = only == NULL && e->defer_enabled && !pass_has_deps(e);
     retired += pd_eng_retire_deferred(e, srv, may_defer);
-    const uint64_t ticket = run_batch(e, srv, may_defer);
+    const uint32_t half = may_defer ? split_point(e, srv) : e->nclients;
+    uint64_t ticket[2] = { run_batch(e, srv, may_defer, 0, half), 0 };
+    if (half < e->nclients) {
+        ticket[1] = run_batch(e, srv, may_defer, half, e->nclients);
+        e->host.splits++;
+        pd_log(PD_LOG_DEBUG, "engine: pass split in two batches on an idle device: %u and %u clients", half,
+               e->nclients - half);
+    }
     pd_eng_wake_retired(e, srv);
     uint64_t t1 = pd_now_ns();
     unsigned done = 0;
     for (uint32_t i = 0; i < e->nclients; i++) {
         struct eng_client *r = &e->clients[i];
-        if (ticket != 0 && r->backend_ops && !r->corrupt)
-            pd_eng_defer_client(e, r, ticket);   /* run_batch made room in def */
+        const uint64_t t = ticket[i >= half];
+        if (t != 0 && r->backend_ops && !r->corrupt)
+            pd_eng_defer_client(e, r, t);        /* run_batch made room in def */
         else
             done += complete_client(e, srv, r, t1);
     }

@@ -21,6 +21,13 @@
 /* PAGEDD_GATHER=SHARE,MAX_US in the environment overrides both (a benchmarking aid, read
  * when the engine is created). */
 
+/* The PD_SPLIT_AFTERth pass in a row that finds the device idle with PD_SPLIT_CLIENTS
+ * decoding clients or more splits into two batches (engine.c, split_point);
+ * PAGEDD_SPLIT=CLIENTS[,AFTER] overrides them, 0 never splits (a benchmarking and testing
+ * aid, read when the engine is created). */
+#define PD_SPLIT_CLIENTS 8u
+#define PD_SPLIT_AFTER 2u
+
 /* Clients that one retirement of deferred batches wakes after the next launch; more are
  * woken at once. */
 #define PD_ENG_WAKES 64u
@@ -85,6 +92,9 @@ struct pd_engine {
     struct eng_deferred *def;     /* withheld completions, oldest first (ticket order) */
     uint32_t ndef, cdef;
     int defer_enabled;            /* PAGEDD_DEFER=0 (a benchmarking aid) turns deferral off */
+    uint32_t split_clients;       /* PD_SPLIT_CLIENTS unless PAGEDD_SPLIT says otherwise */
+    uint32_t split_after;         /* PD_SPLIT_AFTER likewise */
+    uint32_t idle_big;            /* passes in a row that found the device idle with that many */
     int inflight;                 /* the backend had batches queued at the last pass */
     /* For the idle log line only, per pass that made a batch: completion wake-ups (system
      * calls) and the time they took, the time from the end of one pass's wake-ups to the next
@@ -99,6 +109,7 @@ struct pd_engine {
         uint64_t fused_appends;   /* APPENDs that rode in their DECODEs' launch */
         uint64_t deferred;        /* batches whose completions waited for the device (def) */
         uint64_t retire_wakes, retire_wake_ns;   /* wake-ups when those were posted */
+        uint64_t splits;          /* passes split into two batches */
     } host, host_mark;
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
     uint64_t pass_collect_ns;     /* this pass's time in collect, counted if it makes a batch */

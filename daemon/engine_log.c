@@ -35,7 +35,8 @@ void pd_engine_idle(struct pd_server *srv)
            "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
            "in the backend %.1f us staging, %.1f us issuing the upload (skipped in %.0f%%: the device had "
            "the metadata, in %.0f%% the launch carried it), %.1f us queueing the launches; %llu APPENDs fused into their DECODEs' launch; "
-           "%llu batches deferred, %.2f wake-ups per batch taking %.1f us when their completions were posted",
+           "%llu batches deferred, %.2f wake-ups per batch taking %.1f us when their completions were posted; "
+           "%llu passes split in two",
            (double) (w->wakes - wm->wakes) / b, (double) (w->wake_ns - wm->wake_ns) / 1e3 / b,
            nb != 0 ? (double) (w->between_ns - wm->between_ns) / 1e3 / (double) nb : 0.0,
            (double) (w->collect_ns - wm->collect_ns) / 1e3 / b, (double) (w->stage_ns - wm->stage_ns) / 1e3 / b,
@@ -45,7 +46,8 @@ void pd_engine_idle(struct pd_server *srv)
            (double) (w->queue_ns - wm->queue_ns) / 1e3 / b,
            (unsigned long long) (w->fused_appends - wm->fused_appends),
            (unsigned long long) (w->deferred - wm->deferred),
-           (double) (w->retire_wakes - wm->retire_wakes) / b, (double) (w->retire_wake_ns - wm->retire_wake_ns) / 1e3 / b);
+           (double) (w->retire_wakes - wm->retire_wakes) / b, (double) (w->retire_wake_ns - wm->retire_wake_ns) / 1e3 / b,
+           (unsigned long long) (w->splits - wm->splits));
     if (srv->backend->ops->report != NULL)
         srv->backend->ops->report(srv->backend);
     e->host_mark = e->host;

@@ -43,7 +43,12 @@
  *   APPEND and a DECODE), so that one pass takes them all: on cuda the DECODEs must run as one
  *   merged launch carrying every client's APPEND (the launch's metadata in its parameters);
  *   under PAGEDD_REFUSE_MERGED (fused-refused-t.sh) that launch is refused and its requests
- *   run one by one, the metadata uploaded after all. The outputs must match either way.
+ *   run one by one, the metadata uploaded after all. Under PAGEDD_SPLIT=2,1 with batches that
+ *   finish behind the engine's back (fused-split-t.sh) every pass that finds the device idle
+ *   with two decoding clients or more is split in two batches queued back to back (in phases
+ *   1 and 2 whenever the clients happen to come so): in phase 3 the first client's requests
+ *   run alone and the other two clients' DECODEs as one launch, both batches' completions
+ *   withheld until each is done. The outputs must match in every case.
  *
  * Children report each check through tests/service/childrec.h's pipe; the parent prints TAP.
  */
@@ -301,7 +306,7 @@ static void client_main(int who, int cmd_fd)
  * one merged launch carrying their APPENDs on cuda, merged apart from them on cpu; under
  * PAGEDD_REFUSE_MERGED both merged launches refused and their requests run alone (on cuda
  * the metadata the DECODE launch carried uploaded after all). Returns nothing. */
-static void check_phase3(int refuse, long from, long to)
+static void check_phase3(int refuse, int split, long from, long to)
 {
     struct ll_merged m;
     struct ll_unmerged u, ua;
@@ -317,6 +322,15 @@ static void check_phase3(int refuse, long from, long to)
         if (use_cuda)
             ok(ll_count_in(daemon_.log, "a refused launch carried the batch's metadata", from, to) == 1,
                "phase 3: cuda: the metadata the refused launch carried was uploaded after all");
+    } else if (split) {
+        unsigned long splits = ll_count_in(daemon_.log, "pass split in two batches on an idle device: 1 and 2 clients",
+                                           from, to);
+        ok(splits == 1 && m.launches == 1 && m.requests == NCLI - 1 && m.most_clients == NCLI - 1 && u.launches == 0,
+           "phase 3: split in two batches (%lu logged), the first client alone, the other %d clients' DECODEs "
+           "as one launch (logged: %lu launches serving %lu requests, at most %u clients)", splits, NCLI - 1,
+           m.launches, m.requests, m.most_clients);
+        if (use_cuda)
+            ok(fused == NCLI, "phase 3: cuda: both launches carried their clients' APPENDs (%lu fused)", fused);
     } else {
         ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && u.launches == 0,
            "phase 3: the %d clients' DECODEs ran as one launch (logged: %lu launches serving %lu requests, at "
@@ -379,7 +393,12 @@ int main(void)
     ok(fused2 == 0, "phase 2: no APPEND fused where another row reads the block a token goes to (%lu)", fused2);
     if (refuse)
         ok(td_log_contains(&daemon_, "(PAGEDD_REFUSE_MERGED)"), "the daemon says it refuses every merged launch");
-    check_phase3(refuse, end, end3);
+    /* PAGEDD_SPLIT (fused-split-t.sh): passes that find the device idle split in two. */
+    const char *split_env = getenv("PAGEDD_SPLIT");
+    const int split = split_env != NULL && strcmp(split_env, "2,1") == 0;
+    if (split)
+        ok(td_log_contains(&daemon_, "(PAGEDD_SPLIT; 0 clients: never)"), "the daemon says it splits passes");
+    check_phase3(refuse, split, end, end3);
     rc_close(&ctl);
     int st = td_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
