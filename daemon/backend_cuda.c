@@ -54,6 +54,19 @@
 /* Non-sticky device errors logged as warnings before they go to the debug level. */
 #define PD_CUDA_WARN_MAX 16u
 /* Formats a message into *cause (NULL when out of memory); returns status. */
+/* Reads the test aid name (a count N > 0 in the environment: the Nth thing of its kind goes
+ * wrong on purpose) and logs it as "who: thing N will verb on purpose (name)"; returns N, or
+ * 0 when unset or not a count. */
+static uint64_t test_aid(const char *name, const char *who, const char *thing, const char *verb)
+{
+    const char *v = getenv(name);
+    unsigned long long n = 0;
+    if (v == NULL || sscanf(v, "%llu", &n) != 1 || n == 0)
+        return 0;
+    pd_log(PD_LOG_INFO, "%s: %s %llu will %s on purpose (%s)", who, thing, n, verb, name);
+    return n;
+}
+
 static int fail(int status, char **cause, const char *fmt, ...) PD_PRINTF(3, 4);
 static int fail(int status, char **cause, const char *fmt, ...)
 {
@@ -533,12 +546,8 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
         pd_log(PD_LOG_INFO, "cuda device %d: APPENDs are not fused into DECODE launches (PAGEDD_FUSE=0)", ordinal);
     snprintf(cb->who, sizeof cb->who, "cuda device %d", ordinal);
     cb->refuse_merged = pd_backend_refuse_merged(cb->who);
-    const char *fault = getenv("PAGEDD_FAULT_AFTER");   /* a test aid */
-    unsigned long long after = 0;
-    if (fault != NULL && sscanf(fault, "%llu", &after) == 1 && after > 0) {
-        cb->fault_after = after;
-        pd_log(PD_LOG_INFO, "%s: batch %llu will fault on purpose (PAGEDD_FAULT_AFTER)", cb->who, after);
-    }
+    cb->fault_after = test_aid("PAGEDD_FAULT_AFTER", cb->who, "batch", "fault");
+    cb->fail_upload_at = test_aid("PAGEDD_FAIL_UPLOAD_AT", cb->who, "metadata upload", "fail");
     char *why = NULL;
     int rc = pd_cu_driver_load(&cb->dev.drv, &why);
     if (rc == PAGED_OK) {
@@ -573,6 +582,7 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     if (e != cudaSuccess)
         return fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: the batches' events and watchdog: %s",
                     ordinal, cudaGetErrorString(e));
+    cb->flight.fail_event_at = test_aid("PAGEDD_FAIL_EVENT_AT", cb->who, "the event of batch", "fail");
     cb->dep_timeout_ns = 1000000000ull;
     cb->healthy = 1;
     snprintf(cb->health, sizeof cb->health, "ok");

@@ -65,6 +65,9 @@ struct cuda_backend {
     /* PAGEDD_FAULT_AFTER=N, a test aid: batch N (counting from 1) queues a kernel that traps
      * before its launches, losing the context as a device fault would. 0: never. */
     uint64_t fault_after, batches;
+    /* PAGEDD_FAIL_UPLOAD_AT=N, a test aid: the Nth metadata upload fails as a CUDA call
+     * refused with a non-sticky error would, and is not made. 0: never. */
+    uint64_t fail_upload_at, uploads;
     char who[32];                 /* "cuda device N", for the log */
     int healthy;
     char health[128];

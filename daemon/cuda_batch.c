@@ -434,6 +434,11 @@ static int stage_current(const struct cuda_backend *cb, const unsigned char *hos
 static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, size_t len)
 {
     cb->last_len = 0;
+    if (cb->fail_upload_at != 0 && ++cb->uploads == cb->fail_upload_at) {
+        pd_log(PD_LOG_WARNING, "%s: metadata upload %llu fails on purpose (PAGEDD_FAIL_UPLOAD_AT)", cb->who,
+               (unsigned long long) cb->uploads);
+        return cudaErrorInvalidValue;
+    }
     cudaError_t e = cudaMemcpyAsync(cb->d_stage, host, len, cudaMemcpyHostToDevice, cb->stream);
     if (e != cudaSuccess)
         return e;

@@ -347,6 +347,11 @@ cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nw
 /* Records the slot's event; see cuda_flight.h. */
 cudaError_t pd_cu_flight_end(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream, int sync)
 {
+    if (f->fail_event_at != 0 && ++f->events == f->fail_event_at) {
+        pd_log(PD_LOG_WARNING, "cuda: the event of batch %llu fails on purpose (PAGEDD_FAIL_EVENT_AT)",
+               (unsigned long long) f->events);
+        return cudaErrorInvalidValue;
+    }
     cudaError_t e = cudaEventRecord(s->done, stream);
     if (e != cudaSuccess)
         return e;

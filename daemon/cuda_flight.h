@@ -74,6 +74,9 @@ struct pd_cu_flight {
      * stream and the idle gap before it; pd_cu_flight_report logs and resets the sums. */
     int timing;
     uint64_t timed, busy_ns, gaps, gap_ns;
+    /* PAGEDD_FAIL_EVENT_AT=N, a test aid: the Nth batch's event is not recorded, its record
+     * failing as a CUDA call refused with a non-sticky error would. 0: never. */
+    uint64_t fail_event_at, events;
     const struct pd_cu_slot *last_timed;   /* the batch retired before, whose end starts a gap */
 };
 

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -32,6 +34,24 @@ int aio_start(struct td_daemon *d, const char *const *extra)
         bail("pagedd did not start (status %d)", st);
     }
     return cuda;
+}
+
+/* Says whether there is a CUDA device, asking a child; see arena-io.h. */
+int aio_have_device(void)
+{
+#ifdef HAVE_CUDA
+    pid_t pid = bfork();
+    if (pid == 0) {
+        int n = 0;
+        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        sysbail("waitpid");
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+#else
+    return 0;
+#endif
 }
 
 /* Makes a test's pool over a control connection; see arena-io.h. */

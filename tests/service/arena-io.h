@@ -16,6 +16,11 @@
  * no device) and bails when the daemon does not start. Returns whether it runs cuda. */
 int aio_start(struct td_daemon *d, const char *const *extra);
 
+/* Returns whether this machine has a CUDA device (0 in a build without CUDA), asking in a
+ * child so that this process never initializes CUDA (its children could not use it after a
+ * fork). */
+int aio_have_device(void);
+
 struct rc_client;
 
 /*

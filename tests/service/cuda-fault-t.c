@@ -112,24 +112,10 @@ static void client_main(int who, int cmd_fd)
     _exit(0);
 }
 
-/* Returns whether a CUDA device is present, asked in a child (the parent never touches CUDA). */
-static int have_device(void)
-{
-    pid_t pid = bfork();
-    if (pid == 0) {
-        int n = 0;
-        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
-    }
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        sysbail("waitpid");
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
 /* Starts the faulting daemon and the client, then checks STATUS and the exit; returns 0. */
 int main(void)
 {
-    if (!have_device())
+    if (!aio_have_device())
         skip_all("no CUDA device");
     seed = tap_seed();
     plan_lazy();

@@ -103,5 +103,16 @@ tests_service_cuda_fault_t_SOURCES = tests/service/cuda-fault-t.c $(SVC_CLIENT_S
 tests_service_cuda_fault_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 tests_service_cuda_fault_t_LDADD = $(SVC_CLIENT_LIBS)
 EXTRA_tests_service_cuda_fault_t_DEPENDENCIES = daemon/pagedd
+
+# A metadata upload and a batch's event record refused as CUDA refuses a call without losing
+# the context (PAGEDD_FAIL_UPLOAD_AT, PAGEDD_FAIL_EVENT_AT): the daemon drains its stream, one
+# request fails, the rest are right; skips where there is no device.
+check_PROGRAMS += tests/service/cuda-drain-t
+TESTS += tests/service/cuda-drain-t
+tests_service_cuda_drain_t_SOURCES = tests/service/cuda-drain-t.c $(SVC_CLIENT_SOURCES) \
+	tests/service/childrec.c tests/service/childrec.h
+tests_service_cuda_drain_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+tests_service_cuda_drain_t_LDADD = $(SVC_CLIENT_LIBS)
+EXTRA_tests_service_cuda_drain_t_DEPENDENCIES = daemon/pagedd
 endif
-EXTRA_DIST += tests/service/cuda-fault-t.c
+EXTRA_DIST += tests/service/cuda-fault-t.c tests/service/cuda-drain-t.c

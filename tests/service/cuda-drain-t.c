@@ -1,0 +1,194 @@
+/* cuda-drain-t.c: a metadata upload and a batch's event record refused by CUDA (planted): one request fails at most, the daemon drains its stream and serves on. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "paged.h"
+#include "kernels/kernels.h"
+#include "lib/proto.h"
+#include "tests/service/arena-io.h"
+#include "tests/service/childrec.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/*
+ * pagedd runs the cuda backend with every DECODE's metadata uploaded (PAGEDD_META_INLINE=0),
+ * its UPLOAD_AT-th metadata upload refused (PAGEDD_FAIL_UPLOAD_AT) and its EVENT_AT-th batch's
+ * event record refused (PAGEDD_FAIL_EVENT_AT), each as CUDA refuses a call with an error that
+ * leaves the context usable. Neither batch can be left to finish in the background: the
+ * daemon waits for its stream to drain (cuda_flight.h) and completes the batch then, failed
+ * where its upload was refused and done where only its event was. A client process fills two
+ * sequences (the first upload and event) and runs DECODEs one at a time, each over lengths of
+ * its own so that every one uploads: exactly one fails, with PAGED_E_DEVICE, and every other
+ * output matches pk_ref_decode; afterwards STATUS says the backend is healthy, the pool has
+ * every block back once the client is gone, and pagedd exits 0, having logged both refusals.
+ */
+
+#define H 2
+#define QH 8
+#define D 64
+#define B 16
+#define N 64
+#define NSEQ 2
+#define MAXBLK 4
+#define CTX 60              /* tokens filled; DECODE i reads CTX - i % 7 and CTX - 1 - i % 5 of them */
+#define UPLOAD_AT 4         /* the fill uploads first: this is DECODE 2's */
+#define EVENT_AT 8          /* batch 8: DECODE 7's (DECODE 2 records none) */
+#define NDEC 12
+#define TOL 1e-4f
+#define WAIT_MS 60000
+
+enum rec_kind { REC_DONE = CR_FIRST_KIND };
+
+static struct td_daemon daemon_;
+static uint64_t seed;
+
+/* Returns whether out matches the reference of a DECODE of q over ref's sequences (their
+ * blocks in ids, lens tokens each). */
+static int matches(const pk_cache *ref, const float *q, const float *out, const int32_t *ids, const int32_t *lens)
+{
+    static float expect[NSEQ * QH * D];
+    pk_decode_args r = { .cache = *ref, .layer = 0, .num_seqs = NSEQ, .num_q_heads = QH,
+                         .q_dtype = PAGED_DTYPE_F32, .q = q, .out = expect, .block_tables = ids,
+                         .bt_stride = MAXBLK, .seq_lens = lens, .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL } };
+    if (pk_ref_decode(&r) != 0)
+        return 0;
+    for (size_t k = 0; k < NSEQ * QH * D; k++)
+        if (!(fabsf(out[k] - expect[k]) <= TOL + TOL * fabsf(expect[k])))
+            return 0;
+    return 1;
+}
+
+/* The client: fills its sequences, then decodes one request at a time and reports. */
+static void client_main(int who, int cmd_fd)
+{
+    (void) cmd_fd;
+    char why[256];
+    int32_t ids[NSEQ * MAXBLK];
+    struct aio_client a = { .cuda = 1, .ids = ids, .nseq = NSEQ, .maxblk = MAXBLK };
+    if (aio_open(&a, daemon_.socket, "drain-client", "drain", 1u << 20, 4u << 20, why, sizeof why) < 0)
+        cr_fatal("client %d: %s", who, why);
+    tap_rng rng;
+    tap_rng_seed(&rng, seed);
+    pk_cache ref = { .num_layers = 1, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
+                     .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f };
+    if (aio_fill_contexts(&a, &ref, CTX, &rng, 1, why, sizeof why) < 0)
+        cr_fatal("client %d: %s", who, why);
+
+    uint64_t bt_off, lens_off, q_off, out_off;
+    static float q[NSEQ * QH * D], out[NSEQ * QH * D];
+    tap_rng_fill_uniform(&rng, q, NSEQ * QH * D, -1.0, 1.0);
+    if (paged_arena_alloc(a.c, PAGED_ARENA_HOST, sizeof ids, 64, &bt_off) != PAGED_OK
+        || paged_arena_alloc(a.c, PAGED_ARENA_HOST, NSEQ * sizeof(int32_t), 64, &lens_off) != PAGED_OK
+        || paged_arena_alloc(a.c, PAGED_ARENA_DATA, sizeof q, 256, &q_off) != PAGED_OK
+        || paged_arena_alloc(a.c, PAGED_ARENA_DATA, sizeof out, 256, &out_off) != PAGED_OK
+        || aio_put(1, a.data, q_off, q, sizeof q) < 0)
+        cr_fatal("client %d: arenas: %s", who, paged_client_error(a.c));
+    memcpy(a.host + bt_off, ids, sizeof ids);
+
+    int failed = 0, device_failed = 0, right = 0;
+    for (int i = 0; i < NDEC; i++) {
+        const int32_t lens[NSEQ] = { CTX - i % 7, CTX - 1 - i % 5 };
+        memcpy(a.host + lens_off, lens, sizeof lens);
+        /* Outputs poisoned first: an output the device has not written yet fails the check. */
+        if (aio_poison(1, a.data, out_off, sizeof out) < 0)
+            cr_fatal("client %d: poisoning the outputs", who);
+        paged_request r = { .op = PAGED_OP_DECODE, .pool = a.pool, .layer = 0, .tag = (uint64_t) i,
+                            .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q_off = q_off,
+                                        .out_off = out_off, .block_tables_off = bt_off, .bt_stride = MAXBLK,
+                                        .seq_lens_off = lens_off } };
+        paged_completion c;
+        if (paged_prep(a.c, &r) != PAGED_OK || paged_submit(a.c) != 1 || paged_wait(a.c, &c, 1, WAIT_MS) != 1)
+            cr_fatal("client %d: DECODE %d was not answered: %s", who, i, paged_client_error(a.c));
+        if (c.status != PAGED_OK) {
+            failed++;
+            device_failed += c.status == PAGED_E_DEVICE;
+            continue;
+        }
+        right += aio_get(1, a.data, out_off, out, sizeof out) == 0 && matches(&ref, q, out, ids, lens);
+    }
+    cr_check(failed == 1 && device_failed == 1, "client %d: one DECODE of %d fails, with PAGED_E_DEVICE (%d failed, "
+             "%d so)", who, NDEC, failed, device_failed);
+    cr_check(right == NDEC - 1, "client %d: every other DECODE's output matches the reference (%d of %d)", who, right,
+             NDEC - 1);
+    cr_check(paged_nop(a.c) == PAGED_OK, "client %d: a NOP still completes OK", who);
+    free(ref.base);
+    cr_send(REC_DONE, 1, 0, NULL);
+    paged_client_close(a.c);
+    _exit(0);
+}
+
+/* Returns the pool's free blocks once they are back to N or 5 s have passed, or -1 when it
+ * cannot be read. */
+static long free_blocks_settled(struct rc_client *ctl)
+{
+    struct paged_pool_item it;
+    for (int i = 0; i < 5000; i++) {
+        if (rc_pool_item(ctl, "drain", &it) != 0)
+            return -1;
+        if (it.free == N)
+            break;
+        td_pause_ms(1);
+    }
+    return it.free;
+}
+
+/* Starts the daemon with the planted refusals and the client, then checks STATUS, the pool,
+ * the log and the exit; returns 0. */
+int main(void)
+{
+    if (!aio_have_device())
+        skip_all("no CUDA device");
+    seed = tap_seed();
+    plan_lazy();
+    char upload_at[16], event_at[16];
+    snprintf(upload_at, sizeof upload_at, "%d", UPLOAD_AT);
+    snprintf(event_at, sizeof event_at, "%d", EVENT_AT);
+    setenv("PAGEDD_FAIL_UPLOAD_AT", upload_at, 1);
+    setenv("PAGEDD_FAIL_EVENT_AT", event_at, 1);
+    setenv("PAGEDD_META_INLINE", "0", 1);
+    const char *extra[] = { "--backend=cuda", "--log-level=debug", NULL };
+    int st = 0, started = td_start(&daemon_, extra, &st);
+    unsetenv("PAGEDD_FAIL_UPLOAD_AT");
+    unsetenv("PAGEDD_FAIL_EVENT_AT");
+    unsetenv("PAGEDD_META_INLINE");
+    if (started != 0)
+        bail("pagedd --backend cuda did not start (status %d)", st);
+    ok(td_log_contains(&daemon_, "(PAGEDD_FAIL_UPLOAD_AT)") && td_log_contains(&daemon_, "(PAGEDD_FAIL_EVENT_AT)"),
+       "the daemon says upload %d and the event of batch %d will fail", UPLOAD_AT, EVENT_AT);
+
+    struct rc_client ctl;
+    aio_pool_create(&ctl, &daemon_, "drain-t", "drain", 1, H, D, B, PAGED_DTYPE_F32, N);
+
+    struct cr_clients kids;
+    cr_spawn(&kids, 1, client_main);
+    ok(cr_await(kids.rec_fd, REC_DONE, 0, 1, WAIT_MS), "the client ran its DECODEs through both refusals");
+    cr_reap(&kids);
+
+    struct paged_msg_hdr h = { PAGED_MSG_STATUS, 0, 0, sizeof h };
+    struct paged_msg_status_reply sr;
+    memset(&sr, 0, sizeof sr);
+    is_int(sizeof sr, rc_control(&ctl, &h, sizeof h, &sr, sizeof sr, NULL), "STATUS answers");
+    ok(sr.backend == PAGED_BACKEND_CUDA && sr.healthy == 1, "STATUS: the cuda backend is healthy (%.100s)", sr.health);
+    long free_now = free_blocks_settled(&ctl);
+    ok(free_now == N, "the pool has all %d blocks free once the client is gone (%ld)", N, free_now);
+    rc_close(&ctl);
+    st = td_stop(&daemon_);
+    ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
+    ok(td_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_UPLOAD_AT)")
+           && td_log_contains(&daemon_, "metadata upload failed"),
+       "the log names the refused upload and what it cost");
+    ok(td_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_EVENT_AT)")
+           && td_log_contains(&daemon_, "batch event failed"),
+       "the log names the refused event record");
+    ok(!td_log_contains(&daemon_, "the context is lost"), "no refusal was taken for a lost context");
+    td_cleanup(&daemon_);
+    return 0;
+}
