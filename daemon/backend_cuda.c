@@ -256,6 +256,8 @@ static int check_room(struct cuda_backend *cb, uint64_t bytes, const char *what,
         return rc;
     free(*cause);
     *cause = NULL;
+    pd_log(PD_LOG_INFO, "%s: a %s of %llu bytes waits for departed clients' memory to be freed", cb->who, what,
+           (unsigned long long) bytes);
     pd_cu_reaper_drain(&cb->reaper);
     return room(cb, bytes, what, cause);
 }

@@ -5,9 +5,12 @@
 #include "daemon/cuda_reaper.h"
 
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/log.h"
 #include "lib/shm.h"
@@ -62,6 +65,11 @@ static void *reaper_main(void *arg)
             r->tail = NULL;
         r->busy = 1;
         pthread_mutex_unlock(&r->mu);
+        if (r->delay_ms != 0) {
+            struct timespec ts = { (time_t) (r->delay_ms / 1000u), (long) (r->delay_ms % 1000u) * 1000000L };
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                ;
+        }
         reap(r, x);
         pthread_mutex_lock(&r->mu);
         r->busy = 0;
@@ -80,6 +88,12 @@ void pd_cu_reaper_init(struct pd_cu_reaper *r, struct pd_cu_device *dev)
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->work, NULL);
     pthread_cond_init(&r->idle, NULL);
+    const char *delay = getenv("PAGEDD_REAP_DELAY_MS");
+    unsigned ms = 0;
+    if (delay != NULL && sscanf(delay, "%u", &ms) == 1 && ms > 0 && ms <= 60000) {
+        r->delay_ms = ms;
+        pd_log(PD_LOG_INFO, "cuda: departed clients' memory is freed %u ms late (PAGEDD_REAP_DELAY_MS)", ms);
+    }
 }
 
 /* Starts the thread (signals blocked: they belong to the engine's signalfd); returns

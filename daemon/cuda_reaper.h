@@ -26,6 +26,9 @@ struct pd_cu_reaper {
     int busy;                      /* the thread is freeing one it took */
     int stop;
     int started;                   /* the thread runs */
+    /* PAGEDD_REAP_DELAY_MS=N, a test aid: the thread waits N ms before freeing each arena,
+     * so that a test can ask for the memory while it is still on its way back. */
+    unsigned delay_ms;
     pthread_t thread;
 };
 

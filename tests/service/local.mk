@@ -114,5 +114,15 @@ tests_service_cuda_drain_t_SOURCES = tests/service/cuda-drain-t.c $(SVC_CLIENT_S
 tests_service_cuda_drain_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 tests_service_cuda_drain_t_LDADD = $(SVC_CLIENT_LIBS)
 EXTRA_tests_service_cuda_drain_t_DEPENDENCIES = daemon/pagedd
+
+# A data arena asked for while a departed client's is still being freed (PAGEDD_REAP_DELAY_MS)
+# waits for that memory; skips where there is no device.
+check_PROGRAMS += tests/service/cuda-reap-t
+TESTS += tests/service/cuda-reap-t
+tests_service_cuda_reap_t_SOURCES = tests/service/cuda-reap-t.c $(SVC_CLIENT_SOURCES) \
+	tests/service/childrec.c tests/service/childrec.h
+tests_service_cuda_reap_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+tests_service_cuda_reap_t_LDADD = $(SVC_CLIENT_LIBS)
+EXTRA_tests_service_cuda_reap_t_DEPENDENCIES = daemon/pagedd
 endif
-EXTRA_DIST += tests/service/cuda-fault-t.c tests/service/cuda-drain-t.c
+EXTRA_DIST += tests/service/cuda-fault-t.c tests/service/cuda-drain-t.c tests/service/cuda-reap-t.c

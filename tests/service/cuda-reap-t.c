@@ -1,0 +1,164 @@
+/* cuda-reap-t.c: a data arena asked for while a departed client's arena is still being freed waits for that memory instead of failing. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "paged.h"
+#include "lib/proto.h"
+#include "tests/service/arena-io.h"
+#include "tests/service/childrec.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/*
+ * pagedd's cuda backend frees a departed client's arenas on a thread of its own
+ * (cuda_reaper.h); here it does so REAP_DELAY_MS late (PAGEDD_REAP_DELAY_MS). Two pools fill
+ * the GPU but for SPARE bytes, room for one client's ARENA-byte data arena and not two. Client A
+ * takes its arena and leaves; as soon as the daemon has seen it go, client B asks for an arena
+ * as large: the memory is free only once A's arena is, so the daemon must wait for the reaper
+ * (it logs that it does) and then serve B, instead of refusing it for want of memory. Both
+ * clients allocate blocks and run a NOP; the pool has every block back at the end, and pagedd
+ * exits 0.
+ */
+
+#define LAYERS 32
+#define H 8
+#define D 128
+#define B 32
+#define ARENA (4ull << 30)          /* the largest data arena pagedd gives */
+#define SPARE (6ull << 30)          /* left free beside the pool: one arena and the contexts */
+#define REAP_DELAY_MS 1500
+#define NSEQ 2
+#define MAXBLK 4
+#define WAIT_MS 60000
+
+enum rec_kind { REC_DONE = CR_FIRST_KIND };
+
+static struct td_daemon daemon_;
+static int role;            /* the client the next cr_spawn runs: 0 A, 1 B */
+
+/* A client: opens with an ARENA-byte data arena, allocates its blocks, writes its arena's
+ * last byte, runs a NOP, reports and leaves. */
+static void client_main(int who, int cmd_fd)
+{
+    (void) who;
+    (void) cmd_fd;
+    char why[256];
+    int32_t ids[NSEQ * MAXBLK];
+    struct aio_client a = { .cuda = 1, .ids = ids, .nseq = NSEQ, .maxblk = MAXBLK };
+    int opened = aio_open(&a, daemon_.socket, role == 0 ? "reap-a" : "reap-b", "reap", 1u << 20, ARENA, why,
+                          sizeof why) == 0;
+    cr_check(opened, "client %c: connected with a %llu-byte data arena and took %d blocks%s%s", 'A' + role,
+             (unsigned long long) ARENA, NSEQ * MAXBLK, opened ? "" : ": ", opened ? "" : why);
+    if (opened) {
+        const unsigned char one = 1;
+        cr_check(aio_put(1, a.data, ARENA - 1, &one, 1) == 0 && paged_nop(a.c) == PAGED_OK,
+                 "client %c: its arena's last byte takes a write and a NOP completes", 'A' + role);
+        paged_client_close(a.c);
+    }
+    cr_send(REC_DONE, 1, 0, NULL);
+    _exit(0);
+}
+
+/* Returns the free device memory a child sees (its own context included), or 0. */
+static uint64_t device_free(void)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        sysbail("pipe");
+    pid_t pid = bfork();
+    if (pid == 0) {
+        close(fds[0]);
+        size_t f = 0, t = 0;
+        uint64_t v = cudaMemGetInfo(&f, &t) == cudaSuccess ? (uint64_t) f : 0;
+        _exit(write(fds[1], &v, sizeof v) == (ssize_t) sizeof v ? 0 : 1);
+    }
+    close(fds[1]);
+    uint64_t v = 0;
+    if (read(fds[0], &v, sizeof v) != (ssize_t) sizeof v)
+        v = 0;
+    close(fds[0]);
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        sysbail("waitpid");
+    return v;
+}
+
+/* Returns the number of connections attached to the pool once it is n or 10 s have passed,
+ * or -1 when it cannot be read. */
+static long attached_settled(struct rc_client *ctl, uint32_t n)
+{
+    struct paged_pool_item it;
+    for (int i = 0; i < 10000; i++) {
+        if (rc_pool_item(ctl, "reap", &it) != 0)
+            return -1;
+        if (it.attached == n)
+            break;
+        td_pause_ms(1);
+    }
+    return it.attached;
+}
+
+/* Runs one client process (which 0: A, 1: B) to its end; returns whether it reported done. */
+static int run_client(int which)
+{
+    struct cr_clients kids;
+    role = which;
+    cr_spawn(&kids, 1, client_main);
+    int done = cr_await(kids.rec_fd, REC_DONE, 0, 1, WAIT_MS);
+    cr_reap(&kids);
+    return done;
+}
+
+/* Starts the daemon, fills the GPU with a pool, runs A then B; returns 0. */
+int main(void)
+{
+    if (!aio_have_device())
+        skip_all("no CUDA device");
+    plan_lazy();
+    char delay[16];
+    snprintf(delay, sizeof delay, "%d", REAP_DELAY_MS);
+    setenv("PAGEDD_REAP_DELAY_MS", delay, 1);
+    const char *extra[] = { "--backend=cuda", NULL };
+    int st = 0, started = td_start(&daemon_, extra, &st);
+    unsetenv("PAGEDD_REAP_DELAY_MS");
+    if (started != 0)
+        bail("pagedd --backend cuda did not start (status %d)", st);
+    ok(td_log_contains(&daemon_, "(PAGEDD_REAP_DELAY_MS)"), "the daemon says it frees departed clients' memory late");
+
+    const uint64_t block_bytes = (uint64_t) LAYERS * 2 * H * B * D * 2;
+    const uint64_t free_b = device_free();
+    if (free_b < SPARE + 2 * ARENA)
+        skip_all("the GPU has %llu bytes free: too few to fill it but for one arena", (unsigned long long) free_b);
+    /* Two pools of half each: pagedd keeps any one pool within the host's memory too. */
+    const uint32_t blocks = (uint32_t) ((free_b - SPARE) / block_bytes / 2);
+    struct rc_client ctl;
+    aio_pool_create(&ctl, &daemon_, "reap-t", "reap", LAYERS, H, D, B, PAGED_DTYPE_F16, blocks);
+    ok(rc_pool_create(&ctl, "fill", LAYERS, H, D, B, PAGED_DTYPE_F16, blocks, 0600, PAGED_ATTACH_WRITE, NULL, NULL)
+           == 0,
+       "a second pool of %u blocks fills the GPU but for %llu bytes", blocks, (unsigned long long) SPARE);
+
+    /* The control connection made the pools, so it is attached to them too. */
+    ok(run_client(0), "client A ran and left");
+    long left = attached_settled(&ctl, 1);
+    ok(left == 1, "the daemon saw client A go (%ld attached: the control connection)", left);
+    ok(run_client(1), "client B ran and left");
+    ok(td_log_contains(&daemon_, "waits for departed clients' memory to be freed"),
+       "client B's arena waited for client A's to be freed");
+    struct paged_pool_item it;
+    memset(&it, 0, sizeof it);
+    ok(attached_settled(&ctl, 1) == 1 && rc_pool_item(&ctl, "reap", &it) == 0 && it.free == blocks,
+       "the pool has all %u blocks free once both clients are gone (%u)", blocks, it.free);
+    rc_close(&ctl);
+    st = td_stop(&daemon_);
+    ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
+    td_cleanup(&daemon_);
+    return 0;
+}
