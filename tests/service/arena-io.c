@@ -37,19 +37,35 @@ int aio_start(struct td_daemon *d, const char *const *extra)
 }
 
 /* Says whether there is a CUDA device, asking a child; see arena-io.h. */
-int aio_have_device(void)
+int aio_have_device(uint64_t *free_bytes)
 {
 #ifdef HAVE_CUDA
+    int fds[2];
+    if (pipe(fds) != 0)
+        sysbail("pipe");
     pid_t pid = bfork();
     if (pid == 0) {
+        close(fds[0]);
         int n = 0;
-        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+        size_t f = 0, t = 0;
+        if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0 || cudaMemGetInfo(&f, &t) != cudaSuccess)
+            _exit(1);
+        uint64_t v = f;
+        _exit(write(fds[1], &v, sizeof v) == (ssize_t) sizeof v ? 0 : 1);
     }
+    close(fds[1]);
+    uint64_t v = 0;
+    int got = read(fds[0], &v, sizeof v) == (ssize_t) sizeof v;
+    close(fds[0]);
     int st;
     if (waitpid(pid, &st, 0) != pid)
         sysbail("waitpid");
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (free_bytes != NULL)
+        *free_bytes = got ? v : 0;
+    return got && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 #else
+    if (free_bytes != NULL)
+        *free_bytes = 0;
     return 0;
 #endif
 }
@@ -223,6 +239,50 @@ static int fill(const struct aio_client *a, pk_cache *ref, int ctx, tap_rng *rng
         return -1;
     }
     return 0;
+}
+
+/* Opens a decoding client over filled sequences; see arena-io.h. */
+int aio_decoder_open(struct aio_decoder *d, const char *socket, const char *name, const char *pool, int ctx, int qh,
+                     tap_rng *rng, float *q, char *why, size_t whylen)
+{
+    struct aio_client *a = &d->a;
+    if (aio_open(a, socket, name, pool, 1u << 20, 4u << 20, why, whylen) < 0
+        || aio_fill_contexts(a, &d->ref, ctx, rng, 1, why, whylen) < 0)
+        return -1;
+    const size_t nq = (size_t) a->nseq * (size_t) qh * (size_t) d->ref.head_dim;
+    const size_t ids = (size_t) a->nseq * (size_t) a->maxblk * sizeof(int32_t);
+    tap_rng_fill_uniform(rng, q, nq, -1.0, 1.0);
+    if (paged_arena_alloc(a->c, PAGED_ARENA_HOST, ids, 64, &d->bt_off) != PAGED_OK
+        || paged_arena_alloc(a->c, PAGED_ARENA_HOST, (size_t) a->nseq * sizeof(int32_t), 64, &d->lens_off) != PAGED_OK
+        || paged_arena_alloc(a->c, PAGED_ARENA_DATA, nq * sizeof *q, 256, &d->q_off) != PAGED_OK
+        || paged_arena_alloc(a->c, PAGED_ARENA_DATA, nq * sizeof *q, 256, &d->out_off) != PAGED_OK) {
+        snprintf(why, whylen, "carving a DECODE's arguments: %s", paged_client_error(a->c));
+        return -1;
+    }
+    if (aio_put(a->cuda, a->data, d->q_off, q, nq * sizeof *q) < 0) {
+        snprintf(why, whylen, "copying the queries into the data arena");
+        return -1;
+    }
+    memcpy(a->host + d->bt_off, a->ids, ids);
+    int32_t *lens = (int32_t *) (a->host + d->lens_off);
+    for (int s = 0; s < a->nseq; s++)
+        lens[s] = ctx;
+    d->req = (paged_request) {
+        .op = PAGED_OP_DECODE, .pool = a->pool, .layer = 0,
+        .u.attn = { .num_seqs = (uint32_t) a->nseq, .num_q_heads = (uint32_t) qh, .dtype = PAGED_DTYPE_F32,
+                    .q_off = d->q_off, .out_off = d->out_off, .block_tables_off = d->bt_off,
+                    .bt_stride = (uint32_t) a->maxblk, .seq_lens_off = d->lens_off },
+    };
+    return 0;
+}
+
+/* Runs the decoder's DECODE once; see arena-io.h. */
+int aio_decoder_call(struct aio_decoder *d, uint64_t tag, paged_completion *c)
+{
+    paged_request r = d->req;
+    r.tag = tag;
+    return paged_prep(d->a.c, &r) == PAGED_OK && paged_submit(d->a.c) == 1 && paged_wait(d->a.c, c, 1, 60000) == 1
+               ? 0 : -1;
 }
 
 /* Fills the contexts; see arena-io.h. */

@@ -18,8 +18,9 @@ int aio_start(struct td_daemon *d, const char *const *extra);
 
 /* Returns whether this machine has a CUDA device (0 in a build without CUDA), asking in a
  * child so that this process never initializes CUDA (its children could not use it after a
- * fork). */
-int aio_have_device(void);
+ * fork); where free_bytes is not NULL, stores the device memory that child found free (its
+ * own context's taken). */
+int aio_have_device(uint64_t *free_bytes);
 
 struct rc_client;
 
@@ -74,5 +75,29 @@ int aio_open(struct aio_client *a, const char *socket, const char *name, const c
  */
 int aio_fill_contexts(const struct aio_client *a, pk_cache *ref, int ctx, tap_rng *rng, uint64_t tag, char *why,
                       size_t whylen);
+
+/* A client of one f32 pool that decodes over the sequences it filled (the cuda tests of
+ * planted faults and refusals). */
+struct aio_decoder {
+    struct aio_client a;          /* the caller sets cuda, ids, nseq and maxblk */
+    pk_cache ref;                 /* the caller sets the pool's geometry; then the fill's host copy */
+    uint64_t bt_off, lens_off;    /* a.ids as the block table and the lengths, in the host arena */
+    uint64_t q_off, out_off;      /* the queries and the outputs, in the data arena */
+    paged_request req;            /* a DECODE of every sequence over all of it */
+};
+
+/*
+ * Opens d->a as name (1 MiB host arena, 4 MiB data arena) on pool, fills ctx tokens of every
+ * sequence, sets every length to ctx, puts qh heads of random f32 queries per sequence from
+ * rng into the data arena (and into q, which holds a.nseq * qh * ref.head_dim floats) and
+ * carves as many output bytes; d->req is a DECODE over them with tag 0. Returns 0, or -1
+ * with what failed in why.
+ */
+int aio_decoder_open(struct aio_decoder *d, const char *socket, const char *name, const char *pool, int ctx, int qh,
+                     tap_rng *rng, float *q, char *why, size_t whylen);
+
+/* Runs d->req with tag and waits (up to 60 s) for its completion into *c; returns 0, or -1
+ * when it could not be submitted or was not answered (paged_client_error says why). */
+int aio_decoder_call(struct aio_decoder *d, uint64_t tag, paged_completion *c);
 
 #endif

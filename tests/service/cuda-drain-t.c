@@ -72,79 +72,57 @@ static void client_main(int who, int cmd_fd)
     (void) cmd_fd;
     char why[256];
     int32_t ids[NSEQ * MAXBLK];
-    struct aio_client a = { .cuda = 1, .ids = ids, .nseq = NSEQ, .maxblk = MAXBLK };
-    if (aio_open(&a, daemon_.socket, "drain-client", "drain", 1u << 20, 4u << 20, why, sizeof why) < 0)
-        cr_fatal("client %d: %s", who, why);
+    static float q[NSEQ * QH * D], out[NSEQ * QH * D];
     tap_rng rng;
     tap_rng_seed(&rng, seed);
-    pk_cache ref = { .num_layers = 1, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
-                     .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f };
-    if (aio_fill_contexts(&a, &ref, CTX, &rng, 1, why, sizeof why) < 0)
+    struct aio_decoder d = {
+        .a = { .cuda = 1, .ids = ids, .nseq = NSEQ, .maxblk = MAXBLK },
+        .ref = { .num_layers = 1, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
+                 .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f },
+    };
+    if (aio_decoder_open(&d, daemon_.socket, "drain-client", "drain", CTX, QH, &rng, q, why, sizeof why) < 0)
         cr_fatal("client %d: %s", who, why);
-
-    uint64_t bt_off, lens_off, q_off, out_off;
-    static float q[NSEQ * QH * D], out[NSEQ * QH * D];
-    tap_rng_fill_uniform(&rng, q, NSEQ * QH * D, -1.0, 1.0);
-    if (paged_arena_alloc(a.c, PAGED_ARENA_HOST, sizeof ids, 64, &bt_off) != PAGED_OK
-        || paged_arena_alloc(a.c, PAGED_ARENA_HOST, NSEQ * sizeof(int32_t), 64, &lens_off) != PAGED_OK
-        || paged_arena_alloc(a.c, PAGED_ARENA_DATA, sizeof q, 256, &q_off) != PAGED_OK
-        || paged_arena_alloc(a.c, PAGED_ARENA_DATA, sizeof out, 256, &out_off) != PAGED_OK
-        || aio_put(1, a.data, q_off, q, sizeof q) < 0)
-        cr_fatal("client %d: arenas: %s", who, paged_client_error(a.c));
-    memcpy(a.host + bt_off, ids, sizeof ids);
+    struct aio_client a = d.a;
 
     int failed = 0, device_failed = 0, right = 0;
     for (int i = 0; i < NDEC; i++) {
         const int32_t lens[NSEQ] = { CTX - i % 7, CTX - 1 - i % 5 };
-        memcpy(a.host + lens_off, lens, sizeof lens);
+        memcpy(a.host + d.lens_off, lens, sizeof lens);
         /* Outputs poisoned first: an output the device has not written yet fails the check. */
-        if (aio_poison(1, a.data, out_off, sizeof out) < 0)
+        if (aio_poison(1, a.data, d.out_off, sizeof out) < 0)
             cr_fatal("client %d: poisoning the outputs", who);
-        paged_request r = { .op = PAGED_OP_DECODE, .pool = a.pool, .layer = 0, .tag = (uint64_t) i,
-                            .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q_off = q_off,
-                                        .out_off = out_off, .block_tables_off = bt_off, .bt_stride = MAXBLK,
-                                        .seq_lens_off = lens_off } };
         paged_completion c;
-        if (paged_prep(a.c, &r) != PAGED_OK || paged_submit(a.c) != 1 || paged_wait(a.c, &c, 1, WAIT_MS) != 1)
+        if (aio_decoder_call(&d, (uint64_t) i, &c) < 0)
             cr_fatal("client %d: DECODE %d was not answered: %s", who, i, paged_client_error(a.c));
         if (c.status != PAGED_OK) {
             failed++;
             device_failed += c.status == PAGED_E_DEVICE;
             continue;
         }
-        right += aio_get(1, a.data, out_off, out, sizeof out) == 0 && matches(&ref, q, out, ids, lens);
+        right += aio_get(1, a.data, d.out_off, out, sizeof out) == 0 && matches(&d.ref, q, out, ids, lens);
     }
     cr_check(failed == 1 && device_failed == 1, "client %d: one DECODE of %d fails, with PAGED_E_DEVICE (%d failed, "
              "%d so)", who, NDEC, failed, device_failed);
     cr_check(right == NDEC - 1, "client %d: every other DECODE's output matches the reference (%d of %d)", who, right,
              NDEC - 1);
     cr_check(paged_nop(a.c) == PAGED_OK, "client %d: a NOP still completes OK", who);
-    free(ref.base);
+    free(d.ref.base);
     cr_send(REC_DONE, 1, 0, NULL);
     paged_client_close(a.c);
     _exit(0);
 }
 
-/* Returns the pool's free blocks once they are back to N or 5 s have passed, or -1 when it
- * cannot be read. */
-static long free_blocks_settled(struct rc_client *ctl)
+/* Says whether the pool has want blocks free. */
+static int free_is(const struct paged_pool_item *it, uint32_t want)
 {
-    struct paged_pool_item it;
-    for (int i = 0; i < 5000; i++) {
-        if (rc_pool_item(ctl, "drain", &it) != 0)
-            return -1;
-        if (it.free == N)
-            break;
-        td_pause_ms(1);
-    }
-    return it.free;
+    return it->free == want;
 }
 
 /* Starts the daemon with the planted refusals and the client, then checks STATUS, the pool,
  * the log and the exit; returns 0. */
 int main(void)
 {
-    if (!aio_have_device())
+    if (!aio_have_device(NULL))
         skip_all("no CUDA device");
     seed = tap_seed();
     plan_lazy();
@@ -177,8 +155,10 @@ int main(void)
     memset(&sr, 0, sizeof sr);
     is_int(sizeof sr, rc_control(&ctl, &h, sizeof h, &sr, sizeof sr, NULL), "STATUS answers");
     ok(sr.backend == PAGED_BACKEND_CUDA && sr.healthy == 1, "STATUS: the cuda backend is healthy (%.100s)", sr.health);
-    long free_now = free_blocks_settled(&ctl);
-    ok(free_now == N, "the pool has all %d blocks free once the client is gone (%ld)", N, free_now);
+    struct paged_pool_item it;
+    memset(&it, 0, sizeof it);
+    ok(rc_pool_item_until(&ctl, "drain", free_is, N, 5000, &it) == 0,
+       "the pool has all %d blocks free once the client is gone (%u)", N, it.free);
     rc_close(&ctl);
     st = td_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");

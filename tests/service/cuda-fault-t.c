@@ -52,43 +52,28 @@ static void client_main(int who, int cmd_fd)
     (void) cmd_fd;
     char why[256];
     int32_t ids[NSEQ * MAXBLK];
-    struct aio_client a = { .cuda = 1, .ids = ids, .nseq = NSEQ, .maxblk = MAXBLK };
-    if (aio_open(&a, daemon_.socket, "fault-client", "fault", 1u << 20, 4u << 20, why, sizeof why) < 0)
-        cr_fatal("client %d: %s", who, why);
+    static float q[NSEQ * QH * D], out[NSEQ * QH * D];
     tap_rng rng;
     tap_rng_seed(&rng, seed);
-    pk_cache ref = { .num_layers = 1, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
-                     .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f };
-    if (aio_fill_contexts(&a, &ref, CTX, &rng, 1, why, sizeof why) < 0)
+    struct aio_decoder d = {
+        .a = { .cuda = 1, .ids = ids, .nseq = NSEQ, .maxblk = MAXBLK },
+        .ref = { .num_layers = 1, .num_blocks = N, .num_kv_heads = H, .head_dim = D, .block_size = B,
+                 .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f },
+    };
+    if (aio_decoder_open(&d, daemon_.socket, "fault-client", "fault", CTX, QH, &rng, q, why, sizeof why) < 0)
         cr_fatal("client %d: %s", who, why);
-    free(ref.base);
-
-    uint64_t bt_off, lens_off, q_off, out_off;
-    int32_t lens[NSEQ] = { CTX, CTX };
-    static float q[NSEQ * QH * D], out[NSEQ * QH * D];
-    tap_rng_fill_uniform(&rng, q, NSEQ * QH * D, -1.0, 1.0);
-    if (paged_arena_alloc(a.c, PAGED_ARENA_HOST, sizeof ids, 64, &bt_off) != PAGED_OK
-        || paged_arena_alloc(a.c, PAGED_ARENA_HOST, sizeof lens, 64, &lens_off) != PAGED_OK
-        || paged_arena_alloc(a.c, PAGED_ARENA_DATA, sizeof q, 256, &q_off) != PAGED_OK
-        || paged_arena_alloc(a.c, PAGED_ARENA_DATA, sizeof out, 256, &out_off) != PAGED_OK
-        || aio_put(1, a.data, q_off, q, sizeof q) < 0)
-        cr_fatal("client %d: arenas: %s", who, paged_client_error(a.c));
-    memcpy(a.host + bt_off, ids, sizeof ids);
-    memcpy(a.host + lens_off, lens, sizeof lens);
+    free(d.ref.base);
+    struct aio_client a = d.a;
 
     /* Batch 1 was the fill; DECODE i runs in batch i + 2. */
     int status[NDEC], finite_ok = 1;
     for (int i = 0; i < NDEC; i++) {
-        paged_request r = { .op = PAGED_OP_DECODE, .pool = a.pool, .layer = 0, .tag = (uint64_t) i,
-                            .u.attn = { .num_seqs = NSEQ, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q_off = q_off,
-                                        .out_off = out_off, .block_tables_off = bt_off, .bt_stride = MAXBLK,
-                                        .seq_lens_off = lens_off } };
         paged_completion c;
-        if (paged_prep(a.c, &r) != PAGED_OK || paged_submit(a.c) != 1 || paged_wait(a.c, &c, 1, WAIT_MS) != 1)
+        if (aio_decoder_call(&d, (uint64_t) i, &c) < 0)
             cr_fatal("client %d: DECODE %d was not answered: %s", who, i, paged_client_error(a.c));
         status[i] = c.status;
         if (c.status == PAGED_OK) {
-            finite_ok &= aio_get(1, a.data, out_off, out, sizeof out) == 0;
+            finite_ok &= aio_get(1, a.data, d.out_off, out, sizeof out) == 0;
             for (size_t k = 0; k < NSEQ * QH * D; k++)
                 finite_ok &= out[k] == out[k] && out[k] < 1e30f && out[k] > -1e30f;
         }
@@ -115,7 +100,7 @@ static void client_main(int who, int cmd_fd)
 /* Starts the faulting daemon and the client, then checks STATUS and the exit; returns 0. */
 int main(void)
 {
-    if (!aio_have_device())
+    if (!aio_have_device(NULL))
         skip_all("no CUDA device");
     seed = tap_seed();
     plan_lazy();

@@ -2,7 +2,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,43 +66,10 @@ static void client_main(int who, int cmd_fd)
     _exit(0);
 }
 
-/* Returns the free device memory a child sees (its own context included), or 0. */
-static uint64_t device_free(void)
+/* Says whether want connections are attached to the pool. */
+static int attached_is(const struct paged_pool_item *it, uint32_t want)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        sysbail("pipe");
-    pid_t pid = bfork();
-    if (pid == 0) {
-        close(fds[0]);
-        size_t f = 0, t = 0;
-        uint64_t v = cudaMemGetInfo(&f, &t) == cudaSuccess ? (uint64_t) f : 0;
-        _exit(write(fds[1], &v, sizeof v) == (ssize_t) sizeof v ? 0 : 1);
-    }
-    close(fds[1]);
-    uint64_t v = 0;
-    if (read(fds[0], &v, sizeof v) != (ssize_t) sizeof v)
-        v = 0;
-    close(fds[0]);
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        sysbail("waitpid");
-    return v;
-}
-
-/* Returns the number of connections attached to the pool once it is n or 10 s have passed,
- * or -1 when it cannot be read. */
-static long attached_settled(struct rc_client *ctl, uint32_t n)
-{
-    struct paged_pool_item it;
-    for (int i = 0; i < 10000; i++) {
-        if (rc_pool_item(ctl, "reap", &it) != 0)
-            return -1;
-        if (it.attached == n)
-            break;
-        td_pause_ms(1);
-    }
-    return it.attached;
+    return it->attached == want;
 }
 
 /* Runs one client process (which 0: A, 1: B) to its end; returns whether it reported done. */
@@ -120,7 +86,8 @@ static int run_client(int which)
 /* Starts the daemon, fills the GPU with a pool, runs A then B; returns 0. */
 int main(void)
 {
-    if (!aio_have_device())
+    uint64_t free_b = 0;
+    if (!aio_have_device(&free_b))
         skip_all("no CUDA device");
     plan_lazy();
     char delay[16];
@@ -134,7 +101,6 @@ int main(void)
     ok(td_log_contains(&daemon_, "(PAGEDD_REAP_DELAY_MS)"), "the daemon says it frees departed clients' memory late");
 
     const uint64_t block_bytes = (uint64_t) LAYERS * 2 * H * B * D * 2;
-    const uint64_t free_b = device_free();
     if (free_b < SPARE + 2 * ARENA)
         skip_all("the GPU has %llu bytes free: too few to fill it but for one arena", (unsigned long long) free_b);
     /* Two pools of half each: pagedd keeps any one pool within the host's memory too. */
@@ -146,15 +112,15 @@ int main(void)
        "a second pool of %u blocks fills the GPU but for %llu bytes", blocks, (unsigned long long) SPARE);
 
     /* The control connection made the pools, so it is attached to them too. */
+    struct paged_pool_item it;
+    memset(&it, 0, sizeof it);
     ok(run_client(0), "client A ran and left");
-    long left = attached_settled(&ctl, 1);
-    ok(left == 1, "the daemon saw client A go (%ld attached: the control connection)", left);
+    ok(rc_pool_item_until(&ctl, "reap", attached_is, 1, 10000, &it) == 0,
+       "the daemon saw client A go (%u attached: the control connection)", it.attached);
     ok(run_client(1), "client B ran and left");
     ok(td_log_contains(&daemon_, "waits for departed clients' memory to be freed"),
        "client B's arena waited for client A's to be freed");
-    struct paged_pool_item it;
-    memset(&it, 0, sizeof it);
-    ok(attached_settled(&ctl, 1) == 1 && rc_pool_item(&ctl, "reap", &it) == 0 && it.free == blocks,
+    ok(rc_pool_item_until(&ctl, "reap", attached_is, 1, 10000, &it) == 0 && it.free == blocks,
        "the pool has all %u blocks free once both clients are gone (%u)", blocks, it.free);
     rc_close(&ctl);
     st = td_stop(&daemon_);

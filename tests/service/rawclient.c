@@ -316,6 +316,21 @@ int rc_pool_item(struct rc_client *c, const char *name, struct paged_pool_item *
     return found ? 0 : PAGED_E_NOENT;
 }
 
+/* Waits for the pool to reach a state; see rawclient.h. */
+int rc_pool_item_until(struct rc_client *c, const char *name, int (*met)(const struct paged_pool_item *, uint32_t),
+                       uint32_t want, int timeout_ms, struct paged_pool_item *out)
+{
+    for (int i = 0; i <= timeout_ms; i++) {
+        int rc = rc_pool_item(c, name, out);
+        if (rc != 0)
+            return rc;
+        if (met(out, want))
+            return 0;
+        poll(NULL, 0, 1);
+    }
+    return 1;
+}
+
 /* Carves arena bytes; returns the offset. */
 uint64_t rc_alloc(struct rc_client *c, uint64_t size)
 {

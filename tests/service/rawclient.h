@@ -80,6 +80,12 @@ long rc_list(struct rc_client *c, uint32_t what, const char *name, void *items, 
 /* Fills *out with the LIST item of the pool named name. Returns 0, PAGED_E_NOENT or an error. */
 int rc_pool_item(struct rc_client *c, const char *name, struct paged_pool_item *out);
 
+/* Reads the pool named name until met(item, want) holds or about timeout_ms have passed, a
+ * millisecond apart; *out is the last item read. Returns 0 when it held, 1 when it did not
+ * in time, or PAGED_E_NOENT or an error. */
+int rc_pool_item_until(struct rc_client *c, const char *name, int (*met)(const struct paged_pool_item *, uint32_t),
+                       uint32_t want, int timeout_ms, struct paged_pool_item *out);
+
 /* Returns the offset of size fresh bytes (64-aligned) of the host arena, or bails. */
 uint64_t rc_alloc(struct rc_client *c, uint64_t size);
 
