@@ -63,7 +63,10 @@ fi
 # The libpaged multi-client service tests again with the daemon on the GPU (make check runs
 # them on the cpu backend): merged launches, device-side dependencies, fused APPENDs, split passes.
 if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/dep-t tests/service/fused-t \
-        tests/service/shutdown-t; then
+        tests/service/shutdown-t tests/service/cuda-reap-t; then
+    # Alone: it fills the GPU's memory (make check builds it but does not run it).
+    step cuda-reap-t env top_builddir=. tests/service/cuda-reap-t
+    grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/cuda-reap-t.log" | sed "s|^|cuda-reap-t: |" | tee -a "$summary"
     for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh fused-split-t.sh shutdown-t; do
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"

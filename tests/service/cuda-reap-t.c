@@ -24,7 +24,8 @@
  * as large: the memory is free only once A's arena is, so the daemon must wait for the reaper
  * (it logs that it does) and then serve B, instead of refusing it for want of memory. Both
  * clients allocate blocks and run a NOP; the pool has every block back at the end, and pagedd
- * exits 0.
+ * exits 0. It needs the GPU's memory to itself: make check builds it without running it
+ * (other tests use the GPU meanwhile), tools/gpu-run.sh runs it alone.
  */
 
 #define LAYERS 32
