@@ -157,8 +157,8 @@ int main(void)
     ok(sr.backend == PAGED_BACKEND_CUDA && sr.healthy == 1, "STATUS: the cuda backend is healthy (%.100s)", sr.health);
     struct paged_pool_item it;
     memset(&it, 0, sizeof it);
-    ok(rc_pool_item_until(&ctl, "drain", free_is, N, 5000, &it) == 0,
-       "the pool has all %d blocks free once the client is gone (%u)", N, it.free);
+    int settled = rc_pool_item_until(&ctl, "drain", free_is, N, 5000, &it) == 0;
+    ok(settled, "the pool has all %d blocks free once the client is gone (%u)", N, it.free);
     rc_close(&ctl);
     st = td_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
