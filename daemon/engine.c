@@ -557,17 +557,15 @@ static void log_merged_launch(const struct pd_engine *e, const struct pd_launch 
 }
 
 /* Hands every op of client records [lo, hi) waiting for the backend to it as one batch
- * (deferred where may_defer and the backend can), and stores their statuses; returns the
- * backend's ticket when it deferred the batch, else 0. */
+ * (deferred where may_defer, which no pass with dependency words sets, and the backend can),
+ * and stores their statuses; returns the backend's ticket when it deferred the batch, else 0. */
 static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_defer, uint32_t lo, uint32_t hi)
 {
     uint32_t n = 0;
-    int deps = 0;
     for (uint32_t i = 0; i < e->nitems; i++) {
         struct eng_item *it = &e->items[i];
         if (it->status != ITEM_WAITS || it->client < lo || it->client >= hi)
             continue;
-        deps |= (it->op.flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) != 0;
         struct pd_pool *p = it->op.pool->user;
         struct pd_channel *ch = e->clients[it->client].c->ch;
         e->in[n++] = (struct pd_batch_op) {
@@ -580,7 +578,7 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
     if (n == 0)
         return 0;
     /* Deferred only where every withheld completion can be made room for now. */
-    may_defer = may_defer && !deps && srv->backend->ops->done != NULL
+    may_defer = may_defer && srv->backend->ops->done != NULL
                     && pd_eng_grow((void **) &e->def, &e->cdef, e->ndef + e->nitems, sizeof *e->def) == 0;
     struct pd_batch batch = { .ops = e->out, .nops = n, .launches = e->launches,
                               .dep_timeout_ns = (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u,
