@@ -219,14 +219,15 @@ int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_s
     if (memfd < 0) {
         rc = memfd;
         if (asprintf(cause, "cannot create the channel memory (%llu bytes): %s",
-                     (unsigned long long) ch->size, paged_strerror(rc)) < 0)
+                     (unsigned long long) ch->size, rc == PAGED_E_SYSTEM ? strerror(errno) : paged_strerror(rc)) < 0)
             *cause = NULL;
         goto fail;
     }
     rc = paged_shm_map(memfd, ch->size, 1, &ch->map);
     if (rc < 0) {
         ch->map = NULL;
-        if (asprintf(cause, "cannot map the channel memory: %s", paged_strerror(rc)) < 0)
+        if (asprintf(cause, "cannot map the channel memory: %s",
+                     rc == PAGED_E_SYSTEM ? strerror(errno) : paged_strerror(rc)) < 0)
             *cause = NULL;
         goto fail;
     }
