@@ -1,0 +1,123 @@
+/* memlimit-t.c: pagedd out of address space: a client or pool it cannot map is refused by name, the others go on, and it recovers. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "paged.h"
+#include "lib/proto.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/*
+ * A running pagedd (cpu backend) with one client and a control connection has its address
+ * space limited (prlimit RLIMIT_AS) to 1 MiB more than it uses. A second client's channel and
+ * a 1 GiB pool cannot be mapped: each is refused with PAGED_E_NOMEM and a message naming what
+ * could not be made, and nothing else changes (the first client is served, the daemon's
+ * descriptors are as before). With the limit lifted, both succeed, and pagedd exits 0 on
+ * SIGTERM. Skipped under AddressSanitizer or a wrapper ($PAGED_DAEMON_WRAPPER): their own
+ * allocations would meet the limit first.
+ */
+
+static struct td_daemon daemon_;
+
+/* Returns the daemon's VmSize in bytes, or 0. */
+static uint64_t vm_size(void)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int) daemon_.pid);
+    FILE *f = fopen(path, "r");
+    long kb = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmSize: %ld kB", &kb) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return (uint64_t) kb * 1024u;
+}
+
+/* Sets the daemon's soft address-space limit to n bytes; returns 0 or -1. */
+static int limit_daemon(rlim_t n)
+{
+    struct rlimit lim;
+    if (prlimit(daemon_.pid, RLIMIT_AS, NULL, &lim) != 0)
+        return -1;
+    lim.rlim_cur = n;
+    return prlimit(daemon_.pid, RLIMIT_AS, &lim, NULL);
+}
+
+/* Returns the daemon's descriptor count once 20 reads a millisecond apart agree, or the last
+ * read after 5 s. */
+static int stable_fd_count(void)
+{
+    int n = td_fd_count(daemon_.pid), same = 0;
+    for (int i = 0; i < 5000 && same < 20; i++) {
+        td_pause_ms(1);
+        int m = td_fd_count(daemon_.pid);
+        same = m == n ? same + 1 : 0;
+        n = m;
+    }
+    return n;
+}
+
+/* Creates a pool of 1 GiB (4096 blocks of 256 KiB) named name over ctl; returns 0 or the error. */
+static int big_pool(struct rc_client *ctl, const char *name)
+{
+    return rc_pool_create(ctl, name, 4, 8, 128, 16, PAGED_DTYPE_F16, 4096, 0600, 0, NULL, NULL);
+}
+
+/* Starts the daemon, limits its address space and drives the clients; returns 0. */
+int main(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    skip_all("AddressSanitizer's allocator would meet the limit before the daemon does");
+#endif
+    if (getenv("PAGED_DAEMON_WRAPPER") != NULL)
+        skip_all("the daemon runs under $PAGED_DAEMON_WRAPPER, whose memory is not the daemon's");
+    plan_lazy();
+    int st = 0;
+    if (td_start(&daemon_, NULL, &st) != 0)
+        bail("pagedd did not start (status %d)", st);
+    struct rc_client c1, c2, ctl;
+    if (rc_connect(daemon_.socket, "memlimit-1", 0, &c1) != 0
+        || rc_connect(daemon_.socket, "memlimit-ctl", PAGED_HELLO_CONTROL, &ctl) != 0)
+        bail("the first clients could not connect");
+    const int fds = stable_fd_count();
+    const uint64_t vm = vm_size();
+    ok(vm > 0 && limit_daemon((rlim_t) (vm + (1u << 20))) == 0,
+       "the daemon's address space limited to 1 MiB more than the %llu bytes it uses (prlimit)",
+       (unsigned long long) vm);
+
+    int rc = rc_connect(daemon_.socket, "memlimit-2", 0, &c2);
+    ok(rc == PAGED_E_NOMEM && strstr(c2.errmsg, "cannot map the channel memory") != NULL,
+       "a second client is refused with PAGED_E_NOMEM naming what could not be mapped (%s: %s)", paged_strerror(rc),
+       c2.errmsg);
+    if (rc == 0)
+        rc_close(&c2);
+    rc = big_pool(&ctl, "memlimit-big");
+    ok(rc == PAGED_E_NOMEM && strstr(ctl.errmsg, "memlimit-big") != NULL,
+       "a 1 GiB pool is refused with PAGED_E_NOMEM naming it (%s: %s)", paged_strerror(rc), ctl.errmsg);
+    ok(rc_nop(&c1) == 0, "the first client is served meanwhile");
+    int now = stable_fd_count();
+    ok(now == fds, "the refusals leave no descriptor behind (%d, %d before)", now, fds);
+
+    ok(limit_daemon(RLIM_INFINITY) == 0, "the limit lifted");
+    rc = rc_connect(daemon_.socket, "memlimit-2", 0, &c2);
+    ok(rc == 0 && rc_nop(&c2) == 0, "the second client connects and is served (%s)", paged_strerror(rc));
+    if (rc == 0)
+        rc_close(&c2);
+    rc = big_pool(&ctl, "memlimit-big");
+    ok(rc == 0, "the 1 GiB pool is made (%s)", paged_strerror(rc));
+    rc_close(&c1);
+    rc_close(&ctl);
+    st = td_stop(&daemon_);
+    ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
+    td_cleanup(&daemon_);
+    return 0;
+}
