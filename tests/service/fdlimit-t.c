@@ -49,31 +49,6 @@ static int fds_settled(int want)
     return n;
 }
 
-/* Returns the daemon's descriptor count once 20 reads a millisecond apart agree (it closes
- * the descriptor it reported readiness on, and those it sent a client, just after), or the
- * last read after 5 s. */
-static int stable_fd_count(void)
-{
-    int n = td_fd_count(daemon_.pid), same = 0;
-    for (int i = 0; i < 5000 && same < 20; i++) {
-        td_pause_ms(1);
-        int m = td_fd_count(daemon_.pid);
-        same = m == n ? same + 1 : 0;
-        n = m;
-    }
-    return n;
-}
-
-/* Sets the daemon's soft descriptor limit to n; returns 0 or -1. */
-static int limit_daemon(rlim_t n)
-{
-    struct rlimit lim;
-    if (prlimit(daemon_.pid, RLIMIT_NOFILE, NULL, &lim) != 0)
-        return -1;
-    lim.rlim_cur = n;
-    return prlimit(daemon_.pid, RLIMIT_NOFILE, &lim, NULL);
-}
-
 /* Forks a child that, once go_fd reads a byte, connects (each try waiting as long as
  * rc_connect does for the daemon's answer; a refusal for want of descriptors is tried again,
  * up to 500 times 20 ms apart), runs a NOP and exits 0, or 1 when that fails. Forked before
@@ -115,19 +90,19 @@ int main(void)
         bail("pagedd did not start (status %d)", st);
     int go_fd = -1;
     pid_t late = connect_in_child(&go_fd);
-    const int base = stable_fd_count();
+    const int base = td_fd_count_stable(daemon_.pid);
     struct rc_client c1, c2;
     int rc = rc_connect(daemon_.socket, "fdlimit-1", 0, &c1);
     if (rc != 0)
         bail("the first client could not connect: %s (%s)", paged_strerror(rc), c1.errmsg);
-    const int per = stable_fd_count() - base;
+    const int per = td_fd_count_stable(daemon_.pid) - base;
     ok(base > 0 && per > 0, "the daemon holds %d descriptors, and %d more for a client", base, per);
 
     /* Raised a descriptor at a time from one more than the daemon holds, until a second
      * client fits; every refusal on the way must name its cause and leak nothing. */
     int refusals = 0, clean = 1, limit = base + per + 1;
     for (; limit <= base + 3 * per + 8; limit++) {
-        if (limit_daemon((rlim_t) limit) != 0)
+        if (td_limit(daemon_.pid, RLIMIT_NOFILE, (unsigned long long) limit) != 0)
             bail("prlimit on the daemon: %s", strerror(errno));
         rc = rc_connect(daemon_.socket, "fdlimit-2", 0, &c2);
         if (rc == 0)
@@ -144,7 +119,7 @@ int main(void)
     ok(refusals > 0 && clean, "the %d clients that came before were refused with PAGED_E_SYSTEM naming what failed "
        "and why, and left no descriptor behind", refusals);
     const int full = fds_settled(base + 2 * per);
-    ok(full == base + 2 * per && limit_daemon((rlim_t) full) == 0,
+    ok(full == base + 2 * per && td_limit(daemon_.pid, RLIMIT_NOFILE, (unsigned long long) full) == 0,
        "the limit lowered to the %d descriptors the daemon then holds", full);
 
     if (write(go_fd, "g", 1) != 1)

@@ -42,30 +42,6 @@ static uint64_t vm_size(void)
     return (uint64_t) kb * 1024u;
 }
 
-/* Sets the daemon's soft address-space limit to n bytes; returns 0 or -1. */
-static int limit_daemon(rlim_t n)
-{
-    struct rlimit lim;
-    if (prlimit(daemon_.pid, RLIMIT_AS, NULL, &lim) != 0)
-        return -1;
-    lim.rlim_cur = n;
-    return prlimit(daemon_.pid, RLIMIT_AS, &lim, NULL);
-}
-
-/* Returns the daemon's descriptor count once 20 reads a millisecond apart agree, or the last
- * read after 5 s. */
-static int stable_fd_count(void)
-{
-    int n = td_fd_count(daemon_.pid), same = 0;
-    for (int i = 0; i < 5000 && same < 20; i++) {
-        td_pause_ms(1);
-        int m = td_fd_count(daemon_.pid);
-        same = m == n ? same + 1 : 0;
-        n = m;
-    }
-    return n;
-}
-
 /* Creates a pool of 1 GiB (4096 blocks of 256 KiB) named name over ctl; returns 0 or the error. */
 static int big_pool(struct rc_client *ctl, const char *name)
 {
@@ -88,9 +64,9 @@ int main(void)
     if (rc_connect(daemon_.socket, "memlimit-1", 0, &c1) != 0
         || rc_connect(daemon_.socket, "memlimit-ctl", PAGED_HELLO_CONTROL, &ctl) != 0)
         bail("the first clients could not connect");
-    const int fds = stable_fd_count();
+    const int fds = td_fd_count_stable(daemon_.pid);
     const uint64_t vm = vm_size();
-    ok(vm > 0 && limit_daemon((rlim_t) (vm + (1u << 20))) == 0,
+    ok(vm > 0 && td_limit(daemon_.pid, RLIMIT_AS, vm + (1u << 20)) == 0,
        "the daemon's address space limited to 1 MiB more than the %llu bytes it uses (prlimit)",
        (unsigned long long) vm);
 
@@ -104,10 +80,10 @@ int main(void)
     ok(rc == PAGED_E_NOMEM && strstr(ctl.errmsg, "memlimit-big") != NULL,
        "a 1 GiB pool is refused with PAGED_E_NOMEM naming it (%s: %s)", paged_strerror(rc), ctl.errmsg);
     ok(rc_nop(&c1) == 0, "the first client is served meanwhile");
-    int now = stable_fd_count();
+    int now = td_fd_count_stable(daemon_.pid);
     ok(now == fds, "the refusals leave no descriptor behind (%d, %d before)", now, fds);
 
-    ok(limit_daemon(RLIM_INFINITY) == 0, "the limit lifted");
+    ok(td_limit(daemon_.pid, RLIMIT_AS, RLIM_INFINITY) == 0, "the limit lifted");
     rc = rc_connect(daemon_.socket, "memlimit-2", 0, &c2);
     ok(rc == 0 && rc_nop(&c2) == 0, "the second client connects and is served (%s)", paged_strerror(rc));
     if (rc == 0)

@@ -5,6 +5,7 @@
 #include "tests/service/spawn.h"
 
 #include <dirent.h>
+#include <sys/resource.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -330,4 +331,27 @@ int td_fd_count(pid_t pid)
         n += e->d_name[0] != '.';
     closedir(d);
     return n;
+}
+
+/* Counts pid's descriptors once the count holds still; see spawn.h. */
+int td_fd_count_stable(pid_t pid)
+{
+    int n = td_fd_count(pid), same = 0;
+    for (int i = 0; i < 5000 && same < 20; i++) {
+        td_pause_ms(1);
+        int m = td_fd_count(pid);
+        same = m == n ? same + 1 : 0;
+        n = m;
+    }
+    return n;
+}
+
+/* Lowers or raises one of pid's soft limits; see spawn.h. */
+int td_limit(pid_t pid, int resource, unsigned long long n)
+{
+    struct rlimit lim;
+    if (prlimit(pid, resource, NULL, &lim) != 0)
+        return -1;
+    lim.rlim_cur = (rlim_t) n;
+    return prlimit(pid, resource, &lim, NULL);
 }

@@ -62,6 +62,15 @@ int td_freeze(struct td_daemon *d);
 /* Returns the number of descriptors process pid holds (its /proc/PID/fd entries), or -1. */
 int td_fd_count(pid_t pid);
 
+/* Returns pid's descriptor count once 20 reads a millisecond apart agree (a daemon closes
+ * the descriptors it sent a client, or reported readiness on, just after), or the last read
+ * after 5 s. */
+int td_fd_count_stable(pid_t pid);
+
+/* Sets pid's soft limit of resource (RLIMIT_NOFILE, RLIMIT_AS) to n with prlimit; returns 0
+ * or -1 with errno set. */
+int td_limit(pid_t pid, int resource, unsigned long long n);
+
 /* Returns whether process pid's main thread is blocked in epoll_wait, per /proc/PID/wchan;
  * where the kernel hides wchan, whether it sleeps at all (/proc/PID/stat). */
 int td_in_epoll_wait(pid_t pid);
