@@ -58,7 +58,10 @@
  * may meanwhile queue other clients' batches behind it. So the device runs one group of
  * clients' work while the engine takes, checks and queues the next group's, instead of
  * idling through every pass's host work. A withheld client counts as one with work in
- * flight (early_inflight): its disconnection settles the device first.
+ * flight (early_inflight): its disconnection settles the device first. The clients a pass
+ * posts that sleep are woken only once its own batch is queued (pd_eng_wake_retired), and a
+ * pass that finds the device idle for the second time in a row with many decoding clients
+ * queues them as two batches, so that they settle into two groups (split_point).
  */
 
 /* Names of the request fields for log lines, in enum paged_field order. */
