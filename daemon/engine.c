@@ -477,16 +477,13 @@ static int pass_has_deps(const struct pd_engine *e)
  */
 static uint32_t split_point(struct pd_engine *e, const struct pd_server *srv)
 {
-    const struct pd_backend_ops *ops = srv->backend->ops;
-    if (!srv->backend->runs_behind || e->ndef != 0 || e->split_clients == 0 || ops->room == NULL
-        || !ops->room(srv->backend) || (ops->tick != NULL && ops->tick(srv->backend))) {
-        e->idle_big = 0;
-        return e->nclients;
-    }
     uint32_t decoding = 0;
     for (uint32_t c = 0; c < e->nclients; c++)
         decoding += e->clients[c].rules.decode_taken != 0;
-    if (decoding < e->split_clients) {
+    /* The device is asked (an event query) only for a pass that could split. */
+    const struct pd_backend_ops *ops = srv->backend->ops;
+    if (e->split_clients == 0 || decoding < e->split_clients || !srv->backend->runs_behind || e->ndef != 0
+        || ops->room == NULL || !ops->room(srv->backend) || (ops->tick != NULL && ops->tick(srv->backend))) {
         e->idle_big = 0;
         return e->nclients;
     }
