@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon/alloc.h"
+#include "daemon/heap.h"
 
 /* The "no record / no holder / empty slot" index; record and holder indices stay below it. */
 #define NIL UINT32_MAX
@@ -115,7 +116,7 @@ static uint64_t mix64(uint64_t x)
 /* Allocates an empty map of capacity cap (a power of two); returns 0 or PAGED_E_NOMEM. */
 static int map_init(u64map *m, uint32_t cap)
 {
-    m->slots = malloc((size_t) cap * sizeof *m->slots);
+    m->slots = pd_malloc((size_t) cap * sizeof *m->slots);
     if (m->slots == NULL)
         return PAGED_E_NOMEM;
     for (uint32_t i = 0; i < cap; i++)
@@ -305,7 +306,7 @@ static int grow_records(void **array, size_t elem, uint32_t *cap, uint32_t live,
         want = 16;
     if (want >= NIL || want > SIZE_MAX / elem)
         return PAGED_E_NOMEM;
-    void *p = realloc(*array, (size_t) want * elem);
+    void *p = pd_realloc(*array, (size_t) want * elem);
     if (p == NULL)
         return PAGED_E_NOMEM;
     *array = p;
@@ -326,14 +327,14 @@ static int bits_reserve(pa_alloc *a)
     uint32_t h = a->holders_free != NIL ? a->holders_free : a->holders_used;
     if (h >= a->bits_cap) {
         uint32_t cap = a->holders_cap > h ? a->holders_cap : h + 1;
-        uint64_t **p = realloc(a->held_bits, (size_t) cap * sizeof *p);
+        uint64_t **p = pd_realloc(a->held_bits, (size_t) cap * sizeof *p);
         if (p == NULL)
             return PAGED_E_NOMEM;
         memset(p + a->bits_cap, 0, (size_t) (cap - a->bits_cap) * sizeof *p);
         a->held_bits = p;
         a->bits_cap = cap;
     }
-    if (a->held_bits[h] == NULL && (a->held_bits[h] = calloc(bits_words(a), sizeof (uint64_t))) == NULL)
+    if (a->held_bits[h] == NULL && (a->held_bits[h] = pd_calloc(bits_words(a), sizeof (uint64_t))) == NULL)
         return PAGED_E_NOMEM;
     return 0;
 }
@@ -552,7 +553,7 @@ pa_alloc *pa_create(uint32_t num_blocks)
 {
     if (num_blocks == 0 || num_blocks > INT32_MAX)
         return NULL;
-    pa_alloc *a = calloc(1, sizeof *a);
+    pa_alloc *a = pd_calloc(1, sizeof *a);
     if (a == NULL)
         return NULL;
     a->nblocks = num_blocks;
@@ -562,10 +563,10 @@ pa_alloc *pa_create(uint32_t num_blocks)
     while (index_cap < (size_t) num_blocks * 2)
         index_cap *= 2;
     a->index_mask = index_cap - 1;
-    a->blocks = calloc(num_blocks, sizeof *a->blocks);
-    a->free_stack = malloc((size_t) num_blocks * sizeof *a->free_stack);
-    a->scratch = calloc(num_blocks, sizeof *a->scratch);
-    a->index = malloc(index_cap * sizeof *a->index);
+    a->blocks = pd_calloc(num_blocks, sizeof *a->blocks);
+    a->free_stack = pd_malloc((size_t) num_blocks * sizeof *a->free_stack);
+    a->scratch = pd_calloc(num_blocks, sizeof *a->scratch);
+    a->index = pd_malloc(index_cap * sizeof *a->index);
     if (a->blocks == NULL || a->free_stack == NULL || a->scratch == NULL || a->index == NULL
         || map_init(&a->holder_map, 16) < 0 || map_init(&a->pair_map, 64) < 0) {
         pa_destroy(a);
@@ -967,7 +968,7 @@ static const char *check_holders(const pa_alloc *a)
 /* Cross-checks every structure of the allocator; returns a description of a problem or NULL. */
 const char *pa_check(const pa_alloc *a)
 {
-    uint8_t *mark = calloc(a->nblocks, 1);
+    uint8_t *mark = pd_calloc(a->nblocks, 1);
     if (mark == NULL)
         return "no memory for the check";
     const char *problem = check_blocks(a, mark);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "daemon/backend.h"
+#include "daemon/heap.h"
 #include "daemon/log.h"
 #include "daemon/merged.h"
 #include "daemon/workers.h"
@@ -84,7 +85,7 @@ static int cpu_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, ch
 {
     (void) b;
     uint64_t bytes = pk_cache_bytes(cache);
-    pd_pool_mem *m = calloc(1, sizeof *m);
+    pd_pool_mem *m = pd_calloc(1, sizeof *m);
     if (m == NULL) {
         *cause = strdup("out of memory");
         return PAGED_E_NOMEM;
@@ -217,26 +218,26 @@ static int cpu_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
 static int merge_reserve(struct cpu_backend *cb, size_t seqs, size_t entries)
 {
     if (seqs > cb->cap_seqs) {
-        const void **q = realloc(cb->q_seq, seqs * sizeof *q);
+        const void **q = pd_realloc(cb->q_seq, seqs * sizeof *q);
         if (q == NULL)
             return PAGED_E_NOMEM;
         cb->q_seq = q;
-        void **o = realloc(cb->out_seq, seqs * sizeof *o);
+        void **o = pd_realloc(cb->out_seq, seqs * sizeof *o);
         if (o == NULL)
             return PAGED_E_NOMEM;
         cb->out_seq = o;
-        int32_t *l = realloc(cb->lens, seqs * sizeof *l);
+        int32_t *l = pd_realloc(cb->lens, seqs * sizeof *l);
         if (l == NULL)
             return PAGED_E_NOMEM;
         cb->lens = l;
-        int32_t *ly = realloc(cb->seq_layer, seqs * sizeof *ly);
+        int32_t *ly = pd_realloc(cb->seq_layer, seqs * sizeof *ly);
         if (ly == NULL)
             return PAGED_E_NOMEM;
         cb->seq_layer = ly;
         cb->cap_seqs = seqs;
     }
     if (entries > cb->cap_tables) {
-        int32_t *t = realloc(cb->tables, entries * sizeof *t);
+        int32_t *t = pd_realloc(cb->tables, entries * sizeof *t);
         if (t == NULL)
             return PAGED_E_NOMEM;
         cb->tables = t;
@@ -289,26 +290,26 @@ static int cpu_run_merged(struct cpu_backend *cb, const struct pd_batch_op *ops,
 static int append_reserve(struct cpu_backend *cb, size_t segs, size_t tokens)
 {
     if (segs > cb->cap_segs) {
-        const void **k = realloc(cb->k_seg, segs * sizeof *k);
+        const void **k = pd_realloc(cb->k_seg, segs * sizeof *k);
         if (k == NULL)
             return PAGED_E_NOMEM;
         cb->k_seg = k;
-        const void **v = realloc(cb->v_seg, segs * sizeof *v);
+        const void **v = pd_realloc(cb->v_seg, segs * sizeof *v);
         if (v == NULL)
             return PAGED_E_NOMEM;
         cb->v_seg = v;
-        int32_t *ly = realloc(cb->seg_layer, segs * sizeof *ly);
+        int32_t *ly = pd_realloc(cb->seg_layer, segs * sizeof *ly);
         if (ly == NULL)
             return PAGED_E_NOMEM;
         cb->seg_layer = ly;
-        int32_t *p = realloc(cb->seg_indptr, (segs + 1) * sizeof *p);
+        int32_t *p = pd_realloc(cb->seg_indptr, (segs + 1) * sizeof *p);
         if (p == NULL)
             return PAGED_E_NOMEM;
         cb->seg_indptr = p;
         cb->cap_segs = segs;
     }
     if (tokens > cb->cap_slots) {
-        int32_t *s = realloc(cb->slots, tokens * sizeof *s);
+        int32_t *s = pd_realloc(cb->slots, tokens * sizeof *s);
         if (s == NULL)
             return PAGED_E_NOMEM;
         cb->slots = s;
@@ -494,8 +495,8 @@ pd_backend *pd_backend_cpu_open(unsigned threads, char **cause)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned) n : 1;
     }
-    pd_backend *b = calloc(1, sizeof *b);
-    struct cpu_backend *cb = calloc(1, sizeof *cb);
+    pd_backend *b = pd_calloc(1, sizeof *b);
+    struct cpu_backend *cb = pd_calloc(1, sizeof *cb);
     if (b == NULL || cb == NULL) {
         free(b);
         free(cb);

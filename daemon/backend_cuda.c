@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "daemon/cuda_backend.h"
+#include "daemon/heap.h"
 #include "daemon/log.h"
 #include "lib/shm.h"
 
@@ -325,7 +326,7 @@ static int cuda_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, c
         rc = check_room(cb, bytes, "pool", cause);
     if (rc < 0)
         return rc;
-    pd_pool_mem *m = calloc(1, sizeof *m);
+    pd_pool_mem *m = pd_calloc(1, sizeof *m);
     if (m == NULL)
         return fail(PAGED_E_NOMEM, cause, "out of memory");
     rc = pd_cu_mem_alloc(&cb->dev, bytes, "pool", &m->mem, cause);
@@ -381,7 +382,7 @@ static int cuda_arena_create(pd_backend *b, uint64_t size, pd_arena **out, struc
         rc = check_room(cb, size, "data arena", cause);
     if (rc < 0)
         return rc;
-    pd_arena *a = calloc(1, sizeof *a);
+    pd_arena *a = pd_calloc(1, sizeof *a);
     if (a == NULL)
         return fail(PAGED_E_NOMEM, cause, "out of memory");
     rc = pd_cu_mem_alloc(&cb->dev, size, "data arena", &a->mem, cause);
@@ -603,8 +604,8 @@ pd_backend *pd_backend_cuda_open(const char *device, char **cause)
     int ordinal = 0;
     if (resolve_device(device, count, &ordinal, cause) < 0)
         return NULL;
-    pd_backend *b = calloc(1, sizeof *b);
-    struct cuda_backend *cb = calloc(1, sizeof *cb);
+    pd_backend *b = pd_calloc(1, sizeof *b);
+    struct cuda_backend *cb = pd_calloc(1, sizeof *cb);
     if (b == NULL || cb == NULL) {
         free(b);
         free(cb);

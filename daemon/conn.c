@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/heap.h"
 #include "lib/shm.h"
 #include "lib/sock.h"
 #include "lib/wake.h"
@@ -99,7 +100,7 @@ int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds,
             c->events_unreported++;
         return PAGED_E_AGAIN;
     }
-    struct pd_outmsg *m = malloc(sizeof *m + len);
+    struct pd_outmsg *m = pd_malloc(sizeof *m + len);
     if (m == NULL)
         return PAGED_E_NOMEM;
     m->next = NULL;
@@ -199,7 +200,7 @@ void pd_channel_clamp(uint32_t *sq, uint32_t *cq, uint64_t *arena)
 int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_size,
                       struct pd_channel **out, int fds[3], char **cause)
 {
-    struct pd_channel *ch = calloc(1, sizeof *ch);
+    struct pd_channel *ch = pd_calloc(1, sizeof *ch);
     int memfd = -1, sq_notify = -1, cq_wait = -1;
     int rc;
     if (ch == NULL) {

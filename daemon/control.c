@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "daemon/heap.h"
 #include "daemon/server.h"
 #include "lib/ring.h"
 
@@ -192,30 +193,43 @@ static struct pd_pool *pool_by_name(struct pd_server *srv, const char *name)
     return NULL;
 }
 
-/* Adds an attachment of c to p and sends POOL_REPLY with the pool's memory. Returns
- * nothing; on failure c gets an error and nothing is attached. */
-static void attach_and_reply(struct pd_server *srv, struct pd_conn *c, uint32_t seq,
-                             struct pd_pool *p, int writable)
+/* Makes room in c's attachments for one more; returns 0, or -1 when memory ran out. */
+static int attach_room(struct pd_conn *c)
 {
+    if (c->natt < c->catt)
+        return 0;
+    uint32_t n = c->catt ? c->catt * 2 : 4;
+    struct pd_attach *a = pd_realloc(c->att, sizeof *a * n);
+    if (a == NULL)
+        return -1;
+    c->att = a;
+    c->catt = n;
+    return 0;
+}
+
+/* Makes room for an attachment of c to p and exports p's memory for it into *ex. Returns 0;
+ * or, when it could not, the error c was sent. */
+static int attach_prepare(struct pd_server *srv, struct pd_conn *c, uint32_t seq, struct pd_pool *p,
+                          int writable, struct pd_export *ex)
+{
+    if (attach_room(c) < 0) {
+        pd_conn_error(c, seq, PAGED_E_NOMEM, "pool '%s': out of memory for the attachment", p->name);
+        return PAGED_E_NOMEM;
+    }
     char *cause = NULL;
-    struct pd_export ex;
-    int rc = srv->backend->ops->pool_export(srv->backend, p->mem, writable, &ex, &cause);
+    int rc = srv->backend->ops->pool_export(srv->backend, p->mem, writable, ex, &cause);
     if (rc < 0) {
         pd_conn_error(c, seq, rc, "pool '%s': %s", p->name, cause != NULL ? cause : "export failed");
         free(cause);
-        return;
     }
-    if (c->natt == c->catt) {
-        uint32_t n = c->catt ? c->catt * 2 : 4;
-        struct pd_attach *a = realloc(c->att, sizeof *a * n);
-        if (a == NULL) {
-            close(ex.fd);
-            pd_conn_error(c, seq, PAGED_E_NOMEM, "out of memory");
-            return;
-        }
-        c->att = a;
-        c->catt = n;
-    }
+    return rc < 0 ? rc : 0;
+}
+
+/* Adds the attachment of c to p that attach_prepare made room for and sends POOL_REPLY with
+ * the memory exported into ex (whose descriptor it closes). Returns nothing. */
+static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq, struct pd_pool *p,
+                          int writable, struct pd_export ex)
+{
     struct pd_attach *a = &c->att[c->natt++];
     a->pool = p;
     a->view = (struct pv_pool) {
@@ -249,7 +263,7 @@ static void attach_and_reply(struct pd_server *srv, struct pd_conn *c, uint32_t 
     r.alloc_bytes = ex.alloc_bytes;
     memcpy(r.ipc_handle, ex.ipc_handle, sizeof r.ipc_handle);
     memcpy(r.device_uuid, srv->binfo.device_uuid, sizeof r.device_uuid);
-    rc = pd_conn_send(c, &r, sizeof r, &ex.fd, (int) r.num_fds, 0);
+    int rc = pd_conn_send(c, &r, sizeof r, &ex.fd, (int) r.num_fds, 0);
     if (ex.fd >= 0)
         close(ex.fd);
     pd_clog(c, PD_LOG_INFO, "attached to pool '%s' (id %u, %s)", p->name, p->id,
@@ -292,6 +306,13 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         free(cause);
         return;
     }
+    /* A pool its creator cannot be attached to is not made at all. */
+    const int writable = (m.flags & PAGED_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
+    struct pd_export ex;
+    if (attach_prepare(srv, c, m.hdr.seq, p, writable, &ex) < 0) {
+        pd_pool_free(srv->backend, p);
+        return;
+    }
     srv->next_pool_id++;
     p->next = srv->pools;
     srv->pools = p;
@@ -301,8 +322,7 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
             g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
             paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode);
     pd_server_event(srv, PAGED_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
-    int want_write = (m.flags & PAGED_ATTACH_WRITE) != 0;
-    attach_and_reply(srv, c, m.hdr.seq, p, want_write && pd_pool_may(p, c->uid, c->gid, 1));
+    attach_commit(srv, c, m.hdr.seq, p, writable, ex);
 }
 
 /* POOL_ATTACH: by name, read-only unless write was asked for and the mode allows it. */
@@ -337,8 +357,10 @@ static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void 
         pd_conn_error(c, m.hdr.seq, PAGED_E_LIMIT, "attached to too many pools");
         return;
     }
-    int want_write = (m.flags & PAGED_ATTACH_WRITE) != 0;
-    attach_and_reply(srv, c, m.hdr.seq, p, want_write && pd_pool_may(p, c->uid, c->gid, 1));
+    const int writable = (m.flags & PAGED_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
+    struct pd_export ex;
+    if (attach_prepare(srv, c, m.hdr.seq, p, writable, &ex) == 0)
+        attach_commit(srv, c, m.hdr.seq, p, writable, ex);
 }
 
 /* POOL_DETACH: by pool id. */

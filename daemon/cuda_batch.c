@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "daemon/cuda_backend.h"
+#include "daemon/heap.h"
 #include "daemon/log.h"
 
 /* Makes the device staging buffer hold at least need bytes (nothing queued reads it: the
@@ -170,7 +171,7 @@ static int reserve(void **p, size_t *cap, size_t n, size_t size)
     size_t c = *cap != 0 ? *cap : 64;
     while (c < n)
         c *= 2;
-    void *q = realloc(*p, c * size);
+    void *q = pd_realloc(*p, c * size);
     if (q == NULL)
         return PAGED_E_NOMEM;
     *p = q;
@@ -443,7 +444,7 @@ static cudaError_t upload(struct cuda_backend *cb, const unsigned char *host, si
     if (e != cudaSuccess)
         return e;
     if (len > cb->last_cap) {
-        unsigned char *p = realloc(cb->last_stage, len);
+        unsigned char *p = pd_realloc(cb->last_stage, len);
         if (p == NULL)
             return cudaSuccess;    /* the next batch uploads whatever it has */
         cb->last_stage = p;

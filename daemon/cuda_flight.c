@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "daemon/cuda_flight.h"
+#include "daemon/heap.h"
 #include "daemon/log.h"
 #include "lib/wake.h"
 
@@ -333,7 +334,7 @@ cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nw
     if (e != cudaSuccess)
         return e;
     if (nwaits > s->waits_cap) {
-        struct pd_cu_wait *w = realloc(s->waits, (size_t) nwaits * sizeof *w);
+        struct pd_cu_wait *w = pd_realloc(s->waits, (size_t) nwaits * sizeof *w);
         if (w == NULL)
             return cudaErrorMemoryAllocation;
         s->waits = w;

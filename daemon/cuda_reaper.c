@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "daemon/heap.h"
 #include "daemon/log.h"
 #include "lib/shm.h"
 
@@ -117,7 +118,7 @@ static int start(struct pd_cu_reaper *r)
 /* Queues an arena's memory for the thread; see cuda_reaper.h. */
 void pd_cu_reaper_put(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem, void *map, uint64_t map_size)
 {
-    struct pd_cu_reap *x = calloc(1, sizeof *x);
+    struct pd_cu_reap *x = pd_calloc(1, sizeof *x);
     if (x == NULL) {
         free_now(r, host, mem, map, map_size);   /* no queue entry: on this thread, then */
         return;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon/engine_impl.h"
+#include "daemon/heap.h"
 #include "lib/wake.h"
 
 /*
@@ -83,7 +84,7 @@ int pd_eng_grow(void **p, uint32_t *cap, uint32_t want, size_t size)
     uint32_t n = *cap != 0 ? *cap : 16;
     while (n < want)
         n *= 2;
-    void *q = realloc(*p, (size_t) n * size);
+    void *q = pd_realloc(*p, (size_t) n * size);
     if (q == NULL)
         return -1;
     *p = q;
@@ -94,7 +95,7 @@ int pd_eng_grow(void **p, uint32_t *cap, uint32_t want, size_t size)
 /* Reallocates *p to n elements of size bytes; returns 0, or -1 with *p as it was. */
 static int resize(void **p, uint32_t n, size_t size)
 {
-    void *q = realloc(*p, (size_t) n * size);
+    void *q = pd_realloc(*p, (size_t) n * size);
     if (q == NULL)
         return -1;
     *p = q;
@@ -124,7 +125,7 @@ static int reserve_items(struct pd_engine *e, uint32_t want)
 /* Creates the engine; returns it or NULL when out of memory. */
 struct pd_engine *pd_engine_create(void)
 {
-    struct pd_engine *e = calloc(1, sizeof *e);
+    struct pd_engine *e = pd_calloc(1, sizeof *e);
     if (e == NULL)
         return NULL;
     e->gather_share = PD_GATHER_SHARE;
@@ -205,7 +206,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
         return PAGED_OK;
     case PAGED_OP_ALLOC:
     case PAGED_OP_LOOKUP: {
-        int32_t *ids = malloc((size_t) op->count * 4 + 4);
+        int32_t *ids = pd_malloc((size_t) op->count * 4 + 4);
         if (ids == NULL)
             return PAGED_E_NOMEM;
         if (op->opcode == PAGED_OP_ALLOC) {

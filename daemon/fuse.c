@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/fuse.h"
+#include "daemon/heap.h"
 #include "daemon/validate.h"
 
 /* Returns the slot of sequence j's last position in DECODE op d (its validated table row). */
@@ -36,7 +37,7 @@ static int marks_reserve(uint8_t **marks, size_t *cap, size_t n)
 {
     if (n <= *cap)
         return 0;
-    uint8_t *p = calloc(n, 1);
+    uint8_t *p = pd_calloc(n, 1);
     if (p == NULL)
         return -1;
     free(*marks);
@@ -95,7 +96,7 @@ static void remember(struct pf_scratch *sc, const struct pv_op *d, const pk_cach
     size_t lens = d->count, cells = (size_t) d->count * d->bt_stride, n = 4 + lens + cells;
     sc->seen_len = 0;
     if (n > sc->seen_cap) {
-        int32_t *p = realloc(sc->seen, n * sizeof *p);
+        int32_t *p = pd_realloc(sc->seen, n * sizeof *p);
         if (p == NULL)
             return;
         sc->seen = p;

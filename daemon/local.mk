@@ -7,6 +7,8 @@ noinst_LTLIBRARIES += daemon/libpageddaemon.la
 daemon_libpageddaemon_la_SOURCES = \
 	daemon/alloc.h \
 	daemon/alloc.c \
+	daemon/heap.h \
+	daemon/heap.c \
 	daemon/log.h \
 	daemon/log.c \
 	daemon/settings.h \

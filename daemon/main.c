@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "daemon/settings.h"
+#include "daemon/heap.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
 #include "daemon/server.h"
@@ -290,7 +291,11 @@ int main(int argc, char **argv)
             close(null);
         }
     }
+    /* A test aid: one allocation the clients' requests cause fails (heap.h). */
+    const int armed = pd_heap_arm() != 0;
     pd_server_run(srv);
+    if (armed)
+        pd_log(PD_LOG_INFO, "%llu allocations counted (PAGEDD_FAIL_ALLOC_AT)", pd_heap_counted());
     if (cfg.pid_file[0] != '\0')
         unlink(cfg.pid_file);
     pd_server_destroy(srv);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/heap.h"
 #include "paged.h"
 
 /* Formats why and returns status. */
@@ -155,7 +156,7 @@ static void on_evict(void *ctx, int32_t block, const paged_hash *hash)
 int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd_pool_geom *g,
                    uid_t uid, gid_t gid, struct pd_pool **out, char **cause)
 {
-    struct pd_pool *p = calloc(1, sizeof *p);
+    struct pd_pool *p = pd_calloc(1, sizeof *p);
     if (p == NULL || (p->alloc = pa_create(g->num_blocks)) == NULL) {
         free(p);
         *cause = strdup("out of memory for the block allocator");

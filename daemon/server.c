@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/heap.h"
 #include "daemon/notify.h"
 #include "lib/sock.h"
 #include "lib/wake.h"
@@ -196,6 +197,19 @@ void pd_server_sweep(struct pd_server *srv)
         pd_engine_idle(srv);
 }
 
+/* Tells a connection the daemon could not take on why (an ERROR answering its HELLO, which
+ * it reads once it has sent it) and closes it; returns nothing. */
+static void refuse_unaccepted(int fd, int status, const char *why)
+{
+    struct paged_msg_error e;
+    memset(&e, 0, sizeof e);
+    e.hdr = (struct paged_msg_hdr) { .type = PAGED_MSG_ERROR, .seq = 0, .status = status, .len = sizeof e };
+    snprintf(e.message, sizeof e.message, "%s", why);
+    if (send(fd, &e, sizeof e, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t) sizeof e)
+        pd_log(PD_LOG_DEBUG, "a refused connection was not told why: %s", strerror(errno));
+    close(fd);
+}
+
 /* Accepts every pending connection; returns nothing. */
 static void on_accept(struct pd_server *srv)
 {
@@ -219,9 +233,10 @@ static void on_accept(struct pd_server *srv)
             close(fd);
             continue;
         }
-        struct pd_conn *c = calloc(1, sizeof *c);
+        struct pd_conn *c = pd_calloc(1, sizeof *c);
         if (c == NULL) {
-            close(fd);
+            pd_log(PD_LOG_WARNING, "out of memory for a new connection: refusing it");
+            refuse_unaccepted(fd, PAGED_E_NOMEM, "pagedd is out of memory for a new connection");
             continue;
         }
         c->fd = fd;
@@ -542,7 +557,7 @@ static long usable_cpus(void)
 struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *reload_fn,
                                    void *reload_ctx, char **cause)
 {
-    struct pd_server *srv = calloc(1, sizeof *srv);
+    struct pd_server *srv = pd_calloc(1, sizeof *srv);
     if (srv == NULL) {
         *cause = strdup("out of memory");
         return NULL;

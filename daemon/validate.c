@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/heap.h"
 #include "paged.h"
 
 /* Records an error and returns its status. */
@@ -106,7 +107,7 @@ static size_t rnd(size_t n)
 /* Allocates op->mem of bytes; returns PAGED_OK or PAGED_E_NOMEM (with err). */
 static int op_alloc(struct pv_op *op, size_t bytes, struct carve *c, struct pv_error *err)
 {
-    op->mem = malloc(bytes ? bytes : 1);
+    op->mem = pd_malloc(bytes ? bytes : 1);
     if (op->mem == NULL)
         return fail(err, PAGED_E_NOMEM, PAGED_FIELD_NONE, 0);
     c->base = op->mem;
@@ -177,7 +178,7 @@ static int find_duplicate(const int32_t *a, uint32_t n, uint32_t *where)
 {
     if (n < 2)
         return 0;
-    struct tagged *t = malloc(sizeof *t * n);
+    struct tagged *t = pd_malloc(sizeof *t * n);
     if (t == NULL)
         return PAGED_E_NOMEM;
     for (uint32_t i = 0; i < n; i++)

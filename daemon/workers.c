@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/heap.h"
+
 /*
  * One job at a time: the engine publishes it under the mutex with a new generation number,
  * workers take a snapshot of it under the mutex and claim chunks from a 64-bit word whose
@@ -101,8 +103,8 @@ pd_workers *pd_workers_create(unsigned n, char **cause)
 {
     if (n == 0)
         n = 1;
-    pd_workers *w = calloc(1, sizeof *w);
-    if (w == NULL || (w->threads = calloc(n, sizeof *w->threads)) == NULL) {
+    pd_workers *w = pd_calloc(1, sizeof *w);
+    if (w == NULL || (w->threads = pd_calloc(n, sizeof *w->threads)) == NULL) {
         free(w);
         if (asprintf(cause, "out of memory for %u worker threads", n) < 0)
             *cause = NULL;

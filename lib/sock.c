@@ -182,6 +182,17 @@ ssize_t psock_recv(int sock, void *buf, size_t size, int *fds, int maxfds, int *
     do
         n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
+    /* A peer that closed with our last message unread leaves ECONNRESET, which recvmsg
+     * reports (and clears) before what the peer sent earlier, still queued: its last words,
+     * such as the reason it refused us. */
+    if (n < 0 && errno == ECONNRESET) {
+        mh.msg_controllen = sizeof ctl.buf;
+        do
+            n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return PAGED_E_DISCONNECTED;
+    }
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return PAGED_E_AGAIN;

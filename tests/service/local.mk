@@ -38,8 +38,10 @@ if HAVE_CUDA
 SVC_CLIENT_CPPFLAGS += $(CUDA_CPPFLAGS)
 SVC_CLIENT_LIBS += $(CUDA_LIBS)
 endif
-check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t
-TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t
+check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t \
+	tests/service/allocfail-t
+TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t \
+	tests/service/allocfail-t
 
 # The same two with the cpu backend's deferred batches done only 2 ms after they ran, as on a
 # GPU (PAGEDD_CPU_DONE_US): burst E's ring order then depends on the engine withholding the
@@ -66,6 +68,12 @@ tests_service_shutdown_t_SOURCES = tests/service/shutdown-t.c $(SVC_CLIENT_SOURC
 tests_service_shutdown_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_shutdown_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_shutdown_t_DEPENDENCIES = daemon/pagedd
+
+# Each heap allocation pagedd makes for its clients fails in turn (PAGEDD_FAIL_ALLOC_AT).
+tests_service_allocfail_t_SOURCES = tests/service/allocfail-t.c
+tests_service_allocfail_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_allocfail_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+EXTRA_tests_service_allocfail_t_DEPENDENCIES = daemon/pagedd
 
 # DECODEs of several client processes merged into one launch.
 tests_service_merge_t_SOURCES = tests/service/merge-t.c $(SVC_CLIENT_SOURCES) \

@@ -1,0 +1,451 @@
+/* allocfail-t.c: each allocation pagedd makes for its clients fails in turn; each costs one request, named, and nothing else. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+#include "paged.h"
+#include "lib/proto.h"
+#include "tests/service/rawclient.h"
+#include "tests/service/spawn.h"
+#include "tests/tap/basic.h"
+
+/*
+ * A sweep in the manner of an out-of-memory test: pagedd (cpu backend) is started with
+ * PAGEDD_FAIL_ALLOC_AT=n (daemon/heap.h) for n = 1, 2, ... in turn, so that the n-th heap
+ * allocation it makes once serving fails as if memory had run out. Each time, a control
+ * connection makes a pool and two client processes go through a worker's life on it:
+ * connect, attach, ALLOC, APPEND, DECODE and PREFILL (outputs against the CPU reference),
+ * FORK and FREE, COPY (the copy read back), PUBLISH and LOOKUP (the blocks found), FREE,
+ * detach. A call that fails must fail with PAGED_E_NOMEM and a message, and the same call
+ * made again must then succeed (the failure is planted once); nothing else may fail, every
+ * output must match, every block must come back to the pool, and pagedd must exit 0 on
+ * SIGTERM. A first run with no failure counts the allocations (the daemon logs the count);
+ * the sweep goes on until a run in which the planted failure no longer fires.
+ */
+
+#define L 2u
+#define H 2u
+#define QH 4u
+#define D 64u
+#define B 16u
+#define N 32u
+#define TOK 40u               /* tokens appended: blocks of 16, 16 and 8 */
+#define QO 8u                 /* PREFILL's query tokens: the last 8 */
+#define WORKERS 2
+#define SWEEP_MAX 600         /* the most runs a sweep may take */
+#define TOL 1e-4
+
+static const char *pool_name = "allocfail";
+static struct td_daemon daemon_;
+static uint64_t seed;
+
+/* A worker's report to the parent. */
+struct report {
+    int steps;                /* steps done */
+    int nomem;                /* calls that failed with PAGED_E_NOMEM (and were made again) */
+    int failed;               /* a step failed otherwise: why says how */
+    char why[600];
+    char nomem_msg[300];      /* the message the PAGED_E_NOMEM came with */
+};
+
+/* The steps of a worker's life, in order. */
+enum step {
+    S_CONNECT, S_ATTACH, S_ALLOC, S_ALLOC_COPY, S_APPEND, S_DECODE, S_PREFILL, S_FORK, S_UNFORK,
+    S_COPY, S_PUBLISH, S_LOOKUP, S_FREE_FOUND, S_FREE, S_FREE_COPY, S_DETACH, S_COUNT
+};
+
+static const char *const step_names[S_COUNT] = {
+    "connect", "attach", "ALLOC", "ALLOC (copy target)", "APPEND", "DECODE", "PREFILL", "FORK", "FREE (forked)",
+    "COPY", "PUBLISH", "LOOKUP", "FREE (found)", "FREE", "FREE (copy target)", "detach",
+};
+
+/* One worker's state: its connection, pool and the data it wrote. */
+struct worker {
+    int who;
+    paged_client *c;
+    paged_pool *p;
+    pk_cache cache;
+    int32_t ids[3], copy_id, found[2], tokens[TOK], slots[TOK], lens[1], indptr[2];
+    float k[L * TOK * H * D], v[L * TOK * H * D];
+    float q[L][QO * QH * D], out[QO * QH * D], ref[QO * QH * D];
+    char errbuf[256];
+    char why[200];            /* a step's own finding (an output that differs) */
+};
+
+/* Returns whether n outputs lie within the tolerance of the reference. */
+static int matches(const float *got, const float *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double) got[i] - (double) want[i]) <= TOL + TOL * fabs((double) want[i])))
+            return 0;
+    return 1;
+}
+
+/* The reference's view of the cache: the pool's memory as the worker mapped it. */
+static pk_decode_args decode_ref_args(struct worker *w, int32_t layer)
+{
+    return (pk_decode_args) { .cache = w->cache, .layer = layer, .num_seqs = 1, .num_q_heads = QH,
+                              .q_dtype = PAGED_DTYPE_F32, .q = w->q[layer], .out = w->ref,
+                              .block_tables = w->ids, .bt_stride = 3, .seq_lens = w->lens,
+                              .opts = { .sm_scale = 1.0f / sqrtf((float) D) } };
+}
+
+/* DECODE (prefill 0) or PREFILL of every layer, each output checked; returns the status. */
+static int attend(struct worker *w, int prefill)
+{
+    for (uint32_t l = 0; l < L; l++) {
+        paged_attn_args a = { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q = w->q[l],
+                              .out = w->out, .block_tables = w->ids, .bt_stride = 3, .seq_lens = w->lens,
+                              .qo_indptr = prefill ? w->indptr : NULL };
+        int rc = prefill ? paged_prefill(w->p, (int32_t) l, &a) : paged_decode(w->p, (int32_t) l, &a);
+        if (rc != PAGED_OK)
+            return rc;
+        pk_decode_args ra = decode_ref_args(w, (int32_t) l);
+        int rrc;
+        if (prefill) {
+            pk_prefill_args pa = { .cache = w->cache, .layer = (int32_t) l, .num_seqs = 1, .num_q_heads = QH,
+                                   .q_dtype = PAGED_DTYPE_F32, .causal = 1, .total_q = QO, .max_qo_len = QO,
+                                   .q = w->q[l], .out = w->ref, .qo_indptr = w->indptr, .block_tables = w->ids,
+                                   .bt_stride = 3, .seq_lens = w->lens, .opts = ra.opts };
+            rrc = pk_ref_prefill(&pa);
+        } else {
+            rrc = pk_ref_decode(&ra);
+        }
+        size_t n = (prefill ? QO : 1u) * QH * D;
+        if (rrc != 0 || !matches(w->out, w->ref, n)) {
+            snprintf(w->why, sizeof w->why, "layer %u's output differs from the reference", l);
+            return PAGED_E_INVAL;
+        }
+    }
+    return PAGED_OK;
+}
+
+/* Returns whether the copy target holds what block ids[0] holds, in every layer and head. */
+static int copy_matches(const struct worker *w)
+{
+    const float *pool = w->cache.base;
+    for (uint32_t l = 0; l < L; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (uint32_t h = 0; h < H; h++) {
+                size_t src = pk_cache_index(&w->cache, (int32_t) l, kv, w->ids[0], (int32_t) h, 0);
+                size_t dst = pk_cache_index(&w->cache, (int32_t) l, kv, w->copy_id, (int32_t) h, 0);
+                if (memcmp(pool + src, pool + dst, (size_t) B * D * sizeof(float)) != 0)
+                    return 0;
+            }
+    return 1;
+}
+
+/* Runs step s once; returns PAGED_OK, a paged_error, or PAGED_E_INVAL with w->why set when the
+ * call succeeded but what it gave back is wrong. */
+static int run_step(struct worker *w, enum step s, const char *socket)
+{
+    int rc;
+    switch (s) {
+    case S_CONNECT: {
+        paged_connect_opts o = { .socket_path = socket, .name = "allocfail-t", .spin_us = -1 };
+        return paged_client_connect_err(&o, &w->c, w->errbuf, sizeof w->errbuf);
+    }
+    case S_ATTACH: {
+        void *base = NULL;
+        rc = paged_pool_attach(w->c, pool_name, &w->p);
+        if (rc == PAGED_OK && (rc = paged_pool_map(w->p, &base)) == PAGED_OK)
+            w->cache = (pk_cache) { .base = base, .num_layers = L, .num_blocks = N, .num_kv_heads = H,
+                                    .head_dim = D, .block_size = B, .dtype = PAGED_DTYPE_F32,
+                                    .k_scale = 1.0f, .v_scale = 1.0f };
+        return rc;
+    }
+    case S_ALLOC:
+        return paged_alloc(w->p, 3, w->ids);
+    case S_ALLOC_COPY:
+        return paged_alloc(w->p, 1, &w->copy_id);
+    case S_APPEND:
+        for (uint32_t t = 0; t < TOK; t++)
+            w->slots[t] = w->ids[t / B] * (int32_t) B + (int32_t) (t % B);
+        return paged_append(w->p, PAGED_ALL_LAYERS, TOK, PAGED_DTYPE_F32, w->k, w->v, w->slots);
+    case S_DECODE:
+        return attend(w, 0);
+    case S_PREFILL:
+        return attend(w, 1);
+    case S_FORK:
+        return paged_fork(w->p, 3, w->ids);
+    case S_UNFORK:
+        return paged_free(w->p, 3, w->ids);
+    case S_COPY:
+        rc = paged_copy(w->p, 1, &w->ids[0], &w->copy_id);
+        if (rc == PAGED_OK && !copy_matches(w)) {
+            snprintf(w->why, sizeof w->why, "the copy does not hold the source block");
+            return PAGED_E_INVAL;
+        }
+        return rc;
+    case S_PUBLISH:
+        rc = paged_publish(w->p, NULL, (uint64_t) w->who + 1, 2, w->tokens, w->ids);
+        return rc < 0 ? rc : PAGED_OK;
+    case S_LOOKUP:
+        rc = paged_lookup(w->p, NULL, (uint64_t) w->who + 1, 2, w->tokens, w->found);
+        if (rc >= 0 && (rc != 2 || w->found[0] != w->ids[0] || w->found[1] != w->ids[1])) {
+            snprintf(w->why, sizeof w->why, "LOOKUP found %d blocks (%d, %d) where it published %d and %d", rc,
+                     w->found[0], w->found[1], w->ids[0], w->ids[1]);
+            return PAGED_E_INVAL;
+        }
+        return rc < 0 ? rc : PAGED_OK;
+    case S_FREE_FOUND:
+        return paged_free(w->p, 2, w->found);
+    case S_FREE:
+        return paged_free(w->p, 3, w->ids);
+    case S_FREE_COPY:
+        return paged_free(w->p, 1, &w->copy_id);
+    case S_DETACH:
+        rc = paged_pool_detach(w->p);
+        if (rc == PAGED_OK)
+            w->p = NULL;
+        return rc;
+    case S_COUNT:
+        break;
+    }
+    return PAGED_E_INVAL;
+}
+
+/* Returns the message that came with a failed step: the connect's, or the client's. */
+static const char *step_message(const struct worker *w, enum step s)
+{
+    if (s == S_CONNECT)
+        return w->errbuf;
+    const char *m = w->c != NULL ? paged_client_error(w->c) : NULL;
+    return m != NULL ? m : "";
+}
+
+/* A worker's life (see the top of this file); fills *r. */
+static void worker_run(int who, const char *socket, struct report *r)
+{
+    static struct worker w;
+    memset(&w, 0, sizeof w);
+    w.who = who;
+    tap_rng rng;
+    tap_rng_seed(&rng, seed + 1 + (uint64_t) who);
+    tap_rng_fill_uniform(&rng, w.k, L * TOK * H * D, -1.0, 1.0);
+    tap_rng_fill_uniform(&rng, w.v, L * TOK * H * D, -1.0, 1.0);
+    for (uint32_t l = 0; l < L; l++)
+        tap_rng_fill_uniform(&rng, w.q[l], QO * QH * D, -1.0, 1.0);
+    for (uint32_t t = 0; t < TOK; t++)
+        w.tokens[t] = (int32_t) tap_rng_below(&rng, 50000);
+    w.lens[0] = (int32_t) TOK;
+    w.indptr[1] = (int32_t) QO;
+    for (int s = 0; s < S_COUNT && !r->failed; s++) {
+        w.why[0] = '\0';
+        int rc = run_step(&w, (enum step) s, socket);
+        if (rc == PAGED_E_NOMEM && r->nomem == 0) {
+            const char *m = step_message(&w, (enum step) s);
+            r->nomem++;
+            snprintf(r->nomem_msg, sizeof r->nomem_msg, "%s: %s", step_names[s], m);
+            if (m[0] == '\0') {
+                r->failed = 1;
+                snprintf(r->why, sizeof r->why, "%s failed with PAGED_E_NOMEM and no message", step_names[s]);
+                break;
+            }
+            rc = run_step(&w, (enum step) s, socket);
+        }
+        if (rc != PAGED_OK) {
+            r->failed = 1;
+            snprintf(r->why, sizeof r->why, "%s: %s (%s)", step_names[s], paged_strerror(rc),
+                     w.why[0] != '\0' ? w.why : step_message(&w, (enum step) s));
+            break;
+        }
+        r->steps++;
+    }
+    if (w.p != NULL)
+        paged_pool_detach(w.p);
+    paged_client_close(w.c);
+}
+
+/* Forks the workers; each writes its report to its pipe. Stores their pids and the read
+ * ends in pids and fds; returns nothing. */
+static void spawn_workers(pid_t *pids, int *fds)
+{
+    for (int i = 0; i < WORKERS; i++) {
+        int p[2];
+        if (pipe(p) != 0)
+            sysbail("pipe");
+        pids[i] = bfork();
+        if (pids[i] == 0) {
+            td_forget_all();
+            close(p[0]);
+            alarm(60);        /* a worker stuck in the daemon ends, and its report is missing */
+            struct report r;
+            memset(&r, 0, sizeof r);
+            worker_run(i, daemon_.socket, &r);
+            _exit(write(p[1], &r, sizeof r) == (ssize_t) sizeof r ? 0 : 1);
+        }
+        close(p[1]);
+        fds[i] = p[0];
+    }
+}
+
+/* Reads a worker's report (blocking: the worker ends within its alarm) and reaps it; returns
+ * 1 when the report came and the worker exited 0. */
+static int collect(pid_t pid, int fd, struct report *r)
+{
+    ssize_t got = read(fd, r, sizeof *r);
+    close(fd);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return got == (ssize_t) sizeof *r && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* Whether a pool item shows every block back: none referenced. */
+static int all_back(const struct paged_pool_item *it, uint32_t want)
+{
+    (void) want;
+    return it->referenced == 0 && it->attached == 1;
+}
+
+/* What one run found. */
+struct outcome {
+    int fired;                /* the planted failure happened */
+    int good;                 /* everything held */
+    unsigned long long counted; /* allocations the daemon counted */
+    char what[2000];
+    char logged[1600];        /* the daemon's log from the planted failure on */
+};
+
+/* Reads from the daemon's log how many allocations it counted, and the line of the planted
+ * failure with the two after it (what the daemon did about it); fills o. */
+static void read_log(struct outcome *o)
+{
+    FILE *f = fopen(daemon_.log, "r");
+    char line[512];
+    int after = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        const char *c = strstr(line, " allocations counted");
+        if (c != NULL)
+            for (const char *s = c; s > line && s[-1] >= '0' && s[-1] <= '9'; s--)
+                o->counted = strtoull(s - 1, NULL, 10);
+        if (strstr(line, "fails on purpose") != NULL)
+            after = 0;
+        if (after >= 0 && after < 3) {
+            size_t at = strlen(o->logged);
+            snprintf(o->logged + at, sizeof o->logged - at, "%s%s", after != 0 ? " | " : "", line);
+            after++;
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+}
+
+/* Starts pagedd with allocation n failing (0: none), makes the pool, runs the workers and
+ * checks everything; fills *o. */
+static void one_run(unsigned long long n, struct outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    char v[32];
+    snprintf(v, sizeof v, "%llu", n != 0 ? n : 1000000000ull);
+    setenv("PAGEDD_FAIL_ALLOC_AT", v, 1);
+    const char *extra[] = { "--threads", "2", NULL };
+    int st = 0;
+    if (td_start(&daemon_, extra, &st) != 0)
+        bail("pagedd did not start (status %d)", st);
+    unsetenv("PAGEDD_FAIL_ALLOC_AT");
+    struct rc_client ctl;
+    char pool_note[300] = "";
+    int rc = rc_connect(daemon_.socket, "allocfail-ctl", PAGED_HELLO_CONTROL, &ctl);
+    if (rc == PAGED_E_NOMEM) {
+        snprintf(pool_note, sizeof pool_note, "control connect: %s; ", ctl.errmsg);
+        rc = ctl.errmsg[0] != '\0' ? rc_connect(daemon_.socket, "allocfail-ctl", PAGED_HELLO_CONTROL, &ctl) : rc;
+    }
+    if (rc == 0) {
+        for (int attempt = 0; attempt < 2; attempt++) {
+            rc = rc_pool_create(&ctl, pool_name, L, H, D, B, PAGED_DTYPE_F32, N, 0600, 0, NULL, NULL);
+            if (rc != PAGED_E_NOMEM || ctl.errmsg[0] == '\0')
+                break;
+            snprintf(pool_note, sizeof pool_note, "pool create: %s; ", ctl.errmsg);
+        }
+    }
+    if (rc != 0) {
+        snprintf(o->what, sizeof o->what, "the control connection or the pool failed: %s (%s)", paged_strerror(rc),
+                 ctl.errmsg);
+        td_stop(&daemon_);
+        read_log(o);
+        td_cleanup(&daemon_);
+        return;
+    }
+    pid_t pids[WORKERS];
+    int fds[WORKERS];
+    spawn_workers(pids, fds);
+    struct report r[WORKERS];
+    int reported = 1, failed = 0, nomem = 0;
+    char notes[1400] = "";
+    for (int i = 0; i < WORKERS; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        reported &= collect(pids[i], fds[i], &r[i]);
+        failed |= r[i].failed;
+        nomem += r[i].nomem;
+    }
+    for (int i = 0; i < WORKERS; i++) {
+        size_t at = strlen(notes);
+        if (r[i].failed)
+            snprintf(notes + at, sizeof notes - at, "worker %d failed at %s; ", i, r[i].why);
+        else if (r[i].nomem)
+            snprintf(notes + at, sizeof notes - at, "worker %d: %s; ", i, r[i].nomem_msg);
+    }
+    struct paged_pool_item it;
+    memset(&it, 0, sizeof it);
+    int back = rc_pool_item_until(&ctl, pool_name, all_back, 0, 5000, &it) == 0 && it.free + it.cached == N;
+    struct paged_msg_stats_reply stats;
+    int alive = rc_stats(&ctl, &stats) == 0;
+    rc_close(&ctl);
+    st = td_stop(&daemon_);
+    int exited = st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    o->fired = td_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_ALLOC_AT)");
+    read_log(o);
+    td_cleanup(&daemon_);
+    o->good = reported && !failed && back && alive && exited;
+    snprintf(o->what, sizeof o->what, "%s%s%s%s%s%s", pool_note, notes, reported ? "" : "a worker did not report; ",
+             back ? "" : "blocks not all back; ", alive ? "" : "the daemon did not answer; ",
+             exited ? "" : "pagedd did not exit 0");
+    (void) nomem;
+}
+
+/* Counts the allocations of a run, then sweeps them; returns 0. */
+int main(void)
+{
+    if (getenv("PAGED_DAEMON_WRAPPER") != NULL)
+        skip_all("a sweep of hundreds of daemon runs is too slow under $PAGED_DAEMON_WRAPPER");
+    const char *backend = getenv("PAGED_TEST_BACKEND");
+    if (backend != NULL && strcmp(backend, "cpu") != 0)
+        skip_all("the workers read the pool's memory on the host (cpu backend only)");
+    plan_lazy();
+    seed = tap_seed();
+    struct outcome o;
+    one_run(0, &o);
+    ok(o.good && !o.fired && o.counted > 0, "with no failure planted every step succeeds (%llu allocations; %s)",
+       o.counted, o.what);
+    const unsigned long long counted = o.counted;
+    unsigned long long n = 1, fired = 0, bad = 0;
+    for (; n <= SWEEP_MAX; n++) {
+        one_run(n, &o);
+        if (!o.fired && n > counted)
+            break;
+        fired += o.fired;
+        if (!o.good) {
+            bad++;
+            diag("allocation %llu went wrong: %s [log: %s]", n, o.what, o.logged);
+        } else if (o.what[0] != '\0') {
+            diag("allocation %llu: %s", n, o.what);
+        }
+    }
+    ok(bad == 0, "each of allocations 1 to %llu failing in turn (%llu fired) cost at most one call, PAGED_E_NOMEM "
+       "with a message, made again with success; outputs matched, every block came back, pagedd exited 0 (%llu runs "
+       "went wrong)", n - 1, fired, bad);
+    ok(n <= SWEEP_MAX, "the sweep ended: allocation %llu was never made", n);
+    return 0;
+}
