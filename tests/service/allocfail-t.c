@@ -407,6 +407,8 @@ static void one_run(unsigned long long n, struct outcome *o)
     int exited = st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     o->fired = td_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_ALLOC_AT)");
     read_log(o);
+    if (n == 0)
+        td_check_late_done(&daemon_, 1);   /* allocfail-late-t.sh */
     td_cleanup(&daemon_);
     o->good = reported && !failed && back && alive && exited;
     snprintf(o->what, sizeof o->what, "%s%s%s%s%s%s", pool_note, notes, reported ? "" : "a worker did not report; ",

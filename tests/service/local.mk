@@ -46,8 +46,10 @@ TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/s
 # The same two with the cpu backend's deferred batches done only 2 ms after they ran, as on a
 # GPU (PAGEDD_CPU_DONE_US): burst E's ring order then depends on the engine withholding the
 # completions of a client whose batch is still "running".
-TESTS += tests/service/merge-late-t.sh tests/service/fused-late-t.sh tests/service/fused-split-t.sh tests/service/shutdown-late-t.sh
-EXTRA_DIST += tests/service/merge-late-t.sh tests/service/fused-late-t.sh tests/service/fused-split-t.sh tests/service/shutdown-late-t.sh
+TESTS += tests/service/merge-late-t.sh tests/service/fused-late-t.sh tests/service/fused-split-t.sh tests/service/shutdown-late-t.sh \
+	tests/service/allocfail-late-t.sh
+EXTRA_DIST += tests/service/merge-late-t.sh tests/service/fused-late-t.sh tests/service/fused-split-t.sh tests/service/shutdown-late-t.sh \
+	tests/service/allocfail-late-t.sh
 
 # merge-t and fused-t with every launch of several requests refused (PAGEDD_REFUSE_MERGED): the
 # backends' fallback that runs such a launch's requests one by one.
