@@ -61,13 +61,14 @@ if step cuda-prefill-mma-build make -j"$jobs" tests/kernels/cuda-prefill-t; then
     grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-prefill-mma.log" | sed "s|^|prefill-mma: |" | tee -a "$summary"
 fi
 # The libpaged multi-client service tests again with the daemon on the GPU (make check runs
-# them on the cpu backend): merged launches, device-side dependencies, fused APPENDs, split passes.
+# them on the cpu backend): merged launches, device-side dependencies, fused APPENDs, split passes,
+# and every heap allocation of the daemon's failing in turn (allocfail-t: the cuda backend's own).
 if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/dep-t tests/service/fused-t \
-        tests/service/shutdown-t tests/service/cuda-reap-t; then
+        tests/service/shutdown-t tests/service/cuda-reap-t tests/service/allocfail-t; then
     # Alone: it fills the GPU's memory (make check builds it but does not run it).
     step cuda-reap-t env top_builddir=. tests/service/cuda-reap-t
     grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/cuda-reap-t.log" | sed "s|^|cuda-reap-t: |" | tee -a "$summary"
-    for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh fused-split-t.sh shutdown-t; do
+    for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh fused-split-t.sh shutdown-t allocfail-t; do
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
     done

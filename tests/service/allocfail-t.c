@@ -12,6 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "kernels/kernels.h"
 #include "paged.h"
 #include "lib/proto.h"
@@ -20,12 +24,13 @@
 #include "tests/tap/basic.h"
 
 /*
- * A sweep in the manner of an out-of-memory test: pagedd (cpu backend) is started with
+ * A sweep in the manner of an out-of-memory test: pagedd (the cpu backend, or the cuda one
+ * with PAGED_TEST_BACKEND=cuda, where the workers' tensors live on the device) is started with
  * PAGEDD_FAIL_ALLOC_AT=n (daemon/heap.h) for n = 1, 2, ... in turn, so that the n-th heap
  * allocation it makes once serving fails as if memory had run out. Each time, a control
  * connection makes a pool and two client processes go through a worker's life on it:
  * connect, attach, ALLOC, APPEND, DECODE and PREFILL (outputs against the CPU reference),
- * FORK and FREE, COPY (the copy read back), PUBLISH and LOOKUP (the blocks found), FREE,
+ * FORK and FREE, COPY (a DECODE over the copy), PUBLISH and LOOKUP (the blocks found), FREE,
  * detach. A call that fails must fail with PAGED_E_NOMEM and a message, and the same call
  * made again must then succeed (the failure is planted once); nothing else may fail, every
  * output must match, every block must come back to the pool, and pagedd must exit 0 on
@@ -48,6 +53,7 @@
 static const char *pool_name = "allocfail";
 static struct td_daemon daemon_;
 static uint64_t seed;
+static int use_cuda;          /* PAGED_TEST_BACKEND=cuda */
 
 /* A worker's report to the parent. */
 struct report {
@@ -69,15 +75,20 @@ static const char *const step_names[S_COUNT] = {
     "COPY", "PUBLISH", "LOOKUP", "FREE (found)", "FREE", "FREE (copy target)", "detach",
 };
 
-/* One worker's state: its connection, pool and the data it wrote. */
+/* One worker's state: its connection, pool, the data it wrote and a shadow of the pool. */
 struct worker {
     int who;
     paged_client *c;
     paged_pool *p;
-    pk_cache cache;
     int32_t ids[3], copy_id, found[2], tokens[TOK], slots[TOK], lens[1], indptr[2];
     float k[L * TOK * H * D], v[L * TOK * H * D];
     float q[L][QO * QH * D], out[QO * QH * D], ref[QO * QH * D];
+    /* What the pool's blocks should hold, written where APPEND writes, for the reference. */
+    float shadow[L * 2 * N * H * B * D];
+    pk_cache cache;
+    /* On the cuda backend the tensors the requests name live on the device (device copies of
+     * k, v, q, and the output); on the cpu backend these are the host arrays. */
+    void *dk, *dv, *dq, *dout;
     char errbuf[256];
     char why[200];            /* a step's own finding (an output that differs) */
 };
@@ -91,58 +102,111 @@ static int matches(const float *got, const float *want, size_t n)
     return 1;
 }
 
-/* The reference's view of the cache: the pool's memory as the worker mapped it. */
-static pk_decode_args decode_ref_args(struct worker *w, int32_t layer)
+/* Copies n bytes from host src to the device (or host) tensor dst; returns 0 or -1. */
+static int put(void *dst, const void *src, size_t n)
 {
-    return (pk_decode_args) { .cache = w->cache, .layer = layer, .num_seqs = 1, .num_q_heads = QH,
-                              .q_dtype = PAGED_DTYPE_F32, .q = w->q[layer], .out = w->ref,
-                              .block_tables = w->ids, .bt_stride = 3, .seq_lens = w->lens,
-                              .opts = { .sm_scale = 1.0f / sqrtf((float) D) } };
+#ifdef HAVE_CUDA
+    if (use_cuda)
+        return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+#endif
+    memcpy(dst, src, n);
+    return 0;
 }
 
-/* DECODE (prefill 0) or PREFILL of every layer, each output checked; returns the status. */
-static int attend(struct worker *w, int prefill)
+/* Copies n bytes of the device (or host) tensor src to host dst; returns 0 or -1. */
+static int get(void *dst, const void *src, size_t n)
 {
+#ifdef HAVE_CUDA
+    if (use_cuda)
+        return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+#endif
+    memcpy(dst, src, n);
+    return 0;
+}
+
+/* Gives the worker its request tensors: device copies on cuda, the host arrays on cpu.
+ * Returns 0 or -1. */
+static int tensors(struct worker *w)
+{
+    if (!use_cuda) {
+        w->dk = w->k;
+        w->dv = w->v;
+        w->dq = w->q;
+        w->dout = w->out;
+        return 0;
+    }
+#ifdef HAVE_CUDA
+    if (cudaMalloc(&w->dk, sizeof w->k) != cudaSuccess || cudaMalloc(&w->dv, sizeof w->v) != cudaSuccess
+        || cudaMalloc(&w->dq, sizeof w->q) != cudaSuccess || cudaMalloc(&w->dout, sizeof w->out) != cudaSuccess)
+        return -1;
+    return put(w->dk, w->k, sizeof w->k) | put(w->dv, w->v, sizeof w->v) | put(w->dq, w->q, sizeof w->q);
+#else
+    return -1;
+#endif
+}
+
+/* Writes what an APPEND of the worker's keys and values wrote into the shadow; returns nothing. */
+static void shadow_append(struct worker *w)
+{
+    float *sh = w->shadow;
+    for (uint32_t l = 0; l < L; l++)
+        for (uint32_t t = 0; t < TOK; t++)
+            for (uint32_t h = 0; h < H; h++) {
+                int32_t b = w->slots[t] / (int32_t) B, o = w->slots[t] % (int32_t) B;
+                size_t src = (((size_t) l * TOK + t) * H + h) * D;
+                memcpy(sh + pk_cache_index(&w->cache, (int32_t) l, 0, b, (int32_t) h, o), w->k + src, D * sizeof *sh);
+                memcpy(sh + pk_cache_index(&w->cache, (int32_t) l, 1, b, (int32_t) h, o), w->v + src, D * sizeof *sh);
+            }
+}
+
+/* Copies block src's keys and values over block dst's in the shadow, as COPY does. */
+static void shadow_copy(struct worker *w, int32_t src, int32_t dst)
+{
+    for (uint32_t l = 0; l < L; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (uint32_t h = 0; h < H; h++)
+                memcpy(w->shadow + pk_cache_index(&w->cache, (int32_t) l, kv, dst, (int32_t) h, 0),
+                       w->shadow + pk_cache_index(&w->cache, (int32_t) l, kv, src, (int32_t) h, 0),
+                       (size_t) B * D * sizeof(float));
+}
+
+/*
+ * DECODE (qo 0) or PREFILL of qo query tokens, one sequence of len tokens over nb blocks of
+ * table, in every layer, each output checked against the reference over the shadow. Returns
+ * the status, PAGED_E_INVAL with w->why where an output differs.
+ */
+static int attend(struct worker *w, const int32_t *table, int32_t nb, int32_t len, uint32_t qo)
+{
+    const int32_t lens[1] = { len }, indptr[2] = { 0, (int32_t) qo };
+    const size_t n = (qo != 0 ? qo : 1u) * QH * D;
+    const pk_attn_opts opts = { .sm_scale = 1.0f / sqrtf((float) D) };
     for (uint32_t l = 0; l < L; l++) {
-        paged_attn_args a = { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q = w->q[l],
-                              .out = w->out, .block_tables = w->ids, .bt_stride = 3, .seq_lens = w->lens,
-                              .qo_indptr = prefill ? w->indptr : NULL };
-        int rc = prefill ? paged_prefill(w->p, (int32_t) l, &a) : paged_decode(w->p, (int32_t) l, &a);
+        paged_attn_args a = { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
+                              .q = (const float *) w->dq + (size_t) l * QO * QH * D, .out = w->dout,
+                              .block_tables = table, .bt_stride = (uint32_t) nb, .seq_lens = lens,
+                              .qo_indptr = qo != 0 ? indptr : NULL };
+        int rc = qo != 0 ? paged_prefill(w->p, (int32_t) l, &a) : paged_decode(w->p, (int32_t) l, &a);
         if (rc != PAGED_OK)
             return rc;
-        pk_decode_args ra = decode_ref_args(w, (int32_t) l);
         int rrc;
-        if (prefill) {
-            pk_prefill_args pa = { .cache = w->cache, .layer = (int32_t) l, .num_seqs = 1, .num_q_heads = QH,
-                                   .q_dtype = PAGED_DTYPE_F32, .causal = 1, .total_q = QO, .max_qo_len = QO,
-                                   .q = w->q[l], .out = w->ref, .qo_indptr = w->indptr, .block_tables = w->ids,
-                                   .bt_stride = 3, .seq_lens = w->lens, .opts = ra.opts };
-            rrc = pk_ref_prefill(&pa);
+        if (qo != 0) {
+            pk_prefill_args ra = { .cache = w->cache, .layer = (int32_t) l, .num_seqs = 1, .num_q_heads = QH,
+                                   .q_dtype = PAGED_DTYPE_F32, .causal = 1, .total_q = (int32_t) qo,
+                                   .max_qo_len = (int32_t) qo, .q = w->q[l], .out = w->ref, .qo_indptr = indptr,
+                                   .block_tables = table, .bt_stride = nb, .seq_lens = lens, .opts = opts };
+            rrc = pk_ref_prefill(&ra);
         } else {
+            pk_decode_args ra = { .cache = w->cache, .layer = (int32_t) l, .num_seqs = 1, .num_q_heads = QH,
+                                  .q_dtype = PAGED_DTYPE_F32, .q = w->q[l], .out = w->ref, .block_tables = table,
+                                  .bt_stride = nb, .seq_lens = lens, .opts = opts };
             rrc = pk_ref_decode(&ra);
         }
-        size_t n = (prefill ? QO : 1u) * QH * D;
-        if (rrc != 0 || !matches(w->out, w->ref, n)) {
+        if (rrc != 0 || get(w->out, w->dout, n * sizeof(float)) != 0 || !matches(w->out, w->ref, n)) {
             snprintf(w->why, sizeof w->why, "layer %u's output differs from the reference", l);
             return PAGED_E_INVAL;
         }
     }
     return PAGED_OK;
-}
-
-/* Returns whether the copy target holds what block ids[0] holds, in every layer and head. */
-static int copy_matches(const struct worker *w)
-{
-    const float *pool = w->cache.base;
-    for (uint32_t l = 0; l < L; l++)
-        for (int kv = 0; kv < 2; kv++)
-            for (uint32_t h = 0; h < H; h++) {
-                size_t src = pk_cache_index(&w->cache, (int32_t) l, kv, w->ids[0], (int32_t) h, 0);
-                size_t dst = pk_cache_index(&w->cache, (int32_t) l, kv, w->copy_id, (int32_t) h, 0);
-                if (memcmp(pool + src, pool + dst, (size_t) B * D * sizeof(float)) != 0)
-                    return 0;
-            }
-    return 1;
 }
 
 /* Runs step s once; returns PAGED_OK, a paged_error, or PAGED_E_INVAL with w->why set when the
@@ -155,15 +219,8 @@ static int run_step(struct worker *w, enum step s, const char *socket)
         paged_connect_opts o = { .socket_path = socket, .name = "allocfail-t", .spin_us = -1 };
         return paged_client_connect_err(&o, &w->c, w->errbuf, sizeof w->errbuf);
     }
-    case S_ATTACH: {
-        void *base = NULL;
-        rc = paged_pool_attach(w->c, pool_name, &w->p);
-        if (rc == PAGED_OK && (rc = paged_pool_map(w->p, &base)) == PAGED_OK)
-            w->cache = (pk_cache) { .base = base, .num_layers = L, .num_blocks = N, .num_kv_heads = H,
-                                    .head_dim = D, .block_size = B, .dtype = PAGED_DTYPE_F32,
-                                    .k_scale = 1.0f, .v_scale = 1.0f };
-        return rc;
-    }
+    case S_ATTACH:
+        return paged_pool_attach(w->c, pool_name, &w->p);
     case S_ALLOC:
         return paged_alloc(w->p, 3, w->ids);
     case S_ALLOC_COPY:
@@ -171,20 +228,24 @@ static int run_step(struct worker *w, enum step s, const char *socket)
     case S_APPEND:
         for (uint32_t t = 0; t < TOK; t++)
             w->slots[t] = w->ids[t / B] * (int32_t) B + (int32_t) (t % B);
-        return paged_append(w->p, PAGED_ALL_LAYERS, TOK, PAGED_DTYPE_F32, w->k, w->v, w->slots);
+        rc = paged_append(w->p, PAGED_ALL_LAYERS, TOK, PAGED_DTYPE_F32, w->dk, w->dv, w->slots);
+        if (rc == PAGED_OK)
+            shadow_append(w);
+        return rc;
     case S_DECODE:
-        return attend(w, 0);
+        return attend(w, w->ids, 3, (int32_t) TOK, 0);
     case S_PREFILL:
-        return attend(w, 1);
+        return attend(w, w->ids, 3, (int32_t) TOK, QO);
     case S_FORK:
         return paged_fork(w->p, 3, w->ids);
     case S_UNFORK:
         return paged_free(w->p, 3, w->ids);
     case S_COPY:
+        /* Checked by a DECODE over the copy alone, against the reference over the shadow's copy. */
         rc = paged_copy(w->p, 1, &w->ids[0], &w->copy_id);
-        if (rc == PAGED_OK && !copy_matches(w)) {
-            snprintf(w->why, sizeof w->why, "the copy does not hold the source block");
-            return PAGED_E_INVAL;
+        if (rc == PAGED_OK) {
+            shadow_copy(w, w->ids[0], w->copy_id);
+            rc = attend(w, &w->copy_id, 1, (int32_t) B, 0);
         }
         return rc;
     case S_PUBLISH:
@@ -230,6 +291,8 @@ static void worker_run(int who, const char *socket, struct report *r)
     static struct worker w;
     memset(&w, 0, sizeof w);
     w.who = who;
+    w.cache = (pk_cache) { .base = w.shadow, .num_layers = L, .num_blocks = N, .num_kv_heads = H, .head_dim = D,
+                           .block_size = B, .dtype = PAGED_DTYPE_F32, .k_scale = 1.0f, .v_scale = 1.0f };
     tap_rng rng;
     tap_rng_seed(&rng, seed + 1 + (uint64_t) who);
     tap_rng_fill_uniform(&rng, w.k, L * TOK * H * D, -1.0, 1.0);
@@ -238,8 +301,11 @@ static void worker_run(int who, const char *socket, struct report *r)
         tap_rng_fill_uniform(&rng, w.q[l], QO * QH * D, -1.0, 1.0);
     for (uint32_t t = 0; t < TOK; t++)
         w.tokens[t] = (int32_t) tap_rng_below(&rng, 50000);
-    w.lens[0] = (int32_t) TOK;
-    w.indptr[1] = (int32_t) QO;
+    if (tensors(&w) != 0) {
+        r->failed = 1;
+        snprintf(r->why, sizeof r->why, "the worker's device tensors could not be made");
+        return;
+    }
     for (int s = 0; s < S_COUNT && !r->failed; s++) {
         w.why[0] = '\0';
         int rc = run_step(&w, (enum step) s, socket);
@@ -352,8 +418,11 @@ static void one_run(unsigned long long n, struct outcome *o)
     setenv("PAGEDD_FAIL_ALLOC_AT", v, 1);
     const char *extra[] = { "--threads", "2", NULL };
     int st = 0;
-    if (td_start(&daemon_, extra, &st) != 0)
+    if (td_start(&daemon_, extra, &st) != 0) {
+        if (use_cuda && n == 0)
+            skip_all("pagedd --backend cuda does not start here (no CUDA device?)");
         bail("pagedd did not start (status %d)", st);
+    }
     unsetenv("PAGEDD_FAIL_ALLOC_AT");
     struct rc_client ctl;
     char pool_note[300] = "";
@@ -423,8 +492,11 @@ int main(void)
     if (getenv("PAGED_DAEMON_WRAPPER") != NULL)
         skip_all("a sweep of hundreds of daemon runs is too slow under $PAGED_DAEMON_WRAPPER");
     const char *backend = getenv("PAGED_TEST_BACKEND");
-    if (backend != NULL && strcmp(backend, "cpu") != 0)
-        skip_all("the workers read the pool's memory on the host (cpu backend only)");
+    use_cuda = backend != NULL && strcmp(backend, "cuda") == 0;
+#ifndef HAVE_CUDA
+    if (use_cuda)
+        skip_all("PAGED_TEST_BACKEND=cuda, but this build has no CUDA for the workers' tensors");
+#endif
     plan_lazy();
     seed = tap_seed();
     struct outcome o;
