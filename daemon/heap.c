@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon/heap.h"
 #include "daemon/log.h"
@@ -14,33 +15,36 @@
  * engine's thread allocates; the CPU backend's workers and the reaper may too. */
 static atomic_ullong fail_at, counted;
 
-/* Counts one allocation; returns whether it is the one that must fail, logging it if so. */
-static int planted_failure(size_t size)
+/* Counts one allocation of size bytes made at file:line; returns whether it is the one that
+ * must fail, logging it if so. */
+static int planted_failure(size_t size, const char *file, int line)
 {
     const unsigned long long at = atomic_load_explicit(&fail_at, memory_order_relaxed);
     if (at == 0 || atomic_fetch_add(&counted, 1) + 1 != at)
         return 0;
-    pd_log(PD_LOG_WARNING, "allocation %llu (%zu bytes) fails on purpose (PAGEDD_FAIL_ALLOC_AT)", at, size);
+    const char *base = strrchr(file, '/');
+    pd_log(PD_LOG_WARNING, "allocation %llu (%zu bytes, %s:%d) fails on purpose (PAGEDD_FAIL_ALLOC_AT)", at, size,
+           base != NULL ? base + 1 : file, line);
     errno = ENOMEM;
     return 1;
 }
 
 /* malloc, but for a planted failure; returns the memory or NULL. */
-void *pd_malloc(size_t size)
+void *pd_heap_malloc(size_t size, const char *file, int line)
 {
-    return planted_failure(size) ? NULL : malloc(size);
+    return planted_failure(size, file, line) ? NULL : malloc(size);
 }
 
 /* calloc, but for a planted failure; returns the zeroed memory or NULL. */
-void *pd_calloc(size_t n, size_t size)
+void *pd_heap_calloc(size_t n, size_t size, const char *file, int line)
 {
-    return planted_failure(n * size) ? NULL : calloc(n, size);
+    return planted_failure(n * size, file, line) ? NULL : calloc(n, size);
 }
 
 /* realloc, but for a planted failure, which leaves p as it was; returns the memory or NULL. */
-void *pd_realloc(void *p, size_t size)
+void *pd_heap_realloc(void *p, size_t size, const char *file, int line)
 {
-    return planted_failure(size) ? NULL : realloc(p, size);
+    return planted_failure(size, file, line) ? NULL : realloc(p, size);
 }
 
 /* Arms the planted failure from the environment; see heap.h. */

@@ -12,9 +12,15 @@
  * every allocation a client's requests cause fail in turn. Unarmed, they are the C
  * library's. Messages built with asprintf for errors are not counted.
  */
-void *pd_malloc(size_t size);
-void *pd_calloc(size_t n, size_t size);
-void *pd_realloc(void *p, size_t size);
+#define pd_malloc(size) pd_heap_malloc((size), __FILE__, __LINE__)
+#define pd_calloc(n, size) pd_heap_calloc((n), (size), __FILE__, __LINE__)
+#define pd_realloc(p, size) pd_heap_realloc((p), (size), __FILE__, __LINE__)
+
+/* What the macros above call: file and line name the caller in the planted failure's log
+ * line. Each returns what the C library's function returns. */
+void *pd_heap_malloc(size_t size, const char *file, int line);
+void *pd_heap_calloc(size_t n, size_t size, const char *file, int line);
+void *pd_heap_realloc(void *p, size_t size, const char *file, int line);
 
 /* Reads PAGEDD_FAIL_ALLOC_AT (a number from 1; unset or 0: nothing fails) and starts
  * counting allocations from here; returns the number that will fail, or 0. */

@@ -381,6 +381,7 @@ struct outcome {
     unsigned long long counted; /* allocations the daemon counted */
     char what[2000];
     char logged[1600];        /* the daemon's log from the planted failure on */
+    char site[96];            /* where it was: "408 bytes, server.c:236" */
 };
 
 /* Reads from the daemon's log how many allocations it counted, and the line of the planted
@@ -396,8 +397,12 @@ static void read_log(struct outcome *o)
         if (c != NULL)
             for (const char *s = c; s > line && s[-1] >= '0' && s[-1] <= '9'; s--)
                 o->counted = strtoull(s - 1, NULL, 10);
-        if (strstr(line, "fails on purpose") != NULL)
+        if (strstr(line, "fails on purpose") != NULL) {
             after = 0;
+            const char *open = strchr(line, '('), *close = open != NULL ? strchr(open, ')') : NULL;
+            if (close != NULL)
+                snprintf(o->site, sizeof o->site, "%.*s", (int) (close - open - 1), open + 1);
+        }
         if (after >= 0 && after < 3) {
             size_t at = strlen(o->logged);
             snprintf(o->logged + at, sizeof o->logged - at, "%s%s", after != 0 ? " | " : "", line);
@@ -513,8 +518,8 @@ int main(void)
         if (!o.good) {
             bad++;
             diag("allocation %llu went wrong: %s [log: %s]", n, o.what, o.logged);
-        } else if (o.what[0] != '\0') {
-            diag("allocation %llu: %s", n, o.what);
+        } else if (o.fired) {
+            diag("allocation %llu (%s): %s", n, o.site, o.what[0] != '\0' ? o.what : "no call failed");
         }
     }
     ok(bad == 0, "each of allocations 1 to %llu failing in turn (%llu fired) cost at most one call, PAGED_E_NOMEM "
