@@ -160,6 +160,34 @@ static void program_cases(void)
                               NULL };
     is_int(1, exit_code(run_pagedd(nogroup, out, err)), "--socket-group naming no group: exit 1");
     ok(file_contains(err, "socket-group: no group 'no-such-group-paged'"), "the error names the option and the group");
+
+    /* Where the socket or the pid file cannot be made: exit 1, naming the path and why. */
+    char file[420], fsock[460], msg[600];
+    snprintf(file, sizeof file, "%s/a-file", dir_.dir);
+    write_file(file, "not a directory\n");
+    snprintf(fsock, sizeof fsock, "--socket=%s/sub/pagedd.sock", file);
+    const char *under_file[] = { "--foreground", "--config", "/dev/null", fsock, NULL };
+    is_int(1, exit_code(run_pagedd(under_file, out, err)), "a socket under a regular file: exit 1");
+    snprintf(msg, sizeof msg, "cannot create the directory of %s/sub/pagedd.sock: Not a directory", file);
+    ok(file_contains(err, msg), "the error names the socket and why its directory cannot be made");
+    char lsock[300];
+    int at = snprintf(lsock, sizeof lsock, "--socket=%s/", dir_.dir);
+    memset(lsock + at, 'x', 150);
+    lsock[at + 150] = '\0';
+    const char *too_long[] = { "--foreground", "--config", "/dev/null", lsock, NULL };
+    is_int(1, exit_code(run_pagedd(too_long, out, err)), "a socket path longer than a sockaddr_un holds: exit 1");
+    ok(file_contains(err, "socket: value too long (at most 107 bytes)"),
+       "the error names the option and the longest path it takes");
+    char psock[450], pidopt[460];
+    snprintf(psock, sizeof psock, "--socket=%s/pid.sock", dir_.dir);
+    snprintf(pidopt, sizeof pidopt, "--pid-file=%s/no-such-dir/pagedd.pid", dir_.dir);
+    const char *bad_pid[] = { "--foreground", "--config", "/dev/null", psock, pidopt, NULL };
+    is_int(1, exit_code(run_pagedd(bad_pid, out, err)), "a pid file in a missing directory: exit 1");
+    snprintf(msg, sizeof msg, "cannot write pid file %s/no-such-dir/pagedd.pid: No such file or directory", dir_.dir);
+    ok(file_contains(err, msg), "the error names the pid file and why");
+    struct stat sb;
+    snprintf(msg, sizeof msg, "%s/pid.sock", dir_.dir);
+    ok(lstat(msg, &sb) < 0 && errno == ENOENT, "and leaves no socket behind");
 }
 
 /* Returns a group other than our effective one that the socket may be given (any, as root;
