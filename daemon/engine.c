@@ -193,6 +193,17 @@ static const struct pv_pool *find_pool(void *ctx, uint32_t id)
     return a != NULL ? &a->view : NULL;
 }
 
+/* Names the request field (and element) an allocator op failed on in cqe, unless it failed
+ * for want of memory, which is no field's fault; returns rc. */
+static int blame(struct paged_cqe *cqe, int rc, uint32_t field, uint32_t index)
+{
+    if (rc != PAGED_E_NOMEM) {
+        cqe->err_field = field;
+        cqe->err_index = index;
+    }
+    return rc;
+}
+
 /* Runs a validated allocator op (NOP, ALLOC, FREE, FORK, PUBLISH, LOOKUP) now. Returns the
  * status and sets cqe's count and error fields. */
 static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *op,
@@ -214,7 +225,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
             if (rc == PAGED_OK)
                 cqe->count = op->count;
             else
-                cqe->err_field = PAGED_FIELD_COUNT;
+                blame(cqe, rc, PAGED_FIELD_COUNT, 0);
         } else
             cqe->count = pa_lookup(p->alloc, c->id, op->count, op->hashes, ids);
         if (rc == PAGED_OK && cqe->count != 0)
@@ -229,20 +240,15 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
         pd_engine_settle(e->srv, c);
         rc = op->opcode == PAGED_OP_FREE ? pa_free_blocks(p->alloc, c->id, op->count, op->ids, &bad)
                                          : pa_fork_blocks(p->alloc, c->id, op->count, op->ids, &bad);
-        if (rc < 0) {
-            cqe->err_field = PAGED_FIELD_IDS;
-            cqe->err_index = bad;
-        } else
-            cqe->count = op->count;
+        if (rc < 0)
+            return blame(cqe, rc, PAGED_FIELD_IDS, bad);
+        cqe->count = op->count;
         return rc;
     case PAGED_OP_PUBLISH:
         pd_engine_settle(e->srv, c);
         rc = pa_publish(p->alloc, c->id, op->count, op->ids, op->hashes, &bad);
-        if (rc < 0) {
-            cqe->err_field = PAGED_FIELD_IDS;
-            cqe->err_index = bad;
-            return rc;
-        }
+        if (rc < 0)
+            return blame(cqe, rc, PAGED_FIELD_IDS, bad);
         cqe->count = (uint32_t) rc;
         return PAGED_OK;
     default:

@@ -276,6 +276,14 @@ static int run_step(struct worker *w, enum step s, const char *socket)
     return PAGED_E_INVAL;
 }
 
+/* Returns whether a request's message names its op and nothing else: "<op>: out of memory",
+ * no field of the request being at fault. */
+static int blames_nothing(const char *m)
+{
+    size_t op = strspn(m, "abcdefghijklmnopqrstuvwxyz");
+    return op > 0 && strcmp(m + op, ": out of memory") == 0;
+}
+
 /* Returns the message that came with a failed step: the connect's, or the client's. */
 static const char *step_message(const struct worker *w, enum step s)
 {
@@ -316,6 +324,11 @@ static void worker_run(int who, const char *socket, struct report *r)
             if (m[0] == '\0') {
                 r->failed = 1;
                 snprintf(r->why, sizeof r->why, "%s failed with PAGED_E_NOMEM and no message", step_names[s]);
+                break;
+            }
+            if (s >= S_ALLOC && s != S_DETACH && !blames_nothing(m)) {
+                r->failed = 1;
+                snprintf(r->why, sizeof r->why, "%s: out of memory blamed on a request field (%s)", step_names[s], m);
                 break;
             }
             rc = run_step(&w, (enum step) s, socket);
