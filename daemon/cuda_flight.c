@@ -20,6 +20,12 @@ cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b)
         f->depth = n;
         pd_log(PD_LOG_INFO, "cuda: up to %u batches queued at once (PAGEDD_INFLIGHT)", n);
     }
+    f->poll_gap_ns = PD_CU_POLL_GAP_NS;
+    const char *gap = getenv("PAGEDD_POLL_GAP_US");      /* a benchmarking aid */
+    if (gap != NULL && sscanf(gap, "%u", &n) == 1 && n <= 1000) {
+        f->poll_gap_ns = (uint64_t) n * 1000u;
+        pd_log(PD_LOG_INFO, "cuda: an unfinished batch is queried at most every %u us (PAGEDD_POLL_GAP_US)", n);
+    }
     const char *timing = getenv("PAGEDD_DEVICE_TIMING");
     f->timing = timing != NULL && timing[0] == '1';
     const unsigned flags = f->timing ? cudaEventDefault : cudaEventDisableTiming;
@@ -171,6 +177,11 @@ cudaError_t pd_cu_flight_mark_start(struct pd_cu_flight *f, struct pd_cu_slot *s
 /* Logs and resets the timing sums; see cuda_flight.h. */
 void pd_cu_flight_report(struct pd_cu_flight *f)
 {
+    if (f->queries != 0)
+        pd_log(PD_LOG_INFO, "cuda: %llu event queries; %llu polls answered by one under %llu us old",
+               (unsigned long long) f->queries, (unsigned long long) f->skipped,
+               (unsigned long long) (f->poll_gap_ns / 1000u));
+    f->queries = f->skipped = 0;
     if (!f->timing || f->timed == 0)
         return;
     pd_log(PD_LOG_INFO, "cuda: %llu batches timed on the device: %.1f us each on the stream; %llu gaps "
@@ -189,9 +200,16 @@ int pd_cu_flight_poll(struct pd_cu_flight *f, uint64_t timeout_ns)
         struct pd_cu_slot *s = &f->slot[(f->next + k) % PD_CU_SLOTS];
         if (!s->busy)
             continue;
+        if (s->ticket == f->queried_ticket && pd_now_ns() - f->queried_ns < f->poll_gap_ns) {
+            f->skipped++;
+            return 1;
+        }
         cudaError_t e = cudaEventQuery(s->done);
+        f->queries++;
         if (e == cudaErrorNotReady) {
             uint64_t now = pd_now_ns();
+            f->queried_ticket = s->ticket;
+            f->queried_ns = now;
             if (f->head_since_ns == 0)
                 f->head_since_ns = now;
             else if (now - f->head_since_ns > timeout_ns && s->nwaits != 0) {

@@ -36,6 +36,12 @@
  * long enough for the clients that come meanwhile to join it, as merging needs. */
 #define PD_CU_DEPTH 2u
 
+/* The least time between two event queries of the same unfinished batch by
+ * pd_cu_flight_poll. A query costs the engine's thread 1.3-1.6 us on an H100 host, and a pass
+ * asks in a row (retiring deferred batches, then queuing its own); an answer this fresh is
+ * taken as still true. PAGEDD_POLL_GAP_US sets it (0: every call queries). */
+#define PD_CU_POLL_GAP_NS 2000u
+
 /* One waited word of a batch. */
 struct pd_cu_wait {
     CUdeviceptr addr;             /* the word, as the daemon maps it */
@@ -78,6 +84,9 @@ struct pd_cu_flight {
      * failing as a CUDA call refused with a non-sticky error would. 0: never. */
     uint64_t fail_event_at, events;
     const struct pd_cu_slot *last_timed;   /* the batch retired before, whose end starts a gap */
+    /* The last query that found the oldest batch unfinished: its ticket and when it answered. */
+    uint64_t queried_ticket, queried_ns, poll_gap_ns;
+    uint64_t queries, skipped;    /* event queries made, and polls answered without one */
 };
 
 /* Makes the slots' events and the watchdog's stream and word, and reads PAGEDD_INFLIGHT;
@@ -88,8 +97,9 @@ cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b);
  * returns cudaSuccess or the runtime's error. */
 cudaError_t pd_cu_flight_mark_start(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream);
 
-/* With timing on, logs the batches timed since the last report (time on the stream, idle gaps
- * under a millisecond before them) and starts afresh; returns nothing. */
+/* Logs the event queries made since the last report and, with timing on, the batches timed
+ * (time on the stream, idle gaps under a millisecond before them), and starts afresh; returns
+ * nothing. */
 void pd_cu_flight_report(struct pd_cu_flight *f);
 
 /* Frees everything (the device is idle); returns nothing. */
