@@ -8,9 +8,12 @@
 
 #include "daemon/alloc.h"
 #include "daemon/heap.h"
+#include "daemon/u64map.h"
 
-/* The "no record / no holder / empty slot" index; record and holder indices stay below it. */
+/* The "no record / no holder / empty slot" index; record and holder indices stay below it.
+ * A lookup in the maps answers it for a key they do not hold. */
 #define NIL UINT32_MAX
+_Static_assert(NIL == PD_MAP_EMPTY, "the maps' empty value is the allocator's NIL");
 
 /* Block states (see alloc.h). */
 enum { ST_FREE = 0, ST_REFERENCED = 1, ST_CACHED = 2 };
@@ -51,19 +54,6 @@ typedef struct pa_holder {
     uint32_t total;           /* references in all */
 } pa_holder;
 
-/* A slot of a u64 -> u32 open-addressing map; val == NIL marks it empty. */
-typedef struct map_slot {
-    uint64_t key;
-    uint32_t val;
-} map_slot;
-
-/* An open-addressing map with linear probing, load at most 1/2, backward-shift deletion. */
-typedef struct u64map {
-    map_slot *slots;
-    uint32_t mask;            /* capacity - 1, capacity a power of two */
-    uint32_t count;
-} u64map;
-
 /* A slot of the prefix index: the top 32 bits of the hash, to skip most non-matches. */
 typedef struct index_slot {
     uint32_t tag;
@@ -87,8 +77,8 @@ struct pa_alloc {
     uint32_t refs_cap, refs_used, refs_live, refs_free;
     pa_holder *holders;       /* holder records, indices stable across growth */
     uint32_t holders_cap, holders_used, holders_live, holders_free;
-    u64map holder_map;        /* holder id -> holders[] index */
-    u64map pair_map;          /* (holder id << 32 | block) -> refs[] index */
+    pd_u64map holder_map;     /* holder id -> holders[] index */
+    pd_u64map pair_map;       /* (holder id << 32 | block) -> refs[] index */
     /* Per holders[] index, a bit per block it has a record for (pa_first_unheld: checking a
      * request's block table is a bit test per id, not a hash lookup). Made with the holder
      * slot and kept, all zero, while the slot is free; bits_cap entries, NULL beyond. */
@@ -99,102 +89,6 @@ struct pa_alloc {
     void *evict_ctx;
     uint64_t evictions, lookups, lookup_hits;
 };
-
-/* ---- u64 map ---------------------------------------------------------------------------- */
-
-/* Mixes a key (client ids and block ids are far from uniform); returns the mixed bits. */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-/* Allocates an empty map of capacity cap (a power of two); returns 0 or PAGED_E_NOMEM. */
-static int map_init(u64map *m, uint32_t cap)
-{
-    m->slots = pd_malloc((size_t) cap * sizeof *m->slots);
-    if (m->slots == NULL)
-        return PAGED_E_NOMEM;
-    for (uint32_t i = 0; i < cap; i++)
-        m->slots[i].val = NIL;
-    m->mask = cap - 1;
-    m->count = 0;
-    return 0;
-}
-
-/* Returns the slot holding key, or the empty slot where it would go. */
-static uint32_t map_slot_of(const u64map *m, uint64_t key)
-{
-    uint32_t i = (uint32_t) mix64(key) & m->mask;
-    /* Bounded: the load stays at most 1/2, so an empty slot always ends the probe. */
-    while (m->slots[i].val != NIL && m->slots[i].key != key)
-        i = (i + 1) & m->mask;
-    return i;
-}
-
-/* Returns the value stored under key, or NIL. */
-static uint32_t map_get(const u64map *m, uint64_t key)
-{
-    return m->slots[map_slot_of(m, key)].val;
-}
-
-/* Stores val under key, which must be absent, in capacity reserved beforehand. */
-static void map_put(u64map *m, uint64_t key, uint32_t val)
-{
-    uint32_t i = map_slot_of(m, key);
-    m->slots[i].key = key;
-    m->slots[i].val = val;
-    m->count++;
-}
-
-/*
- * Removes key, which must be present. Backward-shift deletion instead of tombstones keeps
- * probe lengths what they would be had the key never been inserted.
- */
-static void map_del(u64map *m, uint64_t key)
-{
-    uint32_t hole = map_slot_of(m, key);
-    uint32_t j = hole;
-    for (;;) {
-        j = (j + 1) & m->mask;
-        if (m->slots[j].val == NIL)
-            break;
-        uint32_t home = (uint32_t) mix64(m->slots[j].key) & m->mask;
-        /* Move the entry back if the hole lies between its home and where it sits. */
-        if (((j - home) & m->mask) >= ((j - hole) & m->mask)) {
-            m->slots[hole] = m->slots[j];
-            hole = j;
-        }
-    }
-    m->slots[hole].val = NIL;
-    m->count--;
-}
-
-/* Makes room for extra more keys, rehashing into a larger table; returns 0 or PAGED_E_NOMEM. */
-static int map_reserve(u64map *m, uint32_t extra)
-{
-    uint64_t want = ((uint64_t) m->count + extra) * 2;
-    uint64_t cap = (uint64_t) m->mask + 1;
-    if (want <= cap)
-        return 0;
-    while (cap < want)
-        cap *= 2;
-    if (cap > ((uint64_t) 1 << 31))
-        return PAGED_E_NOMEM;
-    u64map bigger;
-    if (map_init(&bigger, (uint32_t) cap) < 0)
-        return PAGED_E_NOMEM;
-    for (uint32_t i = 0; i <= m->mask; i++)
-        if (m->slots[i].val != NIL)
-            map_put(&bigger, m->slots[i].key, m->slots[i].val);
-    free(m->slots);
-    *m = bigger;
-    return 0;
-}
 
 /* ---- prefix index ------------------------------------------------------------------------- */
 
@@ -231,7 +125,7 @@ static void index_put(pa_alloc *a, int32_t b)
     a->index[i].block = b;
 }
 
-/* Removes block b, which is in the index, by backward shift (see map_del). */
+/* Removes block b, which is in the index, by backward shift (see pd_map_del). */
 static void index_del(pa_alloc *a, int32_t b)
 {
     size_t hole = index_slot_of(a, &a->blocks[b].hash);
@@ -349,13 +243,13 @@ static int reserve(pa_alloc *a, uint32_t nrefs, bool new_holder)
     void *p = a->refs;
     int err = grow_records(&p, sizeof *a->refs, &a->refs_cap, a->refs_live, nrefs);
     a->refs = p;
-    if (err < 0 || map_reserve(&a->pair_map, nrefs) < 0)
+    if (err < 0 || pd_map_reserve(&a->pair_map, nrefs) < 0)
         return PAGED_E_NOMEM;
     if (new_holder) {
         p = a->holders;
         err = grow_records(&p, sizeof *a->holders, &a->holders_cap, a->holders_live, 1);
         a->holders = p;
-        if (err < 0 || map_reserve(&a->holder_map, 1) < 0 || bits_reserve(a) < 0)
+        if (err < 0 || pd_map_reserve(&a->holder_map, 1) < 0 || bits_reserve(a) < 0)
             return PAGED_E_NOMEM;
     }
     return 0;
@@ -364,7 +258,7 @@ static int reserve(pa_alloc *a, uint32_t nrefs, bool new_holder)
 /* Returns the holders[] index of client id, or NIL when it holds nothing. */
 static uint32_t holder_find(const pa_alloc *a, uint32_t id)
 {
-    return map_get(&a->holder_map, id);
+    return pd_map_get(&a->holder_map, id);
 }
 
 /* Creates the record of holder id in capacity reserved beforehand; returns its index. */
@@ -378,7 +272,7 @@ static uint32_t holder_make(pa_alloc *a, uint32_t id)
         h = a->holders_used++;
     }
     a->holders[h] = (pa_holder) { .id = id, .refs = NIL, .total = 0 };
-    map_put(&a->holder_map, id, h);
+    pd_map_put(&a->holder_map, id, h);
     a->holders_live++;
     return h;
 }
@@ -386,7 +280,7 @@ static uint32_t holder_make(pa_alloc *a, uint32_t id)
 /* Drops the record of holder h, which holds nothing any more. */
 static void holder_drop(pa_alloc *a, uint32_t h)
 {
-    map_del(&a->holder_map, a->holders[h].id);
+    pd_map_del(&a->holder_map, a->holders[h].id);
     a->holders[h].refs = a->holders_free;
     a->holders_free = h;
     a->holders_live--;
@@ -412,7 +306,7 @@ static void block_unreferenced(pa_alloc *a, int32_t b)
 static void ref_add(pa_alloc *a, uint32_t h, int32_t b, uint32_t count)
 {
     uint64_t key = pair_key(a->holders[h].id, b);
-    uint32_t r = map_get(&a->pair_map, key);
+    uint32_t r = pd_map_get(&a->pair_map, key);
     pa_block *blk = &a->blocks[b];
     if (r == NIL) {
         if (a->refs_free != NIL) {
@@ -431,7 +325,7 @@ static void ref_add(pa_alloc *a, uint32_t h, int32_t b, uint32_t count)
         if (a->holders[h].refs != NIL)
             a->refs[a->holders[h].refs].hprev = r;
         a->holders[h].refs = r;
-        map_put(&a->pair_map, key, r);
+        pd_map_put(&a->pair_map, key, r);
         a->held_bits[h][(uint32_t) b / 64] |= 1ull << ((uint32_t) b % 64);
         a->refs_live++;
         blk->holders++;
@@ -462,7 +356,7 @@ static void ref_unlink(pa_alloc *a, uint32_t r)
         hold->refs = ref->hnext;
     if (ref->hnext != NIL)
         a->refs[ref->hnext].hprev = ref->hprev;
-    map_del(&a->pair_map, pair_key(hold->id, ref->block));
+    pd_map_del(&a->pair_map, pair_key(hold->id, ref->block));
     a->held_bits[ref->holder][(uint32_t) ref->block / 64] &= ~(1ull << ((uint32_t) ref->block % 64));
     blk->holders--;
     ref->hnext = a->refs_free;
@@ -568,7 +462,7 @@ pa_alloc *pa_create(uint32_t num_blocks)
     a->scratch = pd_calloc(num_blocks, sizeof *a->scratch);
     a->index = pd_malloc(index_cap * sizeof *a->index);
     if (a->blocks == NULL || a->free_stack == NULL || a->scratch == NULL || a->index == NULL
-        || map_init(&a->holder_map, 16) < 0 || map_init(&a->pair_map, 64) < 0) {
+        || pd_map_init(&a->holder_map, 16) < 0 || pd_map_init(&a->pair_map, 64) < 0) {
         pa_destroy(a);
         return NULL;
     }
@@ -595,8 +489,8 @@ void pa_destroy(pa_alloc *a)
     free(a->index);
     free(a->refs);
     free(a->holders);
-    free(a->holder_map.slots);
-    free(a->pair_map.slots);
+    pd_map_free(&a->holder_map);
+    pd_map_free(&a->pair_map);
     for (uint32_t h = 0; h < a->bits_cap; h++)
         free(a->held_bits[h]);
     free(a->held_bits);
@@ -648,7 +542,7 @@ int pa_free_blocks(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
     if (err < 0)
         return err;
     for (uint32_t i = 0; i < n; i++)
-        ref_drop_one(a, map_get(&a->pair_map, pair_key(holder, ids[i])));
+        ref_drop_one(a, pd_map_get(&a->pair_map, pair_key(holder, ids[i])));
     return 0;
 }
 
@@ -674,7 +568,7 @@ uint32_t pa_held(const pa_alloc *a, uint32_t holder, int32_t block)
 {
     if (!block_ok(a, block))
         return 0;
-    uint32_t r = map_get(&a->pair_map, pair_key(holder, block));
+    uint32_t r = pd_map_get(&a->pair_map, pair_key(holder, block));
     return r == NIL ? 0 : a->refs[r].count;
 }
 
@@ -857,7 +751,7 @@ static const char *check_blocks(const pa_alloc *a, uint8_t *mark)
             const pa_ref *ref = &a->refs[r];
             if (ref->block != (int32_t) b || ref->bprev != prev || ref->count == 0)
                 return "a reference record is linked to the wrong block";
-            if (map_get(&a->pair_map, pair_key(a->holders[ref->holder].id, ref->block)) != r)
+            if (pd_map_get(&a->pair_map, pair_key(a->holders[ref->holder].id, ref->block)) != r)
                 return "a reference record is missing from the pair map";
             sum += ref->count;
             prev = r;

@@ -7,6 +7,8 @@ noinst_LTLIBRARIES += daemon/libpageddaemon.la
 daemon_libpageddaemon_la_SOURCES = \
 	daemon/alloc.h \
 	daemon/alloc.c \
+	daemon/u64map.h \
+	daemon/u64map.c \
 	daemon/heap.h \
 	daemon/heap.c \
 	daemon/log.h \
