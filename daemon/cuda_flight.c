@@ -174,7 +174,7 @@ cudaError_t pd_cu_flight_mark_start(struct pd_cu_flight *f, struct pd_cu_slot *s
     return f->timing ? cudaEventRecord(s->start, stream) : cudaSuccess;
 }
 
-/* Logs and resets the timing sums; see cuda_flight.h. */
+/* Logs and resets the query counts and the timing sums; see cuda_flight.h. */
 void pd_cu_flight_report(struct pd_cu_flight *f)
 {
     if (f->queries != 0)
