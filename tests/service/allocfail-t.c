@@ -19,6 +19,7 @@
 #include "kernels/kernels.h"
 #include "paged.h"
 #include "lib/proto.h"
+#include "tests/service/arena-io.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -57,7 +58,6 @@ static int use_cuda;          /* PAGED_TEST_BACKEND=cuda */
 
 /* A worker's report to the parent. */
 struct report {
-    int steps;                /* steps done */
     int nomem;                /* calls that failed with PAGED_E_NOMEM (and were made again) */
     int failed;               /* a step failed otherwise: why says how */
     char why[600];
@@ -102,28 +102,6 @@ static int matches(const float *got, const float *want, size_t n)
     return 1;
 }
 
-/* Copies n bytes from host src to the device (or host) tensor dst; returns 0 or -1. */
-static int put(void *dst, const void *src, size_t n)
-{
-#ifdef HAVE_CUDA
-    if (use_cuda)
-        return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
-#endif
-    memcpy(dst, src, n);
-    return 0;
-}
-
-/* Copies n bytes of the device (or host) tensor src to host dst; returns 0 or -1. */
-static int get(void *dst, const void *src, size_t n)
-{
-#ifdef HAVE_CUDA
-    if (use_cuda)
-        return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
-#endif
-    memcpy(dst, src, n);
-    return 0;
-}
-
 /* Gives the worker its request tensors: device copies on cuda, the host arrays on cpu.
  * Returns 0 or -1. */
 static int tensors(struct worker *w)
@@ -139,7 +117,8 @@ static int tensors(struct worker *w)
     if (cudaMalloc(&w->dk, sizeof w->k) != cudaSuccess || cudaMalloc(&w->dv, sizeof w->v) != cudaSuccess
         || cudaMalloc(&w->dq, sizeof w->q) != cudaSuccess || cudaMalloc(&w->dout, sizeof w->out) != cudaSuccess)
         return -1;
-    return put(w->dk, w->k, sizeof w->k) | put(w->dv, w->v, sizeof w->v) | put(w->dq, w->q, sizeof w->q);
+    return aio_put(1, w->dk, 0, w->k, sizeof w->k) | aio_put(1, w->dv, 0, w->v, sizeof w->v)
+           | aio_put(1, w->dq, 0, w->q, sizeof w->q);
 #else
     return -1;
 #endif
@@ -201,7 +180,7 @@ static int attend(struct worker *w, const int32_t *table, int32_t nb, int32_t le
                                   .bt_stride = nb, .seq_lens = lens, .opts = opts };
             rrc = pk_ref_decode(&ra);
         }
-        if (rrc != 0 || get(w->out, w->dout, n * sizeof(float)) != 0 || !matches(w->out, w->ref, n)) {
+        if (rrc != 0 || aio_get(use_cuda, w->dout, 0, w->out, n * sizeof(float)) != 0 || !matches(w->out, w->ref, n)) {
             snprintf(w->why, sizeof w->why, "layer %u's output differs from the reference", l);
             return PAGED_E_INVAL;
         }
@@ -339,7 +318,6 @@ static void worker_run(int who, const char *socket, struct report *r)
                      w.why[0] != '\0' ? w.why : step_message(&w, (enum step) s));
             break;
         }
-        r->steps++;
     }
     if (w.p != NULL)
         paged_pool_detach(w.p);
@@ -397,8 +375,9 @@ struct outcome {
     char site[96];            /* where it was: "408 bytes, server.c:236" */
 };
 
-/* Reads from the daemon's log how many allocations it counted, and the line of the planted
- * failure with the two after it (what the daemon did about it); fills o. */
+/* Reads from the daemon's log whether the planted failure fired, how many allocations it
+ * counted, and the failure's line with the two after it (what the daemon did about it); fills
+ * o. */
 static void read_log(struct outcome *o)
 {
     FILE *f = fopen(daemon_.log, "r");
@@ -410,7 +389,8 @@ static void read_log(struct outcome *o)
         if (c != NULL)
             for (const char *s = c; s > line && s[-1] >= '0' && s[-1] <= '9'; s--)
                 o->counted = strtoull(s - 1, NULL, 10);
-        if (strstr(line, "fails on purpose") != NULL) {
+        if (strstr(line, "fails on purpose (PAGEDD_FAIL_ALLOC_AT)") != NULL) {
+            o->fired = 1;
             after = 0;
             const char *open = strchr(line, '('), *close = open != NULL ? strchr(open, ')') : NULL;
             if (close != NULL)
@@ -469,13 +449,12 @@ static void one_run(unsigned long long n, struct outcome *o)
     int fds[WORKERS];
     spawn_workers(pids, fds);
     struct report r[WORKERS];
-    int reported = 1, failed = 0, nomem = 0;
+    int reported = 1, failed = 0;
     char notes[1400] = "";
     for (int i = 0; i < WORKERS; i++) {
         memset(&r[i], 0, sizeof r[i]);
         reported &= collect(pids[i], fds[i], &r[i]);
         failed |= r[i].failed;
-        nomem += r[i].nomem;
     }
     for (int i = 0; i < WORKERS; i++) {
         size_t at = strlen(notes);
@@ -492,7 +471,6 @@ static void one_run(unsigned long long n, struct outcome *o)
     rc_close(&ctl);
     st = td_stop(&daemon_);
     int exited = st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    o->fired = td_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_ALLOC_AT)");
     read_log(o);
     if (n == 0)
         td_check_late_done(&daemon_, 1);   /* allocfail-late-t.sh */
@@ -501,7 +479,6 @@ static void one_run(unsigned long long n, struct outcome *o)
     snprintf(o->what, sizeof o->what, "%s%s%s%s%s%s", pool_note, notes, reported ? "" : "a worker did not report; ",
              back ? "" : "blocks not all back; ", alive ? "" : "the daemon did not answer; ",
              exited ? "" : "pagedd did not exit 0");
-    (void) nomem;
 }
 
 /* Counts the allocations of a run, then sweeps them; returns 0. */

@@ -72,7 +72,7 @@ tests_service_shutdown_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_shutdown_t_DEPENDENCIES = daemon/pagedd
 
 # Each heap allocation pagedd makes for its clients fails in turn (PAGEDD_FAIL_ALLOC_AT).
-tests_service_allocfail_t_SOURCES = tests/service/allocfail-t.c
+tests_service_allocfail_t_SOURCES = tests/service/allocfail-t.c $(SVC_CLIENT_SOURCES)
 tests_service_allocfail_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_allocfail_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_allocfail_t_DEPENDENCIES = daemon/pagedd
