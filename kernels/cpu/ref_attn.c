@@ -5,6 +5,7 @@
 #include "kernels/cpu/ref_attn.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels/cpu/dtype.h"
 
@@ -83,4 +84,43 @@ void pk_ref_store_row(void *dst, size_t row, int32_t head_dim, int32_t dtype, co
 {
     for (int32_t d = 0; d < head_dim; d++)
         pk_store(dst, row * (size_t) head_dim + (size_t) d, dtype, (float) src[d]);
+}
+
+/* Allocates the scratch rows; see ref_attn.h. */
+int pk_ref_rows_init(pk_ref_rows *r, const int32_t *seq_lens, int32_t n, int32_t head_dim)
+{
+    int32_t max_len = 1;
+    for (int32_t s = 0; s < n; s++)
+        if (seq_lens[s] > max_len)
+            max_len = seq_lens[s];
+    r->head_dim = head_dim;
+    r->logits = malloc((size_t) max_len * sizeof *r->logits);
+    r->q = malloc((size_t) head_dim * sizeof *r->q);
+    r->o = malloc((size_t) head_dim * sizeof *r->o);
+    if (r->logits == NULL || r->q == NULL || r->o == NULL) {
+        pk_ref_rows_free(r);
+        return PAGED_E_NOMEM;
+    }
+    return 0;
+}
+
+/* Frees the scratch rows; see ref_attn.h. */
+void pk_ref_rows_free(pk_ref_rows *r)
+{
+    free(r->logits);
+    free(r->q);
+    free(r->o);
+    r->logits = r->q = r->o = NULL;
+}
+
+/* Attends one token's query heads; see ref_attn.h. */
+void pk_ref_attend_heads(pk_ref_rows *r, const pk_ref_seq *seq, const void *q, void *out, size_t row0,
+                         int32_t num_q_heads, int32_t group, int32_t pos, int32_t dtype, const pk_attn_opts *opts)
+{
+    for (int32_t h = 0; h < num_q_heads; h++) {
+        pk_ref_load_row(r->q, q, row0 + (size_t) h, r->head_dim, dtype);
+        pk_ref_query query = { .q_head = h, .kv_head = h / group, .pos = pos, .q = r->q };
+        pk_ref_attend(seq, &query, opts, r->logits, r->o);
+        pk_ref_store_row(out, row0 + (size_t) h, r->head_dim, dtype, r->o);
+    }
 }

@@ -34,4 +34,24 @@ void pk_ref_load_row(double *dst, const void *src, size_t row, int32_t head_dim,
 /* Stores head_dim doubles as row row of a q/out tensor of dtype, rounded through float. */
 void pk_ref_store_row(void *dst, size_t row, int32_t head_dim, int32_t dtype, const double *src);
 
+/* The scratch of one reference call: the logits of its longest context, one query row and
+ * one output row, in double. */
+typedef struct pk_ref_rows {
+    double *logits, *q, *o;
+    int32_t head_dim;
+} pk_ref_rows;
+
+/* Allocates r for head_dim and contexts up to the longest of seq_lens[0, n) tokens; returns 0
+ * or PAGED_E_NOMEM (with nothing left allocated). */
+int pk_ref_rows_init(pk_ref_rows *r, const int32_t *seq_lens, int32_t n, int32_t head_dim);
+
+/* Frees what pk_ref_rows_init allocated; returns nothing. */
+void pk_ref_rows_free(pk_ref_rows *r);
+
+/* Attends the num_q_heads query heads of one token at position pos of seq: row row0 + h of q
+ * (dtype) through KV head h / group, each result stored as row row0 + h of out. Returns
+ * nothing. */
+void pk_ref_attend_heads(pk_ref_rows *r, const pk_ref_seq *seq, const void *q, void *out, size_t row0,
+                         int32_t num_q_heads, int32_t group, int32_t pos, int32_t dtype, const pk_attn_opts *opts);
+
 #endif

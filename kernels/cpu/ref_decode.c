@@ -2,8 +2,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <stdlib.h>
-
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/ref_attn.h"
 
@@ -17,22 +15,10 @@ int pk_ref_decode(const pk_decode_args *a)
     if (a->num_seqs == 0)
         return 0;
 
-    int32_t head_dim = a->cache.head_dim;
     int32_t group = a->num_q_heads / a->cache.num_kv_heads;
-    int32_t max_len = 0;
-    for (int32_t s = 0; s < a->num_seqs; s++)
-        if (a->seq_lens[s] > max_len)
-            max_len = a->seq_lens[s];
-    double *logits = malloc((size_t) max_len * sizeof *logits);
-    double *qrow = malloc((size_t) head_dim * sizeof *qrow);
-    double *orow = malloc((size_t) head_dim * sizeof *orow);
-    if (logits == NULL || qrow == NULL || orow == NULL) {
-        free(logits);
-        free(qrow);
-        free(orow);
+    pk_ref_rows rows;
+    if (pk_ref_rows_init(&rows, a->seq_lens, a->num_seqs, a->cache.head_dim) != 0)
         return PAGED_E_NOMEM;
-    }
-
     for (int32_t s = 0; s < a->num_seqs; s++) {
         pk_ref_seq seq = {
             .cache = &a->cache,
@@ -44,20 +30,8 @@ int pk_ref_decode(const pk_decode_args *a)
         const void *q = a->q_seq != NULL ? a->q_seq[s] : a->q;
         void *out = a->q_seq != NULL ? a->out_seq[s] : a->out;
         size_t row0 = a->q_seq != NULL ? 0 : (size_t) s * (size_t) a->num_q_heads;
-        for (int32_t h = 0; h < a->num_q_heads; h++) {
-            pk_ref_load_row(qrow, q, row0 + (size_t) h, head_dim, a->q_dtype);
-            pk_ref_query query = {
-                .q_head = h,
-                .kv_head = h / group,
-                .pos = seq.seq_len - 1,
-                .q = qrow,
-            };
-            pk_ref_attend(&seq, &query, &a->opts, logits, orow);
-            pk_ref_store_row(out, row0 + (size_t) h, head_dim, a->q_dtype, orow);
-        }
+        pk_ref_attend_heads(&rows, &seq, q, out, row0, a->num_q_heads, group, seq.seq_len - 1, a->q_dtype, &a->opts);
     }
-    free(logits);
-    free(qrow);
-    free(orow);
+    pk_ref_rows_free(&rows);
     return 0;
 }

@@ -2,8 +2,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <stdlib.h>
-
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/ref_attn.h"
 
@@ -16,22 +14,10 @@ int pk_ref_prefill(const pk_prefill_args *a)
     if (a->num_seqs == 0)
         return 0;
 
-    int32_t head_dim = a->cache.head_dim;
     int32_t group = a->num_q_heads / a->cache.num_kv_heads;
-    int32_t max_len = 1;
-    for (int32_t s = 0; s < a->num_seqs; s++)
-        if (a->seq_lens[s] > max_len)
-            max_len = a->seq_lens[s];
-    double *logits = malloc((size_t) max_len * sizeof *logits);
-    double *qrow = malloc((size_t) head_dim * sizeof *qrow);
-    double *orow = malloc((size_t) head_dim * sizeof *orow);
-    if (logits == NULL || qrow == NULL || orow == NULL) {
-        free(logits);
-        free(qrow);
-        free(orow);
+    pk_ref_rows rows;
+    if (pk_ref_rows_init(&rows, a->seq_lens, a->num_seqs, a->cache.head_dim) != 0)
         return PAGED_E_NOMEM;
-    }
-
     for (int32_t s = 0; s < a->num_seqs; s++) {
         pk_ref_seq seq = {
             .cache = &a->cache,
@@ -45,16 +31,9 @@ int pk_ref_prefill(const pk_prefill_args *a)
              * stand at the last position, which is where the window is measured from. */
             int32_t pos = a->causal ? seq.seq_len - qo_len + r : seq.seq_len - 1;
             size_t row0 = ((size_t) a->qo_indptr[s] + (size_t) r) * (size_t) a->num_q_heads;
-            for (int32_t h = 0; h < a->num_q_heads; h++) {
-                pk_ref_load_row(qrow, a->q, row0 + (size_t) h, head_dim, a->q_dtype);
-                pk_ref_query query = { .q_head = h, .kv_head = h / group, .pos = pos, .q = qrow };
-                pk_ref_attend(&seq, &query, &a->opts, logits, orow);
-                pk_ref_store_row(a->out, row0 + (size_t) h, head_dim, a->q_dtype, orow);
-            }
+            pk_ref_attend_heads(&rows, &seq, a->q, a->out, row0, a->num_q_heads, group, pos, a->q_dtype, &a->opts);
         }
     }
-    free(logits);
-    free(qrow);
-    free(orow);
+    pk_ref_rows_free(&rows);
     return 0;
 }

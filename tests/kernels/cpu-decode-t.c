@@ -12,10 +12,8 @@
 #include "tests/tap/basic.h"
 
 /*
- * A covering set rather than the cross product: case c takes head dim c % 5, block size
- * c % 3, GQA group c % 4, cache dtype (c / 4) % 4 and options (c / 3) % 8, so every value
- * of each appears many times and every pair of them meets. Work per case is capped so
- * the program stays within seconds under ASan. Every other run of 7 cases (mixed_layers)
+ * Case c is case c of the covering set (nv_covering_case). Work per case is capped so the
+ * program stays within seconds under ASan. Every other run of 7 cases (mixed_layers)
  * gives each sequence its own random layer (pk_decode_args.seq_layer, what a merged launch
  * of clients at different layers uses) over a pool whose every layer holds different data,
  * and also checks that the result is bit for bit what each sequence gives run alone on its
@@ -24,28 +22,6 @@
 #define NCASES 100
 #define BUDGET 1000000          /* head_dim * query heads * context tokens, summed over sequences */
 #define MAXSEQS 4
-
-static const int32_t dims[] = { 64, 80, 96, 128, 256 };
-static const int32_t block_sizes[] = { 8, 16, 32 };
-static const int32_t groups[] = { 1, 2, 4, 8 };
-static const int32_t dtypes[] = { PAGED_DTYPE_F32, PAGED_DTYPE_F16, PAGED_DTYPE_BF16,
-                                  PAGED_DTYPE_FP8_E4M3 };
-static const int32_t fp8_queries[] = { PAGED_DTYPE_F16, PAGED_DTYPE_BF16, PAGED_DTYPE_F32 };
-
-/* Returns a context length: 1, one near a block boundary, 2000, or spread log-uniformly. */
-static int32_t pick_len(tap_rng *rng, int32_t block)
-{
-    switch (tap_rng_below(rng, 6)) {
-    case 0:
-        return 1;
-    case 1:
-        return block * (int32_t) (1 + tap_rng_below(rng, 8)) + (int32_t) tap_rng_below(rng, 3) - 1;
-    case 2:
-        return 2000;
-    default:
-        return (int32_t) exp(tap_rng_uniform(rng, 0.0, log(2000.0)));
-    }
-}
 
 /* Returns whether case c gives its sequences layers of their own. */
 static int mixed_layers(int c)
@@ -70,23 +46,13 @@ static int run_one(tap_rng *rng, const pk_decode_args *a, int which)
     return err;
 }
 
-/* Fills a label naming the options set in opts. */
-static void opts_label(char *buf, size_t size, const pk_attn_opts *o)
-{
-    snprintf(buf, size, "%s%s%s%s", o->soft_cap > 0 ? " cap" : "", o->alibi_slopes ? " alibi" : "",
-             o->window > 0 ? " window" : "",
-             o->soft_cap > 0 || o->alibi_slopes || o->window > 0 ? "" : " plain");
-}
-
 /* Runs one case through the naive version, the reference and the CPU backend. */
 static void run_case(uint64_t seed, int c)
 {
     tap_rng rng;
     tap_rng_seed(&rng, seed + (uint64_t) c * 0x9e3779b97f4a7c15u);
-    int32_t D = dims[c % 5], B = block_sizes[c % 3], G = groups[c % 4];
-    int32_t dtype = dtypes[(c / 4) % 4];
-    int32_t q_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_queries[(c / 16) % 3] : dtype;
-    int options = (c / 3) % 8;
+    const nv_covering k = nv_covering_case(c);
+    const int32_t D = k.D, B = k.B, G = k.G, dtype = k.dtype, q_dtype = k.q_dtype;
     int per_seq = (c / 5) % 3 == 0;
     int mixed = mixed_layers(c);
     int32_t H = 1 + (int32_t) tap_rng_below(&rng, 3);
@@ -94,7 +60,7 @@ static void run_case(uint64_t seed, int c)
     int nseqs = 1 + (int) tap_rng_below(&rng, MAXSEQS);
     int32_t lens[MAXSEQS];
     for (int s = 0; s < nseqs; s++)
-        lens[s] = pick_len(&rng, B);
+        lens[s] = nv_pick_len(&rng, B);
 
     /* Trim to the budget: fewer sequences, then one KV head, then a shorter context. */
     for (;;) {
@@ -119,22 +85,10 @@ static void run_case(uint64_t seed, int c)
     }
     bt_stride += (int32_t) tap_rng_below(&rng, 3);
 
-    pk_cache cache = {
-        .num_layers = L,
-        .num_blocks = used + (int32_t) tap_rng_below(&rng, 8),
-        .num_kv_heads = H,
-        .head_dim = D,
-        .block_size = B,
-        .dtype = dtype,
-        .k_scale = dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(&rng, 0.003, 0.02) : 1.0f,
-        .v_scale = dtype == PAGED_DTYPE_FP8_E4M3 ? (float) tap_rng_uniform(&rng, 0.003, 0.02) : 1.0f,
-    };
+    pk_cache cache = nv_random_pool(&rng, L, used, H, D, B, dtype);
     int32_t layer = (int32_t) tap_rng_below(&rng, (uint64_t) L);
     /* Per-sequence layers: random, the first two different. */
     int32_t *seq_layer = mixed ? nv_random_layers(&rng, nseqs, L) : NULL;
-    size_t elems = nv_pool_elems(&cache);
-    cache.base = bmalloc(pk_cache_bytes(&cache));
-    nv_poison(cache.base, elems, dtype);
     int32_t *tables = nv_block_tables(&rng, nseqs, lens, B, cache.num_blocks, bt_stride);
     /* With per-sequence layers every layer of a sequence holds its own data, so reading
      * another layer than the sequence's gives another answer. */
@@ -150,18 +104,8 @@ static void run_case(uint64_t seed, int c)
     for (size_t i = 0; i < rows * (size_t) D; i++)
         nv_random(&rng, q, i, q_dtype, 1.0f);
 
-    pk_attn_opts opts = { .sm_scale = (float) (exp(tap_rng_uniform(&rng, log(0.5), log(12.0))) / sqrt(D)) };
-    float *slopes = NULL;
-    if (options & 1)
-        opts.soft_cap = (float) tap_rng_uniform(&rng, 1.0, 10.0);
-    if (options & 2) {
-        slopes = bmalloc((size_t) Hq * sizeof *slopes);
-        for (int32_t h = 0; h < Hq; h++)
-            slopes[h] = (float) exp(tap_rng_uniform(&rng, log(1.0 / 1024), log(0.25)));
-        opts.alibi_slopes = slopes;
-    }
-    if (options & 4)
-        opts.window = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) max_len + 16);
+    float *slopes;
+    pk_attn_opts opts = nv_random_opts(&rng, k.options, D, Hq, max_len, &slopes);
 
     /* The naive answer, one KV head of one sequence at a time. */
     double *want = bmalloc(rows * (size_t) D * sizeof *want);
@@ -211,11 +155,8 @@ static void run_case(uint64_t seed, int c)
     };
 
     char label[256], olabel[64];
-    opts_label(olabel, sizeof olabel, &opts);
-    if (dtype == PAGED_DTYPE_FP8_E4M3)
-        snprintf(label, sizeof label, "decode fp8 (q %s)", nv_dtype_name(q_dtype));
-    else
-        snprintf(label, sizeof label, "decode %s", nv_dtype_name(dtype));
+    nv_opts_label(olabel, sizeof olabel, &opts);
+    nv_case_prefix(label, sizeof label, "decode", dtype, q_dtype);
     snprintf(label + strlen(label), sizeof label - strlen(label),
              " D=%d B=%d GQA %d, %d KV heads, %d seqs up to %d tokens,%s%s", (int) D, (int) B, (int) G,
              (int) H, nseqs, (int) max_len, olabel, per_seq ? ", per-seq pointers" : "");

@@ -5,6 +5,7 @@
 #include "tests/kernels/naive.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,4 +332,87 @@ const char *nv_dtype_name(int32_t dtype)
     case PAGED_DTYPE_FP8_E4M3: return "fp8";
     default: return "?";
     }
+}
+
+/* Returns a poisoned random pool; see naive.h. */
+pk_cache nv_random_pool(tap_rng *rng, int32_t L, int32_t used, int32_t H, int32_t D, int32_t B, int32_t dtype)
+{
+    const int fp8 = dtype == PAGED_DTYPE_FP8_E4M3;
+    pk_cache c = {
+        .num_layers = L,
+        .num_blocks = used + (int32_t) tap_rng_below(rng, 8),
+        .num_kv_heads = H,
+        .head_dim = D,
+        .block_size = B,
+        .dtype = dtype,
+        .k_scale = fp8 ? (float) tap_rng_uniform(rng, 0.003, 0.02) : 1.0f,
+        .v_scale = fp8 ? (float) tap_rng_uniform(rng, 0.003, 0.02) : 1.0f,
+    };
+    c.base = bmalloc(pk_cache_bytes(&c));
+    nv_poison(c.base, nv_pool_elems(&c), dtype);
+    return c;
+}
+
+/* Returns case c of the covering set; see naive.h. */
+nv_covering nv_covering_case(int c)
+{
+    static const int32_t dims[] = { 64, 80, 96, 128, 256 };
+    static const int32_t block_sizes[] = { 8, 16, 32 };
+    static const int32_t groups[] = { 1, 2, 4, 8 };
+    static const int32_t dtypes[] = { PAGED_DTYPE_F32, PAGED_DTYPE_F16, PAGED_DTYPE_BF16, PAGED_DTYPE_FP8_E4M3 };
+    static const int32_t fp8_queries[] = { PAGED_DTYPE_F16, PAGED_DTYPE_BF16, PAGED_DTYPE_F32 };
+    nv_covering k = { .D = dims[c % 5], .B = block_sizes[c % 3], .G = groups[c % 4], .dtype = dtypes[(c / 4) % 4],
+                      .options = (c / 3) % 8 };
+    k.q_dtype = k.dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_queries[(c / 16) % 3] : k.dtype;
+    return k;
+}
+
+/* Returns a random context length; see naive.h. */
+int32_t nv_pick_len(tap_rng *rng, int32_t block)
+{
+    switch (tap_rng_below(rng, 6)) {
+    case 0:
+        return 1;
+    case 1:
+        return block * (int32_t) (1 + tap_rng_below(rng, 8)) + (int32_t) tap_rng_below(rng, 3) - 1;
+    case 2:
+        return 2000;
+    default:
+        return (int32_t) exp(tap_rng_uniform(rng, 0.0, log(2000.0)));
+    }
+}
+
+/* Returns random attention options; see naive.h. */
+pk_attn_opts nv_random_opts(tap_rng *rng, int options, int32_t D, int32_t Hq, int32_t max_len, float **slopes)
+{
+    pk_attn_opts o = { .sm_scale = (float) (exp(tap_rng_uniform(rng, log(0.5), log(12.0))) / sqrt(D)) };
+    *slopes = NULL;
+    if (options & 1)
+        o.soft_cap = (float) tap_rng_uniform(rng, 1.0, 10.0);
+    if (options & 2) {
+        *slopes = bmalloc((size_t) Hq * sizeof **slopes);
+        for (int32_t h = 0; h < Hq; h++)
+            (*slopes)[h] = (float) exp(tap_rng_uniform(rng, log(1.0 / 1024), log(0.25)));
+        o.alibi_slopes = *slopes;
+    }
+    if (options & 4)
+        o.window = 1 + (int32_t) tap_rng_below(rng, (uint64_t) max_len + 16);
+    return o;
+}
+
+/* Starts a case's label; see naive.h. */
+void nv_case_prefix(char *buf, size_t size, const char *op, int32_t dtype, int32_t q_dtype)
+{
+    if (dtype == PAGED_DTYPE_FP8_E4M3)
+        snprintf(buf, size, "%s fp8 (q %s)", op, nv_dtype_name(q_dtype));
+    else
+        snprintf(buf, size, "%s %s", op, nv_dtype_name(dtype));
+}
+
+/* Labels the options set; see naive.h. */
+void nv_opts_label(char *buf, size_t size, const pk_attn_opts *o)
+{
+    snprintf(buf, size, "%s%s%s%s", o->soft_cap > 0 ? " cap" : "", o->alibi_slopes ? " alibi" : "",
+             o->window > 0 ? " window" : "",
+             o->soft_cap > 0 || o->alibi_slopes || o->window > 0 ? "" : " plain");
 }

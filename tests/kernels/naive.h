@@ -84,4 +84,42 @@ size_t nv_split(tap_rng *rng, size_t items, size_t *begin, size_t *end);
 /* Returns the name of a dtype for test messages. */
 const char *nv_dtype_name(int32_t dtype);
 
+/*
+ * The CPU kernel tests' covering set, rather than the cross product: case c takes head dim
+ * c % 5 of 64, 80, 96, 128 and 256, block size c % 3 of 8, 16 and 32, GQA group c % 4 of 1,
+ * 2, 4 and 8, cache dtype (c / 4) % 4 of f32, f16, bf16 and fp8 (whose queries are f16, bf16
+ * or f32 by (c / 16) % 3; other caches' queries are of their own dtype) and option bits
+ * (c / 3) % 8 (nv_random_opts), so every value of each appears many times and every pair
+ * of them meets.
+ */
+typedef struct nv_covering {
+    int32_t D, B, G, dtype, q_dtype;
+    int options;
+} nv_covering;
+
+/* Returns a pool of L layers, used blocks and up to 7 more, H KV heads of head dim D, blocks
+ * of B tokens and dtype (fp8: random scales), its memory bmalloc'd and poisoned
+ * (nv_poison). */
+pk_cache nv_random_pool(tap_rng *rng, int32_t L, int32_t used, int32_t H, int32_t D, int32_t B, int32_t dtype);
+
+/* Returns case c of the covering set. */
+nv_covering nv_covering_case(int c);
+
+/* Returns a context length: 1, one near a multiple of block, 2000, or spread log-uniformly. */
+int32_t nv_pick_len(tap_rng *rng, int32_t block);
+
+/*
+ * Returns random attention options for head dim D and Hq query heads: a logit scale around
+ * 1 / sqrt(D), and with option bit 1 a soft cap, bit 2 ALiBi slopes (bmalloc'd into *slopes,
+ * else NULL), bit 4 a window of up to max_len + 16 tokens.
+ */
+pk_attn_opts nv_random_opts(tap_rng *rng, int options, int32_t D, int32_t Hq, int32_t max_len, float **slopes);
+
+/* Fills buf with the start of a case's label: op, then the cache dtype, or for an fp8 cache
+ * the query dtype. Returns nothing. */
+void nv_case_prefix(char *buf, size_t size, const char *op, int32_t dtype, int32_t q_dtype);
+
+/* Fills buf with a label naming the options set in o. Returns nothing. */
+void nv_opts_label(char *buf, size_t size, const pk_attn_opts *o);
+
 #endif
