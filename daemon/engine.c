@@ -410,6 +410,14 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
     return r->taken;
 }
 
+/* Returns whether gather waits for c: ready, not in this pass yet, no completions withheld,
+ * and in the last pass with a DECODE or just posted a deferred DECODE's completion. */
+static int awaited(const struct pd_engine *e, const struct pd_conn *c)
+{
+    return c->state == PD_CONN_READY && c->ch != NULL && c->engine_pass != e->pass && !c->deferred
+           && (c->engine_decode_pass == e->last_decode_pass || c->engine_awaited);
+}
+
 /*
  * Waits (bounded; see the top of this file) for the clients that had a DECODE in the last
  * pass that had one, or whose deferred DECODE's completion was just posted, and have nothing
@@ -432,9 +440,11 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
     int busy = e->ndef != 0;
     for (;;) {
         unsigned missing = 0;
+        for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+            if (awaited(e, c))
+                paged_ring_cons_prefetch(&c->ch->sq);   /* see pass() */
         for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
-            if (c->state != PD_CONN_READY || c->ch == NULL || c->engine_pass == e->pass || c->deferred
-                || (c->engine_decode_pass != e->last_decode_pass && !c->engine_awaited))
+            if (!awaited(e, c))
                 continue;
             if (paged_ring_cons_available(&c->ch->sq, 1) != 0)
                 took += collect(e, srv, c, budget);
@@ -778,6 +788,11 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         if (only->state == PD_CONN_READY && only->ch != NULL && !only->deferred)
             took = collect(e, srv, only, budget);
     } else {
+        /* Every ring's tail and next request on their way at once: the clients wrote them
+         * from other CPUs, and one miss after another would cost each its own trip. */
+        for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+            if (c->state == PD_CONN_READY && c->ch != NULL && !c->deferred)
+                paged_ring_cons_prefetch(&c->ch->sq);
         for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
             if (c->state == PD_CONN_READY && c->ch != NULL && !c->deferred)
                 took += collect(e, srv, c, budget);

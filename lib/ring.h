@@ -170,6 +170,21 @@ static inline uint32_t paged_ring_cons_capacity(const struct paged_ring_cons *c)
 }
 
 /*
+ * Asks the CPU to start fetching the producer's tail and the first two lines of the next
+ * entry, so that a consumer serving many rings has their cache misses in flight at once
+ * instead of one after another. Only a hint: it reads nothing and changes nothing. Returns
+ * nothing.
+ */
+static inline void paged_ring_cons_prefetch(const struct paged_ring_cons *c)
+{
+    const unsigned char *next = c->entries + (size_t) (c->head & c->mask) * c->entry_size;
+    __builtin_prefetch(&c->ctl->tail, 0, 3);
+    __builtin_prefetch(next, 0, 3);
+    if (c->entry_size > PAGED_CACHELINE)
+        __builtin_prefetch(next + PAGED_CACHELINE, 0, 3);
+}
+
+/*
  * Computes the layout of a client channel (see lib/proto.h): the header page, then the SQ
  * control words and entries, the CQ control words and entries, then the host arena on a
  * page boundary, arena_size rounded up to whole pages. Fills every field of *hdr (magic and
