@@ -84,7 +84,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
         step bench-kernels tools/paged-bench kernels --json "$out/bench-kernels.json"
     fi
     export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd.log"
-    step bench-service tools/paged-bench service --json "$out/bench-service.json"
+    step bench-service tools/paged-bench service --rounds=5 --json "$out/bench-service.json"
     grep 'engine:' "$logs/bench-pagedd.log" | tee -a "$summary"
     for d in host device; do
         export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-deps-$d.log"

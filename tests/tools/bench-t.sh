@@ -11,7 +11,7 @@ for p in "$bench" "$check" "$pagedd"; do
         exit 0
     fi
 done
-echo 1..6
+echo 1..8
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-t.XXXXXX") || { echo "Bail out! mktemp failed"; exit 1; }
 trap 'rm -rf "$tmp"' EXIT
 
@@ -55,3 +55,20 @@ ok $? 5 "paged-bench --json: strict JSON, every table present, every figure fini
 rc=$?
 [ $rc -eq 2 ]
 ok $? 6 "paged-bench: an unknown benchmark is a usage error (exit 2, got $rc)"
+
+# Rounds: every client count runs once per round, numbered, and the summary gives the median
+# ratio with the least and the most (which must bracket it).
+"$bench" --quick --rounds=3 --clients=1,2 --nops=10 --json "$tmp/rounds.json" --pagedd "$pagedd" service \
+    >"$tmp/rounds" 2>&1
+rc=$?
+sed 's/^/# /' "$tmp/rounds"
+rows=$(awk '$1 ~ /^[1-3]$/ && NF >= 10 { print $1 "x" $2 "x" $3 }' "$tmp/rounds" | tr '\n' ' ')
+[ $rc -eq 0 ] && [ "$rows" = "1x1x1 1x2x1 1x1x2 2x1x1 2x2x1 2x1x2 3x1x1 3x2x1 3x1x2 " ]
+ok $? 7 "paged-bench --rounds=3: three rounds of 1 x 1, 2 x 1 and 1 x 2, in that order (got: $rows)"
+line=$(grep 'median of 3 rounds' "$tmp/rounds")
+lo=$(echo "$line" | sed -n 's/.*(\([0-9.]*\)-\([0-9.]*\)): \([0-9.]*\) x$/\1/p')
+hi=$(echo "$line" | sed -n 's/.*(\([0-9.]*\)-\([0-9.]*\)): \([0-9.]*\) x$/\2/p')
+med=$(echo "$line" | sed -n 's/.*(\([0-9.]*\)-\([0-9.]*\)): \([0-9.]*\) x$/\3/p')
+[ -n "$med" ] && awk -v l="$lo" -v m="$med" -v h="$hi" 'BEGIN { exit !(l > 0 && l <= m && m <= h) }' \
+    && "$check" "$tmp/rounds.json" service >/dev/null
+ok $? 8 "paged-bench --rounds=3: the median merge ratio $med lies in its range $lo-$hi, and the JSON checks"

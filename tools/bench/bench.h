@@ -16,6 +16,7 @@ enum bench_backend {
 };
 
 #define BENCH_MAX_CLIENT_COUNTS 8
+#define BENCH_MAX_ROUNDS 50          /* --rounds */
 
 /* The command line. */
 struct bench_opts {
@@ -32,6 +33,7 @@ struct bench_opts {
     long nops;                      /* service: NOP round trips (0: default) */
     int spin_us;                    /* service: clients' paged_connect_opts.spin_us (0: default) */
     int deps;                       /* service: layers chained by dep words: 0 no, 1 host, 2 device */
+    unsigned rounds;                /* service: times the scenario list runs, interleaved (>= 1) */
     uint64_t seed;                  /* of every random input */
     int do_kernels, do_service;
 };

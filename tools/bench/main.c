@@ -45,6 +45,8 @@ static void usage(FILE *f)
             "      --deps[=host|device]  service: chain the layers through dependency words\n"
             "                         (in the host arena, the default, or the data arena)\n"
             "                         instead of awaiting each layer's completion\n"
+            "      --rounds=N         service: run every client count N times, interleaved, and\n"
+            "                         give the merge ratio's median (default 1)\n"
             "      --seed=N           seed of every random input (default: from the clock)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n\n"
@@ -82,7 +84,7 @@ static void parse_clients(struct bench_opts *o, const char *s)
 /* Parses the command line into o; exits for --help, --version and usage errors. Returns nothing. */
 static void parse_args(int argc, char **argv, struct bench_opts *o)
 {
-    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS };
+    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS, OPT_ROUNDS };
     static const struct option longopts[] = {
         { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
         { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
@@ -90,7 +92,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         { "batch", required_argument, NULL, 'B' }, { "context", required_argument, NULL, OPT_CONTEXT },
         { "steps", required_argument, NULL, OPT_STEPS }, { "nops", required_argument, NULL, OPT_NOPS },
         { "seed", required_argument, NULL, OPT_SEED }, { "spin-us", required_argument, NULL, OPT_SPIN },
-        { "deps", optional_argument, NULL, OPT_DEPS },
+        { "deps", optional_argument, NULL, OPT_DEPS }, { "rounds", required_argument, NULL, OPT_ROUNDS },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
     };
@@ -98,6 +100,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
     int seeded = 0, c;
     memset(o, 0, sizeof *o);
     o->batch = 1;
+    o->rounds = 1;
     while ((c = getopt_long(argc, argv, "qj:b:t:c:B:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'q': o->quick = 1; break;
@@ -119,6 +122,11 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         case OPT_CONTEXT: o->context = (unsigned) parse_count(optarg, "context", 1); break;
         case OPT_STEPS: o->steps = (unsigned) parse_count(optarg, "step count", 1); break;
         case OPT_NOPS: o->nops = (long) parse_count(optarg, "NOP count", 1); break;
+        case OPT_ROUNDS:
+            o->rounds = (unsigned) parse_count(optarg, "round count", 1);
+            if (o->rounds > BENCH_MAX_ROUNDS)
+                bench_die("--rounds: at most %d, not %s", BENCH_MAX_ROUNDS, optarg);
+            break;
         case OPT_SPIN:
             o->spin_us = strcmp(optarg, "-1") == 0 ? -1 : (int) parse_count(optarg, "spin", 1);
             if (o->spin_us > 1000000)

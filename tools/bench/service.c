@@ -229,8 +229,9 @@ static void await_ready(int ready_r, unsigned n, const pid_t *pids, const char *
     }
 }
 
-/* Runs one scenario through the daemon and in-process, and fills a table row. */
-static void run_scenario(struct svc *s, const struct scenario *sc, int index, struct br_table *t)
+/* Runs one scenario through the daemon and in-process (index: its pool's number, unique in the
+ * run) and fills a table row, numbered round when that is not 0. Returns nothing. */
+static void run_scenario(struct svc *s, const struct scenario *sc, int index, int round, struct br_table *t)
 {
     unsigned seqs = sc->clients * sc->batch;
     char pool[64];
@@ -323,6 +324,8 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, st
     bench_sort_i64(all_steps, nsteps);
     double tok_s = (double) seqs * s->run.steps / ((double) (last - first) * 1e-9);
     int row = br_row(t);
+    if (round > 0)
+        br_set_int(t, row, "round", round);
     br_set_int(t, row, "clients", sc->clients);
     br_set_int(t, row, "batch", sc->batch);
     br_set_num(t, row, "tok_s", tok_s);
@@ -371,9 +374,18 @@ static int scenarios(const struct bench_opts *o, struct scenario *sc)
     return n;
 }
 
+/* Compares doubles for qsort; returns <0, 0 or >0. */
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
 /* Adds the merge summary: tokens/s of the most clients at the batch over one client with
- * their whole batch. Returns nothing. */
-static void merge_summary(const struct br_table *t, const struct scenario *sc, int n, struct br_report *r)
+ * their whole batch, in each of the rounds (the table's rows are rounds of the n scenarios),
+ * their median (and with several rounds the least and the most). Returns nothing. */
+static void merge_summary(const struct br_table *t, const struct scenario *sc, int n, unsigned rounds,
+                          struct br_report *r)
 {
     int many = -1, one = -1;
     for (int i = 0; i < n; i++)
@@ -386,10 +398,22 @@ static void merge_summary(const struct br_table *t, const struct scenario *sc, i
             one = i;
     if (one < 0)
         return;
-    char label[160];
-    snprintf(label, sizeof label, "service: %u clients x batch %u over 1 client x batch %u, tokens/s",
-             sc[many].clients, sc[many].batch, sc[one].batch);
-    br_summary(r, "merge_ratio", label, br_get_num(t, many, "tok_s") / br_get_num(t, one, "tok_s"), "x", 2);
+    double ratio[BENCH_MAX_ROUNDS];
+    for (unsigned k = 0; k < rounds; k++)
+        ratio[k] = br_get_num(t, (int) k * n + many, "tok_s") / br_get_num(t, (int) k * n + one, "tok_s");
+    qsort(ratio, rounds, sizeof *ratio, cmp_double);
+    const double median = rounds % 2 ? ratio[rounds / 2] : (ratio[rounds / 2 - 1] + ratio[rounds / 2]) / 2;
+    char label[200];
+    int len = snprintf(label, sizeof label, "service: %u clients x batch %u over 1 client x batch %u, tokens/s",
+                       sc[many].clients, sc[many].batch, sc[one].batch);
+    if (rounds > 1)
+        snprintf(label + len, sizeof label - (size_t) len, ", median of %u rounds (%.2f-%.2f)", rounds, ratio[0],
+                 ratio[rounds - 1]);
+    br_summary(r, "merge_ratio", label, median, "x", 2);
+    if (rounds > 1) {
+        br_summary(r, "merge_ratio_min", "service: the same, the least of the rounds", ratio[0], "x", 2);
+        br_summary(r, "merge_ratio_max", "service: the same, the most of the rounds", ratio[rounds - 1], "x", 2);
+    }
 }
 
 /* Runs the service benchmark. */
@@ -453,6 +477,8 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
                             "the completion, posted when queued)"
                           : "by the client (each layer's completion awaited)");
     struct br_table *t = br_table(r, "service", title);
+    if (o->rounds > 1)
+        br_col(t, "round", "round", 0, 0);
     br_col(t, "clients", "clients", 0, 0);
     br_col(t, "batch", "batch", 0, 0);
     br_col(t, "tok_s", "tokens/s", 1, 1);
@@ -467,13 +493,15 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
     br_col(t, "ratio", "svc/in-proc time", 3, 1);
     br_col(t, "awaited_step_ms", "awaited step ms", 3, 1);
     br_col(t, "awaited_ratio", "svc/awaited time", 3, 1);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (sc[i].clients > MAX_CLIENTS || sc[i].clients == 0 || sc[i].batch == 0)
             bench_die("--clients: 1 to %d clients of batch >= 1", MAX_CLIENTS);
-        run_scenario(&s, &sc[i], i, t);
-    }
+    /* Rounds interleaved, so that a slow spell of the machine touches every scenario alike. */
+    for (unsigned k = 0; k < o->rounds; k++)
+        for (int i = 0; i < n; i++)
+            run_scenario(&s, &sc[i], (int) k * n + i, o->rounds > 1 ? (int) k + 1 : 0, t);
     br_print_table(t, stdout);
-    merge_summary(t, sc, n, r);
+    merge_summary(t, sc, n, o->rounds, r);
 
     paged_client_close(s.c);
     bd_stop(&s.d);
