@@ -22,7 +22,7 @@
 #define BR_MAX_TABLES 16
 #define BR_MAX_COLS 16
 #define BR_KEY 32
-#define BR_TEXT 96
+#define BR_TEXT 160
 
 enum br_kind { BR_NA = 0, BR_STR, BR_INT, BR_NUM };
 
