@@ -54,7 +54,6 @@
 #define PD_CUDA_HEADROOM (128ull << 20)
 /* Non-sticky device errors logged as warnings before they go to the debug level. */
 #define PD_CUDA_WARN_MAX 16u
-/* Formats a message into *cause (NULL when out of memory); returns status. */
 /* Reads the test aid name (a count N > 0 in the environment: the Nth thing of its kind goes
  * wrong on purpose) and logs it as "who: thing N will verb on purpose (name)"; returns N, or
  * 0 when unset or not a count. */
@@ -66,17 +65,6 @@ static uint64_t test_aid(const char *name, const char *who, const char *thing, c
         return 0;
     pd_log(PD_LOG_INFO, "%s: %s %llu will %s on purpose (%s)", who, thing, n, verb, name);
     return n;
-}
-
-static int fail(int status, char **cause, const char *fmt, ...) PD_PRINTF(3, 4);
-static int fail(int status, char **cause, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(cause, fmt, ap) < 0)
-        *cause = NULL;
-    va_end(ap);
-    return status;
 }
 
 /* Formats a UUID as nvidia-smi prints it, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", into
@@ -123,15 +111,15 @@ static int resolve_device(const char *spec, int count, int *ordinal, char **caus
     if (strspn(spec, "0123456789") == n) {
         long v = n <= 6 ? strtol(spec, NULL, 10) : -1;
         if (v < 0 || v >= count)
-            return fail(-1, cause, "backend cuda: device %s does not exist (%d CUDA device%s "
-                        "visible to pagedd)", spec, count, count == 1 ? "" : "s");
+            return pd_cu_fail(-1, cause, "backend cuda: device %s does not exist (%d CUDA device%s "
+                              "visible to pagedd)", spec, count, count == 1 ? "" : "s");
         *ordinal = (int) v;
         return 0;
     }
     uint8_t want[16];
     if (uuid_parse(spec, want) < 0)
-        return fail(-1, cause, "backend cuda: device '%s' is neither an index nor a UUID "
-                    "(GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L prints it)", spec);
+        return pd_cu_fail(-1, cause, "backend cuda: device '%s' is neither an index nor a UUID "
+                          "(GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L prints it)", spec);
     for (int i = 0; i < count; i++) {
         struct cudaDeviceProp prop;
         if (cudaGetDeviceProperties(&prop, i) != cudaSuccess)
@@ -142,9 +130,9 @@ static int resolve_device(const char *spec, int count, int *ordinal, char **caus
         }
     }
     char buf[48];
-    return fail(-1, cause, "backend cuda: no CUDA device visible to pagedd has UUID %s "
-                "(%d device%s visible; CUDA_VISIBLE_DEVICES?)", uuid_str(want, buf, sizeof buf),
-                count, count == 1 ? "" : "s");
+    return pd_cu_fail(-1, cause, "backend cuda: no CUDA device visible to pagedd has UUID %s "
+                      "(%d device%s visible; CUDA_VISIBLE_DEVICES?)", uuid_str(want, buf, sizeof buf),
+                      count, count == 1 ? "" : "s");
 }
 
 /* Returns whether a CUDA error leaves the context unusable: the runtime returns it again
@@ -224,8 +212,8 @@ static int check_health(struct cuda_backend *cb, char **cause)
     if (cb->healthy)
         return PAGED_OK;
     if (cause != NULL)
-        return fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error (%s); "
-                    "restart pagedd", cb->health);
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error (%s); "
+                          "restart pagedd", cb->health);
     return PAGED_E_DEVICE;
 }
 
@@ -237,13 +225,13 @@ static int room(struct cuda_backend *cb, uint64_t bytes, const char *what, char 
     cudaError_t e = cudaMemGetInfo(&free_b, &total);
     if (e != cudaSuccess) {
         (void) pd_cu_error(cb, "cudaMemGetInfo", e);
-        return fail(PAGED_E_DEVICE, cause, "%s: cudaMemGetInfo: %s", what, cudaGetErrorString(e));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "%s: cudaMemGetInfo: %s", what, cudaGetErrorString(e));
     }
     if (bytes > free_b || free_b - bytes < PD_CUDA_HEADROOM)
-        return fail(PAGED_E_NOMEM, cause, "%s of %llu bytes does not fit on the GPU: %llu bytes "
-                    "free of %llu, and pagedd keeps %llu for its own buffers", what,
-                    (unsigned long long) bytes, (unsigned long long) free_b,
-                    (unsigned long long) total, (unsigned long long) PD_CUDA_HEADROOM);
+        return pd_cu_fail(PAGED_E_NOMEM, cause, "%s of %llu bytes does not fit on the GPU: %llu bytes "
+                          "free of %llu, and pagedd keeps %llu for its own buffers", what,
+                          (unsigned long long) bytes, (unsigned long long) free_b,
+                          (unsigned long long) total, (unsigned long long) PD_CUDA_HEADROOM);
     return PAGED_OK;
 }
 
@@ -328,7 +316,7 @@ static int cuda_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, c
         return rc;
     pd_pool_mem *m = pd_calloc(1, sizeof *m);
     if (m == NULL)
-        return fail(PAGED_E_NOMEM, cause, "out of memory");
+        return pd_cu_fail(PAGED_E_NOMEM, cause, "out of memory");
     rc = pd_cu_mem_alloc(&cb->dev, bytes, "pool", &m->mem, cause);
     if (rc < 0) {
         free(m);
@@ -384,7 +372,7 @@ static int cuda_arena_create(pd_backend *b, uint64_t size, pd_arena **out, struc
         return rc;
     pd_arena *a = pd_calloc(1, sizeof *a);
     if (a == NULL)
-        return fail(PAGED_E_NOMEM, cause, "out of memory");
+        return pd_cu_fail(PAGED_E_NOMEM, cause, "out of memory");
     rc = pd_cu_mem_alloc(&cb->dev, size, "data arena", &a->mem, cause);
     if (rc == PAGED_OK) {
         rc = pd_cu_mem_export(&cb->dev, &a->mem, exp, cause);
@@ -430,8 +418,8 @@ static int cuda_host_register(pd_backend *b, pd_arena *a, void *host, uint64_t s
         (void) cudaHostUnregister(host);
     if (e != cudaSuccess) {
         (void) cudaGetLastError();
-        return fail(PAGED_E_NOTSUP, cause, "cudaHostRegister of %llu bytes: %s", (unsigned long long) size,
-                    cudaGetErrorString(e));
+        return pd_cu_fail(PAGED_E_NOTSUP, cause, "cudaHostRegister of %llu bytes: %s", (unsigned long long) size,
+                          cudaGetErrorString(e));
     }
     a->host = host;
     a->host_dev = dev;
@@ -537,8 +525,8 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     if (e == cudaSuccess)
         e = cudaFree(NULL);   /* makes the device's primary context current on this thread */
     if (e != cudaSuccess)
-        return fail(PAGED_E_DEVICE, cause, "backend cuda: cannot use device %d: %s", ordinal,
-                    cudaGetErrorString(e));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "backend cuda: cannot use device %d: %s", ordinal,
+                          cudaGetErrorString(e));
     const char *inl = getenv("PAGEDD_META_INLINE");   /* a benchmarking aid */
     cb->meta_inline_enabled = inl == NULL || strcmp(inl, "0") != 0;
     if (!cb->meta_inline_enabled)
@@ -558,33 +546,33 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
         rc = pd_cu_device_setup(&cb->dev, force != NULL && strcmp(force, "ipc") == 0, &why);
     }
     if (rc < 0) {
-        fail(rc, cause, "backend cuda: device %d: %s", ordinal, why != NULL ? why : "setup failed");
+        pd_cu_fail(rc, cause, "backend cuda: device %d: %s", ordinal, why != NULL ? why : "setup failed");
         free(why);
         return rc;
     }
     CUuuid u;
     CUresult r = cb->dev.drv.device_get_uuid(&u, cb->dev.dev);
     if (r != CUDA_SUCCESS)
-        return fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: cuDeviceGetUuid: %s", ordinal,
-                    pd_cu_strerror(&cb->dev.drv, r, buf, sizeof buf));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: cuDeviceGetUuid: %s", ordinal,
+                          pd_cu_strerror(&cb->dev.drv, r, buf, sizeof buf));
     memcpy(cb->uuid, u.bytes, sizeof cb->uuid);
     struct cudaDeviceProp prop;
     e = cudaGetDeviceProperties(&prop, ordinal);
     if (e != cudaSuccess)
-        return fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: cudaGetDeviceProperties: %s",
-                    ordinal, cudaGetErrorString(e));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: cudaGetDeviceProperties: %s",
+                          ordinal, cudaGetErrorString(e));
     snprintf(cb->name, sizeof cb->name, "%.63s", prop.name);
     e = cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         cb->stream = NULL;
-        return fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: cudaStreamCreateWithFlags: %s",
-                    ordinal, cudaGetErrorString(e));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: cudaStreamCreateWithFlags: %s",
+                          ordinal, cudaGetErrorString(e));
     }
     cb->dev.stream = cb->stream;
     e = pd_cu_flight_init(&cb->flight, cb->backend);
     if (e != cudaSuccess)
-        return fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: the batches' events and watchdog: %s",
-                    ordinal, cudaGetErrorString(e));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: the batches' events and watchdog: %s",
+                          ordinal, cudaGetErrorString(e));
     cb->flight.fail_event_at = test_aid("PAGEDD_FAIL_EVENT_AT", cb->who, "the event of batch", "fail");
     cb->dep_timeout_ns = 1000000000ull;
     cb->healthy = 1;
@@ -598,7 +586,7 @@ pd_backend *pd_backend_cuda_open(const char *device, char **cause)
     char why[160];
     int count = pd_backend_cuda_probe(why, sizeof why);
     if (count == 0) {
-        fail(-1, cause, "backend cuda: %s (use --backend cpu)", why);
+        pd_cu_fail(-1, cause, "backend cuda: %s (use --backend cpu)", why);
         return NULL;
     }
     int ordinal = 0;
@@ -609,7 +597,7 @@ pd_backend *pd_backend_cuda_open(const char *device, char **cause)
     if (b == NULL || cb == NULL) {
         free(b);
         free(cb);
-        fail(-1, cause, "out of memory");
+        pd_cu_fail(-1, cause, "out of memory");
         return NULL;
     }
     b->ops = &cuda_ops;

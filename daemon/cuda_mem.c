@@ -24,9 +24,8 @@
  */
 #define PD_CU_DRIVER_VERSION 12000
 
-/* Formats a message into *cause (NULL when out of memory); returns status. */
-static int fail(int status, char **cause, const char *fmt, ...) PD_PRINTF(3, 4);
-static int fail(int status, char **cause, const char *fmt, ...)
+/* Formats a message into *cause; see cuda_mem.h. */
+int pd_cu_fail(int status, char **cause, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -80,7 +79,7 @@ static int entry_point(const char *name, void *slot, char **cause)
                           : q == cudaDriverEntryPointVersionNotSufficent
                               ? "the driver is older than CUDA 12.0"
                               : "symbol not found";
-        return fail(PAGED_E_DEVICE, cause, "cudaGetDriverEntryPoint(%s): %s", name, why);
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "cudaGetDriverEntryPoint(%s): %s", name, why);
     }
     /* POSIX lets a data pointer to a function be converted back; memcpy says so plainly. */
     memcpy(slot, &fn, sizeof fn);
@@ -136,8 +135,8 @@ int pd_cu_device_setup(struct pd_cu_device *d, int force_ipc, char **cause)
     char buf[160];
     CUresult r = d->drv.ctx_get_device(&d->dev);
     if (r != CUDA_SUCCESS)
-        return fail(PAGED_E_DEVICE, cause, "cuCtxGetDevice: %s",
-                    pd_cu_strerror(&d->drv, r, buf, sizeof buf));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "cuCtxGetDevice: %s",
+                          pd_cu_strerror(&d->drv, r, buf, sizeof buf));
     int vmm = 0, posix_fd = 0;
     r = d->drv.device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                                     d->dev);
@@ -146,8 +145,8 @@ int pd_cu_device_setup(struct pd_cu_device *d, int force_ipc, char **cause)
                                         CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                                         d->dev);
     if (r != CUDA_SUCCESS)
-        return fail(PAGED_E_DEVICE, cause, "cuDeviceGetAttribute: %s",
-                    pd_cu_strerror(&d->drv, r, buf, sizeof buf));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "cuDeviceGetAttribute: %s",
+                          pd_cu_strerror(&d->drv, r, buf, sizeof buf));
     d->vmm = vmm && posix_fd && !force_ipc;
     d->granularity = 0;
     if (d->vmm) {
@@ -156,10 +155,11 @@ int pd_cu_device_setup(struct pd_cu_device *d, int force_ipc, char **cause)
         size_t g = 0;
         r = d->drv.mem_get_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
         if (r != CUDA_SUCCESS)
-            return fail(PAGED_E_DEVICE, cause, "cuMemGetAllocationGranularity: %s",
-                        pd_cu_strerror(&d->drv, r, buf, sizeof buf));
+            return pd_cu_fail(PAGED_E_DEVICE, cause, "cuMemGetAllocationGranularity: %s",
+                              pd_cu_strerror(&d->drv, r, buf, sizeof buf));
         if (g == 0 || (g & (g - 1)) != 0)
-            return fail(PAGED_E_DEVICE, cause, "cuMemGetAllocationGranularity: %zu is not a power of two", g);
+            return pd_cu_fail(PAGED_E_DEVICE, cause, "cuMemGetAllocationGranularity: %zu is not a power of two",
+                              g);
         d->granularity = g;
     }
     return PAGED_OK;
@@ -174,8 +174,8 @@ static int zero(struct pd_cu_device *d, struct pd_cu_mem *m, const char *what, c
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(st);
     if (e != cudaSuccess)
-        return fail(rt_status(e), cause, "%s: zeroing %llu bytes: cudaMemsetAsync: %s", what,
-                    (unsigned long long) m->alloc, cudaGetErrorString(e));
+        return pd_cu_fail(rt_status(e), cause, "%s: zeroing %llu bytes: cudaMemsetAsync: %s", what,
+                          (unsigned long long) m->alloc, cudaGetErrorString(e));
     return PAGED_OK;
 }
 
@@ -214,8 +214,8 @@ static int vmm_alloc(struct pd_cu_device *d, struct pd_cu_mem *m, const char *wh
         m->dptr = (void *) (uintptr_t) p;
         return PAGED_OK;
     }
-    int status = fail(cu_status(r), cause, "%s of %llu bytes: %s: %s", what,
-                      (unsigned long long) m->alloc, step, pd_cu_strerror(&d->drv, r, buf, sizeof buf));
+    int status = pd_cu_fail(cu_status(r), cause, "%s of %llu bytes: %s: %s", what,
+                            (unsigned long long) m->alloc, step, pd_cu_strerror(&d->drv, r, buf, sizeof buf));
     if (mapped)
         d->drv.mem_unmap(p, (size_t) m->alloc);
     if (reserved)
@@ -236,15 +236,15 @@ static int ipc_alloc(struct pd_cu_device *d, struct pd_cu_mem *m, const char *wh
     if (e != cudaSuccess) {
         /* An out-of-memory error is not sticky: clear it so the next call does not see it. */
         (void) cudaGetLastError();
-        return fail(rt_status(e), cause, "%s of %llu bytes: cudaMalloc: %s", what,
-                    (unsigned long long) m->alloc, cudaGetErrorString(e));
+        return pd_cu_fail(rt_status(e), cause, "%s of %llu bytes: cudaMalloc: %s", what,
+                          (unsigned long long) m->alloc, cudaGetErrorString(e));
     }
     cudaIpcMemHandle_t h;
     _Static_assert(sizeof h == sizeof m->ipc, "cudaIpcMemHandle_t is 64 bytes");
     e = cudaIpcGetMemHandle(&h, p);
     if (e != cudaSuccess) {
         cudaFree(p);
-        return fail(PAGED_E_DEVICE, cause, "%s: cudaIpcGetMemHandle: %s", what, cudaGetErrorString(e));
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "%s: cudaIpcGetMemHandle: %s", what, cudaGetErrorString(e));
     }
     memcpy(m->ipc, &h, sizeof m->ipc);
     m->dptr = p;
@@ -257,8 +257,8 @@ int pd_cu_mem_alloc(struct pd_cu_device *d, uint64_t size, const char *what, str
 {
     memset(m, 0, sizeof *m);
     if (size == 0 || size > SIZE_MAX / 2)
-        return fail(PAGED_E_NOMEM, cause, "%s of %llu bytes: cannot be allocated", what,
-                    (unsigned long long) size);
+        return pd_cu_fail(PAGED_E_NOMEM, cause, "%s of %llu bytes: cannot be allocated", what,
+                          (unsigned long long) size);
     m->size = size;
     m->vmm = d->vmm;
     if (d->vmm) {
@@ -325,14 +325,14 @@ int pd_cu_mem_export(struct pd_cu_device *d, const struct pd_cu_mem *m, struct p
     /* For a POSIX descriptor the "shareable handle" is an int written at the address given. */
     CUresult r = d->drv.mem_export(&fd, m->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     if (r != CUDA_SUCCESS || fd < 0)
-        return fail(PAGED_E_DEVICE, cause, "cuMemExportToShareableHandle: %s",
-                    r != CUDA_SUCCESS ? pd_cu_strerror(&d->drv, r, buf, sizeof buf)
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "cuMemExportToShareableHandle: %s",
+                          r != CUDA_SUCCESS ? pd_cu_strerror(&d->drv, r, buf, sizeof buf)
                                       : "no descriptor returned");
     /* The daemon never execs, but a descriptor of device memory should not leak if it did. */
     int fl = fcntl(fd, F_GETFD);
     if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0) {
         close(fd);
-        return fail(PAGED_E_SYSTEM, cause, "cannot mark the exported descriptor close-on-exec");
+        return pd_cu_fail(PAGED_E_SYSTEM, cause, "cannot mark the exported descriptor close-on-exec");
     }
     out->mem_kind = PAGED_MEM_CUDA_VMM;
     out->fd = fd;

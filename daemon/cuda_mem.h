@@ -24,6 +24,7 @@
 #include <cuda.h>
 
 #include "daemon/backend.h"
+#include "daemon/log.h"
 
 /* The driver entry points the backend uses. */
 struct pd_cu_driver {
@@ -112,6 +113,10 @@ void pd_cu_mem_free(struct pd_cu_device *d, struct pd_cu_mem *m);
  */
 int pd_cu_mem_export(struct pd_cu_device *d, const struct pd_cu_mem *m, struct pd_export *out,
                      char **cause);
+
+/* Formats a message into *cause (NULL when out of memory), as the backend's setup and
+ * allocation failures report theirs; returns status. */
+int pd_cu_fail(int status, char **cause, const char *fmt, ...) PD_PRINTF(3, 4);
 
 /* Returns the driver's name and description of r ("CUDA_ERROR_OUT_OF_MEMORY: out of memory")
  * in buf (size bytes). */
