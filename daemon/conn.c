@@ -80,6 +80,21 @@ int pd_conn_has_room(const struct pd_conn *c)
     return c->out_bytes < OUTQ_DROP_BYTES;
 }
 
+/* Records that a message for c could not be queued (rc: why): an event counts as dropped;
+ * a reply marks c reply_lost, once with a log line. Returns rc. */
+static int unqueued(struct pd_conn *c, int droppable, int rc)
+{
+    if (droppable) {
+        if (c->events_unreported < UINT32_MAX)
+            c->events_unreported++;
+    } else if (!c->reply_lost) {
+        c->reply_lost = 1;
+        pd_clog(c, PD_LOG_WARNING, "a reply could not be queued (%s): disconnecting it rather than leaving it "
+                "waiting", rc == PAGED_E_NOMEM ? "out of memory" : "no descriptor for its file descriptors");
+    }
+    return rc;
+}
+
 /* Queues or sends a message; returns as documented in conn.h. */
 int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds, int nfds,
                  int droppable)
@@ -100,9 +115,11 @@ int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds,
             c->events_unreported++;
         return PAGED_E_AGAIN;
     }
+    if (c->out_head == NULL)
+        pd_clog(c, PD_LOG_DEBUG, "its socket is full: messages wait in pagedd, and its requests in its socket");
     struct pd_outmsg *m = pd_malloc(sizeof *m + len);
     if (m == NULL)
-        return PAGED_E_NOMEM;
+        return unqueued(c, droppable, PAGED_E_NOMEM);
     m->next = NULL;
     m->len = len;
     m->nfds = 0;
@@ -111,7 +128,7 @@ int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds,
         int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
             outmsg_free(m);
-            return PAGED_E_SYSTEM;
+            return unqueued(c, droppable, PAGED_E_SYSTEM);
         }
         m->fds[m->nfds++] = fd;
     }

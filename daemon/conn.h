@@ -81,6 +81,8 @@ struct pd_conn {
     int nospin;                        /* told not to spin in its waits (pd_server_spin_hint) */
     int subscribed;
     int close_after_flush;             /* refused: close once the error is sent */
+    int reply_lost;                    /* a reply could not be queued: the connection closes at
+                                        * the end of the turn (pd_server_sweep) */
     uint64_t deadline_ns;              /* HELLO must come before this */
     uint64_t connected_ns;
     struct pd_watch sock_watch;
@@ -120,7 +122,9 @@ void pd_clog(const struct pd_conn *c, enum pd_log_level level, const char *fmt, 
  * sending at once when nothing is queued before it. droppable messages (events) are dropped
  * instead when the queue already holds more than a bounded amount. Returns PAGED_OK,
  * PAGED_E_AGAIN for a dropped event, PAGED_E_DISCONNECTED when the peer is gone (the caller
- * kills the connection), or PAGED_E_NOMEM / PAGED_E_SYSTEM.
+ * kills the connection), or PAGED_E_NOMEM / PAGED_E_SYSTEM when the message could not be
+ * queued: an event is then counted as dropped, and any other message marks the connection
+ * reply_lost, so that its peer is disconnected instead of left waiting for a reply.
  */
 int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds, int nfds,
                  int droppable);

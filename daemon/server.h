@@ -72,8 +72,9 @@ void pd_server_destroy(struct pd_server *srv);
 void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level level,
                     const char *reason);
 
-/* Unlinks and frees every connection pd_server_kill marked dead; the event loop calls it
- * after each turn, when nothing refers to them any more. Returns nothing. */
+/* Kills every connection that lost a reply (pd_conn_send could not queue it), then unlinks
+ * and frees every connection pd_server_kill marked dead; the event loop calls it after each
+ * turn, when nothing refers to them any more. Returns nothing. */
 void pd_server_sweep(struct pd_server *srv);
 
 /* Announces an event to every subscriber (dropped for those who do not keep up, who are

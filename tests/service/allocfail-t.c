@@ -367,44 +367,10 @@ static int all_back(const struct paged_pool_item *it, uint32_t want)
 
 /* What one run found. */
 struct outcome {
-    int fired;                /* the planted failure happened */
     int good;                 /* everything held */
-    unsigned long long counted; /* allocations the daemon counted */
     char what[2000];
-    char logged[1600];        /* the daemon's log from the planted failure on */
-    char site[96];            /* where it was: "408 bytes, server.c:236" */
+    struct td_allocfail log;  /* what the daemon logged of the planted failure */
 };
-
-/* Reads from the daemon's log whether the planted failure fired, how many allocations it
- * counted, and the failure's line with the two after it (what the daemon did about it); fills
- * o. */
-static void read_log(struct outcome *o)
-{
-    FILE *f = fopen(daemon_.log, "r");
-    char line[512];
-    int after = -1;
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        line[strcspn(line, "\n")] = '\0';
-        const char *c = strstr(line, " allocations counted");
-        if (c != NULL)
-            for (const char *s = c; s > line && s[-1] >= '0' && s[-1] <= '9'; s--)
-                o->counted = strtoull(s - 1, NULL, 10);
-        if (strstr(line, "fails on purpose (PAGEDD_FAIL_ALLOC_AT)") != NULL) {
-            o->fired = 1;
-            after = 0;
-            const char *open = strchr(line, '('), *close = open != NULL ? strchr(open, ')') : NULL;
-            if (close != NULL)
-                snprintf(o->site, sizeof o->site, "%.*s", (int) (close - open - 1), open + 1);
-        }
-        if (after >= 0 && after < 3) {
-            size_t at = strlen(o->logged);
-            snprintf(o->logged + at, sizeof o->logged - at, "%s%s", after != 0 ? " | " : "", line);
-            after++;
-        }
-    }
-    if (f != NULL)
-        fclose(f);
-}
 
 /* Starts pagedd with allocation n failing (0: none), makes the pool, runs the workers and
  * checks everything; fills *o. */
@@ -441,7 +407,7 @@ static void one_run(unsigned long long n, struct outcome *o)
         snprintf(o->what, sizeof o->what, "the control connection or the pool failed: %s (%s)", paged_strerror(rc),
                  ctl.errmsg);
         td_stop(&daemon_);
-        read_log(o);
+        td_read_allocfail(&daemon_, &o->log);
         td_cleanup(&daemon_);
         return;
     }
@@ -471,7 +437,7 @@ static void one_run(unsigned long long n, struct outcome *o)
     rc_close(&ctl);
     st = td_stop(&daemon_);
     int exited = st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    read_log(o);
+    td_read_allocfail(&daemon_, &o->log);
     if (n == 0)
         td_check_late_done(&daemon_, 1);   /* allocfail-late-t.sh */
     td_cleanup(&daemon_);
@@ -496,20 +462,20 @@ int main(void)
     seed = tap_seed();
     struct outcome o;
     one_run(0, &o);
-    ok(o.good && !o.fired && o.counted > 0, "with no failure planted every step succeeds (%llu allocations; %s)",
-       o.counted, o.what);
-    const unsigned long long counted = o.counted;
+    ok(o.good && !o.log.fired && o.log.counted > 0, "with no failure planted every step succeeds (%llu allocations; %s)",
+       o.log.counted, o.what);
+    const unsigned long long counted = o.log.counted;
     unsigned long long n = 1, fired = 0, bad = 0;
     for (; n <= SWEEP_MAX; n++) {
         one_run(n, &o);
-        if (!o.fired && n > counted)
+        if (!o.log.fired && n > counted)
             break;
-        fired += o.fired;
+        fired += o.log.fired;
         if (!o.good) {
             bad++;
-            diag("allocation %llu went wrong: %s [log: %s]", n, o.what, o.logged);
-        } else if (o.fired) {
-            diag("allocation %llu (%s): %s", n, o.site, o.what[0] != '\0' ? o.what : "no call failed");
+            diag("allocation %llu went wrong: %s [log: %s]", n, o.what, o.log.logged);
+        } else if (o.log.fired) {
+            diag("allocation %llu (%s): %s", n, o.log.site, o.what[0] != '\0' ? o.what : "no call failed");
         }
     }
     ok(bad == 0, "each of allocations 1 to %llu failing in turn (%llu fired) cost at most one call, PAGED_E_NOMEM "

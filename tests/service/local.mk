@@ -11,8 +11,10 @@ tests_service_libsvctest_la_SOURCES = \
 SVC_TEST_LIBS = tests/service/libsvctest.la lib/libpagedcore.la kernels/libpagedcpu.la $(TAP_LIBS)
 
 check_PROGRAMS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
-	tests/service/control-t tests/service/spinhint-t tests/service/fdlimit-t tests/service/memlimit-t
+	tests/service/control-t tests/service/spinhint-t tests/service/fdlimit-t tests/service/memlimit-t \
+	tests/service/replyfail-t
 tests_service_badinput_t_LDADD = $(SVC_TEST_LIBS)
+tests_service_replyfail_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_spinhint_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
 	lib/libpagedcore.la $(TAP_LIBS)
 tests_service_reclaim_t_LDADD = $(SVC_TEST_LIBS)
@@ -21,12 +23,13 @@ tests_service_control_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_fdlimit_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_memlimit_t_LDADD = $(SVC_TEST_LIBS)
 TESTS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
-	tests/service/control-t tests/service/spinhint-t tests/service/fdlimit-t tests/service/memlimit-t
+	tests/service/control-t tests/service/spinhint-t tests/service/fdlimit-t tests/service/memlimit-t \
+	tests/service/replyfail-t
 
 # The tests exec the daemon: make sure it is built first.
 tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.log \
 	tests/service/control-t.log tests/service/spinhint-t.log tests/service/fdlimit-t.log \
-	tests/service/memlimit-t.log: daemon/pagedd
+	tests/service/memlimit-t.log tests/service/replyfail-t.log: daemon/pagedd
 
 # The libpaged client-process tests below share their helpers, libraries and flags; with
 # PAGED_TEST_BACKEND=cuda their clients fill device arenas through the CUDA runtime.

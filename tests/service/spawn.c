@@ -355,3 +355,33 @@ int td_limit(pid_t pid, int resource, unsigned long long n)
     lim.rlim_cur = (rlim_t) n;
     return prlimit(pid, resource, &lim, NULL);
 }
+
+/* Reads what the log says of a planted allocation failure; see spawn.h. */
+void td_read_allocfail(const struct td_daemon *d, struct td_allocfail *o)
+{
+    memset(o, 0, sizeof *o);
+    FILE *f = fopen(d->log, "r");
+    char line[512];
+    int after = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        const char *c = strstr(line, " allocations counted");
+        if (c != NULL)
+            for (const char *s = c; s > line && s[-1] >= '0' && s[-1] <= '9'; s--)
+                o->counted = strtoull(s - 1, NULL, 10);
+        if (strstr(line, "fails on purpose (PAGEDD_FAIL_ALLOC_AT)") != NULL) {
+            o->fired = 1;
+            after = 0;
+            const char *open = strchr(line, '('), *close = open != NULL ? strchr(open, ')') : NULL;
+            if (close != NULL)
+                snprintf(o->site, sizeof o->site, "%.*s", (int) (close - open - 1), open + 1);
+        }
+        if (after >= 0 && after < 3) {
+            size_t at = strlen(o->logged);
+            snprintf(o->logged + at, sizeof o->logged - at, "%s%s", after != 0 ? " | " : "", line);
+            after++;
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+}

@@ -47,6 +47,17 @@ int td_log_contains(const struct td_daemon *d, const char *needle);
  * Returns nothing. */
 void td_check_late_done(const struct td_daemon *d, int cpu);
 
+/* What a daemon's log says of an allocation failure planted with PAGEDD_FAIL_ALLOC_AT. */
+struct td_allocfail {
+    int fired;                    /* the planted failure happened */
+    unsigned long long counted;   /* allocations the daemon counted (logged at its exit) */
+    char site[96];                /* where it was: "408 bytes, server.c:236" */
+    char logged[1600];            /* the failure's line and the two after it */
+};
+
+/* Reads daemon d's log into *o. Returns nothing. */
+void td_read_allocfail(const struct td_daemon *d, struct td_allocfail *o);
+
 /* Waits up to timeout_ms, polling every millisecond, for the log to contain needle. Returns 1 or 0. */
 int td_log_wait(const struct td_daemon *d, const char *needle, int timeout_ms);
 
