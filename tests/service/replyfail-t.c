@@ -39,7 +39,7 @@ struct outcome {
     int closed;                /* the daemon ended the stream */
     int silent;                /* a reply neither came nor was the stream ended within READ_WAIT_MS */
     int disorder;              /* a reply out of order, or not a STATS_REPLY */
-    int stalled;               /* the daemon neither queued a reply nor found it could not */
+    int stalled;               /* the daemon never found the client's socket full */
     int other_ok;              /* the other client was answered (or refused with a message) */
     int status;                /* pagedd's exit status */
     struct td_allocfail log;
@@ -72,18 +72,6 @@ static long flood(struct rc_client *c)
         sent++;
     }
     return sent;
-}
-
-/* Waits (bounded) until the daemon has had to keep a reply on its heap, or found it could
- * not (its log says which); returns 1, or 0 when neither happened within FLOOD_WAIT_MS. */
-static int await_queued(void)
-{
-    for (int ms = 0; ms < FLOOD_WAIT_MS; ms++) {
-        if (td_log_contains(&daemon_, "its socket is full") || td_log_contains(&daemon_, "could not be queued"))
-            return 1;
-        td_pause_ms(1);
-    }
-    return 0;
 }
 
 /* Reads c's replies to sent STATS requests in order into o, stopping at the end of the
@@ -145,9 +133,9 @@ static void one_run(unsigned long long n, struct outcome *o)
     }
 
     if (o->connected) {
-        /* The flood's replies are more than the client's socket holds: pagedd must keep one
-         * on its heap (or fail to) before the client reads any. */
-        o->stalled = !await_queued();
+        /* The flood's replies are more than the client's socket holds: pagedd must find it
+         * full and keep a reply on its heap (or fail to) before the client reads any. */
+        o->stalled = !td_log_wait(&daemon_, "its socket is full", FLOOD_WAIT_MS);
         drain(&lazy, o);
         rc_close(&lazy);
     }
