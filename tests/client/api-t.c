@@ -185,7 +185,7 @@ static void test_connect_failures(const struct harness *h)
         paged_connect_opts f = { .socket_path = path,
                                  .timeout_ms = cases[i].mode == FAKE_SILENT ? 300 : 10000 };
         double t0 = now_ms();
-        int rc = paged_client_connect_err(&f, &c, why, sizeof why);
+        rc = paged_client_connect_err(&f, &c, why, sizeof why);
         double dt = now_ms() - t0;
         is_int(cases[i].want, rc, "connect to %s: %s", cases[i].what, paged_strerror(cases[i].want));
         ok(c == NULL && dt < 9000, "connect to %s: no client, ended in %.0f ms", cases[i].what, dt);
