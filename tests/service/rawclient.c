@@ -108,8 +108,10 @@ int rc_connect_hello(const char *path, const struct paged_msg_hello *hello, stru
     if (c->sock < 0)
         return c->sock;
     uint32_t flags = hello->flags;
+    /* A daemon that refuses a connection at once (an ERROR, then the close) may have closed
+     * before the HELLO went: its ERROR is still there to read, as libpaged reads it. */
     int rc = psock_send(c->sock, hello, sizeof *hello, NULL, 0);
-    if (rc < 0)
+    if (rc < 0 && rc != PAGED_E_DISCONNECTED)
         return rc;
     union {
         struct paged_msg_welcome w;
