@@ -410,11 +410,17 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
     return r->taken;
 }
 
+/* Returns whether a pass may take c's requests: ready, with a channel, no completions withheld. */
+static int takeable(const struct pd_conn *c)
+{
+    return c->state == PD_CONN_READY && c->ch != NULL && !c->deferred;
+}
+
 /* Returns whether gather waits for c: ready, not in this pass yet, no completions withheld,
  * and in the last pass with a DECODE or just posted a deferred DECODE's completion. */
 static int awaited(const struct pd_engine *e, const struct pd_conn *c)
 {
-    return c->state == PD_CONN_READY && c->ch != NULL && c->engine_pass != e->pass && !c->deferred
+    return takeable(c) && c->engine_pass != e->pass
            && (c->engine_decode_pass == e->last_decode_pass || c->engine_awaited);
 }
 
@@ -785,16 +791,16 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     uint32_t took = 0;
     /* A client whose completions are withheld waits for them before it joins a pass. */
     if (only != NULL) {
-        if (only->state == PD_CONN_READY && only->ch != NULL && !only->deferred)
+        if (takeable(only))
             took = collect(e, srv, only, budget);
     } else {
         /* Every ring's tail and next request on their way at once: the clients wrote them
          * from other CPUs, and one miss after another would cost each its own trip. */
         for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
-            if (c->state == PD_CONN_READY && c->ch != NULL && !c->deferred)
+            if (takeable(c))
                 paged_ring_cons_prefetch(&c->ch->sq);
         for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
-            if (c->state == PD_CONN_READY && c->ch != NULL && !c->deferred)
+            if (takeable(c))
                 took += collect(e, srv, c, budget);
     }
     if (e->nclients == 0)

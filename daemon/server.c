@@ -172,13 +172,12 @@ void pd_server_spin_hint(struct pd_server *srv)
 /* Frees connections killed during this turn; see server.h. */
 void pd_server_sweep(struct pd_server *srv)
 {
-    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
-        if (c->reply_lost && c->state != PD_CONN_DEAD)
-            pd_server_kill(srv, c, PD_LOG_INFO, "a reply was lost");
     struct pd_conn *c = srv->conns;
     int swept = 0;
     while (c != NULL) {
         struct pd_conn *next = c->next;
+        if (c->reply_lost && c->state != PD_CONN_DEAD)
+            pd_server_kill(srv, c, PD_LOG_INFO, "a reply was lost");   /* marks it, never unlinks */
         if (c->state == PD_CONN_DEAD) {
             if (c->prev != NULL)
                 c->prev->next = c->next;
