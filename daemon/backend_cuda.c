@@ -515,6 +515,33 @@ int pd_backend_cuda_probe(char *why, size_t whylen)
     return n;
 }
 
+/*
+ * Returns whether device ordinal's backend waits for and writes dependency words by kernels
+ * (pk_cuda_dep_wait): PAGEDD_DEP_KERNELS=1 or 0 says, else yes under MPS. Under MPS a
+ * stream's memory operations cost the most where many clients' streams wait on the device at
+ * once (HACKING.md has the figures); without it a kernel that polls holds the GPU until the
+ * context's time slice ends, while the worker's context that would write the word waits for
+ * it, and the stream operations are the fast way.
+ */
+static int dep_by_kernels(int ordinal)
+{
+    const char *force = getenv("PAGEDD_DEP_KERNELS");   /* a benchmarking and test aid */
+    if (force != NULL && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0)) {
+        pd_log(PD_LOG_INFO, "cuda device %d: dependency words by %s (PAGEDD_DEP_KERNELS=%s)", ordinal,
+               force[0] == '1' ? "kernels" : "stream memory operations", force);
+        return force[0] == '1';
+    }
+    int mps = 0;
+    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, ordinal) != cudaSuccess) {
+        (void) cudaGetLastError();
+        mps = 0;
+    }
+    if (mps)
+        pd_log(PD_LOG_INFO, "cuda device %d: under MPS: dependency words are waited for and written by kernels",
+               ordinal);
+    return mps != 0;
+}
+
 /* Sets up the device, the driver entry points, the stream and the names of cb; returns
  * PAGED_OK or an error with *cause. */
 static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
@@ -562,6 +589,12 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
         return pd_cu_fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: cudaGetDeviceProperties: %s",
                           ordinal, cudaGetErrorString(e));
     snprintf(cb->name, sizeof cb->name, "%.63s", prop.name);
+    cb->dep_kernels = dep_by_kernels(ordinal);
+    if (cb->dep_kernels && pk_cuda_dep_load() != 0) {
+        pd_log(PD_LOG_WARNING, "cuda device %d: the dependency kernels did not load: dependency words by stream "
+               "memory operations", ordinal);
+        cb->dep_kernels = 0;
+    }
     e = cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         cb->stream = NULL;

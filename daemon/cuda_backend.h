@@ -61,6 +61,9 @@ struct cuda_backend {
      * so that the batches after it (a decode step's other layers) find it on the device. */
     uint64_t inlined_hash;
     size_t inlined_len;
+    /* Dependency words are waited for and written by kernels (kernels.h, pk_cuda_dep_wait)
+     * instead of stream memory operations: under MPS, or as PAGEDD_DEP_KERNELS says. */
+    int dep_kernels;
     int refuse_merged;            /* PAGEDD_REFUSE_MERGED (backend.h): a test aid */
     /* PAGEDD_FAULT_AFTER=N, a test aid: batch N (counting from 1) queues a kernel that traps
      * before its launches, losing the context as a device fault would. 0: never. */

@@ -210,6 +210,43 @@ static uint32_t *dep_word(const struct pd_batch_op *op, int wait)
     return (uint32_t *) (base + (wait ? op->op->wait_off : op->op->signal_off));
 }
 
+/*
+ * queue_deps by kernels (cb->dep_kernels): a gate kernel that ends once every waited word is
+ * reached, recording each in slot s for the watchdog (whose write of a late word releases the
+ * gate as it releases a stream wait), or a kernel that writes every signal word. The gate
+ * gives up by itself only long after the watchdog would have released it. Returns PAGED_OK
+ * or PAGED_E_DEVICE.
+ */
+static int queue_dep_kernels(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait)
+{
+    pk_dep_word w[PK_DEP_WORDS_MAX];
+    unsigned n = 0;
+    const unsigned long long bound_ns = 2ull * cb->dep_timeout_ns + 1000000000ull;
+    for (uint32_t i = 0; i <= batch->nops; i++) {
+        if (i < batch->nops) {
+            const struct pd_batch_op *op = &batch->ops[i];
+            if (op->status != PAGED_OK || !device_dep(op, wait ? PAGED_SQE_WAIT : PAGED_SQE_SIGNAL))
+                continue;
+            uint32_t *addr = dep_word(op, wait);
+            w[n] = (pk_dep_word) { .addr = addr, .value = wait ? op->op->wait_value : op->op->signal_value };
+            if (wait)
+                s->waits[s->nwaits++] = (struct pd_cu_wait) {
+                    .addr = (CUdeviceptr) (uintptr_t) addr, .value = op->op->wait_value, .op = i,
+                    .holder = op->holder, .off = op->op->wait_off,
+                };
+            if (++n < PK_DEP_WORDS_MAX)
+                continue;
+        }
+        if (n == 0)
+            continue;
+        int rc = wait ? pk_cuda_dep_wait(w, n, bound_ns, cb->stream) : pk_cuda_dep_signal(w, n, cb->stream);
+        if (rc != PAGED_OK)
+            return pd_cu_error(cb, wait ? "dependency gate kernel" : "dependency signal kernel", cudaSuccess);
+        n = 0;
+    }
+    return PAGED_OK;
+}
+
 /* Stream memory operations queued per driver call. */
 #define PD_CUDA_MEMOPS 64u
 
@@ -222,6 +259,8 @@ static uint32_t *dep_word(const struct pd_batch_op *op, int wait)
  */
 static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait)
 {
+    if (cb->dep_kernels)
+        return queue_dep_kernels(cb, batch, s, wait);
     CUstreamBatchMemOpParams p[PD_CUDA_MEMOPS];
     unsigned n = 0;
     for (uint32_t i = 0; i <= batch->nops; i++) {

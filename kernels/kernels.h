@@ -283,6 +283,30 @@ size_t pk_cuda_prefill_workspace(const pk_prefill_args *a);
 int pk_cuda_prefill(const pk_prefill_args *a, void *stream);
 int pk_cuda_copy(const pk_copy_args *a, void *stream);
 
+/*
+ * Dependency words by kernel instead of stream memory operations (the cuda backend uses them
+ * under MPS, where a stream's waits and writes cost far more than a one-block kernel's; see
+ * HACKING.md). addr is the word's device address: device memory, or host memory mapped into
+ * the device's address space.
+ */
+typedef struct pk_dep_word {
+    uint32_t *addr;
+    uint32_t value;
+} pk_dep_word;
+/* Words per launch (they travel in the kernel's parameters); more take several launches. */
+#define PK_DEP_WORDS_MAX 64u
+/* Queues on stream kernels that end once every word reached its value ((int32_t) (word -
+ * value) >= 0) or bound_ns passed, so that the work queued after them waits for the words.
+ * Returns 0 or PAGED_E_DEVICE. */
+int pk_cuda_dep_wait(const pk_dep_word *words, unsigned n, unsigned long long bound_ns, void *stream);
+/* Queues on stream kernels that write each word's value once the work before them is done;
+ * returns 0 or PAGED_E_DEVICE. */
+int pk_cuda_dep_signal(const pk_dep_word *words, unsigned n, void *stream);
+/* Loads both kernels' code into the context now. Under lazy module loading (CUDA's default)
+ * a kernel's first launch may wait for the device to go idle, which a gate holding it never
+ * lets happen: call this before the first gate. Returns 0 or PAGED_E_DEVICE. */
+int pk_cuda_dep_load(void);
+
 /* Queues on stream a kernel that traps, losing the device context (a sticky error in every
  * later call): for testing how the daemon survives a device fault. Returns 0 or a negative
  * paged_error when the launch itself failed. */

@@ -26,6 +26,7 @@ PK_CUDA_SOURCES = \
 	kernels/decode_d96.cu \
 	kernels/decode_d128.cu \
 	kernels/decode_d256.cu \
+	kernels/dep.cu \
 	kernels/fault.cu \
 	kernels/prefill.cu \
 	kernels/prefill_d64.cu \

@@ -72,6 +72,11 @@ if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/de
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
     done
+    # The dependency words by kernels, as under MPS (PAGEDD_DEP_KERNELS; here without it).
+    for t in dep-t merge-t fused-t; do
+        step "cuda-depk-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda PAGEDD_DEP_KERNELS=1 "tests/service/$t"
+        grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-depk-$t.log" | sed "s|^|$t (dep kernels): |" | tee -a "$summary"
+    done
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     step cuda-sanitizer make check-cuda-sanitizer
@@ -100,11 +105,21 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
         mkdir -p "$mps/pipe" "$mps/log"
         export CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log"
         if nvidia-cuda-mps-control -d; then
+            if [ -x tests/service/dep-t ]; then
+                step mps-dep-t env top_builddir=. PAGED_TEST_BACKEND=cuda tests/service/dep-t
+                grep -E '^(not ok|1\.\.|Bail out)' "$logs/mps-dep-t.log" | sed "s|^|dep-t (MPS): |" | tee -a "$summary"
+            fi
             export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps.log"
             step bench-service-mps tools/paged-bench service --deps=device --json "$out/bench-service-mps.json"
+            # The same with stream memory operations on both sides, as without MPS.
+            export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps-memops.log"
+            step bench-service-mps-memops env PAGEDD_DEP_KERNELS=0 PAGED_BENCH_DEP_KERNELS=0 \
+                tools/paged-bench service --deps=device --json "$out/bench-service-mps-memops.json"
             echo quit | nvidia-cuda-mps-control
-            note "under MPS:"
+            note "under MPS (dependency words by kernels):"
             tee -a "$summary" <"$logs/bench-service-mps.log"
+            note "under MPS, by stream memory operations (PAGEDD_DEP_KERNELS=0 PAGED_BENCH_DEP_KERNELS=0):"
+            tee -a "$summary" <"$logs/bench-service-mps-memops.log"
         fi
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     fi

@@ -61,6 +61,7 @@ struct client {
     uint64_t words_off;            /* --deps: W, X, Y in the arena deps says */
     uint32_t *words;               /* their host address (host words, or the cpu backend) */
     void *stream;                  /* --deps=device on cuda: the client's own stream */
+    int dep_kernels;               /* --deps=device on cuda: chain by kernels, not stream operations */
     unsigned step, layer;          /* where the loop is, for the longest request */
     struct svc_result *res;        /* where the longest request is noted */
 };
@@ -241,6 +242,7 @@ static void setup(struct client *cl, const char *socket, const char *pool_name, 
         cudaStream_t st;
         bg_check((int) cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "client %u: a stream", cl->index);
         cl->stream = st;
+        cl->dep_kernels = bg_dep_kernels();
     }
 #endif
     cl->pk_off = carve(cl, PAGED_ARENA_DATA, chunk);
@@ -365,6 +367,10 @@ static void chain_layer(struct client *cl, uint32_t v)
 #ifdef HAVE_CUDA
     if (cl->words == NULL) {
         uint32_t *dw = (uint32_t *) (cl->data + cl->words_off);
+        if (cl->dep_kernels) {
+            bg_kernel_chain_word(cl->stream, dw + 1, v - 1, dw, v);
+            return;
+        }
         bg_stream_wait_word(cl->stream, dw + 1, v - 1);
         bg_stream_write_word(cl->stream, dw, v);
         return;

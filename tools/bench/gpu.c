@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/kernels.h"
 #include "paged.h"
 #include "tools/bench/probe.h"
 
@@ -228,4 +229,35 @@ void bg_stream_wait_word(void *st, void *addr, uint32_t value)
 void bg_stream_write_word(void *st, void *addr, uint32_t value)
 {
     stream_word(0, st, addr, value);
+}
+
+/* Says how clients chain on the device; see gpu.h. */
+int bg_dep_kernels(void)
+{
+    const char *force = getenv("PAGED_BENCH_DEP_KERNELS");
+    if (force != NULL && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0)) {
+        if (force[0] == '1' && pk_cuda_dep_load() != 0)
+            bench_die("loading the dependency kernels: %s", cudaGetErrorString(cudaGetLastError()));
+        return force[0] == '1';
+    }
+    int dev = 0, mps = 0;
+    bg_check((int) cudaGetDevice(&dev), "the current device");
+    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
+        (void) cudaGetLastError();
+        mps = 0;
+    }
+    if (mps != 0 && pk_cuda_dep_load() != 0)
+        bench_die("loading the dependency kernels: %s", cudaGetErrorString(cudaGetLastError()));
+    return mps != 0;
+}
+
+/* Queues a kernel wait and a kernel write; see gpu.h. */
+void bg_kernel_chain_word(void *st, void *wait_addr, uint32_t wait_value, void *write_addr, uint32_t write_value)
+{
+    pk_dep_word w = { .addr = wait_addr, .value = wait_value };
+    if (pk_cuda_dep_wait(&w, 1, 60000000000ull, st) != 0)
+        bench_die("queueing a dependency wait kernel: %s", cudaGetErrorString(cudaGetLastError()));
+    w = (pk_dep_word) { .addr = write_addr, .value = write_value };
+    if (pk_cuda_dep_signal(&w, 1, st) != 0)
+        bench_die("queueing a dependency signal kernel: %s", cudaGetErrorString(cudaGetLastError()));
 }
