@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,9 +23,10 @@
 
 static struct td_daemon dir_;   /* a directory for files of the cases that start no daemon */
 
-/* Runs pagedd with args (NULL-terminated), stdout and stderr to files in dir_; waits
- * (bounded) for it to exit. Returns its wait status, or -1 if it had to be killed. */
-static int run_pagedd(const char *const *args, const char *out, const char *err)
+/* Runs pagedd with args (NULL-terminated), stdout and stderr to files in dir_, no other
+ * descriptor open and, where nofile is not 0, at most nofile descriptors; waits (bounded) for
+ * it to exit. Returns its wait status, or -1 if it had to be killed. */
+static int run_pagedd_limited(const char *const *args, const char *out, const char *err, rlim_t nofile)
 {
     const char *argv[32];
     int n = 0;
@@ -39,6 +41,11 @@ static int run_pagedd(const char *const *args, const char *out, const char *err)
             _exit(126);
         dup2(o, STDOUT_FILENO);
         dup2(e, STDERR_FILENO);
+        for (int fd = 3; fd < 1024; fd++)
+            (void) close(fd);
+        struct rlimit rl = { nofile, nofile };
+        if (nofile != 0 && setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            _exit(126);
         execv(argv[0], (char *const *) argv);
         _exit(127);
     }
@@ -51,6 +58,12 @@ static int run_pagedd(const char *const *args, const char *out, const char *err)
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
     return -1;
+}
+
+/* run_pagedd_limited with the descriptor limit left alone; returns its wait status. */
+static int run_pagedd(const char *const *args, const char *out, const char *err)
+{
+    return run_pagedd_limited(args, out, err, 0);
 }
 
 /* Returns whether file contains needle. */
@@ -376,11 +389,58 @@ static void silent_case(void)
 }
 
 /* Runs every case against a real daemon; returns 0 (TAP reports the results). */
+/*
+ * pagedd started with too few descriptors. With a limit of 3 (and up, one at a time) either
+ * the loader cannot open pagedd's libraries (it exits 127) or pagedd exits 1 naming what it
+ * could not make and "Too many open files" (the event loop, the socket, ...), until at a
+ * limit it gets past every descriptor it makes at startup and fails at the pid file, whose
+ * directory is missing: then it says "No such file or directory". Among the limits one must
+ * stop it at the event loop, none may kill it, and no socket may be left behind.
+ */
+static void descriptor_cases(void)
+{
+    char out[400], err[400], sock[450], pidopt[460], msg[600];
+    snprintf(out, sizeof out, "%s/out", dir_.dir);
+    snprintf(err, sizeof err, "%s/err", dir_.dir);
+    snprintf(sock, sizeof sock, "--socket=%s/fd.sock", dir_.dir);
+    snprintf(pidopt, sizeof pidopt, "--pid-file=%s/no-such-dir/pagedd.pid", dir_.dir);
+    const char *args[] = { "--foreground", "--config", "/dev/null", sock, pidopt, NULL };
+    snprintf(msg, sizeof msg, "cannot write pid file %s/no-such-dir/pagedd.pid: No such file or directory", dir_.dir);
+    int clean = 1, named = 1, loop = 0, through = 0;
+    rlim_t n;
+    for (n = 3; n <= 64 && !through; n++) {
+        int st = run_pagedd_limited(args, out, err, n);
+        int code = exit_code(st);
+        if (code == 127 && file_contains(err, "error while loading shared libraries"))
+            continue;
+        if (code != 1) {
+            diag("with %u descriptors pagedd ended with wait status %d", (unsigned) n, st);
+            clean = 0;
+            break;
+        }
+        if (file_contains(err, msg)) {
+            through = 1;
+        } else if (!file_contains(err, "Too many open files")) {
+            diag("with %u descriptors pagedd exited 1 without naming the limit", (unsigned) n);
+            named = 0;
+        }
+        loop |= file_contains(err, "cannot create the event loop: Too many open files");
+    }
+    ok(clean, "with 3 descriptors and up, one at a time, pagedd always exits 1 (or is not loaded)");
+    ok(named, "each time short of descriptors it says what it could not make: Too many open files");
+    ok(loop, "one limit stops it at the event loop, named so");
+    ok(through, "and from %u descriptors on it gets through to the pid file", (unsigned) n - 1);
+    struct stat sb;
+    snprintf(msg, sizeof msg, "%s/fd.sock", dir_.dir);
+    ok(lstat(msg, &sb) < 0 && errno == ENOENT, "no socket is left behind");
+}
+
 int main(void)
 {
     plan_lazy();
     td_mkdir(&dir_);
     program_cases();
+    descriptor_cases();
     config_and_reload_cases();
     daemonize_cases();
     silent_case();
