@@ -211,27 +211,76 @@ static uint32_t *dep_word(const struct pd_batch_op *op, int wait)
 }
 
 /*
- * queue_deps by kernels (cb->dep_kernels): a gate kernel that ends once every waited word is
- * reached, recording each in slot s for the watchdog (whose write of a late word releases the
- * gate as it releases a stream wait), or a kernel that writes every signal word. The gate
- * gives up by itself only long after the watchdog would have released it. Returns PAGED_OK
- * or PAGED_E_DEVICE.
+ * Queues the waits (wait 1) or writes (wait 0) of the n words w on the stream by kernels
+ * (kernels/dep.cu): a gate that ends once every word is reached, or gives up by itself long
+ * after the watchdog would have released it, or a signal launched behind the last kernel.
+ * Returns PAGED_OK or PAGED_E_DEVICE.
  */
-static int queue_dep_kernels(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait)
+static int queue_dep_kernels(struct cuda_backend *cb, const pk_dep_word *w, unsigned n, int wait)
+{
+    const unsigned long long bound_ns = 2ull * cb->dep_timeout_ns + 1000000000ull;
+    int rc = wait ? pk_cuda_dep_wait(w, n, bound_ns, cb->stream) : pk_cuda_dep_signal(w, n, cb->stream);
+    if (rc != PAGED_OK)
+        return pd_cu_error(cb, wait ? "dependency gate kernel" : "dependency signal kernel", cudaSuccess);
+    return PAGED_OK;
+}
+
+/*
+ * Queues the waits (wait 1: CU_STREAM_WAIT_VALUE_GEQ, the wrapping comparison the protocol
+ * promises) or writes (wait 0: ordered after all earlier work with a memory barrier) of the n
+ * words w on the stream in one cuStreamBatchMemOp. Returns PAGED_OK or PAGED_E_DEVICE.
+ */
+static int queue_dep_memops(struct cuda_backend *cb, const pk_dep_word *w, unsigned n, int wait)
+{
+    CUstreamBatchMemOpParams p[PK_DEP_WORDS_MAX];
+    for (unsigned k = 0; k < n; k++) {
+        memset(&p[k], 0, sizeof p[k]);
+        const CUdeviceptr addr = (CUdeviceptr) (uintptr_t) w[k].addr;
+        if (wait) {
+            p[k].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+            p[k].waitValue.address = addr;
+            p[k].waitValue.value = w[k].value;
+            p[k].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+        } else {
+            p[k].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+            p[k].writeValue.address = addr;
+            p[k].writeValue.value = w[k].value;
+            p[k].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+        }
+    }
+    CUresult r = cb->dev.drv.stream_batch_mem_op((CUstream) cb->stream, n, p, 0);
+    if (r == CUDA_SUCCESS)
+        return PAGED_OK;
+    char buf[160];
+    pd_log(PD_LOG_WARNING, "cuda device %d: cuStreamBatchMemOp (%s): %s", cb->dev.ordinal, wait ? "waits" : "signals",
+           pd_cu_strerror(&cb->dev.drv, r, buf, sizeof buf));
+    /* A sticky error shows in the next query of the stream: the backend turns unhealthy. */
+    cudaError_t q = cudaStreamQuery(cb->stream);
+    if (q != cudaSuccess && q != cudaErrorNotReady)
+        return pd_cu_error(cb, "dependency words", q);
+    return PAGED_E_DEVICE;
+}
+
+/*
+ * Queues, PK_DEP_WORDS_MAX at a time, a wait for every waited word of the ops still fine,
+ * recording each in slot s for the watchdog (wait 1; its write of a late word releases a
+ * stream wait and a gate kernel alike), or a write of every signal word of them after the
+ * batch's work (wait 0): by kernels under MPS (cb->dep_kernels), else by stream memory
+ * operations. Returns PAGED_OK or PAGED_E_DEVICE.
+ */
+static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait)
 {
     pk_dep_word w[PK_DEP_WORDS_MAX];
     unsigned n = 0;
-    const unsigned long long bound_ns = 2ull * cb->dep_timeout_ns + 1000000000ull;
     for (uint32_t i = 0; i <= batch->nops; i++) {
         if (i < batch->nops) {
             const struct pd_batch_op *op = &batch->ops[i];
             if (op->status != PAGED_OK || !device_dep(op, wait ? PAGED_SQE_WAIT : PAGED_SQE_SIGNAL))
                 continue;
-            uint32_t *addr = dep_word(op, wait);
-            w[n] = (pk_dep_word) { .addr = addr, .value = wait ? op->op->wait_value : op->op->signal_value };
+            w[n] = (pk_dep_word) { .addr = dep_word(op, wait), .value = wait ? op->op->wait_value : op->op->signal_value };
             if (wait)
                 s->waits[s->nwaits++] = (struct pd_cu_wait) {
-                    .addr = (CUdeviceptr) (uintptr_t) addr, .value = op->op->wait_value, .op = i,
+                    .addr = (CUdeviceptr) (uintptr_t) w[n].addr, .value = w[n].value, .op = i,
                     .holder = op->holder, .off = op->op->wait_off,
                 };
             if (++n < PK_DEP_WORDS_MAX)
@@ -239,68 +288,9 @@ static int queue_dep_kernels(struct cuda_backend *cb, struct pd_batch *batch, st
         }
         if (n == 0)
             continue;
-        int rc = wait ? pk_cuda_dep_wait(w, n, bound_ns, cb->stream) : pk_cuda_dep_signal(w, n, cb->stream);
+        int rc = cb->dep_kernels ? queue_dep_kernels(cb, w, n, wait) : queue_dep_memops(cb, w, n, wait);
         if (rc != PAGED_OK)
-            return pd_cu_error(cb, wait ? "dependency gate kernel" : "dependency signal kernel", cudaSuccess);
-        n = 0;
-    }
-    return PAGED_OK;
-}
-
-/* Stream memory operations queued per driver call. */
-#define PD_CUDA_MEMOPS 64u
-
-/*
- * Queues, PD_CUDA_MEMOPS at a time, a wait (cuStreamBatchMemOp, CU_STREAM_WAIT_VALUE_GEQ: the
- * wrapping comparison the protocol promises) for every waited word of the ops still fine,
- * recording each in slot s for the watchdog (wait 1), or a write of every signal word of them,
- * ordered after all earlier work with a memory barrier (wait 0). Returns PAGED_OK or
- * PAGED_E_DEVICE.
- */
-static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait)
-{
-    if (cb->dep_kernels)
-        return queue_dep_kernels(cb, batch, s, wait);
-    CUstreamBatchMemOpParams p[PD_CUDA_MEMOPS];
-    unsigned n = 0;
-    for (uint32_t i = 0; i <= batch->nops; i++) {
-        if (i < batch->nops) {
-            const struct pd_batch_op *op = &batch->ops[i];
-            if (op->status != PAGED_OK || !device_dep(op, wait ? PAGED_SQE_WAIT : PAGED_SQE_SIGNAL))
-                continue;
-            CUdeviceptr addr = (CUdeviceptr) (uintptr_t) dep_word(op, wait);
-            memset(&p[n], 0, sizeof p[n]);
-            if (wait) {
-                p[n].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-                p[n].waitValue.address = addr;
-                p[n].waitValue.value = op->op->wait_value;
-                p[n].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-                s->waits[s->nwaits++] = (struct pd_cu_wait) {
-                    .addr = addr, .value = op->op->wait_value, .op = i, .holder = op->holder,
-                    .off = op->op->wait_off,
-                };
-            } else {
-                p[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-                p[n].writeValue.address = addr;
-                p[n].writeValue.value = op->op->signal_value;
-                p[n].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-            }
-            if (++n < PD_CUDA_MEMOPS)
-                continue;
-        }
-        if (n == 0)
-            continue;
-        CUresult r = cb->dev.drv.stream_batch_mem_op((CUstream) cb->stream, n, p, 0);
-        if (r != CUDA_SUCCESS) {
-            char buf[160];
-            pd_log(PD_LOG_WARNING, "cuda device %d: cuStreamBatchMemOp (%s): %s", cb->dev.ordinal,
-                   wait ? "waits" : "signals", pd_cu_strerror(&cb->dev.drv, r, buf, sizeof buf));
-            /* A sticky error shows in the next query of the stream: the backend turns unhealthy. */
-            cudaError_t q = cudaStreamQuery(cb->stream);
-            if (q != cudaSuccess && q != cudaErrorNotReady)
-                return pd_cu_error(cb, "dependency words", q);
-            return PAGED_E_DEVICE;
-        }
+            return rc;
         n = 0;
     }
     return PAGED_OK;

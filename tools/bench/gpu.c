@@ -231,24 +231,25 @@ void bg_stream_write_word(void *st, void *addr, uint32_t value)
     stream_word(0, st, addr, value);
 }
 
-/* Says how clients chain on the device; see gpu.h. */
+/* Says how clients chain on the device, loading the kernels when they are used; see gpu.h. */
 int bg_dep_kernels(void)
 {
     const char *force = getenv("PAGED_BENCH_DEP_KERNELS");
+    int on = 0;
     if (force != NULL && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0)) {
-        if (force[0] == '1' && pk_cuda_dep_load() != 0)
-            bench_die("loading the dependency kernels: %s", cudaGetErrorString(cudaGetLastError()));
-        return force[0] == '1';
+        on = force[0] == '1';
+    } else {
+        int dev = 0;
+        bg_check((int) cudaGetDevice(&dev), "the current device");
+        if (cudaDeviceGetAttribute(&on, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
+            (void) cudaGetLastError();
+            on = 0;
+        }
     }
-    int dev = 0, mps = 0;
-    bg_check((int) cudaGetDevice(&dev), "the current device");
-    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
-        (void) cudaGetLastError();
-        mps = 0;
-    }
-    if (mps != 0 && pk_cuda_dep_load() != 0)
+    /* A first launch under lazy loading may wait for an idle device, which a gate prevents. */
+    if (on && pk_cuda_dep_load() != 0)
         bench_die("loading the dependency kernels: %s", cudaGetErrorString(cudaGetLastError()));
-    return mps != 0;
+    return on != 0;
 }
 
 /* Queues a kernel wait and a kernel write; see gpu.h. */
