@@ -516,20 +516,24 @@ int pd_backend_cuda_probe(char *why, size_t whylen)
 }
 
 /*
- * Returns whether device ordinal's backend waits for and writes dependency words by kernels
- * (pk_cuda_dep_wait): PAGEDD_DEP_KERNELS=1 or 0 says, else yes under MPS. Under MPS a
- * stream's memory operations cost the most where many clients' streams wait on the device at
- * once (HACKING.md has the figures); without it a kernel that polls holds the GPU until the
+ * Returns when device ordinal's backend waits for and writes dependency words by kernels
+ * (pk_cuda_dep_wait): 0 never, 1 in batches holding several clients' words, 2 always.
+ * PAGEDD_DEP_KERNELS=0, 1 or 2 says, else 1 under MPS and 0 without. Under MPS a stream's
+ * memory operations cost the most where many clients' streams wait on the device at once
+ * (HACKING.md has the figures), while one client's chain of short layers pays more for the
+ * kernels' launches than it saves; without MPS a kernel that polls holds the GPU until the
  * context's time slice ends, while the worker's context that would write the word waits for
  * it, and the stream operations are the fast way.
  */
 static int dep_by_kernels(int ordinal)
 {
     const char *force = getenv("PAGEDD_DEP_KERNELS");   /* a benchmarking and test aid */
-    if (force != NULL && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0)) {
+    if (force != NULL && force[0] >= '0' && force[0] <= '2' && force[1] == '\0') {
+        static const char *const how[] = { "stream memory operations", "kernels where a batch holds several clients' words",
+                                           "kernels" };
         pd_log(PD_LOG_INFO, "cuda device %d: dependency words by %s (PAGEDD_DEP_KERNELS=%s)", ordinal,
-               force[0] == '1' ? "kernels" : "stream memory operations", force);
-        return force[0] == '1';
+               how[force[0] - '0'], force);
+        return force[0] - '0';
     }
     int mps = 0;
     if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, ordinal) != cudaSuccess) {
@@ -537,8 +541,8 @@ static int dep_by_kernels(int ordinal)
         mps = 0;
     }
     if (mps)
-        pd_log(PD_LOG_INFO, "cuda device %d: under MPS: dependency words are waited for and written by kernels",
-               ordinal);
+        pd_log(PD_LOG_INFO, "cuda device %d: under MPS: the dependency words of batches that hold several clients' "
+               "are waited for and written by kernels", ordinal);
     return mps != 0;
 }
 

@@ -61,8 +61,9 @@ struct cuda_backend {
      * so that the batches after it (a decode step's other layers) find it on the device. */
     uint64_t inlined_hash;
     size_t inlined_len;
-    /* Dependency words are waited for and written by kernels (kernels.h, pk_cuda_dep_wait)
-     * instead of stream memory operations: under MPS, or as PAGEDD_DEP_KERNELS says. */
+    /* When dependency words are waited for and written by kernels (kernels.h,
+     * pk_cuda_dep_wait) instead of stream memory operations: 0 never, 1 in batches with the
+     * words of several clients (under MPS), 2 always; PAGEDD_DEP_KERNELS sets it. */
     int dep_kernels;
     int refuse_merged;            /* PAGEDD_REFUSE_MERGED (backend.h): a test aid */
     /* PAGEDD_FAULT_AFTER=N, a test aid: batch N (counting from 1) queues a kernel that traps

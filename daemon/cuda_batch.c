@@ -262,13 +262,36 @@ static int queue_dep_memops(struct cuda_backend *cb, const pk_dep_word *w, unsig
 }
 
 /*
+ * Returns whether the batch's dependency words go by kernels: under MPS (cb->dep_kernels 1)
+ * where they are words of more than one client. One client's chain gains nothing from the
+ * kernels and its short layers pay for their launches (HACKING.md).
+ */
+static int deps_by_kernels(const struct cuda_backend *cb, const struct pd_batch *batch)
+{
+    if (cb->dep_kernels != 1)
+        return cb->dep_kernels == 2;     /* 0: never; 2 (PAGEDD_DEP_KERNELS=2): every batch */
+    int seen = 0;
+    uint32_t first = 0;
+    for (uint32_t i = 0; i < batch->nops; i++) {
+        const struct pd_batch_op *op = &batch->ops[i];
+        if (!device_dep(op, PAGED_SQE_WAIT) && !device_dep(op, PAGED_SQE_SIGNAL))
+            continue;
+        if (seen && op->holder != first)
+            return 1;
+        seen = 1;
+        first = op->holder;
+    }
+    return 0;
+}
+
+/*
  * Queues, PK_DEP_WORDS_MAX at a time, a wait for every waited word of the ops still fine,
  * recording each in slot s for the watchdog (wait 1; its write of a late word releases a
  * stream wait and a gate kernel alike), or a write of every signal word of them after the
- * batch's work (wait 0): by kernels under MPS (cb->dep_kernels), else by stream memory
- * operations. Returns PAGED_OK or PAGED_E_DEVICE.
+ * batch's work (wait 0): by kernels (by_kernels; deps_by_kernels says when), else by stream
+ * memory operations. Returns PAGED_OK or PAGED_E_DEVICE.
  */
-static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait)
+static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait, int by_kernels)
 {
     pk_dep_word w[PK_DEP_WORDS_MAX];
     unsigned n = 0;
@@ -288,7 +311,7 @@ static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd
         }
         if (n == 0)
             continue;
-        int rc = cb->dep_kernels ? queue_dep_kernels(cb, w, n, wait) : queue_dep_memops(cb, w, n, wait);
+        int rc = by_kernels ? queue_dep_kernels(cb, w, n, wait) : queue_dep_memops(cb, w, n, wait);
         if (rc != PAGED_OK)
             return rc;
         n = 0;
@@ -618,7 +641,8 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
         finish(cb, batch, slot, 0);
         return;
     }
-    rc = queue_deps(cb, batch, slot, 1);
+    const int by_kernels = deps_by_kernels(cb, batch);
+    rc = queue_deps(cb, batch, slot, 1, by_kernels);
     if (rc != PAGED_OK)
         fail_ok(batch, rc, 0);
     if (cb->fault_after != 0 && ++cb->batches == cb->fault_after) {
@@ -631,7 +655,7 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
     /* Every op that ran signals, also one whose wait the watchdog released: the worker's
      * stream may already wait for the word, and the completion or the disconnection says
      * what failed. */
-    rc = queue_deps(cb, batch, slot, 0);
+    rc = queue_deps(cb, batch, slot, 0, by_kernels);
     if (rc != PAGED_OK)
         fail_ok(batch, rc, PAGED_SQE_SIGNAL);
     int early = cb->healthy && all_signal(batch);

@@ -72,9 +72,9 @@ if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/de
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
     done
-    # The dependency words by kernels, as under MPS (PAGEDD_DEP_KERNELS; here without it).
+    # The dependency words by kernels in every batch (PAGEDD_DEP_KERNELS=2; here without MPS).
     for t in dep-t merge-t fused-t; do
-        step "cuda-depk-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda PAGEDD_DEP_KERNELS=1 "tests/service/$t"
+        step "cuda-depk-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda PAGEDD_DEP_KERNELS=2 "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-depk-$t.log" | sed "s|^|$t (dep kernels): |" | tee -a "$summary"
     done
 fi
