@@ -10,14 +10,6 @@ struct pk_dep_params {
     unsigned long long bound_ns;
 };
 
-/* Returns the device's nanosecond clock. */
-static __device__ __forceinline__ unsigned long long pk_globaltimer(void)
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /*
  * The gate: thread i polls word i until it reaches its value ((int32_t) (word - value) >= 0,
  * the wrapping comparison the protocol promises) or bound_ns have passed, then the grid ends,
@@ -31,8 +23,8 @@ static __global__ void pk_dep_wait_kernel(const pk_dep_params p)
     if (i < p.n) {
         const volatile uint32_t *word = p.w[i].addr;
         const uint32_t value = p.w[i].value;
-        const unsigned long long t0 = pk_globaltimer();
-        while ((int32_t) (*word - value) < 0 && pk_globaltimer() - t0 < p.bound_ns) {
+        const unsigned long long t0 = pk_globaltimer_ns();
+        while ((int32_t) (*word - value) < 0 && pk_globaltimer_ns() - t0 < p.bound_ns) {
         }
     }
     __threadfence();

@@ -1,4 +1,4 @@
-/* ptx.cuh: inline PTX: cp.async, barriers, setmaxnreg, ldmatrix, mma.sync, griddepcontrol (also wgmma.cuh, tma.cuh). */
+/* ptx.cuh: inline PTX: cp.async, barriers, setmaxnreg, ldmatrix, mma.sync, griddepcontrol, the global timer (also wgmma.cuh, tma.cuh). */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_KERNELS_PTX_CUH
 #define PAGED_KERNELS_PTX_CUH
@@ -162,6 +162,16 @@ __device__ __forceinline__ void pk_grid_dependency_wait(void)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+}
+
+/* ---- the clock. */
+
+/* Returns the device's global timer: nanoseconds, the same on every SM. */
+__device__ __forceinline__ unsigned long long pk_globaltimer_ns(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
 }
 
 /* ---- conversions and special functions. */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ptx.cuh"
 #include "paged.h"
 #include "tools/bench/probe.h"
 
@@ -127,19 +128,11 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(uint4 *__restrict__ dst,
     }
 }
 
-/* Returns the global timer in nanoseconds. */
-__device__ __forceinline__ uint64_t global_ns()
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /* Spins one thread until ns nanoseconds have passed on the global timer. */
 __global__ void spin_kernel(uint64_t ns)
 {
-    const uint64_t start = global_ns();
-    while (global_ns() - start < ns)
+    const uint64_t start = pk_globaltimer_ns();
+    while (pk_globaltimer_ns() - start < ns)
         __nanosleep(1000);
 }
 
@@ -193,12 +186,12 @@ __global__ void __launch_bounds__(kThreads) resident_kernel(const uint4 *__restr
     __shared__ int stop;
     for (unsigned seq = 1; seq <= layers; seq++) {
         if (threadIdx.x == 0) {
-            const uint64_t t0 = global_ns();
+            const uint64_t t0 = pk_globaltimer_ns();
             int late = 0;
             if (blockIdx.x == 0) {
                 sys_word doorbell(*const_cast<unsigned *>(bell));
                 while ((int) (doorbell.load(cuda::memory_order_relaxed) - seq) < 0 && !late)
-                    late = global_ns() - t0 > timeout_ns;
+                    late = pk_globaltimer_ns() - t0 > timeout_ns;
                 if (late)
                     gpu_word(words[64]).store(1u, cuda::memory_order_relaxed);
                 else
@@ -206,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) resident_kernel(const uint4 *__restr
             } else {
                 gpu_word passed(words[32]), stopped(words[64]);
                 while ((int) (passed.load(cuda::memory_order_acquire) - seq) < 0 && !late)
-                    late = stopped.load(cuda::memory_order_relaxed) != 0 || global_ns() - t0 > timeout_ns;
+                    late = stopped.load(cuda::memory_order_relaxed) != 0 || pk_globaltimer_ns() - t0 > timeout_ns;
             }
             stop = late;
         }
