@@ -541,8 +541,8 @@ static int dep_by_kernels(int ordinal)
         mps = 0;
     }
     if (mps)
-        pd_log(PD_LOG_INFO, "cuda device %d: under MPS: the dependency words of batches that hold several clients' "
-               "are waited for and written by kernels", ordinal);
+        pd_log(PD_LOG_INFO, "cuda device %d: under MPS: dependency words are waited for and written by kernels "
+               "in batches that hold several clients' words", ordinal);
     return mps != 0;
 }
 
