@@ -262,33 +262,34 @@ static int queue_dep_memops(struct cuda_backend *cb, const pk_dep_word *w, unsig
 }
 
 /*
- * Returns whether the batch's dependency words go by kernels: under MPS (cb->dep_kernels 1)
- * where they are words of more than one client. One client's chain gains nothing from the
- * kernels and its short layers pay for their launches (HACKING.md).
+ * Counts the batch's waited device words into *nwaits and returns whether its dependency
+ * words go by kernels: never (cb->dep_kernels 0), always (2, PAGEDD_DEP_KERNELS=2), or, under
+ * MPS (1), where they are words of more than one client. One client's chain gains nothing from
+ * the kernels and its short layers pay for their launches (HACKING.md).
  */
-static int deps_by_kernels(const struct cuda_backend *cb, const struct pd_batch *batch)
+static int dep_census(const struct cuda_backend *cb, const struct pd_batch *batch, uint32_t *nwaits)
 {
-    if (cb->dep_kernels != 1)
-        return cb->dep_kernels == 2;     /* 0: never; 2 (PAGEDD_DEP_KERNELS=2): every batch */
-    int seen = 0;
+    int several = 0, seen = 0;
     uint32_t first = 0;
+    *nwaits = 0;
     for (uint32_t i = 0; i < batch->nops; i++) {
         const struct pd_batch_op *op = &batch->ops[i];
-        if (!device_dep(op, PAGED_SQE_WAIT) && !device_dep(op, PAGED_SQE_SIGNAL))
+        const int waits = device_dep(op, PAGED_SQE_WAIT);
+        *nwaits += (uint32_t) waits;
+        if (!waits && !device_dep(op, PAGED_SQE_SIGNAL))
             continue;
-        if (seen && op->holder != first)
-            return 1;
+        several |= seen && op->holder != first;
         seen = 1;
         first = op->holder;
     }
-    return 0;
+    return cb->dep_kernels == 2 || (cb->dep_kernels == 1 && several);
 }
 
 /*
  * Queues, PK_DEP_WORDS_MAX at a time, a wait for every waited word of the ops still fine,
  * recording each in slot s for the watchdog (wait 1; its write of a late word releases a
  * stream wait and a gate kernel alike), or a write of every signal word of them after the
- * batch's work (wait 0): by kernels (by_kernels; deps_by_kernels says when), else by stream
+ * batch's work (wait 0): by kernels (by_kernels; dep_census says when), else by stream
  * memory operations. Returns PAGED_OK or PAGED_E_DEVICE.
  */
 static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int wait, int by_kernels)
@@ -577,9 +578,8 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
     if (stage_need > cb->stage_cap || need > cb->ws_cap)
         pd_cu_settle(b);
     rc = stage_grow(cb, stage_need);
-    uint32_t nwaits = 0;
-    for (uint32_t i = 0; i < batch->nops; i++)
-        nwaits += device_dep(&batch->ops[i], PAGED_SQE_WAIT);
+    uint32_t nwaits;
+    const int by_kernels = dep_census(cb, batch, &nwaits);
     struct pd_cu_slot *slot = NULL;
     if (rc == PAGED_OK) {
         cudaError_t e = pd_cu_flight_begin(&cb->flight, stage_need, nwaits, cb->dep_timeout_ns, &slot);
@@ -641,7 +641,6 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
         finish(cb, batch, slot, 0);
         return;
     }
-    const int by_kernels = deps_by_kernels(cb, batch);
     rc = queue_deps(cb, batch, slot, 1, by_kernels);
     if (rc != PAGED_OK)
         fail_ok(batch, rc, 0);
