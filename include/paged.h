@@ -387,6 +387,30 @@ int paged_wait(paged_client *c, paged_completion *out, unsigned max, int timeout
 unsigned paged_inflight(const paged_client *c);
 
 /* ===========================================================================================
+ * Dependency words on a worker's CUDA stream (cuda backend): the stream's side of
+ * paged_dep's device words, so that a worker chains its kernels and the daemon's without its
+ * CPU in between, the fastest way the device it runs on allows (libpaged(3), DEPENDENCIES).
+ * stream is a CUstream or cudaStream_t of the primary context of the daemon's device (the
+ * CUDA runtime's); NULL is that context's legacy default stream. off is a 4-byte aligned
+ * offset of a word in the data arena. Neither call needs the daemon: after a daemon went
+ * away, writing a word releases a stream that waits for it.
+ * =========================================================================================*/
+
+#define PAGED_STREAM_AUTO 0x0u    /* by kernels where the device runs under MPS, else MEMOP */
+#define PAGED_STREAM_KERNEL 0x1u  /* a one-thread kernel that polls the word, or writes it */
+#define PAGED_STREAM_MEMOP 0x2u   /* cuStreamWaitValue32, cuStreamWriteValue32 */
+
+/* Queues on stream a wait until the word at off satisfies (int32_t) (word - value) >= 0;
+ * the stream's later work starts after it and sees what the daemon wrote before the word.
+ * Returns PAGED_OK, PAGED_E_INVAL (a bad offset, flags or stream), PAGED_E_NOTSUP (the cpu
+ * backend, whose words the CPU waits for), or PAGED_E_DEVICE (since 0.1). */
+int paged_stream_wait(paged_client *c, void *stream, uint64_t off, uint32_t value, unsigned flags);
+
+/* Queues on stream a write of value to the word at off, after the stream's earlier work and
+ * with it visible. Returns as paged_stream_wait (since 0.1). */
+int paged_stream_signal(paged_client *c, void *stream, uint64_t off, uint32_t value, unsigned flags);
+
+/* ===========================================================================================
  * The synchronous API: each call stages its arguments through the arenas, submits one
  * request, waits for it and copies results back. Pointers are host memory on the cpu
  * backend; on the cuda backend q, k, v and out are device pointers of this process's

@@ -16,8 +16,11 @@ lib_libpaged_la_SOURCES = \
 	lib/seq.c \
 	lib/field.c \
 	lib/version.c \
+	lib/stream.c \
+	lib/cuda_api.h \
 	lib/cuda_driver.h \
-	lib/cuda_driver.c
+	lib/cuda_driver.c \
+	lib/cuda_words.c
 lib_libpaged_la_LIBADD = lib/libpagedcore.la
 # current:revision:age of the libtool interface; -ldl comes from configure's LIBS where needed.
 lib_libpaged_la_LDFLAGS = -version-info 0:0:0 -no-undefined \

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "lib/cuda_driver.h"
+#include "lib/cuda_api.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -13,64 +14,8 @@
 #include "paged.h"
 #include "lib/proto.h"
 
-/*
- * Our own declarations of the driver's types, with the layouts of cuda.h (a handful of
- * ints, pointers and byte arrays, stable across every driver with the VMM API). Keeping
- * them here lets libpaged build where the CUDA headers are absent.
- */
-typedef int cu_result;                          /* CUresult; 0 is CUDA_SUCCESS */
-typedef int cu_device;                          /* CUdevice: an ordinal */
-typedef struct cu_ctx_st *cu_context;           /* CUcontext */
-typedef struct cu_stream_st *cu_stream;         /* CUstream; NULL is the legacy default stream */
-typedef unsigned long long cu_deviceptr;        /* CUdeviceptr on 64-bit hosts */
-typedef unsigned long long cu_mem_handle;       /* CUmemGenericAllocationHandle */
-typedef struct { char bytes[16]; } cu_uuid;     /* CUuuid */
-typedef struct { char reserved[64]; } cu_ipc_mem_handle; /* CUipcMemHandle, passed by value */
-typedef struct { int type; int id; } cu_mem_location;    /* CUmemLocation */
-typedef struct { cu_mem_location location; int flags; } cu_mem_access_desc; /* CUmemAccessDesc */
-
-_Static_assert(sizeof(cu_ipc_mem_handle) == 64, "CUipcMemHandle is 64 bytes");
-_Static_assert(sizeof(cu_mem_access_desc) == 12, "CUmemAccessDesc is 12 bytes");
-
-#define CU_SUCCESS 0
-#define CU_ERROR_INVALID_VALUE 1
-#define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 0x1
-#define CU_MEM_LOCATION_TYPE_DEVICE 0x1
-#define CU_MEM_ACCESS_FLAGS_PROT_READ 0x1
-#define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 0x3
-#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
-
-/* The entry points, by the exported names the cuda.h macros resolve to (the _v2 ones). */
-struct pc_cuda {
-    void *lib;
-    cu_result (*init)(unsigned int);
-    cu_result (*get_error_string)(cu_result, const char **);
-    cu_result (*device_get_count)(int *);
-    cu_result (*device_get)(cu_device *, int);
-    cu_result (*device_get_uuid)(cu_uuid *, cu_device);
-    cu_result (*primary_retain)(cu_context *, cu_device);
-    cu_result (*primary_release)(cu_device);
-    cu_result (*ctx_get_current)(cu_context *);
-    cu_result (*ctx_push)(cu_context);
-    cu_result (*ctx_pop)(cu_context *);
-    cu_result (*import_shareable)(cu_mem_handle *, void *, int);
-    cu_result (*address_reserve)(cu_deviceptr *, size_t, size_t, cu_deviceptr, unsigned long long);
-    cu_result (*address_free)(cu_deviceptr, size_t);
-    cu_result (*mem_map)(cu_deviceptr, size_t, size_t, cu_mem_handle, unsigned long long);
-    cu_result (*mem_unmap)(cu_deviceptr, size_t);
-    cu_result (*mem_release)(cu_mem_handle);
-    cu_result (*mem_set_access)(cu_deviceptr, size_t, const cu_mem_access_desc *, size_t);
-    cu_result (*ipc_open)(cu_deviceptr *, cu_ipc_mem_handle, unsigned int);
-    cu_result (*ipc_close)(cu_deviceptr);
-    cu_result (*memcpy_dtod_async)(cu_deviceptr, cu_deviceptr, size_t, cu_stream);
-    cu_result (*stream_sync)(cu_stream);
-    int num_devices;
-    cu_context *primary;    /* per device: the retained primary context, or NULL */
-};
-
 /* Writes a formatted reason to err (errlen bytes), if there is room for one. */
-__attribute__((format(printf, 3, 4)))
-static void cu_err(char *err, size_t errlen, const char *fmt, ...)
+void pc_cu_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err == NULL || errlen == 0)
         return;
@@ -81,7 +26,7 @@ static void cu_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Returns the driver's name for a result code, or "CUDA error". */
-static const char *cu_str(const struct pc_cuda *cu, cu_result r)
+const char *pc_cu_str(const struct pc_cuda *cu, cu_result r)
 {
     const char *s = NULL;
     if (cu->get_error_string != NULL && cu->get_error_string(r, &s) == CU_SUCCESS && s != NULL)
@@ -106,7 +51,7 @@ int pc_cuda_load(struct pc_cuda **out, char *err, size_t errlen)
     *out = NULL;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
-        cu_err(err, errlen, "no CUDA driver in this process (%s)", dlerror());
+        pc_cu_err(err, errlen, "no CUDA driver in this process (%s)", dlerror());
         return PAGED_E_NOTSUP;
     }
     struct pc_cuda *cu = calloc(1, sizeof *cu);
@@ -139,8 +84,20 @@ int pc_cuda_load(struct pc_cuda **out, char *err, size_t errlen)
              && cu_sym(lib, "cuIpcCloseMemHandle", NULL, &cu->ipc_close)
              && cu_sym(lib, "cuMemcpyDtoDAsync_v2", NULL, &cu->memcpy_dtod_async)
              && cu_sym(lib, "cuStreamSynchronize", NULL, &cu->stream_sync);
+    /* Optional: only paged_stream_wait and paged_stream_signal use these, and say so when
+     * one is missing. */
+    cu_sym(lib, "cuDeviceGetAttribute", NULL, &cu->device_get_attribute);
+    cu_sym(lib, "cuStreamGetCtx", NULL, &cu->stream_get_ctx);
+    cu_sym(lib, "cuStreamWaitValue32_v2", "cuStreamWaitValue32", &cu->stream_wait_value32);
+    cu_sym(lib, "cuStreamWriteValue32_v2", "cuStreamWriteValue32", &cu->stream_write_value32);
+    cu_sym(lib, "cuModuleLoadData", NULL, &cu->module_load_data);
+    cu_sym(lib, "cuModuleUnload", NULL, &cu->module_unload);
+    cu_sym(lib, "cuModuleGetFunction", NULL, &cu->module_get_function);
+    cu_sym(lib, "cuFuncGetAttribute", NULL, &cu->func_get_attribute);
+    cu_sym(lib, "cuLaunchKernel", NULL, &cu->launch_kernel);
+    cu_sym(lib, "cuLaunchKernelEx", NULL, &cu->launch_kernel_ex);
     if (!ok) {
-        cu_err(err, errlen, "the CUDA driver lacks the VMM and IPC entry points libpaged needs");
+        pc_cu_err(err, errlen, "the CUDA driver lacks the VMM and IPC entry points libpaged needs");
         dlclose(lib);
         free(cu);
         return PAGED_E_NOTSUP;
@@ -149,31 +106,43 @@ int pc_cuda_load(struct pc_cuda **out, char *err, size_t errlen)
     if (r == CU_SUCCESS)
         r = cu->device_get_count(&cu->num_devices);
     if (r != CU_SUCCESS || cu->num_devices <= 0) {
-        cu_err(err, errlen, "CUDA driver present but unusable: %s",
-               r != CU_SUCCESS ? cu_str(cu, r) : "no device visible");
+        pc_cu_err(err, errlen, "CUDA driver present but unusable: %s",
+                  r != CU_SUCCESS ? pc_cu_str(cu, r) : "no device visible");
         /* Once cuInit has run the driver may have started threads: never unload it then. */
         free(cu);
         return PAGED_E_NOTSUP;
     }
     cu->primary = calloc((size_t) cu->num_devices, sizeof *cu->primary);
-    if (cu->primary == NULL) {
+    cu->words = calloc((size_t) cu->num_devices, sizeof *cu->words);
+    if (cu->primary == NULL || cu->words == NULL) {
+        free(cu->primary);
+        free(cu->words);
         free(cu);
         return PAGED_E_NOMEM;
     }
+    for (int d = 0; d < cu->num_devices; d++)
+        cu->words[d].mps = -1;
     *out = cu;
     return PAGED_OK;
 }
 
-/* Releases retained primary contexts; the library itself stays loaded (see below). */
+/* Unloads the dependency-word kernels and releases retained primary contexts; the library
+ * itself stays loaded (see below). */
 void pc_cuda_unload(struct pc_cuda *cu)
 {
     if (cu == NULL)
         return;
-    for (int d = 0; d < cu->num_devices; d++)
+    for (int d = 0; d < cu->num_devices; d++) {
+        if (cu->words[d].loaded && pc_cu_enter_primary(cu, d, NULL, 0) == PAGED_OK) {
+            cu->module_unload(cu->words[d].module);
+            pc_cu_leave(cu);
+        }
         if (cu->primary[d] != NULL)
             cu->primary_release(d);
+    }
     /* No dlclose: the driver starts threads at cuInit and does not survive being
      * unloaded under them; dlopen's reference just stays with the process. */
+    free(cu->words);
     free(cu->primary);
     free(cu);
 }
@@ -195,19 +164,18 @@ int pc_cuda_find_device(struct pc_cuda *cu, const uint8_t uuid[16], int *device,
     char hex[33];
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
-    cu_err(err, errlen, "the daemon's GPU (UUID %s) is not visible to this process "
-           "(CUDA_VISIBLE_DEVICES?)", hex);
+    pc_cu_err(err, errlen, "the daemon's GPU (UUID %s) is not visible to this process "
+              "(CUDA_VISIBLE_DEVICES?)", hex);
     return PAGED_E_DEVICE;
 }
 
 /*
- * Makes device's primary context current (retaining it on first use) and returns
- * PAGED_OK; the caller pops it with cu_leave. PAGED_E_DEVICE when that fails.
+ * Makes device's primary context current (retaining it on first use); see cuda_api.h.
  */
-static int cu_enter_primary(struct pc_cuda *cu, int device, char *err, size_t errlen)
+int pc_cu_enter_primary(struct pc_cuda *cu, int device, char *err, size_t errlen)
 {
     if (device < 0 || device >= cu->num_devices) {
-        cu_err(err, errlen, "CUDA device %d out of range", device);
+        pc_cu_err(err, errlen, "CUDA device %d out of range", device);
         return PAGED_E_DEVICE;
     }
     cu_result r = CU_SUCCESS;
@@ -216,15 +184,15 @@ static int cu_enter_primary(struct pc_cuda *cu, int device, char *err, size_t er
     if (r == CU_SUCCESS)
         r = cu->ctx_push(cu->primary[device]);
     if (r != CU_SUCCESS) {
-        cu_err(err, errlen, "cannot use the primary context of CUDA device %d: %s", device,
-               cu_str(cu, r));
+        pc_cu_err(err, errlen, "cannot use the primary context of CUDA device %d: %s", device,
+                  pc_cu_str(cu, r));
         return PAGED_E_DEVICE;
     }
     return PAGED_OK;
 }
 
-/* Pops the context cu_enter_primary pushed. */
-static void cu_leave(struct pc_cuda *cu)
+/* Pops the context pc_cu_enter_primary pushed; see cuda_api.h. */
+void pc_cu_leave(struct pc_cuda *cu)
 {
     cu_context ignored;
     cu->ctx_pop(&ignored);
@@ -236,11 +204,11 @@ int pc_cuda_map_vmm(struct pc_cuda *cu, int device, int fd, uint64_t size, int w
 {
     memset(m, 0, sizeof *m);
     if (size == 0 || size > SIZE_MAX) {
-        cu_err(err, errlen, "device allocation of %llu bytes cannot be mapped",
-               (unsigned long long) size);
+        pc_cu_err(err, errlen, "device allocation of %llu bytes cannot be mapped",
+                  (unsigned long long) size);
         return PAGED_E_PROTO;
     }
-    int rc = cu_enter_primary(cu, device, err, errlen);
+    int rc = pc_cu_enter_primary(cu, device, err, errlen);
     if (rc < 0)
         return rc;
     cu_mem_handle h = 0;
@@ -280,15 +248,15 @@ int pc_cuda_map_vmm(struct pc_cuda *cu, int device, int fd, uint64_t size, int w
     if (have_handle)
         cu->mem_release(h);
     if (r != CU_SUCCESS) {
-        cu_err(err, errlen, "mapping the device allocation failed: %s: %s", step, cu_str(cu, r));
+        pc_cu_err(err, errlen, "mapping the device allocation failed: %s: %s", step, pc_cu_str(cu, r));
         if (mapped)
             cu->mem_unmap(p, (size_t) size);
         if (reserved)
             cu->address_free(p, (size_t) size);
-        cu_leave(cu);
+        pc_cu_leave(cu);
         return PAGED_E_DEVICE;
     }
-    cu_leave(cu);
+    pc_cu_leave(cu);
     m->dptr = p;
     m->size = size;
     m->kind = PAGED_MEM_CUDA_VMM;
@@ -301,16 +269,16 @@ int pc_cuda_map_ipc(struct pc_cuda *cu, int device, const uint8_t handle[64],
                     struct pc_devmap *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    int rc = cu_enter_primary(cu, device, err, errlen);
+    int rc = pc_cu_enter_primary(cu, device, err, errlen);
     if (rc < 0)
         return rc;
     cu_ipc_mem_handle h;
     memcpy(h.reserved, handle, sizeof h.reserved);
     cu_deviceptr p = 0;
     cu_result r = cu->ipc_open(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    cu_leave(cu);
+    pc_cu_leave(cu);
     if (r != CU_SUCCESS) {
-        cu_err(err, errlen, "cuIpcOpenMemHandle failed: %s", cu_str(cu, r));
+        pc_cu_err(err, errlen, "cuIpcOpenMemHandle failed: %s", pc_cu_str(cu, r));
         return PAGED_E_DEVICE;
     }
     m->dptr = p;
@@ -324,14 +292,14 @@ void pc_cuda_unmap(struct pc_cuda *cu, struct pc_devmap *m)
 {
     if (cu == NULL || m->dptr == 0)
         return;
-    if (cu_enter_primary(cu, m->device, NULL, 0) == PAGED_OK) {
+    if (pc_cu_enter_primary(cu, m->device, NULL, 0) == PAGED_OK) {
         if (m->kind == PAGED_MEM_CUDA_VMM) {
             cu->mem_unmap(m->dptr, (size_t) m->size);
             cu->address_free(m->dptr, (size_t) m->size);
         } else {
             cu->ipc_close(m->dptr);
         }
-        cu_leave(cu);
+        pc_cu_leave(cu);
     }
     memset(m, 0, sizeof *m);
 }
@@ -345,7 +313,7 @@ int pc_cuda_copy(struct pc_cuda *cu, int device, uint64_t dst, uint64_t src, siz
     cu_context cur = NULL;
     int pushed = 0;
     if (cu->ctx_get_current(&cur) != CU_SUCCESS || cur == NULL) {
-        int rc = cu_enter_primary(cu, device, err, errlen);
+        int rc = pc_cu_enter_primary(cu, device, err, errlen);
         if (rc < 0)
             return rc;
         pushed = 1;
@@ -356,9 +324,9 @@ int pc_cuda_copy(struct pc_cuda *cu, int device, uint64_t dst, uint64_t src, siz
     if (r == CU_SUCCESS)
         r = cu->stream_sync(NULL);
     if (pushed)
-        cu_leave(cu);
+        pc_cu_leave(cu);
     if (r != CU_SUCCESS) {
-        cu_err(err, errlen, "device copy of %zu bytes failed: %s", n, cu_str(cu, r));
+        pc_cu_err(err, errlen, "device copy of %zu bytes failed: %s", n, pc_cu_str(cu, r));
         return PAGED_E_DEVICE;
     }
     return PAGED_OK;

@@ -62,4 +62,17 @@ void pc_cuda_unmap(struct pc_cuda *cu, struct pc_devmap *m);
 int pc_cuda_copy(struct pc_cuda *cu, int device, uint64_t dst, uint64_t src, size_t n,
                  char *err, size_t errlen);
 
+/*
+ * Queues on stream (a CUstream of device's primary context; NULL: its legacy default
+ * stream) a wait until the 32-bit word at device address addr satisfies (int32_t) (word -
+ * value) >= 0 (wait), or a write of value to it after the stream's earlier work (!wait): by
+ * a one-thread kernel or a stream memory operation as flags say (PAGED_STREAM_KERNEL,
+ * PAGED_STREAM_MEMOP, or neither: kernels where the device runs under MPS). cuda_words.c.
+ */
+int pc_cuda_word(struct pc_cuda *cu, int device, void *stream, uint64_t addr, uint32_t value, int wait,
+                 unsigned flags, char *err, size_t errlen);
+
+/* Returns the PTX of the word kernels: for sm_90 and later (sm90), or for earlier devices. */
+const char *pc_cuda_words_ptx(int sm90);
+
 #endif

@@ -13,6 +13,7 @@ dist_man_MANS += \
 	man/paged_prep.3 \
 	man/paged_decode.3 \
 	man/paged_seq_create.3 \
+	man/paged_stream_wait.3 \
 	man/paged_strerror.3 \
 	man/paged.conf.5 \
 	man/paged.7 \
@@ -56,6 +57,7 @@ dist_man_MANS += \
 	man/paged_seq_fork.3 \
 	man/paged_seq_len.3 \
 	man/paged_seq_publish.3 \
+	man/paged_stream_signal.3 \
 	man/paged_submit.3 \
 	man/paged_version.3 \
 	man/paged_wait.3

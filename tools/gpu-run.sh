@@ -108,6 +108,10 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
             if [ -x tests/service/dep-t ]; then
                 step mps-dep-t env top_builddir=. PAGED_TEST_BACKEND=cuda tests/service/dep-t
                 grep -E '^(not ok|1\.\.|Bail out)' "$logs/mps-dep-t.log" | sed "s|^|dep-t (MPS): |" | tee -a "$summary"
+                # Workers' streams through libpaged's word kernels (PAGED_STREAM_AUTO picks them here).
+                step mps-cuda-stream-t env top_builddir=. tests/service/cuda-stream-t
+                grep -E '^(not ok|1\.\.|Bail out)' "$logs/mps-cuda-stream-t.log" | sed "s|^|cuda-stream-t (MPS): |" \
+                    | tee -a "$summary"
             fi
             export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps.log"
             step bench-service-mps tools/paged-bench service --deps=device --json "$out/bench-service-mps.json"

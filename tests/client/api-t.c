@@ -396,6 +396,21 @@ static void test_arenas(paged_client *c)
     is_int((long long) m0, (long long) paged_arena_mark(c, PAGED_ARENA_HOST), "arena: failed carves leave the mark");
 }
 
+/* The stream calls on the cpu backend: refused, saying why; a NULL client is refused too. */
+static void test_stream_words(paged_client *c)
+{
+    is_int(PAGED_E_NOTSUP, paged_stream_wait(c, NULL, 0, 1, PAGED_STREAM_AUTO),
+           "stream: paged_stream_wait on the cpu backend is PAGED_E_NOTSUP");
+    ok(strstr(paged_client_error(c), "paged_stream_wait") != NULL && strstr(paged_client_error(c), "cpu backend") != NULL,
+       "stream: the error names the call and the cpu backend (%s)", paged_client_error(c));
+    is_int(PAGED_E_NOTSUP, paged_stream_signal(c, NULL, 0, 1, PAGED_STREAM_MEMOP),
+           "stream: paged_stream_signal on the cpu backend is PAGED_E_NOTSUP");
+    ok(strstr(paged_client_error(c), "paged_stream_signal") != NULL, "stream: its error names it (%s)",
+       paged_client_error(c));
+    is_int(PAGED_E_INVAL, paged_stream_wait(NULL, NULL, 0, 1, 0), "stream: a NULL client is PAGED_E_INVAL");
+    is_int(PAGED_E_INVAL, paged_stream_signal(NULL, NULL, 0, 1, 0), "stream: for the signal too");
+}
+
 /* Collects want completions of c into got, waiting at most a few seconds in all. */
 static int collect(paged_client *c, paged_completion *got, int want)
 {
@@ -770,6 +785,7 @@ int main(void)
     test_pool_destroy(&h, c1, c2);
     test_read_only(&h, c1);
     test_arenas(c1);
+    test_stream_words(c1);
     test_async(c1, p);
     test_ring_full(&h);
     test_map(c1, p);

@@ -34,3 +34,14 @@ tests_client_cuda_driver_t_SOURCES = tests/client/cuda-driver-t.c lib/cuda_drive
 tests_client_cuda_driver_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_client_cuda_driver_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
 endif
+
+# The PTX of libpaged's dependency-word kernels, compiled by the toolkit's ptxas for every
+# architecture it serves (and, as a control, refused where it uses what the target lacks).
+if HAVE_CUDA
+check_PROGRAMS += tests/client/words-ptx-t
+TESTS += tests/client/words-ptx-t
+tests_client_words_ptx_t_SOURCES = tests/client/words-ptx-t.c lib/cuda_words.c lib/cuda_driver.c \
+	lib/cuda_driver.h lib/cuda_api.h
+tests_client_words_ptx_t_CPPFLAGS = $(AM_CPPFLAGS) -DPAGED_PTXAS='"$(CUDA_HOME)/bin/ptxas"'
+tests_client_words_ptx_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
+endif

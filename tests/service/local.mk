@@ -131,6 +131,16 @@ tests_service_cuda_drain_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 tests_service_cuda_drain_t_LDADD = $(SVC_CLIENT_LIBS)
 EXTRA_tests_service_cuda_drain_t_DEPENDENCIES = daemon/pagedd
 
+# Workers chaining their streams and the daemon's DECODEs with paged_stream_wait and
+# paged_stream_signal, by kernels and by stream operations; skips where there is no device.
+check_PROGRAMS += tests/service/cuda-stream-t
+TESTS += tests/service/cuda-stream-t
+tests_service_cuda_stream_t_SOURCES = tests/service/cuda-stream-t.c $(SVC_CLIENT_SOURCES) \
+	tests/service/childrec.c tests/service/childrec.h
+tests_service_cuda_stream_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+tests_service_cuda_stream_t_LDADD = $(SVC_CLIENT_LIBS)
+EXTRA_tests_service_cuda_stream_t_DEPENDENCIES = daemon/pagedd
+
 # A data arena asked for while a departed client's is still being freed (PAGEDD_REAP_DELAY_MS)
 # waits for that memory; skips where there is no device. It fills the GPU's memory, so it is
 # built here but not run by make check, whose other tests use the GPU at the same time:

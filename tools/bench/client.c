@@ -39,8 +39,9 @@
  * words are in the host arena (PAGED_DEP_HOST) and the client waits and writes from its CPU,
  * as a worker chaining from the host, or one whose GPU work runs under MPS, would; with
  * --deps=device they are in the data arena and the client queues the wait and the write on a
- * stream of its own (cuStreamWaitValue32, cuStreamWriteValue32), as a worker chaining its own
- * GPU work would, which costs GPU context switches between it and the daemon.
+ * stream of its own with paged_stream_wait and paged_stream_signal, as a worker chaining its
+ * own GPU work would (by kernels under MPS, by stream operations otherwise, which costs GPU
+ * context switches between it and the daemon).
  */
 
 /* Everything one client holds. */
@@ -61,7 +62,7 @@ struct client {
     uint64_t words_off;            /* --deps: W, X, Y in the arena deps says */
     uint32_t *words;               /* their host address (host words, or the cpu backend) */
     void *stream;                  /* --deps=device on cuda: the client's own stream */
-    int dep_kernels;               /* --deps=device on cuda: chain by kernels, not stream operations */
+    unsigned word_flags;           /* --deps=device on cuda: how the stream reaches the words (PAGED_STREAM_*) */
     unsigned step, layer;          /* where the loop is, for the longest request */
     struct svc_result *res;        /* where the longest request is noted */
 };
@@ -72,6 +73,19 @@ static void fail(const struct client *cl, int rc, const char *what)
     const char *detail = cl->c != NULL ? paged_client_error(cl->c) : "";
     bench_die("client %u: %s: %s%s%s%s", cl->index, what, paged_strerror(rc), *detail ? " (" : "", detail,
               *detail ? ")" : "");
+}
+
+/* --deps=device: how a client's stream waits for and writes its words: by kernels or by stream
+ * operations as PAGED_BENCH_DEP_KERNELS says (1 or 0), else as libpaged decides (kernels under
+ * MPS). Returns the PAGED_STREAM_* flags. */
+static unsigned stream_word_flags(void)
+{
+    const char *force = getenv("PAGED_BENCH_DEP_KERNELS");
+    if (force != NULL && strcmp(force, "1") == 0)
+        return PAGED_STREAM_KERNEL;
+    if (force != NULL && strcmp(force, "0") == 0)
+        return PAGED_STREAM_MEMOP;
+    return PAGED_STREAM_AUTO;
 }
 
 /* Returns an arena offset of size bytes, or dies. */
@@ -242,7 +256,7 @@ static void setup(struct client *cl, const char *socket, const char *pool_name, 
         cudaStream_t st;
         bg_check((int) cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "client %u: a stream", cl->index);
         cl->stream = st;
-        cl->dep_kernels = bg_dep_kernels();
+        cl->word_flags = stream_word_flags();
     }
 #endif
     cl->pk_off = carve(cl, PAGED_ARENA_DATA, chunk);
@@ -366,13 +380,11 @@ static void chain_layer(struct client *cl, uint32_t v)
 {
 #ifdef HAVE_CUDA
     if (cl->words == NULL) {
-        uint32_t *dw = (uint32_t *) (cl->data + cl->words_off);
-        if (cl->dep_kernels) {
-            bg_kernel_chain_word(cl->stream, dw + 1, v - 1, dw, v);
-            return;
-        }
-        bg_stream_wait_word(cl->stream, dw + 1, v - 1);
-        bg_stream_write_word(cl->stream, dw, v);
+        int rc = paged_stream_wait(cl->c, cl->stream, cl->words_off + 4, v - 1, cl->word_flags);
+        if (rc == PAGED_OK)
+            rc = paged_stream_signal(cl->c, cl->stream, cl->words_off, v, cl->word_flags);
+        if (rc != PAGED_OK)
+            fail(cl, rc, "chaining a layer on the client's stream");
         return;
     }
 #endif
@@ -386,7 +398,9 @@ static void await_layer(struct client *cl, uint32_t v)
 {
 #ifdef HAVE_CUDA
     if (cl->words == NULL) {
-        bg_stream_wait_word(cl->stream, (uint32_t *) (cl->data + cl->words_off) + 1, v);
+        int rc = paged_stream_wait(cl->c, cl->stream, cl->words_off + 4, v, PAGED_STREAM_MEMOP);
+        if (rc != PAGED_OK)
+            fail(cl, rc, "queueing the wait for the step's last word");
         int64_t deadline = bench_now_ns() + DEPS_WAIT_NS;
         cudaError_t e;
         while ((e = cudaStreamQuery(cl->stream)) == cudaErrorNotReady) {

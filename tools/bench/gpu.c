@@ -183,82 +183,25 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
     free(ev);
 }
 
-/* The driver's stream memory operations, reached through the runtime (paged-bench links the
- * static runtime, never libcuda itself). */
-typedef CUresult (*bg_stream_word_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-
-/* Returns the driver entry point name, or dies. */
-static void *driver_entry(const char *name)
-{
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-    bg_check((int) cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q),
-             "looking up %s", name);
-#else
-    bg_check((int) cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q), "looking up %s", name);
-#endif
-    if (q != cudaDriverEntryPointSuccess || fn == NULL)
-        bench_die("the CUDA driver has no %s", name);
-    return fn;
-}
-
-/* Queues a wait or a write of a 32-bit word on stream; dies on failure. Returns nothing. */
-static void stream_word(int wait, void *st, void *addr, uint32_t value)
-{
-    static bg_stream_word_fn wait_fn, write_fn;
-    if (wait_fn == NULL) {
-        void *w = driver_entry("cuStreamWaitValue32"), *x = driver_entry("cuStreamWriteValue32");
-        memcpy(&wait_fn, &w, sizeof w);
-        memcpy(&write_fn, &x, sizeof x);
-    }
-    CUresult r = wait ? wait_fn((CUstream) st, (CUdeviceptr) (uintptr_t) addr, value, CU_STREAM_WAIT_VALUE_GEQ)
-                      : write_fn((CUstream) st, (CUdeviceptr) (uintptr_t) addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
-    if (r != CUDA_SUCCESS)
-        bench_die("%s on a stream: CUDA driver error %d", wait ? "cuStreamWaitValue32" : "cuStreamWriteValue32",
-                  (int) r);
-}
-
-/* Queues a wait for a word; see gpu.h. */
-void bg_stream_wait_word(void *st, void *addr, uint32_t value)
-{
-    stream_word(1, st, addr, value);
-}
-
-/* Queues a write of a word; see gpu.h. */
+/* Queues a write of a word by a stream memory operation; see gpu.h. */
 void bg_stream_write_word(void *st, void *addr, uint32_t value)
 {
-    stream_word(0, st, addr, value);
-}
-
-/* Says how clients chain on the device, loading the kernels when they are used; see gpu.h. */
-int bg_dep_kernels(void)
-{
-    const char *force = getenv("PAGED_BENCH_DEP_KERNELS");
-    int on = 0;
-    if (force != NULL && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0)) {
-        on = force[0] == '1';
-    } else {
-        int dev = 0;
-        bg_check((int) cudaGetDevice(&dev), "the current device");
-        if (cudaDeviceGetAttribute(&on, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
-            (void) cudaGetLastError();
-            on = 0;
-        }
+    static CUresult (*write_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+    if (write_fn == NULL) {
+        void *fn = NULL;
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        bg_check((int) cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &q),
+                 "looking up cuStreamWriteValue32");
+#else
+        bg_check((int) cudaGetDriverEntryPoint("cuStreamWriteValue32", &fn, cudaEnableDefault, &q),
+                 "looking up cuStreamWriteValue32");
+#endif
+        if (q != cudaDriverEntryPointSuccess || fn == NULL)
+            bench_die("the CUDA driver has no cuStreamWriteValue32");
+        memcpy(&write_fn, &fn, sizeof fn);
     }
-    /* A first launch under lazy loading may wait for an idle device, which a gate prevents. */
-    if (on && pk_cuda_dep_load() != 0)
-        bench_die("loading the dependency kernels: %s", cudaGetErrorString(cudaGetLastError()));
-    return on != 0;
-}
-
-/* Queues a kernel wait and a kernel write; see gpu.h. */
-void bg_kernel_chain_word(void *st, void *wait_addr, uint32_t wait_value, void *write_addr, uint32_t write_value)
-{
-    pk_dep_word w = { .addr = wait_addr, .value = wait_value };
-    if (pk_cuda_dep_wait(&w, 1, 60000000000ull, st) != 0)
-        bench_die("queueing a dependency wait kernel: %s", cudaGetErrorString(cudaGetLastError()));
-    w = (pk_dep_word) { .addr = write_addr, .value = write_value };
-    if (pk_cuda_dep_signal(&w, 1, st) != 0)
-        bench_die("queueing a dependency signal kernel: %s", cudaGetErrorString(cudaGetLastError()));
+    CUresult r = write_fn((CUstream) st, (CUdeviceptr) (uintptr_t) addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (r != CUDA_SUCCESS)
+        bench_die("cuStreamWriteValue32 on a stream: CUDA driver error %d", (int) r);
 }

@@ -53,19 +53,10 @@ void bg_fill(void *p, size_t n, int32_t dtype, float amp, float scale, uint64_t 
 /* Waits for the stream, dying (with what) if anything on it failed. */
 void bg_sync(const char *what);
 
-/* Queue on stream (a cudaStream_t) a wait until the 32-bit device word at addr reaches value
- * ((int32_t) (word - value) >= 0), or a write of value to it ordered after everything before
- * it: cuStreamWaitValue32 and cuStreamWriteValue32, as a worker chains its own GPU work to
- * the daemon's with device-side dependencies. Each dies on failure. */
-void bg_stream_wait_word(void *stream, void *addr, uint32_t value);
+/* Queues on stream (a cudaStream_t) a write of value to the 32-bit device word at addr,
+ * ordered after everything before it (cuStreamWriteValue32): the in-process loop's word that
+ * says a layer is done. Dies on failure. */
 void bg_stream_write_word(void *stream, void *addr, uint32_t value);
-/* Returns whether a client chains its layers on the device by kernels (bg_kernel_chain_word)
- * rather than stream operations: PAGED_BENCH_DEP_KERNELS=1 or 0 says, else yes under MPS,
- * as the daemon decides for its side. */
-int bg_dep_kernels(void);
-/* Queues on stream a wait by kernel for the word at wait_addr to reach wait_value, then a
- * write of write_value to write_addr; dies on failure. Returns nothing. */
-void bg_kernel_chain_word(void *stream, void *wait_addr, uint32_t wait_value, void *write_addr, uint32_t write_value);
 
 /* Measures the device's ceilings: name, SMs, L2, streaming read, copy, cuBLAS bf16. */
 void bk_cuda_ceilings(const struct bench_opts *o, struct bench_ceilings *c);
