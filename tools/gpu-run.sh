@@ -82,6 +82,13 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     step cuda-sanitizer make check-cuda-sanitizer
     tail -n 5 "$logs/cuda-sanitizer.log" | tee -a "$summary"
     cp tests/kernels/*.memcheck.log tests/kernels/*.racecheck.log "$logs/" 2>/dev/null
+    # libpaged's word kernels run in the workers' processes: the whole service test, every process.
+    for tool in memcheck racecheck; do
+        step "stream-$tool" env top_builddir=. compute-sanitizer --tool "$tool" --target-processes all \
+            --error-exitcode 99 tests/service/cuda-stream-t
+        grep -E '^(not ok|1\.\.|Bail out)|(ERROR|RACECHECK) SUMMARY' "$logs/stream-$tool.log" \
+            | sed "s|^|cuda-stream-t ($tool): |" | tee -a "$summary"
+    done
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
     : >"$logs/bench-kernels.log"
