@@ -21,76 +21,60 @@
  * kernel's end, and the wait kernel lets a programmatically launched kernel after it start
  * once the word is there.
  */
-static const char words_ptx_sm90[] =
-    ".version 7.8\n"
-    ".target sm_90\n"
-    ".address_size 64\n"
-    "\n"
-    ".visible .entry paged_word_wait(.param .u64 addr, .param .u32 value)\n"
-    "{\n"
-    "    .reg .pred %p<2>;\n"
-    "    .reg .b32 %r<4>;\n"
-    "    .reg .b64 %rd<3>;\n"
-    "    ld.param.u64 %rd1, [addr];\n"
-    "    ld.param.u32 %r1, [value];\n"
-    "    cvta.to.global.u64 %rd2, %rd1;\n"
-    "poll:\n"
-    "    ld.volatile.global.u32 %r2, [%rd2];\n"
-    "    sub.s32 %r3, %r2, %r1;\n"
-    "    setp.lt.s32 %p1, %r3, 0;\n"
-    "    @%p1 bra poll;\n"
+
+/* The wait kernel from its entry to the fence after the word is there. */
+#define WORDS_WAIT_UNTIL_THERE \
+    ".visible .entry paged_word_wait(.param .u64 addr, .param .u32 value)\n" \
+    "{\n" \
+    "    .reg .pred %p<2>;\n" \
+    "    .reg .b32 %r<4>;\n" \
+    "    .reg .b64 %rd<3>;\n" \
+    "    ld.param.u64 %rd1, [addr];\n" \
+    "    ld.param.u32 %r1, [value];\n" \
+    "    cvta.to.global.u64 %rd2, %rd1;\n" \
+    "poll:\n" \
+    "    ld.volatile.global.u32 %r2, [%rd2];\n" \
+    "    sub.s32 %r3, %r2, %r1;\n" \
+    "    setp.lt.s32 %p1, %r3, 0;\n" \
+    "    @%p1 bra poll;\n" \
     "    membar.sys;\n"
+
+/* The signal kernel's entry and registers. */
+#define WORDS_SIGNAL_ENTRY \
+    ".visible .entry paged_word_signal(.param .u64 addr, .param .u32 value)\n" \
+    "{\n" \
+    "    .reg .b32 %r<2>;\n" \
+    "    .reg .b64 %rd<3>;\n"
+
+/* The signal kernel's fence and write, to its end. */
+#define WORDS_SIGNAL_WRITE \
+    "    ld.param.u64 %rd1, [addr];\n" \
+    "    ld.param.u32 %r1, [value];\n" \
+    "    cvta.to.global.u64 %rd2, %rd1;\n" \
+    "    membar.sys;\n" \
+    "    st.volatile.global.u32 [%rd2], %r1;\n" \
+    "    ret;\n" \
+    "}\n"
+
+/* For sm_90 and later: programmatic dependent launch on both sides. */
+static const char words_ptx_sm90[] =
+    ".version 7.8\n.target sm_90\n.address_size 64\n\n"
+    WORDS_WAIT_UNTIL_THERE
     "    griddepcontrol.launch_dependents;\n"
     "    ret;\n"
-    "}\n"
-    "\n"
-    ".visible .entry paged_word_signal(.param .u64 addr, .param .u32 value)\n"
-    "{\n"
-    "    .reg .b32 %r<2>;\n"
-    "    .reg .b64 %rd<3>;\n"
+    "}\n\n"
+    WORDS_SIGNAL_ENTRY
     "    griddepcontrol.wait;\n"
-    "    ld.param.u64 %rd1, [addr];\n"
-    "    ld.param.u32 %r1, [value];\n"
-    "    cvta.to.global.u64 %rd2, %rd1;\n"
-    "    membar.sys;\n"
-    "    st.volatile.global.u32 [%rd2], %r1;\n"
-    "    ret;\n"
-    "}\n";
+    WORDS_SIGNAL_WRITE;
 
-/* The same for devices before sm_90 (and drivers that cannot compile the above). */
+/* For devices before sm_90 (and drivers that cannot compile the above). */
 static const char words_ptx_base[] =
-    ".version 6.0\n"
-    ".target sm_60\n"
-    ".address_size 64\n"
-    "\n"
-    ".visible .entry paged_word_wait(.param .u64 addr, .param .u32 value)\n"
-    "{\n"
-    "    .reg .pred %p<2>;\n"
-    "    .reg .b32 %r<4>;\n"
-    "    .reg .b64 %rd<3>;\n"
-    "    ld.param.u64 %rd1, [addr];\n"
-    "    ld.param.u32 %r1, [value];\n"
-    "    cvta.to.global.u64 %rd2, %rd1;\n"
-    "poll:\n"
-    "    ld.volatile.global.u32 %r2, [%rd2];\n"
-    "    sub.s32 %r3, %r2, %r1;\n"
-    "    setp.lt.s32 %p1, %r3, 0;\n"
-    "    @%p1 bra poll;\n"
-    "    membar.sys;\n"
+    ".version 6.0\n.target sm_60\n.address_size 64\n\n"
+    WORDS_WAIT_UNTIL_THERE
     "    ret;\n"
-    "}\n"
-    "\n"
-    ".visible .entry paged_word_signal(.param .u64 addr, .param .u32 value)\n"
-    "{\n"
-    "    .reg .b32 %r<2>;\n"
-    "    .reg .b64 %rd<3>;\n"
-    "    ld.param.u64 %rd1, [addr];\n"
-    "    ld.param.u32 %r1, [value];\n"
-    "    cvta.to.global.u64 %rd2, %rd1;\n"
-    "    membar.sys;\n"
-    "    st.volatile.global.u32 [%rd2], %r1;\n"
-    "    ret;\n"
-    "}\n";
+    "}\n\n"
+    WORDS_SIGNAL_ENTRY
+    WORDS_SIGNAL_WRITE;
 
 /* Returns the PTX of the word kernels for variant 1 (sm_90) or 0 (earlier devices). */
 const char *pc_cuda_words_ptx(int sm90)

@@ -39,7 +39,7 @@ static int stream_word(paged_client *c, void *stream, uint64_t off, uint32_t val
     int rc = pc_data_arena_map(c);
     if (rc < 0)
         return rc;
-    char why[PC_ERR_MAX - 32];
+    char why[PC_ERR_MAX - 32] = "";
     rc = pc_cuda_word(c->cuda, c->data_map.device, stream, c->data_map.dptr + off, value, wait, flags, why,
                       sizeof why);
     if (rc < 0)

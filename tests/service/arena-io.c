@@ -36,6 +36,16 @@ int aio_start(struct td_daemon *d, const char *const *extra)
     return cuda;
 }
 
+/* Skips without a device, else plans; see arena-io.h. */
+uint64_t aio_device_test_begin(void)
+{
+    if (!aio_have_device(NULL))
+        skip_all("no CUDA device");
+    uint64_t seed = tap_seed();
+    plan_lazy();
+    return seed;
+}
+
 /* Says whether there is a CUDA device, asking a child; see arena-io.h. */
 int aio_have_device(uint64_t *free_bytes)
 {
@@ -283,6 +293,25 @@ int aio_decoder_call(struct aio_decoder *d, uint64_t tag, paged_completion *c)
     r.tag = tag;
     return paged_prep(d->a.c, &r) == PAGED_OK && paged_submit(d->a.c) == 1 && paged_wait(d->a.c, c, 1, 60000) == 1
                ? 0 : -1;
+}
+
+/* Compares a DECODE's output with the reference; see arena-io.h. */
+int aio_decoder_matches(const struct aio_decoder *d, int qh, const float *q, const float *out, const int32_t *lens,
+                        float tol)
+{
+    const size_t n = (size_t) d->a.nseq * (size_t) qh * (size_t) d->ref.head_dim;
+    float *expect = malloc(n * sizeof *expect);
+    if (expect == NULL)
+        return 0;
+    pk_decode_args r = { .cache = d->ref, .layer = 0, .num_seqs = (uint32_t) d->a.nseq, .num_q_heads = (uint32_t) qh,
+                         .q_dtype = PAGED_DTYPE_F32, .q = q, .out = expect, .block_tables = d->a.ids,
+                         .bt_stride = (uint32_t) d->a.maxblk, .seq_lens = lens,
+                         .opts = { 1.0f / sqrtf((float) d->ref.head_dim), 0, 0, NULL } };
+    int same = pk_ref_decode(&r) == 0;
+    for (size_t k = 0; same && k < n; k++)
+        same = fabsf(out[k] - expect[k]) <= tol + tol * fabsf(expect[k]);
+    free(expect);
+    return same;
 }
 
 /* Fills the contexts; see arena-io.h. */

@@ -22,6 +22,10 @@ int aio_start(struct td_daemon *d, const char *const *extra);
  * own context's taken). */
 int aio_have_device(uint64_t *free_bytes);
 
+/* Begins a test that needs a CUDA device: skips it whole where there is none (aio_have_device),
+ * else plans lazily. Returns the test's seed (tap_seed). */
+uint64_t aio_device_test_begin(void);
+
 struct rc_client;
 
 /*
@@ -99,5 +103,11 @@ int aio_decoder_open(struct aio_decoder *d, const char *socket, const char *name
 /* Runs d->req with tag and waits (up to 60 s) for its completion into *c; returns 0, or -1
  * when it could not be submitted or was not answered (paged_client_error says why). */
 int aio_decoder_call(struct aio_decoder *d, uint64_t tag, paged_completion *c);
+
+/* Says whether out, the output of a DECODE of queries q (qh heads per sequence) over the
+ * decoder's sequences with lengths lens, matches pk_ref_decode over d->ref within tol (relative
+ * and absolute, per element). Returns 1 or 0 (also when out of memory). */
+int aio_decoder_matches(const struct aio_decoder *d, int qh, const float *q, const float *out, const int32_t *lens,
+                        float tol);
 
 #endif

@@ -50,22 +50,6 @@ enum rec_kind { REC_DONE = CR_FIRST_KIND };
 static struct td_daemon daemon_;
 static uint64_t seed;
 
-/* Returns whether out matches the reference of a DECODE of q over ref's sequences (their
- * blocks in ids, lens tokens each). */
-static int matches(const pk_cache *ref, const float *q, const float *out, const int32_t *ids, const int32_t *lens)
-{
-    static float expect[NSEQ * QH * D];
-    pk_decode_args r = { .cache = *ref, .layer = 0, .num_seqs = NSEQ, .num_q_heads = QH,
-                         .q_dtype = PAGED_DTYPE_F32, .q = q, .out = expect, .block_tables = ids,
-                         .bt_stride = MAXBLK, .seq_lens = lens, .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL } };
-    if (pk_ref_decode(&r) != 0)
-        return 0;
-    for (size_t k = 0; k < NSEQ * QH * D; k++)
-        if (!(fabsf(out[k] - expect[k]) <= TOL + TOL * fabsf(expect[k])))
-            return 0;
-    return 1;
-}
-
 /* The client: fills its sequences, then decodes one request at a time and reports. */
 static void client_main(int who, int cmd_fd)
 {
@@ -99,7 +83,7 @@ static void client_main(int who, int cmd_fd)
             device_failed += c.status == PAGED_E_DEVICE;
             continue;
         }
-        right += aio_get(1, a.data, d.out_off, out, sizeof out) == 0 && matches(&d.ref, q, out, ids, lens);
+        right += aio_get(1, a.data, d.out_off, out, sizeof out) == 0 && aio_decoder_matches(&d, QH, q, out, lens, TOL);
     }
     cr_check(failed == 1 && device_failed == 1, "client %d: one DECODE of %d fails, with PAGED_E_DEVICE (%d failed, "
              "%d so)", who, NDEC, failed, device_failed);
@@ -112,20 +96,11 @@ static void client_main(int who, int cmd_fd)
     _exit(0);
 }
 
-/* Says whether the pool has want blocks free. */
-static int free_is(const struct paged_pool_item *it, uint32_t want)
-{
-    return it->free == want;
-}
-
 /* Starts the daemon with the planted refusals and the client, then checks STATUS, the pool,
  * the log and the exit; returns 0. */
 int main(void)
 {
-    if (!aio_have_device(NULL))
-        skip_all("no CUDA device");
-    seed = tap_seed();
-    plan_lazy();
+    seed = aio_device_test_begin();
     char upload_at[16], event_at[16];
     snprintf(upload_at, sizeof upload_at, "%d", UPLOAD_AT);
     snprintf(event_at, sizeof event_at, "%d", EVENT_AT);
@@ -157,7 +132,7 @@ int main(void)
     ok(sr.backend == PAGED_BACKEND_CUDA && sr.healthy == 1, "STATUS: the cuda backend is healthy (%.100s)", sr.health);
     struct paged_pool_item it;
     memset(&it, 0, sizeof it);
-    int settled = rc_pool_item_until(&ctl, "drain", free_is, N, 5000, &it) == 0;
+    int settled = rc_pool_item_until(&ctl, "drain", rc_pool_free_is, N, 5000, &it) == 0;
     ok(settled, "the pool has all %d blocks free once the client is gone (%u)", N, it.free);
     rc_close(&ctl);
     st = td_stop(&daemon_);

@@ -100,10 +100,7 @@ static void client_main(int who, int cmd_fd)
 /* Starts the faulting daemon and the client, then checks STATUS and the exit; returns 0. */
 int main(void)
 {
-    if (!aio_have_device(NULL))
-        skip_all("no CUDA device");
-    seed = tap_seed();
-    plan_lazy();
+    seed = aio_device_test_begin();
     char after[16];
     snprintf(after, sizeof after, "%d", FAULT_AT);
     setenv("PAGEDD_FAULT_AFTER", after, 1);

@@ -73,23 +73,6 @@ static const char *mode_name(unsigned mode)
     return mode == PAGED_STREAM_KERNEL ? "kernel" : mode == PAGED_STREAM_MEMOP ? "memop" : "auto";
 }
 
-/* Returns whether out matches the reference DECODE of q over ref's sequences (their blocks
- * in ids, CTX tokens each). */
-static int matches(const pk_cache *ref, const float *q, const float *out, const int32_t *ids)
-{
-    static float expect[NSEQ * QH * D];
-    const int32_t lens[NSEQ] = { CTX, CTX };
-    pk_decode_args r = { .cache = *ref, .layer = 0, .num_seqs = NSEQ, .num_q_heads = QH,
-                         .q_dtype = PAGED_DTYPE_F32, .q = q, .out = expect, .block_tables = ids,
-                         .bt_stride = MAXBLK, .seq_lens = lens, .opts = { 1.0f / sqrtf((float) D), 0, 0, NULL } };
-    if (pk_ref_decode(&r) != 0)
-        return 0;
-    for (size_t k = 0; k < NSEQ * QH * D; k++)
-        if (!(fabsf(out[k] - expect[k]) <= TOL + TOL * fabsf(expect[k])))
-            return 0;
-    return 1;
-}
-
 /* Returns CLOCK_MONOTONIC in milliseconds. */
 static int64_t now_ms(void)
 {
@@ -171,9 +154,10 @@ static void chain(int who, struct aio_decoder *d, unsigned mode, uint64_t words_
     }
     cr_check(done == ITERS && okc == ITERS, "client %d, %s: every DECODE completes OK (%d of %d, %d OK)", who, how,
              done, ITERS, okc);
+    const int32_t lens[NSEQ] = { CTX, CTX };
     int right = 0;
     for (int i = 0; i < ITERS; i++)
-        right += matches(&d->ref, qs + (size_t) i * nq, outs + (size_t) i * nq, a->ids);
+        right += aio_decoder_matches(d, QH, qs + (size_t) i * nq, outs + (size_t) i * nq, lens, TOL);
     cr_check(right == ITERS, "client %d, %s: every output copied after its wait matches the reference of its own "
              "queries (%d of %d)", who, how, right, ITERS);
     uint32_t w = read_word(a, w_off, st2, pinned), x = read_word(a, x_off, st2, pinned);
@@ -275,19 +259,10 @@ static void client_main(int who, int cmd_fd)
     _exit(0);
 }
 
-/* Says whether the pool has want blocks free. */
-static int free_is(const struct paged_pool_item *it, uint32_t want)
-{
-    return it->free == want;
-}
-
 /* Starts the daemon and the workers, then checks the pool and the exit; returns 0. */
 int main(void)
 {
-    if (!aio_have_device(NULL))
-        skip_all("no CUDA device");
-    seed = tap_seed();
-    plan_lazy();
+    seed = aio_device_test_begin();
     const char *extra[] = { "--backend=cuda", NULL };
     int st = 0;
     if (td_start(&daemon_, extra, &st) != 0)
@@ -300,7 +275,7 @@ int main(void)
     cr_reap(&kids);
     struct paged_pool_item it;
     memset(&it, 0, sizeof it);
-    ok(rc_pool_item_until(&ctl, "stream", free_is, N, 5000, &it) == 0,
+    ok(rc_pool_item_until(&ctl, "stream", rc_pool_free_is, N, 5000, &it) == 0,
        "the pool has all %d blocks free once the workers are gone (%u)", N, it.free);
     rc_close(&ctl);
     st = td_stop(&daemon_);

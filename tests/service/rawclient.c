@@ -318,6 +318,12 @@ int rc_pool_item(struct rc_client *c, const char *name, struct paged_pool_item *
     return found ? 0 : PAGED_E_NOENT;
 }
 
+/* Says whether the pool has want blocks free; see rawclient.h. */
+int rc_pool_free_is(const struct paged_pool_item *it, uint32_t want)
+{
+    return it->free == want;
+}
+
 /* Waits for the pool to reach a state; see rawclient.h. */
 int rc_pool_item_until(struct rc_client *c, const char *name, int (*met)(const struct paged_pool_item *, uint32_t),
                        uint32_t want, int timeout_ms, struct paged_pool_item *out)

@@ -80,6 +80,9 @@ long rc_list(struct rc_client *c, uint32_t what, const char *name, void *items, 
 /* Fills *out with the LIST item of the pool named name. Returns 0, PAGED_E_NOENT or an error. */
 int rc_pool_item(struct rc_client *c, const char *name, struct paged_pool_item *out);
 
+/* A condition for rc_pool_item_until: the pool has want blocks free. */
+int rc_pool_free_is(const struct paged_pool_item *it, uint32_t want);
+
 /* Reads the pool named name until met(item, want) holds or about timeout_ms have passed, a
  * millisecond apart; *out is the last item read. Returns 0 when it held, 1 when it did not
  * in time, or PAGED_E_NOENT or an error. */
