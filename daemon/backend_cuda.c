@@ -517,7 +517,8 @@ int pd_backend_cuda_probe(char *why, size_t whylen)
 
 /*
  * Returns when device ordinal's backend waits for and writes dependency words by kernels
- * (pk_cuda_dep_wait): 0 never, 1 in batches holding several clients' words, 2 always.
+ * (pk_cuda_dep_wait): 0 never, 1 in batches holding several clients' words or attending over
+ * many sequences (cuda_batch.c, dep_census), 2 always.
  * PAGEDD_DEP_KERNELS=0, 1 or 2 says, else 1 under MPS and 0 without. Under MPS a stream's
  * memory operations cost the most where many clients' streams wait on the device at once
  * (HACKING.md has the figures), while one client's chain of short layers pays more for the
@@ -529,7 +530,8 @@ static int dep_by_kernels(int ordinal)
 {
     const char *force = getenv("PAGEDD_DEP_KERNELS");   /* a benchmarking and test aid */
     if (force != NULL && force[0] >= '0' && force[0] <= '2' && force[1] == '\0') {
-        static const char *const how[] = { "stream memory operations", "kernels where a batch holds several clients' words",
+        static const char *const how[] = { "stream memory operations",
+                                           "kernels where a batch holds several clients' words or many sequences",
                                            "kernels" };
         pd_log(PD_LOG_INFO, "cuda device %d: dependency words by %s (PAGEDD_DEP_KERNELS=%s)", ordinal,
                how[force[0] - '0'], force);
@@ -542,7 +544,7 @@ static int dep_by_kernels(int ordinal)
     }
     if (mps)
         pd_log(PD_LOG_INFO, "cuda device %d: under MPS: dependency words are waited for and written by kernels "
-               "in batches that hold several clients' words", ordinal);
+               "in batches that hold several clients' words or many sequences", ordinal);
     return mps != 0;
 }
 

@@ -261,19 +261,26 @@ static int queue_dep_memops(struct cuda_backend *cb, const pk_dep_word *w, unsig
     return PAGED_E_DEVICE;
 }
 
+/* Attention sequences from which a pass of one client's dependency words goes by kernels under
+ * MPS: its layers are long enough that the kernels' launches stay off the critical path. */
+#define PD_DEP_KERNEL_MIN_SEQS 8
+
 /*
  * Counts the batch's waited device words into *nwaits and returns whether its dependency
  * words go by kernels: never (cb->dep_kernels 0), always (2, PAGEDD_DEP_KERNELS=2), or, under
- * MPS (1), where they are words of more than one client. One client's chain gains nothing from
- * the kernels and its short layers pay for their launches (HACKING.md).
+ * MPS (1), where they are words of more than one client or the pass attends over at least
+ * PD_DEP_KERNEL_MIN_SEQS sequences. One client's short layers pay more for the kernels'
+ * launches than they save (HACKING.md).
  */
 static int dep_census(const struct cuda_backend *cb, const struct pd_batch *batch, uint32_t *nwaits)
 {
     int several = 0, seen = 0;
-    uint32_t first = 0;
+    uint32_t first = 0, seqs = 0;
     *nwaits = 0;
     for (uint32_t i = 0; i < batch->nops; i++) {
         const struct pd_batch_op *op = &batch->ops[i];
+        if (op->op->opcode == PAGED_OP_DECODE || op->op->opcode == PAGED_OP_PREFILL)
+            seqs += op->op->count;
         const int waits = device_dep(op, PAGED_SQE_WAIT);
         *nwaits += (uint32_t) waits;
         if (!waits && !device_dep(op, PAGED_SQE_SIGNAL))
@@ -282,7 +289,8 @@ static int dep_census(const struct cuda_backend *cb, const struct pd_batch *batc
         seen = 1;
         first = op->holder;
     }
-    return cb->dep_kernels == 2 || (cb->dep_kernels == 1 && several);
+    return cb->dep_kernels == 2
+           || (cb->dep_kernels == 1 && seen && (several || seqs >= PD_DEP_KERNEL_MIN_SEQS));
 }
 
 /*
