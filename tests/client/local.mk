@@ -45,3 +45,14 @@ tests_client_words_ptx_t_SOURCES = tests/client/words-ptx-t.c lib/cuda_words.c l
 tests_client_words_ptx_t_CPPFLAGS = $(AM_CPPFLAGS) -DPAGED_PTXAS='"$(CUDA_HOME)/bin/ptxas"'
 tests_client_words_ptx_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
 endif
+
+# The same two variants run on the device (each loaded as libpaged loads it): a wait holds its
+# stream until a signal from another stream releases it; skips where there is no device.
+if HAVE_CUDA
+check_PROGRAMS += tests/client/cuda-words-t
+TESTS += tests/client/cuda-words-t
+tests_client_cuda_words_t_SOURCES = tests/client/cuda-words-t.c lib/cuda_words.c lib/cuda_driver.c \
+	lib/cuda_driver.h lib/cuda_api.h
+tests_client_cuda_words_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_client_cuda_words_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
+endif
