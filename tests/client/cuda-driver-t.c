@@ -29,15 +29,6 @@ static struct {
     CUresult (*dtoh)(void *, CUdeviceptr, size_t);
 } cu;
 
-/* Resolves name into slot; bails when it is missing. */
-static void need(void *lib, const char *name, void *slot)
-{
-    void *p = dlsym(lib, name);
-    if (p == NULL)
-        bail("the driver lacks %s", name);
-    memcpy(slot, &p, sizeof p);
-}
-
 /* Fills n bytes with a pattern from the test's generator. */
 static void fill(tap_rng *rng, unsigned char *b, size_t n)
 {
@@ -60,21 +51,21 @@ int main(void)
         ok(strstr(err, "libcuda.so.1") != NULL, "no driver: the reason names libcuda.so.1 (%s)", err);
         return 0;
     }
-    need(lib, "cuInit", &cu.init);
+    bdlsym(lib, "cuInit", &cu.init);
     if (cu.init(0) != CUDA_SUCCESS)
         skip_all("the CUDA driver has no usable device");
     plan_lazy();
-    need(lib, "cuDeviceGet", &cu.device_get);
-    need(lib, "cuDeviceGetUuid_v2", &cu.device_get_uuid);
-    need(lib, "cuDevicePrimaryCtxRetain", &cu.primary_retain);
-    need(lib, "cuDevicePrimaryCtxRelease_v2", &cu.primary_release);
-    need(lib, "cuCtxSetCurrent", &cu.ctx_set_current);
-    need(lib, "cuMemGetAllocationGranularity", &cu.granularity);
-    need(lib, "cuMemCreate", &cu.create);
-    need(lib, "cuMemExportToShareableHandle", &cu.export_fd);
-    need(lib, "cuMemRelease", &cu.release);
-    need(lib, "cuMemcpyHtoD_v2", &cu.htod);
-    need(lib, "cuMemcpyDtoH_v2", &cu.dtoh);
+    bdlsym(lib, "cuDeviceGet", &cu.device_get);
+    bdlsym(lib, "cuDeviceGetUuid_v2", &cu.device_get_uuid);
+    bdlsym(lib, "cuDevicePrimaryCtxRetain", &cu.primary_retain);
+    bdlsym(lib, "cuDevicePrimaryCtxRelease_v2", &cu.primary_release);
+    bdlsym(lib, "cuCtxSetCurrent", &cu.ctx_set_current);
+    bdlsym(lib, "cuMemGetAllocationGranularity", &cu.granularity);
+    bdlsym(lib, "cuMemCreate", &cu.create);
+    bdlsym(lib, "cuMemExportToShareableHandle", &cu.export_fd);
+    bdlsym(lib, "cuMemRelease", &cu.release);
+    bdlsym(lib, "cuMemcpyHtoD_v2", &cu.htod);
+    bdlsym(lib, "cuMemcpyDtoH_v2", &cu.dtoh);
 
     tap_rng rng;
     tap_rng_seed(&rng, tap_seed());

@@ -48,15 +48,6 @@ static struct {
     CUresult (*stream_query)(CUstream);
 } cu;
 
-/* Resolves name into slot; bails when it is missing. */
-static void need(void *lib, const char *name, void *slot)
-{
-    void *p = dlsym(lib, name);
-    if (p == NULL)
-        bail("the driver lacks %s", name);
-    memcpy(slot, &p, sizeof p);
-}
-
 /* Returns CLOCK_MONOTONIC in nanoseconds. */
 static int64_t now_ns(void)
 {
@@ -162,28 +153,28 @@ int main(void)
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL)
         skip_all("no CUDA device");
-    need(lib, "cuInit", &cu.init);
-    need(lib, "cuDeviceGetCount", &cu.device_get_count);
+    bdlsym(lib, "cuInit", &cu.init);
+    bdlsym(lib, "cuDeviceGetCount", &cu.device_get_count);
     int n = 0;
     if (cu.init(0) != CUDA_SUCCESS || cu.device_get_count(&n) != CUDA_SUCCESS || n <= 0)
         skip_all("no CUDA device");
     plan_lazy();
-    need(lib, "cuDeviceGet", &cu.device_get);
-    need(lib, "cuDeviceGetAttribute", &cu.device_get_attribute);
-    need(lib, "cuDevicePrimaryCtxRetain", &cu.primary_retain);
-    need(lib, "cuCtxSetCurrent", &cu.ctx_set_current);
-    need(lib, "cuModuleLoadData", &cu.module_load_data);
-    need(lib, "cuModuleUnload", &cu.module_unload);
-    need(lib, "cuModuleGetFunction", &cu.module_get_function);
-    need(lib, "cuLaunchKernel", &cu.launch_kernel);
-    need(lib, "cuLaunchKernelEx", &cu.launch_kernel_ex);
-    need(lib, "cuMemAlloc_v2", &cu.mem_alloc);
-    need(lib, "cuMemFree_v2", &cu.mem_free);
-    need(lib, "cuMemsetD32_v2", &cu.memset_d32);
-    need(lib, "cuMemcpyDtoH_v2", &cu.dtoh);
-    need(lib, "cuStreamCreate", &cu.stream_create);
-    need(lib, "cuStreamDestroy_v2", &cu.stream_destroy);
-    need(lib, "cuStreamQuery", &cu.stream_query);
+    bdlsym(lib, "cuDeviceGet", &cu.device_get);
+    bdlsym(lib, "cuDeviceGetAttribute", &cu.device_get_attribute);
+    bdlsym(lib, "cuDevicePrimaryCtxRetain", &cu.primary_retain);
+    bdlsym(lib, "cuCtxSetCurrent", &cu.ctx_set_current);
+    bdlsym(lib, "cuModuleLoadData", &cu.module_load_data);
+    bdlsym(lib, "cuModuleUnload", &cu.module_unload);
+    bdlsym(lib, "cuModuleGetFunction", &cu.module_get_function);
+    bdlsym(lib, "cuLaunchKernel", &cu.launch_kernel);
+    bdlsym(lib, "cuLaunchKernelEx", &cu.launch_kernel_ex);
+    bdlsym(lib, "cuMemAlloc_v2", &cu.mem_alloc);
+    bdlsym(lib, "cuMemFree_v2", &cu.mem_free);
+    bdlsym(lib, "cuMemsetD32_v2", &cu.memset_d32);
+    bdlsym(lib, "cuMemcpyDtoH_v2", &cu.dtoh);
+    bdlsym(lib, "cuStreamCreate", &cu.stream_create);
+    bdlsym(lib, "cuStreamDestroy_v2", &cu.stream_destroy);
+    bdlsym(lib, "cuStreamQuery", &cu.stream_query);
     CUdevice dev;
     CUcontext ctx;
     int major = 0;

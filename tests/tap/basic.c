@@ -4,6 +4,7 @@
 
 #include "tests/tap/basic.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -243,6 +244,16 @@ char *bstrdup(const char *s)
     if (p == NULL)
         sysbail("failed to duplicate a string");
     return p;
+}
+
+/* Resolves a symbol or bails; see basic.h. */
+void bdlsym(void *lib, const char *name, void *slot)
+{
+    void *p = dlsym(lib, name);
+    if (p == NULL)
+        bail("the library lacks %s", name);
+    /* A data pointer to a function pointer: POSIX guarantees dlsym's result converts. */
+    memcpy(slot, &p, sizeof p);
 }
 
 /* Flushes stdio and forks or bails. */

@@ -48,6 +48,10 @@ void *bcalloc(size_t count, size_t size);
 void *brealloc(void *p, size_t size);
 char *bstrdup(const char *s);
 
+/* Resolves name in the dlopen'd lib into *slot (a function pointer, stored whole), or bails
+ * naming what is missing. */
+void bdlsym(void *lib, const char *name, void *slot);
+
 /* Flushes every stdio stream (so the child does not print what the parent buffered again)
  * and forks, bailing if fork fails. Returns the child's pid in the parent, 0 in the child. */
 pid_t bfork(void);
