@@ -6,7 +6,6 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib/cuda_driver.h"
 #include "tests/tap/basic.h"
@@ -47,14 +46,6 @@ static struct {
     CUresult (*stream_destroy)(CUstream);
     CUresult (*stream_query)(CUstream);
 } cu;
-
-/* Returns CLOCK_MONOTONIC in nanoseconds. */
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Queues kernel f on st with the word's address and value, programmatically when pdl says;
  * bails when the driver refuses. Returns nothing. */
@@ -97,10 +88,10 @@ static uint32_t word(CUdeviceptr words, int i)
 /* Queries st until it is done, for at most WAIT_NS; returns 1 when it finished cleanly. */
 static int finishes(CUstream st)
 {
-    int64_t deadline = now_ns() + WAIT_NS;
+    int64_t deadline = tap_now_ns() + WAIT_NS;
     CUresult r;
     while ((r = cu.stream_query(st)) == CUDA_ERROR_NOT_READY)
-        if (now_ns() > deadline)
+        if (tap_now_ns() > deadline)
             return 0;
     return r == CUDA_SUCCESS;
 }

@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -21,14 +20,6 @@
 #define WATCH_NS 20000000ll
 #define MOVE_NS 10000000000ll
 #define BIG_BYTES ((size_t) 64 << 20)   /* the work a signal must wait for */
-
-/* Returns the monotonic clock in nanoseconds. */
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 /* Bails naming what when e is not cudaSuccess; returns nothing. */
 static void check(cudaError_t e, const char *what)
@@ -96,7 +87,7 @@ static uint32_t word_get(struct word_set *s, unsigned i)
 /* Returns 1 when stream st stays unfinished and *marker 0 for WATCH_NS, else 0. */
 static int held(cudaStream_t st, volatile uint32_t *marker)
 {
-    for (int64_t end = now_ns() + WATCH_NS; now_ns() < end;) {
+    for (int64_t end = tap_now_ns() + WATCH_NS; tap_now_ns() < end;) {
         cudaError_t e = cudaStreamQuery(st);
         if (e != cudaErrorNotReady || __atomic_load_n(marker, __ATOMIC_ACQUIRE) != 0) {
             (void) cudaGetLastError();
@@ -109,7 +100,7 @@ static int held(cudaStream_t st, volatile uint32_t *marker)
 /* Returns 1 once stream st finished without error, 0 if it did not within MOVE_NS. */
 static int moves(cudaStream_t st)
 {
-    for (int64_t end = now_ns() + MOVE_NS; now_ns() < end;) {
+    for (int64_t end = tap_now_ns() + MOVE_NS; tap_now_ns() < end;) {
         cudaError_t e = cudaStreamQuery(st);
         if (e == cudaSuccess)
             return 1;
@@ -221,7 +212,7 @@ static void signal_case(tap_rng *rng, unsigned n, int after_gate, cudaStream_t s
     if (pk_cuda_dep_signal(s.w, n, st) != 0)
         bail("pk_cuda_dep_signal over %u words refused", n);
     int still = 1;
-    for (int64_t end = now_ns() + WATCH_NS; still && now_ns() < end;)
+    for (int64_t end = tap_now_ns() + WATCH_NS; still && tap_now_ns() < end;)
         for (unsigned i = 0; i < n; i++)
             if (s.in_host[i] && word_get(&s, i) != before[i])
                 still = 0;
@@ -234,7 +225,7 @@ static void signal_case(tap_rng *rng, unsigned n, int after_gate, cudaStream_t s
     word_set(&g, 0, g.w[0].value);
     if (any_host && !after_gate) {
         int seen = 0;
-        for (int64_t end = now_ns() + MOVE_NS; !seen && now_ns() < end;)
+        for (int64_t end = tap_now_ns() + MOVE_NS; !seen && tap_now_ns() < end;)
             for (unsigned i = 0; i < n && !seen; i++)
                 seen = s.in_host[i] && word_get(&s, i) == s.w[i].value;
         /* The copy's last megabyte, read now on another stream: written before the word. */

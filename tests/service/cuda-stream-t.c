@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -73,22 +72,14 @@ static const char *mode_name(unsigned mode)
     return mode == PAGED_STREAM_KERNEL ? "kernel" : mode == PAGED_STREAM_MEMOP ? "memop" : "auto";
 }
 
-/* Returns CLOCK_MONOTONIC in milliseconds. */
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Queries st until its work is done, for at most ms; returns 1 when it finished without
  * error, 0 otherwise. */
 static int stream_done_within(cudaStream_t st, int ms)
 {
-    int64_t deadline = now_ms() + ms;
+    int64_t deadline = tap_now_ns() + (int64_t) ms * 1000000;
     cudaError_t e;
     while ((e = cudaStreamQuery(st)) == cudaErrorNotReady)
-        if (now_ms() > deadline)
+        if (tap_now_ns() > deadline)
             return 0;
     return e == cudaSuccess;
 }

@@ -246,6 +246,14 @@ char *bstrdup(const char *s)
     return p;
 }
 
+/* Reads the monotonic clock; see basic.h. */
+int64_t tap_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Resolves a symbol or bails; see basic.h. */
 void bdlsym(void *lib, const char *name, void *slot)
 {

@@ -48,6 +48,9 @@ void *bcalloc(size_t count, size_t size);
 void *brealloc(void *p, size_t size);
 char *bstrdup(const char *s);
 
+/* Returns CLOCK_MONOTONIC in nanoseconds: the clock of a test's bounded waits. */
+int64_t tap_now_ns(void);
+
 /* Resolves name in the dlopen'd lib into *slot (a function pointer, stored whole), or bails
  * naming what is missing. */
 void bdlsym(void *lib, const char *name, void *slot);
