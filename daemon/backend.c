@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/log.h"
+#include "daemon/util/log.h"
+#include "daemon/cpu/cpu.h"
+#ifdef HAVE_CUDA
+#include "daemon/cuda/cuda.h"
+#endif
 
 /* Opens the configured backend; returns it or NULL with *cause. */
 pd_backend *pd_backend_open(const struct pd_config *cfg, char **cause)

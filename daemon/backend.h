@@ -4,7 +4,7 @@
 #define PAGED_DAEMON_BACKEND_H
 
 /*
- * The engine validates a request (daemon/validate.h), runs the allocator part itself, and
+ * The engine validates a request (daemon/engine/validate.h), runs the allocator part itself, and
  * hands the rest (APPEND, DECODE, PREFILL, COPY) to the backend through this table. A
  * backend owns: the memory of each pool (pool_create/pool_destroy), its export to clients
  * (pool_export: a memfd, a CUDA VMM descriptor or a legacy IPC handle), each client's data
@@ -14,7 +14,7 @@
  *
  * A batch is a list of launches run in order: each sees the effects of those before it.
  * A launch is one op, or several DECODEs that the engine found compatible (pb_mergeable in
- * daemon/batch.h: same pool, query dtype, query heads and attention options) run as ONE
+ * daemon/engine/batch.h: same pool, query dtype, query heads and attention options) run as ONE
  * kernel launch with per-sequence query and output pointers (pk_decode_args.q_seq/out_seq)
  * and, where their layers differ, per-sequence layers (seq_layer), or several APPENDs it
  * found compatible (pb_append_mergeable: same pool, number of layers and source dtype) run
@@ -23,7 +23,7 @@
  * is run op by op, each op on its own layer. run_batch returns once every output of the
  * batch is visible to its client, so the engine may post the completions then; except that
  * a backend whose device runs asynchronously (cuda) may return as soon as the batch is
- * queued when every op of it signals (PAGED_SQE_SIGNAL): it sets batch->early, writes each
+ * queued when every op of it signals (PCORE_SQE_SIGNAL): it sets batch->early, writes each
  * op's signal word after the batch's work, and settle() waits for everything queued. Where
  * the engine allows it (batch->may_defer: no op waits or signals), a backend with done() may
  * also return once the batch is queued, with a ticket (batch->ticket): the engine posts the
@@ -35,17 +35,18 @@
  * when the batch completed early) and writes each signal word after it. Those of ops whose
  * data arena is the host arena are the engine's, on the host.
  *
- * Adding a backend: a file daemon/backend_NAME.c defining a const struct pd_backend_ops and
- * an open function, and a line in pd_backend_open (daemon/backend.c).
+ * Adding a backend: a folder daemon/NAME/ whose interface header NAME.h declares its open
+ * function, a file there defining a const struct pd_backend_ops, and a line in
+ * pd_backend_open (daemon/backend.c).
  */
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "daemon/settings.h"
-#include "daemon/validate.h"
+#include "daemon/engine/validate.h"
 #include "kernels/kernels.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 
 typedef struct pd_backend pd_backend;
 typedef struct pd_pool_mem pd_pool_mem;  /* a backend's own record of one pool's memory */
@@ -64,10 +65,10 @@ struct pd_backend_info {
 
 /* How a pool or arena is handed to a client (the fields of POOL_REPLY and WELCOME). */
 struct pd_export {
-    uint32_t mem_kind;            /* enum paged_mem_kind */
+    uint32_t mem_kind;            /* enum pcore_mem_kind */
     int fd;                       /* a new descriptor to send (the caller closes it), or -1 */
     uint64_t alloc_bytes;         /* size of the exported object */
-    uint8_t ipc_handle[64];       /* PAGED_MEM_CUDA_IPC */
+    uint8_t ipc_handle[64];       /* PCORE_MEM_CUDA_IPC */
 };
 
 /* One client's arenas as the backend runs an op for it. */
@@ -121,7 +122,7 @@ struct pd_batch {
     uint64_t stage_ns, upload_ns, queue_ns;
     int upload_skipped;           /* the device held the batch's metadata already */
     int meta_inline;              /* its DECODE launches carried the metadata in their parameters */
-    uint32_t fused_appends;       /* APPENDs that rode in their DECODEs' launch (daemon/fuse.h) */
+    uint32_t fused_appends;       /* APPENDs that rode in their DECODEs' launch (daemon/engine/fuse.h) */
 };
 
 struct pd_backend_ops {
@@ -145,7 +146,7 @@ struct pd_backend_ops {
      * later, in that order, once nothing queued can use them. */
     void (*arena_destroy)(pd_backend *b, pd_arena *arena, void *map, uint64_t map_size);
     /* Lets the backend's device wait for and write dependency words in the client's host
-     * arena (PAGED_SQE_HOST_WORDS) from now on, until arena_destroy; NULL in a backend whose
+     * arena (PCORE_SQE_HOST_WORDS) from now on, until arena_destroy; NULL in a backend whose
      * host-arena words the engine handles. Returns PAGED_OK or a paged_error with *cause. */
     int (*host_register)(pd_backend *b, pd_arena *arena, void *host, uint64_t size, char **cause);
     /* Runs the launches of batch in order and returns once every output is visible to its
@@ -210,19 +211,5 @@ int pd_backend_refuse_merged(const char *who);
 /* Logs (at debug level) that backend who runs the count requests of a merged launch of
  * opcode one by one, the launch having been refused with rc. Returns nothing. */
 void pd_backend_log_unmerged(const char *who, int opcode, uint32_t count, int rc);
-
-/* The cpu backend: pools in sealed memfds, ops on a thread pool of threads workers (0: one
- * per online CPU). Returns NULL with *cause on failure. */
-pd_backend *pd_backend_cpu_open(unsigned threads, char **cause);
-
-/* The cuda backend (daemon/backend_cuda.c; only in a pagedd built with CUDA): pools and
- * data arenas in exportable device memory, ops on one stream of the device that device
- * names (an index, a UUID "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", or "" for device 0).
- * Returns NULL with *cause naming why (no driver, no device, no such device). */
-pd_backend *pd_backend_cuda_open(const char *device, char **cause);
-
-/* Returns the number of CUDA devices this process sees, or 0 with why (whylen bytes) saying
- * what is missing; quiet otherwise, for --backend auto (only built with CUDA). */
-int pd_backend_cuda_probe(char *why, size_t whylen);
 
 #endif

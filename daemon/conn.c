@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/heap.h"
-#include "lib/shm.h"
-#include "lib/sock.h"
-#include "lib/wake.h"
+#include "daemon/util/heap.h"
+#include "lib/core/shm.h"
+#include "lib/core/sock.h"
+#include "lib/core/wake.h"
 
 /* An event is dropped rather than queued once this much waits for a slow subscriber. */
 #define OUTQ_DROP_BYTES (256u * 1024u)
@@ -59,7 +59,7 @@ int pd_conn_flush(struct pd_conn *c)
 {
     while (c->out_head != NULL) {
         struct pd_outmsg *m = c->out_head;
-        int rc = psock_send(c->fd, m->data, m->len, m->fds, m->nfds);
+        int rc = pcore_sock_send(c->fd, m->data, m->len, m->fds, m->nfds);
         if (rc == PAGED_E_AGAIN)
             return PAGED_OK;
         if (rc < 0)
@@ -104,7 +104,7 @@ int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds,
     if (nfds > 4)
         return PAGED_E_INVAL;
     if (c->out_head == NULL) {
-        int rc = psock_send(c->fd, msg, len, fds, nfds);
+        int rc = pcore_sock_send(c->fd, msg, len, fds, nfds);
         if (rc == 0)
             return PAGED_OK;
         if (rc != PAGED_E_AGAIN)
@@ -145,9 +145,9 @@ int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds,
 /* Sends an ERROR message; returns as pd_conn_send. */
 int pd_conn_error(struct pd_conn *c, uint32_t seq, int status, const char *fmt, ...)
 {
-    struct paged_msg_error e;
+    struct pcore_msg_error e;
     memset(&e, 0, sizeof e);
-    e.hdr.type = PAGED_MSG_ERROR;
+    e.hdr.type = PCORE_MSG_ERROR;
     e.hdr.seq = seq;
     e.hdr.status = status;
     e.hdr.len = sizeof e;
@@ -162,7 +162,7 @@ int pd_conn_error(struct pd_conn *c, uint32_t seq, int status, const char *fmt, 
 /* Sends a bare header; returns as pd_conn_send. */
 int pd_conn_reply(struct pd_conn *c, uint32_t type, uint32_t seq, int32_t status)
 {
-    struct paged_msg_hdr h = { .type = type, .seq = seq, .status = status, .len = sizeof h };
+    struct pcore_msg_hdr h = { .type = type, .seq = seq, .status = status, .len = sizeof h };
     return pd_conn_send(c, &h, sizeof h, NULL, 0, 0);
 }
 
@@ -210,7 +210,7 @@ void pd_channel_clamp(uint32_t *sq, uint32_t *cq, uint64_t *arena)
         *arena = 64u << 10;
     if (*arena > (1u << 30))
         *arena = 1u << 30;
-    *arena = (*arena + PAGED_CHANNEL_PAGE - 1) & ~(uint64_t) (PAGED_CHANNEL_PAGE - 1);
+    *arena = (*arena + PCORE_CHANNEL_PAGE - 1) & ~(uint64_t) (PCORE_CHANNEL_PAGE - 1);
 }
 
 /* Creates a channel; returns PAGED_OK and the fds to send, or an error with *cause. */
@@ -225,7 +225,7 @@ int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_s
         return PAGED_E_NOMEM;
     }
     ch->sq_wait = ch->cq_notify = -1;
-    rc = paged_channel_layout(sq_entries, cq_entries, arena_size, &ch->hdr);
+    rc = pcore_channel_layout(sq_entries, cq_entries, arena_size, &ch->hdr);
     if (rc < 0) {
         if (asprintf(cause, "bad channel geometry (sq %u, cq %u, arena %llu)", sq_entries,
                      cq_entries, (unsigned long long) arena_size) < 0)
@@ -233,7 +233,7 @@ int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_s
         goto fail;
     }
     ch->size = ch->hdr.total_size;
-    memfd = paged_shm_create("paged-channel", ch->size);
+    memfd = pcore_shm_create("paged-channel", ch->size);
     if (memfd < 0) {
         rc = memfd;
         if (asprintf(cause, "cannot create the channel memory (%llu bytes): %s",
@@ -241,7 +241,7 @@ int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_s
             *cause = NULL;
         goto fail;
     }
-    rc = paged_shm_map(memfd, ch->size, 1, &ch->map);
+    rc = pcore_shm_map(memfd, ch->size, 1, &ch->map);
     if (rc < 0) {
         ch->map = NULL;
         if (asprintf(cause, "cannot map the channel memory: %s",
@@ -251,14 +251,14 @@ int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_s
     }
     unsigned char *base = ch->map;
     memcpy(base, &ch->hdr, sizeof ch->hdr);
-    struct paged_ring_ctl *sqc = (struct paged_ring_ctl *) (base + ch->hdr.sq_ctl_off);
-    struct paged_ring_ctl *cqc = (struct paged_ring_ctl *) (base + ch->hdr.cq_ctl_off);
-    paged_ring_ctl_init(sqc, 0);
-    paged_ring_ctl_init(cqc, 0);
-    if ((rc = paged_ring_cons_init(&ch->sq, sqc, base + ch->hdr.sq_off, ch->hdr.sq_entries,
-                                   sizeof(struct paged_sqe))) < 0
-        || (rc = paged_ring_prod_init(&ch->cq, cqc, base + ch->hdr.cq_off, ch->hdr.cq_entries,
-                                      sizeof(struct paged_cqe))) < 0) {
+    struct pcore_ring_ctl *sqc = (struct pcore_ring_ctl *) (base + ch->hdr.sq_ctl_off);
+    struct pcore_ring_ctl *cqc = (struct pcore_ring_ctl *) (base + ch->hdr.cq_ctl_off);
+    pcore_ring_ctl_init(sqc, 0);
+    pcore_ring_ctl_init(cqc, 0);
+    if ((rc = pcore_ring_cons_init(&ch->sq, sqc, base + ch->hdr.sq_off, ch->hdr.sq_entries,
+                                   sizeof(struct pcore_sqe))) < 0
+        || (rc = pcore_ring_prod_init(&ch->cq, cqc, base + ch->hdr.cq_off, ch->hdr.cq_entries,
+                                      sizeof(struct pcore_cqe))) < 0) {
         if (asprintf(cause, "cannot set up the rings: %s", paged_strerror(rc)) < 0)
             *cause = NULL;
         goto fail;
@@ -268,9 +268,9 @@ int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_s
     ch->data_size = ch->arena_size;
     ch->host_words = 1;   /* the engine's own, until a backend data arena says otherwise */
     /* Pipes, not eventfds: the daemon's ends are open file descriptions of its own, so a
-     * client cannot make them blocking (see lib/wake.h). */
-    if ((rc = paged_wake_pipe(&ch->sq_wait, &sq_notify)) < 0
-        || (rc = paged_wake_pipe(&cq_wait, &ch->cq_notify)) < 0) {
+     * client cannot make them blocking (see lib/core/wake.h). */
+    if ((rc = pcore_wake_pipe(&ch->sq_wait, &sq_notify)) < 0
+        || (rc = pcore_wake_pipe(&cq_wait, &ch->cq_notify)) < 0) {
         if (asprintf(cause, "cannot create wake-up pipes: %s", strerror(errno)) < 0)
             *cause = NULL;
         goto fail;
@@ -332,7 +332,7 @@ void pd_channel_destroy(struct pd_channel *ch)
     if (ch->data != NULL)
         ch->backend->ops->arena_destroy(ch->backend, ch->data, ch->map, ch->size);   /* unmaps too */
     else if (ch->map != NULL)
-        paged_shm_unmap(ch->map, ch->size);
+        pcore_shm_unmap(ch->map, ch->size);
     if (ch->sq_wait >= 0)
         close(ch->sq_wait);
     if (ch->cq_notify >= 0)

@@ -7,11 +7,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "daemon/log.h"
+#include "daemon/util/log.h"
 #include "daemon/pool.h"
-#include "daemon/validate.h"
-#include "lib/proto.h"
-#include "lib/ring.h"
+#include "daemon/engine/validate.h"
+#include "lib/core/proto.h"
+#include "lib/core/ring.h"
 
 struct pd_server;
 struct pd_conn;
@@ -37,9 +37,9 @@ struct pd_outmsg {
 struct pd_channel {
     void *map;                         /* the whole memfd, read-write */
     uint64_t size;
-    struct paged_channel_hdr hdr;      /* the daemon's own copy: never read back */
-    struct paged_ring_cons sq;         /* the daemon consumes submissions */
-    struct paged_ring_prod cq;         /* and produces completions */
+    struct pcore_channel_hdr hdr;      /* the daemon's own copy: never read back */
+    struct pcore_ring_cons sq;         /* the daemon consumes submissions */
+    struct pcore_ring_prod cq;         /* and produces completions */
     int sq_wait;                       /* read end of the client's submission wake-up pipe */
     int cq_notify;                     /* write end of the completion wake-up pipe */
     unsigned char *arena;              /* host arena in map */
@@ -60,8 +60,8 @@ struct pd_attach {
 struct pd_list_cursor {
     int active;
     uint32_t seq;
-    uint32_t what;                     /* enum paged_list_what */
-    char name[PAGED_NAME_MAX];         /* pool filter */
+    uint32_t what;                     /* enum pcore_list_what */
+    char name[PCORE_NAME_MAX];         /* pool filter */
     uint32_t next_id;                  /* next pool or client id to list */
     int32_t next_block;                /* LIST_BLOCKS: next block of pool next_id */
     uint32_t total;                    /* items sent so far */
@@ -75,7 +75,7 @@ struct pd_conn {
     pid_t pid;
     uid_t uid;
     gid_t gid;
-    char name[PAGED_NAME_MAX];         /* printable form of the client's name */
+    char name[PCORE_NAME_MAX];         /* printable form of the client's name */
     enum pd_conn_state state;
     int control_only;
     int nospin;                        /* told not to spin in its waits (pd_server_spin_hint) */
@@ -139,7 +139,7 @@ void pd_conn_drop_queue(struct pd_conn *c);
 /* Returns whether c's queue has room for a droppable message (an event) now. */
 int pd_conn_has_room(const struct pd_conn *c);
 
-/* Sends PAGED_MSG_ERROR with status and a formatted message, echoing seq. Returns as
+/* Sends PCORE_MSG_ERROR with status and a formatted message, echoing seq. Returns as
  * pd_conn_send. */
 int pd_conn_error(struct pd_conn *c, uint32_t seq, int status, const char *fmt, ...) PD_PRINTF(4, 5);
 

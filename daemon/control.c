@@ -8,9 +8,9 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "daemon/heap.h"
+#include "daemon/util/heap.h"
 #include "daemon/server.h"
-#include "lib/ring.h"
+#include "lib/core/ring.h"
 
 /* Control-only connections (pactl) do not count against --max-clients, up to this many. */
 #define MAX_CONTROL_CONNS 64u
@@ -40,16 +40,16 @@ void pd_control_refuse(struct pd_server *srv, struct pd_conn *c, int status, con
 /* Handles a connection's first message, which must be a HELLO; returns nothing. */
 void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf, size_t len)
 {
-    char why[PAGED_ERRMSG_MAX];
-    struct paged_msg_hdr h;
+    char why[PCORE_ERRMSG_MAX];
+    struct pcore_msg_hdr h;
     if (len < sizeof h) {
         snprintf(why, sizeof why, "truncated HELLO: %zu bytes, less than a message header", len);
         pd_control_refuse(srv, c, PAGED_E_PROTO, why);
         return;
     }
     memcpy(&h, buf, sizeof h);
-    if (h.type != PAGED_MSG_HELLO) {
-        snprintf(why, sizeof why, "first message has type %u, expected HELLO (%u)", h.type, PAGED_MSG_HELLO);
+    if (h.type != PCORE_MSG_HELLO) {
+        snprintf(why, sizeof why, "first message has type %u, expected HELLO (%u)", h.type, PCORE_MSG_HELLO);
         pd_control_refuse(srv, c, PAGED_E_PROTO, why);
         return;
     }
@@ -57,24 +57,24 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
     uint32_t mv[2];
     if (len < sizeof h + sizeof mv) {
         snprintf(why, sizeof why, "truncated HELLO: %zu bytes, expected %zu", len,
-                 sizeof(struct paged_msg_hello));
+                 sizeof(struct pcore_msg_hello));
         pd_control_refuse(srv, c, PAGED_E_PROTO, why);
         return;
     }
     memcpy(mv, (const unsigned char *) buf + sizeof h, sizeof mv);
-    if (mv[0] != PAGED_HELLO_MAGIC) {
+    if (mv[0] != PCORE_HELLO_MAGIC) {
         snprintf(why, sizeof why, "HELLO magic 0x%08x is not 0x%08x: not a paged client", mv[0],
-                 PAGED_HELLO_MAGIC);
+                 PCORE_HELLO_MAGIC);
         pd_control_refuse(srv, c, PAGED_E_PROTO, why);
         return;
     }
-    if (mv[1] != PAGED_PROTO_VERSION) {
+    if (mv[1] != PCORE_PROTO_VERSION) {
         snprintf(why, sizeof why, "client speaks protocol version %u, this daemon speaks version %u",
-                 mv[1], PAGED_PROTO_VERSION);
+                 mv[1], PCORE_PROTO_VERSION);
         pd_control_refuse(srv, c, PAGED_E_VERSION, why);
         return;
     }
-    struct paged_msg_hello m;
+    struct pcore_msg_hello m;
     if (len != sizeof m || h.len != len) {
         snprintf(why, sizeof why, "HELLO is %zu bytes (header says %u), expected %zu", len, h.len,
                  sizeof m);
@@ -86,13 +86,13 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
         pd_control_refuse(srv, c, PAGED_E_PROTO, "HELLO name is not NUL-terminated");
         return;
     }
-    if ((m.flags & ~PAGED_HELLO_CONTROL) != 0) {
+    if ((m.flags & ~PCORE_HELLO_CONTROL) != 0) {
         snprintf(why, sizeof why, "HELLO flags 0x%x unknown", m.flags);
         pd_control_refuse(srv, c, PAGED_E_PROTO, why);
         return;
     }
     printable_name(c->name, m.name, sizeof c->name);
-    c->control_only = (m.flags & PAGED_HELLO_CONTROL) != 0;
+    c->control_only = (m.flags & PCORE_HELLO_CONTROL) != 0;
     if (c->control_only ? srv->n_control >= MAX_CONTROL_CONNS : srv->n_channel >= srv->cfg.max_clients) {
         snprintf(why, sizeof why, "too many %s (%u)", c->control_only ? "control connections" : "clients",
                  c->control_only ? MAX_CONTROL_CONNS : srv->cfg.max_clients);
@@ -100,12 +100,12 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
         return;
     }
 
-    struct paged_msg_welcome w;
+    struct pcore_msg_welcome w;
     memset(&w, 0, sizeof w);
-    w.hdr.type = PAGED_MSG_WELCOME;
+    w.hdr.type = PCORE_MSG_WELCOME;
     w.hdr.seq = h.seq;
     w.hdr.len = sizeof w;
-    w.version = PAGED_PROTO_VERSION;
+    w.version = PCORE_PROTO_VERSION;
     w.client_id = c->id;
     w.backend = srv->binfo.kind;
     w.device_ordinal = srv->binfo.device_ordinal;
@@ -125,7 +125,7 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
             return;
         }
         w.num_fds = 3;
-        w.data_arena_kind = PAGED_MEM_MEMFD;
+        w.data_arena_kind = PCORE_MEM_MEMFD;
         w.channel_size = c->ch->size;
         if (srv->backend->ops->arena_create != NULL) {
             /* The device data arena: a 4th descriptor, or an IPC handle in the message. */
@@ -181,7 +181,7 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
     else
         pd_clog(c, PD_LOG_INFO, "connected (uid %u, gid %u, sq %u, cq %u, arena %llu bytes)",
                 (unsigned) c->uid, (unsigned) c->gid, sq, cq, (unsigned long long) arena);
-    pd_server_event(srv, PAGED_EVENT_CONNECT, c, "", 0);
+    pd_server_event(srv, PCORE_EVENT_CONNECT, c, "", 0);
 }
 
 /* Finds a live (not destroyed) pool by name; returns it or NULL. */
@@ -240,9 +240,9 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
     };
     p->attached++;
 
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     memset(&r, 0, sizeof r);
-    r.hdr.type = PAGED_MSG_POOL_REPLY;
+    r.hdr.type = PCORE_MSG_POOL_REPLY;
     r.hdr.seq = seq;
     r.hdr.len = sizeof r;
     r.pool_id = p->id;
@@ -268,7 +268,7 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
         close(ex.fd);
     pd_clog(c, PD_LOG_INFO, "attached to pool '%s' (id %u, %s)", p->name, p->id,
             writable ? "read-write" : "read-only");
-    pd_server_event(srv, PAGED_EVENT_ATTACH, c, p->name, 0);
+    pd_server_event(srv, PCORE_EVENT_ATTACH, c, p->name, 0);
     if (rc < 0)
         pd_server_kill(srv, c, PD_LOG_INFO, "gone before its POOL_REPLY");
 }
@@ -276,9 +276,9 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
 /* POOL_CREATE: checks, creates, attaches the creator. Returns nothing. */
 static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_pool_create m;
+    struct pcore_msg_pool_create m;
     memcpy(&m, buf, sizeof m);
-    char why[PAGED_ERRMSG_MAX];
+    char why[PCORE_ERRMSG_MAX];
     struct pd_pool_geom g;
     int rc = pd_pool_check_create(&m, srv->mem_limit, &g, why, sizeof why);
     if (rc < 0) {
@@ -307,7 +307,7 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         return;
     }
     /* A pool its creator cannot be attached to is not made at all. */
-    const int writable = (m.flags & PAGED_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
+    const int writable = (m.flags & PCORE_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
     struct pd_export ex;
     if (attach_prepare(srv, c, m.hdr.seq, p, writable, &ex) < 0) {
         pd_pool_free(srv->backend, p);
@@ -321,21 +321,21 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
             "block_size %u, %s, %u blocks, %llu bytes, mode %04o)", p->name, p->id,
             g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
             paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode);
-    pd_server_event(srv, PAGED_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
+    pd_server_event(srv, PCORE_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
     attach_commit(srv, c, m.hdr.seq, p, writable, ex);
 }
 
 /* POOL_ATTACH: by name, read-only unless write was asked for and the mode allows it. */
 static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_pool_attach m;
+    struct pcore_msg_pool_attach m;
     memcpy(&m, buf, sizeof m);
-    char why[PAGED_ERRMSG_MAX];
+    char why[PCORE_ERRMSG_MAX];
     if (pd_pool_check_name(m.name, why, sizeof why) < 0) {
         pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "%s", why);
         return;
     }
-    if ((m.flags & ~PAGED_ATTACH_WRITE) != 0) {
+    if ((m.flags & ~PCORE_ATTACH_WRITE) != 0) {
         pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "attach flags 0x%x unknown", m.flags);
         return;
     }
@@ -357,7 +357,7 @@ static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void 
         pd_conn_error(c, m.hdr.seq, PAGED_E_LIMIT, "attached to too many pools");
         return;
     }
-    const int writable = (m.flags & PAGED_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
+    const int writable = (m.flags & PCORE_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
     struct pd_export ex;
     if (attach_prepare(srv, c, m.hdr.seq, p, writable, &ex) == 0)
         attach_commit(srv, c, m.hdr.seq, p, writable, ex);
@@ -366,12 +366,12 @@ static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void 
 /* POOL_DETACH: by pool id. */
 static void on_pool_detach(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_pool_ref m;
+    struct pcore_msg_pool_ref m;
     memcpy(&m, buf, sizeof m);
     for (uint32_t i = 0; i < c->natt; i++)
         if (c->att[i].pool->id == m.pool_id) {
             pd_server_detach(srv, c, i);
-            pd_conn_reply(c, PAGED_MSG_OK, m.hdr.seq, 0);
+            pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
             return;
         }
     pd_conn_error(c, m.hdr.seq, PAGED_E_NOENT, "not attached to a pool with id %u", m.pool_id);
@@ -380,9 +380,9 @@ static void on_pool_detach(struct pd_server *srv, struct pd_conn *c, const void 
 /* Finds the pool a pool_ref names (by name, else by id), for DESTROY and EVICT. Sends the
  * error and returns NULL when there is none. */
 static struct pd_pool *ref_pool(struct pd_server *srv, struct pd_conn *c,
-                                const struct paged_msg_pool_ref *m)
+                                const struct pcore_msg_pool_ref *m)
 {
-    char why[PAGED_ERRMSG_MAX];
+    char why[PCORE_ERRMSG_MAX];
     if (m->name[0] == '\0') {
         for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
             if (!p->destroyed && p->id == m->pool_id)
@@ -416,7 +416,7 @@ static void pool_unlink_free(struct pd_server *srv, struct pd_pool *p)
 /* POOL_DESTROY: owner or root; the name goes now, the memory at the last detach. */
 static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_pool_ref m;
+    struct pcore_msg_pool_ref m;
     memcpy(&m, buf, sizeof m);
     struct pd_pool *p = ref_pool(srv, c, &m);
     if (p == NULL)
@@ -429,16 +429,16 @@ static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void
     p->destroyed = 1;
     pd_clog(c, PD_LOG_INFO, "destroyed pool '%s' (id %u, %u clients still attached)", p->name, p->id,
             p->attached);
-    pd_server_event(srv, PAGED_EVENT_POOL_DESTROY, c, p->name, p->attached);
+    pd_server_event(srv, PCORE_EVENT_POOL_DESTROY, c, p->name, p->attached);
     if (p->attached == 0)
         pool_unlink_free(srv, p);
-    pd_conn_reply(c, PAGED_MSG_OK, m.hdr.seq, 0);
+    pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
 }
 
 /* EVICT: drops a pool's cached blocks; needs write permission on it. */
 static void on_evict(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_pool_ref m;
+    struct pcore_msg_pool_ref m;
     memcpy(&m, buf, sizeof m);
     struct pd_pool *p = ref_pool(srv, c, &m);
     if (p == NULL)
@@ -452,14 +452,14 @@ static void on_evict(struct pd_server *srv, struct pd_conn *c, const void *buf)
     uint32_t n = pa_evict_cached(p->alloc);
     p->evicted_pending = 0;
     pd_clog(c, PD_LOG_INFO, "evicted %u cached blocks of pool '%s'", n, p->name);
-    pd_server_event(srv, PAGED_EVENT_EVICT, c, p->name, n);
-    pd_conn_reply(c, PAGED_MSG_OK, m.hdr.seq, (int32_t) (n > INT32_MAX ? INT32_MAX : n));
+    pd_server_event(srv, PCORE_EVENT_EVICT, c, p->name, n);
+    pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, (int32_t) (n > INT32_MAX ? INT32_MAX : n));
 }
 
 /* KILL_CLIENT: root or the same uid. */
 static void on_kill(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_kill m;
+    struct pcore_msg_kill m;
     memcpy(&m, buf, sizeof m);
     struct pd_conn *t = srv->conns;
     while (t != NULL && !(t->id == m.client_id && t->state == PD_CONN_READY))
@@ -477,23 +477,23 @@ static void on_kill(struct pd_server *srv, struct pd_conn *c, const void *buf)
     snprintf(reason, sizeof reason, "killed on request of client %u (pid %ld)", c->id, (long) c->pid);
     pd_server_kill(srv, t, PD_LOG_INFO, reason);
     if (t != c)
-        pd_conn_reply(c, PAGED_MSG_OK, m.hdr.seq, 0);
+        pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
 }
 
 /* SUBSCRIBE: events from now on. */
 static void on_subscribe(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
     (void) srv;
-    struct paged_msg_hdr h;
+    struct pcore_msg_hdr h;
     memcpy(&h, buf, sizeof h);
     c->subscribed = 1;
-    pd_conn_reply(c, PAGED_MSG_OK, h.seq, 0);
+    pd_conn_reply(c, PCORE_MSG_OK, h.seq, 0);
 }
 
 /* STATUS, STATS and LIST: replies made in list.c. */
 static void on_status(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_hdr h;
+    struct pcore_msg_hdr h;
     memcpy(&h, buf, sizeof h);
     pd_reply_status(srv, c, h.seq);
 }
@@ -501,7 +501,7 @@ static void on_status(struct pd_server *srv, struct pd_conn *c, const void *buf)
 /* Replies STATS_REPLY; returns nothing. */
 static void on_stats(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_hdr h;
+    struct pcore_msg_hdr h;
     memcpy(&h, buf, sizeof h);
     pd_reply_stats(srv, c, h.seq);
 }
@@ -509,9 +509,9 @@ static void on_stats(struct pd_server *srv, struct pd_conn *c, const void *buf)
 /* Starts a LIST; returns nothing. */
 static void on_list(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    struct paged_msg_list m;
+    struct pcore_msg_list m;
     memcpy(&m, buf, sizeof m);
-    if (m.what < PAGED_LIST_POOLS || m.what > PAGED_LIST_BLOCKS) {
+    if (m.what < PCORE_LIST_POOLS || m.what > PCORE_LIST_BLOCKS) {
         pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "LIST what %u unknown (pools 1, clients 2, blocks 3)", m.what);
         return;
     }
@@ -531,22 +531,22 @@ struct control_entry {
 };
 
 static const struct control_entry table[] = {
-    { PAGED_MSG_POOL_CREATE, "POOL_CREATE", sizeof(struct paged_msg_pool_create), on_pool_create },
-    { PAGED_MSG_POOL_ATTACH, "POOL_ATTACH", sizeof(struct paged_msg_pool_attach), on_pool_attach },
-    { PAGED_MSG_POOL_DETACH, "POOL_DETACH", sizeof(struct paged_msg_pool_ref), on_pool_detach },
-    { PAGED_MSG_POOL_DESTROY, "POOL_DESTROY", sizeof(struct paged_msg_pool_ref), on_pool_destroy },
-    { PAGED_MSG_STATUS, "STATUS", sizeof(struct paged_msg_hdr), on_status },
-    { PAGED_MSG_LIST, "LIST", sizeof(struct paged_msg_list), on_list },
-    { PAGED_MSG_STATS, "STATS", sizeof(struct paged_msg_hdr), on_stats },
-    { PAGED_MSG_SUBSCRIBE, "SUBSCRIBE", sizeof(struct paged_msg_hdr), on_subscribe },
-    { PAGED_MSG_KILL_CLIENT, "KILL_CLIENT", sizeof(struct paged_msg_kill), on_kill },
-    { PAGED_MSG_EVICT, "EVICT", sizeof(struct paged_msg_pool_ref), on_evict },
+    { PCORE_MSG_POOL_CREATE, "POOL_CREATE", sizeof(struct pcore_msg_pool_create), on_pool_create },
+    { PCORE_MSG_POOL_ATTACH, "POOL_ATTACH", sizeof(struct pcore_msg_pool_attach), on_pool_attach },
+    { PCORE_MSG_POOL_DETACH, "POOL_DETACH", sizeof(struct pcore_msg_pool_ref), on_pool_detach },
+    { PCORE_MSG_POOL_DESTROY, "POOL_DESTROY", sizeof(struct pcore_msg_pool_ref), on_pool_destroy },
+    { PCORE_MSG_STATUS, "STATUS", sizeof(struct pcore_msg_hdr), on_status },
+    { PCORE_MSG_LIST, "LIST", sizeof(struct pcore_msg_list), on_list },
+    { PCORE_MSG_STATS, "STATS", sizeof(struct pcore_msg_hdr), on_stats },
+    { PCORE_MSG_SUBSCRIBE, "SUBSCRIBE", sizeof(struct pcore_msg_hdr), on_subscribe },
+    { PCORE_MSG_KILL_CLIENT, "KILL_CLIENT", sizeof(struct pcore_msg_kill), on_kill },
+    { PCORE_MSG_EVICT, "EVICT", sizeof(struct pcore_msg_pool_ref), on_evict },
 };
 
 /* Checks and dispatches one control message; returns nothing. */
 void pd_control_handle(struct pd_server *srv, struct pd_conn *c, const void *buf, size_t len)
 {
-    struct paged_msg_hdr h;
+    struct pcore_msg_hdr h;
     if (len < sizeof h) {
         pd_conn_error(c, 0, PAGED_E_PROTO, "message of %zu bytes is shorter than a header (%zu)", len,
                       sizeof h);
@@ -558,7 +558,7 @@ void pd_control_handle(struct pd_server *srv, struct pd_conn *c, const void *buf
                       h.type, h.len, len);
         return;
     }
-    if (h.type == PAGED_MSG_HELLO) {
+    if (h.type == PCORE_MSG_HELLO) {
         pd_conn_error(c, h.seq, PAGED_E_PROTO, "HELLO already received");
         return;
     }
@@ -586,7 +586,7 @@ void pd_server_detach(struct pd_server *srv, struct pd_conn *c, uint32_t i)
     p->attached--;
     pd_clog(c, PD_LOG_INFO, "detached from pool '%s' (id %u), %u block references released", p->name,
             p->id, released);
-    pd_server_event(srv, PAGED_EVENT_DETACH, c, p->name, released);
+    pd_server_event(srv, PCORE_EVENT_DETACH, c, p->name, released);
     if (p->destroyed && p->attached == 0)
         pool_unlink_free(srv, p);
 }

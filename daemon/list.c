@@ -13,9 +13,9 @@
 /* Replies STATUS_REPLY; returns nothing. */
 void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
 {
-    struct paged_msg_status_reply r;
+    struct pcore_msg_status_reply r;
     memset(&r, 0, sizeof r);
-    r.hdr.type = PAGED_MSG_STATUS_REPLY;
+    r.hdr.type = PCORE_MSG_STATUS_REPLY;
     r.hdr.seq = seq;
     r.hdr.len = sizeof r;
     srv->backend->ops->info(srv->backend, &srv->binfo);
@@ -42,19 +42,19 @@ void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
 /* Replies STATS_REPLY; returns nothing. */
 void pd_reply_stats(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
 {
-    struct paged_msg_stats_reply r;
+    struct pcore_msg_stats_reply r;
     memset(&r, 0, sizeof r);
-    r.hdr.type = PAGED_MSG_STATS_REPLY;
+    r.hdr.type = PCORE_MSG_STATS_REPLY;
     r.hdr.seq = seq;
     r.hdr.len = sizeof r;
-    r.num_ops = PAGED_OP_COUNT_;
+    r.num_ops = PCORE_OP_COUNT_;
     pd_stats_fill(&srv->stats, r.ops);
     pd_engine_stats(srv, &r.engine);
     pd_conn_send(c, &r, sizeof r, NULL, 0, 0);
 }
 
 /* Starts a LIST; its packets follow as the socket takes them. Returns nothing. */
-void pd_list_start(struct pd_server *srv, struct pd_conn *c, const struct paged_msg_list *m)
+void pd_list_start(struct pd_server *srv, struct pd_conn *c, const struct pcore_msg_list *m)
 {
     memset(&c->list, 0, sizeof c->list);
     c->list.active = 1;
@@ -87,7 +87,7 @@ static struct pd_conn *next_client(struct pd_server *srv, uint32_t id)
 
 /* Collects up to 4 holders of a block into an item. */
 struct holders_ctx {
-    struct paged_block_item *it;
+    struct pcore_block_item *it;
 };
 
 /* Records one holder of a block; the allocator's callback. */
@@ -106,17 +106,17 @@ static uint32_t fill(struct pd_server *srv, struct pd_list_cursor *l, void *item
 {
     uint32_t n = 0;
     while (n < max) {
-        if (l->what == PAGED_LIST_POOLS) {
+        if (l->what == PCORE_LIST_POOLS) {
             struct pd_pool *p = next_pool(srv, l, l->next_id);
             if (p == NULL)
                 break;
-            pd_pool_item(p, (struct paged_pool_item *) items + n++);
+            pd_pool_item(p, (struct pcore_pool_item *) items + n++);
             l->next_id = p->id + 1;
-        } else if (l->what == PAGED_LIST_CLIENTS) {
+        } else if (l->what == PCORE_LIST_CLIENTS) {
             struct pd_conn *k = next_client(srv, l->next_id);
             if (k == NULL)
                 break;
-            struct paged_client_item *it = (struct paged_client_item *) items + n++;
+            struct pcore_client_item *it = (struct pcore_client_item *) items + n++;
             memset(it, 0, sizeof *it);
             it->id = k->id;
             it->pid = (uint32_t) k->pid;
@@ -143,7 +143,7 @@ static uint32_t fill(struct pd_server *srv, struct pd_list_cursor *l, void *item
             pa_block_info bi;
             if (pa_block_info_get(p->alloc, b, &bi) < 0 || (bi.refcount == 0 && !bi.published))
                 continue;
-            struct paged_block_item *it = (struct paged_block_item *) items + n++;
+            struct pcore_block_item *it = (struct pcore_block_item *) items + n++;
             memset(it, 0, sizeof *it);
             it->pool_id = p->id;
             it->block = b;
@@ -160,17 +160,17 @@ static uint32_t fill(struct pd_server *srv, struct pd_list_cursor *l, void *item
 /* Sends LIST_ITEMS packets while c's queue is empty, then LIST_END. Returns nothing. */
 void pd_list_continue(struct pd_server *srv, struct pd_conn *c)
 {
-    static unsigned char buf[PAGED_MSG_MAX];
+    static unsigned char buf[PCORE_MSG_MAX];
     struct pd_list_cursor *l = &c->list;
-    size_t isize = l->what == PAGED_LIST_POOLS ? sizeof(struct paged_pool_item)
-                   : l->what == PAGED_LIST_CLIENTS ? sizeof(struct paged_client_item)
-                   : sizeof(struct paged_block_item);
-    uint32_t max = (uint32_t) ((PAGED_MSG_MAX - sizeof(struct paged_msg_list_items)) / isize);
+    size_t isize = l->what == PCORE_LIST_POOLS ? sizeof(struct pcore_pool_item)
+                   : l->what == PCORE_LIST_CLIENTS ? sizeof(struct pcore_client_item)
+                   : sizeof(struct pcore_block_item);
+    uint32_t max = (uint32_t) ((PCORE_MSG_MAX - sizeof(struct pcore_msg_list_items)) / isize);
     while (l->active && c->out_head == NULL && c->state == PD_CONN_READY) {
-        struct paged_msg_list_items *h = (struct paged_msg_list_items *) buf;
+        struct pcore_msg_list_items *h = (struct pcore_msg_list_items *) buf;
         uint32_t n = fill(srv, l, buf + sizeof *h, max);
         if (n == 0) {
-            struct paged_msg_hdr end = { PAGED_MSG_LIST_END, l->seq,
+            struct pcore_msg_hdr end = { PCORE_MSG_LIST_END, l->seq,
                                          (int32_t) (l->total > INT32_MAX ? INT32_MAX : l->total),
                                          sizeof end };
             l->active = 0;
@@ -179,7 +179,7 @@ void pd_list_continue(struct pd_server *srv, struct pd_conn *c)
             return;
         }
         memset(h, 0, sizeof *h);
-        h->hdr.type = PAGED_MSG_LIST_ITEMS;
+        h->hdr.type = PCORE_MSG_LIST_ITEMS;
         h->hdr.seq = l->seq;
         h->hdr.len = (uint32_t) (sizeof *h + n * isize);
         h->what = l->what;
@@ -193,13 +193,13 @@ void pd_list_continue(struct pd_server *srv, struct pd_conn *c)
 }
 
 /* Fills *e as an event of type event about client c (may be NULL) and pool, now. */
-static void make_event(struct paged_msg_event *e, uint32_t event, const struct pd_conn *c, const char *pool,
+static void make_event(struct pcore_msg_event *e, uint32_t event, const struct pd_conn *c, const char *pool,
                        uint32_t count)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     memset(e, 0, sizeof *e);
-    e->hdr.type = PAGED_MSG_EVENT;
+    e->hdr.type = PCORE_MSG_EVENT;
     e->hdr.len = sizeof *e;
     e->event = event;
     e->count = count;
@@ -219,8 +219,8 @@ static int report_lost(struct pd_server *srv, struct pd_conn *k)
 {
     if (k->events_unreported == 0 || !pd_conn_has_room(k))
         return 0;
-    struct paged_msg_event e;
-    make_event(&e, PAGED_EVENT_LOST, NULL, "", k->events_unreported);
+    struct pcore_msg_event e;
+    make_event(&e, PCORE_EVENT_LOST, NULL, "", k->events_unreported);
     k->events_unreported = 0;
     int rc = pd_conn_send(k, &e, sizeof e, NULL, 0, 0);
     if (rc == PAGED_E_DISCONNECTED || rc == PAGED_E_NOMEM || rc == PAGED_E_SYSTEM) {
@@ -241,7 +241,7 @@ void pd_server_report_lost(struct pd_server *srv, struct pd_conn *c)
 void pd_server_event(struct pd_server *srv, uint32_t event, const struct pd_conn *c,
                      const char *pool, uint32_t count)
 {
-    struct paged_msg_event e;
+    struct pcore_msg_event e;
     int made = 0;
     for (struct pd_conn *k = srv->conns; k != NULL; k = k->next) {
         if (!k->subscribed || k->state != PD_CONN_READY)
@@ -269,5 +269,5 @@ void pd_server_flush_evictions(struct pd_server *srv, struct pd_pool *p)
     uint32_t n = p->evicted_pending;
     p->evicted_pending = 0;
     pd_log(PD_LOG_DEBUG, "pool '%s': %u cached blocks evicted", p->name, n);
-    pd_server_event(srv, PAGED_EVENT_EVICT, NULL, p->name, n);
+    pd_server_event(srv, PCORE_EVENT_EVICT, NULL, p->name, n);
 }

@@ -5,25 +5,26 @@
 # tests link the same objects.
 noinst_LTLIBRARIES += daemon/libpageddaemon.la
 daemon_libpageddaemon_la_SOURCES = \
-	daemon/alloc.h \
-	daemon/alloc.c \
-	daemon/u64map.h \
-	daemon/u64map.c \
-	daemon/heap.h \
-	daemon/heap.c \
-	daemon/log.h \
-	daemon/log.c \
+	daemon/alloc/alloc.h \
+	daemon/alloc/alloc.c \
+	daemon/alloc/u64map.h \
+	daemon/alloc/u64map.c \
+	daemon/util/heap.h \
+	daemon/util/heap.c \
+	daemon/util/log.h \
+	daemon/util/log.c \
 	daemon/settings.h \
 	daemon/settings.c \
 	daemon/stats.h \
 	daemon/stats.c \
-	daemon/workers.h \
-	daemon/workers.c \
-	daemon/validate.h \
-	daemon/validate.c \
+	daemon/cpu/workers.h \
+	daemon/cpu/workers.c \
+	daemon/engine/validate.h \
+	daemon/engine/validate.c \
 	daemon/backend.h \
 	daemon/backend.c \
-	daemon/backend_cpu.c \
+	daemon/cpu/cpu.h \
+	daemon/cpu/backend.c \
 	daemon/pool.h \
 	daemon/pool.c \
 	daemon/conn.h \
@@ -32,16 +33,17 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/server.c \
 	daemon/control.c \
 	daemon/list.c \
-	daemon/batch.h \
-	daemon/batch.c \
-	daemon/merged.h \
-	daemon/merged.c \
-	daemon/fuse.h \
-	daemon/fuse.c \
-	daemon/engine.c \
-	daemon/engine_defer.c \
-	daemon/engine_impl.h \
-	daemon/engine_log.c \
+	daemon/engine/batch.h \
+	daemon/engine/batch.c \
+	daemon/engine/merged.h \
+	daemon/engine/merged.c \
+	daemon/engine/fuse.h \
+	daemon/engine/fuse.c \
+	daemon/engine/engine.h \
+	daemon/engine/engine.c \
+	daemon/engine/defer.c \
+	daemon/engine/internal.h \
+	daemon/engine/report.c \
 	daemon/notify.h \
 	daemon/notify.c
 daemon_libpageddaemon_la_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
@@ -49,23 +51,24 @@ daemon_libpageddaemon_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 # The cuda backend: C17 against the runtime's C headers and <cuda.h>; the driver API only
 # through cudaGetDriverEntryPoint, so nothing links libcuda.
 PD_CUDA_BACKEND_SOURCES = \
-	daemon/cuda_backend.h \
-	daemon/cuda_batch.c \
-	daemon/cuda_flight.h \
-	daemon/cuda_flight.c \
-	daemon/cuda_mem.h \
-	daemon/cuda_mem.c \
-	daemon/cuda_reaper.h \
-	daemon/cuda_reaper.c \
-	daemon/cuda_stage.h \
-	daemon/cuda_stage.c \
-	daemon/backend_cuda.c
+	daemon/cuda/cuda.h \
+	daemon/cuda/internal.h \
+	daemon/cuda/batch.c \
+	daemon/cuda/flight.h \
+	daemon/cuda/flight.c \
+	daemon/cuda/mem.h \
+	daemon/cuda/mem.c \
+	daemon/cuda/reaper.h \
+	daemon/cuda/reaper.c \
+	daemon/cuda/stage.h \
+	daemon/cuda/stage.c \
+	daemon/cuda/backend.c
 if HAVE_CUDA
 daemon_libpageddaemon_la_SOURCES += $(PD_CUDA_BACKEND_SOURCES)
 else
 EXTRA_DIST += $(PD_CUDA_BACKEND_SOURCES)
 endif
-# The modules need nothing of libpagedcore at this level; programs link lib/libpagedcore.la
+# The modules need nothing of libpagedcore at this level; programs link lib/core/libpagedcore.la
 # and kernels/libpagedcpu.la after this library (a convenience library added here would be
 # copied in, and its objects linked twice).
 
@@ -73,7 +76,7 @@ endif
 sbin_PROGRAMS += daemon/pagedd
 daemon_pagedd_SOURCES = daemon/main.c
 daemon_pagedd_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR='"$(sysconfdir)"'
-daemon_pagedd_LDADD = daemon/libpageddaemon.la lib/libpagedcore.la kernels/libpagedcpu.la \
+daemon_pagedd_LDADD = daemon/libpageddaemon.la lib/core/libpagedcore.la kernels/libpagedcpu.la \
 	$(SYSTEMD_LIBS)
 if HAVE_CUDA
 # The kernels, and the static runtime (a pagedd built with CUDA starts without a driver).

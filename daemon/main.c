@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "daemon/settings.h"
-#include "daemon/heap.h"
-#include "daemon/log.h"
+#include "daemon/util/heap.h"
+#include "daemon/util/log.h"
 #include "daemon/notify.h"
 #include "daemon/server.h"
-#include "lib/sock.h"
+#include "lib/core/sock.h"
 
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc"
@@ -84,7 +84,7 @@ static int load_config(void *ctx, struct pd_config *cfg, char **cause)
     for (int i = 0; i < ov->n; i++)
         if (pd_config_set(cfg, ov->key[i], ov->value[i], 0, cause) < 0)
             return -1;
-    if (cfg->socket[0] == '\0' && psock_default_path(cfg->socket, sizeof cfg->socket) < 0) {
+    if (cfg->socket[0] == '\0' && pcore_sock_default_path(cfg->socket, sizeof cfg->socket) < 0) {
         *cause = strdup("the default socket path is too long: set --socket");
         return -1;
     }
@@ -127,7 +127,7 @@ static void parse_args(int argc, char **argv, struct overrides *ov)
             exit(0);
         }
         if (c == 'V') {
-            printf("pagedd (paged) %s\nprotocol version %u\n", PACKAGE_VERSION, PAGED_PROTO_VERSION);
+            printf("pagedd (paged) %s\nprotocol version %u\n", PACKAGE_VERSION, PCORE_PROTO_VERSION);
             exit(0);
         }
         if (c >= 1000 && c < 1000 + n)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/heap.h"
+#include "daemon/util/heap.h"
 #include "paged.h"
 
 /* Formats why and returns status. */
@@ -26,12 +26,12 @@ static int refuse(int status, char *why, size_t whylen, const char *fmt, ...)
 }
 
 /* Checks a pool name; returns PAGED_OK or PAGED_E_INVAL with why. */
-int pd_pool_check_name(const char name[PAGED_NAME_MAX], char *why, size_t whylen)
+int pd_pool_check_name(const char name[PCORE_NAME_MAX], char *why, size_t whylen)
 {
-    size_t n = strnlen(name, PAGED_NAME_MAX);
-    if (n == PAGED_NAME_MAX)
+    size_t n = strnlen(name, PCORE_NAME_MAX);
+    if (n == PCORE_NAME_MAX)
         return refuse(PAGED_E_INVAL, why, whylen, "pool name is not NUL-terminated within %u bytes",
-                      PAGED_NAME_MAX);
+                      PCORE_NAME_MAX);
     if (n == 0)
         return refuse(PAGED_E_INVAL, why, whylen, "pool name is empty");
     for (size_t i = 0; i < n; i++) {
@@ -45,7 +45,7 @@ int pd_pool_check_name(const char name[PAGED_NAME_MAX], char *why, size_t whylen
 }
 
 /* Checks a POOL_CREATE; returns PAGED_OK with *g, or an error with why. */
-int pd_pool_check_create(const struct paged_msg_pool_create *m, uint64_t mem_limit,
+int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_limit,
                          struct pd_pool_geom *g, char *why, size_t whylen)
 {
     int rc = pd_pool_check_name(m->name, why, whylen);
@@ -76,8 +76,8 @@ int pd_pool_check_create(const struct paged_msg_pool_create *m, uint64_t mem_lim
                       "dtype %u not supported (f32 = 1, f16 = 2, bf16 = 3, fp8_e4m3 = 4)", m->dtype);
     if (m->mode > 0777)
         return refuse(PAGED_E_INVAL, why, whylen, "mode %#o has bits beyond 0777", m->mode);
-    if ((m->flags & ~PAGED_ATTACH_WRITE) != 0)
-        return refuse(PAGED_E_INVAL, why, whylen, "flags %#x unknown (PAGED_ATTACH_WRITE = 1)", m->flags);
+    if ((m->flags & ~PCORE_ATTACH_WRITE) != 0)
+        return refuse(PAGED_E_INVAL, why, whylen, "flags %#x unknown (PCORE_ATTACH_WRITE = 1)", m->flags);
     g->k_scale = 1.0f;
     g->v_scale = 1.0f;
     if (m->dtype == PAGED_DTYPE_FP8_E4M3) {
@@ -195,7 +195,7 @@ void pd_pool_free(pd_backend *b, struct pd_pool *p)
 }
 
 /* Fills a LIST item; returns nothing. */
-void pd_pool_item(const struct pd_pool *p, struct paged_pool_item *it)
+void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it)
 {
     pa_counts c;
     pa_get_counts(p->alloc, &c);

@@ -7,10 +7,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "daemon/alloc.h"
+#include "daemon/alloc/alloc.h"
 #include "daemon/backend.h"
 #include "kernels/kernels.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 
 /* Most layers and KV heads a pool may have (keeps every size product far from overflow). */
 #define PD_POOL_MAX_LAYERS 4096u
@@ -28,7 +28,7 @@ struct pd_pool_geom {
 
 struct pd_pool {
     uint32_t id;
-    char name[PAGED_NAME_MAX];
+    char name[PCORE_NAME_MAX];
     struct pd_pool_geom geom;
     pk_cache cache;          /* geometry plus the daemon's view of the memory */
     uid_t owner_uid;
@@ -47,12 +47,12 @@ struct pd_pool {
  * paged_error with why (a NUL-terminated message naming the field and value, such as
  * "head_dim 100 not supported (64, 80, 96, 128, 256)").
  */
-int pd_pool_check_create(const struct paged_msg_pool_create *m, uint64_t mem_limit,
+int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_limit,
                          struct pd_pool_geom *g, char *why, size_t whylen);
 
 /* Checks a pool name field: NUL-terminated, 1 to 63 bytes of [A-Za-z0-9._-]. Returns
  * PAGED_OK or PAGED_E_INVAL with why. */
-int pd_pool_check_name(const char name[PAGED_NAME_MAX], char *why, size_t whylen);
+int pd_pool_check_name(const char name[PCORE_NAME_MAX], char *why, size_t whylen);
 
 /* Returns whether uid/gid may read (want_write 0) or write a pool, as file permission bits
  * owner/group/other say; root may do anything. */
@@ -67,6 +67,6 @@ int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd
 void pd_pool_free(pd_backend *b, struct pd_pool *p);
 
 /* Fills a LIST item for a pool. */
-void pd_pool_item(const struct pd_pool *p, struct paged_pool_item *it);
+void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it);
 
 #endif

@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/heap.h"
+#include "daemon/util/heap.h"
 #include "daemon/notify.h"
-#include "lib/sock.h"
-#include "lib/wake.h"
+#include "lib/core/sock.h"
+#include "lib/core/wake.h"
 
 #define MAX_PENDING 256u        /* connections that have not said HELLO yet */
 #define DRAIN_BUDGET 32u        /* submissions per client per pass, for fairness */
@@ -135,7 +135,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         pd_clog(c, level, "disconnected: %s (%llu block references in %u pools released, "
                 "%llu requests, %llu errors)", reason, (unsigned long long) released, pools,
                 (unsigned long long) c->requests, (unsigned long long) c->errors);
-        pd_server_event(srv, PAGED_EVENT_DISCONNECT, c, "", (uint32_t) released);
+        pd_server_event(srv, PCORE_EVENT_DISCONNECT, c, "", (uint32_t) released);
     } else
         pd_clog(c, level, "connection closed: %s", reason);
     /* A last error message (a refusal, a corrupt ring) is worth one try. */
@@ -164,7 +164,7 @@ void pd_server_spin_hint(struct pd_server *srv)
             uint32_t nospin = n - seen > srv->spinners;
             seen++;
             c->nospin = (int) nospin;
-            atomic_store_explicit(paged_ring_word(&c->ch->cq.ctl->consumer_nospin), nospin,
+            atomic_store_explicit(pcore_ring_word(&c->ch->cq.ctl->consumer_nospin), nospin,
                                   memory_order_relaxed);
         }
 }
@@ -203,9 +203,9 @@ void pd_server_sweep(struct pd_server *srv)
  * it reads once it has sent it) and closes it; returns nothing. */
 static void refuse_unaccepted(int fd, int status, const char *why)
 {
-    struct paged_msg_error e;
+    struct pcore_msg_error e;
     memset(&e, 0, sizeof e);
-    e.hdr = (struct paged_msg_hdr) { .type = PAGED_MSG_ERROR, .seq = 0, .status = status, .len = sizeof e };
+    e.hdr = (struct pcore_msg_hdr) { .type = PCORE_MSG_ERROR, .seq = 0, .status = status, .len = sizeof e };
     snprintf(e.message, sizeof e.message, "%s", why);
     if (send(fd, &e, sizeof e, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t) sizeof e)
         pd_log(PD_LOG_DEBUG, "a refused connection was not told why: %s", strerror(errno));
@@ -245,7 +245,7 @@ static void on_accept(struct pd_server *srv)
         c->id = srv->next_client_id++;
         if (srv->next_client_id == 0)
             srv->next_client_id = 1;
-        if (psock_peercred(fd, &c->pid, &c->uid, &c->gid) < 0) {
+        if (pcore_sock_peercred(fd, &c->pid, &c->uid, &c->gid) < 0) {
             c->pid = 0;
             c->uid = (uid_t) -1;
             c->gid = (gid_t) -1;
@@ -271,14 +271,14 @@ static void on_accept(struct pd_server *srv)
 /* Reads and handles c's messages; returns nothing. */
 static void on_readable(struct pd_server *srv, struct pd_conn *c)
 {
-    static unsigned char buf[PAGED_MSG_MAX];
+    static unsigned char buf[PCORE_MSG_MAX];
     for (int i = 0; i < MSGS_PER_TURN; i++) {
         if (c->state == PD_CONN_DEAD || c->out_head != NULL || c->list.active || c->close_after_flush)
             return;
         /* No message to the daemon carries descriptors: any that come are closed, and the
          * message is refused as one that does not fit. */
         int fds[PSOCK_MAX_FDS], nfds = 0;
-        ssize_t n = psock_recv(c->fd, buf, sizeof buf, fds, PSOCK_MAX_FDS, &nfds);
+        ssize_t n = pcore_sock_recv(c->fd, buf, sizeof buf, fds, PSOCK_MAX_FDS, &nfds);
         for (int k = 0; k < nfds; k++)
             close(fds[k]);
         if (n == PAGED_E_AGAIN)
@@ -292,7 +292,7 @@ static void on_readable(struct pd_server *srv, struct pd_conn *c)
                 pd_control_refuse(srv, c, PAGED_E_PROTO, "HELLO longer than a HELLO or carrying descriptors");
             else
                 pd_conn_error(c, 0, PAGED_E_PROTO, "message longer than %u bytes or carrying "
-                              "descriptors: dropped", PAGED_MSG_MAX);
+                              "descriptors: dropped", PCORE_MSG_MAX);
             continue;
         }
         if (n < 0) {
@@ -393,7 +393,7 @@ static void on_sq(struct pd_server *srv, struct pd_conn *c, uint32_t events)
 {
     if (c->state == PD_CONN_DEAD || c->ch == NULL)
         return;
-    paged_wake_drain(c->ch->sq_wait);
+    pcore_wake_drain(c->ch->sq_wait);
     if (events & (EPOLLHUP | EPOLLERR)) {
         /* The client closed its end: it will get no more wake-ups from us to sleep on, but
          * the spin still sees its ring; its socket tells us when it is really gone. */
@@ -461,7 +461,7 @@ static void shutdown_clients(struct pd_server *srv)
         if (c->state != PD_CONN_READY)
             continue;
         pd_engine_cancel(srv, c);
-        struct paged_msg_hdr h = { PAGED_MSG_SHUTDOWN, 0, PAGED_E_SHUTDOWN, sizeof h };
+        struct pcore_msg_hdr h = { PCORE_MSG_SHUTDOWN, 0, PAGED_E_SHUTDOWN, sizeof h };
         c->list.active = 0;
         pd_conn_send(c, &h, sizeof h, NULL, 0, 0);
     }
@@ -495,7 +495,7 @@ int pd_server_run(struct pd_server *srv)
         if (now - last_work < (uint64_t) srv->cfg.spin_us * 1000u) {
             /* Spinning: look at the sockets now and then, not on every pass. */
             if (now - last_poll < 20000u) {
-                paged_cpu_relax();
+                pcore_cpu_relax();
                 continue;
             }
             timeout = 0;
@@ -505,7 +505,7 @@ int pd_server_run(struct pd_server *srv)
             int pending = pd_engine_withheld(srv);
             for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
                 if (c->state == PD_CONN_READY && c->ch != NULL)
-                    paged_wake_prepare(&c->ch->sq);
+                    pcore_wake_prepare(&c->ch->sq);
             prepared = 1;
             for (struct pd_conn *c = srv->conns; c != NULL && !pending; c = c->next)
                 pending = pd_engine_pending(c);
@@ -520,7 +520,7 @@ int pd_server_run(struct pd_server *srv)
         if (prepared)
             for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
                 if (c->state == PD_CONN_READY && c->ch != NULL)
-                    paged_wake_cancel(&c->ch->sq);
+                    pcore_wake_cancel(&c->ch->sq);
         if (n < 0) {
             pd_log(PD_LOG_ERROR, "epoll_wait: %s", strerror(errno));
             break;
@@ -621,7 +621,7 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
             *cause = NULL;
         goto fail;
     }
-    srv->listen_fd = psock_listen(cfg->socket, (mode_t) cfg->socket_mode, gid);
+    srv->listen_fd = pcore_sock_listen(cfg->socket, (mode_t) cfg->socket_mode, gid);
     if (srv->listen_fd < 0) {
         int rc = srv->listen_fd;
         srv->listen_fd = -1;

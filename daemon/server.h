@@ -10,8 +10,7 @@
 #include "daemon/conn.h"
 #include "daemon/pool.h"
 #include "daemon/stats.h"
-
-struct pd_engine;
+#include "daemon/engine/engine.h"
 
 /* Reads the configuration again for SIGHUP; returns 0 or -1 with *cause. */
 typedef int pd_reload_fn(void *ctx, struct pd_config *out, char **cause);
@@ -53,7 +52,7 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
                                    void *reload_ctx, char **cause);
 
 /* Serves until SIGTERM or SIGINT, then shuts down cleanly: every client's queued requests
- * complete with PAGED_E_SHUTDOWN and it gets PAGED_MSG_SHUTDOWN. Returns 0. */
+ * complete with PAGED_E_SHUTDOWN and it gets PCORE_MSG_SHUTDOWN. Returns 0. */
 int pd_server_run(struct pd_server *srv);
 
 /* Tells every client whether its completion waits may spin: the first spinners clients may
@@ -112,50 +111,8 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *msg,
 void pd_list_continue(struct pd_server *srv, struct pd_conn *c);
 
 /* Starts a LIST (list.c); replies STATUS and STATS (list.c). */
-void pd_list_start(struct pd_server *srv, struct pd_conn *c, const struct paged_msg_list *m);
+void pd_list_start(struct pd_server *srv, struct pd_conn *c, const struct pcore_msg_list *m);
 void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq);
 void pd_reply_stats(struct pd_server *srv, struct pd_conn *c, uint32_t seq);
-
-/* Creates the engine (engine.c); returns it or NULL when out of memory. */
-struct pd_engine *pd_engine_create(void);
-
-/* Frees the engine (engine.c). NULL is ignored. */
-void pd_engine_destroy(struct pd_engine *e);
-
-/* Runs one engine pass over every ready client (engine.c): takes up to budget submissions
- * of each, runs them as one batch (DECODEs of several clients merged into one launch where
- * they are compatible), and posts the completions. Returns how many completed; a client
- * whose ring is corrupt is disconnected at the end of the pass. */
-unsigned pd_engine_pass(struct pd_server *srv, unsigned budget);
-
-/* The same pass over c alone (engine.c): for harnesses that drive one connection. */
-unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget);
-
-/* Logs, at INFO, what the engine did since it was last called (batches, launches, backend
- * time, DECODE requests and clients per batch, time spent gathering), and starts counting
- * afresh (engine.c). The server calls it when the last client that ran a DECODE leaves. */
-void pd_engine_idle(struct pd_server *srv);
-
-/* Copies the engine's counters since it was made into out (engine.c): STATS sends them. */
-void pd_engine_stats(const struct pd_server *srv, struct paged_engine_stats *out);
-
-/* Returns whether c has submissions waiting that it could run now (engine.c). */
-int pd_engine_pending(struct pd_conn *c);
-
-/* Returns whether the engine withholds completions until the device finishes their batches
- * (engine.c, Deferred batches): the server must keep passing to post them. */
-int pd_engine_withheld(const struct pd_server *srv);
-
-/* Returns once the device work of every batch the backend completed early has finished, so
- * that blocks and memory it uses may be released or reused: at once when c is not NULL and
- * had no request in such a batch since the last settle. */
-void pd_engine_settle(struct pd_server *srv, struct pd_conn *c);
-
-/* Returns whether the backend had batches queued (completed early) when the engine last
- * looked: the server then wakes it within 10 ms, so that its watchdog runs. */
-int pd_engine_inflight(const struct pd_server *srv);
-
-/* Completes every queued submission of c with PAGED_E_SHUTDOWN, as room allows (engine.c). */
-void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c);
 
 #endif

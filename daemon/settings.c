@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/log.h"
+#include "daemon/util/log.h"
 
 /* How a key's value is stored in struct pd_config. */
 enum key_type { T_STR, T_BOOL, T_U32, T_U64, T_OCTAL, T_LEVEL, T_BACKEND, T_FD };

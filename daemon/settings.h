@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "daemon/log.h"
+#include "daemon/util/log.h"
 
 /* Which backend the daemon runs. */
 enum pd_backend_choice {
@@ -21,7 +21,7 @@ enum pd_backend_choice {
  * of 0 mean "no limit" for the limits and "the default" elsewhere, as each comment says.
  */
 struct pd_config {
-    char socket[108];              /* "" until resolved: psock_default_path */
+    char socket[108];              /* "" until resolved: pcore_sock_default_path */
     char config[PD_PATH_MAX];      /* the file read at start and on SIGHUP */
     int config_explicit;           /* --config given: a missing file is an error */
     int foreground;

@@ -63,7 +63,7 @@ uint64_t pd_hist_quantile(const struct pd_hist *h, double q)
 void pd_stats_record(struct pd_stats *s, unsigned op, int status, uint64_t tokens,
                      uint64_t bytes, uint64_t service_ns)
 {
-    if (op >= PAGED_OP_COUNT_)
+    if (op >= PCORE_OP_COUNT_)
         return;
     struct pd_op_counters *c = &s->ops[op];
     c->requests++;
@@ -77,9 +77,9 @@ void pd_stats_record(struct pd_stats *s, unsigned op, int status, uint64_t token
 }
 
 /* Fills the wire form; returns nothing. */
-void pd_stats_fill(const struct pd_stats *s, struct paged_op_stats out[PAGED_OP_COUNT_])
+void pd_stats_fill(const struct pd_stats *s, struct pcore_op_stats out[PCORE_OP_COUNT_])
 {
-    for (unsigned i = 0; i < PAGED_OP_COUNT_; i++) {
+    for (unsigned i = 0; i < PCORE_OP_COUNT_; i++) {
         const struct pd_op_counters *c = &s->ops[i];
         memset(&out[i], 0, sizeof out[i]);
         out[i].requests = c->requests;

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 
 /*
  * A log-linear histogram: values below 2^PD_HIST_SUB fall in exact buckets; above, each
@@ -39,13 +39,13 @@ struct pd_op_counters {
 };
 
 struct pd_stats {
-    struct pd_op_counters ops[PAGED_OP_COUNT_];
+    struct pd_op_counters ops[PCORE_OP_COUNT_];
 };
 
 /* Records one completed request of opcode op (ignored when out of range). */
 void pd_stats_record(struct pd_stats *s, unsigned op, int status, uint64_t tokens,
                      uint64_t bytes, uint64_t service_ns);
 /* Fills the wire form for STATS. */
-void pd_stats_fill(const struct pd_stats *s, struct paged_op_stats out[PAGED_OP_COUNT_]);
+void pd_stats_fill(const struct pd_stats *s, struct pcore_op_stats out[PCORE_OP_COUNT_]);
 
 #endif

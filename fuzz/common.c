@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/log.h"
+#include "daemon/util/log.h"
 
 /* A copy of the standard error taken at setup: libFuzzer's -close_fd_mask=2 later points
  * descriptor 2 at /dev/null, and a broken invariant must still be heard. */

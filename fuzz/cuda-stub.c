@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/backend.h"
+#include "daemon/cuda/cuda.h"
 
 /* Says the fuzzing build has no cuda backend; returns NULL with *cause. */
 pd_backend *pd_backend_cuda_open(const char *device, char **cause)

@@ -12,7 +12,7 @@
 
 #include "daemon/server.h"
 #include "fuzz/fuzz.h"
-#include "lib/sock.h"
+#include "lib/core/sock.h"
 
 /*
  * The input: one setup byte, then records, each a 16-bit little-endian length and that
@@ -139,24 +139,24 @@ static struct peer connect_client(uid_t uid, gid_t gid)
 /* Checks one message the daemon sent (n bytes with nfds descriptors); returns nothing. */
 static void check_reply(const unsigned char *buf, ssize_t n, int nfds)
 {
-    struct paged_msg_hdr h;
+    struct pcore_msg_hdr h;
     FUZZ_CHECK(n >= (ssize_t) sizeof h, "the daemon sent a packet of %zd bytes", n);
     memcpy(&h, buf, sizeof h);
     FUZZ_CHECK(h.len == (uint32_t) n, "message type %u says %u bytes, packet has %zd", h.type,
                h.len, n);
-    if (h.type == PAGED_MSG_ERROR) {
-        FUZZ_CHECK(n == (ssize_t) sizeof(struct paged_msg_error), "ERROR of %zd bytes", n);
-        const struct paged_msg_error *e = (const void *) buf;
+    if (h.type == PCORE_MSG_ERROR) {
+        FUZZ_CHECK(n == (ssize_t) sizeof(struct pcore_msg_error), "ERROR of %zd bytes", n);
+        const struct pcore_msg_error *e = (const void *) buf;
         FUZZ_CHECK(memchr(e->message, '\0', sizeof e->message) != NULL && h.status < 0,
                    "ERROR without a terminated message or a negative status (%d)", h.status);
-    } else if (h.type == PAGED_MSG_WELCOME) {
-        struct paged_msg_welcome w;
+    } else if (h.type == PCORE_MSG_WELCOME) {
+        struct pcore_msg_welcome w;
         FUZZ_CHECK(n == (ssize_t) sizeof w, "WELCOME of %zd bytes", n);
         memcpy(&w, buf, sizeof w);
         FUZZ_CHECK(w.num_fds == (uint32_t) nfds, "WELCOME says %u descriptors, carries %d",
                    w.num_fds, nfds);
-    } else if (h.type == PAGED_MSG_POOL_REPLY) {
-        struct paged_msg_pool_reply r;
+    } else if (h.type == PCORE_MSG_POOL_REPLY) {
+        struct pcore_msg_pool_reply r;
         FUZZ_CHECK(n == (ssize_t) sizeof r, "POOL_REPLY of %zd bytes", n);
         memcpy(&r, buf, sizeof r);
         FUZZ_CHECK(r.num_fds == (uint32_t) nfds, "POOL_REPLY says %u descriptors, carries %d",
@@ -170,10 +170,10 @@ static void check_reply(const unsigned char *buf, ssize_t n, int nfds)
  * returns nothing. */
 static void drain(int fd)
 {
-    static unsigned char buf[PAGED_MSG_MAX];
+    static unsigned char buf[PCORE_MSG_MAX];
     for (;;) {
         int fds[PSOCK_MAX_FDS], nfds = 0;
-        ssize_t n = psock_recv(fd, buf, sizeof buf, fds, PSOCK_MAX_FDS, &nfds);
+        ssize_t n = pcore_sock_recv(fd, buf, sizeof buf, fds, PSOCK_MAX_FDS, &nfds);
         if (n < 0) {
             FUZZ_CHECK(n == PAGED_E_AGAIN || n == PAGED_E_DISCONNECTED,
                        "reading the daemon's messages: %s", paged_strerror((int) n));
@@ -276,7 +276,7 @@ static void check_server(int full)
 /* Creates the base pool every input starts with; returns it. */
 static struct pd_pool *make_base_pool(void)
 {
-    struct paged_msg_pool_create m;
+    struct pcore_msg_pool_create m;
     memset(&m, 0, sizeof m);
     snprintf(m.name, sizeof m.name, "base");
     m.num_layers = 2;
@@ -287,7 +287,7 @@ static struct pd_pool *make_base_pool(void)
     m.num_blocks = 64;
     m.mode = 0640;
     struct pd_pool_geom g;
-    char why[PAGED_ERRMSG_MAX];
+    char why[PCORE_ERRMSG_MAX];
     char *cause = NULL;
     struct pd_pool *p;
     if (pd_pool_check_create(&m, 0, &g, why, sizeof why) < 0)
@@ -318,23 +318,23 @@ static void deliver(struct peer *p, const void *msg, size_t len)
 static struct peer add_bystander(struct pd_pool *base)
 {
     struct peer by = connect_client(OWNER_UID, OWNER_GID);
-    struct paged_msg_hello h;
+    struct pcore_msg_hello h;
     memset(&h, 0, sizeof h);
-    h.hdr = (struct paged_msg_hdr) { PAGED_MSG_HELLO, 1, 0, sizeof h };
-    h.magic = PAGED_HELLO_MAGIC;
-    h.version = PAGED_PROTO_VERSION;
+    h.hdr = (struct pcore_msg_hdr) { PCORE_MSG_HELLO, 1, 0, sizeof h };
+    h.magic = PCORE_HELLO_MAGIC;
+    h.version = PCORE_PROTO_VERSION;
     h.sq_entries = 8;
     h.cq_entries = 8;
     h.host_arena_size = 64u << 10;
     snprintf(h.name, sizeof h.name, "bystander");
     deliver(&by, &h, sizeof h);
-    struct paged_msg_hdr sub = { PAGED_MSG_SUBSCRIBE, 2, 0, sizeof sub };
+    struct pcore_msg_hdr sub = { PCORE_MSG_SUBSCRIBE, 2, 0, sizeof sub };
     deliver(&by, &sub, sizeof sub);
-    struct paged_msg_pool_attach at;
+    struct pcore_msg_pool_attach at;
     memset(&at, 0, sizeof at);
-    at.hdr = (struct paged_msg_hdr) { PAGED_MSG_POOL_ATTACH, 3, 0, sizeof at };
+    at.hdr = (struct pcore_msg_hdr) { PCORE_MSG_POOL_ATTACH, 3, 0, sizeof at };
     snprintf(at.name, sizeof at.name, "base");
-    at.flags = PAGED_ATTACH_WRITE;
+    at.flags = PCORE_ATTACH_WRITE;
     deliver(&by, &at, sizeof at);
     FUZZ_CHECK(by.c->state == PD_CONN_READY && by.c->subscribed && by.c->natt == 1
                && by.c->att[0].view.writable, "the bystander did not get set up");

@@ -8,14 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/batch.h"
+#include "daemon/engine/batch.h"
+#include "daemon/cpu/cpu.h"
 #include "daemon/server.h"
-#include "daemon/validate.h"
+#include "daemon/engine/validate.h"
 #include "fuzz/fuzz.h"
 #include "fuzz/validate-setup.h"
 
 /*
- * The input: one setup byte, n submission entries (struct paged_sqe, 128 bytes each), then
+ * The input: one setup byte, n submission entries (struct pcore_sqe, 128 bytes each), then
  * the host arena: every byte left, exactly (a heap block of that size, so ASan sees any
  * access past it; on the cpu backend it is the data arena too). Setup bits 0-2 set the
  * per-client block limit (0 none, k: the references the client holds plus k - 1); bits 3-5
@@ -26,7 +27,7 @@
  * allocator in the state that header describes: blocks it holds writable, forked, published,
  * shared with another holder, blocks only the other holder has, cached and free ones. The n
  * entries go on its submission ring; the engine (pd_engine_drain, the same pass pagedd runs)
- * takes them in passes, as many at a time as daemon/batch.h's rules allow. Beside it the
+ * takes them in passes, as many at a time as daemon/engine/batch.h's rules allow. Beside it the
  * harness runs a model of each pass on a shadow of the state (allocators built the same
  * way, a copy of the arena):
  *
@@ -68,12 +69,12 @@ static struct pd_attach attach[FV_NUM_POOLS], shadow_attach[FV_NUM_POOLS];
 static struct pd_server server;
 static struct pd_conn conn, shadow_conn;
 static struct pd_channel channel;
-static _Alignas(PAGED_CACHELINE) struct paged_ring_ctl sq_ctl;
-static _Alignas(PAGED_CACHELINE) struct paged_ring_ctl cq_ctl;
-static struct paged_sqe sq_entries[MAX_SQES];
-static struct paged_cqe cq_entries[MAX_SQES];
-static struct paged_ring_prod sq_prod;    /* the harness submits */
-static struct paged_ring_cons cq_cons;    /* and reaps */
+static _Alignas(PCORE_CACHELINE) struct pcore_ring_ctl sq_ctl;
+static _Alignas(PCORE_CACHELINE) struct pcore_ring_ctl cq_ctl;
+static struct pcore_sqe sq_entries[MAX_SQES];
+static struct pcore_cqe cq_entries[MAX_SQES];
+static struct pcore_ring_prod sq_prod;    /* the harness submits */
+static struct pcore_ring_cons cq_cons;    /* and reaps */
 
 /* What the model learned of one accepted op: pool blocks and arena ranges it may touch. */
 struct touch {
@@ -86,7 +87,7 @@ struct touch {
 /* One entry of a pass in the model: what its completion must say, and its op while it
  * waits for the backend. */
 struct item {
-    struct paged_cqe cqe;
+    struct pcore_cqe cqe;
     struct pv_op op;
     struct touch t;
     int waits;
@@ -221,12 +222,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     server.pools = &pools[0].p;
     server.n_pools = FV_NUM_POOLS;
 
-    paged_ring_ctl_init(&sq_ctl, 0);
-    paged_ring_ctl_init(&cq_ctl, 0);
-    if (paged_ring_cons_init(&channel.sq, &sq_ctl, sq_entries, MAX_SQES, sizeof sq_entries[0]) < 0
-        || paged_ring_prod_init(&channel.cq, &cq_ctl, cq_entries, MAX_SQES, sizeof cq_entries[0]) < 0
-        || paged_ring_prod_init(&sq_prod, &sq_ctl, sq_entries, MAX_SQES, sizeof sq_entries[0]) < 0
-        || paged_ring_cons_init(&cq_cons, &cq_ctl, cq_entries, MAX_SQES, sizeof cq_entries[0]) < 0)
+    pcore_ring_ctl_init(&sq_ctl, 0);
+    pcore_ring_ctl_init(&cq_ctl, 0);
+    if (pcore_ring_cons_init(&channel.sq, &sq_ctl, sq_entries, MAX_SQES, sizeof sq_entries[0]) < 0
+        || pcore_ring_prod_init(&channel.cq, &cq_ctl, cq_entries, MAX_SQES, sizeof cq_entries[0]) < 0
+        || pcore_ring_prod_init(&sq_prod, &sq_ctl, sq_entries, MAX_SQES, sizeof sq_entries[0]) < 0
+        || pcore_ring_cons_init(&cq_cons, &cq_ctl, cq_entries, MAX_SQES, sizeof cq_entries[0]) < 0)
         fuzz_fail(__FILE__, __LINE__, "ring init", "cannot set up the rings");
     channel.hdr.sq_entries = channel.hdr.cq_entries = MAX_SQES;
     channel.sq_wait = channel.cq_notify = -1;
@@ -349,7 +350,7 @@ static void model_range(struct touch *t, int k, const struct pv_env *env, uint64
 }
 
 /* Checks an op's hashes against the token ids of the arena; returns nothing. */
-static void model_hashes(const struct pv_env *env, const struct paged_req_prefix *a,
+static void model_hashes(const struct pv_env *env, const struct pcore_req_prefix *a,
                          uint32_t block_size, const struct pv_op *op)
 {
     if (op->count == 0)
@@ -369,10 +370,10 @@ static void model_hashes(const struct pv_env *env, const struct paged_req_prefix
 }
 
 /* The model of DECODE and PREFILL; returns nothing. */
-static void model_attn(const struct paged_sqe *s, const struct pv_env *env, const struct pv_op *op,
+static void model_attn(const struct pcore_sqe *s, const struct pv_env *env, const struct pv_op *op,
                        struct touch *t, const pa_alloc *al)
 {
-    const struct paged_req_attn *a = &s->u.attn;
+    const struct pcore_req_attn *a = &s->u.attn;
     const struct pd_pool_geom *g = &t->fp->p.geom;
     int prefill = s->opcode == PAGED_OP_PREFILL;
     uint32_t ns = a->num_seqs;
@@ -452,12 +453,12 @@ static void model_attn(const struct paged_sqe *s, const struct pv_env *env, cons
 }
 
 /* The model of APPEND; returns nothing. */
-static void model_append(const struct paged_sqe *s, const struct pv_env *env, const struct pv_op *op,
+static void model_append(const struct pcore_sqe *s, const struct pv_env *env, const struct pv_op *op,
                          struct touch *t, const pa_alloc *al)
 {
-    const struct paged_req_append *a = &s->u.append;
+    const struct pcore_req_append *a = &s->u.append;
     const struct pd_pool_geom *g = &t->fp->p.geom;
-    if (s->flags & PAGED_SQE_ALL_LAYERS)
+    if (s->flags & PCORE_SQE_ALL_LAYERS)
         FUZZ_CHECK(op->layer_begin == 0 && op->num_layers == (int32_t) g->num_layers, "all layers");
     else
         FUZZ_CHECK(s->layer >= 0 && (uint32_t) s->layer < g->num_layers
@@ -490,7 +491,7 @@ static void model_append(const struct paged_sqe *s, const struct pv_env *env, co
 }
 
 /* The model of COPY; returns nothing. */
-static void model_copy(const struct paged_sqe *s, const struct pv_env *env, const struct pv_op *op,
+static void model_copy(const struct pcore_sqe *s, const struct pv_env *env, const struct pv_op *op,
                        struct touch *t, const pa_alloc *al)
 {
     uint32_t n = s->u.copy.count;
@@ -510,23 +511,23 @@ static void model_copy(const struct paged_sqe *s, const struct pv_env *env, cons
 
 /* Step 2: checks an accepted op against the rules and the shadow state; fills *t. Returns
  * nothing. */
-static void model(const struct paged_sqe *s, const struct pv_env *env, const struct pv_op *op,
+static void model(const struct pcore_sqe *s, const struct pv_env *env, const struct pv_op *op,
                   struct touch *t)
 {
     memset(t, 0, sizeof *t);
     FUZZ_CHECK(op->opcode == s->opcode && op->tag == s->tag && op->flags == s->flags, "echo");
-    FUZZ_CHECK(s->opcode < PAGED_OP_COUNT_, "opcode %u accepted", s->opcode);
-    FUZZ_CHECK((s->flags & ~(PAGED_SQE_ALL_LAYERS | PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS)) == 0
-               && (!(s->flags & PAGED_SQE_ALL_LAYERS) || s->opcode == PAGED_OP_APPEND)
-               && (!(s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL)) || pv_backend_op(s->opcode))
-               && (!(s->flags & PAGED_SQE_HOST_WORDS) || (s->flags & (PAGED_SQE_WAIT | PAGED_SQE_SIGNAL))),
+    FUZZ_CHECK(s->opcode < PCORE_OP_COUNT_, "opcode %u accepted", s->opcode);
+    FUZZ_CHECK((s->flags & ~(PCORE_SQE_ALL_LAYERS | PCORE_SQE_WAIT | PCORE_SQE_SIGNAL | PCORE_SQE_HOST_WORDS)) == 0
+               && (!(s->flags & PCORE_SQE_ALL_LAYERS) || s->opcode == PAGED_OP_APPEND)
+               && (!(s->flags & (PCORE_SQE_WAIT | PCORE_SQE_SIGNAL)) || pv_backend_op(s->opcode))
+               && (!(s->flags & PCORE_SQE_HOST_WORDS) || (s->flags & (PCORE_SQE_WAIT | PCORE_SQE_SIGNAL))),
                "flags 0x%x accepted for opcode %u", s->flags, s->opcode);
-    uint64_t words = (s->flags & PAGED_SQE_HOST_WORDS) ? env->host_size : env->data_size;
-    FUZZ_CHECK(!(s->flags & PAGED_SQE_WAIT)
+    uint64_t words = (s->flags & PCORE_SQE_HOST_WORDS) ? env->host_size : env->data_size;
+    FUZZ_CHECK(!(s->flags & PCORE_SQE_WAIT)
                    || (s->dep.wait_off % 4 == 0 && words >= 4 && s->dep.wait_off <= words - 4
                        && op->wait_off == s->dep.wait_off && op->wait_value == s->dep.wait_value),
                "wait word %llu accepted", (unsigned long long) s->dep.wait_off);
-    FUZZ_CHECK(!(s->flags & PAGED_SQE_SIGNAL)
+    FUZZ_CHECK(!(s->flags & PCORE_SQE_SIGNAL)
                    || (s->dep.signal_off % 4 == 0 && words >= 4 && s->dep.signal_off <= words - 4
                        && op->signal_off == s->dep.signal_off && op->signal_value == s->dep.signal_value),
                "signal word %llu accepted", (unsigned long long) s->dep.signal_off);
@@ -562,7 +563,7 @@ static void model(const struct paged_sqe *s, const struct pv_env *env, const str
     case PAGED_OP_COPY: model_copy(s, env, op, t, al); break;
     case PAGED_OP_PUBLISH:
     case PAGED_OP_LOOKUP: {
-        const struct paged_req_prefix *pr = &s->u.prefix;
+        const struct pcore_req_prefix *pr = &s->u.prefix;
         uint32_t n = pr->num_blocks;
         FUZZ_CHECK(fits(pr->tokens_off, (uint64_t) n * g->block_size, 4, env->host_size)
                    && fits(pr->ids_off, n, 4, env->host_size), "prefix arrays past the arena");
@@ -592,7 +593,7 @@ static void model(const struct paged_sqe *s, const struct pv_env *env, const str
 /* Runs an accepted allocator op on the shadow as the engine does, into the shadow arena,
  * and checks what it did; fills the completion. Returns nothing. */
 static void shadow_execute(const struct pv_op *op, struct fpool *fp, unsigned char *arena,
-                           struct paged_cqe *cqe)
+                           struct pcore_cqe *cqe)
 {
     pa_alloc *al = fp != NULL ? fp->shadow : NULL;
     uint64_t before = shadow_held();
@@ -612,7 +613,7 @@ static void shadow_execute(const struct pv_op *op, struct fpool *fp, unsigned ch
             if (rc == PAGED_OK)
                 cqe->count = op->count;
             else
-                cqe->err_field = PAGED_FIELD_COUNT;
+                cqe->err_field = PCORE_FIELD_COUNT;
         } else {
             cqe->count = pa_lookup(al, FV_HOLDER, op->count, op->hashes, ids);
             FUZZ_CHECK(cqe->count <= op->count, "LOOKUP found %u of %u", cqe->count, op->count);
@@ -636,7 +637,7 @@ static void shadow_execute(const struct pv_op *op, struct fpool *fp, unsigned ch
         FUZZ_CHECK(rc == PAGED_OK || rc == PAGED_E_NOTHELD || rc == PAGED_E_LIMIT,
                    "FREE/FORK: %s", paged_strerror(rc));
         if (rc < 0) {
-            cqe->err_field = PAGED_FIELD_IDS;
+            cqe->err_field = PCORE_FIELD_IDS;
             cqe->err_index = bad;
             FUZZ_CHECK(shadow_held() == before, "a failed FREE/FORK moved references");
         } else {
@@ -766,7 +767,7 @@ static int waits_time_out;
 
 /* Step 1 and 2: takes entries [first, n) into a pass as the engine would, on the shadow, at
  * most room of them. Returns nothing; p->n says how many it took. */
-static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t first, uint32_t n,
+static void model_pass(struct pass *p, const struct pcore_sqe *sqes, uint32_t first, uint32_t n,
                        uint32_t room, unsigned char *sarena, uint64_t arena_size, uint64_t limit)
 {
     struct pb_client rules = { .host_is_data = 1 };
@@ -776,7 +777,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
     if (n - first > room)
         n = first + room;
     for (uint32_t k = first; k < n; k++) {
-        const struct paged_sqe *s = &sqes[k];
+        const struct pcore_sqe *s = &sqes[k];
         if (!pb_may_join(&rules, s->opcode))
             break;
         struct item *it = &p->items[p->n];
@@ -792,7 +793,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
         FUZZ_CHECK(rc == rc2 && err.status == err2.status && err.field == err2.field
                    && err.index == err2.index && it->op.count == op2.count
                    && it->op.kv_bytes == op2.kv_bytes, "pv_validate gave %d then %d", rc, rc2);
-        FUZZ_CHECK(rc <= 0 && (rc == 0 || (err.status == rc && err.field < PAGED_FIELD_COUNT_)),
+        FUZZ_CHECK(rc <= 0 && (rc == 0 || (err.status == rc && err.field < PCORE_FIELD_COUNT_)),
                    "pv_validate returned %d with status %d field %u", rc, err.status, err.field);
         pv_op_free(&op2);
         memset(&it->cqe, 0, sizeof it->cqe);
@@ -805,7 +806,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
             p->n++;
             continue;
         }
-        if (s->flags & PAGED_SQE_WAIT) {
+        if (s->flags & PCORE_SQE_WAIT) {
             uint32_t w;
             memcpy(&w, sarena + it->op.wait_off, 4);
             if (!backend_ops && (int32_t) (w - it->op.wait_value) < 0 && waits_time_out && !timed_out) {
@@ -814,7 +815,7 @@ static void model_pass(struct pass *p, const struct paged_sqe *sqes, uint32_t fi
                 timed_out = 1;
                 pv_op_free(&it->op);
                 it->cqe.status = PAGED_E_TIMEOUT;
-                it->cqe.err_field = PAGED_FIELD_WAIT;
+                it->cqe.err_field = PCORE_FIELD_WAIT;
                 p->n++;
                 continue;
             }
@@ -910,7 +911,7 @@ static void compare_allocators(unsigned mask)
 /* Runs one pass: the model, the lone runs, the engine, the comparisons; adds the blocks it
  * wrote to written and the pools whose allocators it changed to *changed. Returns how many
  * entries it took. */
-static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t n,
+static uint32_t run_pass(const struct pcore_sqe *sqes, uint32_t first, uint32_t n,
                          unsigned char *arena, unsigned char *sarena, uint64_t arena_size,
                          uint64_t limit, uint64_t written[FV_NUM_POOLS], unsigned *changed)
 {
@@ -922,8 +923,8 @@ static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t 
     /* The engine takes as many entries as its ring handles say are there and have room for
      * their completions; a handle re-reads the other side only when it knows of too few, so
      * asking it first changes nothing of what the engine will see. */
-    int avail = paged_ring_cons_available(&channel.sq, 1);
-    int space = paged_ring_prod_space(&channel.cq, 1);
+    int avail = pcore_ring_cons_available(&channel.sq, 1);
+    int space = pcore_ring_prod_space(&channel.cq, 1);
     FUZZ_CHECK(avail > 0 && space > 0, "ring handles: %d entries, room for %d", avail, space);
     uint32_t room = (uint32_t) (avail < space ? avail : space);
     model_pass(&p, sqes, first, n, room < MAX_SQES ? room : MAX_SQES, sarena, arena_size, limit);
@@ -961,7 +962,7 @@ static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t 
         }
     /* The engine writes the signal words after the batch, in ring order. */
     for (uint32_t k = 0; k < p.n; k++)
-        if (p.items[k].waits && (p.items[k].op.flags & PAGED_SQE_SIGNAL))
+        if (p.items[k].waits && (p.items[k].op.flags & PCORE_SQE_SIGNAL))
             memcpy(sarena + p.items[k].op.signal_off, &p.items[k].op.signal_value, 4);
 
     /* The engine, with every block no op of the pass names poisoned. */
@@ -972,9 +973,9 @@ static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t 
         FUZZ_UNPOISON(pools[i].p.cache.base, pools[i].bytes);
     FUZZ_CHECK(ran == p.n, "the engine completed %u entries in a pass, the model took %u", ran, p.n);
     for (uint32_t k = 0; k < p.n; k++) {
-        struct paged_cqe q;
-        const struct paged_cqe *want = &p.items[k].cqe;
-        FUZZ_CHECK(paged_ring_cons_pop(&cq_cons, &q) == 1, "completion %u missing", k);
+        struct pcore_cqe q;
+        const struct pcore_cqe *want = &p.items[k].cqe;
+        FUZZ_CHECK(pcore_ring_cons_pop(&cq_cons, &q) == 1, "completion %u missing", k);
         FUZZ_CHECK(q.tag == want->tag && q.opcode == want->opcode && q.status == want->status
                    && q.count == want->count && q.err_field == want->err_field
                    && q.err_index == want->err_index,
@@ -985,7 +986,7 @@ static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t 
         if (p.items[k].waits)
             pv_op_free(&p.items[k].op);
     }
-    FUZZ_CHECK(paged_ring_cons_available(&cq_cons, 1) == 0, "more completions than entries");
+    FUZZ_CHECK(pcore_ring_cons_available(&cq_cons, 1) == 0, "more completions than entries");
 
     /* The engine's results against the model's. */
     for (uint64_t i = 0; i < arena_size; i++)
@@ -1010,15 +1011,15 @@ static uint32_t run_pass(const struct paged_sqe *sqes, uint32_t first, uint32_t 
 /* Runs one input; returns 0. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 + sizeof(struct paged_sqe))
+    if (size < 1 + sizeof(struct pcore_sqe))
         return 0;
     uint8_t setup = data[0];
     waits_time_out = setup >> 6 & 1;
     server.cfg.dependency_timeout_ms = waits_time_out ? 1 : 3600000;
     uint32_t n = 1 + ((setup >> 3) & 7);
-    if (n > (size - 1) / sizeof(struct paged_sqe))
-        n = (uint32_t) ((size - 1) / sizeof(struct paged_sqe));
-    struct paged_sqe sqes[MAX_SQES];
+    if (n > (size - 1) / sizeof(struct pcore_sqe))
+        n = (uint32_t) ((size - 1) / sizeof(struct pcore_sqe));
+    struct pcore_sqe sqes[MAX_SQES];
     memcpy(sqes, data + 1, n * sizeof sqes[0]);
     size_t arena_size = size - 1 - n * sizeof sqes[0];
     unsigned char *arena = malloc(arena_size != 0 ? arena_size : 1);
@@ -1034,7 +1035,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(held == shadow_held(), "the engine's state and the model's differ at the start");
     server.cfg.max_blocks_per_client = (setup & 7) == 0 ? 0 : held + (setup & 7) - 1;
     for (uint32_t k = 0; k < n; k++)
-        FUZZ_CHECK(paged_ring_prod_push(&sq_prod, &sqes[k]) == PAGED_OK, "submission ring full");
+        FUZZ_CHECK(pcore_ring_prod_push(&sq_prod, &sqes[k]) == PAGED_OK, "submission ring full");
 
     uint64_t written[FV_NUM_POOLS] = { 0 };
     unsigned changed = 0;
@@ -1043,7 +1044,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         first += run_pass(sqes, first, n, arena, sarena, arena_size,
                           server.cfg.max_blocks_per_client, written, &changed);
     }
-    FUZZ_CHECK(paged_ring_cons_available(&channel.sq, 1) == 0, "entries left in the ring");
+    FUZZ_CHECK(pcore_ring_cons_available(&channel.sq, 1) == 0, "entries left in the ring");
 
     /* Back to the first state: contents the ops wrote, allocators they may have changed. */
     for (int i = 0; i < FV_NUM_POOLS; i++) {

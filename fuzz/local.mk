@@ -6,7 +6,7 @@
 FUZZ_SHARED = fuzz/fuzz.h fuzz/common.c
 # What the replaying TAP drivers share (not the clang build: it needs the TAP library).
 FUZZ_INPUTS = fuzz/inputs.h fuzz/inputs.c
-FUZZ_REPLAY_LIBS = daemon/libpageddaemon.la lib/libpagedcore.la kernels/libpagedcpu.la \
+FUZZ_REPLAY_LIBS = daemon/libpageddaemon.la lib/core/libpagedcore.la kernels/libpagedcpu.la \
 	$(SYSTEMD_LIBS) $(TAP_LIBS)
 if HAVE_CUDA
 FUZZ_REPLAY_LIBS += kernels/libpagedcuda.la $(CUDA_LIBS)
@@ -34,7 +34,7 @@ tests_daemon_fuzz_regress_t_LDADD = $(FUZZ_REPLAY_LIBS)
 # when that is needed). Built on demand only.
 EXTRA_PROGRAMS = fuzz/mkseeds
 fuzz_mkseeds_SOURCES = fuzz/mkseeds.c fuzz/validate-setup.h fuzz/validate-setup.c
-fuzz_mkseeds_LDADD = daemon/libpageddaemon.la lib/libpagedcore.la
+fuzz_mkseeds_LDADD = daemon/libpageddaemon.la lib/core/libpagedcore.la
 CLEANFILES += fuzz/mkseeds$(EXEEXT)
 fuzz-seeds: fuzz/mkseeds$(EXEEXT)
 	fuzz/mkseeds$(EXEEXT) $(srcdir)/fuzz/corpus
@@ -53,7 +53,7 @@ FUZZ_ALL_CPPFLAGS = $(DEFS) -I$(top_builddir) -I$(top_srcdir)/include -I$(top_sr
 	$(SYSTEMD_CFLAGS)
 FUZZ_LIB_SRC = \
 	$(filter-out $(PD_CUDA_BACKEND_SOURCES),$(filter %.c,$(daemon_libpageddaemon_la_SOURCES))) \
-	$(filter %.c,$(lib_libpagedcore_la_SOURCES)) \
+	$(filter %.c,$(lib_core_libpagedcore_la_SOURCES)) \
 	$(filter %.c,$(kernels_libpagedcpu_la_SOURCES)) \
 	fuzz/common.c fuzz/cuda-stub.c
 FUZZ_OBJDIR = fuzz/clang-obj

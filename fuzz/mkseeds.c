@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "fuzz/validate-setup.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 
 /*
  * Usage: mkseeds DIR. Writes DIR/control/NAME and DIR/validate/NAME, the inputs the
@@ -82,11 +82,11 @@ static void rec(struct buf *b, const void *msg, size_t len)
 /* Appends a HELLO record; returns nothing. */
 static void hello(struct buf *b, uint32_t flags, uint32_t sq, uint64_t arena, const char *name)
 {
-    struct paged_msg_hello h;
+    struct pcore_msg_hello h;
     memset(&h, 0, sizeof h);
-    h.hdr = (struct paged_msg_hdr) { PAGED_MSG_HELLO, 1, 0, sizeof h };
-    h.magic = PAGED_HELLO_MAGIC;
-    h.version = PAGED_PROTO_VERSION;
+    h.hdr = (struct pcore_msg_hdr) { PCORE_MSG_HELLO, 1, 0, sizeof h };
+    h.magic = PCORE_HELLO_MAGIC;
+    h.version = PCORE_PROTO_VERSION;
     h.flags = flags;
     h.pid = 4242;
     h.sq_entries = sq;
@@ -101,9 +101,9 @@ static void create(struct buf *b, uint32_t seq, const char *name, uint32_t layer
                    uint32_t dim, uint32_t bs, uint32_t dtype, uint32_t blocks, uint64_t budget,
                    uint32_t mode, uint32_t flags)
 {
-    struct paged_msg_pool_create m;
+    struct pcore_msg_pool_create m;
     memset(&m, 0, sizeof m);
-    m.hdr = (struct paged_msg_hdr) { PAGED_MSG_POOL_CREATE, seq, 0, sizeof m };
+    m.hdr = (struct pcore_msg_hdr) { PCORE_MSG_POOL_CREATE, seq, 0, sizeof m };
     snprintf(m.name, sizeof m.name, "%s", name);
     m.num_layers = layers;
     m.num_kv_heads = heads;
@@ -124,9 +124,9 @@ static void create(struct buf *b, uint32_t seq, const char *name, uint32_t layer
 /* Appends a POOL_ATTACH record; returns nothing. */
 static void attach(struct buf *b, uint32_t seq, const char *name, uint32_t flags)
 {
-    struct paged_msg_pool_attach m;
+    struct pcore_msg_pool_attach m;
     memset(&m, 0, sizeof m);
-    m.hdr = (struct paged_msg_hdr) { PAGED_MSG_POOL_ATTACH, seq, 0, sizeof m };
+    m.hdr = (struct pcore_msg_hdr) { PCORE_MSG_POOL_ATTACH, seq, 0, sizeof m };
     snprintf(m.name, sizeof m.name, "%s", name);
     m.flags = flags;
     rec(b, &m, sizeof m);
@@ -135,9 +135,9 @@ static void attach(struct buf *b, uint32_t seq, const char *name, uint32_t flags
 /* Appends a pool_ref record (DETACH, DESTROY, EVICT); returns nothing. */
 static void pool_ref(struct buf *b, uint32_t type, uint32_t seq, uint32_t id, const char *name)
 {
-    struct paged_msg_pool_ref m;
+    struct pcore_msg_pool_ref m;
     memset(&m, 0, sizeof m);
-    m.hdr = (struct paged_msg_hdr) { type, seq, 0, sizeof m };
+    m.hdr = (struct pcore_msg_hdr) { type, seq, 0, sizeof m };
     m.pool_id = id;
     snprintf(m.name, sizeof m.name, "%s", name);
     rec(b, &m, sizeof m);
@@ -146,16 +146,16 @@ static void pool_ref(struct buf *b, uint32_t type, uint32_t seq, uint32_t id, co
 /* Appends a bare header record (STATUS, STATS, SUBSCRIBE); returns nothing. */
 static void bare(struct buf *b, uint32_t type, uint32_t seq)
 {
-    struct paged_msg_hdr h = { type, seq, 0, sizeof h };
+    struct pcore_msg_hdr h = { type, seq, 0, sizeof h };
     rec(b, &h, sizeof h);
 }
 
 /* Appends a LIST record; returns nothing. */
 static void list(struct buf *b, uint32_t seq, uint32_t what, const char *name)
 {
-    struct paged_msg_list m;
+    struct pcore_msg_list m;
     memset(&m, 0, sizeof m);
-    m.hdr = (struct paged_msg_hdr) { PAGED_MSG_LIST, seq, 0, sizeof m };
+    m.hdr = (struct pcore_msg_hdr) { PCORE_MSG_LIST, seq, 0, sizeof m };
     m.what = what;
     snprintf(m.name, sizeof m.name, "%s", name);
     rec(b, &m, sizeof m);
@@ -164,9 +164,9 @@ static void list(struct buf *b, uint32_t seq, uint32_t what, const char *name)
 /* Appends a KILL_CLIENT record; returns nothing. */
 static void kill_client(struct buf *b, uint32_t seq, uint32_t id)
 {
-    struct paged_msg_kill m;
+    struct pcore_msg_kill m;
     memset(&m, 0, sizeof m);
-    m.hdr = (struct paged_msg_hdr) { PAGED_MSG_KILL_CLIENT, seq, 0, sizeof m };
+    m.hdr = (struct pcore_msg_hdr) { PCORE_MSG_KILL_CLIENT, seq, 0, sizeof m };
     m.client_id = id;
     rec(b, &m, sizeof m);
 }
@@ -193,78 +193,78 @@ static void control_seeds(void)
     emit("control", "hello-channel", &b);
 
     b = cstart(ROOT);
-    hello(&b, PAGED_HELLO_CONTROL, 0, 0, "pactl");
-    bare(&b, PAGED_MSG_STATUS, 2);
-    bare(&b, PAGED_MSG_STATS, 3);
-    list(&b, 4, PAGED_LIST_POOLS, "");
+    hello(&b, PCORE_HELLO_CONTROL, 0, 0, "pactl");
+    bare(&b, PCORE_MSG_STATUS, 2);
+    bare(&b, PCORE_MSG_STATS, 3);
+    list(&b, 4, PCORE_LIST_POOLS, "");
     emit("control", "control-status", &b);
 
     /* Refused HELLOs: magic, version, length, flags, name, type. */
     b = cstart(OWNER);
     hello(&b, 0, 8, 0, "x");
-    b.p[1 + 2 + sizeof(struct paged_msg_hdr)] ^= 0xff;
+    b.p[1 + 2 + sizeof(struct pcore_msg_hdr)] ^= 0xff;
     emit("control", "hello-bad-magic", &b);
     b = cstart(OWNER);
     hello(&b, 0, 8, 0, "x");
-    b.p[1 + 2 + sizeof(struct paged_msg_hdr) + 4] = 9;
+    b.p[1 + 2 + sizeof(struct pcore_msg_hdr) + 4] = 9;
     emit("control", "hello-bad-version", &b);
     b = cstart(OWNER);
     hello(&b, 0x80, 8, 0, "x");
     emit("control", "hello-bad-flags", &b);
     b = cstart(OWNER);
     {
-        struct paged_msg_hello h;
+        struct pcore_msg_hello h;
         memset(&h, 'A', sizeof h);
-        h.hdr = (struct paged_msg_hdr) { PAGED_MSG_HELLO, 1, 0, sizeof h };
-        h.magic = PAGED_HELLO_MAGIC;
-        h.version = PAGED_PROTO_VERSION;
+        h.hdr = (struct pcore_msg_hdr) { PCORE_MSG_HELLO, 1, 0, sizeof h };
+        h.magic = PCORE_HELLO_MAGIC;
+        h.version = PCORE_PROTO_VERSION;
         h.flags = 0;
         rec(&b, &h, sizeof h);
     }
     emit("control", "hello-unterminated", &b);
     b = cstart(OWNER);
     {
-        struct paged_msg_hello h;
+        struct pcore_msg_hello h;
         memset(&h, 0, sizeof h);
-        h.hdr = (struct paged_msg_hdr) { PAGED_MSG_HELLO, 1, 0, sizeof h };
-        h.magic = PAGED_HELLO_MAGIC;
-        h.version = PAGED_PROTO_VERSION;
+        h.hdr = (struct pcore_msg_hdr) { PCORE_MSG_HELLO, 1, 0, sizeof h };
+        h.magic = PCORE_HELLO_MAGIC;
+        h.version = PCORE_PROTO_VERSION;
         rec(&b, &h, 12);
         emit("control", "hello-short", &b);
     }
     b = cstart(OWNER);
-    bare(&b, PAGED_MSG_STATUS, 1);
+    bare(&b, PCORE_MSG_STATUS, 1);
     emit("control", "hello-not-first", &b);
 
     /* The owner with a bystander: every message, most accepted. */
     b = cstart(OWNER | BYSTANDER);
     hello(&b, 0, 16, 128u << 10, "worker");
-    create(&b, 2, "p1", 2, 2, 64, 16, PAGED_DTYPE_F16, 32, 0, 0644, PAGED_ATTACH_WRITE);
-    attach(&b, 3, "base", PAGED_ATTACH_WRITE);
-    bare(&b, PAGED_MSG_SUBSCRIBE, 4);
-    list(&b, 5, PAGED_LIST_POOLS, "");
-    list(&b, 6, PAGED_LIST_CLIENTS, "");
-    list(&b, 7, PAGED_LIST_BLOCKS, "");
-    list(&b, 8, PAGED_LIST_BLOCKS, "base");
-    bare(&b, PAGED_MSG_STATUS, 9);
-    bare(&b, PAGED_MSG_STATS, 10);
-    pool_ref(&b, PAGED_MSG_EVICT, 11, 0, "base");
-    pool_ref(&b, PAGED_MSG_POOL_DETACH, 12, 2, "");
-    pool_ref(&b, PAGED_MSG_POOL_DESTROY, 13, 0, "p1");
-    pool_ref(&b, PAGED_MSG_POOL_DESTROY, 14, 1, "");
+    create(&b, 2, "p1", 2, 2, 64, 16, PAGED_DTYPE_F16, 32, 0, 0644, PCORE_ATTACH_WRITE);
+    attach(&b, 3, "base", PCORE_ATTACH_WRITE);
+    bare(&b, PCORE_MSG_SUBSCRIBE, 4);
+    list(&b, 5, PCORE_LIST_POOLS, "");
+    list(&b, 6, PCORE_LIST_CLIENTS, "");
+    list(&b, 7, PCORE_LIST_BLOCKS, "");
+    list(&b, 8, PCORE_LIST_BLOCKS, "base");
+    bare(&b, PCORE_MSG_STATUS, 9);
+    bare(&b, PCORE_MSG_STATS, 10);
+    pool_ref(&b, PCORE_MSG_EVICT, 11, 0, "base");
+    pool_ref(&b, PCORE_MSG_POOL_DETACH, 12, 2, "");
+    pool_ref(&b, PCORE_MSG_POOL_DESTROY, 13, 0, "p1");
+    pool_ref(&b, PCORE_MSG_POOL_DESTROY, 14, 1, "");
     kill_client(&b, 15, 1);
-    list(&b, 16, PAGED_LIST_CLIENTS, "");
+    list(&b, 16, PCORE_LIST_CLIENTS, "");
     emit("control", "owner-everything", &b);
 
     /* Root destroys the base pool under the bystander, evicts by id, kills both. */
     b = cstart(ROOT | BYSTANDER);
-    hello(&b, PAGED_HELLO_CONTROL, 0, 0, "admin");
-    bare(&b, PAGED_MSG_SUBSCRIBE, 2);
-    pool_ref(&b, PAGED_MSG_POOL_DESTROY, 3, 0, "base");
-    list(&b, 4, PAGED_LIST_BLOCKS, "");
-    pool_ref(&b, PAGED_MSG_EVICT, 5, 1, "");
+    hello(&b, PCORE_HELLO_CONTROL, 0, 0, "admin");
+    bare(&b, PCORE_MSG_SUBSCRIBE, 2);
+    pool_ref(&b, PCORE_MSG_POOL_DESTROY, 3, 0, "base");
+    list(&b, 4, PCORE_LIST_BLOCKS, "");
+    pool_ref(&b, PCORE_MSG_EVICT, 5, 1, "");
     kill_client(&b, 6, 1);
-    list(&b, 7, PAGED_LIST_POOLS, "");
+    list(&b, 7, PCORE_LIST_POOLS, "");
     kill_client(&b, 8, 2);
     emit("control", "root-destroy-kill", &b);
 
@@ -272,26 +272,26 @@ static void control_seeds(void)
     b = cstart(STRANGER | BYSTANDER);
     hello(&b, 0, 8, 0, "stranger");
     attach(&b, 2, "base", 0);
-    pool_ref(&b, PAGED_MSG_POOL_DESTROY, 3, 0, "base");
-    pool_ref(&b, PAGED_MSG_EVICT, 4, 0, "base");
+    pool_ref(&b, PCORE_MSG_POOL_DESTROY, 3, 0, "base");
+    pool_ref(&b, PCORE_MSG_EVICT, 4, 0, "base");
     kill_client(&b, 5, 1);
     kill_client(&b, 6, 99);
-    pool_ref(&b, PAGED_MSG_POOL_DETACH, 7, 1, "");
+    pool_ref(&b, PCORE_MSG_POOL_DETACH, 7, 1, "");
     emit("control", "stranger-refused", &b);
 
     /* A group member attaches read-only though it asks for write, cannot evict. */
     b = cstart(GROUP);
     hello(&b, 0, 8, 0, "group");
-    attach(&b, 2, "base", PAGED_ATTACH_WRITE);
+    attach(&b, 2, "base", PCORE_ATTACH_WRITE);
     attach(&b, 3, "base", 0);
-    pool_ref(&b, PAGED_MSG_EVICT, 4, 0, "base");
-    pool_ref(&b, PAGED_MSG_POOL_DETACH, 5, 1, "");
+    pool_ref(&b, PCORE_MSG_EVICT, 4, 0, "base");
+    pool_ref(&b, PCORE_MSG_POOL_DETACH, 5, 1, "");
     emit("control", "group-readonly", &b);
 
     /* Pool creation: fp8, a byte budget, refusals of every kind, limits. */
     b = cstart(OWNER | TIGHT);
-    hello(&b, PAGED_HELLO_CONTROL, 0, 0, "creator");
-    create(&b, 2, "fp8", 1, 1, 128, 32, PAGED_DTYPE_FP8_E4M3, 16, 0, 0600, PAGED_ATTACH_WRITE);
+    hello(&b, PCORE_HELLO_CONTROL, 0, 0, "creator");
+    create(&b, 2, "fp8", 1, 1, 128, 32, PAGED_DTYPE_FP8_E4M3, 16, 0, 0600, PCORE_ATTACH_WRITE);
     create(&b, 3, "budget", 4, 8, 256, 8, PAGED_DTYPE_BF16, 0, 1u << 20, 0, 0);
     create(&b, 4, "odd", 1, 1, 100, 16, PAGED_DTYPE_F32, 4, 0, 0, 0);
     create(&b, 5, "bad name!", 1, 1, 64, 16, PAGED_DTYPE_F32, 4, 0, 0, 0);
@@ -302,12 +302,12 @@ static void control_seeds(void)
 
     b = cstart(OWNER);
     hello(&b, 0, 4096, 1u << 30, "big");
-    create(&b, 2, "a", 1, 2, 80, 16, PAGED_DTYPE_F32, 8, 0, 0666, PAGED_ATTACH_WRITE);
+    create(&b, 2, "a", 1, 2, 80, 16, PAGED_DTYPE_F32, 8, 0, 0666, PCORE_ATTACH_WRITE);
     create(&b, 3, "b", 3, 1, 96, 8, PAGED_DTYPE_F16, 8, 0, 0600, 0);
-    list(&b, 4, PAGED_LIST_BLOCKS, "a");
-    pool_ref(&b, PAGED_MSG_POOL_DESTROY, 5, 0, "a");
-    pool_ref(&b, PAGED_MSG_POOL_DETACH, 6, 2, "");
-    list(&b, 7, PAGED_LIST_POOLS, "");
+    list(&b, 4, PCORE_LIST_BLOCKS, "a");
+    pool_ref(&b, PCORE_MSG_POOL_DESTROY, 5, 0, "a");
+    pool_ref(&b, PCORE_MSG_POOL_DETACH, 6, 2, "");
+    list(&b, 7, PCORE_LIST_POOLS, "");
     emit("control", "create-destroy-detach", &b);
 
     /* The tight client limit refuses a second channel. */
@@ -319,28 +319,28 @@ static void control_seeds(void)
     b = cstart(OWNER);
     hello(&b, 0, 8, 0, "sloppy");
     {
-        struct paged_msg_hdr h = { PAGED_MSG_STATUS, 2, 0, 99 };
+        struct pcore_msg_hdr h = { PCORE_MSG_STATUS, 2, 0, 99 };
         rec(&b, &h, sizeof h);
-        h = (struct paged_msg_hdr) { PAGED_MSG_POOL_CREATE, 3, 0, sizeof h };
+        h = (struct pcore_msg_hdr) { PCORE_MSG_POOL_CREATE, 3, 0, sizeof h };
         rec(&b, &h, sizeof h);
-        h = (struct paged_msg_hdr) { 77, 4, 0, sizeof h };
+        h = (struct pcore_msg_hdr) { 77, 4, 0, sizeof h };
         rec(&b, &h, sizeof h);
-        h = (struct paged_msg_hdr) { PAGED_MSG_HELLO, 5, 0, sizeof h };
+        h = (struct pcore_msg_hdr) { PCORE_MSG_HELLO, 5, 0, sizeof h };
         rec(&b, &h, sizeof h);
         rec(&b, &h, 7);
     }
     list(&b, 6, 9, "");
     {
-        struct paged_msg_list m;
+        struct pcore_msg_list m;
         memset(&m, 'z', sizeof m);
-        m.hdr = (struct paged_msg_hdr) { PAGED_MSG_LIST, 7, 0, sizeof m };
-        m.what = PAGED_LIST_POOLS;
+        m.hdr = (struct pcore_msg_hdr) { PCORE_MSG_LIST, 7, 0, sizeof m };
+        m.what = PCORE_LIST_POOLS;
         rec(&b, &m, sizeof m);
     }
     attach(&b, 8, "base", 0x10);
     attach(&b, 9, "", 0);
-    pool_ref(&b, PAGED_MSG_EVICT, 10, 0, "no-such");
-    pool_ref(&b, PAGED_MSG_POOL_DESTROY, 11, 42, "");
+    pool_ref(&b, PCORE_MSG_EVICT, 10, 0, "no-such");
+    pool_ref(&b, PCORE_MSG_POOL_DESTROY, 11, 42, "");
     rec(&b, NULL, 0);
     emit("control", "malformed", &b);
 }
@@ -350,9 +350,9 @@ static void control_seeds(void)
 /* One validate input under construction: the entries done, the current one, the arena. */
 struct vin {
     unsigned setup;
-    struct paged_sqe done[7];
+    struct pcore_sqe done[7];
     unsigned ndone;
-    struct paged_sqe sqe;
+    struct pcore_sqe sqe;
     struct buf arena;
 };
 
@@ -455,7 +455,7 @@ static void append_into(struct vin *v, int all, int32_t layer, int32_t src_dtype
 {
     const struct fv_pool *p = &fv_pools[v->sqe.pool - 1];
     v->sqe.opcode = PAGED_OP_APPEND;
-    v->sqe.flags = all ? PAGED_SQE_ALL_LAYERS : 0;
+    v->sqe.flags = all ? PCORE_SQE_ALL_LAYERS : 0;
     v->sqe.layer = layer;
     uint32_t layers = all ? p->num_layers : 1;
     size_t elems = (size_t) layers * n * p->num_kv_heads * p->head_dim;
@@ -482,7 +482,7 @@ static void attn_into(struct vin *v, int32_t dtype, uint32_t nq, uint32_t ns, co
                       const int32_t *bt, uint32_t stride, const int32_t *qo)
 {
     uint32_t head_dim = fv_pools[v->sqe.pool - 1].head_dim;
-    struct paged_req_attn *a = &v->sqe.u.attn;
+    struct pcore_req_attn *a = &v->sqe.u.attn;
     v->sqe.layer = 0;
     a->num_seqs = ns;
     a->num_q_heads = nq;
@@ -808,7 +808,7 @@ static void validate_seeds(void)
     v = vstart(42, 2);
     vemit("bad-opcode", &v);
     v = vstart(PAGED_OP_DECODE, 2);
-    v.sqe.flags = PAGED_SQE_ALL_LAYERS;
+    v.sqe.flags = PCORE_SQE_ALL_LAYERS;
     vemit("bad-flags", &v);
     v = vstart(PAGED_OP_FREE, 77);
     vemit("bad-pool", &v);
@@ -826,13 +826,13 @@ static void validate_seeds(void)
         v = vstart(PAGED_OP_APPEND, 2);
         uint64_t words = space(&v.arena, 16);
         append_into(&v, 0, 1, PAGED_DTYPE_F16, slots, 2);
-        v.sqe.flags |= PAGED_SQE_WAIT | PAGED_SQE_SIGNAL;
-        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .signal_off = words + 4, .wait_value = 3,
+        v.sqe.flags |= PCORE_SQE_WAIT | PCORE_SQE_SIGNAL;
+        v.sqe.dep = (struct pcore_dep_wire) { .wait_off = words, .signal_off = words + 4, .wait_value = 3,
                                               .signal_value = 7 };
         vnext(&v, PAGED_OP_DECODE, 2);
         attn_into(&v, PAGED_DTYPE_F16, 4, 2, lens, bt, 4, NULL);
-        v.sqe.flags = PAGED_SQE_WAIT | PAGED_SQE_SIGNAL | PAGED_SQE_HOST_WORDS;
-        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words + 4, .signal_off = words + 8, .wait_value = 7,
+        v.sqe.flags = PCORE_SQE_WAIT | PCORE_SQE_SIGNAL | PCORE_SQE_HOST_WORDS;
+        v.sqe.dep = (struct pcore_dep_wire) { .wait_off = words + 4, .signal_off = words + 8, .wait_value = 7,
                                               .signal_value = 1 };
         /* The DECODE's word is reached already: only the rule keeps it out of the APPEND's pass. */
         uint32_t three = 3, seven = 7;
@@ -842,14 +842,14 @@ static void validate_seeds(void)
 
         v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
         words = space(&v.arena, 8);
-        v.sqe.flags = PAGED_SQE_WAIT;
-        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .wait_value = 5 };
+        v.sqe.flags = PCORE_SQE_WAIT;
+        v.sqe.dep = (struct pcore_dep_wire) { .wait_off = words, .wait_value = 5 };
         vemit("deps-wait-unmet", &v);
         v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
         words = space(&v.arena, 8);
         v.setup = 1u << 6; /* the wait times out at once */
-        v.sqe.flags = PAGED_SQE_WAIT | PAGED_SQE_SIGNAL;
-        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .signal_off = words + 4, .wait_value = 5,
+        v.sqe.flags = PCORE_SQE_WAIT | PCORE_SQE_SIGNAL;
+        v.sqe.dep = (struct pcore_dep_wire) { .wait_off = words, .signal_off = words + 4, .wait_value = 5,
                                               .signal_value = 9 };
         vnext(&v, PAGED_OP_NOP, 0);
         vemit("deps-wait-timeout", &v);
@@ -858,22 +858,22 @@ static void validate_seeds(void)
         v = attn(PAGED_OP_DECODE, 1, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
         words = space(&v.arena, 8);
         v.setup = 1u << 6;
-        v.sqe.flags = PAGED_SQE_WAIT;
-        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words, .wait_value = 5 };
+        v.sqe.flags = PCORE_SQE_WAIT;
+        v.sqe.dep = (struct pcore_dep_wire) { .wait_off = words, .wait_value = 5 };
         vnext(&v, PAGED_OP_DECODE, 1);
         attn_into(&v, PAGED_DTYPE_F32, 2, 2, lens, bt, 4, NULL);
-        v.sqe.flags = PAGED_SQE_WAIT;
-        v.sqe.dep = (struct paged_dep_wire) { .wait_off = words + 4, .wait_value = 6 };
+        v.sqe.flags = PCORE_SQE_WAIT;
+        v.sqe.dep = (struct pcore_dep_wire) { .wait_off = words + 4, .wait_value = 6 };
         vemit("regress-two-waits-time-out", &v);
 
         v = attn(PAGED_OP_DECODE, 2, PAGED_DTYPE_F16, 4, 2, lens, bt, 4, NULL);
-        v.sqe.flags = PAGED_SQE_WAIT;
-        v.sqe.dep = (struct paged_dep_wire) { .wait_off = 1ull << 40, .wait_value = 1 };
+        v.sqe.flags = PCORE_SQE_WAIT;
+        v.sqe.dep = (struct pcore_dep_wire) { .wait_off = 1ull << 40, .wait_value = 1 };
         vnext(&v, PAGED_OP_NOP, 0);
-        v.sqe.flags = PAGED_SQE_SIGNAL;
+        v.sqe.flags = PCORE_SQE_SIGNAL;
         vnext(&v, PAGED_OP_DECODE, 2);
         attn_into(&v, PAGED_DTYPE_F16, 4, 2, lens, bt, 4, NULL);
-        v.sqe.flags = PAGED_SQE_HOST_WORDS;
+        v.sqe.flags = PCORE_SQE_HOST_WORDS;
         vemit("deps-refused", &v);
     }
 }

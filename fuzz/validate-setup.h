@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "daemon/alloc.h"
+#include "daemon/alloc/alloc.h"
 
 #define FV_HOLDER 7u
 #define FV_OTHER 9u

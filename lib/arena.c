@@ -50,7 +50,7 @@ int pc_data_arena_map(paged_client *c)
         rc = pc_cuda_find_device(c->cuda, c->device_uuid, &dev, c->err, sizeof c->err);
     if (rc < 0)
         return rc;
-    if (c->data_kind == PAGED_MEM_CUDA_VMM)
+    if (c->data_kind == PCORE_MEM_CUDA_VMM)
         rc = pc_cuda_map_vmm(c->cuda, dev, c->data_fd, c->data_alloc, 1, &c->data_map, c->err,
                              sizeof c->err);
     else

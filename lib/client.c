@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "lib/client.h"
-#include "lib/shm.h"
-#include "lib/sock.h"
+#include "lib/core/shm.h"
+#include "lib/core/sock.h"
 
 /* Defaults of paged_connect_opts. */
 #define PC_DEFAULT_SQ 256u
@@ -43,12 +43,12 @@ static paged_client *client_new(void)
     if (c == NULL)
         return NULL;
     c->sock = c->sq_notify_fd = c->cq_wait_fd = c->epoll_fd = c->data_fd = -1;
-    c->msgbuf = malloc(PAGED_MSG_MAX);
+    c->msgbuf = malloc(PCORE_MSG_MAX);
     if (c->msgbuf == NULL) {
         free(c);
         return NULL;
     }
-    paged_waiter_init(&c->waiter, PAGED_WAKE_SPIN_NS);
+    pcore_waiter_init(&c->waiter, PCORE_WAKE_SPIN_NS);
     return c;
 }
 
@@ -60,7 +60,7 @@ static void client_free(paged_client *c)
     pc_cuda_unmap(c->cuda, &c->data_map);
     pc_cuda_unload(c->cuda);
     if (c->chan != NULL)
-        paged_shm_unmap(c->chan, c->chan_size);
+        pcore_shm_unmap(c->chan, c->chan_size);
     int fds[] = { c->sock, c->sq_notify_fd, c->cq_wait_fd, c->epoll_fd, c->data_fd };
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0)
@@ -74,21 +74,21 @@ static void client_free(paged_client *c)
 }
 
 /* Fills a HELLO from the options. Returns PAGED_OK or PAGED_E_INVAL naming the bad option. */
-static int fill_hello(paged_client *c, const paged_connect_opts *o, struct paged_msg_hello *m)
+static int fill_hello(paged_client *c, const paged_connect_opts *o, struct pcore_msg_hello *m)
 {
     memset(m, 0, sizeof *m);
-    m->hdr.type = PAGED_MSG_HELLO;
-    m->magic = PAGED_HELLO_MAGIC;
-    m->version = PAGED_PROTO_VERSION;
+    m->hdr.type = PCORE_MSG_HELLO;
+    m->magic = PCORE_HELLO_MAGIC;
+    m->version = PCORE_PROTO_VERSION;
     m->pid = (uint32_t) getpid();
     m->sq_entries = o->sq_entries != 0 ? o->sq_entries : PC_DEFAULT_SQ;
     m->cq_entries = o->cq_entries != 0 ? o->cq_entries : 2 * m->sq_entries;
-    if (!is_pow2(m->sq_entries) || m->sq_entries > PAGED_RING_MAX_ENTRIES) {
+    if (!is_pow2(m->sq_entries) || m->sq_entries > PCORE_RING_MAX_ENTRIES) {
         pc_set_err(c, "sq_entries %u is not a power of two up to 2^30", m->sq_entries);
         return PAGED_E_INVAL;
     }
     if (!is_pow2(m->cq_entries) || m->cq_entries < m->sq_entries
-        || m->cq_entries > PAGED_RING_MAX_ENTRIES) {
+        || m->cq_entries > PCORE_RING_MAX_ENTRIES) {
         pc_set_err(c, "cq_entries %u is not a power of two >= sq_entries", m->cq_entries);
         return PAGED_E_INVAL;
     }
@@ -100,11 +100,11 @@ static int fill_hello(paged_client *c, const paged_connect_opts *o, struct paged
 }
 
 /* Checks a WELCOME against the descriptors that came with it. Returns PAGED_OK or an error. */
-static int check_welcome(paged_client *c, const struct paged_msg_welcome *w, int nfds)
+static int check_welcome(paged_client *c, const struct pcore_msg_welcome *w, int nfds)
 {
-    if (w->version != PAGED_PROTO_VERSION) {
+    if (w->version != PCORE_PROTO_VERSION) {
         pc_set_err(c, "the daemon speaks protocol version %u, this library %u", w->version,
-                   PAGED_PROTO_VERSION);
+                   PCORE_PROTO_VERSION);
         return PAGED_E_VERSION;
     }
     if (w->num_fds != (uint32_t) nfds || nfds < 3) {
@@ -122,8 +122,8 @@ static int check_welcome(paged_client *c, const struct paged_msg_welcome *w, int
         pc_set_err(c, "WELCOME names an unknown backend %u", w->backend);
         return PAGED_E_PROTO;
     }
-    int want = w->data_arena_kind == PAGED_MEM_CUDA_VMM ? 4
-               : w->data_arena_kind == PAGED_MEM_CUDA_IPC ? 3 : -1;
+    int want = w->data_arena_kind == PCORE_MEM_CUDA_VMM ? 4
+               : w->data_arena_kind == PCORE_MEM_CUDA_IPC ? 3 : -1;
     if (want < 0 || nfds != want || w->data_arena_size == 0
         || w->data_arena_alloc < w->data_arena_size) {
         pc_set_err(c, "WELCOME describes a device arena libpaged cannot use (kind %u, %d fds)",
@@ -139,12 +139,12 @@ static int map_channel(paged_client *c, int fd, uint64_t size)
     struct stat st;
     if (fstat(fd, &st) != 0)
         return PAGED_E_SYSTEM;
-    if (size < sizeof(struct paged_channel_hdr) || (uint64_t) st.st_size != size) {
+    if (size < sizeof(struct pcore_channel_hdr) || (uint64_t) st.st_size != size) {
         pc_set_err(c, "channel is %lld bytes, WELCOME said %llu", (long long) st.st_size,
                    (unsigned long long) size);
         return PAGED_E_PROTO;
     }
-    int rc = paged_shm_map(fd, size, 1, &c->chan);
+    int rc = pcore_shm_map(fd, size, 1, &c->chan);
     if (rc < 0) {
         c->chan = NULL;
         pc_set_err(c, "cannot map the channel: %s", paged_strerror(rc));
@@ -153,17 +153,17 @@ static int map_channel(paged_client *c, int fd, uint64_t size)
     c->chan_size = size;
     /* Our own copy: everything after this reads the geometry from it, never from the map. */
     memcpy(&c->hdr, c->chan, sizeof c->hdr);
-    rc = paged_channel_check(&c->hdr, size);
+    rc = pcore_channel_check(&c->hdr, size);
     if (rc < 0) {
         pc_set_err(c, "the channel header does not add up (%s)", paged_strerror(rc));
         return rc;
     }
     unsigned char *b = c->chan;
-    rc = paged_ring_prod_init(&c->sq, (void *) (b + c->hdr.sq_ctl_off), b + c->hdr.sq_off,
-                              c->hdr.sq_entries, sizeof(struct paged_sqe));
+    rc = pcore_ring_prod_init(&c->sq, (void *) (b + c->hdr.sq_ctl_off), b + c->hdr.sq_off,
+                              c->hdr.sq_entries, sizeof(struct pcore_sqe));
     if (rc == PAGED_OK)
-        rc = paged_ring_cons_init(&c->cq, (void *) (b + c->hdr.cq_ctl_off), b + c->hdr.cq_off,
-                                  c->hdr.cq_entries, sizeof(struct paged_cqe));
+        rc = pcore_ring_cons_init(&c->cq, (void *) (b + c->hdr.cq_ctl_off), b + c->hdr.cq_off,
+                                  c->hdr.cq_entries, sizeof(struct pcore_cqe));
     if (rc < 0) {
         pc_set_err(c, "the channel's rings are not empty or not sane");
         return rc == PAGED_E_INVAL ? PAGED_E_PROTO : rc;
@@ -217,17 +217,17 @@ static int do_connect(paged_client *c, const paged_connect_opts *o)
             return PAGED_E_INVAL;
         }
         snprintf(path, sizeof path, "%s", o->socket_path);
-    } else if (psock_default_path(path, sizeof path) < 0) {
+    } else if (pcore_sock_default_path(path, sizeof path) < 0) {
         pc_set_err(c, "the default socket path is too long");
         return PAGED_E_INVAL;
     }
     c->timeout_ms = o->timeout_ms == 0 ? PC_DEFAULT_TIMEOUT_MS : o->timeout_ms < 0 ? -1 : o->timeout_ms;
 
-    struct paged_msg_hello hello;
+    struct pcore_msg_hello hello;
     int rc = fill_hello(c, o, &hello);
     if (rc < 0)
         return rc;
-    c->sock = psock_connect(path);
+    c->sock = pcore_sock_connect(path);
     if (c->sock < 0) {
         rc = c->sock;
         c->sock = -1;
@@ -238,9 +238,9 @@ static int do_connect(paged_client *c, const paged_connect_opts *o)
     if (set_nonblock(c->sock) < 0)
         return PAGED_E_SYSTEM;
 
-    struct paged_msg_welcome w;
+    struct pcore_msg_welcome w;
     int fds[PSOCK_MAX_FDS], nfds = 0;
-    rc = pc_ctl_call(c, &hello, sizeof hello, PAGED_MSG_WELCOME, &w, sizeof w, fds,
+    rc = pc_ctl_call(c, &hello, sizeof hello, PCORE_MSG_WELCOME, &w, sizeof w, fds,
                      PSOCK_MAX_FDS, &nfds);
     if (rc < 0)
         return rc;
@@ -291,14 +291,14 @@ int paged_client_connect_err(const paged_connect_opts *opts, paged_client **out,
     if (c == NULL)
         return PAGED_E_NOMEM;
     if (opts != NULL && opts->spin_us != 0) {
-        if (opts->spin_us < -1 || opts->spin_us > PAGED_SPIN_US_MAX) {
+        if (opts->spin_us < -1 || opts->spin_us > PCORE_SPIN_US_MAX) {
             if (errbuf != NULL && errbuf_size > 0)
                 snprintf(errbuf, errbuf_size, "spin_us %d is out of range (-1 to %d)", opts->spin_us,
-                         PAGED_SPIN_US_MAX);
+                         PCORE_SPIN_US_MAX);
             client_free(c);
             return PAGED_E_INVAL;
         }
-        paged_waiter_init(&c->waiter, opts->spin_us < 0 ? 0 : (uint32_t) opts->spin_us * 1000u);
+        pcore_waiter_init(&c->waiter, opts->spin_us < 0 ? 0 : (uint32_t) opts->spin_us * 1000u);
     }
     int rc = do_connect(c, opts != NULL ? opts : &defaults);
     if (rc < 0) {

@@ -21,9 +21,9 @@
 #include <stdint.h>
 
 #include "paged.h"
-#include "lib/proto.h"
-#include "lib/ring.h"
-#include "lib/wake.h"
+#include "lib/core/proto.h"
+#include "lib/core/ring.h"
+#include "lib/core/wake.h"
 #include "lib/cuda_driver.h"
 
 /* The size of paged_client_error's buffer. */
@@ -44,7 +44,7 @@ struct pc_slot {
     uint8_t op;             /* the request's opcode, checked against the completion's */
     uint8_t published;      /* visible to the daemon (a completion before that is bogus) */
     uint8_t done;           /* sync slots: cqe holds the completion */
-    struct paged_cqe cqe;
+    struct pcore_cqe cqe;
 };
 
 /* A bump-allocated arena: host memory, or device memory seen at dptr. */
@@ -68,10 +68,10 @@ struct paged_client {
 
     void *chan;             /* the channel mapping */
     uint64_t chan_size;
-    struct paged_channel_hdr hdr; /* our copy, checked */
-    struct paged_ring_prod sq;
-    struct paged_ring_cons cq;
-    struct paged_waiter waiter;
+    struct pcore_channel_hdr hdr; /* our copy, checked */
+    struct pcore_ring_prod sq;
+    struct pcore_ring_cons cq;
+    struct pcore_waiter waiter;
 
     uint32_t cq_entries;
     struct pc_slot *slots;  /* cq_entries */
@@ -89,7 +89,7 @@ struct paged_client {
     /* The device data arena (cuda backend). */
     int32_t device_ordinal;
     uint8_t device_uuid[16];
-    uint32_t data_kind;     /* enum paged_mem_kind */
+    uint32_t data_kind;     /* enum pcore_mem_kind */
     uint64_t data_alloc;    /* bytes of the exported allocation */
     int data_fd;            /* VMM descriptor until mapped, else -1 */
     uint8_t data_ipc[64];
@@ -97,16 +97,16 @@ struct paged_client {
 
     struct pc_cuda *cuda;   /* the CUDA driver, loaded on first need */
     struct paged_pool *pools;
-    unsigned char *msgbuf;  /* PAGED_MSG_MAX bytes for received control messages */
+    unsigned char *msgbuf;  /* PCORE_MSG_MAX bytes for received control messages */
     char err[PC_ERR_MAX];
 };
 
 struct paged_pool {
     paged_client *c;
     struct paged_pool *next;
-    char name[PAGED_NAME_MAX];
+    char name[PCORE_NAME_MAX];
     paged_pool_info info;
-    uint32_t mem_kind;      /* enum paged_mem_kind */
+    uint32_t mem_kind;      /* enum pcore_mem_kind */
     uint64_t alloc_bytes;
     int fd;                 /* the pool memory's descriptor until mapped, else -1 */
     uint8_t ipc[64];
@@ -168,7 +168,7 @@ int pc_conn_check(paged_client *c);
  * free SQ entry without publishing it. state is PC_SLOT_USER or PC_SLOT_SYNC. Returns
  * the slot index, PAGED_E_AGAIN, or the sticky connection error.
  */
-int pc_prep_sqe(paged_client *c, struct paged_sqe *sqe, int state, uint64_t user_tag);
+int pc_prep_sqe(paged_client *c, struct pcore_sqe *sqe, int state, uint64_t user_tag);
 
 /* Publishes the prepared entries and wakes the daemon if it sleeps; returns their number. */
 int pc_submit(paged_client *c);
@@ -207,7 +207,7 @@ const char *pc_op_name(unsigned op);
  * field and element. A slot of c's own is needed: PAGED_E_AGAIN when the caller has
  * cq_entries requests unreaped.
  */
-int pc_sync_run(paged_client *c, struct paged_sqe *sqe, struct paged_cqe *cqe);
+int pc_sync_run(paged_client *c, struct pcore_sqe *sqe, struct pcore_cqe *cqe);
 
 /* ---- arena.c. */
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "lib/client.h"
-#include "lib/sock.h"
+#include "lib/core/sock.h"
 
 /* Sets c->err from a format. */
 void pc_set_err(paged_client *c, const char *fmt, ...)
@@ -69,16 +69,16 @@ static int mark_dead(paged_client *c, int err)
  * Handles a message nobody asked for, or a late reply: SHUTDOWN marks the client, an ERROR
  * without a request number keeps its text, the rest is dropped. Returns c->dead.
  */
-static int handle_unsolicited(paged_client *c, const struct paged_msg_hdr *h, size_t n)
+static int handle_unsolicited(paged_client *c, const struct pcore_msg_hdr *h, size_t n)
 {
-    if (h->type == PAGED_MSG_SHUTDOWN) {
+    if (h->type == PCORE_MSG_SHUTDOWN) {
         pc_set_err(c, "the daemon is shutting down");
         return mark_dead(c, PAGED_E_SHUTDOWN);
     }
-    if (h->type == PAGED_MSG_ERROR && h->seq == 0 && n >= sizeof(struct paged_msg_error)) {
+    if (h->type == PCORE_MSG_ERROR && h->seq == 0 && n >= sizeof(struct pcore_msg_error)) {
         /* An error answering no request: the daemon refusing the connection (a HELLO it
          * will not take, corrupt rings). It closes next; its reason is what we report. */
-        const struct paged_msg_error *e = (const void *) h;
+        const struct pcore_msg_error *e = (const void *) h;
         pc_set_err(c, "%.*s", (int) sizeof e->message, e->message);
         if (h->status < 0)
             c->refused = h->status;
@@ -93,7 +93,7 @@ static int handle_unsolicited(paged_client *c, const struct paged_msg_hdr *h, si
  */
 static ssize_t recv_one(paged_client *c, int *fds, int maxfds, int *nfds)
 {
-    ssize_t n = psock_recv(c->sock, c->msgbuf, PAGED_MSG_MAX, fds, maxfds, nfds);
+    ssize_t n = pcore_sock_recv(c->sock, c->msgbuf, PCORE_MSG_MAX, fds, maxfds, nfds);
     if (n == PAGED_E_AGAIN)
         return n;
     if (n == PAGED_E_DISCONNECTED || n == PAGED_E_SYSTEM) {
@@ -103,7 +103,7 @@ static ssize_t recv_one(paged_client *c, int *fds, int maxfds, int *nfds)
     }
     if (n < 0)
         return n;
-    const struct paged_msg_hdr *h = (const void *) c->msgbuf;
+    const struct pcore_msg_hdr *h = (const void *) c->msgbuf;
     if ((size_t) n < sizeof *h || h->len != (uint32_t) n) {
         close_fds(fds, *nfds);
         *nfds = 0;
@@ -137,7 +137,7 @@ int pc_conn_check(paged_client *c)
 static int send_until(paged_client *c, const void *msg, size_t len, uint64_t deadline)
 {
     for (;;) {
-        int rc = psock_send(c->sock, msg, len, NULL, 0);
+        int rc = pcore_sock_send(c->sock, msg, len, NULL, 0);
         if (rc != PAGED_E_AGAIN) {
             if (rc == PAGED_E_DISCONNECTED) {
                 /* A daemon that shut down said so before it closed: read what it left, so
@@ -165,7 +165,7 @@ int pc_ctl_call(paged_client *c, void *msg, size_t len, uint32_t want, void *rep
     *nfds = 0;
     if (c->dead != 0)
         return c->dead;
-    struct paged_msg_hdr *h = msg;
+    struct pcore_msg_hdr *h = msg;
     if (++c->ctl_seq == 0)
         c->ctl_seq = 1; /* 0 marks messages that answer nothing */
     h->seq = c->ctl_seq;
@@ -177,7 +177,7 @@ int pc_ctl_call(paged_client *c, void *msg, size_t len, uint32_t want, void *rep
         return rc;
     for (;;) {
         int left = pc_ms_left(deadline);
-        rc = psock_wait_readable(c->sock, left);
+        rc = pcore_sock_wait_readable(c->sock, left);
         if (rc == PAGED_E_TIMEOUT) {
             pc_set_err(c, "no reply from the daemon within %d ms", c->timeout_ms);
             return PAGED_E_TIMEOUT;
@@ -193,16 +193,16 @@ int pc_ctl_call(paged_client *c, void *msg, size_t len, uint32_t want, void *rep
                 return c->dead;
             return (int) n;
         }
-        const struct paged_msg_hdr *r = (const void *) c->msgbuf;
-        if (r->seq != h->seq || r->type == PAGED_MSG_SHUTDOWN || r->type == PAGED_MSG_EVENT) {
+        const struct pcore_msg_hdr *r = (const void *) c->msgbuf;
+        if (r->seq != h->seq || r->type == PCORE_MSG_SHUTDOWN || r->type == PCORE_MSG_EVENT) {
             close_fds(got, ngot);
             if (handle_unsolicited(c, r, (size_t) n) != 0)
                 return c->dead;
             continue;
         }
-        if (r->type == PAGED_MSG_ERROR) {
+        if (r->type == PCORE_MSG_ERROR) {
             close_fds(got, ngot);
-            const struct paged_msg_error *e = (const void *) r;
+            const struct pcore_msg_error *e = (const void *) r;
             if ((size_t) n < sizeof *e || r->status >= 0) {
                 pc_set_err(c, "malformed error message from the daemon");
                 return PAGED_E_PROTO;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "paged.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 
 /* Writes a formatted reason to err (errlen bytes), if there is room for one. */
 void pc_cu_err(char *err, size_t errlen, const char *fmt, ...)
@@ -259,7 +259,7 @@ int pc_cuda_map_vmm(struct pc_cuda *cu, int device, int fd, uint64_t size, int w
     pc_cu_leave(cu);
     m->dptr = p;
     m->size = size;
-    m->kind = PAGED_MEM_CUDA_VMM;
+    m->kind = PCORE_MEM_CUDA_VMM;
     m->device = device;
     return PAGED_OK;
 }
@@ -282,7 +282,7 @@ int pc_cuda_map_ipc(struct pc_cuda *cu, int device, const uint8_t handle[64],
         return PAGED_E_DEVICE;
     }
     m->dptr = p;
-    m->kind = PAGED_MEM_CUDA_IPC;
+    m->kind = PCORE_MEM_CUDA_IPC;
     m->device = device;
     return PAGED_OK;
 }
@@ -293,7 +293,7 @@ void pc_cuda_unmap(struct pc_cuda *cu, struct pc_devmap *m)
     if (cu == NULL || m->dptr == 0)
         return;
     if (pc_cu_enter_primary(cu, m->device, NULL, 0) == PAGED_OK) {
-        if (m->kind == PAGED_MEM_CUDA_VMM) {
+        if (m->kind == PCORE_MEM_CUDA_VMM) {
             cu->mem_unmap(m->dptr, (size_t) m->size);
             cu->address_free(m->dptr, (size_t) m->size);
         } else {

@@ -28,7 +28,7 @@ struct pc_cuda;
 struct pc_devmap {
     uint64_t dptr;          /* device address, 0 when not mapped */
     uint64_t size;          /* bytes mapped (VMM) */
-    int kind;               /* enum paged_mem_kind: PAGED_MEM_CUDA_VMM or PAGED_MEM_CUDA_IPC */
+    int kind;               /* enum pcore_mem_kind: PCORE_MEM_CUDA_VMM or PCORE_MEM_CUDA_IPC */
     int device;             /* CUdevice */
 };
 

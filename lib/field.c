@@ -3,41 +3,41 @@
 #include "config.h"
 
 #include "paged.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 
-/* One name per enum paged_field, as the caller knows the field (paged_request, paged_attn_args). */
-static const char *const field_names[PAGED_FIELD_COUNT_] = {
-    [PAGED_FIELD_NONE] = "none",
-    [PAGED_FIELD_OPCODE] = "opcode",
-    [PAGED_FIELD_POOL] = "pool",
-    [PAGED_FIELD_LAYER] = "layer",
-    [PAGED_FIELD_COUNT] = "count",
-    [PAGED_FIELD_DTYPE] = "dtype",
-    [PAGED_FIELD_HEADS] = "num_q_heads",
-    [PAGED_FIELD_IDS] = "ids",
-    [PAGED_FIELD_K] = "k",
-    [PAGED_FIELD_V] = "v",
-    [PAGED_FIELD_SLOTS] = "slots",
-    [PAGED_FIELD_Q] = "q",
-    [PAGED_FIELD_OUT] = "out",
-    [PAGED_FIELD_BLOCK_TABLE] = "block_tables",
-    [PAGED_FIELD_SEQ_LENS] = "seq_lens",
-    [PAGED_FIELD_QO_INDPTR] = "qo_indptr",
-    [PAGED_FIELD_ALIBI] = "alibi_slopes",
-    [PAGED_FIELD_SRC] = "src",
-    [PAGED_FIELD_DST] = "dst",
-    [PAGED_FIELD_TOKENS] = "tokens",
-    [PAGED_FIELD_WINDOW] = "window",
-    [PAGED_FIELD_SCALE] = "sm_scale",
-    [PAGED_FIELD_FLAGS] = "flags",
-    [PAGED_FIELD_WAIT] = "dep.wait_off",
-    [PAGED_FIELD_SIGNAL] = "dep.signal_off",
+/* One name per enum pcore_field, as the caller knows the field (paged_request, paged_attn_args). */
+static const char *const field_names[PCORE_FIELD_COUNT_] = {
+    [PCORE_FIELD_NONE] = "none",
+    [PCORE_FIELD_OPCODE] = "opcode",
+    [PCORE_FIELD_POOL] = "pool",
+    [PCORE_FIELD_LAYER] = "layer",
+    [PCORE_FIELD_COUNT] = "count",
+    [PCORE_FIELD_DTYPE] = "dtype",
+    [PCORE_FIELD_HEADS] = "num_q_heads",
+    [PCORE_FIELD_IDS] = "ids",
+    [PCORE_FIELD_K] = "k",
+    [PCORE_FIELD_V] = "v",
+    [PCORE_FIELD_SLOTS] = "slots",
+    [PCORE_FIELD_Q] = "q",
+    [PCORE_FIELD_OUT] = "out",
+    [PCORE_FIELD_BLOCK_TABLE] = "block_tables",
+    [PCORE_FIELD_SEQ_LENS] = "seq_lens",
+    [PCORE_FIELD_QO_INDPTR] = "qo_indptr",
+    [PCORE_FIELD_ALIBI] = "alibi_slopes",
+    [PCORE_FIELD_SRC] = "src",
+    [PCORE_FIELD_DST] = "dst",
+    [PCORE_FIELD_TOKENS] = "tokens",
+    [PCORE_FIELD_WINDOW] = "window",
+    [PCORE_FIELD_SCALE] = "sm_scale",
+    [PCORE_FIELD_FLAGS] = "flags",
+    [PCORE_FIELD_WAIT] = "dep.wait_off",
+    [PCORE_FIELD_SIGNAL] = "dep.signal_off",
 };
 
 /* Returns the name of a completion's err_field, or "none" for one this library does not know. */
 const char *paged_field_name(uint32_t field)
 {
-    if (field >= PAGED_FIELD_COUNT_ || field_names[field] == NULL)
+    if (field >= PCORE_FIELD_COUNT_ || field_names[field] == NULL)
         return "none";
     return field_names[field];
 }

@@ -1,19 +1,29 @@
-# lib/local.mk: what lib/ builds.
+# lib/local.mk: libpaged, the installed client library.
 # SPDX-License-Identifier: MIT
 
-# libpagedcore: the internals libpaged and pagedd share (wire protocol, ring, wake-ups,
-# shared memory, the control socket, error strings, hashing).
-noinst_LTLIBRARIES += lib/libpagedcore.la
-lib_libpagedcore_la_SOURCES = \
-	lib/proto.h \
-	lib/strerror.c \
-	lib/dtype.c \
-	lib/prefix_hash.c \
-	lib/ring.h \
-	lib/ring.c \
-	lib/wake.h \
-	lib/wake.c \
-	lib/shm.h \
-	lib/shm.c \
-	lib/sock.h \
-	lib/sock.c
+# The client library: its own modules over libpagedcore (protocol, rings, wake-ups, shared
+# memory, sockets, error strings, hashing), whose symbols stay hidden behind the version
+# script: only the paged_* functions of include/paged.h are exported, in node PAGED_0.1.
+lib_LTLIBRARIES += lib/libpaged.la
+lib_libpaged_la_SOURCES = \
+	lib/client.h \
+	lib/client.c \
+	lib/control.c \
+	lib/pool.c \
+	lib/arena.c \
+	lib/submit.c \
+	lib/sync.c \
+	lib/seq.c \
+	lib/field.c \
+	lib/version.c \
+	lib/stream.c \
+	lib/cuda_api.h \
+	lib/cuda_driver.h \
+	lib/cuda_driver.c \
+	lib/cuda_words.c
+lib_libpaged_la_LIBADD = lib/core/libpagedcore.la
+# current:revision:age of the libtool interface; -ldl comes from configure's LIBS where needed.
+lib_libpaged_la_LDFLAGS = -version-info 0:0:0 -no-undefined \
+	-Wl,--version-script=$(srcdir)/lib/libpaged.map
+EXTRA_lib_libpaged_la_DEPENDENCIES = lib/libpaged.map
+EXTRA_DIST += lib/libpaged.map

@@ -8,23 +8,23 @@
 #include <unistd.h>
 
 #include "lib/client.h"
-#include "lib/shm.h"
-#include "lib/sock.h"
+#include "lib/core/shm.h"
+#include "lib/core/sock.h"
 
 /* Copies a pool name into a wire field; returns PAGED_OK or PAGED_E_INVAL (explained). */
-static int copy_name(paged_client *c, char dst[PAGED_NAME_MAX], const char *name)
+static int copy_name(paged_client *c, char dst[PCORE_NAME_MAX], const char *name)
 {
-    if (name == NULL || name[0] == '\0' || strlen(name) >= PAGED_NAME_MAX) {
-        pc_set_err(c, "pool name must be 1 to %u bytes", PAGED_NAME_MAX - 1);
+    if (name == NULL || name[0] == '\0' || strlen(name) >= PCORE_NAME_MAX) {
+        pc_set_err(c, "pool name must be 1 to %u bytes", PCORE_NAME_MAX - 1);
         return PAGED_E_INVAL;
     }
-    memset(dst, 0, PAGED_NAME_MAX);
+    memset(dst, 0, PCORE_NAME_MAX);
     memcpy(dst, name, strlen(name));
     return PAGED_OK;
 }
 
 /* Returns the layout size of a reply's geometry, or 0 if it overflows or is empty. */
-static uint64_t layout_bytes(const struct paged_msg_pool_reply *r)
+static uint64_t layout_bytes(const struct pcore_msg_pool_reply *r)
 {
     uint64_t n = paged_dtype_size((paged_dtype) r->dtype);
     uint32_t dims[] = { r->num_layers, 2, r->num_blocks, r->num_kv_heads, r->block_size,
@@ -39,16 +39,16 @@ static uint64_t layout_bytes(const struct paged_msg_pool_reply *r)
  * Builds a pool handle from a POOL_REPLY and its descriptors (consumed either way).
  * Returns PAGED_OK or an error, explained in c->err.
  */
-static int pool_from_reply(paged_client *c, const char *name, const struct paged_msg_pool_reply *r,
+static int pool_from_reply(paged_client *c, const char *name, const struct pcore_msg_pool_reply *r,
                            int *fds, int nfds, paged_pool **out)
 {
-    int want = r->mem_kind == PAGED_MEM_CUDA_IPC ? 0 : 1;
+    int want = r->mem_kind == PCORE_MEM_CUDA_IPC ? 0 : 1;
     uint64_t bytes = layout_bytes(r);
-    int ok = (r->mem_kind == PAGED_MEM_MEMFD || r->mem_kind == PAGED_MEM_CUDA_VMM
-              || r->mem_kind == PAGED_MEM_CUDA_IPC)
+    int ok = (r->mem_kind == PCORE_MEM_MEMFD || r->mem_kind == PCORE_MEM_CUDA_VMM
+              || r->mem_kind == PCORE_MEM_CUDA_IPC)
              && nfds == want && r->num_fds == (uint32_t) nfds && bytes != 0 && r->bytes == bytes
              && r->alloc_bytes >= bytes
-             && (r->mem_kind == PAGED_MEM_MEMFD) == (c->backend == PAGED_BACKEND_CPU);
+             && (r->mem_kind == PCORE_MEM_MEMFD) == (c->backend == PAGED_BACKEND_CPU);
     if (!ok) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
@@ -92,9 +92,9 @@ static int pool_from_reply(paged_client *c, const char *name, const struct paged
 /* Sends a create or attach request and builds the handle from the reply. */
 static int pool_open(paged_client *c, void *msg, size_t len, const char *name, paged_pool **out)
 {
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     int fds[PSOCK_MAX_FDS], nfds = 0;
-    int rc = pc_ctl_call(c, msg, len, PAGED_MSG_POOL_REPLY, &r, sizeof r, fds, PSOCK_MAX_FDS,
+    int rc = pc_ctl_call(c, msg, len, PCORE_MSG_POOL_REPLY, &r, sizeof r, fds, PSOCK_MAX_FDS,
                          &nfds);
     if (rc < 0)
         return rc;
@@ -109,9 +109,9 @@ int paged_pool_create(paged_client *c, const paged_pool_desc *d, paged_pool **ou
     if (c == NULL || d == NULL || out == NULL)
         return PAGED_E_INVAL;
     c->err[0] = '\0';
-    struct paged_msg_pool_create m;
+    struct pcore_msg_pool_create m;
     memset(&m, 0, sizeof m);
-    m.hdr.type = PAGED_MSG_POOL_CREATE;
+    m.hdr.type = PCORE_MSG_POOL_CREATE;
     int rc = copy_name(c, m.name, d->name);
     if (rc < 0)
         return rc;
@@ -125,7 +125,7 @@ int paged_pool_create(paged_client *c, const paged_pool_desc *d, paged_pool **ou
     m.mode = d->mode != 0 ? d->mode : 0600;
     m.k_scale = d->k_scale != 0.0f ? d->k_scale : 1.0f;
     m.v_scale = d->v_scale != 0.0f ? d->v_scale : 1.0f;
-    m.flags = PAGED_ATTACH_WRITE;
+    m.flags = PCORE_ATTACH_WRITE;
     return pool_open(c, &m, sizeof m, d->name, out);
 }
 
@@ -137,13 +137,13 @@ int paged_pool_attach(paged_client *c, const char *name, paged_pool **out)
     if (c == NULL || out == NULL)
         return PAGED_E_INVAL;
     c->err[0] = '\0';
-    struct paged_msg_pool_attach m;
+    struct pcore_msg_pool_attach m;
     memset(&m, 0, sizeof m);
-    m.hdr.type = PAGED_MSG_POOL_ATTACH;
+    m.hdr.type = PCORE_MSG_POOL_ATTACH;
     int rc = copy_name(c, m.name, name);
     if (rc < 0)
         return rc;
-    m.flags = PAGED_ATTACH_WRITE;
+    m.flags = PCORE_ATTACH_WRITE;
     return pool_open(c, &m, sizeof m, name, out);
 }
 
@@ -160,7 +160,7 @@ void pc_pool_free(paged_pool *p)
     while (p->seqs != NULL)
         pc_seq_free(p->seqs);
     if (p->host_map != NULL)
-        paged_shm_unmap(p->host_map, p->alloc_bytes);
+        pcore_shm_unmap(p->host_map, p->alloc_bytes);
     pc_cuda_unmap(c->cuda, &p->dev_map);
     if (p->fd >= 0)
         close(p->fd);
@@ -174,14 +174,14 @@ int paged_pool_detach(paged_pool *p)
         return PAGED_E_INVAL;
     paged_client *c = p->c;
     c->err[0] = '\0';
-    struct paged_msg_pool_ref m;
+    struct pcore_msg_pool_ref m;
     memset(&m, 0, sizeof m);
-    m.hdr.type = PAGED_MSG_POOL_DETACH;
+    m.hdr.type = PCORE_MSG_POOL_DETACH;
     m.pool_id = p->info.id;
     memcpy(m.name, p->name, sizeof m.name);
-    struct paged_msg_hdr r;
+    struct pcore_msg_hdr r;
     int fds[PSOCK_MAX_FDS], nfds = 0;
-    int rc = pc_ctl_call(c, &m, sizeof m, PAGED_MSG_OK, &r, sizeof r, fds, 0, &nfds);
+    int rc = pc_ctl_call(c, &m, sizeof m, PCORE_MSG_OK, &r, sizeof r, fds, 0, &nfds);
     pc_pool_free(p);
     return rc;
 }
@@ -192,15 +192,15 @@ int paged_pool_destroy(paged_client *c, const char *name)
     if (c == NULL)
         return PAGED_E_INVAL;
     c->err[0] = '\0';
-    struct paged_msg_pool_ref m;
+    struct pcore_msg_pool_ref m;
     memset(&m, 0, sizeof m);
-    m.hdr.type = PAGED_MSG_POOL_DESTROY;
+    m.hdr.type = PCORE_MSG_POOL_DESTROY;
     int rc = copy_name(c, m.name, name);
     if (rc < 0)
         return rc;
-    struct paged_msg_hdr r;
+    struct pcore_msg_hdr r;
     int fds[PSOCK_MAX_FDS], nfds = 0;
-    return pc_ctl_call(c, &m, sizeof m, PAGED_MSG_OK, &r, sizeof r, fds, 0, &nfds);
+    return pc_ctl_call(c, &m, sizeof m, PCORE_MSG_OK, &r, sizeof r, fds, 0, &nfds);
 }
 
 /* Fills *info for an attached pool. */
@@ -221,7 +221,7 @@ static int map_device_pool(paged_pool *p)
         rc = pc_cuda_find_device(c->cuda, p->uuid, &dev, c->err, sizeof c->err);
     if (rc < 0)
         return rc;
-    if (p->mem_kind == PAGED_MEM_CUDA_VMM)
+    if (p->mem_kind == PCORE_MEM_CUDA_VMM)
         rc = pc_cuda_map_vmm(c->cuda, dev, p->fd, p->alloc_bytes, p->info.writable, &p->dev_map,
                              c->err, sizeof c->err);
     else
@@ -246,11 +246,11 @@ int paged_pool_map(paged_pool *p, void **base)
         return PAGED_OK;
     }
     int rc;
-    if (p->mem_kind == PAGED_MEM_MEMFD) {
-        rc = paged_shm_map(p->fd, p->alloc_bytes, p->info.writable, &p->host_map);
+    if (p->mem_kind == PCORE_MEM_MEMFD) {
+        rc = pcore_shm_map(p->fd, p->alloc_bytes, p->info.writable, &p->host_map);
         if (rc == PAGED_E_PERM && p->info.writable) {
             /* A read-only descriptor after all: the daemon is the judge of access. */
-            rc = paged_shm_map(p->fd, p->alloc_bytes, 0, &p->host_map);
+            rc = pcore_shm_map(p->fd, p->alloc_bytes, 0, &p->host_map);
         }
         if (rc < 0) {
             p->host_map = NULL;

@@ -12,7 +12,7 @@
 #define PC_SPIN_CLOCK_EVERY 64u
 
 /* Names of the opcodes, for messages. */
-static const char *const op_names[PAGED_OP_COUNT_] = {
+static const char *const op_names[PCORE_OP_COUNT_] = {
     [PAGED_OP_NOP] = "nop",         [PAGED_OP_ALLOC] = "alloc",
     [PAGED_OP_FREE] = "free",       [PAGED_OP_APPEND] = "append",
     [PAGED_OP_DECODE] = "decode",   [PAGED_OP_PREFILL] = "prefill",
@@ -23,7 +23,7 @@ static const char *const op_names[PAGED_OP_COUNT_] = {
 /* Returns the lower-case name of an opcode, or "op?" for an unknown one. */
 const char *pc_op_name(unsigned op)
 {
-    return op < PAGED_OP_COUNT_ ? op_names[op] : "op?";
+    return op < PCORE_OP_COUNT_ ? op_names[op] : "op?";
 }
 
 /* Marks the client's ring traffic as broken for good; returns PAGED_E_RING. */
@@ -51,13 +51,13 @@ void pc_slot_put(paged_client *c, uint32_t idx)
 }
 
 /* Takes a slot and writes sqe into the SQ unpublished; see client.h. */
-int pc_prep_sqe(paged_client *c, struct paged_sqe *sqe, int state, uint64_t user_tag)
+int pc_prep_sqe(paged_client *c, struct pcore_sqe *sqe, int state, uint64_t user_tag)
 {
     if (c->dead != 0)
         return c->dead;
     if (!pc_slot_room(c))
         return PAGED_E_AGAIN;
-    int space = paged_ring_prod_space(&c->sq, c->prepared + 1);
+    int space = pcore_ring_prod_space(&c->sq, c->prepared + 1);
     if (space < 0) {
         c->dead = PAGED_E_RING;
         pc_set_err(c, "submission ring: the daemon's head index is corrupt");
@@ -74,7 +74,7 @@ int pc_prep_sqe(paged_client *c, struct paged_sqe *sqe, int state, uint64_t user
     s->done = 0;
     s->user_tag = user_tag;
     sqe->tag = (uint64_t) s->gen << 32 | idx;
-    memcpy(paged_ring_prod_slot(&c->sq, c->prepared), sqe, sizeof *sqe);
+    memcpy(pcore_ring_prod_slot(&c->sq, c->prepared), sqe, sizeof *sqe);
     c->prep_slots[c->prepared++] = idx;
     return (int) idx;
 }
@@ -85,7 +85,7 @@ int pc_submit(paged_client *c)
     uint32_t n = c->prepared;
     if (n == 0)
         return c->dead != 0 ? c->dead : 0;
-    if (paged_ring_prod_publish(&c->sq, n) < 0) {
+    if (pcore_ring_prod_publish(&c->sq, n) < 0) {
         c->dead = PAGED_E_RING;
         pc_set_err(c, "submission ring: the daemon's head index is corrupt");
         return PAGED_E_RING;
@@ -97,7 +97,7 @@ int pc_submit(paged_client *c)
             c->user_published++;
     }
     c->prepared = 0;
-    int rc = paged_wake_notify(&c->sq, c->sq_notify_fd);
+    int rc = pcore_wake_notify(&c->sq, c->sq_notify_fd);
     if (rc == PAGED_E_DISCONNECTED && c->dead == 0) {
         /* The daemon's end of its wake-up is closed: it died before we noticed. */
         c->dead = PAGED_E_DISCONNECTED;
@@ -109,7 +109,7 @@ int pc_submit(paged_client *c)
 }
 
 /* Files one completion copied out of the CQ; returns PAGED_OK or PAGED_E_RING. */
-static int file_cqe(paged_client *c, const struct paged_cqe *e)
+static int file_cqe(paged_client *c, const struct pcore_cqe *e)
 {
     uint32_t idx = (uint32_t) e->tag;
     uint32_t gen = (uint32_t) (e->tag >> 32);
@@ -147,18 +147,18 @@ int pc_pump(paged_client *c)
 {
     if (c->dead == PAGED_E_RING)
         return PAGED_E_RING;
-    int avail = paged_ring_cons_available(&c->cq, 1);
+    int avail = pcore_ring_cons_available(&c->cq, 1);
     if (avail < 0)
         return ring_broken(c, "the daemon's tail index is corrupt");
     for (int i = 0; i < avail; i++) {
-        struct paged_cqe e;
+        struct pcore_cqe e;
         /* Copied out first: the daemon's memory, read once. */
-        memcpy(&e, paged_ring_cons_entry(&c->cq, (uint32_t) i), sizeof e);
+        memcpy(&e, pcore_ring_cons_entry(&c->cq, (uint32_t) i), sizeof e);
         int rc = file_cqe(c, &e);
         if (rc < 0)
             return rc;
     }
-    if (avail > 0 && paged_ring_cons_release(&c->cq, (uint32_t) avail) < 0)
+    if (avail > 0 && pcore_ring_cons_release(&c->cq, (uint32_t) avail) < 0)
         return ring_broken(c, "cannot release entries");
     return avail;
 }
@@ -191,19 +191,19 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
     /* Spin: a completion a few microseconds away is not worth two system calls; unless the
      * daemon asks us not to (we are beyond the clients its CPUs can spare a spin for). */
     uint64_t budget = c->waiter.spin_ns;
-    if (atomic_load_explicit(paged_ring_word(&c->cq.ctl->consumer_nospin), memory_order_relaxed) != 0) {
+    if (atomic_load_explicit(pcore_ring_word(&c->cq.ctl->consumer_nospin), memory_order_relaxed) != 0) {
         budget = 0;
         c->waiter.nospin_waits++;
     }
     if (deadline != UINT64_MAX && budget > deadline - start)
         budget = deadline - start;
     for (uint64_t i = 1; i <= budget; i++) {
-        paged_cpu_relax();
+        pcore_cpu_relax();
         rc = pc_pump(c);
         if (rc < 0)
             return rc;
         if (rc > 0 && done(c, arg)) {
-            paged_waiter_hit(&c->waiter);
+            pcore_waiter_hit(&c->waiter);
             return 1;
         }
         if (i % PC_SPIN_CLOCK_EVERY == 0 && pc_now_ns() - start >= budget)
@@ -213,15 +213,15 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
     for (;;) {
         if (c->dead != 0)
             return c->dead;
-        paged_wake_prepare(&c->cq);
+        pcore_wake_prepare(&c->cq);
         rc = pc_pump(c);
         if (rc < 0 || done(c, arg)) {
-            paged_wake_cancel(&c->cq);
+            pcore_wake_cancel(&c->cq);
             return rc < 0 ? rc : 1;
         }
         int left = pc_ms_left(deadline);
         if (left == 0) {
-            paged_wake_cancel(&c->cq);
+            pcore_wake_cancel(&c->cq);
             return PAGED_E_TIMEOUT;
         }
         /* The socket too: a daemon that dies or shuts down must end the wait. */
@@ -230,9 +230,9 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
             { .fd = c->sock, .events = POLLIN },
         };
         int n = poll(p, 2, left);
-        int fin = paged_wake_finish(&c->cq, c->cq_wait_fd);
+        int fin = pcore_wake_finish(&c->cq, c->cq_wait_fd);
         c->waiter.sleeps++;
-        paged_waiter_slept(&c->waiter, pc_now_ns() - start);
+        pcore_waiter_slept(&c->waiter, pc_now_ns() - start);
         if (n < 0 && errno != EINTR)
             return PAGED_E_SYSTEM;
         if (fin < 0)
@@ -255,10 +255,10 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
 }
 
 /* Converts a paged_request into a submission entry; returns PAGED_OK or PAGED_E_INVAL. */
-static int build_sqe(paged_client *c, const paged_request *r, struct paged_sqe *e)
+static int build_sqe(paged_client *c, const paged_request *r, struct pcore_sqe *e)
 {
     memset(e, 0, sizeof *e);
-    if ((unsigned) r->op >= PAGED_OP_COUNT_) {
+    if ((unsigned) r->op >= PCORE_OP_COUNT_) {
         pc_set_err(c, "unknown opcode %d", (int) r->op);
         return PAGED_E_INVAL;
     }
@@ -285,7 +285,7 @@ static int build_sqe(paged_client *c, const paged_request *r, struct paged_sqe *
         break;
     case PAGED_OP_APPEND:
         if (r->layer == PAGED_ALL_LAYERS) {
-            e->flags = PAGED_SQE_ALL_LAYERS;
+            e->flags = PCORE_SQE_ALL_LAYERS;
             e->layer = 0;
         }
         e->u.append.num_tokens = r->u.append.num_tokens;
@@ -331,14 +331,14 @@ static int build_sqe(paged_client *c, const paged_request *r, struct paged_sqe *
     }
     /* Which ops may carry dependencies is the daemon's to say (it names the field). */
     if (r->dep.flags & PAGED_DEP_WAIT) {
-        e->flags |= PAGED_SQE_WAIT;
+        e->flags |= PCORE_SQE_WAIT;
         e->dep.wait_off = r->dep.wait_off;
         e->dep.wait_value = r->dep.wait_value;
     }
     if (r->dep.flags & PAGED_DEP_HOST)
-        e->flags |= PAGED_SQE_HOST_WORDS;
+        e->flags |= PCORE_SQE_HOST_WORDS;
     if (r->dep.flags & PAGED_DEP_SIGNAL) {
-        e->flags |= PAGED_SQE_SIGNAL;
+        e->flags |= PCORE_SQE_SIGNAL;
         e->dep.signal_off = r->dep.signal_off;
         e->dep.signal_value = r->dep.signal_value;
     }
@@ -350,7 +350,7 @@ int paged_prep(paged_client *c, const paged_request *req)
 {
     if (c == NULL || req == NULL)
         return PAGED_E_INVAL;
-    struct paged_sqe e;
+    struct pcore_sqe e;
     int rc = build_sqe(c, req, &e);
     if (rc < 0)
         return rc;
@@ -376,22 +376,22 @@ int paged_reap(paged_client *c, paged_completion *out, unsigned max)
         return rc;
     int n = take_queue(c, out, max);
     if (n > 0 || max == 0) {
-        paged_wake_cancel(&c->cq);
+        pcore_wake_cancel(&c->cq);
         return n;
     }
     if (pc_conn_check(c) != 0)
         return c->dead;
     /* Nothing: arm the wake-up so that paged_client_fd turns readable when something
      * comes (drained first, or a stale wake-up would make it readable for nothing). */
-    if (paged_wake_drain(c->cq_wait_fd) < 0)
+    if (pcore_wake_drain(c->cq_wait_fd) < 0)
         return PAGED_E_SYSTEM;
-    paged_wake_prepare(&c->cq);
+    pcore_wake_prepare(&c->cq);
     rc = pc_pump(c);
     if (rc < 0)
         return rc;
     n = take_queue(c, out, max);
     if (n > 0)
-        paged_wake_cancel(&c->cq);
+        pcore_wake_cancel(&c->cq);
     return n;
 }
 

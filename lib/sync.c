@@ -10,10 +10,10 @@
 static int field_has_index(unsigned field)
 {
     switch (field) {
-    case PAGED_FIELD_IDS: case PAGED_FIELD_K: case PAGED_FIELD_V: case PAGED_FIELD_SLOTS:
-    case PAGED_FIELD_Q: case PAGED_FIELD_OUT: case PAGED_FIELD_BLOCK_TABLE:
-    case PAGED_FIELD_SEQ_LENS: case PAGED_FIELD_QO_INDPTR: case PAGED_FIELD_ALIBI:
-    case PAGED_FIELD_SRC: case PAGED_FIELD_DST: case PAGED_FIELD_TOKENS:
+    case PCORE_FIELD_IDS: case PCORE_FIELD_K: case PCORE_FIELD_V: case PCORE_FIELD_SLOTS:
+    case PCORE_FIELD_Q: case PCORE_FIELD_OUT: case PCORE_FIELD_BLOCK_TABLE:
+    case PCORE_FIELD_SEQ_LENS: case PCORE_FIELD_QO_INDPTR: case PCORE_FIELD_ALIBI:
+    case PCORE_FIELD_SRC: case PCORE_FIELD_DST: case PCORE_FIELD_TOKENS:
         return 1;
     default:
         return 0;
@@ -21,11 +21,11 @@ static int field_has_index(unsigned field)
 }
 
 /* Explains an error completion in c->err: "decode: block_tables[3]: block not held ...". */
-static void explain(paged_client *c, const struct paged_cqe *e)
+static void explain(paged_client *c, const struct pcore_cqe *e)
 {
     const char *op = pc_op_name(e->opcode);
     const char *why = paged_strerror(e->status);
-    if (e->err_field == PAGED_FIELD_NONE || e->err_field >= PAGED_FIELD_COUNT_)
+    if (e->err_field == PCORE_FIELD_NONE || e->err_field >= PCORE_FIELD_COUNT_)
         pc_set_err(c, "%s: %s", op, why);
     else if (field_has_index(e->err_field))
         pc_set_err(c, "%s: %s[%u]: %s", op, paged_field_name(e->err_field), e->err_index, why);
@@ -43,12 +43,12 @@ static int slot_done(paged_client *c, void *arg)
 static int sq_room(paged_client *c, void *arg)
 {
     (void) arg;
-    int space = paged_ring_prod_space(&c->sq, c->prepared + 1);
+    int space = pcore_ring_prod_space(&c->sq, c->prepared + 1);
     return space < 0 ? PAGED_E_RING : (uint32_t) space > c->prepared;
 }
 
 /* Runs one request synchronously; see client.h. */
-int pc_sync_run(paged_client *c, struct paged_sqe *sqe, struct paged_cqe *cqe)
+int pc_sync_run(paged_client *c, struct pcore_sqe *sqe, struct pcore_cqe *cqe)
 {
     if (c->dead != 0)
         return c->dead;
@@ -173,7 +173,7 @@ static int mul_ok(uint64_t a, uint64_t b, uint64_t *out)
 }
 
 /* Starts a submission entry for op on pool p. */
-static void sqe_init(struct paged_sqe *e, paged_pool *p, paged_op op, int32_t layer)
+static void sqe_init(struct pcore_sqe *e, paged_pool *p, paged_op op, int32_t layer)
 {
     memset(e, 0, sizeof *e);
     e->opcode = (uint8_t) op;
@@ -187,8 +187,8 @@ int paged_nop(paged_client *c)
     if (c == NULL)
         return PAGED_E_INVAL;
     c->err[0] = '\0';
-    struct paged_sqe e;
-    struct paged_cqe r;
+    struct pcore_sqe e;
+    struct pcore_cqe r;
     sqe_init(&e, NULL, PAGED_OP_NOP, 0);
     return pc_sync_run(c, &e, &r);
 }
@@ -202,8 +202,8 @@ static int blocks_call(paged_pool *p, paged_op op, uint32_t count, const int32_t
     paged_client *c = p->c;
     struct stage st;
     stage_begin(&st, c, pc_op_name(op));
-    struct paged_sqe e;
-    struct paged_cqe r;
+    struct pcore_sqe e;
+    struct pcore_cqe r;
     sqe_init(&e, p, op, 0);
     uint64_t off;
     int rc = stage_host(&st, ids_in, (uint64_t) count * sizeof(int32_t), &off);
@@ -250,8 +250,8 @@ int paged_copy(paged_pool *p, uint32_t count, const int32_t *src, const int32_t 
         return PAGED_E_INVAL;
     struct stage st;
     stage_begin(&st, p->c, "copy");
-    struct paged_sqe e;
-    struct paged_cqe r;
+    struct pcore_sqe e;
+    struct pcore_cqe r;
     sqe_init(&e, p, PAGED_OP_COPY, 0);
     uint64_t bytes = (uint64_t) count * sizeof(int32_t);
     int rc = stage_host(&st, src, bytes, &e.u.copy.src_off);
@@ -298,11 +298,11 @@ int paged_append(paged_pool *p, int32_t layer, uint32_t num_tokens, paged_dtype 
     uint64_t layers = layer == PAGED_ALL_LAYERS ? p->info.num_layers : 1;
     uint64_t bytes = tensor_bytes(c, "append", layers * num_tokens, p->info.num_kv_heads,
                                   p->info.head_dim, dtype, &rc);
-    struct paged_sqe e;
-    struct paged_cqe r;
+    struct pcore_sqe e;
+    struct pcore_cqe r;
     sqe_init(&e, p, PAGED_OP_APPEND, layer);
     if (layer == PAGED_ALL_LAYERS) {
-        e.flags = PAGED_SQE_ALL_LAYERS;
+        e.flags = PCORE_SQE_ALL_LAYERS;
         e.layer = 0;
     }
     if (rc == PAGED_OK)
@@ -351,10 +351,10 @@ static int attn_call(paged_pool *p, paged_op op, int32_t layer, const paged_attn
         pc_set_err(c, "%s: block table size overflows", name);
         rc = PAGED_E_INVAL;
     }
-    struct paged_sqe e;
-    struct paged_cqe r;
+    struct pcore_sqe e;
+    struct pcore_cqe r;
     sqe_init(&e, p, op, layer);
-    struct paged_req_attn *w = &e.u.attn;
+    struct pcore_req_attn *w = &e.u.attn;
     if (rc == PAGED_OK)
         rc = stage_data(&st, a->q, qbytes, &w->q_off);
     if (rc == PAGED_OK)
@@ -408,10 +408,10 @@ static int prefix_call(paged_pool *p, paged_op op, const paged_hash *parent, uin
     paged_client *c = p->c;
     struct stage st;
     stage_begin(&st, c, pc_op_name(op));
-    struct paged_sqe e;
-    struct paged_cqe r;
+    struct pcore_sqe e;
+    struct pcore_cqe r;
     sqe_init(&e, p, op, 0);
-    struct paged_req_prefix *w = &e.u.prefix;
+    struct pcore_req_prefix *w = &e.u.prefix;
     uint64_t ntok;
     int rc = PAGED_OK;
     if (!mul_ok(num_blocks, p->info.block_size, &ntok) || ntok > INT32_MAX) {

@@ -1,8 +1,8 @@
 # tools/local.mk: what tools/ builds: pactl, paged-demo, and the `make demo` target.
 # SPDX-License-Identifier: MIT
 
-# pactl: the control utility. It speaks the control protocol (lib/proto.h) through
-# lib/sock directly, as a control-only client, so it needs libpagedcore but not libpaged.
+# pactl: the control utility. It speaks the control protocol (lib/core/proto.h) through
+# lib/core/sock directly, as a control-only client, so it needs libpagedcore but not libpaged.
 bin_PROGRAMS += tools/pactl
 tools_pactl_SOURCES = \
 	tools/pactl.h \
@@ -24,7 +24,7 @@ tools_pactl_SOURCES = \
 	tools/pactl_cmd_subscribe.c \
 	tools/pactl_cmd_kill_client.c \
 	tools/pactl_cmd_evict.c
-tools_pactl_LDADD = lib/libpagedcore.la
+tools_pactl_LDADD = lib/core/libpagedcore.la
 
 # paged-demo: the first thing a new user runs. Its workers use only the public API
 # (libpaged); the check against the CPU reference links the reference kernels.

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/sock.h"
+#include "lib/core/sock.h"
 #include "paged.h"
 #include "tools/pactl.h"
 
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
         return PACTL_EXIT_USAGE;
     }
     if (ctx.socket_path == NULL) {
-        if (psock_default_path(defpath, sizeof defpath) < 0) {
+        if (pcore_sock_default_path(defpath, sizeof defpath) < 0) {
             fputs("pactl: the default socket path is too long (set -s or $PAGED_SOCKET)\n",
                   stderr);
             return PACTL_EXIT_FAIL;

@@ -14,17 +14,17 @@ static int evict_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
     const char *pool = argv[0];
-    struct paged_msg_pool_ref req;
-    char *cause = NULL, name[PAGED_NAME_MAX];
+    struct pcore_msg_pool_ref req;
+    char *cause = NULL, name[PCORE_NAME_MAX];
     size_t len;
-    if (strlen(pool) >= PAGED_NAME_MAX)
-        return pactl_usage_error("evict: pool name longer than %u bytes", PAGED_NAME_MAX - 1);
+    if (strlen(pool) >= PCORE_NAME_MAX)
+        return pactl_usage_error("evict: pool name longer than %u bytes", PCORE_NAME_MAX - 1);
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;
     memset(&req, 0, sizeof req);
-    req.hdr.type = PAGED_MSG_EVICT;
+    req.hdr.type = PCORE_MSG_EVICT;
     snprintf(req.name, sizeof req.name, "%s", pool);
-    const struct paged_msg_hdr *h = pactl_conn_call(&ctx->conn, &req, sizeof req, PAGED_MSG_OK,
+    const struct pcore_msg_hdr *h = pactl_conn_call(&ctx->conn, &req, sizeof req, PCORE_MSG_OK,
                                                     sizeof *h, &len, &cause);
     if (h == NULL)
         return pactl_fail(cause);
@@ -38,7 +38,7 @@ static int evict_exec(struct pactl_ctx *ctx, int argc, char **argv)
         json_end(&j);
     } else
         printf("evicted %d cached block%s from pool '%s'\n", evicted, evicted == 1 ? "" : "s",
-               fmt_safe(name, sizeof name, pool, PAGED_NAME_MAX));
+               fmt_safe(name, sizeof name, pool, PCORE_NAME_MAX));
     return PACTL_EXIT_OK;
 }
 

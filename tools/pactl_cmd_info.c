@@ -13,9 +13,9 @@
 #include "tools/pactl.h"
 
 /* Prints one pool as "key  value" lines. */
-static void info_text(const struct paged_pool_item *p)
+static void info_text(const struct pcore_pool_item *p)
 {
-    char name[PAGED_NAME_MAX], a[FMT_BUF], b[FMT_BUF];
+    char name[PCORE_NAME_MAX], a[FMT_BUF], b[FMT_BUF];
     uint64_t block_bytes = p->num_blocks > 0 ? p->bytes / p->num_blocks : 0;
     printf("pool           %s\n", fmt_safe(name, sizeof name, p->name, sizeof p->name));
     printf("id             %u\n", (unsigned) p->id);
@@ -43,22 +43,22 @@ static int info_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
     const char *pool = argv[0];
-    char *cause = NULL, name[PAGED_NAME_MAX];
+    char *cause = NULL, name[PCORE_NAME_MAX];
     struct pactl_list pools;
-    if (strlen(pool) >= PAGED_NAME_MAX)
-        return pactl_usage_error("info: pool name longer than %u bytes", PAGED_NAME_MAX - 1);
+    if (strlen(pool) >= PCORE_NAME_MAX)
+        return pactl_usage_error("info: pool name longer than %u bytes", PCORE_NAME_MAX - 1);
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;
-    if (pactl_fetch_list(&ctx->conn, PAGED_LIST_POOLS, pool, &pools, &cause) < 0)
+    if (pactl_fetch_list(&ctx->conn, PCORE_LIST_POOLS, pool, &pools, &cause) < 0)
         return pactl_fail(cause);
-    const struct paged_pool_item *p = pools.items, *found = NULL;
+    const struct pcore_pool_item *p = pools.items, *found = NULL;
     for (size_t i = 0; i < pools.count && found == NULL; i++)
         if (strncmp(p[i].name, pool, sizeof p[i].name) == 0)
             found = &p[i];
     if (found == NULL) {
         pactl_list_free(&pools);
         return pactl_fail(pactl_cause("no such pool '%s'",
-                                      fmt_safe(name, sizeof name, pool, PAGED_NAME_MAX)));
+                                      fmt_safe(name, sizeof name, pool, PCORE_NAME_MAX)));
     }
     if (ctx->format == PACTL_FORMAT_JSON) {
         struct json j;

@@ -29,7 +29,7 @@ static int parse_id(const char *s, uint32_t *id)
 static int kill_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
-    struct paged_msg_kill req;
+    struct pcore_msg_kill req;
     uint32_t id;
     char *cause = NULL;
     size_t len;
@@ -38,10 +38,10 @@ static int kill_exec(struct pactl_ctx *ctx, int argc, char **argv)
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;
     memset(&req, 0, sizeof req);
-    req.hdr.type = PAGED_MSG_KILL_CLIENT;
+    req.hdr.type = PCORE_MSG_KILL_CLIENT;
     req.client_id = id;
-    if (pactl_conn_call(&ctx->conn, &req, sizeof req, PAGED_MSG_OK,
-                        sizeof(struct paged_msg_hdr), &len, &cause) == NULL)
+    if (pactl_conn_call(&ctx->conn, &req, sizeof req, PCORE_MSG_OK,
+                        sizeof(struct pcore_msg_hdr), &len, &cause) == NULL)
         return pactl_fail(cause);
     if (ctx->format == PACTL_FORMAT_JSON) {
         struct json j;

@@ -14,7 +14,7 @@
 /* Prints a list of pools. */
 static void list_pools(const struct pactl_ctx *ctx, const struct pactl_list *l)
 {
-    const struct paged_pool_item *p = l->items;
+    const struct pcore_pool_item *p = l->items;
     if (ctx->format == PACTL_FORMAT_JSON) {
         struct json j;
         json_init(&j, stdout);
@@ -34,7 +34,7 @@ static void list_pools(const struct pactl_ctx *ctx, const struct pactl_list *l)
 /* Prints a list of clients. */
 static void list_clients(const struct pactl_ctx *ctx, const struct pactl_list *l)
 {
-    const struct paged_client_item *c = l->items;
+    const struct pcore_client_item *c = l->items;
     if (ctx->format == PACTL_FORMAT_JSON) {
         struct json j;
         json_init(&j, stdout);
@@ -55,7 +55,7 @@ static void list_clients(const struct pactl_ctx *ctx, const struct pactl_list *l
 static void list_blocks(const struct pactl_ctx *ctx, const struct pactl_list *l,
                         const struct pactl_list *pools)
 {
-    const struct paged_block_item *b = l->items;
+    const struct pcore_block_item *b = l->items;
     if (ctx->format == PACTL_FORMAT_JSON) {
         struct json j;
         json_init(&j, stdout);
@@ -73,9 +73,9 @@ static void list_blocks(const struct pactl_ctx *ctx, const struct pactl_list *l,
 }
 
 /* Returns the pool named name in a list of pools, or NULL. */
-static const struct paged_pool_item *find_pool(const struct pactl_list *pools, const char *name)
+static const struct pcore_pool_item *find_pool(const struct pactl_list *pools, const char *name)
 {
-    const struct paged_pool_item *p = pools->items;
+    const struct pcore_pool_item *p = pools->items;
     for (size_t i = 0; i < pools->count; i++)
         if (strncmp(p[i].name, name, sizeof p[i].name) == 0)
             return &p[i];
@@ -85,7 +85,7 @@ static const struct paged_pool_item *find_pool(const struct pactl_list *pools, c
 /* Keeps only the blocks of pool id in a list of blocks, whatever the daemon's filter did. */
 static void keep_pool_blocks(struct pactl_list *blocks, uint32_t id)
 {
-    struct paged_block_item *b = blocks->items;
+    struct pcore_block_item *b = blocks->items;
     size_t n = 0;
     for (size_t i = 0; i < blocks->count; i++)
         if (b[i].pool_id == id)
@@ -101,40 +101,40 @@ static int list_exec(struct pactl_ctx *ctx, int argc, char **argv)
     uint32_t what;
     char *cause = NULL;
     if (strcmp(kind, "pools") == 0)
-        what = PAGED_LIST_POOLS;
+        what = PCORE_LIST_POOLS;
     else if (strcmp(kind, "clients") == 0)
-        what = PAGED_LIST_CLIENTS;
+        what = PCORE_LIST_CLIENTS;
     else if (strcmp(kind, "blocks") == 0)
-        what = PAGED_LIST_BLOCKS;
+        what = PCORE_LIST_BLOCKS;
     else
         return pactl_usage_error("list: unknown kind '%s' (pools, clients or blocks)", kind);
-    if (pool != NULL && what != PAGED_LIST_BLOCKS)
+    if (pool != NULL && what != PCORE_LIST_BLOCKS)
         return pactl_usage_error("list %s takes no pool name", kind);
-    if (pool != NULL && strlen(pool) >= PAGED_NAME_MAX)
-        return pactl_usage_error("list: pool name longer than %u bytes", PAGED_NAME_MAX - 1);
+    if (pool != NULL && strlen(pool) >= PCORE_NAME_MAX)
+        return pactl_usage_error("list: pool name longer than %u bytes", PCORE_NAME_MAX - 1);
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;
 
     struct pactl_list pools, items;
-    if (pactl_fetch_list(&ctx->conn, PAGED_LIST_POOLS, NULL, &pools, &cause) < 0)
+    if (pactl_fetch_list(&ctx->conn, PCORE_LIST_POOLS, NULL, &pools, &cause) < 0)
         return pactl_fail(cause);
-    if (what == PAGED_LIST_POOLS) {
+    if (what == PCORE_LIST_POOLS) {
         list_pools(ctx, &pools);
         pactl_list_free(&pools);
         return PACTL_EXIT_OK;
     }
-    const struct paged_pool_item *filter = pool != NULL ? find_pool(&pools, pool) : NULL;
+    const struct pcore_pool_item *filter = pool != NULL ? find_pool(&pools, pool) : NULL;
     if (pool != NULL && filter == NULL) {
-        char name[PAGED_NAME_MAX];
+        char name[PCORE_NAME_MAX];
         pactl_list_free(&pools);
         return pactl_fail(pactl_cause("no such pool '%s'",
-                                      fmt_safe(name, sizeof name, pool, PAGED_NAME_MAX)));
+                                      fmt_safe(name, sizeof name, pool, PCORE_NAME_MAX)));
     }
     if (pactl_fetch_list(&ctx->conn, what, pool, &items, &cause) < 0) {
         pactl_list_free(&pools);
         return pactl_fail(cause);
     }
-    if (what == PAGED_LIST_CLIENTS)
+    if (what == PCORE_LIST_CLIENTS)
         list_clients(ctx, &items);
     else {
         if (filter != NULL)

@@ -17,7 +17,7 @@ static double ratio(uint64_t a, uint64_t b)
 }
 
 /* Prints what the engine did: batches, launches, time in the backend, merging. */
-static void engine_text(const struct paged_engine_stats *e)
+static void engine_text(const struct pcore_engine_stats *e)
 {
     char backend[FMT_BUF], wait[FMT_BUF], gather[FMT_BUF];
     printf("\nengine\n");
@@ -38,7 +38,7 @@ static void engine_text(const struct paged_engine_stats *e)
 }
 
 /* Adds the engine's counters to the JSON object being written. */
-static void engine_json(struct json *j, const struct paged_engine_stats *e)
+static void engine_json(struct json *j, const struct pcore_engine_stats *e)
 {
     json_object_begin(j, "engine");
     json_u64(j, "batches", e->batches);
@@ -59,13 +59,13 @@ static void engine_json(struct json *j, const struct paged_engine_stats *e)
 }
 
 /* Prints one row per op. */
-static void stat_text(const struct paged_msg_stats_reply *s)
+static void stat_text(const struct pcore_msg_stats_reply *s)
 {
     char bytes[FMT_BUF], p50[FMT_BUF], p99[FMT_BUF];
     printf("%-8s %10s %8s %12s %12s %10s %10s\n", "OP", "REQUESTS", "ERRORS", "TOKENS", "BYTES",
            "P50", "P99");
     for (uint32_t i = 0; i < s->num_ops; i++) {
-        const struct paged_op_stats *o = &s->ops[i];
+        const struct pcore_op_stats *o = &s->ops[i];
         int seen = o->requests > 0;
         printf("%-8s %10" PRIu64 " %8" PRIu64 " %12" PRIu64 " %12s %10s %10s\n", fmt_op(i),
                o->requests, o->errors, o->tokens, fmt_bytes(bytes, sizeof bytes, o->bytes),
@@ -76,14 +76,14 @@ static void stat_text(const struct paged_msg_stats_reply *s)
 }
 
 /* Prints an object with one member per op. */
-static void stat_json(const struct paged_msg_stats_reply *s)
+static void stat_json(const struct pcore_msg_stats_reply *s)
 {
     struct json j;
     json_init(&j, stdout);
     json_object_begin(&j, NULL);
     json_object_begin(&j, "ops");
     for (uint32_t i = 0; i < s->num_ops; i++) {
-        const struct paged_op_stats *o = &s->ops[i];
+        const struct pcore_op_stats *o = &s->ops[i];
         json_object_begin(&j, fmt_op(i));
         json_u64(&j, "requests", o->requests);
         json_u64(&j, "errors", o->errors);
@@ -103,7 +103,7 @@ static int stat_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
     (void) argv;
-    struct paged_msg_stats_reply s;
+    struct pcore_msg_stats_reply s;
     char *cause = NULL;
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;

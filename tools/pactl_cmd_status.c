@@ -11,7 +11,7 @@
 #include "tools/pactl.h"
 
 /* Prints the status as "key  value" lines. */
-static void status_text(const struct paged_msg_status_reply *s)
+static void status_text(const struct pcore_msg_status_reply *s)
 {
     char a[FMT_BUF], b[FMT_BUF], text[128];
     uint64_t free_bytes = s->mem_total > s->mem_used ? s->mem_total - s->mem_used : 0;
@@ -36,7 +36,7 @@ static void status_text(const struct paged_msg_status_reply *s)
 }
 
 /* Prints the status as one JSON object. */
-static void status_json(const struct paged_msg_status_reply *s)
+static void status_json(const struct pcore_msg_status_reply *s)
 {
     struct json j;
     json_init(&j, stdout);
@@ -63,7 +63,7 @@ static int status_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
     (void) argv;
-    struct paged_msg_status_reply s;
+    struct pcore_msg_status_reply s;
     char *cause = NULL;
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;

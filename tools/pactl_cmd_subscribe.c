@@ -23,31 +23,31 @@ static void subscribe_on_signal(int sig)
 }
 
 /* Prints one event as a line of text. */
-static void event_text(const struct paged_msg_event *e)
+static void event_text(const struct pcore_msg_event *e)
 {
-    char when[FMT_BUF], who[PAGED_NAME_MAX + 64], name[PAGED_NAME_MAX], pool[PAGED_NAME_MAX];
+    char when[FMT_BUF], who[PCORE_NAME_MAX + 64], name[PCORE_NAME_MAX], pool[PCORE_NAME_MAX];
     fmt_safe(name, sizeof name, e->client_name, sizeof e->client_name);
     fmt_safe(pool, sizeof pool, e->pool, sizeof e->pool);
     snprintf(who, sizeof who, "client %u (pid %u, %s)", (unsigned) e->client_id,
              (unsigned) e->pid, name[0] != '\0' ? name : "unnamed");
     printf("%s %-12s ", fmt_time(when, sizeof when, e->time_ns), fmt_event(e->event));
     switch (e->event) {
-    case PAGED_EVENT_CONNECT:
-    case PAGED_EVENT_DISCONNECT:
+    case PCORE_EVENT_CONNECT:
+    case PCORE_EVENT_DISCONNECT:
         printf("%s\n", who);
         break;
-    case PAGED_EVENT_POOL_CREATE:
-    case PAGED_EVENT_POOL_DESTROY:
+    case PCORE_EVENT_POOL_CREATE:
+    case PCORE_EVENT_POOL_DESTROY:
         printf("pool '%s' by %s\n", pool, who);
         break;
-    case PAGED_EVENT_ATTACH:
-    case PAGED_EVENT_DETACH:
+    case PCORE_EVENT_ATTACH:
+    case PCORE_EVENT_DETACH:
         printf("pool '%s', %s\n", pool, who);
         break;
-    case PAGED_EVENT_EVICT:
+    case PCORE_EVENT_EVICT:
         printf("pool '%s', %u cached blocks\n", pool, (unsigned) e->count);
         break;
-    case PAGED_EVENT_LOST:
+    case PCORE_EVENT_LOST:
         printf("%u events missed: they came faster than this reader took them\n", (unsigned) e->count);
         break;
     default:
@@ -58,7 +58,7 @@ static void event_text(const struct paged_msg_event *e)
 }
 
 /* Prints one event as a JSON object on its own line. */
-static void event_json(const struct paged_msg_event *e)
+static void event_json(const struct pcore_msg_event *e)
 {
     struct json j;
     json_init(&j, stdout);
@@ -118,21 +118,21 @@ static int subscribe_loop(struct pactl_ctx *ctx, const sigset_t *waitmask)
         if (rc < 0)
             return pactl_fail(pactl_cause("waiting for events: %s", strerror(errno)));
         size_t len;
-        const struct paged_msg_hdr *h = pactl_conn_recv(&ctx->conn, 0, &len, &cause);
+        const struct pcore_msg_hdr *h = pactl_conn_recv(&ctx->conn, 0, &len, &cause);
         if (h == NULL)
             return pactl_fail(cause);
-        if (h->type == PAGED_MSG_SHUTDOWN) {
+        if (h->type == PCORE_MSG_SHUTDOWN) {
             event_shutdown(ctx);
             return PACTL_EXIT_OK;
         }
-        if (h->type != PAGED_MSG_EVENT)
+        if (h->type != PCORE_MSG_EVENT)
             continue;
-        if (len < sizeof(struct paged_msg_event))
+        if (len < sizeof(struct pcore_msg_event))
             return pactl_fail(pactl_cause("malformed event from the daemon (%zu bytes)", len));
         if (ctx->format == PACTL_FORMAT_JSON)
-            event_json((const struct paged_msg_event *) h);
+            event_json((const struct pcore_msg_event *) h);
         else
-            event_text((const struct paged_msg_event *) h);
+            event_text((const struct pcore_msg_event *) h);
         if (ferror(stdout))
             return pactl_finish_output();
     }
@@ -143,7 +143,7 @@ static int subscribe_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
     (void) argv;
-    struct paged_msg_hdr req = { .type = PAGED_MSG_SUBSCRIBE };
+    struct pcore_msg_hdr req = { .type = PCORE_MSG_SUBSCRIBE };
     struct sigaction sa;
     sigset_t block, waitmask;
     char *cause = NULL;
@@ -164,7 +164,7 @@ static int subscribe_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;
-    if (pactl_conn_call(&ctx->conn, &req, sizeof req, PAGED_MSG_OK, sizeof req, &len,
+    if (pactl_conn_call(&ctx->conn, &req, sizeof req, PCORE_MSG_OK, sizeof req, &len,
                         &cause) == NULL)
         return pactl_fail(cause);
     return subscribe_loop(ctx, &waitmask);

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/sock.h"
+#include "lib/core/sock.h"
 #include "paged.h"
 #include "tools/pactl_fmt.h"
 
@@ -39,7 +39,7 @@ static char *not_ours(const char *path)
     return pactl_cause("%s is not a pagedd socket", path);
 }
 
-/* Returns the cause for a failed psock_connect, telling a missing daemon from a wrong file. */
+/* Returns the cause for a failed pcore_sock_connect, telling a missing daemon from a wrong file. */
 static char *connect_cause(const char *path, int err)
 {
     struct stat st;
@@ -69,12 +69,12 @@ static int64_t now_ms(void)
 }
 
 /* Receives one packet into the connection's buffer; returns it or NULL with *cause. */
-const struct paged_msg_hdr *pactl_conn_recv(struct pactl_conn *c, int timeout_ms, size_t *len,
+const struct pcore_msg_hdr *pactl_conn_recv(struct pactl_conn *c, int timeout_ms, size_t *len,
                                             char **cause)
 {
     int fds[PSOCK_MAX_FDS];
     int nfds = 0;
-    int rc = psock_wait_readable(c->fd, timeout_ms);
+    int rc = pcore_sock_wait_readable(c->fd, timeout_ms);
     if (rc == PAGED_E_TIMEOUT) {
         *cause = pactl_cause("no reply from the daemon within %d s", timeout_ms / 1000);
         return NULL;
@@ -83,7 +83,7 @@ const struct paged_msg_hdr *pactl_conn_recv(struct pactl_conn *c, int timeout_ms
         *cause = pactl_cause("waiting for the daemon: %s", strerror(errno));
         return NULL;
     }
-    ssize_t n = psock_recv(c->fd, c->buf, PAGED_MSG_MAX, fds, PSOCK_MAX_FDS, &nfds);
+    ssize_t n = pcore_sock_recv(c->fd, c->buf, PCORE_MSG_MAX, fds, PSOCK_MAX_FDS, &nfds);
     /* A control connection has no use for descriptors; never leak one a peer sends. */
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
@@ -99,7 +99,7 @@ const struct paged_msg_hdr *pactl_conn_recv(struct pactl_conn *c, int timeout_ms
         *cause = pactl_cause("reading from the daemon: %s", strerror(errno));
         return NULL;
     }
-    const struct paged_msg_hdr *h = (const struct paged_msg_hdr *) c->buf;
+    const struct pcore_msg_hdr *h = (const struct pcore_msg_hdr *) c->buf;
     if ((size_t) n < sizeof *h || h->len != (uint32_t) n) {
         *cause = pactl_cause("malformed message from the daemon (%zd bytes)", n);
         return NULL;
@@ -109,11 +109,11 @@ const struct paged_msg_hdr *pactl_conn_recv(struct pactl_conn *c, int timeout_ms
 }
 
 /* Copies the message of an ERROR packet of len bytes into a cause, or names its code. */
-static char *error_cause(const struct paged_msg_hdr *h, size_t len)
+static char *error_cause(const struct pcore_msg_hdr *h, size_t len)
 {
-    char text[PAGED_ERRMSG_MAX];
-    const struct paged_msg_error *e = (const struct paged_msg_error *) h;
-    size_t off = offsetof(struct paged_msg_error, message);
+    char text[PCORE_ERRMSG_MAX];
+    const struct pcore_msg_error *e = (const struct pcore_msg_error *) h;
+    size_t off = offsetof(struct pcore_msg_error, message);
     fmt_safe(text, sizeof text, len > off ? e->message : "", len > off ? len - off : 0);
     if (text[0] == '\0')
         return pactl_cause("%s", paged_strerror(h->status));
@@ -121,7 +121,7 @@ static char *error_cause(const struct paged_msg_hdr *h, size_t len)
 }
 
 /* Receives the answer to the last request; returns it or NULL with *cause. */
-const struct paged_msg_hdr *pactl_conn_reply(struct pactl_conn *c, int timeout_ms, size_t *len,
+const struct pcore_msg_hdr *pactl_conn_reply(struct pactl_conn *c, int timeout_ms, size_t *len,
                                              char **cause)
 {
     int64_t deadline = timeout_ms < 0 ? 0 : now_ms() + timeout_ms;
@@ -132,17 +132,17 @@ const struct paged_msg_hdr *pactl_conn_reply(struct pactl_conn *c, int timeout_m
             int64_t d = deadline - now_ms();
             left = d > 0 ? (int) d : 0;
         }
-        const struct paged_msg_hdr *h = pactl_conn_recv(c, left, len, cause);
+        const struct pcore_msg_hdr *h = pactl_conn_recv(c, left, len, cause);
         if (h == NULL)
             return NULL;
-        if (h->type == PAGED_MSG_EVENT)
+        if (h->type == PCORE_MSG_EVENT)
             continue;
-        if (h->type == PAGED_MSG_SHUTDOWN) {
+        if (h->type == PCORE_MSG_SHUTDOWN) {
             *cause = pactl_cause("the daemon is shutting down");
             return NULL;
         }
         /* pactl has one request outstanding at a time, so any error is about it. */
-        if (h->type == PAGED_MSG_ERROR) {
+        if (h->type == PCORE_MSG_ERROR) {
             *cause = error_cause(h, *len);
             return NULL;
         }
@@ -158,11 +158,11 @@ const struct paged_msg_hdr *pactl_conn_reply(struct pactl_conn *c, int timeout_m
 /* Sends a request with the next sequence number; returns 0 or -1 with *cause. */
 int pactl_conn_send(struct pactl_conn *c, void *msg, size_t len, char **cause)
 {
-    struct paged_msg_hdr *h = msg;
+    struct pcore_msg_hdr *h = msg;
     h->seq = ++c->seq;
     h->len = (uint32_t) len;
     h->status = 0;
-    int rc = psock_send(c->fd, msg, len, NULL, 0);
+    int rc = pcore_sock_send(c->fd, msg, len, NULL, 0);
     if (rc == PAGED_E_DISCONNECTED) {
         *cause = pactl_cause("the daemon closed the connection");
         return -1;
@@ -175,13 +175,13 @@ int pactl_conn_send(struct pactl_conn *c, void *msg, size_t len, char **cause)
 }
 
 /* Sends a request and checks its reply's type and size; returns it or NULL with *cause. */
-const struct paged_msg_hdr *pactl_conn_call(struct pactl_conn *c, void *req, size_t req_len,
+const struct pcore_msg_hdr *pactl_conn_call(struct pactl_conn *c, void *req, size_t req_len,
                                             uint32_t want, size_t min_len, size_t *len,
                                             char **cause)
 {
     if (pactl_conn_send(c, req, req_len, cause) < 0)
         return NULL;
-    const struct paged_msg_hdr *h = pactl_conn_reply(c, PACTL_REPLY_TIMEOUT_MS, len, cause);
+    const struct pcore_msg_hdr *h = pactl_conn_reply(c, PACTL_REPLY_TIMEOUT_MS, len, cause);
     if (h == NULL)
         return NULL;
     if (h->type != want || *len < min_len) {
@@ -193,12 +193,12 @@ const struct paged_msg_hdr *pactl_conn_call(struct pactl_conn *c, void *req, siz
 }
 
 /* Interprets the daemon's answer to HELLO; returns 0 or -1 with *cause. */
-static int handshake_reply(struct pactl_conn *c, const struct paged_msg_hdr *h, size_t len,
+static int handshake_reply(struct pactl_conn *c, const struct pcore_msg_hdr *h, size_t len,
                            char **cause)
 {
     /* The first answer on a connection can only be to HELLO: a refusal may not echo its
      * sequence number (the daemon may refuse a HELLO it could not even parse). */
-    if (h->type == PAGED_MSG_ERROR) {
+    if (h->type == PCORE_MSG_ERROR) {
         char *why = error_cause(h, len);
         if (h->status == PAGED_E_VERSION)
             *cause = pactl_cause("protocol version mismatch: %s", why);
@@ -207,14 +207,14 @@ static int handshake_reply(struct pactl_conn *c, const struct paged_msg_hdr *h, 
         free(why);
         return -1;
     }
-    if (h->type != PAGED_MSG_WELCOME || len < sizeof(struct paged_msg_welcome)) {
+    if (h->type != PCORE_MSG_WELCOME || len < sizeof(struct pcore_msg_welcome)) {
         *cause = not_ours(c->path);
         return -1;
     }
-    const struct paged_msg_welcome *w = (const struct paged_msg_welcome *) h;
-    if (h->status == PAGED_E_VERSION || w->version != PAGED_PROTO_VERSION) {
+    const struct pcore_msg_welcome *w = (const struct pcore_msg_welcome *) h;
+    if (h->status == PAGED_E_VERSION || w->version != PCORE_PROTO_VERSION) {
         *cause = pactl_cause("protocol version mismatch: the daemon speaks version %u, "
-                             "pactl version %u", (unsigned) w->version, PAGED_PROTO_VERSION);
+                             "pactl version %u", (unsigned) w->version, PCORE_PROTO_VERSION);
         return -1;
     }
     if (h->status < 0) {
@@ -233,24 +233,24 @@ int pactl_conn_open(struct pactl_conn *c, const char *path, char **cause)
     memset(c, 0, sizeof *c);
     c->fd = -1;
     c->path = path;
-    c->buf = malloc(PAGED_MSG_MAX);
+    c->buf = malloc(PCORE_MSG_MAX);
     if (c->buf == NULL) {
         *cause = pactl_cause("out of memory");
         return -1;
     }
-    int fd = psock_connect(path);
+    int fd = pcore_sock_connect(path);
     if (fd < 0) {
         *cause = connect_cause(path, fd);
         return -1;
     }
     c->fd = fd;
 
-    struct paged_msg_hello hello;
+    struct pcore_msg_hello hello;
     memset(&hello, 0, sizeof hello);
-    hello.hdr.type = PAGED_MSG_HELLO;
-    hello.magic = PAGED_HELLO_MAGIC;
-    hello.version = PAGED_PROTO_VERSION;
-    hello.flags = PAGED_HELLO_CONTROL;
+    hello.hdr.type = PCORE_MSG_HELLO;
+    hello.magic = PCORE_HELLO_MAGIC;
+    hello.version = PCORE_PROTO_VERSION;
+    hello.flags = PCORE_HELLO_CONTROL;
     hello.pid = (uint32_t) getpid();
     snprintf(hello.name, sizeof hello.name, "pactl");
     if (pactl_conn_send(c, &hello, sizeof hello, cause) < 0) {
@@ -260,7 +260,7 @@ int pactl_conn_open(struct pactl_conn *c, const char *path, char **cause)
         return -1;
     }
     size_t len;
-    const struct paged_msg_hdr *h = pactl_conn_recv(c, PACTL_REPLY_TIMEOUT_MS, &len, cause);
+    const struct pcore_msg_hdr *h = pactl_conn_recv(c, PACTL_REPLY_TIMEOUT_MS, &len, cause);
     if (h == NULL) {
         /* Silence, a hang-up or a malformed packet: whatever listens there is not pagedd. */
         free(*cause);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 
 /* How long pactl waits for any one reply before it gives up, in milliseconds. */
 #define PACTL_REPLY_TIMEOUT_MS 10000
@@ -24,11 +24,11 @@ struct pactl_conn {
     const char *path;
     uint32_t client_id;             /* what the daemon calls us */
     char daemon_version[33];
-    unsigned char *buf;             /* PAGED_MSG_MAX bytes for replies */
+    unsigned char *buf;             /* PCORE_MSG_MAX bytes for replies */
 };
 
 /*
- * Connects to the daemon at path and performs a control-only HELLO (PAGED_HELLO_CONTROL).
+ * Connects to the daemon at path and performs a control-only HELLO (PCORE_HELLO_CONTROL).
  * Returns 0, or -1 with *cause for: nobody listening, a path that is not a pagedd socket
  * (a file of another kind, a socket of another type, a peer that answers something other
  * than WELCOME or ERROR), a protocol version mismatch, a refusal the daemon explains,
@@ -40,7 +40,7 @@ int pactl_conn_open(struct pactl_conn *c, const char *path, char **cause);
 void pactl_conn_close(struct pactl_conn *c);
 
 /*
- * Sends a request of len bytes starting with a struct paged_msg_hdr whose type is set;
+ * Sends a request of len bytes starting with a struct pcore_msg_hdr whose type is set;
  * fills in seq and len. Returns 0 or -1 with *cause.
  */
 int pactl_conn_send(struct pactl_conn *c, void *msg, size_t len, char **cause);
@@ -53,7 +53,7 @@ int pactl_conn_send(struct pactl_conn *c, void *msg, size_t len, char **cause);
  * pointer to the message in the connection's buffer (valid until the next receive) and
  * stores its length, or NULL with *cause.
  */
-const struct paged_msg_hdr *pactl_conn_reply(struct pactl_conn *c, int timeout_ms, size_t *len,
+const struct pcore_msg_hdr *pactl_conn_reply(struct pactl_conn *c, int timeout_ms, size_t *len,
                                              char **cause);
 
 /*
@@ -61,7 +61,7 @@ const struct paged_msg_hdr *pactl_conn_reply(struct pactl_conn *c, int timeout_m
  * waiting up to timeout_ms. Returns it as pactl_conn_reply does, without interpreting
  * ERROR or SHUTDOWN; NULL with *cause on a timeout, hang-up or malformed packet.
  */
-const struct paged_msg_hdr *pactl_conn_recv(struct pactl_conn *c, int timeout_ms, size_t *len,
+const struct pcore_msg_hdr *pactl_conn_recv(struct pactl_conn *c, int timeout_ms, size_t *len,
                                             char **cause);
 
 /*
@@ -69,7 +69,7 @@ const struct paged_msg_hdr *pactl_conn_recv(struct pactl_conn *c, int timeout_ms
  * min_len bytes. Returns the reply (in the connection's buffer) and its length, or NULL
  * with *cause.
  */
-const struct paged_msg_hdr *pactl_conn_call(struct pactl_conn *c, void *req, size_t req_len,
+const struct pcore_msg_hdr *pactl_conn_call(struct pactl_conn *c, void *req, size_t req_len,
                                             uint32_t want, size_t min_len, size_t *len,
                                             char **cause);
 

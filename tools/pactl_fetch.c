@@ -12,11 +12,11 @@
 #define PACTL_LIST_MAX_ITEMS (1u << 24)
 
 /* Sends STATUS and copies the reply; returns 0 or -1 with *cause. */
-int pactl_fetch_status(struct pactl_conn *c, struct paged_msg_status_reply *out, char **cause)
+int pactl_fetch_status(struct pactl_conn *c, struct pcore_msg_status_reply *out, char **cause)
 {
-    struct paged_msg_hdr req = { .type = PAGED_MSG_STATUS };
+    struct pcore_msg_hdr req = { .type = PCORE_MSG_STATUS };
     size_t len;
-    const struct paged_msg_hdr *h = pactl_conn_call(c, &req, sizeof req, PAGED_MSG_STATUS_REPLY,
+    const struct pcore_msg_hdr *h = pactl_conn_call(c, &req, sizeof req, PCORE_MSG_STATUS_REPLY,
                                                     sizeof *out, &len, cause);
     if (h == NULL)
         return -1;
@@ -25,26 +25,26 @@ int pactl_fetch_status(struct pactl_conn *c, struct paged_msg_status_reply *out,
 }
 
 /* Sends STATS and copies the reply; returns 0 or -1 with *cause. */
-int pactl_fetch_stats(struct pactl_conn *c, struct paged_msg_stats_reply *out, char **cause)
+int pactl_fetch_stats(struct pactl_conn *c, struct pcore_msg_stats_reply *out, char **cause)
 {
-    struct paged_msg_hdr req = { .type = PAGED_MSG_STATS };
+    struct pcore_msg_hdr req = { .type = PCORE_MSG_STATS };
     size_t len;
     /* An older daemon may know fewer ops: accept a reply as long as its ops are all there. */
-    const struct paged_msg_hdr *h = pactl_conn_call(c, &req, sizeof req, PAGED_MSG_STATS_REPLY,
-                                                    offsetof(struct paged_msg_stats_reply, ops),
+    const struct pcore_msg_hdr *h = pactl_conn_call(c, &req, sizeof req, PCORE_MSG_STATS_REPLY,
+                                                    offsetof(struct pcore_msg_stats_reply, ops),
                                                     &len, cause);
     if (h == NULL)
         return -1;
     memset(out, 0, sizeof *out);
     memcpy(out, h, len < sizeof *out ? len : sizeof *out);
-    size_t have = (len - offsetof(struct paged_msg_stats_reply, ops)) / sizeof out->ops[0];
+    size_t have = (len - offsetof(struct pcore_msg_stats_reply, ops)) / sizeof out->ops[0];
     if (out->num_ops > have) {
         *cause = pactl_cause("statistics reply holds %zu ops but says %u", have,
                              (unsigned) out->num_ops);
         return -1;
     }
-    if (out->num_ops > PAGED_OP_COUNT_)
-        out->num_ops = PAGED_OP_COUNT_;
+    if (out->num_ops > PCORE_OP_COUNT_)
+        out->num_ops = PCORE_OP_COUNT_;
     return 0;
 }
 
@@ -52,18 +52,18 @@ int pactl_fetch_stats(struct pactl_conn *c, struct paged_msg_stats_reply *out, c
 static size_t list_item_size(uint32_t what)
 {
     switch (what) {
-    case PAGED_LIST_POOLS: return sizeof(struct paged_pool_item);
-    case PAGED_LIST_CLIENTS: return sizeof(struct paged_client_item);
-    case PAGED_LIST_BLOCKS: return sizeof(struct paged_block_item);
+    case PCORE_LIST_POOLS: return sizeof(struct pcore_pool_item);
+    case PCORE_LIST_CLIENTS: return sizeof(struct pcore_client_item);
+    case PCORE_LIST_BLOCKS: return sizeof(struct pcore_block_item);
     default: return 0;
     }
 }
 
 /* Appends the items of one LIST_ITEMS packet to l; returns 0 or -1 with *cause. */
-static int list_take(struct pactl_list *l, const struct paged_msg_hdr *h, size_t len,
+static int list_take(struct pactl_list *l, const struct pcore_msg_hdr *h, size_t len,
                      char **cause)
 {
-    const struct paged_msg_list_items *li = (const struct paged_msg_list_items *) h;
+    const struct pcore_msg_list_items *li = (const struct pcore_msg_list_items *) h;
     if (len < sizeof *li || li->what != l->what
         || (len - sizeof *li) / l->item_size != li->count
         || (len - sizeof *li) % l->item_size != 0) {
@@ -92,7 +92,7 @@ static int list_take(struct pactl_list *l, const struct paged_msg_hdr *h, size_t
 int pactl_fetch_list(struct pactl_conn *c, uint32_t what, const char *name,
                      struct pactl_list *out, char **cause)
 {
-    struct paged_msg_list req;
+    struct pcore_msg_list req;
     memset(&req, 0, sizeof req);
     memset(out, 0, sizeof *out);
     out->what = what;
@@ -101,7 +101,7 @@ int pactl_fetch_list(struct pactl_conn *c, uint32_t what, const char *name,
         *cause = pactl_cause("cannot list items of kind %u", (unsigned) what);
         return -1;
     }
-    req.hdr.type = PAGED_MSG_LIST;
+    req.hdr.type = PCORE_MSG_LIST;
     req.what = what;
     if (name != NULL)
         snprintf(req.name, sizeof req.name, "%s", name);
@@ -109,12 +109,12 @@ int pactl_fetch_list(struct pactl_conn *c, uint32_t what, const char *name,
         return -1;
     for (;;) {
         size_t len;
-        const struct paged_msg_hdr *h = pactl_conn_reply(c, PACTL_REPLY_TIMEOUT_MS, &len, cause);
+        const struct pcore_msg_hdr *h = pactl_conn_reply(c, PACTL_REPLY_TIMEOUT_MS, &len, cause);
         if (h == NULL)
             break;
-        if (h->type == PAGED_MSG_LIST_END)
+        if (h->type == PCORE_MSG_LIST_END)
             return 0;
-        if (h->type != PAGED_MSG_LIST_ITEMS) {
+        if (h->type != PCORE_MSG_LIST_ITEMS) {
             *cause = pactl_cause("unexpected reply from the daemon (type %u)", (unsigned) h->type);
             break;
         }
@@ -136,7 +136,7 @@ void pactl_list_free(struct pactl_list *l)
 /* Finds a pool's name by id. */
 const char *pactl_pool_name(const struct pactl_list *pools, uint32_t id)
 {
-    const struct paged_pool_item *p = pools->items;
+    const struct pcore_pool_item *p = pools->items;
     for (size_t i = 0; i < pools->count; i++)
         if (p[i].id == id)
             return p[i].name;

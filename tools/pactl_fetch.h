@@ -6,25 +6,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tools/pactl_conn.h"
 
 /* Items of one LIST request, gathered from every LIST_ITEMS packet until LIST_END. */
 struct pactl_list {
-    uint32_t what;               /* enum paged_list_what */
+    uint32_t what;               /* enum pcore_list_what */
     size_t count;
     size_t item_size;            /* sizeof the item struct for what */
     void *items;                 /* count items, malloc'd */
 };
 
 /* Asks for the daemon's status into *out. Returns 0 or -1 with *cause. */
-int pactl_fetch_status(struct pactl_conn *c, struct paged_msg_status_reply *out, char **cause);
+int pactl_fetch_status(struct pactl_conn *c, struct pcore_msg_status_reply *out, char **cause);
 
 /* Asks for the per-op statistics into *out. Returns 0 or -1 with *cause. */
-int pactl_fetch_stats(struct pactl_conn *c, struct paged_msg_stats_reply *out, char **cause);
+int pactl_fetch_stats(struct pactl_conn *c, struct pcore_msg_stats_reply *out, char **cause);
 
 /*
- * Lists pools, clients or blocks (enum paged_list_what); name is the pool to restrict the
+ * Lists pools, clients or blocks (enum pcore_list_what); name is the pool to restrict the
  * list to, or NULL. Returns 0 with *out filled (free it with pactl_list_free), or -1 with
  * *cause.
  */

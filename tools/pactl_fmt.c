@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 
 /* Copies src into dst with control characters replaced; returns dst. */
 char *fmt_safe(char *dst, size_t size, const char *src, size_t max)
@@ -112,28 +112,28 @@ const char *fmt_dtype(uint32_t dtype)
 /* Returns an opcode's name, indexed by enum paged_op. */
 const char *fmt_op(uint32_t op)
 {
-    static const char *const names[PAGED_OP_COUNT_] = {
+    static const char *const names[PCORE_OP_COUNT_] = {
         [PAGED_OP_NOP] = "nop",         [PAGED_OP_ALLOC] = "alloc",
         [PAGED_OP_FREE] = "free",       [PAGED_OP_APPEND] = "append",
         [PAGED_OP_DECODE] = "decode",   [PAGED_OP_PREFILL] = "prefill",
         [PAGED_OP_FORK] = "fork",       [PAGED_OP_COPY] = "copy",
         [PAGED_OP_PUBLISH] = "publish", [PAGED_OP_LOOKUP] = "lookup",
     };
-    return op < PAGED_OP_COUNT_ ? names[op] : NULL;
+    return op < PCORE_OP_COUNT_ ? names[op] : NULL;
 }
 
 /* Returns an event type's name. */
 const char *fmt_event(uint32_t event)
 {
     switch (event) {
-    case PAGED_EVENT_CONNECT: return "connect";
-    case PAGED_EVENT_DISCONNECT: return "disconnect";
-    case PAGED_EVENT_POOL_CREATE: return "pool-create";
-    case PAGED_EVENT_POOL_DESTROY: return "pool-destroy";
-    case PAGED_EVENT_EVICT: return "evict";
-    case PAGED_EVENT_ATTACH: return "attach";
-    case PAGED_EVENT_DETACH: return "detach";
-    case PAGED_EVENT_LOST: return "lost";
+    case PCORE_EVENT_CONNECT: return "connect";
+    case PCORE_EVENT_DISCONNECT: return "disconnect";
+    case PCORE_EVENT_POOL_CREATE: return "pool-create";
+    case PCORE_EVENT_POOL_DESTROY: return "pool-destroy";
+    case PCORE_EVENT_EVICT: return "evict";
+    case PCORE_EVENT_ATTACH: return "attach";
+    case PCORE_EVENT_DETACH: return "detach";
+    case PCORE_EVENT_LOST: return "lost";
     default: return "unknown";
     }
 }

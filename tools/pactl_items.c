@@ -19,9 +19,9 @@ void items_pool_heading(void)
 }
 
 /* Prints one pool as a table row; a destroyed pool's name is marked with a star. */
-void items_pool_row(const struct paged_pool_item *p)
+void items_pool_row(const struct pcore_pool_item *p)
 {
-    char name[PAGED_NAME_MAX + 2], size[FMT_BUF], mode[16];
+    char name[PCORE_NAME_MAX + 2], size[FMT_BUF], mode[16];
     fmt_safe(name, sizeof name - 1, p->name, sizeof p->name);
     snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
     if (p->destroyed)
@@ -35,7 +35,7 @@ void items_pool_row(const struct paged_pool_item *p)
 }
 
 /* Writes one pool as a JSON object. */
-void items_pool_json(struct json *j, const char *key, const struct paged_pool_item *p)
+void items_pool_json(struct json *j, const char *key, const struct pcore_pool_item *p)
 {
     char mode[16];
     snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
@@ -70,9 +70,9 @@ void items_client_heading(void)
 }
 
 /* Prints one client as a table row. */
-void items_client_row(const struct paged_client_item *c)
+void items_client_row(const struct pcore_client_item *c)
 {
-    char name[PAGED_NAME_MAX], up[FMT_BUF];
+    char name[PCORE_NAME_MAX], up[FMT_BUF];
     printf("%4u %8u %6u  %-20s %-7s %-5s %5u %7" PRIu64 " %10" PRIu64 " %7" PRIu64 " %9s\n",
            (unsigned) c->id, (unsigned) c->pid, (unsigned) c->uid,
            fmt_safe(name, sizeof name, c->name, sizeof c->name),
@@ -81,7 +81,7 @@ void items_client_row(const struct paged_client_item *c)
 }
 
 /* Writes one client as a JSON object. */
-void items_client_json(struct json *j, const struct paged_client_item *c)
+void items_client_json(struct json *j, const struct pcore_client_item *c)
 {
     json_object_begin(j, NULL);
     json_u64(j, "id", c->id);
@@ -106,19 +106,19 @@ void items_block_heading(void)
 }
 
 /* Returns the number of holder ids an item actually carries. */
-static uint32_t block_holders_shown(const struct paged_block_item *b)
+static uint32_t block_holders_shown(const struct pcore_block_item *b)
 {
     uint32_t n = b->num_holders;
     return n < 4 ? n : 4;
 }
 
 /* Prints one block as a table row: the first holders' ids, then how many more there are. */
-void items_block_row(const struct paged_block_item *b, const struct pactl_list *pools)
+void items_block_row(const struct pcore_block_item *b, const struct pactl_list *pools)
 {
-    char pool[PAGED_NAME_MAX], hash[FMT_BUF], holders[96];
+    char pool[PCORE_NAME_MAX], hash[FMT_BUF], holders[96];
     const char *name = pactl_pool_name(pools, b->pool_id);
     if (name != NULL)
-        fmt_safe(pool, sizeof pool, name, PAGED_NAME_MAX);
+        fmt_safe(pool, sizeof pool, name, PCORE_NAME_MAX);
     else
         snprintf(pool, sizeof pool, "#%u", (unsigned) b->pool_id);
     if (b->published)
@@ -139,7 +139,7 @@ void items_block_row(const struct paged_block_item *b, const struct pactl_list *
 }
 
 /* Writes one block as a JSON object. */
-void items_block_json(struct json *j, const struct paged_block_item *b,
+void items_block_json(struct json *j, const struct pcore_block_item *b,
                       const struct pactl_list *pools)
 {
     char hash[FMT_BUF];
@@ -147,7 +147,7 @@ void items_block_json(struct json *j, const struct paged_block_item *b,
     json_object_begin(j, NULL);
     json_u64(j, "pool_id", b->pool_id);
     if (name != NULL)
-        json_strn(j, "pool", name, PAGED_NAME_MAX);
+        json_strn(j, "pool", name, PCORE_NAME_MAX);
     else
         json_null(j, "pool");
     json_i64(j, "block", b->block);

@@ -3,25 +3,25 @@
 #ifndef PAGED_TOOLS_PACTL_ITEMS_H
 #define PAGED_TOOLS_PACTL_ITEMS_H
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tools/pactl_fetch.h"
 #include "tools/pactl_json.h"
 
 /* Table heading and row of a pool. */
 void items_pool_heading(void);
-void items_pool_row(const struct paged_pool_item *p);
+void items_pool_row(const struct pcore_pool_item *p);
 /* A pool as a JSON object (a member named key, or NULL in an array). */
-void items_pool_json(struct json *j, const char *key, const struct paged_pool_item *p);
+void items_pool_json(struct json *j, const char *key, const struct pcore_pool_item *p);
 
 /* Table heading and row of a client. */
 void items_client_heading(void);
-void items_client_row(const struct paged_client_item *c);
-void items_client_json(struct json *j, const struct paged_client_item *c);
+void items_client_row(const struct pcore_client_item *c);
+void items_client_json(struct json *j, const struct pcore_client_item *c);
 
 /* Table heading and row of a block; pools names the pool ids (it may be empty). */
 void items_block_heading(void);
-void items_block_row(const struct paged_block_item *b, const struct pactl_list *pools);
-void items_block_json(struct json *j, const struct paged_block_item *b,
+void items_block_row(const struct pcore_block_item *b, const struct pactl_list *pools);
+void items_block_json(struct json *j, const struct pcore_block_item *b,
                       const struct pactl_list *pools);
 
 #endif

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "paged.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/client/daemon_harness.h"
 #include "tests/tap/basic.h"
 
@@ -75,16 +75,16 @@ static pid_t fake_daemon(const char *path, enum fake_mode mode)
     int fd = accept(ls, NULL, NULL);
     if (fd < 0)
         _exit(1);
-    unsigned char buf[PAGED_MSG_MAX];
+    unsigned char buf[PCORE_MSG_MAX];
     ssize_t n = recv(fd, buf, sizeof buf, 0);
-    struct paged_msg_hello hello;
+    struct pcore_msg_hello hello;
     if (n != (ssize_t) sizeof hello)
         _exit(2);
     memcpy(&hello, buf, sizeof hello);
     if (mode == FAKE_REFUSE_SEQ0 || mode == FAKE_REFUSE_ECHO) {
-        struct paged_msg_error e;
+        struct pcore_msg_error e;
         memset(&e, 0, sizeof e);
-        e.hdr = (struct paged_msg_hdr) { PAGED_MSG_ERROR, mode == FAKE_REFUSE_ECHO ? hello.hdr.seq : 0,
+        e.hdr = (struct pcore_msg_hdr) { PCORE_MSG_ERROR, mode == FAKE_REFUSE_ECHO ? hello.hdr.seq : 0,
                                          PAGED_E_VERSION, sizeof e };
         snprintf(e.message, sizeof e.message, "client speaks protocol version %u, this fake speaks 99",
                  hello.version);
@@ -92,10 +92,10 @@ static pid_t fake_daemon(const char *path, enum fake_mode mode)
         close(fd); /* as pagedd does after a refusal */
         _exit(0);
     } else if (mode == FAKE_BAD_WELCOME) {
-        struct paged_msg_welcome w;
+        struct pcore_msg_welcome w;
         memset(&w, 0, sizeof w);
-        w.hdr = (struct paged_msg_hdr) { PAGED_MSG_WELCOME, hello.hdr.seq, 0, sizeof w };
-        w.version = PAGED_PROTO_VERSION;
+        w.hdr = (struct pcore_msg_hdr) { PCORE_MSG_WELCOME, hello.hdr.seq, 0, sizeof w };
+        w.version = PCORE_PROTO_VERSION;
         w.backend = PAGED_BACKEND_CPU;
         w.num_fds = 3; /* but none attached */
         send(fd, &w, sizeof w, MSG_NOSIGNAL);
@@ -206,10 +206,10 @@ static void test_connect(paged_client *c)
     is_string("", paged_client_error(c), "client: no error text after connecting");
     is_string("0.1.0", paged_version(), "paged_version is 0.1.0");
     is_int(PAGED_OK, paged_nop(c), "nop: a synchronous round trip");
-    is_string("block_tables", paged_field_name(PAGED_FIELD_BLOCK_TABLE), "field name: block_tables");
-    is_string("seq_lens", paged_field_name(PAGED_FIELD_SEQ_LENS), "field name: seq_lens");
-    is_string("qo_indptr", paged_field_name(PAGED_FIELD_QO_INDPTR), "field name: qo_indptr");
-    is_string("none", paged_field_name(PAGED_FIELD_NONE), "field name: none");
+    is_string("block_tables", paged_field_name(PCORE_FIELD_BLOCK_TABLE), "field name: block_tables");
+    is_string("seq_lens", paged_field_name(PCORE_FIELD_SEQ_LENS), "field name: seq_lens");
+    is_string("qo_indptr", paged_field_name(PCORE_FIELD_QO_INDPTR), "field name: qo_indptr");
+    is_string("none", paged_field_name(PCORE_FIELD_NONE), "field name: none");
     is_string("none", paged_field_name(9999), "field name: an unknown field is none");
 }
 
@@ -518,7 +518,7 @@ static void test_async(paged_client *c, paged_pool *p)
     paged_prep(c, &dr);
     paged_submit(c);
     n = collect(c, got, 1);
-    ok(n == 1 && got[0].status == PAGED_E_NOTHELD && got[0].err_field == PAGED_FIELD_BLOCK_TABLE
+    ok(n == 1 && got[0].status == PAGED_E_NOTHELD && got[0].err_field == PCORE_FIELD_BLOCK_TABLE
        && got[0].err_index == 0, "async: DECODE of an unheld block: NOTHELD, block_tables[0]");
     paged_arena_release(c, PAGED_ARENA_HOST, mark);
 

@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/proto.h"
-#include "lib/ring.h"
-#include "lib/shm.h"
-#include "lib/sock.h"
-#include "lib/wake.h"
+#include "lib/core/proto.h"
+#include "lib/core/ring.h"
+#include "lib/core/shm.h"
+#include "lib/core/sock.h"
+#include "lib/core/wake.h"
 #include "paged.h"
 #include "tests/tap/basic.h"
 
@@ -84,8 +84,8 @@ struct fake {
     int sq_wait;       /* read end: the client writes when it publishes */
     int cq_notify;     /* write end: we write when we publish */
     unsigned char *map;
-    struct paged_channel_hdr hdr;
-    struct paged_ring_ctl *sqc, *cqc;
+    struct pcore_channel_hdr hdr;
+    struct pcore_ring_ctl *sqc, *cqc;
     uint32_t sq_head;  /* ours; stored to sqc->head (plus head_skew) after each take */
     uint32_t head_skew;
     uint32_t cq_tail;  /* ours; stored to cqc->tail after each post */
@@ -103,39 +103,39 @@ static int fake_accept(int ls, struct fake *f, int *sc)
     f->sock = accept(ls, NULL, NULL);
     if (f->sock < 0)
         _exit(10);
-    struct paged_msg_hello hello;
+    struct pcore_msg_hello hello;
     int nfds = 0;
-    if (psock_recv(f->sock, &hello, sizeof hello, NULL, 0, &nfds) != (ssize_t) sizeof hello
-        || hello.hdr.type != PAGED_MSG_HELLO || sscanf(hello.name, "bad-%d", sc) != 1)
+    if (pcore_sock_recv(f->sock, &hello, sizeof hello, NULL, 0, &nfds) != (ssize_t) sizeof hello
+        || hello.hdr.type != PCORE_MSG_HELLO || sscanf(hello.name, "bad-%d", sc) != 1)
         return -1;
-    if (paged_channel_layout(hello.sq_entries, hello.cq_entries, ARENA_SIZE, &f->hdr) != PAGED_OK)
+    if (pcore_channel_layout(hello.sq_entries, hello.cq_entries, ARENA_SIZE, &f->hdr) != PAGED_OK)
         _exit(11);
-    int memfd = paged_shm_create("fake-channel", f->hdr.total_size);
+    int memfd = pcore_shm_create("fake-channel", f->hdr.total_size);
     void *map = NULL;
-    if (memfd < 0 || paged_shm_map(memfd, f->hdr.total_size, 1, &map) != PAGED_OK)
+    if (memfd < 0 || pcore_shm_map(memfd, f->hdr.total_size, 1, &map) != PAGED_OK)
         _exit(12);
     f->map = map;
     memcpy(f->map, &f->hdr, sizeof f->hdr);
-    f->sqc = (struct paged_ring_ctl *) (f->map + f->hdr.sq_ctl_off);
-    f->cqc = (struct paged_ring_ctl *) (f->map + f->hdr.cq_ctl_off);
-    paged_ring_ctl_init(f->sqc, 0);
-    paged_ring_ctl_init(f->cqc, 0);
+    f->sqc = (struct pcore_ring_ctl *) (f->map + f->hdr.sq_ctl_off);
+    f->cqc = (struct pcore_ring_ctl *) (f->map + f->hdr.cq_ctl_off);
+    pcore_ring_ctl_init(f->sqc, 0);
+    pcore_ring_ctl_init(f->cqc, 0);
     int sq_notify = -1, cq_wait = -1;
-    if (paged_wake_pipe(&f->sq_wait, &sq_notify) < 0 || paged_wake_pipe(&cq_wait, &f->cq_notify) < 0)
+    if (pcore_wake_pipe(&f->sq_wait, &sq_notify) < 0 || pcore_wake_pipe(&cq_wait, &f->cq_notify) < 0)
         _exit(13);
-    struct paged_msg_welcome w;
+    struct pcore_msg_welcome w;
     memset(&w, 0, sizeof w);
-    w.hdr = (struct paged_msg_hdr) { PAGED_MSG_WELCOME, hello.hdr.seq, 0, sizeof w };
-    w.version = PAGED_PROTO_VERSION;
+    w.hdr = (struct pcore_msg_hdr) { PCORE_MSG_WELCOME, hello.hdr.seq, 0, sizeof w };
+    w.version = PCORE_PROTO_VERSION;
     w.client_id = 100 + (uint32_t) *sc;
     w.backend = PAGED_BACKEND_CPU;
     w.num_fds = 3;
     w.device_ordinal = -1;
-    w.data_arena_kind = PAGED_MEM_MEMFD;
+    w.data_arena_kind = PCORE_MEM_MEMFD;
     w.channel_size = f->hdr.total_size;
     snprintf(w.daemon_version, sizeof w.daemon_version, "fake");
     int fds[3] = { memfd, sq_notify, cq_wait };
-    if (psock_send(f->sock, &w, sizeof w, fds, 3) != 0)
+    if (pcore_sock_send(f->sock, &w, sizeof w, fds, 3) != 0)
         _exit(14);
     for (int i = 0; i < 3; i++)
         close(fds[i]);
@@ -161,28 +161,28 @@ static ssize_t fake_recv_ctl(struct fake *f, void *buf, size_t size)
     if (poll(&p, 1, FAKE_WAIT_MS) <= 0)
         return -1;
     int nfds = 0;
-    ssize_t n = psock_recv(f->sock, buf, size, NULL, 0, &nfds);
+    ssize_t n = pcore_sock_recv(f->sock, buf, size, NULL, 0, &nfds);
     return n > 0 ? n : -1;
 }
 
 /* Takes the next submission into *out, waiting up to FAKE_WAIT_MS. Returns 1, or 0 when the
  * client hung up first, or -1 on timeout. */
-static int fake_take(struct fake *f, struct paged_sqe *out)
+static int fake_take(struct fake *f, struct pcore_sqe *out)
 {
     double deadline = now_ms() + FAKE_WAIT_MS;
     while (now_ms() < deadline) {
-        uint32_t tail = atomic_load_explicit(paged_ring_word(&f->sqc->tail), memory_order_acquire);
+        uint32_t tail = atomic_load_explicit(pcore_ring_word(&f->sqc->tail), memory_order_acquire);
         if (tail != f->sq_head) {
-            const struct paged_sqe *e = (const void *) (f->map + f->hdr.sq_off);
+            const struct pcore_sqe *e = (const void *) (f->map + f->hdr.sq_off);
             *out = e[f->sq_head & (f->hdr.sq_entries - 1)];
             f->sq_head++;
-            atomic_store_explicit(paged_ring_word(&f->sqc->head), f->sq_head + f->head_skew,
+            atomic_store_explicit(pcore_ring_word(&f->sqc->head), f->sq_head + f->head_skew,
                                   memory_order_release);
             return 1;
         }
         struct pollfd p[2] = { { .fd = f->sq_wait, .events = POLLIN }, { .fd = f->sock, .events = POLLIN } };
         if (poll(p, 2, 2) > 0) {
-            paged_wake_drain(f->sq_wait);
+            pcore_wake_drain(f->sq_wait);
             if (p[1].revents != 0) {
                 char byte;
                 if (recv(f->sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
@@ -202,27 +202,27 @@ static void fake_wake(struct fake *f)
 }
 
 /* Publishes one completion and wakes the client. */
-static void fake_post(struct fake *f, const struct paged_cqe *cqe)
+static void fake_post(struct fake *f, const struct pcore_cqe *cqe)
 {
-    struct paged_cqe *e = (void *) (f->map + f->hdr.cq_off);
+    struct pcore_cqe *e = (void *) (f->map + f->hdr.cq_off);
     e[f->cq_tail & (f->hdr.cq_entries - 1)] = *cqe;
     f->cq_tail++;
-    atomic_store_explicit(paged_ring_word(&f->cqc->tail), f->cq_tail, memory_order_release);
+    atomic_store_explicit(pcore_ring_word(&f->cqc->tail), f->cq_tail, memory_order_release);
     fake_wake(f);
 }
 
 /* Returns the completion a real daemon would post for a NOP. */
-static struct paged_cqe answer(const struct paged_sqe *s)
+static struct pcore_cqe answer(const struct pcore_sqe *s)
 {
-    return (struct paged_cqe) { .tag = s->tag, .status = PAGED_OK, .opcode = s->opcode };
+    return (struct pcore_cqe) { .tag = s->tag, .status = PAGED_OK, .opcode = s->opcode };
 }
 
 /* Answers every submission correctly until the client hangs up. */
 static void fake_serve(struct fake *f)
 {
-    struct paged_sqe s;
+    struct pcore_sqe s;
     while (fake_take(f, &s) == 1) {
-        struct paged_cqe c = answer(&s);
+        struct pcore_cqe c = answer(&s);
         fake_post(f, &c);
     }
 }
@@ -231,28 +231,28 @@ static void fake_serve(struct fake *f)
 static void fake_send_ctl(struct fake *f, uint32_t type, uint32_t seq, int32_t status, uint32_t claimed_len,
                           size_t len)
 {
-    unsigned char buf[sizeof(struct paged_msg_error)];
+    unsigned char buf[sizeof(struct pcore_msg_error)];
     memset(buf, 0, sizeof buf);
     if (len > sizeof buf)
         len = sizeof buf;
-    struct paged_msg_hdr h = { type, seq, status, claimed_len };
+    struct pcore_msg_hdr h = { type, seq, status, claimed_len };
     memcpy(buf, &h, sizeof h);
-    if (type == PAGED_MSG_ERROR)
+    if (type == PCORE_MSG_ERROR)
         snprintf((char *) buf + sizeof h, sizeof buf - sizeof h, "fake error");
-    if (psock_send(f->sock, buf, len, NULL, 0) != 0)
+    if (pcore_sock_send(f->sock, buf, len, NULL, 0) != 0)
         _exit(16);
 }
 
 /* Plays scenario sc on the accepted connection f. */
 static void fake_play(struct fake *f, int sc)
 {
-    struct paged_sqe s;
-    struct paged_cqe c;
+    struct pcore_sqe s;
+    struct pcore_cqe c;
     switch (sc) {
     case SC_TAIL_BEYOND:
         if (fake_take(f, &s) != 1)
             break;
-        atomic_store_explicit(paged_ring_word(&f->cqc->tail), f->cq_tail + f->hdr.cq_entries + 1,
+        atomic_store_explicit(pcore_ring_word(&f->cqc->tail), f->cq_tail + f->hdr.cq_entries + 1,
                               memory_order_release);
         fake_wake(f);
         break;
@@ -278,7 +278,7 @@ static void fake_play(struct fake *f, int sc)
         fake_post(f, &c);
         break;
     case SC_UNSOLICITED:
-        c = (struct paged_cqe) { .tag = (uint64_t) 7 << 32 | 3, .opcode = PAGED_OP_NOP };
+        c = (struct pcore_cqe) { .tag = (uint64_t) 7 << 32 | 3, .opcode = PAGED_OP_NOP };
         fake_post(f, &c);
         break;
     case SC_POSITIVE:
@@ -297,7 +297,7 @@ static void fake_play(struct fake *f, int sc)
             if (i == 2) {
                 /* From now on the head we store runs 100 ahead of every tail. */
                 f->head_skew = 100;
-                atomic_store_explicit(paged_ring_word(&f->sqc->head), f->sq_head + f->head_skew,
+                atomic_store_explicit(pcore_ring_word(&f->sqc->head), f->sq_head + f->head_skew,
                                       memory_order_release);
             }
         }
@@ -306,8 +306,8 @@ static void fake_play(struct fake *f, int sc)
         fake_take(f, &s);
         return;   /* fake_close hangs up with the request in flight */
     case SC_BAD_REPLIES: {
-        unsigned char msg[PAGED_MSG_MAX];
-        struct paged_msg_hdr h;
+        unsigned char msg[PCORE_MSG_MAX];
+        struct pcore_msg_hdr h;
         /* Three pool attaches: a reply of the wrong type, an ERROR with a positive status, a
          * message whose header claims more bytes than came. */
         for (int i = 0; i < 3; i++) {
@@ -315,13 +315,13 @@ static void fake_play(struct fake *f, int sc)
                 return;
             memcpy(&h, msg, sizeof h);
             if (i == 0)
-                fake_send_ctl(f, PAGED_MSG_STATUS_REPLY, h.seq, 0, sizeof(struct paged_msg_hdr),
-                              sizeof(struct paged_msg_hdr));
+                fake_send_ctl(f, PCORE_MSG_STATUS_REPLY, h.seq, 0, sizeof(struct pcore_msg_hdr),
+                              sizeof(struct pcore_msg_hdr));
             else if (i == 1)
-                fake_send_ctl(f, PAGED_MSG_ERROR, h.seq, 3, sizeof(struct paged_msg_error),
-                              sizeof(struct paged_msg_error));
+                fake_send_ctl(f, PCORE_MSG_ERROR, h.seq, 3, sizeof(struct pcore_msg_error),
+                              sizeof(struct pcore_msg_error));
             else
-                fake_send_ctl(f, PAGED_MSG_POOL_REPLY, h.seq, 0, 4096, sizeof(struct paged_msg_hdr) + 8);
+                fake_send_ctl(f, PCORE_MSG_POOL_REPLY, h.seq, 0, 4096, sizeof(struct pcore_msg_hdr) + 8);
         }
         fake_serve(f);
         return;
@@ -329,7 +329,7 @@ static void fake_play(struct fake *f, int sc)
     case SC_SHUTDOWN:
         if (fake_take(f, &s) != 1)
             break;
-        fake_send_ctl(f, PAGED_MSG_SHUTDOWN, 0, 0, sizeof(struct paged_msg_hdr), sizeof(struct paged_msg_hdr));
+        fake_send_ctl(f, PCORE_MSG_SHUTDOWN, 0, 0, sizeof(struct pcore_msg_hdr), sizeof(struct pcore_msg_hdr));
         return;
     default:
         _exit(17);
@@ -342,7 +342,7 @@ static void fake_play(struct fake *f, int sc)
 /* Forks the fake daemon on path; it serves SC_COUNT connections, then exits 0. Returns its pid. */
 static pid_t fake_daemon(const char *path)
 {
-    int ls = psock_listen(path, 0600, (gid_t) -1);
+    int ls = pcore_sock_listen(path, 0600, (gid_t) -1);
     if (ls < 0)
         bail("fake daemon: cannot listen on %s: %s", path, paged_strerror(ls));
     pid_t pid = bfork();

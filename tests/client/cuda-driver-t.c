@@ -10,7 +10,7 @@
 
 #include "paged.h"
 #include "lib/cuda_driver.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/tap/basic.h"
 
 /* The driver calls the test makes itself, to export memory the way pagedd does. */

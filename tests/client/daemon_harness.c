@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/tap/basic.h"
 
 /* Connect attempts while the daemon starts, and the pause between them. */
@@ -224,39 +224,39 @@ int harness_pool_counts(const struct harness *h, const char *name, struct harnes
     int fd = raw_connect(h->socket);
     if (fd < 0)
         return -1;
-    static unsigned char buf[PAGED_MSG_MAX];
-    struct paged_msg_hello hello;
+    static unsigned char buf[PCORE_MSG_MAX];
+    struct pcore_msg_hello hello;
     memset(&hello, 0, sizeof hello);
-    hello.hdr = (struct paged_msg_hdr) { PAGED_MSG_HELLO, 1, 0, sizeof hello };
-    hello.magic = PAGED_HELLO_MAGIC;
-    hello.version = PAGED_PROTO_VERSION;
-    hello.flags = PAGED_HELLO_CONTROL;
+    hello.hdr = (struct pcore_msg_hdr) { PCORE_MSG_HELLO, 1, 0, sizeof hello };
+    hello.magic = PCORE_HELLO_MAGIC;
+    hello.version = PCORE_PROTO_VERSION;
+    hello.flags = PCORE_HELLO_CONTROL;
     hello.pid = (uint32_t) getpid();
     snprintf(hello.name, sizeof hello.name, "test-harness");
     int rc = -1;
     ssize_t n;
     if (raw_send(fd, &hello, sizeof hello) < 0 || (n = raw_recv(fd, buf, sizeof buf)) < 0
-        || ((struct paged_msg_hdr *) buf)->type != PAGED_MSG_WELCOME)
+        || ((struct pcore_msg_hdr *) buf)->type != PCORE_MSG_WELCOME)
         goto out;
-    struct paged_msg_list m;
+    struct pcore_msg_list m;
     memset(&m, 0, sizeof m);
-    m.hdr = (struct paged_msg_hdr) { PAGED_MSG_LIST, 2, 0, sizeof m };
-    m.what = PAGED_LIST_POOLS;
+    m.hdr = (struct pcore_msg_hdr) { PCORE_MSG_LIST, 2, 0, sizeof m };
+    m.what = PCORE_LIST_POOLS;
     snprintf(m.name, sizeof m.name, "%s", name);
     if (raw_send(fd, &m, sizeof m) < 0)
         goto out;
     /* Bounded: a daemon that never says LIST_END ends the loop by timing out in raw_recv. */
     for (int packets = 0; packets < 1000; packets++) {
         n = raw_recv(fd, buf, sizeof buf);
-        if (n < (ssize_t) sizeof(struct paged_msg_hdr))
+        if (n < (ssize_t) sizeof(struct pcore_msg_hdr))
             goto out;
-        const struct paged_msg_hdr *hdr = (const void *) buf;
-        if (hdr->type == PAGED_MSG_LIST_END || hdr->type == PAGED_MSG_ERROR)
+        const struct pcore_msg_hdr *hdr = (const void *) buf;
+        if (hdr->type == PCORE_MSG_LIST_END || hdr->type == PCORE_MSG_ERROR)
             goto out;
-        if (hdr->type != PAGED_MSG_LIST_ITEMS || (size_t) n < sizeof(struct paged_msg_list_items))
+        if (hdr->type != PCORE_MSG_LIST_ITEMS || (size_t) n < sizeof(struct pcore_msg_list_items))
             continue;
-        const struct paged_msg_list_items *li = (const void *) buf;
-        const struct paged_pool_item *it = (const void *) (buf + sizeof *li);
+        const struct pcore_msg_list_items *li = (const void *) buf;
+        const struct pcore_pool_item *it = (const void *) (buf + sizeof *li);
         for (uint32_t i = 0; i < li->count; i++) {
             if ((size_t) n < sizeof *li + (i + 1) * sizeof *it)
                 break;

@@ -19,10 +19,10 @@ tests_client_seq_t_SOURCES = tests/client/seq-t.c
 tests_client_seq_t_LDADD = $(CLIENT_TEST_LIBS)
 # Against a fake daemon built from libpaged's own ring, memfd and socket helpers.
 tests_client_baddaemon_t_SOURCES = tests/client/baddaemon-t.c
-tests_client_baddaemon_t_LDADD = lib/libpaged.la lib/libpagedcore.la $(TAP_LIBS)
+tests_client_baddaemon_t_LDADD = lib/libpaged.la lib/core/libpagedcore.la $(TAP_LIBS)
 tests_client_workers_t_SOURCES = tests/client/workers-t.c
 # The CPU reference kernels are the oracle (and need libpagedcore's dtype helpers).
-tests_client_workers_t_LDADD = $(CLIENT_TEST_LIBS) kernels/libpagedcpu.la lib/libpagedcore.la
+tests_client_workers_t_LDADD = $(CLIENT_TEST_LIBS) kernels/libpagedcpu.la lib/core/libpagedcore.la
 
 # The lazily loaded CUDA driver, on its own: compiled into the test (its symbols are not
 # exported), with the CUDA headers for the test's own export of device memory. Without a
@@ -32,7 +32,7 @@ check_PROGRAMS += tests/client/cuda-driver-t
 TESTS += tests/client/cuda-driver-t
 tests_client_cuda_driver_t_SOURCES = tests/client/cuda-driver-t.c lib/cuda_driver.c lib/cuda_driver.h
 tests_client_cuda_driver_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-tests_client_cuda_driver_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
+tests_client_cuda_driver_t_LDADD = lib/core/libpagedcore.la $(TAP_LIBS)
 endif
 
 # The PTX of libpaged's dependency-word kernels, compiled by the toolkit's ptxas for every
@@ -43,7 +43,7 @@ TESTS += tests/client/words-ptx-t
 tests_client_words_ptx_t_SOURCES = tests/client/words-ptx-t.c lib/cuda_words.c lib/cuda_driver.c \
 	lib/cuda_driver.h lib/cuda_api.h
 tests_client_words_ptx_t_CPPFLAGS = $(AM_CPPFLAGS) -DPAGED_PTXAS='"$(CUDA_HOME)/bin/ptxas"'
-tests_client_words_ptx_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
+tests_client_words_ptx_t_LDADD = lib/core/libpagedcore.la $(TAP_LIBS)
 endif
 
 # The same two variants run on the device (each loaded as libpaged loads it): a wait holds its
@@ -54,5 +54,5 @@ TESTS += tests/client/cuda-words-t
 tests_client_cuda_words_t_SOURCES = tests/client/cuda-words-t.c lib/cuda_words.c lib/cuda_driver.c \
 	lib/cuda_driver.h lib/cuda_api.h
 tests_client_cuda_words_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-tests_client_cuda_words_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
+tests_client_cuda_words_t_LDADD = lib/core/libpagedcore.la $(TAP_LIBS)
 endif

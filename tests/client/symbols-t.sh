@@ -38,7 +38,7 @@ ok $? "libpaged.so exports exactly those functions"
 bad=$(grep -v '@@PAGED_0\.1$' "$tmp/exported")
 test -z "$bad"
 ok $? "every exported function is in version node PAGED_0.1${bad:+ (not: $bad)}"
-own=$(grep -E '^(paged_|psock_|pk_|pa_|pc_)' "$tmp/undefined")
+own=$(grep -E '^(paged_|pcore_sock_|pk_|pa_|pc_)' "$tmp/undefined")
 test -z "$own"
 ok $? "libpaged.so leaves none of the project's own symbols undefined${own:+ (undefined: $own)}"
 cuda=$(grep -E '^cu[A-Z]' "$tmp/undefined")

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/alloc.h"
+#include "daemon/alloc/alloc.h"
 #include "tests/tap/basic.h"
 
 #define MAXN 256               /* largest pool */

@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "daemon/alloc.h"
+#include "daemon/alloc/alloc.h"
 #include "tests/tap/basic.h"
 
 #define HA 7u              /* three clients, one with an id at the top of the range */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/batch.h"
+#include "daemon/engine/batch.h"
 #include "tests/tap/basic.h"
 
 #define MAXOPS 16

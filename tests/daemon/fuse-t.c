@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/fuse.h"
-#include "daemon/validate.h"
+#include "daemon/engine/fuse.h"
+#include "daemon/engine/validate.h"
 #include "tests/tap/basic.h"
 
 #define MAXC 4                     /* clients (one APPEND and one DECODE each) */

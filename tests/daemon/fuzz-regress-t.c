@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/batch.h"
-#include "daemon/validate.h"
+#include "daemon/engine/batch.h"
+#include "daemon/engine/validate.h"
 #include "fuzz/fuzz.h"
 #include "fuzz/inputs.h"
 #include "fuzz/validate-setup.h"
@@ -18,11 +18,11 @@
  *   1. an engine pass let a FREE, FORK or PUBLISH join after an APPEND or COPY of the same
  *      client that waited for the backend: the allocator op ran at once and took away the
  *      hold on (or the right to write) a block the APPEND or COPY had been validated with,
- *      which the backend then wrote or read anyway (fixed in daemon/batch.c);
+ *      which the backend then wrote or read anyway (fixed in daemon/engine/batch.c);
  *   2. pv_validate accepted a DECODE or PREFILL of no sequences whatever its block-table
  *      stride, which the kernels take as an int32: a stride past INT32_MAX reached them
  *      negative and they refused the op, so an accepted request failed in the backend
- *      (fixed in daemon/validate.c).
+ *      (fixed in daemon/engine/validate.c).
  * This test checks both rules directly, then replays the inputs that found them
  * (fuzz/corpus/validate/regress-*) through the harness, which runs them through
  * pd_engine_drain and checks its invariants.
@@ -55,7 +55,7 @@ static const struct pv_pool *find_view(void *ctx, uint32_t id)
 static int validate_attn(uint8_t opcode, uint32_t num_seqs, uint32_t stride, uint16_t *field)
 {
     static unsigned char arena[4096];
-    struct paged_sqe sqe;
+    struct pcore_sqe sqe;
     memset(&sqe, 0, sizeof sqe);
     sqe.opcode = opcode;
     sqe.pool = view.id;
@@ -119,11 +119,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < 2; i++) {
         uint16_t field;
         int rc = validate_attn(attn_ops[i], 0, 0x80003282u, &field);
-        ok(rc == PAGED_E_INVAL && field == PAGED_FIELD_BLOCK_TABLE,
+        ok(rc == PAGED_E_INVAL && field == PCORE_FIELD_BLOCK_TABLE,
            "%s of no sequences, stride 0x80003282: refused on block_tables (%d, field %u)",
            name(attn_ops[i]), rc, field);
         rc = validate_attn(attn_ops[i], 0, UINT32_MAX, &field);
-        ok(rc == PAGED_E_INVAL && field == PAGED_FIELD_BLOCK_TABLE,
+        ok(rc == PAGED_E_INVAL && field == PCORE_FIELD_BLOCK_TABLE,
            "%s of no sequences, stride 0xffffffff: refused on block_tables (%d, field %u)",
            name(attn_ops[i]), rc, field);
         rc = validate_attn(attn_ops[i], 0, 0, &field);

@@ -1,7 +1,7 @@
 # tests/daemon/local.mk: what tests/daemon/ builds.
 # SPDX-License-Identifier: MIT
 
-DAEMON_TEST_LIBS = daemon/libpageddaemon.la lib/libpagedcore.la $(TAP_LIBS)
+DAEMON_TEST_LIBS = daemon/libpageddaemon.la lib/core/libpagedcore.la $(TAP_LIBS)
 
 check_PROGRAMS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
 	tests/daemon/batch-t tests/daemon/fuse-t
@@ -12,7 +12,7 @@ tests_daemon_alloc_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_alloc_model_t_SOURCES = tests/daemon/alloc-model-t.c
 tests_daemon_alloc_model_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_prefix_hash_t_SOURCES = tests/daemon/prefix-hash-t.c
-tests_daemon_prefix_hash_t_LDADD = lib/libpagedcore.la $(TAP_LIBS)
+tests_daemon_prefix_hash_t_LDADD = lib/core/libpagedcore.la $(TAP_LIBS)
 tests_daemon_batch_t_SOURCES = tests/daemon/batch-t.c
 tests_daemon_batch_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_fuse_t_SOURCES = tests/daemon/fuse-t.c

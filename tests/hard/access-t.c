@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
-#include "lib/shm.h"
+#include "lib/core/shm.h"
 #include "paged.h"
 #include "tests/hard/hard.h"
 #include "tests/service/spawn.h"
@@ -86,14 +86,14 @@ static void child_connect(struct rc_client *c, const char *name, uint32_t flags)
 static void owner_creates(int *res)
 {
     struct rc_client c, c2;
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     memset(&r, 0, sizeof r);
     child_connect(&c, "owner", 0);
-    res[0] = rc_pool_create(&c, "p600", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, &r, NULL);
-    res[1] = rc_pool_create(&c, "p640", L, H, D, B, PAGED_DTYPE_F32, N, 0640, PAGED_ATTACH_WRITE, &r, NULL);
-    res[2] = rc_pool_create(&c, "p666", L, H, D, B, PAGED_DTYPE_F32, N, 0666, PAGED_ATTACH_WRITE, &r, NULL);
+    res[0] = rc_pool_create(&c, "p600", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PCORE_ATTACH_WRITE, &r, NULL);
+    res[1] = rc_pool_create(&c, "p640", L, H, D, B, PAGED_DTYPE_F32, N, 0640, PCORE_ATTACH_WRITE, &r, NULL);
+    res[2] = rc_pool_create(&c, "p666", L, H, D, B, PAGED_DTYPE_F32, N, 0666, PCORE_ATTACH_WRITE, &r, NULL);
     child_connect(&c2, "owner-2", 0);
-    res[3] = rc_pool_attach(&c2, "p600", PAGED_ATTACH_WRITE, &r, NULL);
+    res[3] = rc_pool_attach(&c2, "p600", PCORE_ATTACH_WRITE, &r, NULL);
     res[4] = (int) r.writable;
     res[5] = (int) r.owner_uid;
     rc_close(&c2);
@@ -103,8 +103,8 @@ static void owner_creates(int *res)
 /* Returns the status of a one-block ALLOC on pool id through c. */
 static int try_alloc(struct rc_client *c, uint32_t pool)
 {
-    struct paged_sqe s;
-    struct paged_cqe q;
+    struct pcore_sqe s;
+    struct pcore_cqe q;
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_ALLOC;
     s.pool = pool;
@@ -124,12 +124,12 @@ static int try_alloc(struct rc_client *c, uint32_t pool)
 static void member_tries(int *res)
 {
     struct rc_client c;
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     int fd = -1;
     memset(&r, 0, sizeof r);
     child_connect(&c, "member", 0);
-    res[0] = rc_pool_attach(&c, "p600", PAGED_ATTACH_WRITE, &r, NULL);
-    res[1] = rc_pool_attach(&c, "p640", PAGED_ATTACH_WRITE, &r, &fd);
+    res[0] = rc_pool_attach(&c, "p600", PCORE_ATTACH_WRITE, &r, NULL);
+    res[1] = rc_pool_attach(&c, "p640", PCORE_ATTACH_WRITE, &r, &fd);
     res[2] = (int) r.writable;
     if (res[1] == 0 && fd >= 0) {
         void *w = mmap(NULL, r.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -156,15 +156,15 @@ static void member_tries(int *res)
         close(fd);
     }
     res[7] = try_alloc(&c, r.pool_id);
-    struct paged_msg_pool_ref m;
-    struct paged_msg_hdr reply;
+    struct pcore_msg_pool_ref m;
+    struct pcore_msg_hdr reply;
     memset(&m, 0, sizeof m);
-    m.hdr.type = PAGED_MSG_POOL_DESTROY;
+    m.hdr.type = PCORE_MSG_POOL_DESTROY;
     m.hdr.len = sizeof m;
     snprintf(m.name, sizeof m.name, "p640");
     long n = rc_control(&c, &m, sizeof m, &reply, sizeof reply, NULL);
     res[8] = n < 0 ? (int) n : 0;
-    m.hdr.type = PAGED_MSG_EVICT;
+    m.hdr.type = PCORE_MSG_EVICT;
     n = rc_control(&c, &m, sizeof m, &reply, sizeof reply, NULL);
     res[9] = n < 0 ? (int) n : 0;
     rc_close(&c);
@@ -178,12 +178,12 @@ static void member_tries(int *res)
 static void other_tries(int *res)
 {
     struct rc_client c;
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     memset(&r, 0, sizeof r);
     child_connect(&c, "other", 0);
     res[0] = rc_pool_attach(&c, "p600", 0, &r, NULL);
     res[1] = rc_pool_attach(&c, "p640", 0, &r, NULL);
-    res[2] = rc_pool_attach(&c, "p666", PAGED_ATTACH_WRITE, &r, NULL);
+    res[2] = rc_pool_attach(&c, "p666", PCORE_ATTACH_WRITE, &r, NULL);
     res[3] = (int) r.writable;
     res[4] = res[2] == 0 ? try_alloc(&c, r.pool_id) : res[2];
     rc_close(&c);
@@ -240,7 +240,7 @@ static void uid_cases(void)
 
     /* Root is the documented exception: it may attach any pool. */
     struct rc_client c;
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     if (rc_connect(daemon_.socket, "root", 0, &c) != 0)
         bail("root cannot connect: %s", c.errmsg);
     is_int(0, rc_pool_attach(&c, "p600", 0, &r, NULL), "root attaches another uid's 0600 pool (root is trusted)");
@@ -259,9 +259,9 @@ static const unsigned char *view;   /* the reader's read-only mapping of the poo
 static int32_t x_tokens[4][B];      /* token ids of x's blocks */
 
 /* Runs one request on client c; bails unless it succeeds. Returns its CQE count. */
-static uint32_t must(struct rc_client *c, struct paged_sqe s, const char *what)
+static uint32_t must(struct rc_client *c, struct pcore_sqe s, const char *what)
 {
-    struct paged_cqe q;
+    struct pcore_cqe q;
     int rc = rc_call(c, &s, &q);
     if (rc != 0)
         bail("%s failed: %s (field %u, index %u)", what, paged_strerror(rc), q.err_field, q.err_index);
@@ -270,10 +270,10 @@ static uint32_t must(struct rc_client *c, struct paged_sqe s, const char *what)
 
 /* Runs a request on c that must be refused with status on field (and index, unless index <
  * 0); then checks that c is still served. Returns nothing. */
-static void refused(struct rc_client *c, const char *what, struct paged_sqe s, int status,
-                    enum paged_field field, long index)
+static void refused(struct rc_client *c, const char *what, struct pcore_sqe s, int status,
+                    enum pcore_field field, long index)
 {
-    struct paged_cqe q;
+    struct pcore_cqe q;
     int rc = rc_call(c, &s, &q);
     char at[32] = "";
     if (index >= 0)
@@ -286,9 +286,9 @@ static void refused(struct rc_client *c, const char *what, struct paged_sqe s, i
 }
 
 /* Returns an empty SQE of opcode on the pool. */
-static struct paged_sqe sqe(int opcode)
+static struct pcore_sqe sqe(int opcode)
 {
-    struct paged_sqe s;
+    struct pcore_sqe s;
     memset(&s, 0, sizeof s);
     s.opcode = (uint8_t) opcode;
     s.pool = pool_id;
@@ -313,12 +313,12 @@ static uint64_t floats(struct rc_client *c, size_t n)
 }
 
 /* Returns a valid DECODE for y over bt (2 entries, 20 tokens). */
-static struct paged_sqe y_decode(int32_t b0, int32_t b1)
+static struct pcore_sqe y_decode(int32_t b0, int32_t b1)
 {
     int32_t bt[2] = { b0, b1 }, len = 20;
-    struct paged_sqe s = sqe(PAGED_OP_DECODE);
+    struct pcore_sqe s = sqe(PAGED_OP_DECODE);
     s.layer = 1;
-    s.u.attn = (struct paged_req_attn) { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
+    s.u.attn = (struct pcore_req_attn) { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
                                          .bt_stride = 2, .q_off = floats(&cy, QH * D),
                                          .out_off = rc_alloc(&cy, QH * D * 4), .bt_off = ints(&cy, bt, 2),
                                          .lens_off = ints(&cy, &len, 1) };
@@ -326,11 +326,11 @@ static struct paged_sqe y_decode(int32_t b0, int32_t b1)
 }
 
 /* Returns a valid PREFILL for y: 2 query rows of a 20-token sequence over bt. */
-static struct paged_sqe y_prefill(int32_t b0, int32_t b1)
+static struct pcore_sqe y_prefill(int32_t b0, int32_t b1)
 {
     int32_t bt[2] = { b0, b1 }, len = 20, qo[2] = { 0, 2 };
-    struct paged_sqe s = sqe(PAGED_OP_PREFILL);
-    s.u.attn = (struct paged_req_attn) { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
+    struct pcore_sqe s = sqe(PAGED_OP_PREFILL);
+    s.u.attn = (struct pcore_req_attn) { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
                                          .bt_stride = 2, .q_off = floats(&cy, 2 * QH * D),
                                          .out_off = rc_alloc(&cy, 2 * QH * D * 4), .bt_off = ints(&cy, bt, 2),
                                          .lens_off = ints(&cy, &len, 1), .qo_indptr_off = ints(&cy, qo, 2) };
@@ -338,36 +338,36 @@ static struct paged_sqe y_prefill(int32_t b0, int32_t b1)
 }
 
 /* Returns a valid APPEND for c of n tokens into slots, one layer (or all with all). */
-static struct paged_sqe append_sqe(struct rc_client *c, const int32_t *slots, uint32_t n, int all)
+static struct pcore_sqe append_sqe(struct rc_client *c, const int32_t *slots, uint32_t n, int all)
 {
     uint32_t layers = all ? L : 1;
-    struct paged_sqe s = sqe(PAGED_OP_APPEND);
-    s.flags = all ? PAGED_SQE_ALL_LAYERS : 0;
-    s.u.append = (struct paged_req_append) { n, PAGED_DTYPE_F32, floats(c, (size_t) layers * n * H * D),
+    struct pcore_sqe s = sqe(PAGED_OP_APPEND);
+    s.flags = all ? PCORE_SQE_ALL_LAYERS : 0;
+    s.u.append = (struct pcore_req_append) { n, PAGED_DTYPE_F32, floats(c, (size_t) layers * n * H * D),
                                              floats(c, (size_t) layers * n * H * D), ints(c, slots, n) };
     return s;
 }
 
 /* Returns a FREE, FORK (or ALLOC) SQE for c over ids. */
-static struct paged_sqe ids_sqe(struct rc_client *c, int opcode, const int32_t *ids, uint32_t n)
+static struct pcore_sqe ids_sqe(struct rc_client *c, int opcode, const int32_t *ids, uint32_t n)
 {
-    struct paged_sqe s = sqe(opcode);
-    s.u.blocks = (struct paged_req_blocks) { n, 0, ints(c, ids, n) };
+    struct pcore_sqe s = sqe(opcode);
+    s.u.blocks = (struct pcore_req_blocks) { n, 0, ints(c, ids, n) };
     return s;
 }
 
 /* Returns a COPY SQE for c of one block. */
-static struct paged_sqe copy_sqe(struct rc_client *c, int32_t src, int32_t dst)
+static struct pcore_sqe copy_sqe(struct rc_client *c, int32_t src, int32_t dst)
 {
-    struct paged_sqe s = sqe(PAGED_OP_COPY);
-    s.u.copy = (struct paged_req_copy) { 1, 0, ints(c, &src, 1), ints(c, &dst, 1) };
+    struct pcore_sqe s = sqe(PAGED_OP_COPY);
+    s.u.copy = (struct pcore_req_copy) { 1, 0, ints(c, &src, 1), ints(c, &dst, 1) };
     return s;
 }
 
 /* Returns a PUBLISH or LOOKUP SQE for c of one block with tokens (ids: PUBLISH's block). */
-static struct paged_sqe prefix_sqe(struct rc_client *c, int opcode, const int32_t *tokens, int32_t id)
+static struct pcore_sqe prefix_sqe(struct rc_client *c, int opcode, const int32_t *tokens, int32_t id)
 {
-    struct paged_sqe s = sqe(opcode);
+    struct pcore_sqe s = sqe(opcode);
     s.u.prefix.num_blocks = 1;
     s.u.prefix.tokens_off = ints(c, tokens, B);
     s.u.prefix.ids_off = ints(c, &id, 1);
@@ -395,8 +395,8 @@ static long x_blocks_differ(void)
 /* Checks LIST blocks: each of x's blocks has one reference, x's; returns how many do. */
 static int x_blocks_held_by_x_only(void)
 {
-    static struct paged_block_item items[N];
-    long n = rc_list(&cr, PAGED_LIST_BLOCKS, "shared", items, sizeof items[0], N);
+    static struct pcore_block_item items[N];
+    long n = rc_list(&cr, PCORE_LIST_BLOCKS, "shared", items, sizeof items[0], N);
     int good = 0;
     for (int i = 0; i < 4; i++)
         for (long k = 0; k < n && k < N; k++)
@@ -409,26 +409,26 @@ static int x_blocks_held_by_x_only(void)
 static void block_cases(void)
 {
     refused(&cy, "DECODE with x's block in y's block table", y_decode(yb[0], xb[0]), PAGED_E_NOTHELD,
-            PAGED_FIELD_BLOCK_TABLE, 1);
+            PCORE_FIELD_BLOCK_TABLE, 1);
     refused(&cy, "PREFILL with x's block in y's block table", y_prefill(xb[1], yb[1]), PAGED_E_NOTHELD,
-            PAGED_FIELD_BLOCK_TABLE, 0);
+            PCORE_FIELD_BLOCK_TABLE, 0);
     int32_t slots[2] = { yb[0] * B + 1, xb[2] * B + 3 };
     refused(&cy, "APPEND (one layer) into a slot of x's block", append_sqe(&cy, slots, 2, 0), PAGED_E_NOTHELD,
-            PAGED_FIELD_SLOTS, 1);
+            PCORE_FIELD_SLOTS, 1);
     slots[0] = xb[3] * B;
     refused(&cy, "APPEND (all layers) into a slot of x's block", append_sqe(&cy, slots, 1, 1), PAGED_E_NOTHELD,
-            PAGED_FIELD_SLOTS, 0);
-    refused(&cy, "COPY from x's block into y's", copy_sqe(&cy, xb[0], yb[1]), PAGED_E_NOTHELD, PAGED_FIELD_SRC, 0);
-    refused(&cy, "COPY from y's block onto x's", copy_sqe(&cy, yb[0], xb[1]), PAGED_E_NOTHELD, PAGED_FIELD_DST, 0);
-    refused(&cy, "FREE of x's block", ids_sqe(&cy, PAGED_OP_FREE, &xb[0], 1), PAGED_E_NOTHELD, PAGED_FIELD_IDS, 0);
+            PCORE_FIELD_SLOTS, 0);
+    refused(&cy, "COPY from x's block into y's", copy_sqe(&cy, xb[0], yb[1]), PAGED_E_NOTHELD, PCORE_FIELD_SRC, 0);
+    refused(&cy, "COPY from y's block onto x's", copy_sqe(&cy, yb[0], xb[1]), PAGED_E_NOTHELD, PCORE_FIELD_DST, 0);
+    refused(&cy, "FREE of x's block", ids_sqe(&cy, PAGED_OP_FREE, &xb[0], 1), PAGED_E_NOTHELD, PCORE_FIELD_IDS, 0);
     int32_t mixed[2] = { yb[0], xb[3] };
     refused(&cy, "FREE of y's block and x's", ids_sqe(&cy, PAGED_OP_FREE, mixed, 2), PAGED_E_NOTHELD,
-            PAGED_FIELD_IDS, 1);
-    refused(&cy, "FORK of x's block", ids_sqe(&cy, PAGED_OP_FORK, &xb[1], 1), PAGED_E_NOTHELD, PAGED_FIELD_IDS, 0);
+            PCORE_FIELD_IDS, 1);
+    refused(&cy, "FORK of x's block", ids_sqe(&cy, PAGED_OP_FORK, &xb[1], 1), PAGED_E_NOTHELD, PCORE_FIELD_IDS, 0);
     refused(&cy, "PUBLISH of x's block", prefix_sqe(&cy, PAGED_OP_PUBLISH, x_tokens[2], xb[2]), PAGED_E_NOTHELD,
-            PAGED_FIELD_IDS, 0);
-    struct paged_cqe q;
-    struct paged_sqe s = prefix_sqe(&cy, PAGED_OP_LOOKUP, x_tokens[0], -1);
+            PCORE_FIELD_IDS, 0);
+    struct pcore_cqe q;
+    struct pcore_sqe s = prefix_sqe(&cy, PAGED_OP_LOOKUP, x_tokens[0], -1);
     is_int(0, rc_call(&cy, &s, &q), "LOOKUP of the tokens of x's unpublished block succeeds");
     is_int(0, q.count, "and finds nothing: an unpublished block is reachable by no content");
     /* The all-or-nothing FREE left y's own block alone: y still reads it. */
@@ -436,15 +436,15 @@ static void block_cases(void)
     is_int(0, rc_call(&cy, &s, &q), "y still holds its blocks after the refused FREE");
 
     /* A pool y never attached is out of its reach, whatever ids it names. */
-    struct paged_msg_pool_reply r;
-    if (rc_pool_create(&cx, "xonly", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, &r, NULL) != 0)
+    struct pcore_msg_pool_reply r;
+    if (rc_pool_create(&cx, "xonly", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PCORE_ATTACH_WRITE, &r, NULL) != 0)
         bail("x cannot create pool xonly: %s", cx.errmsg);
     s = y_decode(0, 1);
     s.pool = r.pool_id;
-    refused(&cy, "DECODE in a pool y did not attach", s, PAGED_E_NOENT, PAGED_FIELD_POOL, -1);
+    refused(&cy, "DECODE in a pool y did not attach", s, PAGED_E_NOENT, PCORE_FIELD_POOL, -1);
     s = ids_sqe(&cy, PAGED_OP_FREE, yb, 1);
     s.pool = r.pool_id;
-    refused(&cy, "FREE in a pool y did not attach", s, PAGED_E_NOENT, PAGED_FIELD_POOL, -1);
+    refused(&cy, "FREE in a pool y did not attach", s, PAGED_E_NOENT, PCORE_FIELD_POOL, -1);
 
     is_int(0, x_blocks_differ(), "x's blocks hold what x wrote (read through a read-only mapping)");
     is_int(4, x_blocks_held_by_x_only(), "LIST blocks: each of x's blocks has one reference, x's");
@@ -458,42 +458,42 @@ static void block_cases(void)
     is_int(xb[3], found, "LOOKUP hands y x's block %d", xb[3]);
     slots[0] = xb[3] * B + 2;
     refused(&cy, "APPEND into the published block", append_sqe(&cy, slots, 1, 0), PAGED_E_READONLY,
-            PAGED_FIELD_SLOTS, 0);
-    refused(&cy, "COPY onto the published block", copy_sqe(&cy, yb[0], xb[3]), PAGED_E_READONLY, PAGED_FIELD_DST, 0);
+            PCORE_FIELD_SLOTS, 0);
+    refused(&cy, "COPY onto the published block", copy_sqe(&cy, yb[0], xb[3]), PAGED_E_READONLY, PCORE_FIELD_DST, 0);
     must(&cy, ids_sqe(&cy, PAGED_OP_FREE, &xb[3], 1), "y's FREE of its reference");
     refused(&cy, "a second FREE of the published block", ids_sqe(&cy, PAGED_OP_FREE, &xb[3], 1), PAGED_E_NOTHELD,
-            PAGED_FIELD_IDS, 0);
+            PCORE_FIELD_IDS, 0);
     s = prefix_sqe(&cr, PAGED_OP_LOOKUP, x_tokens[3], -1);
     is_int(1, must(&cr, s, "the reader's LOOKUP"), "a read-only attachment may LOOKUP the published block");
     refused(&cr, "PUBLISH through a read-only attachment", prefix_sqe(&cr, PAGED_OP_PUBLISH, x_tokens[3], xb[3]),
-            PAGED_E_READONLY, PAGED_FIELD_POOL, -1);
+            PAGED_E_READONLY, PCORE_FIELD_POOL, -1);
     must(&cr, ids_sqe(&cr, PAGED_OP_FREE, &xb[3], 1), "the reader's FREE");
     is_int(0, x_blocks_differ(), "x's blocks, the published one too, are unchanged");
     is_int(4, x_blocks_held_by_x_only(), "LIST blocks: x's blocks are still held by x alone");
 }
 
 /* Sets the offset named by field in s to off; returns nothing. */
-static void set_off(struct paged_sqe *s, enum paged_field field, uint64_t off)
+static void set_off(struct pcore_sqe *s, enum pcore_field field, uint64_t off)
 {
     switch (field) {
-    case PAGED_FIELD_IDS:
+    case PCORE_FIELD_IDS:
         if (s->opcode == PAGED_OP_PUBLISH || s->opcode == PAGED_OP_LOOKUP)
             s->u.prefix.ids_off = off;
         else
             s->u.blocks.ids_off = off;
         break;
-    case PAGED_FIELD_K: s->u.append.k_off = off; break;
-    case PAGED_FIELD_V: s->u.append.v_off = off; break;
-    case PAGED_FIELD_SLOTS: s->u.append.slots_off = off; break;
-    case PAGED_FIELD_Q: s->u.attn.q_off = off; break;
-    case PAGED_FIELD_OUT: s->u.attn.out_off = off; break;
-    case PAGED_FIELD_BLOCK_TABLE: s->u.attn.bt_off = off; break;
-    case PAGED_FIELD_SEQ_LENS: s->u.attn.lens_off = off; break;
-    case PAGED_FIELD_QO_INDPTR: s->u.attn.qo_indptr_off = off; break;
-    case PAGED_FIELD_ALIBI: s->u.attn.attn.has_alibi = 1; s->u.attn.attn.alibi_off = off; break;
-    case PAGED_FIELD_SRC: s->u.copy.src_off = off; break;
-    case PAGED_FIELD_DST: s->u.copy.dst_off = off; break;
-    case PAGED_FIELD_TOKENS: s->u.prefix.tokens_off = off; break;
+    case PCORE_FIELD_K: s->u.append.k_off = off; break;
+    case PCORE_FIELD_V: s->u.append.v_off = off; break;
+    case PCORE_FIELD_SLOTS: s->u.append.slots_off = off; break;
+    case PCORE_FIELD_Q: s->u.attn.q_off = off; break;
+    case PCORE_FIELD_OUT: s->u.attn.out_off = off; break;
+    case PCORE_FIELD_BLOCK_TABLE: s->u.attn.bt_off = off; break;
+    case PCORE_FIELD_SEQ_LENS: s->u.attn.lens_off = off; break;
+    case PCORE_FIELD_QO_INDPTR: s->u.attn.qo_indptr_off = off; break;
+    case PCORE_FIELD_ALIBI: s->u.attn.attn.has_alibi = 1; s->u.attn.attn.alibi_off = off; break;
+    case PCORE_FIELD_SRC: s->u.copy.src_off = off; break;
+    case PCORE_FIELD_DST: s->u.copy.dst_off = off; break;
+    case PCORE_FIELD_TOKENS: s->u.prefix.tokens_off = off; break;
     default: bail("no offset field %d", (int) field);
     }
 }
@@ -513,28 +513,28 @@ static void arena_cases(void)
     int32_t slots[1] = { yb[1] * B + 4 };
     struct {
         const char *op;
-        struct paged_sqe s;
-        enum paged_field field;
+        struct pcore_sqe s;
+        enum pcore_field field;
     } cases[] = {
-        { "ALLOC", ids_sqe(&cy, PAGED_OP_ALLOC, yb, 1), PAGED_FIELD_IDS },
-        { "FREE", ids_sqe(&cy, PAGED_OP_FREE, yb, 1), PAGED_FIELD_IDS },
-        { "FORK", ids_sqe(&cy, PAGED_OP_FORK, yb, 1), PAGED_FIELD_IDS },
-        { "APPEND", append_sqe(&cy, slots, 1, 0), PAGED_FIELD_K },
-        { "APPEND", append_sqe(&cy, slots, 1, 1), PAGED_FIELD_V },
-        { "APPEND", append_sqe(&cy, slots, 1, 0), PAGED_FIELD_SLOTS },
-        { "DECODE", y_decode(yb[0], yb[1]), PAGED_FIELD_Q },
-        { "DECODE", y_decode(yb[0], yb[1]), PAGED_FIELD_OUT },
-        { "DECODE", y_decode(yb[0], yb[1]), PAGED_FIELD_BLOCK_TABLE },
-        { "DECODE", y_decode(yb[0], yb[1]), PAGED_FIELD_SEQ_LENS },
-        { "DECODE", y_decode(yb[0], yb[1]), PAGED_FIELD_ALIBI },
-        { "PREFILL", y_prefill(yb[0], yb[1]), PAGED_FIELD_QO_INDPTR },
-        { "PREFILL", y_prefill(yb[0], yb[1]), PAGED_FIELD_OUT },
-        { "COPY", copy_sqe(&cy, yb[0], yb[1]), PAGED_FIELD_SRC },
-        { "COPY", copy_sqe(&cy, yb[0], yb[1]), PAGED_FIELD_DST },
-        { "PUBLISH", prefix_sqe(&cy, PAGED_OP_PUBLISH, x_tokens[0], yb[0]), PAGED_FIELD_TOKENS },
-        { "PUBLISH", prefix_sqe(&cy, PAGED_OP_PUBLISH, x_tokens[0], yb[0]), PAGED_FIELD_IDS },
-        { "LOOKUP", prefix_sqe(&cy, PAGED_OP_LOOKUP, x_tokens[3], -1), PAGED_FIELD_TOKENS },
-        { "LOOKUP", prefix_sqe(&cy, PAGED_OP_LOOKUP, x_tokens[3], -1), PAGED_FIELD_IDS },
+        { "ALLOC", ids_sqe(&cy, PAGED_OP_ALLOC, yb, 1), PCORE_FIELD_IDS },
+        { "FREE", ids_sqe(&cy, PAGED_OP_FREE, yb, 1), PCORE_FIELD_IDS },
+        { "FORK", ids_sqe(&cy, PAGED_OP_FORK, yb, 1), PCORE_FIELD_IDS },
+        { "APPEND", append_sqe(&cy, slots, 1, 0), PCORE_FIELD_K },
+        { "APPEND", append_sqe(&cy, slots, 1, 1), PCORE_FIELD_V },
+        { "APPEND", append_sqe(&cy, slots, 1, 0), PCORE_FIELD_SLOTS },
+        { "DECODE", y_decode(yb[0], yb[1]), PCORE_FIELD_Q },
+        { "DECODE", y_decode(yb[0], yb[1]), PCORE_FIELD_OUT },
+        { "DECODE", y_decode(yb[0], yb[1]), PCORE_FIELD_BLOCK_TABLE },
+        { "DECODE", y_decode(yb[0], yb[1]), PCORE_FIELD_SEQ_LENS },
+        { "DECODE", y_decode(yb[0], yb[1]), PCORE_FIELD_ALIBI },
+        { "PREFILL", y_prefill(yb[0], yb[1]), PCORE_FIELD_QO_INDPTR },
+        { "PREFILL", y_prefill(yb[0], yb[1]), PCORE_FIELD_OUT },
+        { "COPY", copy_sqe(&cy, yb[0], yb[1]), PCORE_FIELD_SRC },
+        { "COPY", copy_sqe(&cy, yb[0], yb[1]), PCORE_FIELD_DST },
+        { "PUBLISH", prefix_sqe(&cy, PAGED_OP_PUBLISH, x_tokens[0], yb[0]), PCORE_FIELD_TOKENS },
+        { "PUBLISH", prefix_sqe(&cy, PAGED_OP_PUBLISH, x_tokens[0], yb[0]), PCORE_FIELD_IDS },
+        { "LOOKUP", prefix_sqe(&cy, PAGED_OP_LOOKUP, x_tokens[3], -1), PCORE_FIELD_TOKENS },
+        { "LOOKUP", prefix_sqe(&cy, PAGED_OP_LOOKUP, x_tokens[3], -1), PCORE_FIELD_IDS },
     };
     const uint64_t offs[] = { cy.arena_size, cy.arena_size + 1, cy.arena_size + (1u << 20), 1ull << 40,
                               UINT64_MAX - 3 };
@@ -542,9 +542,9 @@ static void arena_cases(void)
         int good = 0;
         char got[160] = "";
         for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++) {
-            struct paged_sqe s = cases[i].s;
+            struct pcore_sqe s = cases[i].s;
             set_off(&s, cases[i].field, offs[k]);
-            struct paged_cqe q;
+            struct pcore_cqe q;
             int rc = rc_call(&cy, &s, &q);
             if (rc == PAGED_E_RANGE && q.err_field == cases[i].field)
                 good++;
@@ -564,24 +564,24 @@ static void arena_cases(void)
 /* Sets up x, y and the reader in pool "shared"; returns nothing. */
 static void setup_clients(void)
 {
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     int fd = -1;
     if (rc_connect(daemon_.socket, "x", 0, &cx) != 0 || rc_connect(daemon_.socket, "y", 0, &cy) != 0
         || rc_connect(daemon_.socket, "reader", 0, &cr) != 0)
         bail("clients cannot connect");
-    if (rc_pool_create(&cx, "shared", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, &r, NULL) != 0)
+    if (rc_pool_create(&cx, "shared", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PCORE_ATTACH_WRITE, &r, NULL) != 0)
         bail("cannot create the pool: %s", cx.errmsg);
     pool_id = r.pool_id;
-    if (rc_pool_attach(&cy, "shared", PAGED_ATTACH_WRITE, &r, NULL) != 0 || rc_pool_attach(&cr, "shared", 0, &r, &fd) != 0)
+    if (rc_pool_attach(&cy, "shared", PCORE_ATTACH_WRITE, &r, NULL) != 0 || rc_pool_attach(&cr, "shared", 0, &r, &fd) != 0)
         bail("cannot attach: %s %s", cy.errmsg, cr.errmsg);
     void *map = NULL;
-    if (fd < 0 || paged_shm_map(fd, r.bytes, 0, &map) != 0)
+    if (fd < 0 || pcore_shm_map(fd, r.bytes, 0, &map) != 0)
         bail("the reader cannot map the pool");
     close(fd);
     view = map;
 
     /* x: four full blocks of random K and V in every layer, mirrored privately. */
-    struct paged_sqe s = ids_sqe(&cx, PAGED_OP_ALLOC, xb, 4);
+    struct pcore_sqe s = ids_sqe(&cx, PAGED_OP_ALLOC, xb, 4);
     must(&cx, s, "x's ALLOC");
     memcpy(xb, rc_ptr(&cx, s.u.blocks.ids_off), sizeof xb);
     int32_t slots[4 * B];

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/sock.h"
+#include "lib/core/sock.h"
 
 /* Returns whether the long run was asked for. */
 int hard_long(void)
@@ -50,11 +50,11 @@ long hard_status_kb(pid_t pid, const char *field)
 }
 
 /* Finds a client by pid in LIST clients; see hard.h. */
-int hard_client_by_pid(struct rc_client *c, pid_t pid, struct paged_client_item *out)
+int hard_client_by_pid(struct rc_client *c, pid_t pid, struct pcore_client_item *out)
 {
     enum { MAXC = 512 };
-    static struct paged_client_item items[MAXC];
-    long n = rc_list(c, PAGED_LIST_CLIENTS, "", items, sizeof items[0], MAXC);
+    static struct pcore_client_item items[MAXC];
+    long n = rc_list(c, PCORE_LIST_CLIENTS, "", items, sizeof items[0], MAXC);
     if (n < 0)
         return (int) n;
     for (long i = 0; i < n && i < MAXC; i++)

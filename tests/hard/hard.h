@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/rawclient.h"
 #include "tests/tap/basic.h"
 
@@ -22,7 +22,7 @@ long hard_status_kb(pid_t pid, const char *field);
 
 /* Looks for the client connected from process pid in LIST clients. Returns 1 with *out
  * filled (out may be NULL), 0 when there is none, or a negative paged_error. */
-int hard_client_by_pid(struct rc_client *c, pid_t pid, struct paged_client_item *out);
+int hard_client_by_pid(struct rc_client *c, pid_t pid, struct pcore_client_item *out);
 
 /* Reads exactly n bytes from fd, waiting at most timeout_ms for the whole. Returns 1, or 0
  * on end of file, timeout or error. */

@@ -40,7 +40,7 @@ struct load_report {
     long tags;            /* user tags handed out in the asynchronous stream */
     long answered;        /* completions reaped for them */
     long dup, unknown, missing, errors;
-    long by_op[PAGED_OP_COUNT_];
+    long by_op[PCORE_OP_COUNT_];
     char why[160];
 };
 
@@ -317,13 +317,13 @@ static void load_client(int id, long requests, int report_fd)
  * referenced block. Returns 1, or 0 when that did not happen within 20 s. */
 static int wait_idle(struct rc_client *ctl)
 {
-    static struct paged_client_item items[512];
+    static struct pcore_client_item items[512];
     for (int i = 0; i < 20000; i++) {
-        long n = rc_list(ctl, PAGED_LIST_CLIENTS, "", items, sizeof items[0], 512);
+        long n = rc_list(ctl, PCORE_LIST_CLIENTS, "", items, sizeof items[0], 512);
         int channels = 0;
         for (long k = 0; k < n && k < 512; k++)
             channels += !items[k].control_only;
-        struct paged_pool_item it;
+        struct pcore_pool_item it;
         if (n >= 0 && channels == 0 && rc_pool_item(ctl, "load", &it) == 0 && it.referenced == 0)
             return 1;
         td_pause_us(1000);
@@ -375,7 +375,7 @@ static long run_round(const char *label, struct rc_client *ctl, int clients, lon
         sum.unknown += r.unknown;
         sum.missing += r.missing;
         sum.errors += r.errors;
-        for (int op = 0; op < PAGED_OP_COUNT_; op++)
+        for (int op = 0; op < PCORE_OP_COUNT_; op++)
             sum.by_op[op] += r.by_op[op];
     }
     double secs = (double) (hard_now_ns() - t0) / 1e9;
@@ -401,11 +401,11 @@ static long run_round(const char *label, struct rc_client *ctl, int clients, lon
 /* Returns the daemon's count of requests served (STATS, all opcodes), or -1. */
 static long stats_requests(struct rc_client *ctl)
 {
-    struct paged_msg_stats_reply r;
+    struct pcore_msg_stats_reply r;
     if (rc_stats(ctl, &r) != 0)
         return -1;
     long n = 0;
-    for (int op = 0; op < PAGED_OP_COUNT_; op++)
+    for (int op = 0; op < PCORE_OP_COUNT_; op++)
         n += (long) r.ops[op].requests;
     return n;
 }
@@ -456,7 +456,7 @@ int main(void)
         bail("pagedd did not start (status %d)", st);
     setup(&rng);
     struct rc_client ctl;
-    if (rc_connect(daemon_.socket, "load-ctl", PAGED_HELLO_CONTROL, &ctl) != 0)
+    if (rc_connect(daemon_.socket, "load-ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
         bail("control connection failed: %s", ctl.errmsg);
     ok(wait_idle(&ctl), "the setup client is gone");
     int fd_start = td_fd_count(daemon_.pid);

@@ -7,7 +7,7 @@
 check_LTLIBRARIES += tests/hard/libhardtest.la
 tests_hard_libhardtest_la_SOURCES = tests/hard/hard.h tests/hard/hard.c
 HARD_CLIENT_LIBS = tests/hard/libhardtest.la tests/service/libsvctest.la lib/libpaged.la \
-	kernels/libpagedcpu.la lib/libpagedcore.la $(TAP_LIBS)
+	kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 
 HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t
 check_PROGRAMS += $(HARD_TESTS)

@@ -384,7 +384,7 @@ static void victim(int mark_fd)
 /* The pool counts and the victim's listing, polled until the victim's references are all
  * back: pool "victim" has none referenced and free + cached is whole, and no client of
  * the victim's pid is listed. Returns 1 when reclaimed, 0 if not within RECLAIM_WAIT_MS. */
-static int wait_reclaimed(struct rc_client *ctl, pid_t pid, struct paged_pool_item *last)
+static int wait_reclaimed(struct rc_client *ctl, pid_t pid, struct pcore_pool_item *last)
 {
     uint64_t deadline = hard_now_ns() + (uint64_t) RECLAIM_WAIT_MS * 1000000u;
     for (int i = 0; i < 1000000; i++) {
@@ -496,9 +496,9 @@ int main(void)
         bail("pagedd did not start (status %d)", st);
     setup_pools();
     struct rc_client ctl;
-    if (rc_connect(daemon_.socket, "torture-ctl", PAGED_HELLO_CONTROL, &ctl) != 0)
+    if (rc_connect(daemon_.socket, "torture-ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
         bail("control connection failed: %s", ctl.errmsg);
-    struct paged_pool_item vi;
+    struct pcore_pool_item vi;
     is_int(0, rc_pool_item(&ctl, "victim", &vi), "LIST pools finds pool victim");
     ok(vi.referenced == 0 && vi.free + vi.cached == NB && vi.cached == PROMPT / B,
        "pool victim at the start: %u free, %u cached, %u referenced", vi.free, vi.cached, vi.referenced);
@@ -573,7 +573,7 @@ int main(void)
         killed++;
         if (phase >= 0 && phase < PH_COUNT)
             per_phase[phase]++;
-        struct paged_pool_item last;
+        struct pcore_pool_item last;
         if (!wait_reclaimed(&ctl, vpid, &last)) {
             diag("kill %d (%s): not reclaimed within %d ms: %u free, %u cached, %u referenced", k,
                  phase >= 0 && phase < PH_COUNT ? phase_names[phase] : "?", RECLAIM_WAIT_MS, last.free,
@@ -627,7 +627,7 @@ int main(void)
     const char *names[2] = { "work", "victim" };
     const uint32_t sizes[2] = { NA, NB };
     for (int i = 0; i < 2; i++) {
-        struct paged_pool_item it;
+        struct pcore_pool_item it;
         memset(&it, 0, sizeof it);
         for (int t = 0; t < 10000; t++) {
             if (rc_pool_item(&ctl, names[i], &it) != 0 || it.referenced == 0)

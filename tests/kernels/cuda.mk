@@ -25,7 +25,7 @@ check_PROGRAMS += $(CUDA_KERNEL_TESTS)
 TESTS += $(CUDA_KERNEL_TESTS)
 
 CUDA_TEST_LIBS = tests/kernels/libgpuutil.la tests/kernels/libnaive.la kernels/libpagedcuda.la kernels/libpagedcpu.la \
-	lib/libpagedcore.la $(TAP_LIBS) $(CUDA_LIBS)
+	lib/core/libpagedcore.la $(TAP_LIBS) $(CUDA_LIBS)
 tests_kernels_cuda_decode_t_SOURCES = tests/kernels/cuda-decode-t.c
 tests_kernels_cuda_decode_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_kernels_cuda_decode_t_LDADD = $(CUDA_TEST_LIBS)

@@ -6,7 +6,7 @@
 check_LTLIBRARIES += tests/kernels/libnaive.la
 tests_kernels_libnaive_la_SOURCES = tests/kernels/naive.c tests/kernels/naive.h
 
-KERNEL_TEST_LIBS = tests/kernels/libnaive.la kernels/libpagedcpu.la lib/libpagedcore.la $(TAP_LIBS)
+KERNEL_TEST_LIBS = tests/kernels/libnaive.la kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 
 check_PROGRAMS += \
 	tests/kernels/dtype-t \

@@ -13,9 +13,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "lib/ring.h"
-#include "lib/shm.h"
-#include "lib/wake.h"
+#include "lib/core/ring.h"
+#include "lib/core/shm.h"
+#include "lib/core/wake.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -46,7 +46,7 @@ struct data {
     uint64_t word[14];
     uint64_t check; /* XXH3-64 of everything before it */
 };
-_Static_assert(sizeof(struct data) == sizeof(struct paged_sqe), "data entries fill SQ slots");
+_Static_assert(sizeof(struct data) == sizeof(struct pcore_sqe), "data entries fill SQ slots");
 
 /* Why a side stopped, beyond the paged_error codes. */
 #define PEER_GONE (-1000)
@@ -68,12 +68,12 @@ struct report {
 /* One side's view of the channel. */
 struct side {
     unsigned char *base;
-    struct paged_channel_hdr hdr; /* its own copy of the layout */
-    struct paged_ring_prod prod;  /* child: SQ; parent: CQ */
-    struct paged_ring_cons cons;  /* child: CQ; parent: SQ */
+    struct pcore_channel_hdr hdr; /* its own copy of the layout */
+    struct pcore_ring_prod prod;  /* child: SQ; parent: CQ */
+    struct pcore_ring_cons cons;  /* child: CQ; parent: SQ */
     int wait_fd;                  /* child: CQ pipe read end; parent: SQ eventfd */
     int notify_fd;                /* child: SQ eventfd; parent: CQ pipe write end */
-    struct paged_waiter waiter;
+    struct pcore_waiter waiter;
     uint64_t seed;
     pid_t peer;                   /* child: the parent's pid; parent: the child's */
     int peer_status;              /* parent: the child's wait status once reaped */
@@ -131,10 +131,10 @@ static int peer_alive(struct side *s, int is_parent)
  * between them. Returns ready's value, PEER_GONE, PAGED_E_TIMEOUT at the phase deadline,
  * or another negative error.
  */
-static int side_wait(struct side *s, int is_parent, double deadline, paged_wake_ready_fn *ready)
+static int side_wait(struct side *s, int is_parent, double deadline, pcore_wake_ready_fn *ready)
 {
     for (;;) {
-        int r = paged_wake_wait(&s->cons, s->wait_fd, &s->waiter, SLICE_MS, ready, s);
+        int r = pcore_wake_wait(&s->cons, s->wait_fd, &s->waiter, SLICE_MS, ready, s);
         if (r == PAGED_E_DISCONNECTED)
             return PEER_GONE;
         if (r != PAGED_E_TIMEOUT)
@@ -150,33 +150,33 @@ static int side_wait(struct side *s, int is_parent, double deadline, paged_wake_
 static int child_ready(void *arg)
 {
     struct side *s = arg;
-    int a = paged_ring_cons_available(&s->cons, 1);
+    int a = pcore_ring_cons_available(&s->cons, 1);
     if (a != 0)
         return a;
-    return paged_ring_prod_space(&s->prod, 1);
+    return pcore_ring_prod_space(&s->prod, 1);
 }
 
 /* Child's condition in phase 1: an ack arrived. */
 static int child_ack_ready(void *arg)
 {
     struct side *s = arg;
-    return paged_ring_cons_available(&s->cons, 1);
+    return pcore_ring_cons_available(&s->cons, 1);
 }
 
 /* Parent's condition: data arrived. */
 static int parent_ready(void *arg)
 {
     struct side *s = arg;
-    return paged_ring_cons_available(&s->cons, 1);
+    return pcore_ring_cons_available(&s->cons, 1);
 }
 
 /* Child: reads every ack on the CQ, checking they only grow and never pass what was sent.
  * Returns 0 or BAD_ACK / PAGED_E_RING. */
 static int child_read_acks(struct side *s)
 {
-    struct paged_cqe cqe;
+    struct pcore_cqe cqe;
     int r;
-    while ((r = paged_ring_cons_pop(&s->cons, &cqe)) == 1) {
+    while ((r = pcore_ring_cons_pop(&s->cons, &cqe)) == 1) {
         s->acks++;
         if (cqe.tag < s->acked || cqe.tag > s->sent || cqe.opcode != PAGED_OP_NOP
             || cqe.status != PAGED_OK) {
@@ -194,12 +194,12 @@ static int child_read_acks(struct side *s)
 static int child_publish(struct side *s, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
-        fill(paged_ring_prod_slot(&s->prod, i), s->seed, s->sent + i);
-    int err = paged_ring_prod_publish(&s->prod, n);
+        fill(pcore_ring_prod_slot(&s->prod, i), s->seed, s->sent + i);
+    int err = pcore_ring_prod_publish(&s->prod, n);
     if (err < 0)
         return err;
     s->sent += n;
-    int w = paged_wake_notify(&s->prod, s->notify_fd);
+    int w = pcore_wake_notify(&s->prod, s->notify_fd);
     if (w < 0)
         return w;
     s->notifies += (uint64_t) w;
@@ -210,9 +210,9 @@ static int child_publish(struct side *s, uint32_t n)
 static int child_ping(struct side *s)
 {
     double deadline = now_s() + PHASE_S;
-    paged_waiter_init(&s->waiter, 0);
+    pcore_waiter_init(&s->waiter, 0);
     for (uint32_t i = 0; i < PING; i++) {
-        if (paged_ring_prod_space(&s->prod, 1) < 1)
+        if (pcore_ring_prod_space(&s->prod, 1) < 1)
             return PAGED_E_RING; /* everything was acked, so the ring must have room */
         int err = child_publish(s, 1);
         while (err == 0 && s->acked < s->sent) {
@@ -232,12 +232,12 @@ static int child_bulk(struct side *s)
     double deadline = now_s() + PHASE_S;
     tap_rng rng;
     tap_rng_seed(&rng, s->seed ^ 0x5eed);
-    paged_waiter_init(&s->waiter, PAGED_WAKE_SPIN_NS);
+    pcore_waiter_init(&s->waiter, PCORE_WAKE_SPIN_NS);
     uint64_t end = (uint64_t) PING + BULK;
     while (s->sent < end) {
         uint64_t left = end - s->sent;
         uint32_t want = left < BATCH_MAX ? (uint32_t) left : BATCH_MAX;
-        int space = paged_ring_prod_space(&s->prod, want);
+        int space = pcore_ring_prod_space(&s->prod, want);
         if (space < 0)
             return space;
         if (space == 0) {
@@ -263,18 +263,18 @@ static void child_main(int fd, uint64_t size, int sq_fd, int cq_rd, uint64_t see
     struct side s;
     memset(&s, 0, sizeof s);
     void *base;
-    int err = paged_shm_map(fd, size, 1, &base);
+    int err = pcore_shm_map(fd, size, 1, &base);
     if (err < 0)
         _exit(10);
     s.base = base;
     memcpy(&s.hdr, base, sizeof s.hdr); /* copy it out before trusting it */
-    if (paged_channel_check(&s.hdr, size) < 0 || s.hdr.sq_entries != SQ_ENTRIES)
+    if (pcore_channel_check(&s.hdr, size) < 0 || s.hdr.sq_entries != SQ_ENTRIES)
         _exit(11);
     struct report *rep = (struct report *) (s.base + s.hdr.arena_off);
-    if (paged_ring_prod_init(&s.prod, (struct paged_ring_ctl *) (s.base + s.hdr.sq_ctl_off),
-                             s.base + s.hdr.sq_off, s.hdr.sq_entries, sizeof(struct paged_sqe)) < 0
-        || paged_ring_cons_init(&s.cons, (struct paged_ring_ctl *) (s.base + s.hdr.cq_ctl_off),
-                                s.base + s.hdr.cq_off, s.hdr.cq_entries, sizeof(struct paged_cqe)) < 0)
+    if (pcore_ring_prod_init(&s.prod, (struct pcore_ring_ctl *) (s.base + s.hdr.sq_ctl_off),
+                             s.base + s.hdr.sq_off, s.hdr.sq_entries, sizeof(struct pcore_sqe)) < 0
+        || pcore_ring_cons_init(&s.cons, (struct pcore_ring_ctl *) (s.base + s.hdr.cq_ctl_off),
+                                s.base + s.hdr.cq_off, s.hdr.cq_entries, sizeof(struct pcore_cqe)) < 0)
         _exit(12);
     s.wait_fd = cq_rd;
     s.notify_fd = sq_fd;
@@ -304,10 +304,10 @@ static int parent_take(struct side *s, uint64_t *next, uint32_t n, int pop)
     struct data d;
     for (uint32_t i = 0; i < n; i++) {
         if (pop) {
-            if (paged_ring_cons_pop(&s->cons, &d) != 1)
+            if (pcore_ring_cons_pop(&s->cons, &d) != 1)
                 return PAGED_E_RING;
         } else {
-            memcpy(&d, paged_ring_cons_entry(&s->cons, i), sizeof d);
+            memcpy(&d, pcore_ring_cons_entry(&s->cons, i), sizeof d);
         }
         uint64_t want = XXH3_64bits(&d, offsetof(struct data, check));
         if (d.seq != *next + i || d.check != want || d.word[13] != payload(s->seed, d.seq, 13)) {
@@ -318,19 +318,19 @@ static int parent_take(struct side *s, uint64_t *next, uint32_t n, int pop)
         }
     }
     if (!pop) {
-        int err = paged_ring_cons_release(&s->cons, n);
+        int err = pcore_ring_cons_release(&s->cons, n);
         if (err < 0)
             return err;
     }
     *next += n;
     /* A full CQ drops this ack: a later one carries a larger count anyway. */
-    struct paged_cqe ack = { .tag = *next, .status = PAGED_OK, .count = n,
+    struct pcore_cqe ack = { .tag = *next, .status = PAGED_OK, .count = n,
                              .opcode = PAGED_OP_NOP, .value = *next };
-    int err = paged_ring_prod_push(&s->prod, &ack);
+    int err = pcore_ring_prod_push(&s->prod, &ack);
     if (err < 0 && err != PAGED_E_AGAIN)
         return err;
     /* Notify even without an ack: the child may be waiting for room on the SQ. */
-    int w = paged_wake_notify(&s->prod, s->notify_fd);
+    int w = pcore_wake_notify(&s->prod, s->notify_fd);
     if (w == PAGED_E_DISCONNECTED)
         return PEER_GONE;
     if (w < 0)
@@ -343,7 +343,7 @@ static int parent_take(struct side *s, uint64_t *next, uint32_t n, int pop)
 static int parent_consume(struct side *s, uint64_t *next, uint64_t end, uint32_t spin_ns, tap_rng *rng)
 {
     double deadline = now_s() + PHASE_S;
-    paged_waiter_init(&s->waiter, spin_ns);
+    pcore_waiter_init(&s->waiter, spin_ns);
     while (*next < end) {
         int n = side_wait(s, 1, deadline, parent_ready);
         if (n < 0)
@@ -360,10 +360,10 @@ static int parent_consume(struct side *s, uint64_t *next, uint64_t end, uint32_t
 /* Parent: attaches to the channel it created; bails on failure. */
 static void parent_attach(struct side *s)
 {
-    if (paged_ring_cons_init(&s->cons, (struct paged_ring_ctl *) (s->base + s->hdr.sq_ctl_off),
-                             s->base + s->hdr.sq_off, s->hdr.sq_entries, sizeof(struct paged_sqe)) < 0
-        || paged_ring_prod_init(&s->prod, (struct paged_ring_ctl *) (s->base + s->hdr.cq_ctl_off),
-                                s->base + s->hdr.cq_off, s->hdr.cq_entries, sizeof(struct paged_cqe)) < 0)
+    if (pcore_ring_cons_init(&s->cons, (struct pcore_ring_ctl *) (s->base + s->hdr.sq_ctl_off),
+                             s->base + s->hdr.sq_off, s->hdr.sq_entries, sizeof(struct pcore_sqe)) < 0
+        || pcore_ring_prod_init(&s->prod, (struct pcore_ring_ctl *) (s->base + s->hdr.cq_ctl_off),
+                                s->base + s->hdr.cq_off, s->hdr.cq_entries, sizeof(struct pcore_cqe)) < 0)
         bail("cannot attach to the channel");
 }
 
@@ -382,19 +382,19 @@ static void reap(struct side *s, int kill_it)
 /* Makes a fresh channel in a sealed memfd with its wake-ups; bails on failure. */
 static void make_channel(struct side *s, int *fd, int *sq_efd, int *cq_rd, int *cq_wr)
 {
-    if (paged_channel_layout(SQ_ENTRIES, CQ_ENTRIES, sizeof(struct report), &s->hdr) < 0)
+    if (pcore_channel_layout(SQ_ENTRIES, CQ_ENTRIES, sizeof(struct report), &s->hdr) < 0)
         bail("layout refused");
-    *fd = paged_shm_create("paged-ring-proc-t", s->hdr.total_size);
+    *fd = pcore_shm_create("paged-ring-proc-t", s->hdr.total_size);
     if (*fd < 0)
         bail("cannot create the channel: %s", paged_strerror(*fd));
     void *base;
-    if (paged_shm_map(*fd, s->hdr.total_size, 1, &base) < 0)
+    if (pcore_shm_map(*fd, s->hdr.total_size, 1, &base) < 0)
         bail("cannot map the channel");
     s->base = base;
     memcpy(s->base, &s->hdr, sizeof s->hdr);
-    paged_ring_ctl_init((struct paged_ring_ctl *) (s->base + s->hdr.sq_ctl_off), START);
-    paged_ring_ctl_init((struct paged_ring_ctl *) (s->base + s->hdr.cq_ctl_off), START);
-    if (paged_wake_eventfd(sq_efd) < 0 || paged_wake_pipe(cq_rd, cq_wr) < 0)
+    pcore_ring_ctl_init((struct pcore_ring_ctl *) (s->base + s->hdr.sq_ctl_off), START);
+    pcore_ring_ctl_init((struct pcore_ring_ctl *) (s->base + s->hdr.cq_ctl_off), START);
+    if (pcore_wake_eventfd(sq_efd) < 0 || pcore_wake_pipe(cq_rd, cq_wr) < 0)
         sysbail("cannot make wake-ups");
 }
 
@@ -426,7 +426,7 @@ static void test_stream(uint64_t seed)
        PING, err, s.why[0] ? ": " : "", s.why);
     double t0 = now_s();
     if (err == 0)
-        err = parent_consume(&s, &next, (uint64_t) PING + BULK, PAGED_WAKE_SPIN_NS, &rng);
+        err = parent_consume(&s, &next, (uint64_t) PING + BULK, PCORE_WAKE_SPIN_NS, &rng);
     double el = now_s() - t0;
     ok(err == 0 && next == (uint64_t) PING + BULK,
        "stream: %u entries in random batches, none lost, duplicated, reordered or corrupt (%d%s%s)",
@@ -451,7 +451,7 @@ static void test_stream(uint64_t seed)
              (unsigned long long) s.waiter.spin_hits,
              (unsigned long long) rep->bulk_sleeps,
              (unsigned long long) rep->bulk_spin_hits, (unsigned long long) rep->acks);
-    paged_shm_unmap(s.base, s.hdr.total_size);
+    pcore_shm_unmap(s.base, s.hdr.total_size);
     close(fd);
     close(sq_efd);
     close(cq_wr);
@@ -472,24 +472,24 @@ static void test_dead_peer(void)
     s.wait_fd = sq_efd;
     s.notify_fd = cq_wr;
     parent_attach(&s);
-    paged_waiter_init(&s.waiter, PAGED_WAKE_SPIN_NS);
+    pcore_waiter_init(&s.waiter, PCORE_WAKE_SPIN_NS);
     double t0 = now_s();
     int r = side_wait(&s, 1, t0 + PHASE_S, parent_ready);
     double el = now_s() - t0;
     is_int(PEER_GONE, r, "dead producer: the consumer's wait reports it gone");
     ok(el < 5.0, "dead producer: ... after %.2f s, not at the phase deadline", el);
     /* Stand in for the dead consumer of the CQ, which had said it would sleep. */
-    struct paged_ring_cons cq;
-    if (paged_ring_cons_init(&cq, s.prod.ctl, s.base + s.hdr.cq_off, s.hdr.cq_entries,
-                             sizeof(struct paged_cqe)) < 0)
+    struct pcore_ring_cons cq;
+    if (pcore_ring_cons_init(&cq, s.prod.ctl, s.base + s.hdr.cq_off, s.hdr.cq_entries,
+                             sizeof(struct pcore_cqe)) < 0)
         bail("cannot attach to the CQ");
-    paged_wake_prepare(&cq);
-    struct paged_cqe ack = { .tag = 1 };
-    paged_ring_prod_push(&s.prod, &ack);
-    is_int(PAGED_E_DISCONNECTED, paged_wake_notify(&s.prod, s.notify_fd),
+    pcore_wake_prepare(&cq);
+    struct pcore_cqe ack = { .tag = 1 };
+    pcore_ring_prod_push(&s.prod, &ack);
+    is_int(PAGED_E_DISCONNECTED, pcore_wake_notify(&s.prod, s.notify_fd),
            "dead consumer: notifying its pipe reports PAGED_E_DISCONNECTED and raises no SIGPIPE");
     reap(&s, 0);
-    paged_shm_unmap(s.base, s.hdr.total_size);
+    pcore_shm_unmap(s.base, s.hdr.total_size);
     close(fd);
     close(sq_efd);
     close(cq_wr);

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/sock.h"
+#include "lib/core/sock.h"
 #include "paged.h"
 #include "tests/tap/basic.h"
 
@@ -43,17 +43,17 @@ static void test_default_path(void)
     char buf[256];
     set_env("PAGED_SOCKET", "/tmp/somewhere/else.sock");
     set_env("XDG_RUNTIME_DIR", "/run/user/1234");
-    is_int(0, psock_default_path(buf, sizeof buf), "PAGED_SOCKET set: accepted");
+    is_int(0, pcore_sock_default_path(buf, sizeof buf), "PAGED_SOCKET set: accepted");
     is_string("/tmp/somewhere/else.sock", buf, "PAGED_SOCKET wins over XDG_RUNTIME_DIR");
     set_env("PAGED_SOCKET", "");
-    is_int(0, psock_default_path(buf, sizeof buf), "PAGED_SOCKET empty: accepted");
+    is_int(0, pcore_sock_default_path(buf, sizeof buf), "PAGED_SOCKET empty: accepted");
     is_string("/run/user/1234/paged/pagedd.sock", buf, "an empty PAGED_SOCKET is not set: XDG_RUNTIME_DIR's");
     set_env("PAGED_SOCKET", NULL);
     set_env("XDG_RUNTIME_DIR", "relative/dir");
-    is_int(0, psock_default_path(buf, sizeof buf), "a relative XDG_RUNTIME_DIR: accepted");
+    is_int(0, pcore_sock_default_path(buf, sizeof buf), "a relative XDG_RUNTIME_DIR: accepted");
     is_string("/run/paged/pagedd.sock", buf, "a relative XDG_RUNTIME_DIR is ignored");
     set_env("XDG_RUNTIME_DIR", NULL);
-    is_int(0, psock_default_path(buf, sizeof buf), "neither set: accepted");
+    is_int(0, pcore_sock_default_path(buf, sizeof buf), "neither set: accepted");
     is_string("/run/paged/pagedd.sock", buf, "neither set: /run/paged/pagedd.sock");
 
     char longpath[200];
@@ -61,14 +61,14 @@ static void test_default_path(void)
     longpath[0] = '/';
     longpath[sizeof longpath - 1] = '\0';
     set_env("PAGED_SOCKET", longpath);
-    is_int(PAGED_E_INVAL, psock_default_path(buf, sizeof buf), "a %zu-byte PAGED_SOCKET is PAGED_E_INVAL",
+    is_int(PAGED_E_INVAL, pcore_sock_default_path(buf, sizeof buf), "a %zu-byte PAGED_SOCKET is PAGED_E_INVAL",
            strlen(longpath));
     set_env("PAGED_SOCKET", "/tmp/x.sock");
-    is_int(PAGED_E_INVAL, psock_default_path(buf, 8), "a buffer too small for the path is PAGED_E_INVAL");
+    is_int(PAGED_E_INVAL, pcore_sock_default_path(buf, 8), "a buffer too small for the path is PAGED_E_INVAL");
     set_env("PAGED_SOCKET", NULL);
 }
 
-/* Sends msg with nfds descriptors by hand (psock_send refuses more than PSOCK_MAX_FDS, as a
+/* Sends msg with nfds descriptors by hand (pcore_sock_send refuses more than PSOCK_MAX_FDS, as a
  * misbehaving peer need not); returns sendmsg's result. */
 static ssize_t send_raw(int sock, const char *msg, const int *fds, int nfds)
 {
@@ -107,19 +107,19 @@ static void test_descriptors(void)
             sysbail("open /dev/null");
     const int before = open_fds();
 
-    is_int(PAGED_E_INVAL, psock_send(sv[0], "many", 4, fds, PSOCK_MAX_FDS + 1),
-           "psock_send refuses more than %d descriptors", PSOCK_MAX_FDS);
+    is_int(PAGED_E_INVAL, pcore_sock_send(sv[0], "many", 4, fds, PSOCK_MAX_FDS + 1),
+           "pcore_sock_send refuses more than %d descriptors", PSOCK_MAX_FDS);
     is_int(4, (int) send_raw(sv[0], "many", fds, PSOCK_MAX_FDS + 4), "a peer sends a message with %d descriptors",
            PSOCK_MAX_FDS + 4);
     char buf[16];
     int got[PSOCK_MAX_FDS], ngot = -1;
-    is_int(PAGED_E_PROTO, (int) psock_recv(sv[1], buf, sizeof buf, got, PSOCK_MAX_FDS, &ngot),
+    is_int(PAGED_E_PROTO, (int) pcore_sock_recv(sv[1], buf, sizeof buf, got, PSOCK_MAX_FDS, &ngot),
            "receiving more than %d descriptors is PAGED_E_PROTO", PSOCK_MAX_FDS);
     is_int(0, ngot, "and hands none to the caller");
     is_int(before, open_fds(), "every descriptor that arrived with it was closed");
 
-    is_int(0, psock_send(sv[0], "two", 3, fds, 2), "a message with 2 descriptors is sent");
-    ssize_t n = psock_recv(sv[1], buf, sizeof buf, got, PSOCK_MAX_FDS, &ngot);
+    is_int(0, pcore_sock_send(sv[0], "two", 3, fds, 2), "a message with 2 descriptors is sent");
+    ssize_t n = pcore_sock_recv(sv[1], buf, sizeof buf, got, PSOCK_MAX_FDS, &ngot);
     ok(n == 3 && ngot == 2 && memcmp(buf, "two", 3) == 0, "it arrives whole with its 2 descriptors (%zd, %d)", n,
        ngot);
     ok(ngot == 2 && (fcntl(got[0], F_GETFD) & FD_CLOEXEC) && (fcntl(got[1], F_GETFD) & FD_CLOEXEC),
@@ -127,11 +127,11 @@ static void test_descriptors(void)
     for (int i = 0; i < ngot; i++)
         close(got[i]);
 
-    is_int(0, psock_send(sv[0], "too long a message", 18, NULL, 0), "an 18-byte message is sent");
-    is_int(PAGED_E_PROTO, (int) psock_recv(sv[1], buf, 8, got, PSOCK_MAX_FDS, &ngot),
+    is_int(0, pcore_sock_send(sv[0], "too long a message", 18, NULL, 0), "an 18-byte message is sent");
+    is_int(PAGED_E_PROTO, (int) pcore_sock_recv(sv[1], buf, 8, got, PSOCK_MAX_FDS, &ngot),
            "received into 8 bytes it is PAGED_E_PROTO, not cut short");
     close(sv[0]);
-    is_int(PAGED_E_DISCONNECTED, (int) psock_recv(sv[1], buf, sizeof buf, got, PSOCK_MAX_FDS, &ngot),
+    is_int(PAGED_E_DISCONNECTED, (int) pcore_sock_recv(sv[1], buf, sizeof buf, got, PSOCK_MAX_FDS, &ngot),
            "the peer gone: PAGED_E_DISCONNECTED");
     close(sv[1]);
     for (int i = 0; i < PSOCK_MAX_FDS + 4; i++)
@@ -149,20 +149,20 @@ static void test_listen(void)
     snprintf(path, sizeof path, "%s/s.sock", dir);
     snprintf(plain, sizeof plain, "%s/plain", dir);
 
-    is_int(PAGED_E_NOTCONN, psock_connect(path), "nobody listening (no file): PAGED_E_NOTCONN");
-    int l = psock_listen(path, 0600, (gid_t) -1);
+    is_int(PAGED_E_NOTCONN, pcore_sock_connect(path), "nobody listening (no file): PAGED_E_NOTCONN");
+    int l = pcore_sock_listen(path, 0600, (gid_t) -1);
     ok(l >= 0, "listening at %s", path);
     struct stat sb;
     ok(stat(path, &sb) == 0 && S_ISSOCK(sb.st_mode) && (sb.st_mode & 0777) == 0600, "the socket has mode 0600");
-    is_int(PAGED_E_EXIST, psock_listen(path, 0600, (gid_t) -1), "a second listener on a live socket: PAGED_E_EXIST");
-    int c = psock_connect(path);
+    is_int(PAGED_E_EXIST, pcore_sock_listen(path, 0600, (gid_t) -1), "a second listener on a live socket: PAGED_E_EXIST");
+    int c = pcore_sock_connect(path);
     ok(c >= 0, "a client connects");
     if (c >= 0)
         close(c);
     close(l);
     ok(stat(path, &sb) == 0, "closed, the listener leaves a stale socket file");
-    is_int(PAGED_E_NOTCONN, psock_connect(path), "nobody listening (a stale file): PAGED_E_NOTCONN");
-    l = psock_listen(path, 0600, (gid_t) -1);
+    is_int(PAGED_E_NOTCONN, pcore_sock_connect(path), "nobody listening (a stale file): PAGED_E_NOTCONN");
+    l = pcore_sock_listen(path, 0600, (gid_t) -1);
     ok(l >= 0, "a new listener replaces the stale file");
     if (l >= 0)
         close(l);
@@ -171,12 +171,12 @@ static void test_listen(void)
     if (f < 0)
         sysbail("creating %s", plain);
     close(f);
-    is_int(PAGED_E_NOTCONN, psock_connect(plain), "a plain file where the socket should be: PAGED_E_NOTCONN");
+    is_int(PAGED_E_NOTCONN, pcore_sock_connect(plain), "a plain file where the socket should be: PAGED_E_NOTCONN");
     char longpath[200];
     memset(longpath, 'b', sizeof longpath - 1);
     longpath[0] = '/';
     longpath[sizeof longpath - 1] = '\0';
-    is_int(PAGED_E_INVAL, psock_connect(longpath), "a path too long for a Unix socket: PAGED_E_INVAL");
+    is_int(PAGED_E_INVAL, pcore_sock_connect(longpath), "a path too long for a Unix socket: PAGED_E_INVAL");
     unlink(path);
     unlink(plain);
     rmdir(dir);

@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/ring.h"
-#include "lib/wake.h"
+#include "lib/core/ring.h"
+#include "lib/core/wake.h"
 #include "tests/tap/basic.h"
 
 #define CAP 8
@@ -29,10 +29,10 @@
 
 /* A ring in a shared anonymous mapping (so a forked child shares it) and its wake-up. */
 struct wring {
-    struct paged_ring_ctl *ctl;
+    struct pcore_ring_ctl *ctl;
     unsigned char *entries;
-    struct paged_ring_prod prod;
-    struct paged_ring_cons cons;
+    struct pcore_ring_prod prod;
+    struct pcore_ring_cons cons;
     int wait_fd;
     int notify_fd;
     const char *kind;
@@ -53,17 +53,17 @@ static void wring_open(struct wring *w, int pipe)
     if (mem == MAP_FAILED)
         sysbail("mmap");
     w->ctl = mem;
-    w->entries = (unsigned char *) mem + sizeof(struct paged_ring_ctl);
-    paged_ring_ctl_init(w->ctl, UINT32_MAX - 2);
-    if (paged_ring_prod_init(&w->prod, w->ctl, w->entries, CAP, ESIZE) < 0
-        || paged_ring_cons_init(&w->cons, w->ctl, w->entries, CAP, ESIZE) < 0)
+    w->entries = (unsigned char *) mem + sizeof(struct pcore_ring_ctl);
+    pcore_ring_ctl_init(w->ctl, UINT32_MAX - 2);
+    if (pcore_ring_prod_init(&w->prod, w->ctl, w->entries, CAP, ESIZE) < 0
+        || pcore_ring_cons_init(&w->cons, w->ctl, w->entries, CAP, ESIZE) < 0)
         bail("cannot attach to a fresh ring");
     int err;
     if (pipe) {
-        err = paged_wake_pipe(&w->wait_fd, &w->notify_fd);
+        err = pcore_wake_pipe(&w->wait_fd, &w->notify_fd);
         w->kind = "pipe";
     } else {
-        err = paged_wake_eventfd(&w->wait_fd);
+        err = pcore_wake_eventfd(&w->wait_fd);
         w->notify_fd = w->wait_fd;
         w->kind = "eventfd";
     }
@@ -83,7 +83,7 @@ static void wring_close(struct wring *w)
 /* Returns the consumer_waiting word as the other side would read it. */
 static uint32_t waiting(struct wring *w)
 {
-    return atomic_load_explicit(paged_ring_word(&w->ctl->consumer_waiting), memory_order_seq_cst);
+    return atomic_load_explicit(pcore_ring_word(&w->ctl->consumer_waiting), memory_order_seq_cst);
 }
 
 /* Pushes one entry holding value; bails if the ring refuses. */
@@ -92,7 +92,7 @@ static void push(struct wring *w, uint64_t value)
     unsigned char e[ESIZE];
     memset(e, 0x5a, sizeof e);
     memcpy(e, &value, sizeof value);
-    if (paged_ring_prod_push(&w->prod, e) != PAGED_OK)
+    if (pcore_ring_prod_push(&w->prod, e) != PAGED_OK)
         bail("push refused");
 }
 
@@ -108,10 +108,10 @@ static int fd_empty(int fd)
 static void test_fds(void)
 {
     int fd, rd, wr;
-    is_int(PAGED_OK, paged_wake_eventfd(&fd), "eventfd: created");
+    is_int(PAGED_OK, pcore_wake_eventfd(&fd), "eventfd: created");
     ok((fcntl(fd, F_GETFL) & O_NONBLOCK) && (fcntl(fd, F_GETFD) & FD_CLOEXEC),
        "eventfd: non-blocking and close-on-exec");
-    is_int(PAGED_OK, paged_wake_pipe(&rd, &wr), "pipe: created");
+    is_int(PAGED_OK, pcore_wake_pipe(&rd, &wr), "pipe: created");
     ok((fcntl(rd, F_GETFL) & O_NONBLOCK) && (fcntl(wr, F_GETFL) & O_NONBLOCK)
            && (fcntl(rd, F_GETFD) & FD_CLOEXEC) && (fcntl(wr, F_GETFD) & FD_CLOEXEC),
        "pipe: both ends non-blocking and close-on-exec");
@@ -128,30 +128,30 @@ static void test_notify(int pipe)
     int calls = 0;
     for (int i = 0; i < 1000; i++) {
         push(&w, (uint64_t) i + 1);
-        calls += paged_wake_notify(&w.prod, w.notify_fd);
+        calls += pcore_wake_notify(&w.prod, w.notify_fd);
         unsigned char e[ESIZE];
-        paged_ring_cons_pop(&w.cons, e);
+        pcore_ring_cons_pop(&w.cons, e);
     }
     ok(calls == 0 && fd_empty(w.wait_fd),
        "%s: 1000 notifies with nobody waiting wrote nothing (descriptor empty)", w.kind);
 
-    paged_wake_prepare(&w.cons);
+    pcore_wake_prepare(&w.cons);
     is_int(1, waiting(&w), "%s: prepare sets consumer_waiting", w.kind);
     push(&w, 7);
-    is_int(1, paged_wake_notify(&w.prod, w.notify_fd), "%s: notify with a waiter writes", w.kind);
+    is_int(1, pcore_wake_notify(&w.prod, w.notify_fd), "%s: notify with a waiter writes", w.kind);
     is_int(0, waiting(&w), "%s: ... and takes the announcement back", w.kind);
     push(&w, 8);
-    is_int(0, paged_wake_notify(&w.prod, w.notify_fd), "%s: a second notify before the next prepare writes nothing", w.kind);
-    is_int(1, paged_wake_drain(w.wait_fd), "%s: the one wake-up is pending", w.kind);
-    paged_wake_prepare(&w.cons);
-    is_int(1, paged_wake_notify(&w.prod, w.notify_fd), "%s: after a new prepare, notify writes again", w.kind);
-    is_int(PAGED_OK, paged_wake_finish(&w.cons, w.wait_fd), "%s: finish succeeds", w.kind);
+    is_int(0, pcore_wake_notify(&w.prod, w.notify_fd), "%s: a second notify before the next prepare writes nothing", w.kind);
+    is_int(1, pcore_wake_drain(w.wait_fd), "%s: the one wake-up is pending", w.kind);
+    pcore_wake_prepare(&w.cons);
+    is_int(1, pcore_wake_notify(&w.prod, w.notify_fd), "%s: after a new prepare, notify writes again", w.kind);
+    is_int(PAGED_OK, pcore_wake_finish(&w.cons, w.wait_fd), "%s: finish succeeds", w.kind);
     ok(waiting(&w) == 0 && fd_empty(w.wait_fd), "%s: finish clears the flag and drains", w.kind);
-    is_int(0, paged_wake_drain(w.wait_fd), "%s: drain of an empty descriptor reports 0", w.kind);
-    is_int(0, paged_wake_notify(&w.prod, w.notify_fd), "%s: after finish, notify writes nothing", w.kind);
-    paged_wake_prepare(&w.cons);
-    paged_wake_cancel(&w.cons);
-    ok(waiting(&w) == 0 && paged_wake_notify(&w.prod, w.notify_fd) == 0,
+    is_int(0, pcore_wake_drain(w.wait_fd), "%s: drain of an empty descriptor reports 0", w.kind);
+    is_int(0, pcore_wake_notify(&w.prod, w.notify_fd), "%s: after finish, notify writes nothing", w.kind);
+    pcore_wake_prepare(&w.cons);
+    pcore_wake_cancel(&w.cons);
+    ok(waiting(&w) == 0 && pcore_wake_notify(&w.prod, w.notify_fd) == 0,
        "%s: cancel withdraws the announcement", w.kind);
     wring_close(&w);
 }
@@ -160,22 +160,22 @@ static void test_notify(int pipe)
 static void test_timeouts(int pipe)
 {
     struct wring w;
-    struct paged_waiter wt;
+    struct pcore_waiter wt;
     wring_open(&w, pipe);
     double t0 = now_ms();
-    is_int(PAGED_E_TIMEOUT, paged_wake_sleep(w.wait_fd, 30), "%s: sleep on nothing times out", w.kind);
+    is_int(PAGED_E_TIMEOUT, pcore_wake_sleep(w.wait_fd, 30), "%s: sleep on nothing times out", w.kind);
     double el = now_ms() - t0;
     ok(el >= 29.0, "%s: ... after at least 30 ms (%.1f)", w.kind, el);
 
-    paged_waiter_init(&wt, 20000);
+    pcore_waiter_init(&wt, 20000);
     t0 = now_ms();
-    is_int(PAGED_E_TIMEOUT, paged_wake_wait_ring(&w.cons, w.wait_fd, &wt, 0),
+    is_int(PAGED_E_TIMEOUT, pcore_wake_wait_ring(&w.cons, w.wait_fd, &wt, 0),
            "%s: wait with timeout 0 on an empty ring times out", w.kind);
     ok(now_ms() - t0 < 1000 && wt.sleeps == 0 && waiting(&w) == 0,
        "%s: ... at once, without sleeping or announcing", w.kind);
 
     t0 = now_ms();
-    is_int(PAGED_E_TIMEOUT, paged_wake_wait_ring(&w.cons, w.wait_fd, &wt, 25),
+    is_int(PAGED_E_TIMEOUT, pcore_wake_wait_ring(&w.cons, w.wait_fd, &wt, 25),
            "%s: wait of 25 ms on an empty ring times out", w.kind);
     el = now_ms() - t0;
     ok(el >= 24.0 && wt.sleeps >= 1 && waiting(&w) == 0,
@@ -185,7 +185,7 @@ static void test_timeouts(int pipe)
 
     push(&w, 9);
     uint64_t sleeps = wt.sleeps;
-    is_int(1, paged_wake_wait_ring(&w.cons, w.wait_fd, &wt, LONG_MS), "%s: wait on a ready ring returns 1", w.kind);
+    is_int(1, pcore_wake_wait_ring(&w.cons, w.wait_fd, &wt, LONG_MS), "%s: wait on a ready ring returns 1", w.kind);
     ok(wt.sleeps == sleeps && waiting(&w) == 0 && fd_empty(w.wait_fd),
        "%s: ... without sleeping or announcing", w.kind);
     wring_close(&w);
@@ -195,29 +195,29 @@ static void test_timeouts(int pipe)
  * halve it down to its floor, and a budget at the floor comes back up. */
 static void test_spin_learning(void)
 {
-    struct paged_waiter wt;
-    paged_waiter_init(&wt, 300000);
-    paged_waiter_slept(&wt, 2000000);
+    struct pcore_waiter wt;
+    pcore_waiter_init(&wt, 300000);
+    pcore_waiter_slept(&wt, 2000000);
     is_int(150000, wt.spin_ns, "learn: a 2 ms wait halves a 300 us budget");
     for (int i = 0; i < 10; i++)
-        paged_waiter_slept(&wt, 2000000);
+        pcore_waiter_slept(&wt, 2000000);
     is_int(300000 / 8, wt.spin_ns, "learn: ... down to an eighth of the ceiling, no further");
-    paged_waiter_slept(&wt, 60000);
+    pcore_waiter_slept(&wt, 60000);
     ok(wt.spin_ns >= 60000 && wt.spin_ns <= 80000,
        "learn: a 60 us wait that slept lifts the budget from the floor to cover it (%u ns)", wt.spin_ns);
-    paged_waiter_slept(&wt, 290000);
+    pcore_waiter_slept(&wt, 290000);
     is_int(300000, wt.spin_ns, "learn: a wait just under the ceiling takes the budget to the ceiling, not past");
-    paged_waiter_slept(&wt, 300001);
+    pcore_waiter_slept(&wt, 300001);
     is_int(150000, wt.spin_ns, "learn: a wait just over the ceiling halves it");
     uint64_t hits = wt.spin_hits;
-    paged_waiter_hit(&wt);
+    pcore_waiter_hit(&wt);
     ok(wt.spin_hits == hits + 1 && wt.spin_ns == 150000 + 150000 / 4 + 1000,
        "learn: a hit is counted and grows the budget by a quarter and 1 us (%u ns)", wt.spin_ns);
 
-    struct paged_waiter none;
-    paged_waiter_init(&none, 0);
-    paged_waiter_slept(&none, 0);
-    paged_waiter_slept(&none, 5000);
+    struct pcore_waiter none;
+    pcore_waiter_init(&none, 0);
+    pcore_waiter_slept(&none, 0);
+    pcore_waiter_slept(&none, 5000);
     is_int(0, none.spin_ns, "learn: a waiter that never spins keeps a zero budget");
 }
 
@@ -239,34 +239,34 @@ static int countdown_ready(void *arg)
 static void test_spin(void)
 {
     struct wring w;
-    struct paged_waiter wt;
+    struct pcore_waiter wt;
     wring_open(&w, 0);
-    paged_waiter_init(&wt, 40000);
+    pcore_waiter_init(&wt, 40000);
     wt.spin_ns = 10000;
     struct countdown cd = { 0, 5, 3 };
-    is_int(3, paged_wake_wait(&w.cons, w.wait_fd, &wt, LONG_MS, countdown_ready, &cd),
+    is_int(3, pcore_wake_wait(&w.cons, w.wait_fd, &wt, LONG_MS, countdown_ready, &cd),
            "spin: condition true on its 5th check: its value is returned");
     ok(wt.spin_hits == 1 && wt.sleeps == 0 && waiting(&w) == 0 && cd.calls == 5,
        "spin: satisfied while spinning, no sleep, no announcement");
     ok(wt.spin_ns > 10000 && wt.spin_ns <= 40000, "spin: a hit grew the budget to %u ns", wt.spin_ns);
     for (int i = 0; i < 100; i++) {
         cd = (struct countdown) { 0, 2, 1 };
-        paged_wake_wait(&w.cons, w.wait_fd, &wt, LONG_MS, countdown_ready, &cd);
+        pcore_wake_wait(&w.cons, w.wait_fd, &wt, LONG_MS, countdown_ready, &cd);
     }
     is_int(40000, wt.spin_ns, "spin: the budget never passes its ceiling");
 
     cd = (struct countdown) { 0, 3, PAGED_E_RING };
-    is_int(PAGED_E_RING, paged_wake_wait(&w.cons, w.wait_fd, &wt, LONG_MS, countdown_ready, &cd),
+    is_int(PAGED_E_RING, pcore_wake_wait(&w.cons, w.wait_fd, &wt, LONG_MS, countdown_ready, &cd),
            "spin: a condition's error is returned");
     cd = (struct countdown) { 0, 1000000000, 1 };
-    is_int(PAGED_E_TIMEOUT, paged_wake_wait(&w.cons, w.wait_fd, &wt, 0, countdown_ready, &cd),
+    is_int(PAGED_E_TIMEOUT, pcore_wake_wait(&w.cons, w.wait_fd, &wt, 0, countdown_ready, &cd),
            "spin: timeout 0 checks once");
     is_int(1, cd.calls, "spin: ... exactly once");
 
-    struct paged_waiter none;
-    paged_waiter_init(&none, 0);
+    struct pcore_waiter none;
+    pcore_waiter_init(&none, 0);
     cd = (struct countdown) { 0, 1000000000, 1 };
-    is_int(PAGED_E_TIMEOUT, paged_wake_wait(&w.cons, w.wait_fd, &none, 5, countdown_ready, &cd),
+    is_int(PAGED_E_TIMEOUT, pcore_wake_wait(&w.cons, w.wait_fd, &none, 5, countdown_ready, &cd),
            "spin: a waiter with no spin budget times out");
     ok(none.spin_hits == 0 && none.sleeps >= 1 && cd.calls <= 2 + 2 * (int) none.sleeps,
        "spin: ... having slept at once, checking only around each sleep (%d checks)", cd.calls);
@@ -276,12 +276,12 @@ static void test_spin(void)
 /* What a waiting thread does and what it saw. */
 struct sleeper {
     struct wring *w;
-    int sleep_only;       /* 1: paged_wake_sleep for timeout_ms; 0: paged_wake_wait_ring */
+    int sleep_only;       /* 1: pcore_wake_sleep for timeout_ms; 0: pcore_wake_wait_ring */
     int timeout_ms;
     _Atomic long tid;
     int result;
     double elapsed_ms;
-    struct paged_waiter waiter;
+    struct pcore_waiter waiter;
 };
 
 /* Runs one wait in a thread; returns NULL. */
@@ -289,12 +289,12 @@ static void *sleeper_main(void *arg)
 {
     struct sleeper *s = arg;
     atomic_store(&s->tid, (long) syscall(SYS_gettid));
-    paged_waiter_init(&s->waiter, 0); /* no spin: go to sleep at once */
+    pcore_waiter_init(&s->waiter, 0); /* no spin: go to sleep at once */
     double t0 = now_ms();
     if (s->sleep_only)
-        s->result = paged_wake_sleep(s->w->wait_fd, s->timeout_ms);
+        s->result = pcore_wake_sleep(s->w->wait_fd, s->timeout_ms);
     else
-        s->result = paged_wake_wait_ring(&s->w->cons, s->w->wait_fd, &s->waiter, s->timeout_ms);
+        s->result = pcore_wake_wait_ring(&s->w->cons, s->w->wait_fd, &s->waiter, s->timeout_ms);
     s->elapsed_ms = now_ms() - t0;
     return NULL;
 }
@@ -370,7 +370,7 @@ static void test_thread_wake(int pipe, int with_signal)
         signals_seen = 0;
     }
     push(&w, 42);
-    is_int(1, paged_wake_notify(&w.prod, w.notify_fd), "%s%s: notify saw the waiter and wrote", w.kind,
+    is_int(1, pcore_wake_notify(&w.prod, w.notify_fd), "%s%s: notify saw the waiter and wrote", w.kind,
            with_signal ? " + signal" : "");
     pthread_join(th, NULL);
     ok(s.result == 1 && s.waiter.sleeps >= 1 && s.elapsed_ms < LONG_MS,
@@ -381,7 +381,7 @@ static void test_thread_wake(int pipe, int with_signal)
     wring_close(&w);
 }
 
-/* Checks a signal in the middle of paged_wake_sleep neither ends it early nor errs. */
+/* Checks a signal in the middle of pcore_wake_sleep neither ends it early nor errs. */
 static void test_sleep_eintr(void)
 {
     struct wring w;
@@ -407,12 +407,12 @@ static void test_process_wake(int pipe)
     wring_open(&w, pipe);
     pid_t pid = bfork();
     if (pid == 0) {
-        struct paged_waiter wt;
-        paged_waiter_init(&wt, 0);
-        int n = paged_wake_wait_ring(&w.cons, w.wait_fd, &wt, LONG_MS);
+        struct pcore_waiter wt;
+        pcore_waiter_init(&wt, 0);
+        int n = pcore_wake_wait_ring(&w.cons, w.wait_fd, &wt, LONG_MS);
         unsigned char e[ESIZE];
         uint64_t v = 0;
-        if (n == 1 && paged_ring_cons_pop(&w.cons, e) == 1)
+        if (n == 1 && pcore_ring_cons_pop(&w.cons, e) == 1)
             memcpy(&v, e, sizeof v);
         _exit(n != 1 ? 1 : v != 0x1234 ? 2 : wt.sleeps == 0 ? 3 : 0);
     }
@@ -422,7 +422,7 @@ static void test_process_wake(int pipe)
         sched_yield();
     ok(waiting(&w) == 1 && process_state(pid) == 'S', "%s, two processes: child announced it sleeps and is asleep", w.kind);
     push(&w, 0x1234);
-    is_int(1, paged_wake_notify(&w.prod, w.notify_fd), "%s, two processes: notify wrote", w.kind);
+    is_int(1, pcore_wake_notify(&w.prod, w.notify_fd), "%s, two processes: notify wrote", w.kind);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -436,21 +436,21 @@ static void test_process_wake(int pipe)
 static void test_hangup(void)
 {
     struct wring w;
-    struct paged_waiter wt;
+    struct pcore_waiter wt;
     wring_open(&w, 1);
-    paged_waiter_init(&wt, 1000);
+    pcore_waiter_init(&wt, 1000);
     push(&w, 1);
-    paged_wake_prepare(&w.cons);
-    paged_wake_notify(&w.prod, w.notify_fd);
-    paged_wake_cancel(&w.cons);
+    pcore_wake_prepare(&w.cons);
+    pcore_wake_notify(&w.prod, w.notify_fd);
+    pcore_wake_cancel(&w.cons);
     close(w.notify_fd);
     w.notify_fd = -1;
-    is_int(1, paged_wake_wait_ring(&w.cons, w.wait_fd, &wt, LONG_MS),
+    is_int(1, pcore_wake_wait_ring(&w.cons, w.wait_fd, &wt, LONG_MS),
            "pipe hang-up: an entry published before the hang-up is still delivered");
     unsigned char e[ESIZE];
-    paged_ring_cons_pop(&w.cons, e);
+    pcore_ring_cons_pop(&w.cons, e);
     double t0 = now_ms();
-    is_int(PAGED_E_DISCONNECTED, paged_wake_wait_ring(&w.cons, w.wait_fd, &wt, LONG_MS),
+    is_int(PAGED_E_DISCONNECTED, pcore_wake_wait_ring(&w.cons, w.wait_fd, &wt, LONG_MS),
            "pipe hang-up: then waiting reports PAGED_E_DISCONNECTED");
     ok(now_ms() - t0 < LONG_MS / 2, "pipe hang-up: ... promptly");
     wring_close(&w);
@@ -478,10 +478,10 @@ static void test_reader_gone(void)
     sigset_t before, after, pending;
     pthread_sigmask(SIG_SETMASK, NULL, &before);
 
-    paged_wake_prepare(&w.cons); /* the consumer said it would sleep, then died */
+    pcore_wake_prepare(&w.cons); /* the consumer said it would sleep, then died */
     close(w.wait_fd);
     push(&w, 5);
-    is_int(PAGED_E_DISCONNECTED, paged_wake_notify(&w.prod, w.notify_fd),
+    is_int(PAGED_E_DISCONNECTED, pcore_wake_notify(&w.prod, w.notify_fd),
            "pipe, reader gone: notify reports PAGED_E_DISCONNECTED");
     pthread_sigmask(SIG_SETMASK, NULL, &after);
     sigpending(&pending);
@@ -502,21 +502,21 @@ static void test_notify_sigpipe_ignored(int pipe)
     wring_open(&w, pipe);
     void (*old)(int) = signal(SIGPIPE, SIG_IGN);
     push(&w, 1);
-    is_int(0, paged_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
+    is_int(0, pcore_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
            "%s, SIGPIPE ignored: notify with nobody waiting writes nothing", w.kind);
     ok(fd_empty(w.wait_fd), "%s, SIGPIPE ignored: ... the descriptor stays empty", w.kind);
-    paged_wake_prepare(&w.cons);
+    pcore_wake_prepare(&w.cons);
     push(&w, 2);
-    is_int(1, paged_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
+    is_int(1, pcore_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
            "%s, SIGPIPE ignored: notify with a waiter writes", w.kind);
-    ok(waiting(&w) == 0 && paged_wake_drain(w.wait_fd) == 1,
+    ok(waiting(&w) == 0 && pcore_wake_drain(w.wait_fd) == 1,
        "%s, SIGPIPE ignored: ... takes the announcement back, and the wake-up is pending", w.kind);
     if (pipe) {
-        paged_wake_prepare(&w.cons);
+        pcore_wake_prepare(&w.cons);
         close(w.wait_fd);
         w.wait_fd = -1;
         push(&w, 3);
-        is_int(PAGED_E_DISCONNECTED, paged_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
+        is_int(PAGED_E_DISCONNECTED, pcore_wake_notify_sigpipe_ignored(&w.prod, w.notify_fd),
                "pipe, SIGPIPE ignored, reader gone: notify reports PAGED_E_DISCONNECTED");
         close(w.notify_fd);
         munmap(w.ctl, 4096);
@@ -539,12 +539,12 @@ static void test_epoll_edges(void)
         sysbail("epoll");
     int edges = 0, quiet = 1;
     for (int i = 0; i < 50; i++) {
-        paged_wake_prepare(&w.cons);
+        pcore_wake_prepare(&w.cons);
         push(&w, (uint64_t) i + 1);
-        paged_wake_notify(&w.prod, w.notify_fd);
-        paged_wake_cancel(&w.cons);
+        pcore_wake_notify(&w.prod, w.notify_fd);
+        pcore_wake_cancel(&w.cons);
         unsigned char e[ESIZE];
-        paged_ring_cons_pop(&w.cons, e);
+        pcore_ring_cons_pop(&w.cons, e);
         struct epoll_event got;
         edges += epoll_wait(ep, &got, 1, LONG_MS) == 1 && got.data.u32 == 7;
         quiet &= epoll_wait(ep, &got, 1, 0) == 0;

@@ -18,7 +18,7 @@
 
 #include "kernels/kernels.h"
 #include "paged.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
@@ -27,7 +27,7 @@
 /*
  * A sweep in the manner of an out-of-memory test: pagedd (the cpu backend, or the cuda one
  * with PAGED_TEST_BACKEND=cuda, where the workers' tensors live on the device) is started with
- * PAGEDD_FAIL_ALLOC_AT=n (daemon/heap.h) for n = 1, 2, ... in turn, so that the n-th heap
+ * PAGEDD_FAIL_ALLOC_AT=n (daemon/util/heap.h) for n = 1, 2, ... in turn, so that the n-th heap
  * allocation it makes once serving fails as if memory had run out. Each time, a control
  * connection makes a pool and two client processes go through a worker's life on it:
  * connect, attach, ALLOC, APPEND, DECODE and PREFILL (outputs against the CPU reference),
@@ -359,7 +359,7 @@ static int collect(pid_t pid, int fd, struct report *r)
 }
 
 /* Whether a pool item shows every block back: none referenced. */
-static int all_back(const struct paged_pool_item *it, uint32_t want)
+static int all_back(const struct pcore_pool_item *it, uint32_t want)
 {
     (void) want;
     return it->referenced == 0 && it->attached == 1;
@@ -390,10 +390,10 @@ static void one_run(unsigned long long n, struct outcome *o)
     unsetenv("PAGEDD_FAIL_ALLOC_AT");
     struct rc_client ctl;
     char pool_note[300] = "";
-    int rc = rc_connect(daemon_.socket, "allocfail-ctl", PAGED_HELLO_CONTROL, &ctl);
+    int rc = rc_connect(daemon_.socket, "allocfail-ctl", PCORE_HELLO_CONTROL, &ctl);
     if (rc == PAGED_E_NOMEM) {
         snprintf(pool_note, sizeof pool_note, "control connect: %s; ", ctl.errmsg);
-        rc = ctl.errmsg[0] != '\0' ? rc_connect(daemon_.socket, "allocfail-ctl", PAGED_HELLO_CONTROL, &ctl) : rc;
+        rc = ctl.errmsg[0] != '\0' ? rc_connect(daemon_.socket, "allocfail-ctl", PCORE_HELLO_CONTROL, &ctl) : rc;
     }
     if (rc == 0) {
         for (int attempt = 0; attempt < 2; attempt++) {
@@ -429,10 +429,10 @@ static void one_run(unsigned long long n, struct outcome *o)
         else if (r[i].nomem)
             snprintf(notes + at, sizeof notes - at, "worker %d: %s; ", i, r[i].nomem_msg);
     }
-    struct paged_pool_item it;
+    struct pcore_pool_item it;
     memset(&it, 0, sizeof it);
     int back = rc_pool_item_until(&ctl, pool_name, all_back, 0, 5000, &it) == 0 && it.free + it.cached == N;
-    struct paged_msg_stats_reply stats;
+    struct pcore_msg_stats_reply stats;
     int alive = rc_stats(&ctl, &stats) == 0;
     rc_close(&ctl);
     st = td_stop(&daemon_);

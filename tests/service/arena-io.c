@@ -15,7 +15,7 @@
 
 #include "tests/service/arena-io.h"
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/rawclient.h"
 
 /* Starts the daemon of the backend the environment asks for; see arena-io.h. */
@@ -84,9 +84,9 @@ int aio_have_device(uint64_t *free_bytes)
 void aio_pool_create(struct rc_client *ctl, const struct td_daemon *d, const char *who, const char *name,
                      uint32_t layers, uint32_t heads, uint32_t dim, uint32_t block, int32_t dtype, uint32_t blocks)
 {
-    int rc = rc_connect(d->socket, who, PAGED_HELLO_CONTROL, ctl);
+    int rc = rc_connect(d->socket, who, PCORE_HELLO_CONTROL, ctl);
     if (rc == 0)
-        rc = rc_pool_create(ctl, name, layers, heads, dim, block, (uint32_t) dtype, blocks, 0600, PAGED_ATTACH_WRITE,
+        rc = rc_pool_create(ctl, name, layers, heads, dim, block, (uint32_t) dtype, blocks, 0600, PCORE_ATTACH_WRITE,
                             NULL, NULL);
     if (!ok(rc == 0, "pool '%s' created (%u layers, %u KV heads, D %u, blocks of %u, %s)", name, layers, heads, dim,
             block, paged_dtype_name((paged_dtype) dtype)))

@@ -16,11 +16,11 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
-#include "lib/proto.h"
-#include "lib/ring.h"
-#include "lib/sock.h"
-#include "lib/wake.h"
-#include "daemon/validate.h"
+#include "lib/core/proto.h"
+#include "lib/core/ring.h"
+#include "lib/core/sock.h"
+#include "lib/core/wake.h"
+#include "daemon/engine/validate.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -64,15 +64,15 @@ static void good_worker(int ready_fd, int stop_fd, int report_fd, uint64_t seed)
     struct good_report rep = { 0, 0, 0, { 0 } };
     tap_rng rng;
     tap_rng_seed(&rng, seed ^ 0x600d);
-    if (rc_connect(daemon_.socket, "good-worker", 0, &c) != 0 || rc_pool_attach(&c, "bad", PAGED_ATTACH_WRITE, NULL, NULL) != 0)
+    if (rc_connect(daemon_.socket, "good-worker", 0, &c) != 0 || rc_pool_attach(&c, "bad", PCORE_ATTACH_WRITE, NULL, NULL) != 0)
         _exit(2);
     uint32_t pool = 0;
-    struct paged_pool_item item;
+    struct pcore_pool_item item;
     if (rc_pool_item(&c, "bad", &item) != 0)
         _exit(3);
     pool = item.id;
-    struct paged_sqe s;
-    struct paged_cqe q;
+    struct pcore_sqe s;
+    struct pcore_cqe q;
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_ALLOC;
     s.pool = pool;
@@ -98,10 +98,10 @@ static void good_worker(int ready_fd, int stop_fd, int report_fd, uint64_t seed)
     fill_random(&rng, rc_ptr(&c, v_off), (size_t) L * ntok * H * D);
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_APPEND;
-    s.flags = PAGED_SQE_ALL_LAYERS;
+    s.flags = PCORE_SQE_ALL_LAYERS;
     s.pool = pool;
     s.tag = 2;
-    s.u.append = (struct paged_req_append) { ntok, PAGED_DTYPE_F32, k_off, v_off, slots_off };
+    s.u.append = (struct pcore_req_append) { ntok, PAGED_DTYPE_F32, k_off, v_off, slots_off };
     if (rc_call(&c, &s, &q) != 0)
         _exit(5);
 
@@ -132,7 +132,7 @@ static void good_worker(int ready_fd, int stop_fd, int report_fd, uint64_t seed)
         s.pool = pool;
         s.layer = layer;
         s.tag = 1000 + (uint64_t) iter;
-        s.u.attn = (struct paged_req_attn) { .num_seqs = 2, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
+        s.u.attn = (struct pcore_req_attn) { .num_seqs = 2, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
                                              .bt_stride = 3, .q_off = q_off, .out_off = out_off,
                                              .bt_off = bt_off, .lens_off = lens_off };
         if (rc_call(&c, &s, &q) != 0) {
@@ -166,7 +166,7 @@ static int32_t held[4];       /* blocks cb holds */
 static struct good_report good;
 
 /* Returns a DECODE of one sequence over held[0..1], 20 tokens, that is valid. */
-static struct paged_sqe valid_decode(void)
+static struct pcore_sqe valid_decode(void)
 {
     static uint64_t q_off, out_off, bt_off, lens_off;
     if (q_off == 0) {
@@ -181,20 +181,20 @@ static struct paged_sqe valid_decode(void)
     float *qv = rc_ptr(&cb, q_off);
     for (int i = 0; i < QH * D; i++)
         qv[i] = (float) ((i % 7) - 3) * 0.25f;
-    struct paged_sqe s;
+    struct pcore_sqe s;
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_DECODE;
     s.pool = pool_id;
     s.layer = 1;
     s.tag = 77;
-    s.u.attn = (struct paged_req_attn) { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
+    s.u.attn = (struct pcore_req_attn) { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
                                          .bt_stride = 2, .q_off = q_off, .out_off = out_off,
                                          .bt_off = bt_off, .lens_off = lens_off };
     return s;
 }
 
 /* Returns an APPEND of n tokens into slots (written to the arena), layer 0, valid shape. */
-static struct paged_sqe append_to(const int32_t *slots, uint32_t n)
+static struct pcore_sqe append_to(const int32_t *slots, uint32_t n)
 {
     uint64_t k = rc_alloc(&cb, (uint64_t) n * H * D * 4), v = rc_alloc(&cb, (uint64_t) n * H * D * 4);
     uint64_t so = rc_alloc(&cb, (uint64_t) n * 4);
@@ -203,22 +203,22 @@ static struct paged_sqe append_to(const int32_t *slots, uint32_t n)
         ((float *) rc_ptr(&cb, k))[i] = 0.5f;
         ((float *) rc_ptr(&cb, v))[i] = -0.5f;
     }
-    struct paged_sqe s;
+    struct pcore_sqe s;
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_APPEND;
     s.pool = pool_id;
     s.layer = 0;
     s.tag = 88;
-    s.u.append = (struct paged_req_append) { n, PAGED_DTYPE_F32, k, v, so };
+    s.u.append = (struct pcore_req_append) { n, PAGED_DTYPE_F32, k, v, so };
     return s;
 }
 
 /* Runs one bad request on client c and checks its status and field (and index unless
  * index < 0), then that the daemon still answers a NOP. Returns nothing. */
-static void expect_on(struct rc_client *c, const char *what, struct paged_sqe s, int status,
-                      enum paged_field field, long index)
+static void expect_on(struct rc_client *c, const char *what, struct pcore_sqe s, int status,
+                      enum pcore_field field, long index)
 {
-    struct paged_cqe q;
+    struct pcore_cqe q;
     int rc = rc_call(c, &s, &q);
     is_int(status, rc, "%s: %s", what, paged_strerror(status));
     is_int(field, q.err_field, "%s: err_field names the field (%d)", what, (int) field);
@@ -228,15 +228,15 @@ static void expect_on(struct rc_client *c, const char *what, struct paged_sqe s,
 }
 
 /* expect_on for the misbehaving client. */
-static void expect(const char *what, struct paged_sqe s, int status, enum paged_field field, long index)
+static void expect(const char *what, struct pcore_sqe s, int status, enum pcore_field field, long index)
 {
     expect_on(&cb, what, s, status, field, index);
 }
 
 /* Runs a simple op that must succeed; returns its CQE count. */
-static uint32_t must(const char *what, struct paged_sqe s)
+static uint32_t must(const char *what, struct pcore_sqe s)
 {
-    struct paged_cqe q;
+    struct pcore_cqe q;
     int rc = rc_call(&cb, &s, &q);
     if (rc != 0)
         bail("%s failed: %s (field %u index %u)", what, paged_strerror(rc), q.err_field, q.err_index);
@@ -260,59 +260,59 @@ static void good_progress(const char *after)
 /* The request cases. */
 static void request_cases(void)
 {
-    struct paged_sqe s;
-    expect("valid decode (baseline)", valid_decode(), 0, PAGED_FIELD_NONE, -1);
+    struct pcore_sqe s;
+    expect("valid decode (baseline)", valid_decode(), 0, PCORE_FIELD_NONE, -1);
 
     s = valid_decode();
     s.opcode = 200;
-    expect("unknown opcode 200", s, PAGED_E_OPCODE, PAGED_FIELD_OPCODE, -1);
+    expect("unknown opcode 200", s, PAGED_E_OPCODE, PCORE_FIELD_OPCODE, -1);
     s = valid_decode();
-    s.opcode = PAGED_OP_COUNT_;
-    expect("opcode one past the last", s, PAGED_E_OPCODE, PAGED_FIELD_OPCODE, -1);
+    s.opcode = PCORE_OP_COUNT_;
+    expect("opcode one past the last", s, PAGED_E_OPCODE, PCORE_FIELD_OPCODE, -1);
     s = valid_decode();
     s.pool = 9999;
-    expect("pool 9999 does not exist", s, PAGED_E_NOENT, PAGED_FIELD_POOL, -1);
+    expect("pool 9999 does not exist", s, PAGED_E_NOENT, PCORE_FIELD_POOL, -1);
     s = valid_decode();
     s.layer = L;
-    expect("layer 2 of a 2-layer pool", s, PAGED_E_LAYER, PAGED_FIELD_LAYER, -1);
+    expect("layer 2 of a 2-layer pool", s, PAGED_E_LAYER, PCORE_FIELD_LAYER, -1);
     s = valid_decode();
     s.layer = -1;
-    expect("layer -1", s, PAGED_E_LAYER, PAGED_FIELD_LAYER, -1);
+    expect("layer -1", s, PAGED_E_LAYER, PCORE_FIELD_LAYER, -1);
     s = valid_decode();
     s.u.attn.q_off = cb.arena_size - 64;
-    expect("q runs past the arena end", s, PAGED_E_RANGE, PAGED_FIELD_Q, -1);
+    expect("q runs past the arena end", s, PAGED_E_RANGE, PCORE_FIELD_Q, -1);
     s = valid_decode();
     s.u.attn.q_off = UINT64_MAX - 7;
-    expect("q_off = UINT64_MAX - 7 (sum overflows)", s, PAGED_E_RANGE, PAGED_FIELD_Q, -1);
+    expect("q_off = UINT64_MAX - 7 (sum overflows)", s, PAGED_E_RANGE, PCORE_FIELD_Q, -1);
     s = valid_decode();
     s.u.attn.out_off = UINT64_MAX - 8;
-    expect("out_off = UINT64_MAX - 8", s, PAGED_E_RANGE, PAGED_FIELD_OUT, -1);
+    expect("out_off = UINT64_MAX - 8", s, PAGED_E_RANGE, PCORE_FIELD_OUT, -1);
     s = valid_decode();
     s.u.attn.bt_off = UINT64_MAX - 8;
-    expect("block table offset UINT64_MAX - 8", s, PAGED_E_RANGE, PAGED_FIELD_BLOCK_TABLE, -1);
+    expect("block table offset UINT64_MAX - 8", s, PAGED_E_RANGE, PCORE_FIELD_BLOCK_TABLE, -1);
     s = valid_decode();
     s.u.attn.lens_off = cb.arena_size - 2;
-    expect("seq_lens straddle the arena end", s, PAGED_E_RANGE, PAGED_FIELD_SEQ_LENS, -1);
+    expect("seq_lens straddle the arena end", s, PAGED_E_RANGE, PCORE_FIELD_SEQ_LENS, -1);
     s = valid_decode();
     s.u.attn.num_seqs = 0x10000;
     s.u.attn.bt_stride = 0x10000;
-    expect("num_seqs * bt_stride beyond every bound", s, PAGED_E_INVAL, PAGED_FIELD_BLOCK_TABLE, -1);
+    expect("num_seqs * bt_stride beyond every bound", s, PAGED_E_INVAL, PCORE_FIELD_BLOCK_TABLE, -1);
     s = valid_decode();
     s.u.attn.q_off += 2;
-    expect("q misaligned for f32", s, PAGED_E_INVAL, PAGED_FIELD_Q, -1);
+    expect("q misaligned for f32", s, PAGED_E_INVAL, PCORE_FIELD_Q, -1);
     s = valid_decode();
     s.u.attn.out_off = s.u.attn.q_off + 64;
-    expect("out overlaps q", s, PAGED_E_INVAL, PAGED_FIELD_OUT, -1);
+    expect("out overlaps q", s, PAGED_E_INVAL, PCORE_FIELD_OUT, -1);
 
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_ALLOC;
     s.pool = pool_id;
     s.u.alloc.count = 2;
     s.u.alloc.ids_off = cb.arena_size - 6;
-    expect("ALLOC ids past the arena end", s, PAGED_E_RANGE, PAGED_FIELD_IDS, -1);
+    expect("ALLOC ids past the arena end", s, PAGED_E_RANGE, PCORE_FIELD_IDS, -1);
     s.u.alloc.ids_off = rc_alloc(&cb, 64 * 4);
     s.u.alloc.count = 40;
-    expect("ALLOC past --max-blocks-per-client 32", s, PAGED_E_LIMIT, PAGED_FIELD_COUNT, -1);
+    expect("ALLOC past --max-blocks-per-client 32", s, PAGED_E_LIMIT, PCORE_FIELD_COUNT, -1);
 
     /* Block ids in block tables. */
     int32_t bad_bt[2];
@@ -320,43 +320,43 @@ static void request_cases(void)
     bad_bt[0] = held[0];
     bad_bt[1] = N;
     memcpy(rc_ptr(&cb, s.u.attn.bt_off), bad_bt, 8);
-    expect("block id 64 in a 64-block pool", s, PAGED_E_BLOCK, PAGED_FIELD_BLOCK_TABLE, 1);
+    expect("block id 64 in a 64-block pool", s, PAGED_E_BLOCK, PCORE_FIELD_BLOCK_TABLE, 1);
     s = valid_decode();
     bad_bt[0] = -3;
     bad_bt[1] = held[1];
     memcpy(rc_ptr(&cb, s.u.attn.bt_off), bad_bt, 8);
-    expect("block id -3", s, PAGED_E_BLOCK, PAGED_FIELD_BLOCK_TABLE, 0);
+    expect("block id -3", s, PAGED_E_BLOCK, PCORE_FIELD_BLOCK_TABLE, 0);
     s = valid_decode();
     bad_bt[0] = held[0];
     bad_bt[1] = good.blocks[2];
     memcpy(rc_ptr(&cb, s.u.attn.bt_off), bad_bt, 8);
-    expect("block held by another client", s, PAGED_E_NOTHELD, PAGED_FIELD_BLOCK_TABLE, 1);
+    expect("block held by another client", s, PAGED_E_NOTHELD, PCORE_FIELD_BLOCK_TABLE, 1);
     s = valid_decode();
     int32_t len = 2 * B + 1;
     memcpy(rc_ptr(&cb, s.u.attn.lens_off), &len, 4);
-    expect("seq_len 33 beyond a 2-block table row", s, PAGED_E_SEQLEN, PAGED_FIELD_SEQ_LENS, 0);
+    expect("seq_len 33 beyond a 2-block table row", s, PAGED_E_SEQLEN, PCORE_FIELD_SEQ_LENS, 0);
     s = valid_decode();
     len = 0;
     memcpy(rc_ptr(&cb, s.u.attn.lens_off), &len, 4);
-    expect("seq_len 0", s, PAGED_E_INVAL, PAGED_FIELD_SEQ_LENS, 0);
+    expect("seq_len 0", s, PAGED_E_INVAL, PCORE_FIELD_SEQ_LENS, 0);
     s = valid_decode();
     s.u.attn.num_q_heads = 3;
-    expect("3 query heads over 2 KV heads", s, PAGED_E_HEADS, PAGED_FIELD_HEADS, -1);
+    expect("3 query heads over 2 KV heads", s, PAGED_E_HEADS, PCORE_FIELD_HEADS, -1);
     s = valid_decode();
     s.u.attn.dtype = PAGED_DTYPE_F16;
-    expect("f16 queries on an f32 pool", s, PAGED_E_DTYPE, PAGED_FIELD_DTYPE, -1);
+    expect("f16 queries on an f32 pool", s, PAGED_E_DTYPE, PCORE_FIELD_DTYPE, -1);
     s = valid_decode();
     s.u.attn.dtype = 9;
-    expect("dtype 9", s, PAGED_E_DTYPE, PAGED_FIELD_DTYPE, -1);
+    expect("dtype 9", s, PAGED_E_DTYPE, PCORE_FIELD_DTYPE, -1);
     s = valid_decode();
     s.u.attn.attn.window = -1;
-    expect("window -1", s, PAGED_E_INVAL, PAGED_FIELD_WINDOW, -1);
+    expect("window -1", s, PAGED_E_INVAL, PCORE_FIELD_WINDOW, -1);
     s = valid_decode();
     s.u.attn.attn.sm_scale = NAN;
-    expect("NaN softmax scale", s, PAGED_E_INVAL, PAGED_FIELD_SCALE, -1);
+    expect("NaN softmax scale", s, PAGED_E_INVAL, PCORE_FIELD_SCALE, -1);
     s = valid_decode();
-    s.flags = PAGED_SQE_ALL_LAYERS;
-    expect("ALL_LAYERS flag on a DECODE", s, PAGED_E_INVAL, PAGED_FIELD_FLAGS, -1);
+    s.flags = PCORE_SQE_ALL_LAYERS;
+    expect("ALL_LAYERS flag on a DECODE", s, PAGED_E_INVAL, PCORE_FIELD_FLAGS, -1);
 
     /* PREFILL's qo_indptr. */
     s = valid_decode();
@@ -370,22 +370,22 @@ static void request_cases(void)
     s.u.attn.lens_off = lens2;
     s.u.attn.bt_off = bt2;
     s.u.attn.qo_indptr_off = qo;
-    expect("PREFILL qo_indptr {0, 3, 2} not monotone", s, PAGED_E_INVAL, PAGED_FIELD_QO_INDPTR, 2);
+    expect("PREFILL qo_indptr {0, 3, 2} not monotone", s, PAGED_E_INVAL, PCORE_FIELD_QO_INDPTR, 2);
     qi[0] = 1;
     qi[2] = 4;
     memcpy(rc_ptr(&cb, qo), qi, 12);
-    expect("PREFILL qo_indptr starting at 1", s, PAGED_E_INVAL, PAGED_FIELD_QO_INDPTR, 0);
+    expect("PREFILL qo_indptr starting at 1", s, PAGED_E_INVAL, PCORE_FIELD_QO_INDPTR, 0);
     qi[0] = 0;
     qi[1] = 25;
     qi[2] = 26;
     memcpy(rc_ptr(&cb, qo), qi, 12);
-    expect("PREFILL 25 queries in a 20-token sequence", s, PAGED_E_INVAL, PAGED_FIELD_QO_INDPTR, 1);
+    expect("PREFILL 25 queries in a 20-token sequence", s, PAGED_E_INVAL, PCORE_FIELD_QO_INDPTR, 1);
     qi[1] = 3;
     qi[2] = 5;
     memcpy(rc_ptr(&cb, qo), qi, 12);
     s.u.attn.q_off = s.u.attn.out_off = rc_alloc(&cb, 5 * QH * D * 4);
     s.u.attn.out_off = rc_alloc(&cb, 5 * QH * D * 4);
-    expect("PREFILL valid (baseline)", s, 0, PAGED_FIELD_NONE, -1);
+    expect("PREFILL valid (baseline)", s, 0, PCORE_FIELD_NONE, -1);
 
     /* FREE and slots. */
     memset(&s, 0, sizeof s);
@@ -394,23 +394,23 @@ static void request_cases(void)
     s.u.blocks.count = 1;
     s.u.blocks.ids_off = rc_alloc(&cb, 4);
     memcpy(rc_ptr(&cb, s.u.blocks.ids_off), &good.blocks[0], 4);
-    expect("FREE a block another client holds", s, PAGED_E_NOTHELD, PAGED_FIELD_IDS, 0);
+    expect("FREE a block another client holds", s, PAGED_E_NOTHELD, PCORE_FIELD_IDS, 0);
 
     int32_t slots[3] = { held[0] * B, held[0] * B + 1, good.blocks[1] * B + 3 };
     expect("APPEND into a block another client holds", append_to(slots, 3), PAGED_E_NOTHELD,
-           PAGED_FIELD_SLOTS, 2);
+           PCORE_FIELD_SLOTS, 2);
     slots[2] = N * B;
-    expect("APPEND slot beyond the pool", append_to(slots, 3), PAGED_E_BLOCK, PAGED_FIELD_SLOTS, 2);
+    expect("APPEND slot beyond the pool", append_to(slots, 3), PAGED_E_BLOCK, PCORE_FIELD_SLOTS, 2);
     slots[2] = held[0] * B + 1;
-    expect("APPEND the same slot twice", append_to(slots, 3), PAGED_E_INVAL, PAGED_FIELD_SLOTS, 2);
+    expect("APPEND the same slot twice", append_to(slots, 3), PAGED_E_INVAL, PCORE_FIELD_SLOTS, 2);
     slots[2] = -1;
-    expect("APPEND with a skipped slot (baseline)", append_to(slots, 3), 0, PAGED_FIELD_NONE, -1);
+    expect("APPEND with a skipped slot (baseline)", append_to(slots, 3), 0, PCORE_FIELD_NONE, -1);
     s = append_to(slots, 3);
     s.u.append.dtype = PAGED_DTYPE_BF16;
-    expect("APPEND bf16 into an f32 pool", s, PAGED_E_DTYPE, PAGED_FIELD_DTYPE, -1);
+    expect("APPEND bf16 into an f32 pool", s, PAGED_E_DTYPE, PCORE_FIELD_DTYPE, -1);
     s = append_to(slots, 3);
     s.u.append.k_off = UINT64_MAX - 8;
-    expect("APPEND k_off = UINT64_MAX - 8", s, PAGED_E_RANGE, PAGED_FIELD_K, -1);
+    expect("APPEND k_off = UINT64_MAX - 8", s, PAGED_E_RANGE, PCORE_FIELD_K, -1);
 
     /* A forked block is shared: no writes in place. */
     memset(&s, 0, sizeof s);
@@ -422,7 +422,7 @@ static void request_cases(void)
     must("FORK", s);
     int32_t fslot[1] = { held[2] * B + 5 };
     expect("APPEND into a forked (shared) block", append_to(fslot, 1), PAGED_E_READONLY,
-           PAGED_FIELD_SLOTS, 0);
+           PCORE_FIELD_SLOTS, 0);
     s.opcode = PAGED_OP_FREE;
     must("FREE one reference", s);
 
@@ -438,7 +438,7 @@ static void request_cases(void)
     memcpy(rc_ptr(&cb, s.u.prefix.ids_off), &held[3], 4);
     must("PUBLISH", s);
     int32_t pslot[1] = { held[3] * B + 2 };
-    expect("APPEND into a published block", append_to(pslot, 1), PAGED_E_READONLY, PAGED_FIELD_SLOTS, 0);
+    expect("APPEND into a published block", append_to(pslot, 1), PAGED_E_READONLY, PCORE_FIELD_SLOTS, 0);
 
     /* COPY onto itself. */
     memset(&s, 0, sizeof s);
@@ -449,92 +449,92 @@ static void request_cases(void)
     s.u.copy.dst_off = rc_alloc(&cb, 4);
     memcpy(rc_ptr(&cb, s.u.copy.src_off), &held[0], 4);
     memcpy(rc_ptr(&cb, s.u.copy.dst_off), &held[0], 4);
-    expect("COPY a block onto itself", s, PAGED_E_INVAL, PAGED_FIELD_DST, 0);
+    expect("COPY a block onto itself", s, PAGED_E_INVAL, PCORE_FIELD_DST, 0);
     memcpy(rc_ptr(&cb, s.u.copy.dst_off), &held[3], 4);
-    expect("COPY onto a published block", s, PAGED_E_READONLY, PAGED_FIELD_DST, 0);
+    expect("COPY onto a published block", s, PAGED_E_READONLY, PCORE_FIELD_DST, 0);
     s.u.copy.count = 2;
     s.u.copy.src_off = rc_alloc(&cb, 8);
     s.u.copy.dst_off = rc_alloc(&cb, 8);
     int32_t csrc[2] = { held[0], held[2] }, cdst[2] = { held[1], held[1] };
     memcpy(rc_ptr(&cb, s.u.copy.src_off), csrc, 8);
     memcpy(rc_ptr(&cb, s.u.copy.dst_off), cdst, 8);
-    expect("COPY two sources onto one destination", s, PAGED_E_INVAL, PAGED_FIELD_DST, 1);
+    expect("COPY two sources onto one destination", s, PAGED_E_INVAL, PCORE_FIELD_DST, 1);
     s.u.copy.count = PV_MAX_BLOCKS + 1;
-    expect("COPY of 2^20 + 1 blocks", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    expect("COPY of 2^20 + 1 blocks", s, PAGED_E_INVAL, PCORE_FIELD_COUNT, -1);
 
     /* Counts past the daemon's bounds, before any array is read. */
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_ALLOC;
     s.pool = pool_id;
     s.u.alloc.count = PV_MAX_BLOCKS + 1;
-    expect("ALLOC of 2^20 + 1 blocks", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    expect("ALLOC of 2^20 + 1 blocks", s, PAGED_E_INVAL, PCORE_FIELD_COUNT, -1);
     s.opcode = PAGED_OP_FREE;
     s.u.blocks.count = PV_MAX_BLOCKS + 1;
-    expect("FREE of 2^20 + 1 blocks", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    expect("FREE of 2^20 + 1 blocks", s, PAGED_E_INVAL, PCORE_FIELD_COUNT, -1);
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_PUBLISH;
     s.pool = pool_id;
     s.u.prefix.num_blocks = PV_MAX_BLOCKS + 1;
-    expect("PUBLISH of 2^20 + 1 blocks", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    expect("PUBLISH of 2^20 + 1 blocks", s, PAGED_E_INVAL, PCORE_FIELD_COUNT, -1);
     s = valid_decode();
     s.u.attn.num_seqs = PV_MAX_SEQS + 1;
     s.u.attn.bt_stride = 1;
-    expect("DECODE of 2^16 + 1 sequences", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    expect("DECODE of 2^16 + 1 sequences", s, PAGED_E_INVAL, PCORE_FIELD_COUNT, -1);
 
     /* The rest of a DECODE's and an APPEND's fields. */
     s = valid_decode();
     s.u.attn.out_off += 2;
-    expect("out misaligned for f32", s, PAGED_E_INVAL, PAGED_FIELD_OUT, -1);
+    expect("out misaligned for f32", s, PAGED_E_INVAL, PCORE_FIELD_OUT, -1);
     s = valid_decode();
     s.u.attn.attn.has_alibi = 1;
     s.u.attn.attn.alibi_off = rc_alloc(&cb, QH * 4);
     float slopes[QH] = { 0.5f, 0.25f, INFINITY, 0.125f };
     memcpy(rc_ptr(&cb, s.u.attn.attn.alibi_off), slopes, sizeof slopes);
-    expect("an infinite ALiBi slope for head 2", s, PAGED_E_INVAL, PAGED_FIELD_ALIBI, 2);
+    expect("an infinite ALiBi slope for head 2", s, PAGED_E_INVAL, PCORE_FIELD_ALIBI, 2);
     slopes[2] = 0.0625f;
     memcpy(rc_ptr(&cb, s.u.attn.attn.alibi_off), slopes, sizeof slopes);
-    expect("finite ALiBi slopes (baseline)", s, 0, PAGED_FIELD_NONE, -1);
+    expect("finite ALiBi slopes (baseline)", s, 0, PCORE_FIELD_NONE, -1);
     int32_t aslot[1] = { held[0] * B + 4 };
     s = append_to(aslot, 1);
     s.layer = L;
-    expect("APPEND into layer 2 of a 2-layer pool", s, PAGED_E_LAYER, PAGED_FIELD_LAYER, -1);
+    expect("APPEND into layer 2 of a 2-layer pool", s, PAGED_E_LAYER, PCORE_FIELD_LAYER, -1);
     s = append_to(aslot, 1);
     s.u.append.k_off += 2;
-    expect("APPEND k misaligned for f32", s, PAGED_E_INVAL, PAGED_FIELD_K, -1);
+    expect("APPEND k misaligned for f32", s, PAGED_E_INVAL, PCORE_FIELD_K, -1);
     s = append_to(aslot, 1);
     s.u.append.v_off += 2;
-    expect("APPEND v misaligned for f32", s, PAGED_E_INVAL, PAGED_FIELD_V, -1);
+    expect("APPEND v misaligned for f32", s, PAGED_E_INVAL, PCORE_FIELD_V, -1);
     s = append_to(aslot, 1);
     s.u.append.num_tokens = PV_MAX_TOKENS + 1;
-    expect("APPEND of 2^20 + 1 tokens", s, PAGED_E_INVAL, PAGED_FIELD_COUNT, -1);
+    expect("APPEND of 2^20 + 1 tokens", s, PAGED_E_INVAL, PCORE_FIELD_COUNT, -1);
 
     /* Dependency words: only on the backend's ops, aligned, inside the arena. */
     uint64_t word = rc_alloc(&cb, 8);
     s = valid_decode();
-    s.flags = PAGED_SQE_WAIT;
+    s.flags = PCORE_SQE_WAIT;
     s.dep.wait_off = word + 2;
-    expect("DECODE waiting on a misaligned word", s, PAGED_E_INVAL, PAGED_FIELD_WAIT, -1);
+    expect("DECODE waiting on a misaligned word", s, PAGED_E_INVAL, PCORE_FIELD_WAIT, -1);
     s.dep.wait_off = cb.arena_size;
-    expect("DECODE waiting on a word past the arena", s, PAGED_E_RANGE, PAGED_FIELD_WAIT, -1);
+    expect("DECODE waiting on a word past the arena", s, PAGED_E_RANGE, PCORE_FIELD_WAIT, -1);
     s = valid_decode();
-    s.flags = PAGED_SQE_SIGNAL;
+    s.flags = PCORE_SQE_SIGNAL;
     s.dep.signal_off = word + 1;
-    expect("DECODE signalling a misaligned word", s, PAGED_E_INVAL, PAGED_FIELD_SIGNAL, -1);
+    expect("DECODE signalling a misaligned word", s, PAGED_E_INVAL, PCORE_FIELD_SIGNAL, -1);
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_NOP;
-    s.flags = PAGED_SQE_SIGNAL;
+    s.flags = PCORE_SQE_SIGNAL;
     s.dep.signal_off = word;
-    expect("a NOP with a signal word", s, PAGED_E_INVAL, PAGED_FIELD_FLAGS, -1);
+    expect("a NOP with a signal word", s, PAGED_E_INVAL, PCORE_FIELD_FLAGS, -1);
     s = valid_decode();
-    s.flags = PAGED_SQE_HOST_WORDS;
-    expect("HOST_WORDS without WAIT or SIGNAL", s, PAGED_E_INVAL, PAGED_FIELD_FLAGS, -1);
+    s.flags = PCORE_SQE_HOST_WORDS;
+    expect("HOST_WORDS without WAIT or SIGNAL", s, PAGED_E_INVAL, PCORE_FIELD_FLAGS, -1);
 }
 
 /* Write ops through a read-only attachment. */
 static void readonly_cases(void)
 {
     struct rc_client c;
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     int fd = -1;
     if (rc_connect(daemon_.socket, "reader", 0, &c) != 0)
         bail("reader cannot connect: %s", c.errmsg);
@@ -543,36 +543,36 @@ static void readonly_cases(void)
     ok(fd >= 0, "read-only attach: a descriptor of the pool came");
     if (fd >= 0)
         close(fd);
-    struct paged_sqe s;
+    struct pcore_sqe s;
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_ALLOC;
     s.pool = r.pool_id;
     s.u.alloc.count = 1;
     s.u.alloc.ids_off = rc_alloc(&c, 4);
-    expect_on(&c, "ALLOC on a read-only attachment", s, PAGED_E_READONLY, PAGED_FIELD_POOL, -1);
+    expect_on(&c, "ALLOC on a read-only attachment", s, PAGED_E_READONLY, PCORE_FIELD_POOL, -1);
     s.opcode = PAGED_OP_APPEND;
-    expect_on(&c, "APPEND on a read-only attachment", s, PAGED_E_READONLY, PAGED_FIELD_POOL, -1);
+    expect_on(&c, "APPEND on a read-only attachment", s, PAGED_E_READONLY, PCORE_FIELD_POOL, -1);
     s.opcode = PAGED_OP_COPY;
-    expect_on(&c, "COPY on a read-only attachment", s, PAGED_E_READONLY, PAGED_FIELD_POOL, -1);
+    expect_on(&c, "COPY on a read-only attachment", s, PAGED_E_READONLY, PCORE_FIELD_POOL, -1);
     rc_close(&c);
 }
 
 /* Refused HELLOs. */
 static void hello_cases(void)
 {
-    char msg[PAGED_ERRMSG_MAX];
+    char msg[PCORE_ERRMSG_MAX];
     int closed;
     unsigned char garbage[96];
     tap_rng rng;
     tap_rng_seed(&rng, 42);
     for (size_t i = 0; i < sizeof garbage; i++)
         garbage[i] = (unsigned char) tap_rng_below(&rng, 256);
-    struct paged_msg_hdr gh = { PAGED_MSG_HELLO, 1, 0, sizeof garbage };
+    struct pcore_msg_hdr gh = { PCORE_MSG_HELLO, 1, 0, sizeof garbage };
     memcpy(garbage, &gh, sizeof gh);
     is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, garbage, sizeof garbage, msg, &closed),
            "garbage HELLO: PAGED_E_PROTO");
     ok(closed, "garbage HELLO: connection closed (%s)", msg);
-    struct paged_msg_hello h;
+    struct pcore_msg_hello h;
     rc_fill_hello(&h, "truncated", 0);
     is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, 20, msg, &closed), "truncated HELLO: PAGED_E_PROTO");
     ok(closed, "truncated HELLO: connection closed (%s)", msg);
@@ -585,7 +585,7 @@ static void hello_cases(void)
     ok(closed && strstr(msg, "99") != NULL && strstr(msg, "version 1") != NULL,
        "version error names both versions and closes: %s", msg);
     rc_fill_hello(&h, "type", 0);
-    h.hdr.type = PAGED_MSG_STATUS;
+    h.hdr.type = PCORE_MSG_STATUS;
     is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
            "STATUS before HELLO: PAGED_E_PROTO");
     rc_fill_hello(&h, "name", 0);
@@ -621,7 +621,7 @@ static void hello_geometry_cases(void)
         { 9, 17, (64u << 10) - 1, 16, 32, 64u << 10 },
     };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
-        struct paged_msg_hello h;
+        struct pcore_msg_hello h;
         rc_fill_hello(&h, "geometry", 0);
         h.sq_entries = g[i].sq;
         h.cq_entries = g[i].cq;
@@ -651,9 +651,9 @@ static void hello_geometry_cases(void)
 static void control_cases(void)
 {
     unsigned char buf[512];
-    struct paged_msg_pool_attach a;
+    struct pcore_msg_pool_attach a;
     memset(&a, 0, sizeof a);
-    a.hdr.type = PAGED_MSG_POOL_ATTACH;
+    a.hdr.type = PCORE_MSG_POOL_ATTACH;
     a.hdr.len = sizeof a - 8;
     snprintf(a.name, sizeof a.name, "bad");
     is_int(PAGED_E_PROTO, (int) rc_control(&cb, &a, sizeof a - 8, buf, sizeof buf, NULL),
@@ -662,7 +662,7 @@ static void control_cases(void)
     a.hdr.len = sizeof a + 4;
     is_int(PAGED_E_PROTO, (int) rc_control(&cb, &a, sizeof a, buf, sizeof buf, NULL),
            "header length disagrees with the packet: PAGED_E_PROTO");
-    struct paged_msg_hdr h = { 77, 0, 0, sizeof h };
+    struct pcore_msg_hdr h = { 77, 0, 0, sizeof h };
     is_int(PAGED_E_PROTO, (int) rc_control(&cb, &h, sizeof h, buf, sizeof buf, NULL),
            "unknown message type 77: PAGED_E_PROTO");
     a.hdr.len = sizeof a;
@@ -675,7 +675,7 @@ static void control_cases(void)
     snprintf(a.name, sizeof a.name, "nosuch");
     is_int(PAGED_E_NOENT, (int) rc_control(&cb, &a, sizeof a, buf, sizeof buf, NULL),
            "attach to a pool that does not exist: PAGED_E_NOENT");
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     is_int(PAGED_E_GEOMETRY, rc_pool_create(&cb, "odd", 1, 1, 100, 16, PAGED_DTYPE_F16, 8, 0600, 0, &r, NULL),
            "pool with head_dim 100: PAGED_E_GEOMETRY");
     ok(strstr(cb.errmsg, "head_dim 100") != NULL, "error names head_dim and its value: %s", cb.errmsg);
@@ -688,7 +688,7 @@ static void control_cases(void)
     is_int(0, rc_nop(&cb), "after malformed control messages the daemon still serves");
 }
 
-/* Sends len bytes of msg with n descriptors (as many as the caller likes: psock_send would
+/* Sends len bytes of msg with n descriptors (as many as the caller likes: pcore_sock_send would
  * refuse more than PSOCK_MAX_FDS). Returns 0 or -1. */
 static int send_fds(int sock, const void *msg, size_t len, const int *fds, int n)
 {
@@ -712,17 +712,17 @@ static int send_fds(int sock, const void *msg, size_t len, const int *fds, int n
 /* Waits up to 10 s for one packet on sock; stores an ERROR's status and text in *e (status 1
  * for anything else). Returns the packet's length or a negative paged_error
  * (PAGED_E_DISCONNECTED at end of stream). */
-static long read_packet(int sock, struct paged_msg_error *e)
+static long read_packet(int sock, struct pcore_msg_error *e)
 {
-    static unsigned char buf[PAGED_MSG_MAX];
+    static unsigned char buf[PCORE_MSG_MAX];
     memset(e, 0, sizeof *e);
     e->hdr.status = 1;
-    int rc = psock_wait_readable(sock, 10000);
+    int rc = pcore_sock_wait_readable(sock, 10000);
     if (rc < 0)
         return rc;
     int nfds = 0;
-    long n = psock_recv(sock, buf, sizeof buf, NULL, 0, &nfds);
-    if (n >= (long) sizeof *e && ((struct paged_msg_hdr *) buf)->type == PAGED_MSG_ERROR) {
+    long n = pcore_sock_recv(sock, buf, sizeof buf, NULL, 0, &nfds);
+    if (n >= (long) sizeof *e && ((struct pcore_msg_hdr *) buf)->type == PCORE_MSG_ERROR) {
         memcpy(e, buf, sizeof *e);
         e->message[sizeof e->message - 1] = '\0';
     }
@@ -741,10 +741,10 @@ static void transport_cases(void)
     int p[2];
     if (pipe(p) != 0)
         sysbail("pipe");
-    struct paged_msg_error e;
-    struct paged_msg_hello h;
+    struct pcore_msg_error e;
+    struct pcore_msg_hello h;
     rc_fill_hello(&h, "with-fd", 0);
-    int sock = psock_connect(daemon_.socket);
+    int sock = pcore_sock_connect(daemon_.socket);
     if (sock < 0)
         bail("connect: %s", paged_strerror(sock));
     is_int(0, send_fds(sock, &h, sizeof h, &p[0], 1), "a HELLO carrying a descriptor is sent");
@@ -755,10 +755,10 @@ static void transport_cases(void)
     close(sock);
 
     struct rc_client c;
-    if (rc_connect(daemon_.socket, "fd-sender", PAGED_HELLO_CONTROL, &c) != 0)
+    if (rc_connect(daemon_.socket, "fd-sender", PCORE_HELLO_CONTROL, &c) != 0)
         bail("control connection failed: %s", c.errmsg);
     int before = td_fd_count(daemon_.pid);
-    struct paged_msg_hdr st = { PAGED_MSG_STATUS, 7, 0, sizeof st };
+    struct pcore_msg_hdr st = { PCORE_MSG_STATUS, 7, 0, sizeof st };
     /* One descriptor, or more than any message could carry (PSOCK_MAX_FDS): ten each. */
     int many[PSOCK_MAX_FDS + 1];
     for (int i = 0; i < PSOCK_MAX_FDS + 1; i++)
@@ -773,16 +773,16 @@ static void transport_cases(void)
     }
     is_int(20, errors, "20 control messages carrying 1 or %d descriptors: PAGED_E_PROTO each", PSOCK_MAX_FDS + 1);
     is_int(20, named, "each error names the descriptors");
-    struct paged_msg_status_reply sr;
+    struct pcore_msg_status_reply sr;
     ok(rc_control(&c, &st, sizeof st, &sr, sizeof sr, NULL) > 0, "the connection then answers STATUS");
     int after = td_fd_count(daemon_.pid);
     ok(before > 0 && after == before, "the daemon kept none of the 100 descriptors (%d open before, %d after)", before,
        after);
-    size_t big_len = PAGED_MSG_MAX + 4096;
+    size_t big_len = PCORE_MSG_MAX + 4096;
     unsigned char *big = bcalloc(1, big_len);
-    struct paged_msg_hdr bh = { PAGED_MSG_STATUS, 8, 0, (uint32_t) big_len };
+    struct pcore_msg_hdr bh = { PCORE_MSG_STATUS, 8, 0, (uint32_t) big_len };
     memcpy(big, &bh, sizeof bh);
-    is_int(0, psock_send(c.sock, big, big_len, NULL, 0), "a packet of %zu bytes is sent", big_len);
+    is_int(0, pcore_sock_send(c.sock, big, big_len, NULL, 0), "a packet of %zu bytes is sent", big_len);
     free(big);
     read_packet(c.sock, &e);
     ok(e.hdr.status == PAGED_E_PROTO && strstr(e.message, "longer than") != NULL,
@@ -797,7 +797,7 @@ static void transport_cases(void)
     enum { SILENT = 300 };
     int socks[SILENT], opened = 0;
     for (int i = 0; i < SILENT; i++) {
-        socks[i] = psock_connect(daemon_.socket);
+        socks[i] = pcore_sock_connect(daemon_.socket);
         opened += socks[i] >= 0;
     }
     is_int(SILENT, opened, "%d connections that say nothing are opened", SILENT);
@@ -831,10 +831,10 @@ static void transport_cases(void)
     rc_close(&late);
 }
 
-/* The condition for paged_wake_wait: ring arg holds 8 entries. Returns 1, 0, or PAGED_E_RING. */
+/* The condition for pcore_wake_wait: ring arg holds 8 entries. Returns 1, 0, or PAGED_E_RING. */
 static int eight_ready(void *arg)
 {
-    int n = paged_ring_cons_available(arg, 8);
+    int n = pcore_ring_cons_available(arg, 8);
     return n < 0 ? n : n >= 8;
 }
 
@@ -845,14 +845,14 @@ static int eight_ready(void *arg)
  */
 static void backpressure_case(void)
 {
-    struct paged_msg_hello h;
+    struct pcore_msg_hello h;
     rc_fill_hello(&h, "no-reaper", 0);
     h.sq_entries = 8;
     h.cq_entries = 8;
     struct rc_client c;
     if (rc_connect_hello(daemon_.socket, &h, &c) != 0)
         bail("no-reaper cannot connect: %s", c.errmsg);
-    struct paged_sqe s;
+    struct pcore_sqe s;
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_NOP;
     int sent = 0;
@@ -861,9 +861,9 @@ static void backpressure_case(void)
         sent += rc_submit(&c, &s) == 0;
     }
     /* All eight completions in its ring, none reaped (the daemon wakes us as it posts). */
-    int ready = paged_wake_wait(&c.cq, c.cq_wait, NULL, 10000, eight_ready, &c.cq);
+    int ready = pcore_wake_wait(&c.cq, c.cq_wait, NULL, 10000, eight_ready, &c.cq);
     if (ready > 0)
-        ready = paged_ring_cons_available(&c.cq, 8);
+        ready = pcore_ring_cons_available(&c.cq, 8);
     is_int(8, ready, "8 NOPs fill the 8-entry completion ring of a client that does not reap");
     for (uint64_t t = 9; t <= 16; t++) {
         s.tag = t;
@@ -872,12 +872,12 @@ static void backpressure_case(void)
     is_int(16, sent, "8 more NOPs go into its submission ring");
     is_int(0, rc_nop(&cb), "meanwhile another client is served");
     is_int(0, rc_nop(&cb), "and again");
-    uint32_t head = atomic_load_explicit(paged_ring_word(&((struct paged_ring_ctl *) ((unsigned char *) c.map + c.hdr.sq_ctl_off))->head),
+    uint32_t head = atomic_load_explicit(pcore_ring_word(&((struct pcore_ring_ctl *) ((unsigned char *) c.map + c.hdr.sq_ctl_off))->head),
                                          memory_order_acquire);
     is_int(8, head, "the daemon took none of the 8 waiting requests (its submission head is at %u)", head);
     int in_order = 0, fine = 0;
     for (uint64_t t = 1; t <= 16; t++) {
-        struct paged_cqe q;
+        struct pcore_cqe q;
         if (rc_reap(&c, &q, 10000) != 1)
             break;
         in_order += q.tag == t;
@@ -885,7 +885,7 @@ static void backpressure_case(void)
     }
     is_int(16, in_order, "once it reaps, all 16 complete, in order");
     is_int(16, fine, "each of them OK");
-    struct paged_cqe extra;
+    struct pcore_cqe extra;
     is_int(PAGED_E_TIMEOUT, rc_reap(&c, &extra, 50), "and nothing more comes");
     rc_close(&c);
 }
@@ -896,17 +896,17 @@ static void ring_case(void)
     struct rc_client d;
     if (rc_connect(daemon_.socket, "ring-breaker", 0, &d) != 0)
         bail("ring-breaker cannot connect");
-    struct paged_ring_ctl *ctl = (struct paged_ring_ctl *) ((unsigned char *) d.map + d.hdr.sq_ctl_off);
-    uint32_t head = atomic_load_explicit(paged_ring_word(&ctl->head), memory_order_acquire);
-    atomic_store_explicit(paged_ring_word(&ctl->tail), head + d.hdr.sq_entries + 5, memory_order_release);
+    struct pcore_ring_ctl *ctl = (struct pcore_ring_ctl *) ((unsigned char *) d.map + d.hdr.sq_ctl_off);
+    uint32_t head = atomic_load_explicit(pcore_ring_word(&ctl->head), memory_order_acquire);
+    atomic_store_explicit(pcore_ring_word(&ctl->tail), head + d.hdr.sq_entries + 5, memory_order_release);
     uint64_t one = 1;
     if (write(d.sq_notify, &one, sizeof one) < 0)
         diag("wake-up write failed");
-    struct paged_msg_error e;
+    struct pcore_msg_error e;
     memset(&e, 0, sizeof e);
-    is_int(1, rc_wait_msg(&d, PAGED_MSG_ERROR, 10000, &e, sizeof e), "corrupt ring: the client gets an ERROR");
+    is_int(1, rc_wait_msg(&d, PCORE_MSG_ERROR, 10000, &e, sizeof e), "corrupt ring: the client gets an ERROR");
     is_int(PAGED_E_RING, e.hdr.status, "corrupt ring: its status is PAGED_E_RING");
-    is_int(PAGED_E_DISCONNECTED, rc_wait_msg(&d, PAGED_MSG_ERROR, 10000, NULL, 0),
+    is_int(PAGED_E_DISCONNECTED, rc_wait_msg(&d, PCORE_MSG_ERROR, 10000, NULL, 0),
            "corrupt ring: then the daemon closes the connection");
     ok(td_log_wait(&daemon_, "PAGED_E_RING", 5000), "corrupt ring: the daemon logs PAGED_E_RING");
     rc_close(&d);
@@ -928,9 +928,9 @@ int main(void)
 
     if (rc_connect(daemon_.socket, "bad-client", 0, &cb) != 0)
         bail("cannot connect: %s", cb.errmsg);
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     int fd = -1;
-    if (rc_pool_create(&cb, "bad", L, H, D, B, PAGED_DTYPE_F32, N, 0666, PAGED_ATTACH_WRITE, &r, &fd) != 0)
+    if (rc_pool_create(&cb, "bad", L, H, D, B, PAGED_DTYPE_F32, N, 0666, PCORE_ATTACH_WRITE, &r, &fd) != 0)
         bail("cannot create the pool: %s", cb.errmsg);
     if (fd >= 0)
         close(fd);
@@ -952,7 +952,7 @@ int main(void)
     if (poll(&p, 1, 30000) <= 0 || read(ready[0], &good, sizeof good) != (ssize_t) sizeof good)
         bail("the good worker did not get ready");
 
-    struct paged_sqe s;
+    struct pcore_sqe s;
     memset(&s, 0, sizeof s);
     s.opcode = PAGED_OP_ALLOC;
     s.pool = pool_id;

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/proto.h"
-#include "lib/sock.h"
+#include "lib/core/proto.h"
+#include "lib/core/sock.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -18,9 +18,9 @@
 static struct td_daemon daemon_;
 
 /* Runs one request; bails unless it succeeds. Returns the CQE count. */
-static uint32_t must(struct rc_client *c, struct paged_sqe s)
+static uint32_t must(struct rc_client *c, struct pcore_sqe s)
 {
-    struct paged_cqe q;
+    struct pcore_cqe q;
     int rc = rc_call(c, &s, &q);
     if (rc != 0)
         bail("request %u failed: %s", s.opcode, paged_strerror(rc));
@@ -28,9 +28,9 @@ static uint32_t must(struct rc_client *c, struct paged_sqe s)
 }
 
 /* Waits for the next EVENT on c; returns 1 with *e, or 0. */
-static int next_event(struct rc_client *c, struct paged_msg_event *e)
+static int next_event(struct rc_client *c, struct pcore_msg_event *e)
 {
-    return rc_wait_msg(c, PAGED_MSG_EVENT, 10000, e, sizeof *e) == 1;
+    return rc_wait_msg(c, PCORE_MSG_EVENT, 10000, e, sizeof *e) == 1;
 }
 
 /* Runs every case against a real daemon; returns 0 (TAP reports the results). */
@@ -40,28 +40,28 @@ int main(void)
     if (td_start(&daemon_, NULL, NULL) != 0)
         bail("pagedd did not start");
     struct rc_client ctl, sub, w;
-    if (rc_connect(daemon_.socket, "ctl", PAGED_HELLO_CONTROL, &ctl) != 0
-        || rc_connect(daemon_.socket, "sub", PAGED_HELLO_CONTROL, &sub) != 0)
+    if (rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0
+        || rc_connect(daemon_.socket, "sub", PCORE_HELLO_CONTROL, &sub) != 0)
         bail("control connections failed");
-    struct paged_msg_hdr h = { PAGED_MSG_SUBSCRIBE, 0, 0, sizeof h };
-    struct paged_msg_hdr ok_reply;
+    struct pcore_msg_hdr h = { PCORE_MSG_SUBSCRIBE, 0, 0, sizeof h };
+    struct pcore_msg_hdr ok_reply;
     is_int(sizeof ok_reply, rc_control(&sub, &h, sizeof h, &ok_reply, sizeof ok_reply, NULL), "SUBSCRIBE answers OK");
 
     /* Events: connect, pool create, attach. */
     if (rc_connect(daemon_.socket, "worker", 0, &w) != 0)
         bail("worker cannot connect");
-    struct paged_msg_event e;
-    ok(next_event(&sub, &e) && e.event == PAGED_EVENT_CONNECT && e.client_id == w.id
+    struct pcore_msg_event e;
+    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_CONNECT && e.client_id == w.id
        && strcmp(e.client_name, "worker") == 0, "event: connect of 'worker'");
-    struct paged_msg_pool_reply r;
-    is_int(0, rc_pool_create(&w, "ctlpool", 2, 2, 64, B, PAGED_DTYPE_F16, 32, 0600, PAGED_ATTACH_WRITE, &r, NULL),
+    struct pcore_msg_pool_reply r;
+    is_int(0, rc_pool_create(&w, "ctlpool", 2, 2, 64, B, PAGED_DTYPE_F16, 32, 0600, PCORE_ATTACH_WRITE, &r, NULL),
            "worker creates 'ctlpool'");
-    ok(next_event(&sub, &e) && e.event == PAGED_EVENT_POOL_CREATE && strcmp(e.pool, "ctlpool") == 0,
+    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_POOL_CREATE && strcmp(e.pool, "ctlpool") == 0,
        "event: pool create of 'ctlpool'");
-    ok(next_event(&sub, &e) && e.event == PAGED_EVENT_ATTACH && e.client_id == w.id, "event: attach");
+    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_ATTACH && e.client_id == w.id, "event: attach");
 
     /* Requests for STATS and the listings: ALLOC 4, PUBLISH 2, FREE 4 (2 cached remain). */
-    struct paged_sqe s;
+    struct pcore_sqe s;
     memset(&s, 0, sizeof s);
     s.pool = r.pool_id;
     s.opcode = PAGED_OP_ALLOC;
@@ -74,13 +74,13 @@ int main(void)
     memset(&s, 0, sizeof s);
     s.pool = r.pool_id;
     s.opcode = PAGED_OP_PUBLISH;
-    s.u.prefix = (struct paged_req_prefix) { .num_blocks = 2, .tokens_off = tok, .ids_off = ids };
+    s.u.prefix = (struct pcore_req_prefix) { .num_blocks = 2, .tokens_off = tok, .ids_off = ids };
     is_int(2, must(&w, s), "PUBLISH enters 2 blocks");
     for (int i = 0; i < 10; i++)
         is_int(0, rc_nop(&w), "NOP %d", i);
 
-    struct paged_block_item blocks[64];
-    long nb = rc_list(&ctl, PAGED_LIST_BLOCKS, "ctlpool", blocks, sizeof blocks[0], 64);
+    struct pcore_block_item blocks[64];
+    long nb = rc_list(&ctl, PCORE_LIST_BLOCKS, "ctlpool", blocks, sizeof blocks[0], 64);
     is_int(4, nb, "LIST blocks shows the 4 blocks in use");
     int published = 0, held_by_w = 0;
     for (long i = 0; i < nb && i < 64; i++) {
@@ -90,8 +90,8 @@ int main(void)
     is_int(2, published, "LIST blocks: 2 of them published");
     is_int(4, held_by_w, "LIST blocks: each held once, by the worker");
 
-    struct paged_client_item clients[16];
-    long nc = rc_list(&ctl, PAGED_LIST_CLIENTS, "", clients, sizeof clients[0], 16);
+    struct pcore_client_item clients[16];
+    long nc = rc_list(&ctl, PCORE_LIST_CLIENTS, "", clients, sizeof clients[0], 16);
     is_int(3, nc, "LIST clients shows the 3 connections");
     int seen = 0;
     for (long i = 0; i < nc && i < 16; i++)
@@ -100,18 +100,18 @@ int main(void)
                    && clients[i].pools == 1 && clients[i].pid == (uint32_t) getpid() && !clients[i].control_only;
     ok(seen, "LIST clients: the worker with its name, pid, 12 requests, 4 blocks, 1 pool");
 
-    struct paged_msg_stats_reply st;
-    h = (struct paged_msg_hdr) { PAGED_MSG_STATS, 0, 0, sizeof h };
+    struct pcore_msg_stats_reply st;
+    h = (struct pcore_msg_hdr) { PCORE_MSG_STATS, 0, 0, sizeof h };
     is_int(sizeof st, rc_control(&ctl, &h, sizeof h, &st, sizeof st, NULL), "STATS answers");
-    is_int(PAGED_OP_COUNT_, st.num_ops, "STATS covers every opcode");
+    is_int(PCORE_OP_COUNT_, st.num_ops, "STATS covers every opcode");
     ok(st.ops[PAGED_OP_NOP].requests == 10 && st.ops[PAGED_OP_ALLOC].requests == 1
        && st.ops[PAGED_OP_PUBLISH].requests == 1, "STATS counts 10 NOP, 1 ALLOC, 1 PUBLISH");
     ok(st.ops[PAGED_OP_NOP].latency_p50_ns > 0 && st.ops[PAGED_OP_NOP].latency_p99_ns >= st.ops[PAGED_OP_NOP].latency_p50_ns,
        "STATS: NOP latency p50 %llu ns <= p99 %llu ns", (unsigned long long) st.ops[PAGED_OP_NOP].latency_p50_ns,
        (unsigned long long) st.ops[PAGED_OP_NOP].latency_p99_ns);
 
-    struct paged_msg_status_reply sr;
-    h = (struct paged_msg_hdr) { PAGED_MSG_STATUS, 0, 0, sizeof h };
+    struct pcore_msg_status_reply sr;
+    h = (struct pcore_msg_hdr) { PCORE_MSG_STATUS, 0, 0, sizeof h };
     is_int(sizeof sr, rc_control(&ctl, &h, sizeof h, &sr, sizeof sr, NULL), "STATUS answers");
     ok(sr.backend == PAGED_BACKEND_CPU && sr.healthy == 1 && strcmp(sr.health, "ok") == 0
        && strcmp(sr.version, PACKAGE_VERSION) == 0 && sr.pools == 1 && sr.clients == 3,
@@ -124,63 +124,63 @@ int main(void)
     memset(&s, 0, sizeof s);
     s.pool = r.pool_id;
     s.opcode = PAGED_OP_FREE;
-    s.u.blocks = (struct paged_req_blocks) { 4, 0, ids };
+    s.u.blocks = (struct pcore_req_blocks) { 4, 0, ids };
     must(&w, s);
-    struct paged_pool_item it;
+    struct pcore_pool_item it;
     is_int(0, rc_pool_item(&ctl, "ctlpool", &it), "LIST pools finds ctlpool");
     ok(it.free == 30 && it.cached == 2 && it.referenced == 0, "after FREE: 30 free, 2 cached");
-    struct paged_msg_pool_ref ref;
+    struct pcore_msg_pool_ref ref;
     memset(&ref, 0, sizeof ref);
-    ref.hdr.type = PAGED_MSG_EVICT;
+    ref.hdr.type = PCORE_MSG_EVICT;
     ref.hdr.len = sizeof ref;
     snprintf(ref.name, sizeof ref.name, "ctlpool");
     is_int(sizeof ok_reply, rc_control(&ctl, &ref, sizeof ref, &ok_reply, sizeof ok_reply, NULL), "EVICT answers OK");
     is_int(2, ok_reply.status, "EVICT reports 2 blocks evicted");
-    ok(next_event(&sub, &e) && e.event == PAGED_EVENT_EVICT && e.count == 2 && strcmp(e.pool, "ctlpool") == 0,
+    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_EVICT && e.count == 2 && strcmp(e.pool, "ctlpool") == 0,
        "event: 2 blocks of ctlpool evicted");
 
     /* DESTROY: the name goes now, the memory when the worker detaches. */
-    ref.hdr.type = PAGED_MSG_POOL_DESTROY;
+    ref.hdr.type = PCORE_MSG_POOL_DESTROY;
     is_int(sizeof ok_reply, rc_control(&ctl, &ref, sizeof ref, &ok_reply, sizeof ok_reply, NULL),
            "POOL_DESTROY by the owner's uid answers OK");
-    ok(next_event(&sub, &e) && e.event == PAGED_EVENT_POOL_DESTROY, "event: pool destroy");
+    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_POOL_DESTROY, "event: pool destroy");
     is_int(PAGED_E_NOENT, rc_pool_attach(&ctl, "ctlpool", 0, NULL, NULL), "the destroyed name is gone for attach");
-    is_int(1, must(&w, (struct paged_sqe) { .opcode = PAGED_OP_ALLOC, .pool = r.pool_id, .u.alloc = { 1, 0, ids } }),
+    is_int(1, must(&w, (struct pcore_sqe) { .opcode = PAGED_OP_ALLOC, .pool = r.pool_id, .u.alloc = { 1, 0, ids } }),
            "the attached worker still allocates from the destroyed pool");
-    struct paged_pool_item pools[4];
-    long np = rc_list(&ctl, PAGED_LIST_POOLS, "", pools, sizeof pools[0], 4);
+    struct pcore_pool_item pools[4];
+    long np = rc_list(&ctl, PCORE_LIST_POOLS, "", pools, sizeof pools[0], 4);
     ok(np == 1 && pools[0].destroyed == 1 && pools[0].attached == 1, "LIST pools shows it destroyed, 1 attached");
-    ref.hdr.type = PAGED_MSG_POOL_DETACH;
+    ref.hdr.type = PCORE_MSG_POOL_DETACH;
     ref.pool_id = r.pool_id;
     is_int(sizeof ok_reply, rc_control(&w, &ref, sizeof ref, &ok_reply, sizeof ok_reply, NULL), "the worker detaches");
-    ok(next_event(&sub, &e) && e.event == PAGED_EVENT_DETACH && e.count == 1, "event: detach releasing 1 block");
-    np = rc_list(&ctl, PAGED_LIST_POOLS, "", pools, sizeof pools[0], 4);
+    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_DETACH && e.count == 1, "event: detach releasing 1 block");
+    np = rc_list(&ctl, PCORE_LIST_POOLS, "", pools, sizeof pools[0], 4);
     is_int(0, np, "after the last detach the pool is gone");
 
     /* KILL_CLIENT. */
-    struct paged_msg_kill k;
+    struct pcore_msg_kill k;
     memset(&k, 0, sizeof k);
-    k.hdr.type = PAGED_MSG_KILL_CLIENT;
+    k.hdr.type = PCORE_MSG_KILL_CLIENT;
     k.hdr.len = sizeof k;
     k.client_id = 4242;
     is_int(PAGED_E_NOENT, rc_control(&ctl, &k, sizeof k, &ok_reply, sizeof ok_reply, NULL), "KILL_CLIENT of no client: PAGED_E_NOENT");
     k.client_id = w.id;
     is_int(sizeof ok_reply, rc_control(&ctl, &k, sizeof k, &ok_reply, sizeof ok_reply, NULL), "KILL_CLIENT of the worker answers OK");
-    struct paged_cqe q;
+    struct pcore_cqe q;
     is_int(PAGED_E_DISCONNECTED, rc_reap(&w, &q, 10000), "the killed worker's channel reports it disconnected");
-    ok(next_event(&sub, &e) && e.event == PAGED_EVENT_DISCONNECT && e.client_id == w.id, "event: disconnect of the worker");
+    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_DISCONNECT && e.client_id == w.id, "event: disconnect of the worker");
     rc_close(&w);
 
     /* A subscriber that never reads does not slow anybody down. */
     struct rc_client lazy;
-    if (rc_connect(daemon_.socket, "lazy", PAGED_HELLO_CONTROL, &lazy) != 0)
+    if (rc_connect(daemon_.socket, "lazy", PCORE_HELLO_CONTROL, &lazy) != 0)
         bail("lazy subscriber cannot connect");
-    h = (struct paged_msg_hdr) { PAGED_MSG_SUBSCRIBE, 0, 0, sizeof h };
+    h = (struct pcore_msg_hdr) { PCORE_MSG_SUBSCRIBE, 0, 0, sizeof h };
     rc_control(&lazy, &h, sizeof h, &ok_reply, sizeof ok_reply, NULL);
     int served = 0;
     for (int i = 0; i < 3000; i++) {
         struct rc_client x;
-        served += rc_connect(daemon_.socket, "churn", PAGED_HELLO_CONTROL, &x) == 0;
+        served += rc_connect(daemon_.socket, "churn", PCORE_HELLO_CONTROL, &x) == 0;
         rc_close(&x);
     }
     is_int(3000, served, "3000 connections served while a subscriber reads nothing");
@@ -191,10 +191,10 @@ int main(void)
     for (int i = 0; i < 20000 && got + lost < 6000; i++) {
         if (!next_event(&lazy, &e))
             break;
-        if (e.event == PAGED_EVENT_LOST) {
+        if (e.event == PCORE_EVENT_LOST) {
             lost += e.count;
             lost_events++;
-        } else if ((e.event == PAGED_EVENT_CONNECT || e.event == PAGED_EVENT_DISCONNECT)
+        } else if ((e.event == PCORE_EVENT_CONNECT || e.event == PCORE_EVENT_DISCONNECT)
                    && strcmp(e.client_name, "churn") == 0)
             got++;
         else
@@ -212,11 +212,11 @@ int main(void)
     ok(stt == 0, "pagedd exited cleanly with a subscriber's queue full (status %d)", stt);
     long left = 0;
     int ended = 0;
-    unsigned char buf[PAGED_MSG_MAX];
+    unsigned char buf[PCORE_MSG_MAX];
     for (int i = 0; i < 100000 && !ended; i++) {
         int nfds = 0;
-        long n = psock_recv(sub.sock, buf, sizeof buf, NULL, 0, &nfds);
-        if (n == PAGED_E_AGAIN && psock_wait_readable(sub.sock, 5000) == 1)
+        long n = pcore_sock_recv(sub.sock, buf, sizeof buf, NULL, 0, &nfds);
+        if (n == PAGED_E_AGAIN && pcore_sock_wait_readable(sub.sock, 5000) == 1)
             continue;
         ended = n == PAGED_E_DISCONNECTED;
         if (n <= 0)

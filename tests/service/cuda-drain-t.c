@@ -11,7 +11,7 @@
 
 #include "paged.h"
 #include "kernels/kernels.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
@@ -125,12 +125,12 @@ int main(void)
     ok(cr_await(kids.rec_fd, REC_DONE, 0, 1, WAIT_MS), "the client ran its DECODEs through both refusals");
     cr_reap(&kids);
 
-    struct paged_msg_hdr h = { PAGED_MSG_STATUS, 0, 0, sizeof h };
-    struct paged_msg_status_reply sr;
+    struct pcore_msg_hdr h = { PCORE_MSG_STATUS, 0, 0, sizeof h };
+    struct pcore_msg_status_reply sr;
     memset(&sr, 0, sizeof sr);
     is_int(sizeof sr, rc_control(&ctl, &h, sizeof h, &sr, sizeof sr, NULL), "STATUS answers");
     ok(sr.backend == PAGED_BACKEND_CUDA && sr.healthy == 1, "STATUS: the cuda backend is healthy (%.100s)", sr.health);
-    struct paged_pool_item it;
+    struct pcore_pool_item it;
     memset(&it, 0, sizeof it);
     int settled = rc_pool_item_until(&ctl, "drain", rc_pool_free_is, N, 5000, &it) == 0;
     ok(settled, "the pool has all %d blocks free once the client is gone (%u)", N, it.free);

@@ -11,7 +11,7 @@
 
 #include "paged.h"
 #include "kernels/kernels.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
@@ -119,8 +119,8 @@ int main(void)
     ok(cr_await(kids.rec_fd, REC_DONE, 0, 1, WAIT_MS), "the client ran its DECODEs through the fault");
     cr_reap(&kids);
 
-    struct paged_msg_hdr h = { PAGED_MSG_STATUS, 0, 0, sizeof h };
-    struct paged_msg_status_reply sr;
+    struct pcore_msg_hdr h = { PCORE_MSG_STATUS, 0, 0, sizeof h };
+    struct pcore_msg_status_reply sr;
     memset(&sr, 0, sizeof sr);
     is_int(sizeof sr, rc_control(&ctl, &h, sizeof h, &sr, sizeof sr, NULL), "STATUS still answers after the fault");
     ok(sr.backend == PAGED_BACKEND_CUDA && sr.healthy == 0 && strstr(sr.health, "sticky CUDA error") != NULL,

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "paged.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
@@ -68,7 +68,7 @@ static void client_main(int who, int cmd_fd)
 }
 
 /* Says whether want connections are attached to the pool. */
-static int attached_is(const struct paged_pool_item *it, uint32_t want)
+static int attached_is(const struct pcore_pool_item *it, uint32_t want)
 {
     return it->attached == want;
 }
@@ -108,12 +108,12 @@ int main(void)
     const uint32_t blocks = (uint32_t) ((free_b - SPARE) / block_bytes / 2);
     struct rc_client ctl;
     aio_pool_create(&ctl, &daemon_, "reap-t", "reap", LAYERS, H, D, B, PAGED_DTYPE_F16, blocks);
-    ok(rc_pool_create(&ctl, "fill", LAYERS, H, D, B, PAGED_DTYPE_F16, blocks, 0600, PAGED_ATTACH_WRITE, NULL, NULL)
+    ok(rc_pool_create(&ctl, "fill", LAYERS, H, D, B, PAGED_DTYPE_F16, blocks, 0600, PCORE_ATTACH_WRITE, NULL, NULL)
            == 0,
        "a second pool of %u blocks fills the GPU but for %llu bytes", blocks, (unsigned long long) SPARE);
 
     /* The control connection made the pools, so it is attached to them too. */
-    struct paged_pool_item it;
+    struct pcore_pool_item it;
     memset(&it, 0, sizeof it);
     ok(run_client(0), "client A ran and left");
     int settled = rc_pool_item_until(&ctl, "reap", attached_is, 1, 10000, &it) == 0;

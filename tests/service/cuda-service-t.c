@@ -18,7 +18,7 @@
 #include "paged.h"
 #include "kernels/kernels.h"
 #include "lib/cuda_driver.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/kernels/gpu_util.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
@@ -441,29 +441,29 @@ static void reader(const struct rec *blocks, uint32_t want_kind)
 {
     child_who = -1;
     struct rc_client ctl;
-    if (rc_connect(daemon_.socket, "cuda-reader", PAGED_HELLO_CONTROL, &ctl) != 0)
+    if (rc_connect(daemon_.socket, "cuda-reader", PCORE_HELLO_CONTROL, &ctl) != 0)
         fatal("[%s] the reader connects (%s)", round_name, ctl.errmsg);
     struct pc_cuda *cu = NULL;
     char err[256] = "";
     if (pc_cuda_load(&cu, err, sizeof err) != 0)
         fatal("[%s] the reader loads the CUDA driver (%s)", round_name, err);
     for (int pi = 0; pi < 2; pi++) {
-        struct paged_msg_pool_reply r;
+        struct pcore_msg_pool_reply r;
         int fd = -1;
         int rc = rc_pool_attach(&ctl, pool_names[pi], 0, &r, &fd);
         if (!check(rc == 0 && r.writable == 0, "[%s] an attacher of %s that does not ask to write is "
                    "granted read-only (%s)", round_name, pool_names[pi], rc == 0 ? "ok" : ctl.errmsg))
             continue;
-        check(r.mem_kind == want_kind && (fd >= 0) == (want_kind == PAGED_MEM_CUDA_VMM)
+        check(r.mem_kind == want_kind && (fd >= 0) == (want_kind == PCORE_MEM_CUDA_VMM)
               && r.alloc_bytes >= r.bytes, "[%s] the read-only export of %s is %s (kind %u, %s)",
-              round_name, pool_names[pi], want_kind == PAGED_MEM_CUDA_VMM ? "a VMM descriptor" : "an IPC handle",
+              round_name, pool_names[pi], want_kind == PCORE_MEM_CUDA_VMM ? "a VMM descriptor" : "an IPC handle",
               r.mem_kind, fd >= 0 ? "a descriptor" : "no descriptor");
         int dev = 0;
         struct pc_devmap m;
         memset(&m, 0, sizeof m);
         rc = pc_cuda_find_device(cu, r.device_uuid, &dev, err, sizeof err);
         if (rc == 0)
-            rc = r.mem_kind == PAGED_MEM_CUDA_VMM
+            rc = r.mem_kind == PCORE_MEM_CUDA_VMM
                      ? pc_cuda_map_vmm(cu, dev, fd, r.alloc_bytes, 0, &m, err, sizeof err)
                      : pc_cuda_map_ipc(cu, dev, r.ipc_handle, &m, err, sizeof err);
         if (fd >= 0)
@@ -602,8 +602,8 @@ static void dump_log(const struct td_daemon *d)
 /* Checks STATUS: backend cuda, healthy, some free device memory. Returns nothing. */
 static void status_check(struct rc_client *ctl, const char *when)
 {
-    struct paged_msg_hdr h = { PAGED_MSG_STATUS, 0, 0, sizeof h };
-    struct paged_msg_status_reply sr;
+    struct pcore_msg_hdr h = { PCORE_MSG_STATUS, 0, 0, sizeof h };
+    struct pcore_msg_status_reply sr;
     memset(&sr, 0, sizeof sr);
     is_int(sizeof sr, rc_control(ctl, &h, sizeof h, &sr, sizeof sr, NULL), "[%s] STATUS answers %s",
            round_name, when);
@@ -618,7 +618,7 @@ static void run_round(int round)
 {
     round_ = round;
     round_name = round == 0 ? "vmm" : "ipc";
-    uint32_t want_kind = round == 0 ? PAGED_MEM_CUDA_VMM : PAGED_MEM_CUDA_IPC;
+    uint32_t want_kind = round == 0 ? PCORE_MEM_CUDA_VMM : PCORE_MEM_CUDA_IPC;
     if (round == 1)
         setenv("PAGEDD_CUDA_EXPORT", "ipc", 1);
     /* The VMM round names the device by index, the IPC round by its UUID. */
@@ -634,21 +634,21 @@ static void run_round(int round)
         bail("pagedd --backend cuda did not start (status %d)", st);
     }
     struct rc_client ctl;
-    if (rc_connect(daemon_.socket, "cuda-ctl", PAGED_HELLO_CONTROL, &ctl) != 0)
+    if (rc_connect(daemon_.socket, "cuda-ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
         bail("control connection failed: %s", ctl.errmsg);
     status_check(&ctl, "at start");
-    struct paged_pool_item start[2];
+    struct pcore_pool_item start[2];
     for (int pi = 0; pi < 2; pi++) {
-        struct paged_msg_pool_reply r;
+        struct pcore_msg_pool_reply r;
         int fd = -1;
         int rc = rc_pool_create(&ctl, pool_names[pi], L, H, D, B, (uint32_t) pool_dtypes[pi], N,
                                 0600, 0, &r, &fd);
         if (rc != 0)
             bail("cannot create pool %s: %s", pool_names[pi], ctl.errmsg);
-        ok(r.mem_kind == want_kind && (fd >= 0) == (want_kind == PAGED_MEM_CUDA_VMM)
+        ok(r.mem_kind == want_kind && (fd >= 0) == (want_kind == PCORE_MEM_CUDA_VMM)
            && r.alloc_bytes >= r.bytes && r.alloc_bytes % (2u << 20) == 0,
            "[%s] pool %s is exported as %s, %llu bytes allocated for %llu", round_name,
-           pool_names[pi], want_kind == PAGED_MEM_CUDA_VMM ? "a VMM descriptor" : "an IPC handle",
+           pool_names[pi], want_kind == PCORE_MEM_CUDA_VMM ? "a VMM descriptor" : "an IPC handle",
            (unsigned long long) r.alloc_bytes, (unsigned long long) r.bytes);
         if (fd >= 0)
             close(fd);
@@ -713,7 +713,7 @@ static void run_round(int round)
 
     /* Every block comes back once the daemon has seen every hang-up. */
     for (int pi = 0; pi < 2; pi++) {
-        struct paged_pool_item it;
+        struct pcore_pool_item it;
         memset(&it, 0, sizeof it);
         for (int i = 0; i < 10000; i++) {
             if (rc_pool_item(&ctl, pool_names[pi], &it) != 0)

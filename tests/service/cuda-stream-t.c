@@ -13,7 +13,7 @@
 
 #include "paged.h"
 #include "kernels/kernels.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
@@ -264,7 +264,7 @@ int main(void)
     cr_spawn(&kids, CLIENTS, client_main);
     ok(cr_await(kids.rec_fd, REC_DONE, 0, CLIENTS, WAIT_MS), "every worker ran its chains and holds");
     cr_reap(&kids);
-    struct paged_pool_item it;
+    struct pcore_pool_item it;
     memset(&it, 0, sizeof it);
     ok(rc_pool_item_until(&ctl, "stream", rc_pool_free_is, N, 5000, &it) == 0,
        "the pool has all %d blocks free once the workers are gone (%u)", N, it.free);

@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/proto.h"
-#include "lib/ring.h"
-#include "lib/sock.h"
+#include "lib/core/proto.h"
+#include "lib/core/ring.h"
+#include "lib/core/sock.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -253,15 +253,15 @@ static void config_and_reload_cases(void)
 
     /* Shutdown: a connected client hears about it, the socket goes. */
     struct rc_client ctl;
-    is_int(0, rc_connect(d.socket, "watcher", PAGED_HELLO_CONTROL, &ctl), "a control client connects");
+    is_int(0, rc_connect(d.socket, "watcher", PCORE_HELLO_CONTROL, &ctl), "a control client connects");
     /* Requests still queued when SIGTERM comes: once the daemon says it sleeps, stop it,
      * queue them, and let it see the signal and the requests in one wake-up. */
-    struct paged_ring_ctl *sqc = (struct paged_ring_ctl *) ((unsigned char *) a.map + a.hdr.sq_ctl_off);
+    struct pcore_ring_ctl *sqc = (struct pcore_ring_ctl *) ((unsigned char *) a.map + a.hdr.sq_ctl_off);
     int asleep = 0;
     for (int i = 0; i < 10000 && !asleep; i++) {
         /* The flag is up a little before epoll_wait and a little after it returns; only a
          * daemon blocked inside it is sure to see the signal and the requests together. */
-        asleep = atomic_load_explicit(paged_ring_word(&sqc->consumer_waiting), memory_order_acquire) != 0
+        asleep = atomic_load_explicit(pcore_ring_word(&sqc->consumer_waiting), memory_order_acquire) != 0
                  && td_in_epoll_wait(d.pid);
         if (!asleep)
             td_pause_ms(1);
@@ -270,7 +270,7 @@ static void config_and_reload_cases(void)
     if (td_freeze(&d) != 0)
         bail("pagedd did not stop on SIGSTOP");
     for (int i = 0; i < 4; i++) {
-        struct paged_sqe s;
+        struct pcore_sqe s;
         memset(&s, 0, sizeof s);
         s.opcode = PAGED_OP_NOP;
         s.tag = 500 + (uint64_t) i;
@@ -279,9 +279,9 @@ static void config_and_reload_cases(void)
     }
     kill(d.pid, SIGTERM);
     kill(d.pid, SIGCONT);
-    is_int(1, rc_wait_msg(&a, PAGED_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM: a client gets PAGED_MSG_SHUTDOWN");
-    is_int(1, rc_wait_msg(&ctl, PAGED_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM: a control client too");
-    struct paged_cqe q;
+    is_int(1, rc_wait_msg(&a, PCORE_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM: a client gets PCORE_MSG_SHUTDOWN");
+    is_int(1, rc_wait_msg(&ctl, PCORE_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM: a control client too");
+    struct pcore_cqe q;
     int shut = 0;
     uint64_t tags = 0;
     for (int i = 0; i < 4; i++)
@@ -354,7 +354,7 @@ static void daemonize_cases(void)
 
     if (pid > 1)
         kill((pid_t) pid, SIGTERM);
-    is_int(1, rc_wait_msg(&c, PAGED_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM to the daemon: the client gets SHUTDOWN");
+    is_int(1, rc_wait_msg(&c, PCORE_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM to the daemon: the client gets SHUTDOWN");
     rc_close(&c);
     int gone = 0;
     for (int i = 0; i < 10000 && !gone; i++) {
@@ -374,12 +374,12 @@ static void silent_case(void)
     const char *args[] = { "--hello-timeout=200", NULL };
     if (td_start(&d, args, NULL) != 0)
         bail("pagedd did not start");
-    int s = psock_connect(d.socket);
+    int s = pcore_sock_connect(d.socket);
     ok(s >= 0, "a silent client connects");
-    int rc = psock_wait_readable(s, 10000);
+    int rc = pcore_sock_wait_readable(s, 10000);
     char buf[512];
     int nfds = 0;
-    long n = rc == 1 ? psock_recv(s, buf, sizeof buf, NULL, 0, &nfds) : rc;
+    long n = rc == 1 ? pcore_sock_recv(s, buf, sizeof buf, NULL, 0, &nfds) : rc;
     is_int(PAGED_E_DISCONNECTED, n, "without HELLO it is dropped after --hello-timeout");
     close(s);
     ok(td_log_wait(&d, "no HELLO in time", 5000), "the drop is logged");

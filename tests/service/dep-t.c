@@ -15,7 +15,7 @@
 
 #include "paged.h"
 #include "kernels/kernels.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
@@ -594,7 +594,7 @@ static void dead_main(void)
 /* Polls (bounded) until pool "dep" has want free blocks; returns the last count seen. */
 static uint32_t await_free(struct rc_client *ctl, uint32_t want)
 {
-    struct paged_pool_item it = { .free = UINT32_MAX };
+    struct pcore_pool_item it = { .free = UINT32_MAX };
     for (int k = 0; k < 20000; k++) {
         if (rc_pool_item(ctl, "dep", &it) == 0 && it.free == want)
             break;
@@ -689,9 +689,9 @@ static int start(struct td_daemon *d, int ms, struct rc_client *ctl)
     snprintf(timeout, sizeof timeout, "%d", ms);
     const char *extra[] = { "--threads", "2", "--dependency-timeout", timeout, NULL };
     int cuda = aio_start(d, extra);
-    int rc = rc_connect(d->socket, "dep-t", PAGED_HELLO_CONTROL, ctl);
+    int rc = rc_connect(d->socket, "dep-t", PCORE_HELLO_CONTROL, ctl);
     if (rc == 0)
-        rc = rc_pool_create(ctl, "dep", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PAGED_ATTACH_WRITE, NULL, NULL);
+        rc = rc_pool_create(ctl, "dep", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PCORE_ATTACH_WRITE, NULL, NULL);
     if (rc != 0)
         bail("pool 'dep' not created (dependency timeout %d ms): %s", ms, ctl->errmsg);
     return cuda;
@@ -723,7 +723,7 @@ int main(void)
     static void (*const chain[])(void) = { chain_main, NULL };
     run_children("bad", bad, 0);
     run_children("chain", chain, 0);
-    struct paged_msg_stats_reply sr;
+    struct pcore_msg_stats_reply sr;
     if (ok(rc_stats(&ctl, &sr) == 0, "STATS answers"))
         ok(use_cuda ? sr.engine.early_batches > 0 : sr.engine.early_batches == 0,
            "STATS: %llu batches completed early (%s)", (unsigned long long) sr.engine.early_batches,

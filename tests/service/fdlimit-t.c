@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "paged.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"

@@ -28,7 +28,7 @@
  * NCLI client processes share a bf16 pool and decode as a model does: per step and layer,
  * an APPEND of each sequence's newest token and a DECODE over it, submitted together, both
  * awaited before the next layer. On the cuda backend the daemon runs such a pass as one
- * launch, the decode kernel writing the tokens (daemon/fuse.h); the cpu backend runs the two
+ * launch, the decode kernel writing the tokens (daemon/engine/fuse.h); the cpu backend runs the two
  * apart. Either way each DECODE must match the reference of APPEND then DECODE, and since
  * later DECODEs read the tokens earlier layers and steps wrote, a token written wrong shows
  * there too.

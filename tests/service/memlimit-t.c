@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "paged.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -62,7 +62,7 @@ int main(void)
         bail("pagedd did not start (status %d)", st);
     struct rc_client c1, c2, ctl;
     if (rc_connect(daemon_.socket, "memlimit-1", 0, &c1) != 0
-        || rc_connect(daemon_.socket, "memlimit-ctl", PAGED_HELLO_CONTROL, &ctl) != 0)
+        || rc_connect(daemon_.socket, "memlimit-ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
         bail("the first clients could not connect");
     const int fds = td_fd_count_stable(daemon_.pid);
     const uint64_t vm = vm_size();

@@ -21,7 +21,7 @@
 
 #include "paged.h"
 #include "kernels/kernels.h"
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/launchlog.h"
@@ -286,11 +286,11 @@ static void burst_a(struct client *cl, int cmd_fd)
         if (r == 30) {
             d->lens[0] = 0;
             d->expect = PAGED_E_INVAL;
-            d->expect_field = PAGED_FIELD_SEQ_LENS;
+            d->expect_field = PCORE_FIELD_SEQ_LENS;
         } else if (r == 31) {
             d->bt[0] = -5;
             d->expect = PAGED_E_BLOCK;
-            d->expect_field = PAGED_FIELD_BLOCK_TABLE;
+            d->expect_field = PCORE_FIELD_BLOCK_TABLE;
         }
         tap_rng_fill_uniform(&cl->rng, d->q, (size_t) d->nseq * d->heads * D, -1.0, 1.0);
         uint64_t q_off = carve(cl, PAGED_ARENA_DATA, qbytes);
@@ -726,7 +726,7 @@ static void burst_d(struct client *cl, int cmd_fd)
  * Burst E: a DECODE and then an ALLOC, submitted together (every client's while the daemon is
  * stopped, as in the other bursts). An ALLOC cannot join the pass that took its client's
  * DECODE, so a later pass runs it, which on the cuda backend may start while the DECODE is
- * still on the device (its batch deferred, daemon/engine.c): the completions must still come
+ * still on the device (its batch deferred, daemon/engine/engine.c): the completions must still come
  * in ring order, the DECODE's first. (On the cpu backend a deferred batch is done when queued,
  * so there the check holds either way, unless PAGEDD_CPU_DONE_US reports it done late, as
  * merge-late-t.sh does: then the check fails if the engine lets the client's ALLOC into a pass
@@ -840,11 +840,11 @@ static void check_merged(struct rc_client *ctl, long d_from, long d_to)
     ok(m.launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", m.launches,
        m.requests);
     /* STATS (pactl stat) counts the same launches the log shows. */
-    struct paged_msg_stats_reply sr;
+    struct pcore_msg_stats_reply sr;
     struct ll_merged ma;
     ll_merged_in(daemon_.log, "APPEND", 0, -1, &ma);
     if (ok(rc_stats(ctl, &sr) == 0, "STATS answers")) {
-        const struct paged_engine_stats *es = &sr.engine;
+        const struct pcore_engine_stats *es = &sr.engine;
         ok(es->merged_decode_launches == m.launches && es->merged_decode_requests == m.requests,
            "STATS: %llu merged DECODE launches serving %llu requests, as logged",
            (unsigned long long) es->merged_decode_launches, (unsigned long long) es->merged_decode_requests);

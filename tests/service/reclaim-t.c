@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/proto.h"
-#include "lib/shm.h"
+#include "lib/core/proto.h"
+#include "lib/core/shm.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -50,9 +50,9 @@ static void worker_kv(int w, float *k, float *v)
 }
 
 /* Runs one request in a worker and exits with code on failure; returns the CQE count. */
-static uint32_t wcall(struct rc_client *c, const struct paged_sqe *s, int code)
+static uint32_t wcall(struct rc_client *c, const struct pcore_sqe *s, int code)
 {
-    struct paged_cqe q;
+    struct pcore_cqe q;
     if (rc_call(c, s, &q) != 0)
         _exit(code);
     return q.count;
@@ -68,10 +68,10 @@ static void worker(int w, int tell_fd)
     struct rc_client c;
     char name[32];
     snprintf(name, sizeof name, "worker-%d", w);
-    struct paged_msg_pool_reply r;
-    if (rc_connect(daemon_.socket, name, 0, &c) != 0 || rc_pool_attach(&c, "shared", PAGED_ATTACH_WRITE, &r, NULL) != 0)
+    struct pcore_msg_pool_reply r;
+    if (rc_connect(daemon_.socket, name, 0, &c) != 0 || rc_pool_attach(&c, "shared", PCORE_ATTACH_WRITE, &r, NULL) != 0)
         _exit(10);
-    struct paged_sqe s;
+    struct pcore_sqe s;
     memset(&s, 0, sizeof s);
     s.pool = r.pool_id;
     s.opcode = PAGED_OP_ALLOC;
@@ -90,8 +90,8 @@ static void worker(int w, int tell_fd)
     memset(&s, 0, sizeof s);
     s.pool = r.pool_id;
     s.opcode = PAGED_OP_APPEND;
-    s.flags = PAGED_SQE_ALL_LAYERS;
-    s.u.append = (struct paged_req_append) { BLOCKS * B, PAGED_DTYPE_F32, k_off, v_off, slots_off };
+    s.flags = PCORE_SQE_ALL_LAYERS;
+    s.u.append = (struct pcore_req_append) { BLOCKS * B, PAGED_DTYPE_F32, k_off, v_off, slots_off };
     if (wcall(&c, &s, 12) != BLOCKS * B)
         _exit(13);
 
@@ -141,33 +141,33 @@ static void worker(int w, int tell_fd)
     *(int32_t *) rc_ptr(&c, len_off) = 2 * B;
     for (int i = 0; i < 2 * H * D; i++)
         ((float *) rc_ptr(&c, q_off))[i] = 0.25f;
-    struct paged_sqe batch[6];
+    struct pcore_sqe batch[6];
     memset(batch, 0, sizeof batch);
     for (int i = 0; i < 6; i++) {
         batch[i].pool = r.pool_id;
         batch[i].tag = (uint64_t) i;
     }
     batch[0].opcode = PAGED_OP_ALLOC;
-    batch[0].u.alloc = (struct paged_req_alloc) { 2, 0, more };
+    batch[0].u.alloc = (struct pcore_req_alloc) { 2, 0, more };
     batch[1].opcode = PAGED_OP_FORK;
-    batch[1].u.blocks = (struct paged_req_blocks) { 2, 0, more };
+    batch[1].u.blocks = (struct pcore_req_blocks) { 2, 0, more };
     batch[2].opcode = PAGED_OP_DECODE;
     batch[2].layer = 1;
-    batch[2].u.attn = (struct paged_req_attn) { .num_seqs = 1, .num_q_heads = 2 * H, .dtype = PAGED_DTYPE_F32,
+    batch[2].u.attn = (struct pcore_req_attn) { .num_seqs = 1, .num_q_heads = 2 * H, .dtype = PAGED_DTYPE_F32,
                                                 .bt_stride = 2, .q_off = q_off, .out_off = out_off,
                                                 .bt_off = bt_off, .lens_off = len_off };
     batch[3].opcode = PAGED_OP_FREE;
-    batch[3].u.blocks = (struct paged_req_blocks) { 2, 0, more };
+    batch[3].u.blocks = (struct pcore_req_blocks) { 2, 0, more };
     batch[4].opcode = PAGED_OP_NOP;
     batch[5].opcode = PAGED_OP_FREE;
-    batch[5].u.blocks = (struct paged_req_blocks) { 2, 0, more };
+    batch[5].u.blocks = (struct pcore_req_blocks) { 2, 0, more };
     for (long iter = 0; iter < 10000000; iter++) {
         for (int i = 0; i < 6; i++)
             if (rc_submit(&c, &batch[i]) != 0)
                 _exit(20);
         /* Requests are in flight most of the time: that is where the kill lands. */
         for (int i = 0; i < 6; i++) {
-            struct paged_cqe q;
+            struct pcore_cqe q;
             if (rc_reap(&c, &q, 10000) != 1 || q.status != 0)
                 _exit(21);
         }
@@ -178,9 +178,9 @@ static void worker(int w, int tell_fd)
 }
 
 /* Polls LIST pools until the pool has no referenced block (bounded). Returns the item. */
-static struct paged_pool_item wait_reclaimed(struct rc_client *ctl, long *waited_ms)
+static struct pcore_pool_item wait_reclaimed(struct rc_client *ctl, long *waited_ms)
 {
-    struct paged_pool_item it;
+    struct pcore_pool_item it;
     memset(&it, 0, sizeof it);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -204,15 +204,15 @@ int main(void)
     if (td_start(&daemon_, NULL, NULL) != 0)
         bail("pagedd did not start");
     struct rc_client ctl;
-    if (rc_connect(daemon_.socket, "reclaim-ctl", PAGED_HELLO_CONTROL, &ctl) != 0)
+    if (rc_connect(daemon_.socket, "reclaim-ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
         bail("control connection failed: %s", ctl.errmsg);
-    struct paged_msg_pool_reply r;
+    struct pcore_msg_pool_reply r;
     int fd = -1;
     if (rc_pool_create(&ctl, "shared", L, H, D, B, PAGED_DTYPE_F32, N, 0600, 0, &r, &fd) != 0)
         bail("cannot create the pool: %s", ctl.errmsg);
     if (fd >= 0)
         close(fd);
-    struct paged_pool_item start;
+    struct pcore_pool_item start;
     is_int(0, rc_pool_item(&ctl, "shared", &start), "LIST pools finds the new pool");
     is_int(N, start.free + start.cached, "at the start free + cached = %d", N);
 
@@ -265,7 +265,7 @@ int main(void)
     close(tell[0]);
 
     long waited;
-    struct paged_pool_item after = wait_reclaimed(&ctl, &waited);
+    struct pcore_pool_item after = wait_reclaimed(&ctl, &waited);
     diag("every reference was back %ld ms after the last worker died", waited);
     is_int(0, after.referenced, "no block is referenced once every worker is gone");
     is_int(N, after.free + after.cached, "free + cached is back to %d", N);
@@ -277,7 +277,7 @@ int main(void)
     if (rc_connect(daemon_.socket, "newcomer", 0, &nc) != 0 || rc_pool_attach(&nc, "shared", 0, &r, &fd) != 0)
         bail("newcomer cannot attach: %s", nc.errmsg);
     void *base = NULL;
-    is_int(0, paged_shm_map(fd, r.bytes, 0, &base), "newcomer maps the pool read-only");
+    is_int(0, pcore_shm_map(fd, r.bytes, 0, &base), "newcomer maps the pool read-only");
     close(fd);
     size_t n = (size_t) L * BLOCKS * B * H * D;
     float *k = bmalloc(n * 4), *v = bmalloc(n * 4);
@@ -285,8 +285,8 @@ int main(void)
     for (int w = 0; w < WORKERS; w++) {
         for (int t = 0; t < PUBLISHED * B; t++)
             ((int32_t *) rc_ptr(&nc, tok_off))[t] = token(w, t);
-        struct paged_sqe s;
-        struct paged_cqe q;
+        struct pcore_sqe s;
+        struct pcore_cqe q;
         memset(&s, 0, sizeof s);
         s.pool = r.pool_id;
         s.opcode = PAGED_OP_LOOKUP;
@@ -312,12 +312,12 @@ int main(void)
                         }
         is_int(0, bad, "worker %d's cached blocks still hold the K and V it wrote", w);
         s.opcode = PAGED_OP_FREE;
-        s.u.blocks = (struct paged_req_blocks) { q.count, 0, ids_off };
+        s.u.blocks = (struct pcore_req_blocks) { q.count, 0, ids_off };
         is_int(0, rc_call(&nc, &s, &q), "newcomer frees the blocks it found");
     }
     free(k);
     free(v);
-    paged_shm_unmap(base, r.bytes);
+    pcore_shm_unmap(base, r.bytes);
     rc_close(&nc);
     after = wait_reclaimed(&ctl, &waited);
     is_int(N, after.free + after.cached, "after the newcomer leaves, free + cached is %d", N);

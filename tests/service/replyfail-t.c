@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "lib/sock.h"
+#include "lib/core/sock.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
@@ -20,7 +20,7 @@
  * (each reply is larger than its request, so the replies to the requests its own socket holds
  * are more than pagedd's socket holds); pagedd then queues the next reply on its heap and
  * reads nothing more from that client until the queue drains. Here every heap allocation of such a run fails in turn
- * (PAGEDD_FAIL_ALLOC_AT, daemon/heap.h), the queued reply's among them: whatever failed, the
+ * (PAGEDD_FAIL_ALLOC_AT, daemon/util/heap.h), the queued reply's among them: whatever failed, the
  * flooding client must get each of its replies in order or, once one is lost, the end of the
  * stream (never a silence it would wait out), another client must be answered meanwhile, and
  * pagedd must exit 0.
@@ -51,7 +51,7 @@ static long capacity(size_t len)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         sysbail("socketpair");
-    static unsigned char msg[PAGED_MSG_MAX];
+    static unsigned char msg[PCORE_MSG_MAX];
     long n = 0;
     while (n < 100000 && send(sv[0], msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t) len)
         n++;
@@ -66,7 +66,7 @@ static long flood(struct rc_client *c)
 {
     long sent = 0;
     while (sent < MAX_SENT) {
-        struct paged_msg_hdr h = { PAGED_MSG_STATS, (uint32_t) sent + 1, 0, sizeof h };
+        struct pcore_msg_hdr h = { PCORE_MSG_STATS, (uint32_t) sent + 1, 0, sizeof h };
         if (send(c->sock, &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof h)
             break;          /* EAGAIN: full; EPIPE or ECONNRESET: the daemon hung up */
         sent++;
@@ -78,12 +78,12 @@ static long flood(struct rc_client *c)
  * stream or at a reply that does not come within READ_WAIT_MS. Returns nothing. */
 static void drain(struct rc_client *c, struct outcome *o)
 {
-    unsigned char buf[PAGED_MSG_MAX];
+    unsigned char buf[PCORE_MSG_MAX];
     for (long tries = 0; o->got < o->sent && tries < 4 * MAX_SENT; tries++) {
         int nfds = 0;
-        ssize_t n = psock_recv(c->sock, buf, sizeof buf, NULL, 0, &nfds);
+        ssize_t n = pcore_sock_recv(c->sock, buf, sizeof buf, NULL, 0, &nfds);
         if (n == PAGED_E_AGAIN) {
-            if (psock_wait_readable(c->sock, READ_WAIT_MS) != 1) {
+            if (pcore_sock_wait_readable(c->sock, READ_WAIT_MS) != 1) {
                 o->silent = 1;
                 return;
             }
@@ -93,8 +93,8 @@ static void drain(struct rc_client *c, struct outcome *o)
             o->closed = 1;
             return;
         }
-        const struct paged_msg_hdr *h = (const void *) buf;
-        if (n < (ssize_t) sizeof *h || h->type != PAGED_MSG_STATS_REPLY || h->seq != (uint32_t) o->got + 1) {
+        const struct pcore_msg_hdr *h = (const void *) buf;
+        if (n < (ssize_t) sizeof *h || h->type != PCORE_MSG_STATS_REPLY || h->seq != (uint32_t) o->got + 1) {
             o->disorder = 1;
             return;
         }
@@ -119,12 +119,12 @@ static void one_run(unsigned long long n, struct outcome *o)
     /* Both connected first, so that the daemon's allocations come in one order: the two
      * connections, then the queued replies. */
     struct rc_client lazy, other;
-    int rc = rc_connect(daemon_.socket, "flood", PAGED_HELLO_CONTROL, &lazy);
+    int rc = rc_connect(daemon_.socket, "flood", PCORE_HELLO_CONTROL, &lazy);
     o->connected = rc == 0;
-    int orc = rc_connect(daemon_.socket, "other", PAGED_HELLO_CONTROL, &other);
+    int orc = rc_connect(daemon_.socket, "other", PCORE_HELLO_CONTROL, &other);
     if (o->connected)
         o->sent = flood(&lazy);
-    struct paged_msg_stats_reply stats;
+    struct pcore_msg_stats_reply stats;
     if (orc == 0) {
         o->other_ok = rc_stats(&other, &stats) == 0;
         rc_close(&other);
@@ -164,7 +164,7 @@ int main(void)
 {
     plan(4);
     /* A full socket of requests must have more replies than the client's socket holds. */
-    const long requests = capacity(sizeof(struct paged_msg_hdr)), replies = capacity(sizeof(struct paged_msg_stats_reply));
+    const long requests = capacity(sizeof(struct pcore_msg_hdr)), replies = capacity(sizeof(struct pcore_msg_stats_reply));
     if (requests <= replies || requests > MAX_SENT)
         bail("a socket here takes %ld requests and %ld replies unread: the flood would not fill it", requests,
              replies);

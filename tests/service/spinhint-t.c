@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "lib/client.h"
-#include "lib/proto.h"
-#include "lib/ring.h"
+#include "lib/core/proto.h"
+#include "lib/core/ring.h"
 #include "paged.h"
 #include "tests/service/rawclient.h"
 #include "tests/service/spawn.h"
@@ -26,7 +26,7 @@ static struct rc_client clients[MAX_TEST_CLIENTS];
 /* Returns the spin hint the daemon left in client c's completion ring. */
 static uint32_t nospin(struct rc_client *c)
 {
-    return atomic_load_explicit(paged_ring_word(&c->cq.ctl->consumer_nospin), memory_order_relaxed);
+    return atomic_load_explicit(pcore_ring_word(&c->cq.ctl->consumer_nospin), memory_order_relaxed);
 }
 
 /* Returns how many of clients [from, to) have hint want. */
@@ -41,9 +41,9 @@ static long count_hint(long from, long to, uint32_t want)
 /* Waits (bounded) on subscriber sub for a DISCONNECT event; returns whether one came. */
 static int await_disconnect(struct rc_client *sub, long bound)
 {
-    struct paged_msg_event e;
+    struct pcore_msg_event e;
     for (long tries = 0; tries < bound; tries++)
-        if (rc_wait_msg(sub, PAGED_MSG_EVENT, 10000, &e, sizeof e) == 1 && e.event == PAGED_EVENT_DISCONNECT)
+        if (rc_wait_msg(sub, PCORE_MSG_EVENT, 10000, &e, sizeof e) == 1 && e.event == PCORE_EVENT_DISCONNECT)
             return 1;
     return 0;
 }
@@ -52,8 +52,8 @@ static int await_disconnect(struct rc_client *sub, long bound)
  * clients the hint its ring holds, and none for the control connection. */
 static int listed_hints_agree(struct rc_client *sub, long n)
 {
-    static struct paged_client_item items[MAX_TEST_CLIENTS + 4];
-    long got = rc_list(sub, PAGED_LIST_CLIENTS, "", items, sizeof items[0], MAX_TEST_CLIENTS + 4);
+    static struct pcore_client_item items[MAX_TEST_CLIENTS + 4];
+    long got = rc_list(sub, PCORE_LIST_CLIENTS, "", items, sizeof items[0], MAX_TEST_CLIENTS + 4);
     if (got != n + 1)
         return diag("LIST clients gave %ld items, not %ld", got, n + 1) && 0;
     long matched = 0;
@@ -96,10 +96,10 @@ static void scenario(long spinners, const char *env, long cpus)
         bail("pagedd did not start");
     const char *how = env != NULL ? "PAGEDD_SPINNERS" : "default";
     struct rc_client sub;
-    if (rc_connect(daemon_.socket, "sub", PAGED_HELLO_CONTROL, &sub) != 0)
+    if (rc_connect(daemon_.socket, "sub", PCORE_HELLO_CONTROL, &sub) != 0)
         bail("control connection failed");
-    struct paged_msg_hdr h = { PAGED_MSG_SUBSCRIBE, 0, 0, sizeof h };
-    struct paged_msg_hdr reply;
+    struct pcore_msg_hdr h = { PCORE_MSG_SUBSCRIBE, 0, 0, sizeof h };
+    struct pcore_msg_hdr reply;
     is_int(sizeof reply, rc_control(&sub, &h, sizeof h, &reply, sizeof reply, NULL), "%s: SUBSCRIBE answers OK",
            how);
 

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/proto.h"
+#include "lib/core/proto.h"
 #include "tests/tap/basic.h"
 #include "tests/tools/tjson.h"
 
@@ -543,19 +543,19 @@ static int churn_once(const char *name)
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return 0;
-    struct paged_msg_hello h;
+    struct pcore_msg_hello h;
     memset(&h, 0, sizeof h);
-    h.hdr = (struct paged_msg_hdr) { PAGED_MSG_HELLO, 1, 0, sizeof h };
-    h.magic = PAGED_HELLO_MAGIC;
-    h.version = PAGED_PROTO_VERSION;
-    h.flags = PAGED_HELLO_CONTROL;
+    h.hdr = (struct pcore_msg_hdr) { PCORE_MSG_HELLO, 1, 0, sizeof h };
+    h.magic = PCORE_HELLO_MAGIC;
+    h.version = PCORE_PROTO_VERSION;
+    h.flags = PCORE_HELLO_CONTROL;
     h.pid = (uint32_t) getpid();
     snprintf(h.name, sizeof h.name, "%s", name);
-    struct paged_msg_welcome w;
+    struct pcore_msg_welcome w;
     struct pollfd p = { .fd = fd, .events = POLLIN };
     int welcomed = connect(fd, (struct sockaddr *) &sa, sizeof sa) == 0 && send(fd, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t) sizeof h
                    && poll(&p, 1, RUN_MS) == 1 && recv(fd, &w, sizeof w, 0) == (ssize_t) sizeof w
-                   && w.hdr.type == PAGED_MSG_WELCOME;
+                   && w.hdr.type == PCORE_MSG_WELCOME;
     close(fd);
     return welcomed;
 }
@@ -646,19 +646,19 @@ enum fake_reply {
 /* Writes the answer of kind to c; returns what write returned. */
 static ssize_t fake_answer(int c, enum fake_reply kind)
 {
-    struct paged_msg_error e;
-    struct paged_msg_welcome w;
+    struct pcore_msg_error e;
+    struct pcore_msg_welcome w;
     memset(&e, 0, sizeof e);
     memset(&w, 0, sizeof w);
     switch (kind) {
     case FAKE_ERROR_VERSION:
-        e.hdr = (struct paged_msg_hdr) { PAGED_MSG_ERROR, 0, PAGED_E_VERSION, sizeof e };
+        e.hdr = (struct pcore_msg_hdr) { PCORE_MSG_ERROR, 0, PAGED_E_VERSION, sizeof e };
         snprintf(e.message, sizeof e.message,
                  "client speaks protocol version %u, this daemon speaks version 99",
-                 PAGED_PROTO_VERSION);
+                 PCORE_PROTO_VERSION);
         return write(c, &e, sizeof e);
     case FAKE_WELCOME_OTHER:
-        w.hdr = (struct paged_msg_hdr) { PAGED_MSG_WELCOME, 1, 0, sizeof w };
+        w.hdr = (struct pcore_msg_hdr) { PCORE_MSG_WELCOME, 1, 0, sizeof w };
         w.version = 99;
         return write(c, &w, sizeof w);
     default:

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "paged.h"
-#include "lib/wake.h"
+#include "lib/core/wake.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/service.h"
 #ifdef HAVE_CUDA
@@ -369,7 +369,7 @@ static void spin_word(const struct client *cl, const uint32_t *x, uint32_t v)
         if ((k & 1023) == 0 && bench_now_ns() > deadline)
             bench_die("client %u: dependency word still short of %u after 60 s (%s)", cl->index, v,
                       paged_client_error(cl->c));
-        paged_cpu_relax();
+        pcore_cpu_relax();
     }
 }
 
@@ -407,7 +407,7 @@ static void await_layer(struct client *cl, uint32_t v)
             if (bench_now_ns() > deadline)
                 bench_die("client %u: the step's last word still short of %u after 60 s (%s)", cl->index, v,
                           paged_client_error(cl->c));
-            paged_cpu_relax();
+            pcore_cpu_relax();
         }
         bg_check((int) e, "client %u: waiting for the step", cl->index);
         return;

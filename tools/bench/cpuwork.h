@@ -6,12 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/workers.h"
+#include "daemon/cpu/workers.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/shapes.h"
 
 /*
- * The CPU backend's kernels run on the daemon's own thread pool (daemon/workers.h), with
+ * The CPU backend's kernels run on the daemon's own thread pool (daemon/cpu/workers.h), with
  * the same split into work items, so an in-process CPU run costs what the daemon's does
  * minus the service around it.
  */

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "lib/wake.h"
+#include "lib/core/wake.h"
 #include "tools/bench/gpu.h"
 #include "tools/bench/probe.h"
 #include "tools/bench/service.h"
@@ -60,7 +60,7 @@ static void spin_until(const unsigned *w, unsigned v, const char *what)
         if ((k & 1023) == 0 && bench_now_ns() > deadline)
             bench_die("dispatch probe: %s: layer %u not done after %llu ms", what, v,
                       DISPATCH_WAIT_NS / 1000000ull);
-        paged_cpu_relax();
+        pcore_cpu_relax();
     }
 }
 

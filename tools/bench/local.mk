@@ -4,7 +4,7 @@
 # paged-bench: the kernels on every benchmark shape against the device's measured ceilings,
 # and the service (its own pagedd, client processes through libpaged) against the same
 # kernels called in-process. It links the daemon's convenience library for its thread pool
-# (daemon/workers.h), so CPU runs split work exactly as the cpu backend does.
+# (daemon/cpu/workers.h), so CPU runs split work exactly as the cpu backend does.
 bin_PROGRAMS += tools/paged-bench
 tools_paged_bench_SOURCES = \
 	tools/bench/bench.h \

@@ -1,0 +1,126 @@
+/* alloc.h: the block allocator of one pool: free list, references, holders, prefix cache, LRU. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_ALLOC_ALLOC_H
+#define PAGED_DAEMON_ALLOC_ALLOC_H
+
+/*
+ * Pure data structure, no I/O, no locks (the caller serializes). Every block is in exactly
+ * one state:
+ *   free        on the free list, no references;
+ *   referenced  refcount > 0; each reference belongs to one holder (a client id), and a
+ *               holder may hold several references to one block (a forked sequence);
+ *   cached      refcount 0 but published in the prefix index: findable by LOOKUP until it
+ *               is evicted, least recently used first, when the free list runs out.
+ * A published block stays published (immutable) while referenced; when its last reference
+ * goes it becomes cached rather than free. free + referenced + cached == num_blocks always.
+ *
+ * Functions that take arrays are all or nothing: they validate every element first and
+ * change nothing on error. Errors are negative paged_error codes; *bad (if not NULL) gets
+ * the index of the first offending element (for PAGED_E_LIMIT, the element that would pass
+ * the limit). Every function may also return PAGED_E_INVAL for a NULL array with n > 0, and
+ * those that create references PAGED_E_NOMEM when the host is out of memory (nothing changed).
+ * A reference count (a block's, or a holder's total) never passes UINT32_MAX: PAGED_E_LIMIT.
+ *
+ * LRU order: a block whose last reference goes enters the cached list at the most recently
+ * used end. pa_free_blocks does this in array order; pa_release_holder does it newest
+ * reference first, so the blocks a holder took first (a sequence's head, which every longer
+ * prefix needs) end up most recent and are evicted last.
+ *
+ * Costs: pa_held, pa_writable and each array element are O(1) expected; pa_release_holder is
+ * linear in the (holder, block) pairs it held; memory is O(blocks + distinct (holder, block)
+ * pairs at their peak).
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "paged.h"
+
+typedef struct pa_alloc pa_alloc;
+
+/* Called for each cached block evicted, by an allocation or pa_evict_cached (for events and
+ * stats), after the block is on the free list; it must not call back into the allocator. */
+typedef void pa_evict_fn(void *ctx, int32_t block, const paged_hash *hash);
+
+/* Per-block information for listings. */
+typedef struct pa_block_info {
+    uint32_t refcount;        /* references of all holders */
+    uint32_t holders;         /* distinct holders */
+    int published;            /* in the prefix index */
+    paged_hash hash;          /* valid when published */
+} pa_block_info;
+
+typedef struct pa_counts {
+    uint32_t free;
+    uint32_t referenced;
+    uint32_t cached;
+    uint64_t evictions;       /* cached blocks evicted so far */
+    uint64_t lookups;         /* LOOKUP calls */
+    uint64_t lookup_hits;     /* blocks found by LOOKUP */
+} pa_counts;
+
+/* Creates an allocator of num_blocks (1 to INT32_MAX) blocks, all free; a fresh one hands
+ * out blocks 0, 1, 2, ... in order. Returns NULL on no memory or a bad count. */
+pa_alloc *pa_create(uint32_t num_blocks);
+/* Frees the allocator. */
+void pa_destroy(pa_alloc *a);
+/* Sets the eviction hook (NULL for none). */
+void pa_set_evict_hook(pa_alloc *a, pa_evict_fn *fn, void *ctx);
+
+/* Takes n blocks for holder, evicting cached blocks (LRU first) only as many as the free
+ * list is short. Writes their ids to out. Returns 0, or PAGED_E_NOSPC (n > free + cached),
+ * PAGED_E_LIMIT or PAGED_E_NOMEM having taken and evicted nothing. */
+int pa_alloc_blocks(pa_alloc *a, uint32_t holder, uint32_t n, int32_t *out);
+/* Drops one reference of holder to each block in ids (a block may appear as often as it is
+ * held). Returns 0, PAGED_E_BLOCK (id out of range) or PAGED_E_NOTHELD. */
+int pa_free_blocks(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids, uint32_t *bad);
+/* Adds one reference of holder to each block in ids, which holder must already hold
+ * (fork: a sequence shares its blocks with a new one). Returns 0 or an error as above. */
+int pa_fork_blocks(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids, uint32_t *bad);
+
+/* Returns how many references holder has to block (0 if none or out of range). */
+uint32_t pa_held(const pa_alloc *a, uint32_t holder, int32_t block);
+/* Returns the index of the first of ids[0..n) that is out of range or not held by holder,
+ * or n when holder references every one (a bit test each: for checking block tables). */
+uint32_t pa_first_unheld(const pa_alloc *a, uint32_t holder, const int32_t *ids, uint32_t n);
+/* Returns the number of references holder has in all. */
+uint32_t pa_held_total(const pa_alloc *a, uint32_t holder);
+/* The copy-on-write decision: returns 1 if holder may write block in place (its only
+ * reference is holder's single one and it is not published), 0 if the block is shared or
+ * published and must be copied first, PAGED_E_BLOCK or PAGED_E_NOTHELD otherwise. */
+int pa_writable(const pa_alloc *a, uint32_t holder, int32_t block);
+
+/* Publishes blocks (each held by holder) under hashes[i]. A block already published keeps
+ * its hash; a hash already in the index for another block leaves that entry (the first
+ * publisher wins) and this block unpublished. Returns the number newly published, or an
+ * error with nothing changed. */
+int pa_publish(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
+               const paged_hash *hashes, uint32_t *bad);
+/* Looks up hashes[0..n) in order and stops at the first miss; for each hit takes one
+ * reference for holder (a cached block becomes referenced) and writes its id to out.
+ * Returns the number found (the longest cached prefix). It also stops, with a shorter but
+ * still valid prefix, where a reference count would overflow or memory runs out. Counts one
+ * lookup per call and one hit per block found. */
+uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t n, const paged_hash *hashes, int32_t *out);
+
+/* Drops every reference holder has, in time linear in what it held. Returns how many. */
+uint32_t pa_release_holder(pa_alloc *a, uint32_t holder);
+/* Evicts every cached (unreferenced, published) block. Returns how many. */
+uint32_t pa_evict_cached(pa_alloc *a);
+
+/* Fills the counters. */
+void pa_get_counts(const pa_alloc *a, pa_counts *out);
+/* Returns the number of blocks. */
+uint32_t pa_num_blocks(const pa_alloc *a);
+/* Fills info for one block; returns 0 or PAGED_E_BLOCK. */
+int pa_block_info_get(const pa_alloc *a, int32_t block, pa_block_info *info);
+/* Calls fn(ctx, holder, refs) for each holder of block, in no particular order (for
+ * listings); fn must not change the allocator. Does nothing for a block out of range. */
+void pa_block_holders(const pa_alloc *a, int32_t block,
+                      void (*fn)(void *ctx, uint32_t holder, uint32_t refs), void *ctx);
+
+/* Cross-checks every internal structure (lists, counts, maps, index) in time linear in the
+ * allocator's size, for tests. Returns NULL, or a static description of the first problem. */
+const char *pa_check(const pa_alloc *a);
+
+#endif

@@ -1,0 +1,19 @@
+# lib/core/local.mk: libpagedcore, what libpaged and pagedd share.
+# SPDX-License-Identifier: MIT
+
+# libpagedcore: the internals libpaged and pagedd share (wire protocol, ring, wake-ups,
+# shared memory, the control socket, error strings, hashing).
+noinst_LTLIBRARIES += lib/core/libpagedcore.la
+lib_core_libpagedcore_la_SOURCES = \
+	lib/core/proto.h \
+	lib/core/strerror.c \
+	lib/core/dtype.c \
+	lib/core/prefix_hash.c \
+	lib/core/ring.h \
+	lib/core/ring.c \
+	lib/core/wake.h \
+	lib/core/wake.c \
+	lib/core/shm.h \
+	lib/core/shm.c \
+	lib/core/sock.h \
+	lib/core/sock.c
