@@ -6,6 +6,8 @@
 noinst_LTLIBRARIES += lib/core/libpagedcore.la
 lib_core_libpagedcore_la_SOURCES = \
 	lib/core/proto.h \
+	lib/core/clock.h \
+	lib/core/clock.c \
 	lib/core/strerror.c \
 	lib/core/dtype.c \
 	lib/core/prefix_hash.c \
