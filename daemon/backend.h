@@ -100,10 +100,6 @@ struct pd_launch {
 };
 
 /* What run_batch runs: the ops in launch order (a launch's ops adjacent) and the launches. */
-/* Returns the monotonic clock in nanoseconds (server.c); the engine and the backends time
- * batches with it. */
-uint64_t pd_now_ns(void);
-
 struct pd_batch {
     struct pd_batch_op *ops;
     uint32_t nops;

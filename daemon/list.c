@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "daemon/server.h"
+#include "lib/core/clock.h"
 
 /* Replies STATUS_REPLY; returns nothing. */
 void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
@@ -23,7 +24,7 @@ void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
     r.backend = srv->binfo.kind;
     r.device_ordinal = srv->binfo.device_ordinal;
     memcpy(r.device_name, srv->binfo.device_name, sizeof r.device_name);
-    r.uptime_ns = pd_now_ns() - srv->start_ns;
+    r.uptime_ns = pcore_now_ns() - srv->start_ns;
     r.clients = srv->n_channel + srv->n_control;
     r.pools = srv->n_pools;
     for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
@@ -125,7 +126,7 @@ static uint32_t fill(struct pd_server *srv, struct pd_list_cursor *l, void *item
             it->blocks = pd_conn_held(k);
             it->requests = k->requests;
             it->errors = k->errors;
-            it->connected_ns = pd_now_ns() - k->connected_ns;
+            it->connected_ns = pcore_now_ns() - k->connected_ns;
             it->control_only = (uint32_t) k->control_only;
             it->nospin = (uint32_t) k->nospin;
             memcpy(it->name, k->name, sizeof it->name);

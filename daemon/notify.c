@@ -4,8 +4,9 @@
 
 #include "daemon/notify.h"
 
-#include <time.h>
 #include <unistd.h>
+
+#include "lib/core/clock.h"
 
 #ifdef HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -23,10 +24,7 @@ void pd_notify_ready(void)
 void pd_notify_reloading(void)
 {
 #ifdef HAVE_SYSTEMD
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
-               (unsigned long long) ts.tv_sec * 1000000ull + (unsigned long long) ts.tv_nsec / 1000);
+    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) (pcore_now_ns() / 1000u));
 #endif
 }
 

@@ -17,11 +17,11 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon/util/heap.h"
 #include "daemon/notify.h"
+#include "lib/core/clock.h"
 #include "lib/core/sock.h"
 #include "lib/core/wake.h"
 
@@ -29,14 +29,6 @@
 #define DRAIN_BUDGET 32u        /* submissions per client per pass, for fairness */
 #define MSGS_PER_TURN 16        /* control messages read per connection per turn */
 #define SHUTDOWN_FLUSH_MS 1000  /* how long shutdown waits for slow sockets */
-
-/* Returns the monotonic clock in nanoseconds. */
-uint64_t pd_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
 
 /* Creates the directories above path (mode 0755) as needed; returns 0 or -1 with errno. */
 static int make_parent_dirs(const char *path)
@@ -99,7 +91,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
 {
     if (c->state == PD_CONN_DEAD)
         return;
-    uint64_t t0 = pd_now_ns();
+    uint64_t t0 = pcore_now_ns();
     enum pd_conn_state was = c->state;
     c->state = PD_CONN_DEAD;
     if (was == PD_CONN_HELLO)
@@ -150,7 +142,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         c->ch = NULL;
     }
     c->list.active = 0;
-    uint64_t spent = pd_now_ns() - t0;
+    uint64_t spent = pcore_now_ns() - t0;
     if (spent >= 5000000u)      /* every other client waited meanwhile */
         pd_clog(c, PD_LOG_INFO, "letting it go took %.1f ms", (double) spent / 1e6);
 }
@@ -227,7 +219,7 @@ static void on_accept(struct pd_server *srv)
             pd_log(PD_LOG_WARNING, "accept: %s; pausing new connections for 100 ms", strerror(errno));
             struct epoll_event ev = { .events = 0, .data.ptr = &srv->listen_watch };
             epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev);
-            srv->accept_paused_until = pd_now_ns() + 100000000u;
+            srv->accept_paused_until = pcore_now_ns() + 100000000u;
             return;
         }
         if (srv->n_pending >= MAX_PENDING) {
@@ -250,7 +242,7 @@ static void on_accept(struct pd_server *srv)
             c->uid = (uid_t) -1;
             c->gid = (gid_t) -1;
         }
-        c->connected_ns = pd_now_ns();
+        c->connected_ns = pcore_now_ns();
         c->deadline_ns = c->connected_ns + (uint64_t) srv->cfg.hello_timeout_ms * 1000000u;
         c->sock_watch = (struct pd_watch) { PD_W_SOCK, c };
         c->sock_events = EPOLLIN | EPOLLRDHUP;
@@ -465,10 +457,10 @@ static void shutdown_clients(struct pd_server *srv)
         c->list.active = 0;
         pd_conn_send(c, &h, sizeof h, NULL, 0, 0);
     }
-    uint64_t deadline = pd_now_ns() + (uint64_t) SHUTDOWN_FLUSH_MS * 1000000u;
+    uint64_t deadline = pcore_now_ns() + (uint64_t) SHUTDOWN_FLUSH_MS * 1000000u;
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
         while (c->state == PD_CONN_READY && c->out_head != NULL) {
-            uint64_t now = pd_now_ns();
+            uint64_t now = pcore_now_ns();
             if (now >= deadline)
                 break;
             struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
@@ -484,10 +476,10 @@ static void shutdown_clients(struct pd_server *srv)
 int pd_server_run(struct pd_server *srv)
 {
     struct epoll_event evs[64];
-    uint64_t last_work = pd_now_ns(), last_poll = 0;
+    uint64_t last_work = pcore_now_ns(), last_poll = 0;
     while (!srv->stop) {
         unsigned work = engine_pass(srv);
-        uint64_t now = pd_now_ns();
+        uint64_t now = pcore_now_ns();
         if (work != 0)
             last_work = now;
         int timeout;
@@ -516,7 +508,7 @@ int pd_server_run(struct pd_server *srv)
          * ready meanwhile, a SIGTERM included, before the rings are served again. */
         while (n < 0 && errno == EINTR)
             n = epoll_wait(srv->epoll_fd, evs, 64, 0);
-        last_poll = pd_now_ns();
+        last_poll = pcore_now_ns();
         if (prepared)
             for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
                 if (c->state == PD_CONN_READY && c->ch != NULL)
@@ -570,7 +562,7 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     srv->next_pool_id = 1;
     srv->reload = reload_fn;
     srv->reload_ctx = reload_ctx;
-    srv->start_ns = pd_now_ns();
+    srv->start_ns = pcore_now_ns();
     long cpus = usable_cpus();
     srv->spinners = cpus > 2 && cpus < (long) UINT32_MAX ? (uint32_t) cpus - 2 : 0;
     const char *sp = getenv("PAGEDD_SPINNERS");       /* a benchmarking aid */

@@ -12,6 +12,7 @@
 
 #include "daemon/server.h"
 #include "fuzz/fuzz.h"
+#include "lib/core/clock.h"
 #include "lib/core/sock.h"
 
 /*
@@ -121,7 +122,7 @@ static struct peer connect_client(uid_t uid, gid_t gid)
     c->pid = getpid();
     c->uid = uid;
     c->gid = gid;
-    c->connected_ns = pd_now_ns();
+    c->connected_ns = pcore_now_ns();
     c->deadline_ns = c->connected_ns + (uint64_t) srv->cfg.hello_timeout_ms * 1000000u;
     c->sock_watch = (struct pd_watch) { PD_W_SOCK, c };
     c->sock_events = EPOLLIN | EPOLLRDHUP;

@@ -15,6 +15,7 @@
 #include "daemon/util/log.h"
 #include "daemon/engine/merged.h"
 #include "daemon/cpu/workers.h"
+#include "lib/core/clock.h"
 #include "lib/core/shm.h"
 
 /* Deferred batches whose emulated completion (PAGEDD_CPU_DONE_US) may be pending at once;
@@ -386,7 +387,7 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
     batch->ticket = ++cb->tickets;
     if (cb->done_delay_ns != 0) {
         /* In order, as on a stream: never due before the batch queued ahead of it. */
-        uint64_t due = pd_now_ns() + cb->done_delay_ns;
+        uint64_t due = pcore_now_ns() + cb->done_delay_ns;
         uint64_t ahead = cb->tickets - 1 > cb->retired ? cb->due[(cb->tickets - 1) % CPU_PENDING_MAX] : 0;
         cb->due[cb->tickets % CPU_PENDING_MAX] = due > ahead ? due : ahead;
     }
@@ -395,7 +396,7 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
 /* Moves the emulated completions that are due; returns nothing. */
 static void cpu_retire_due(struct cpu_backend *cb)
 {
-    uint64_t now = pd_now_ns();
+    uint64_t now = pcore_now_ns();
     while (cb->retired < cb->tickets && cb->due[(cb->retired + 1) % CPU_PENDING_MAX] <= now)
         cb->retired++;
 }
@@ -421,7 +422,7 @@ static void cpu_settle(pd_backend *b)
         return;
     /* Bounded: every due time is at most CPU_PENDING_MAX delays of at most 1 s ahead. */
     for (int i = 0; i < 100000 && cb->retired < cb->tickets; i++) {
-        uint64_t due = cb->due[cb->tickets % CPU_PENDING_MAX], now = pd_now_ns();
+        uint64_t due = cb->due[cb->tickets % CPU_PENDING_MAX], now = pcore_now_ns();
         if (due > now) {
             struct timespec ts = { (time_t) ((due - now) / 1000000000u), (long) ((due - now) % 1000000000u) };
             nanosleep(&ts, NULL);

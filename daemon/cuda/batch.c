@@ -10,6 +10,7 @@
 #include "daemon/cuda/internal.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
+#include "lib/core/clock.h"
 
 /* Makes the device staging buffer hold at least need bytes (nothing queued reads it: the
  * caller has settled). Returns PAGED_OK, PAGED_E_NOMEM, or PAGED_E_DEVICE (through
@@ -462,10 +463,10 @@ static void fail_ok(struct pd_batch *batch, int rc, unsigned flag)
  * PAGED_E_TIMEOUT. Returns nothing. */
 static void finish(struct cuda_backend *cb, struct pd_batch *batch, struct pd_cu_slot *s, int ended)
 {
-    uint64_t w0 = pd_now_ns();
+    uint64_t w0 = pcore_now_ns();
     cudaError_t e = ended ? pd_cu_flight_wait(&cb->flight, s, cb->dep_timeout_ns)
                           : pd_cu_flight_drain(&cb->flight, s, cb->stream, cb->dep_timeout_ns);
-    batch->wait_ns = pd_now_ns() - w0;
+    batch->wait_ns = pcore_now_ns() - w0;
     if (e != cudaSuccess) {
         /* A fault of one kernel cannot be told from the others' here, and it is sticky. */
         fail_ok(batch, pd_cu_error(cb, "batch", e), 0);
@@ -553,7 +554,7 @@ static int meta_inline(struct cuda_backend *cb, const struct pd_batch *batch, co
 void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
 {
     struct cuda_backend *cb = b->priv;
-    uint64_t t0 = pd_now_ns();
+    uint64_t t0 = pcore_now_ns();
     batch->early = 0;
     batch->ticket = 0;
     batch->wait_ns = 0;
@@ -618,7 +619,7 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
         }
     }
 
-    uint64_t t1 = pd_now_ns();
+    uint64_t t1 = pcore_now_ns();
     batch->stage_ns = t1 - t0;
     const char *what = "batch start event";
     cudaError_t e = pd_cu_flight_mark_start(&cb->flight, slot, cb->stream);
@@ -642,7 +643,7 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
         e = upload(cb, slot->h_stage, st.total);
     }
     batch->upload_skipped = skipped && e == cudaSuccess;
-    uint64_t t2 = pd_now_ns();
+    uint64_t t2 = pcore_now_ns();
     batch->upload_ns = t2 - t1;
     if (e != cudaSuccess) {
         fail_all(batch, pd_cu_error(cb, what, e));
@@ -670,7 +671,7 @@ void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch)
      * waits or signals, so neither the watchdog nor finish() has anything to read back. */
     int defer = !early && cb->healthy && batch->may_defer && nwaits == 0;
     e = pd_cu_flight_end(&cb->flight, slot, cb->stream, !early && !defer);
-    batch->queue_ns = pd_now_ns() - t2;
+    batch->queue_ns = pcore_now_ns() - t2;
     if (e == cudaSuccess && early) {
         batch->early = 1;
         return;

@@ -8,6 +8,7 @@
 #include "daemon/cuda/flight.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
+#include "lib/core/clock.h"
 #include "lib/core/wake.h"
 
 /* Makes the slots' events and the watchdog's stream and word; see cuda_flight.h. */
@@ -200,14 +201,14 @@ int pd_cu_flight_poll(struct pd_cu_flight *f, uint64_t timeout_ns)
         struct pd_cu_slot *s = &f->slot[(f->next + k) % PD_CU_SLOTS];
         if (!s->busy)
             continue;
-        if (s->ticket == f->queried_ticket && pd_now_ns() - f->queried_ns < f->poll_gap_ns) {
+        if (s->ticket == f->queried_ticket && pcore_now_ns() - f->queried_ns < f->poll_gap_ns) {
             f->skipped++;
             return 1;
         }
         cudaError_t e = cudaEventQuery(s->done);
         f->queries++;
         if (e == cudaErrorNotReady) {
-            uint64_t now = pd_now_ns();
+            uint64_t now = pcore_now_ns();
             f->queried_ticket = s->ticket;
             f->queried_ns = now;
             if (f->head_since_ns == 0)
@@ -290,16 +291,16 @@ cudaError_t pd_cu_flight_drain(struct pd_cu_flight *f, struct pd_cu_slot *s, cud
     cudaError_t e = pd_cu_flight_settle(f, timeout_ns);
     if (e != cudaSuccess)
         return e;
-    uint64_t since = pd_now_ns();
+    uint64_t since = pcore_now_ns();
     for (;;) {
         e = cudaStreamQuery(stream);
         if (e != cudaErrorNotReady)
             return e;
-        if (pd_now_ns() - since > timeout_ns) {
+        if (pcore_now_ns() - since > timeout_ns) {
             e = rescue(f, s);
             if (e != cudaSuccess)
                 return e;
-            since = pd_now_ns();
+            since = pcore_now_ns();
         }
         pcore_cpu_relax();
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "daemon/engine/internal.h"
+#include "lib/core/clock.h"
 #include "lib/core/wake.h"
 
 /* Returns the live, ready connection deferred completion d is for, or NULL. */
@@ -83,7 +84,7 @@ unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv, int 
 {
     if (e->ndef == 0)
         return 0;
-    uint64_t now = pd_now_ns();
+    uint64_t now = pcore_now_ns();
     uint32_t n = 0;
     unsigned posted = 0;
     struct pd_conn **wake = e->wake;
@@ -131,11 +132,11 @@ void pd_eng_wake_retired(struct pd_engine *e, struct pd_server *srv)
     if (e->nwake == 0)
         return;
     /* Every completion is visible before the first wake-up's system call (as in pass()). */
-    uint64_t w0 = pd_now_ns();
+    uint64_t w0 = pcore_now_ns();
     for (unsigned i = 0; i < e->nwake; i++)
         if (e->wake[i]->state == PD_CONN_READY && e->wake[i]->ch != NULL)
             e->host.retire_wakes += pd_eng_wake_client(srv, e->wake[i]);
-    e->host.retire_wake_ns += pd_now_ns() - w0;
+    e->host.retire_wake_ns += pcore_now_ns() - w0;
     e->nwake = 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "daemon/engine/internal.h"
 #include "daemon/util/heap.h"
+#include "lib/core/clock.h"
 #include "lib/core/wake.h"
 
 /*
@@ -293,7 +294,7 @@ static int host_wait(struct pd_server *srv, struct pd_conn *c, const struct pv_o
         c->dep_since_ns = 0;
         return 1;
     }
-    uint64_t now = pd_now_ns();
+    uint64_t now = pcore_now_ns();
     if (c->dep_since_ns == 0) {
         c->dep_since_ns = now;
         return 0;
@@ -339,7 +340,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
         n = budget;
     if (reserve_items(e, e->nitems + n) < 0)
         return 0;
-    r->t0 = pd_now_ns();
+    r->t0 = pcore_now_ns();
     uint64_t t_collect = r->t0;
     for (uint32_t i = 0; i < n; i++) {
         struct pcore_sqe sqe;
@@ -406,7 +407,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
     }
     if (r->taken != 0 && pcore_ring_cons_release(&ch->sq, r->taken) < 0)
         r->corrupt = 1;
-    e->pass_collect_ns += pd_now_ns() - t_collect;
+    e->pass_collect_ns += pcore_now_ns() - t_collect;
     return r->taken;
 }
 
@@ -459,7 +460,7 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
         }
         if (missing == 0)
             return took;
-        uint64_t now = pd_now_ns();
+        uint64_t now = pcore_now_ns();
         if (deadline == 0)
             deadline = now + window;
         else if (now >= deadline)
@@ -607,9 +608,9 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
                               .dep_timeout_ns = (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u,
                               .may_defer = may_defer };
     batch.nlaunches = pb_plan(e->in, n, e->out, e->launches, e->groups, e->next);
-    uint64_t t0 = pd_now_ns();
+    uint64_t t0 = pcore_now_ns();
     srv->backend->ops->run_batch(srv->backend, &batch);
-    uint64_t spent = pd_now_ns() - t0;
+    uint64_t spent = pcore_now_ns() - t0;
     /* A batch that holds up every client for this long is worth a line (one a second). */
     if (spent >= 20000000u && t0 >= e->slow_logged + 1000000000u) {
         e->slow_logged = t0;
@@ -806,13 +807,13 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     if (e->nclients == 0)
         return retired;
     if (only == NULL) {
-        uint64_t g0 = e->decode_in_pass ? pd_now_ns() : 0;
+        uint64_t g0 = e->decode_in_pass ? pcore_now_ns() : 0;
         took += gather(e, srv, budget);
         if (g0 != 0)
-            e->total.gather_ns += pd_now_ns() - g0;
+            e->total.gather_ns += pcore_now_ns() - g0;
     }
     if (e->nitems != 0 && e->woke_at != 0) {
-        uint64_t gap = pd_now_ns() - e->woke_at;
+        uint64_t gap = pcore_now_ns() - e->woke_at;
         if (gap < 10000000u) {          /* not an idle spell */
             e->host.between_ns += gap;
             e->host.betweens++;
@@ -836,7 +837,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
                e->nclients - half);
     }
     pd_eng_wake_retired(e, srv);
-    uint64_t t1 = pd_now_ns();
+    uint64_t t1 = pcore_now_ns();
     unsigned done = 0;
     for (uint32_t i = 0; i < e->nclients; i++) {
         struct eng_client *r = &e->clients[i];
@@ -848,14 +849,14 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     }
     /* Every completion is visible before the first wake-up's system call: clients that spin
      * go on at once instead of after the sleepers' wake-ups. */
-    uint64_t w0 = pd_now_ns();
+    uint64_t w0 = pcore_now_ns();
     uint64_t wakes = 0;
     for (uint32_t i = 0; i < e->nclients; i++)
         if (e->clients[i].posted != 0)
             wakes += pd_eng_wake_client(srv, e->clients[i].c);
     if (e->total.batches != batches) {      /* counted per batch: passes without backend work left out */
         e->host.collect_ns += e->pass_collect_ns;
-        e->woke_at = pd_now_ns();
+        e->woke_at = pcore_now_ns();
         e->host.wakes += wakes;
         e->host.wake_ns += e->woke_at - w0;
     }
