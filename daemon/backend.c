@@ -1,12 +1,10 @@
-/* backend.c: choosing and opening the backend the configuration asks for. */
+/* backend.c: the backend factory: choosing and opening the backend the configuration asks for. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
 #include "daemon/backend.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "daemon/util/log.h"
 #include "daemon/cpu/cpu.h"
@@ -52,22 +50,4 @@ void pd_backend_close(pd_backend *b)
 {
     if (b != NULL)
         b->ops->destroy(b);
-}
-
-/* Reads PAGEDD_REFUSE_MERGED for backend who; see backend.h. Returns 1 or 0. */
-int pd_backend_refuse_merged(const char *who)
-{
-    const char *v = getenv("PAGEDD_REFUSE_MERGED");
-    if (v == NULL || strcmp(v, "1") != 0)
-        return 0;
-    pd_log(PD_LOG_INFO, "%s: every launch of several requests is refused as if by the kernels "
-           "(PAGEDD_REFUSE_MERGED)", who);
-    return 1;
-}
-
-/* Logs a merged launch run one by one; see backend.h. Returns nothing. */
-void pd_backend_log_unmerged(const char *who, int opcode, uint32_t count, int rc)
-{
-    pd_log(PD_LOG_DEBUG, "%s: merged %s launch of %u requests refused (%s): each runs alone", who,
-           opcode == PAGED_OP_APPEND ? "APPEND" : "DECODE", count, paged_strerror(rc));
 }

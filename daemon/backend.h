@@ -196,16 +196,4 @@ pd_backend *pd_backend_open(const struct pd_config *cfg, char **cause);
 /* Closes a backend. NULL is ignored. */
 void pd_backend_close(pd_backend *b);
 
-/*
- * Says whether PAGEDD_REFUSE_MERGED=1 (a test aid) asks the backend who ("cpu", "cuda device
- * 0") to take every launch of several requests as refused by the kernels, so that the tests
- * reach the fallback that runs such a launch's requests one by one; logs it when so. Returns
- * 1 or 0.
- */
-int pd_backend_refuse_merged(const char *who);
-
-/* Logs (at debug level) that backend who runs the count requests of a merged launch of
- * opcode one by one, the launch having been refused with rc. Returns nothing. */
-void pd_backend_log_unmerged(const char *who, int opcode, uint32_t count, int rc);
-
 #endif

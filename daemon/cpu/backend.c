@@ -373,7 +373,7 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
                     ops[i].status = PAGED_OK;
                 continue;
             }
-            pd_backend_log_unmerged("cpu", opcode, la->count, rc);
+            pm_log_unmerged("cpu", opcode, la->count, rc);
         }
         /* One op, or a merged job that could not run: each op by itself, on its own layers. */
         for (uint32_t i = 0; i < la->count; i++)
@@ -516,7 +516,7 @@ pd_backend *pd_backend_cpu_open(unsigned threads, char **cause)
         cb->done_delay_ns = (uint64_t) us * 1000u;
         pd_log(PD_LOG_INFO, "cpu: deferred batches report done %u us after they ran (PAGEDD_CPU_DONE_US)", us);
     }
-    cb->refuse_merged = pd_backend_refuse_merged("cpu");
+    cb->refuse_merged = pm_refuse_merged("cpu");
     b->ops = &cpu_ops;
     b->priv = cb;
     b->runs_behind = cb->done_delay_ns != 0;

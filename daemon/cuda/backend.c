@@ -13,6 +13,7 @@
 
 #include "daemon/cuda/cuda.h"
 #include "daemon/cuda/internal.h"
+#include "daemon/engine/merged.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "lib/core/shm.h"
@@ -570,7 +571,7 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     if (!cb->fuse_enabled)
         pd_log(PD_LOG_INFO, "cuda device %d: APPENDs are not fused into DECODE launches (PAGEDD_FUSE=0)", ordinal);
     snprintf(cb->who, sizeof cb->who, "cuda device %d", ordinal);
-    cb->refuse_merged = pd_backend_refuse_merged(cb->who);
+    cb->refuse_merged = pm_refuse_merged(cb->who);
     cb->fault_after = test_aid("PAGEDD_FAULT_AFTER", cb->who, "batch", "fault");
     cb->fail_upload_at = test_aid("PAGEDD_FAIL_UPLOAD_AT", cb->who, "metadata upload", "fail");
     char *why = NULL;

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "daemon/cuda/internal.h"
+#include "daemon/engine/merged.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "lib/core/clock.h"
@@ -382,7 +383,7 @@ static int ensure_uploaded(struct cuda_backend *cb, struct pd_batch *batch)
 static void split(struct cuda_backend *cb, struct pd_batch *batch, const struct pd_launch *la,
                   const struct pd_cu_launch *cl, int rc)
 {
-    pd_backend_log_unmerged(cb->who, cl->kind, ok_ops(batch, la), rc);
+    pm_log_unmerged(cb->who, cl->kind, ok_ops(batch, la), rc);
     if (cl->kind == PAGED_OP_APPEND)
         launch_split_append(cb, batch, la, &cl->a.append);
     else

@@ -1,11 +1,14 @@
-/* merged.c: the arrays of a merged launch, filled the same way for every backend. */
+/* merged.c: what the backends share about merged launches: their arrays, the refusing test aid, the log line. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/engine/merged.h"
+#include "daemon/util/log.h"
 #include "kernels/kernels.h"
+#include "paged.h"
 
 /* Measures a merged launch; see merged.h. */
 void pm_shape(const struct pd_batch_op *ops, uint32_t count, pm_data_fn *data, int decode,
@@ -79,4 +82,22 @@ void pm_append_fill(const struct pd_batch_op *ops, uint32_t count, pm_data_fn *d
             layer[s] = op->layer_begin;
         indptr[++s] = (int32_t) t;
     }
+}
+
+/* Reads PAGEDD_REFUSE_MERGED for backend who; see merged.h. Returns 1 or 0. */
+int pm_refuse_merged(const char *who)
+{
+    const char *v = getenv("PAGEDD_REFUSE_MERGED");
+    if (v == NULL || strcmp(v, "1") != 0)
+        return 0;
+    pd_log(PD_LOG_INFO, "%s: every launch of several requests is refused as if by the kernels "
+           "(PAGEDD_REFUSE_MERGED)", who);
+    return 1;
+}
+
+/* Logs a merged launch run one by one; see merged.h. Returns nothing. */
+void pm_log_unmerged(const char *who, int opcode, uint32_t count, int rc)
+{
+    pd_log(PD_LOG_DEBUG, "%s: merged %s launch of %u requests refused (%s): each runs alone", who,
+           opcode == PAGED_OP_APPEND ? "APPEND" : "DECODE", count, paged_strerror(rc));
 }

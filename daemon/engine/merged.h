@@ -1,4 +1,4 @@
-/* merged.h: the arrays of a merged launch, filled the same way for every backend. */
+/* merged.h: what the backends share about merged launches: their arrays, the refusing test aid, the log line. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_DAEMON_ENGINE_MERGED_H
 #define PAGED_DAEMON_ENGINE_MERGED_H
@@ -46,5 +46,17 @@ void pm_decode_fill(const struct pd_batch_op *ops, uint32_t count, pm_data_fn *d
  * NULL when sh->layers_differ is 0. Returns nothing. */
 void pm_append_fill(const struct pd_batch_op *ops, uint32_t count, pm_data_fn *data,
                     int32_t *slots, int32_t *indptr, const void **k, const void **v, int32_t *layer);
+
+/*
+ * Says whether PAGEDD_REFUSE_MERGED=1 (a test aid) asks the backend who ("cpu", "cuda device
+ * 0") to take every launch of several requests as refused by the kernels, so that the tests
+ * reach the fallback that runs such a launch's requests one by one; logs it when so. Returns
+ * 1 or 0.
+ */
+int pm_refuse_merged(const char *who);
+
+/* Logs (at debug level) that backend who runs the count requests of a merged launch of
+ * opcode one by one, the launch having been refused with rc. Returns nothing. */
+void pm_log_unmerged(const char *who, int opcode, uint32_t count, int rc);
 
 #endif
