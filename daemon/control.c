@@ -400,19 +400,6 @@ static struct pd_pool *ref_pool(struct pd_server *srv, struct pd_conn *c,
     return p;
 }
 
-/* Unlinks a pool from the server's list and frees it; returns nothing. */
-static void pool_unlink_free(struct pd_server *srv, struct pd_pool *p)
-{
-    for (struct pd_pool **pp = &srv->pools; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    srv->n_pools--;
-    pd_log(PD_LOG_INFO, "pool '%s' (id %u) freed", p->name, p->id);
-    pd_pool_free(srv->backend, p);
-}
-
 /* POOL_DESTROY: owner or root; the name goes now, the memory at the last detach. */
 static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
@@ -431,7 +418,7 @@ static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void
             p->attached);
     pd_server_event(srv, PCORE_EVENT_POOL_DESTROY, c, p->name, p->attached);
     if (p->attached == 0)
-        pool_unlink_free(srv, p);
+        pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
     pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
 }
 
@@ -588,5 +575,5 @@ void pd_server_detach(struct pd_server *srv, struct pd_conn *c, uint32_t i)
             p->id, released);
     pd_server_event(srv, PCORE_EVENT_DETACH, c, p->name, released);
     if (p->destroyed && p->attached == 0)
-        pool_unlink_free(srv, p);
+        pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
 }

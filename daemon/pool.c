@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "daemon/util/heap.h"
+#include "daemon/util/log.h"
 #include "paged.h"
 
 /* Formats why and returns status. */
@@ -192,6 +193,19 @@ void pd_pool_free(pd_backend *b, struct pd_pool *p)
     b->ops->pool_destroy(b, p->mem);
     pa_destroy(p->alloc);
     free(p);
+}
+
+/* Unlinks p from the list and frees it; returns nothing. */
+void pd_pool_release(struct pd_pool **pools, uint32_t *n_pools, pd_backend *b, struct pd_pool *p)
+{
+    for (struct pd_pool **pp = pools; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    (*n_pools)--;
+    pd_log(PD_LOG_INFO, "pool '%s' (id %u) freed", p->name, p->id);
+    pd_pool_free(b, p);
 }
 
 /* Fills a LIST item; returns nothing. */

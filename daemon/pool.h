@@ -66,6 +66,11 @@ int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd
 /* Frees a pool and its memory. */
 void pd_pool_free(pd_backend *b, struct pd_pool *p);
 
+/* Unlinks p from the list that starts at *pools, whose length *n_pools counts, logs that it
+ * is freed and frees it with its memory of backend b (a destroyed pool at its last detach).
+ * Returns nothing. */
+void pd_pool_release(struct pd_pool **pools, uint32_t *n_pools, pd_backend *b, struct pd_pool *p);
+
 /* Fills a LIST item for a pool. */
 void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it);
 

@@ -112,16 +112,8 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         released += pa_release_holder(p->alloc, c->id);
         c->natt--;
         p->attached--;
-        if (p->destroyed && p->attached == 0) {
-            for (struct pd_pool **pp = &srv->pools; *pp != NULL; pp = &(*pp)->next)
-                if (*pp == p) {
-                    *pp = p->next;
-                    break;
-                }
-            srv->n_pools--;
-            pd_log(PD_LOG_INFO, "pool '%s' (id %u) freed", p->name, p->id);
-            pd_pool_free(srv->backend, p);
-        }
+        if (p->destroyed && p->attached == 0)
+            pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
     }
     if (was == PD_CONN_READY) {
         pd_clog(c, level, "disconnected: %s (%llu block references in %u pools released, "
