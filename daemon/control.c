@@ -2,14 +2,18 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include "daemon/control.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "daemon/util/heap.h"
+#include "daemon/events.h"
+#include "daemon/list.h"
 #include "daemon/server.h"
+#include "daemon/util/heap.h"
 #include "lib/core/ring.h"
 
 /* Control-only connections (pactl) do not count against --max-clients, up to this many. */
@@ -181,7 +185,7 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
     else
         pd_clog(c, PD_LOG_INFO, "connected (uid %u, gid %u, sq %u, cq %u, arena %llu bytes)",
                 (unsigned) c->uid, (unsigned) c->gid, sq, cq, (unsigned long long) arena);
-    pd_server_event(srv, PCORE_EVENT_CONNECT, c, "", 0);
+    pd_events_announce(srv, PCORE_EVENT_CONNECT, c, "", 0);
 }
 
 /* Finds a live (not destroyed) pool by name; returns it or NULL. */
@@ -268,7 +272,7 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
         close(ex.fd);
     pd_clog(c, PD_LOG_INFO, "attached to pool '%s' (id %u, %s)", p->name, p->id,
             writable ? "read-write" : "read-only");
-    pd_server_event(srv, PCORE_EVENT_ATTACH, c, p->name, 0);
+    pd_events_announce(srv, PCORE_EVENT_ATTACH, c, p->name, 0);
     if (rc < 0)
         pd_server_kill(srv, c, PD_LOG_INFO, "gone before its POOL_REPLY");
 }
@@ -321,7 +325,7 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
             "block_size %u, %s, %u blocks, %llu bytes, mode %04o)", p->name, p->id,
             g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
             paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode);
-    pd_server_event(srv, PCORE_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
+    pd_events_announce(srv, PCORE_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
     attach_commit(srv, c, m.hdr.seq, p, writable, ex);
 }
 
@@ -363,6 +367,22 @@ static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void 
         attach_commit(srv, c, m.hdr.seq, p, writable, ex);
 }
 
+/* Detaches c from the pool of attachment index i: releases its block references and frees a
+ * destroyed pool at its last detach. Returns nothing. */
+static void detach(struct pd_server *srv, struct pd_conn *c, uint32_t i)
+{
+    struct pd_pool *p = c->att[i].pool;
+    pd_engine_settle(srv, c);   /* early-completed work may still use its blocks */
+    uint32_t released = pa_release_holder(p->alloc, c->id);
+    c->att[i] = c->att[--c->natt];
+    p->attached--;
+    pd_clog(c, PD_LOG_INFO, "detached from pool '%s' (id %u), %u block references released", p->name,
+            p->id, released);
+    pd_events_announce(srv, PCORE_EVENT_DETACH, c, p->name, released);
+    if (p->destroyed && p->attached == 0)
+        pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
+}
+
 /* POOL_DETACH: by pool id. */
 static void on_pool_detach(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
@@ -370,7 +390,7 @@ static void on_pool_detach(struct pd_server *srv, struct pd_conn *c, const void 
     memcpy(&m, buf, sizeof m);
     for (uint32_t i = 0; i < c->natt; i++)
         if (c->att[i].pool->id == m.pool_id) {
-            pd_server_detach(srv, c, i);
+            detach(srv, c, i);
             pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
             return;
         }
@@ -416,7 +436,7 @@ static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void
     p->destroyed = 1;
     pd_clog(c, PD_LOG_INFO, "destroyed pool '%s' (id %u, %u clients still attached)", p->name, p->id,
             p->attached);
-    pd_server_event(srv, PCORE_EVENT_POOL_DESTROY, c, p->name, p->attached);
+    pd_events_announce(srv, PCORE_EVENT_POOL_DESTROY, c, p->name, p->attached);
     if (p->attached == 0)
         pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
     pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
@@ -439,7 +459,7 @@ static void on_evict(struct pd_server *srv, struct pd_conn *c, const void *buf)
     uint32_t n = pa_evict_cached(p->alloc);
     p->evicted_pending = 0;
     pd_clog(c, PD_LOG_INFO, "evicted %u cached blocks of pool '%s'", n, p->name);
-    pd_server_event(srv, PCORE_EVENT_EVICT, c, p->name, n);
+    pd_events_announce(srv, PCORE_EVENT_EVICT, c, p->name, n);
     pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, (int32_t) (n > INT32_MAX ? INT32_MAX : n));
 }
 
@@ -561,19 +581,4 @@ void pd_control_handle(struct pd_server *srv, struct pd_conn *c, const void *buf
         return;
     }
     pd_conn_error(c, h.seq, PAGED_E_PROTO, "unknown message type %u", h.type);
-}
-
-/* Detaches c from attachment i; returns nothing. */
-void pd_server_detach(struct pd_server *srv, struct pd_conn *c, uint32_t i)
-{
-    struct pd_pool *p = c->att[i].pool;
-    pd_engine_settle(srv, c);   /* early-completed work may still use its blocks */
-    uint32_t released = pa_release_holder(p->alloc, c->id);
-    c->att[i] = c->att[--c->natt];
-    p->attached--;
-    pd_clog(c, PD_LOG_INFO, "detached from pool '%s' (id %u), %u block references released", p->name,
-            p->id, released);
-    pd_server_event(srv, PCORE_EVENT_DETACH, c, p->name, released);
-    if (p->destroyed && p->attached == 0)
-        pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
 }

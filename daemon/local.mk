@@ -31,8 +31,12 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/conn.c \
 	daemon/server.h \
 	daemon/server.c \
+	daemon/control.h \
 	daemon/control.c \
+	daemon/list.h \
 	daemon/list.c \
+	daemon/events.h \
+	daemon/events.c \
 	daemon/engine/batch.h \
 	daemon/engine/batch.c \
 	daemon/engine/merged.h \

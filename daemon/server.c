@@ -19,8 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/util/heap.h"
+#include "daemon/control.h"
+#include "daemon/events.h"
+#include "daemon/list.h"
 #include "daemon/notify.h"
+#include "daemon/util/heap.h"
 #include "lib/core/clock.h"
 #include "lib/core/sock.h"
 #include "lib/core/wake.h"
@@ -119,7 +122,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         pd_clog(c, level, "disconnected: %s (%llu block references in %u pools released, "
                 "%llu requests, %llu errors)", reason, (unsigned long long) released, pools,
                 (unsigned long long) c->requests, (unsigned long long) c->errors);
-        pd_server_event(srv, PCORE_EVENT_DISCONNECT, c, "", (uint32_t) released);
+        pd_events_announce(srv, PCORE_EVENT_DISCONNECT, c, "", (uint32_t) released);
     } else
         pd_clog(c, level, "connection closed: %s", reason);
     /* A last error message (a refusal, a corrupt ring) is worth one try. */
@@ -300,7 +303,7 @@ static void on_sock(struct pd_server *srv, struct pd_conn *c, uint32_t events)
             pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
             return;
         }
-        pd_server_report_lost(srv, c);
+        pd_events_report_lost(srv, c);
         if (c->state == PD_CONN_DEAD)
             return;
     }

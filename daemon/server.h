@@ -65,7 +65,7 @@ void pd_server_spin_hint(struct pd_server *srv);
 void pd_server_destroy(struct pd_server *srv);
 
 
-/* ---- shared by the server's modules (server.c, control.c, list.c, engine.c). */
+/* ---- for the server's modules (control.c, list.c, events.c). */
 
 /* Closes c at the end of this loop turn: releases everything it held; reason is logged. */
 void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level level,
@@ -76,43 +76,10 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
  * turn, when nothing refers to them any more. Returns nothing. */
 void pd_server_sweep(struct pd_server *srv);
 
-/* Announces an event to every subscriber (dropped for those who do not keep up, who are
- * then told how many they missed by a LOST event). */
-void pd_server_event(struct pd_server *srv, uint32_t event, const struct pd_conn *c,
-                     const char *pool, uint32_t count);
-
 /* Sets c's epoll interest from its state: read while nothing waits to go out, write while
  * something does. Whoever queues a message for a connection other than the one whose event
  * it handles (an event for a subscriber) calls it, or the queue would wait for the peer's
  * next message. */
 void pd_server_watch(struct pd_server *srv, struct pd_conn *c);
-
-/* Sends subscriber c a LOST event counting the events it missed, once its queue has
- * drained (nothing when it missed none, is no subscriber or still has a queue). */
-void pd_server_report_lost(struct pd_server *srv, struct pd_conn *c);
-
-/* Announces evictions counted by a pool's allocator since the last call. */
-void pd_server_flush_evictions(struct pd_server *srv, struct pd_pool *p);
-
-/* Detaches c from the pool of attachment index i: releases its block references and frees
- * a destroyed pool at its last detach. */
-void pd_server_detach(struct pd_server *srv, struct pd_conn *c, uint32_t i);
-
-/* Handles one control message from a ready connection (control.c). */
-void pd_control_handle(struct pd_server *srv, struct pd_conn *c, const void *msg, size_t len);
-
-/* Refuses a new connection: sends an ERROR with status and msg, then closes (control.c). */
-void pd_control_refuse(struct pd_server *srv, struct pd_conn *c, int status, const char *msg);
-
-/* Handles the HELLO of a new connection (control.c). */
-void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *msg, size_t len);
-
-/* Makes the next packet of c's LIST in progress, if any and its queue is empty (list.c). */
-void pd_list_continue(struct pd_server *srv, struct pd_conn *c);
-
-/* Starts a LIST (list.c); replies STATUS and STATS (list.c). */
-void pd_list_start(struct pd_server *srv, struct pd_conn *c, const struct pcore_msg_list *m);
-void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq);
-void pd_reply_stats(struct pd_server *srv, struct pd_conn *c, uint32_t seq);
 
 #endif

@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "daemon/control.h"
+#include "daemon/list.h"
 #include "daemon/server.h"
 #include "fuzz/fuzz.h"
 #include "lib/core/clock.h"

@@ -864,7 +864,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     /* Only now may a connection go away: nothing of the pass refers to it any more. */
     if (e->flush_evictions)
         for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
-            pd_server_flush_evictions(srv, p);
+            pd_events_flush_evictions(srv, p);
     for (uint32_t i = 0; i < e->nclients; i++) {
         struct pd_conn *c = e->clients[i].c;
         if (e->clients[i].corrupt && c->state != PD_CONN_DEAD)

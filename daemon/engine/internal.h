@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "daemon/engine/batch.h"
+#include "daemon/events.h"
 #include "daemon/server.h"
 #include "daemon/engine/validate.h"
 
