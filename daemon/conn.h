@@ -13,7 +13,6 @@
 #include "lib/core/proto.h"
 #include "lib/core/ring.h"
 
-struct pd_server;
 struct pd_conn;
 
 /* What an epoll registration points at. */

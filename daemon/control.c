@@ -372,7 +372,7 @@ static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void 
 static void detach(struct pd_server *srv, struct pd_conn *c, uint32_t i)
 {
     struct pd_pool *p = c->att[i].pool;
-    pd_engine_settle(srv, c);   /* early-completed work may still use its blocks */
+    pd_engine_settle(srv->engine, c);   /* early-completed work may still use its blocks */
     uint32_t released = pa_release_holder(p->alloc, c->id);
     c->att[i] = c->att[--c->natt];
     p->attached--;

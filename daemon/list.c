@@ -51,7 +51,7 @@ void pd_reply_stats(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
     r.hdr.len = sizeof r;
     r.num_ops = PCORE_OP_COUNT_;
     pd_stats_fill(&srv->stats, r.ops);
-    pd_engine_stats(srv, &r.engine);
+    pd_engine_stats(srv->engine, &r.engine);
     pd_conn_send(c, &r, sizeof r, NULL, 0, 0);
 }
 

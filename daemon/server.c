@@ -109,7 +109,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     uint32_t pools = c->natt;
     /* Work of its that the engine completed early may still use its blocks. */
     if (c->natt > 0)
-        pd_engine_settle(srv, c);
+        pd_engine_settle(srv->engine, c);
     while (c->natt > 0) {
         struct pd_pool *p = c->att[c->natt - 1].pool;
         released += pa_release_holder(p->alloc, c->id);
@@ -183,7 +183,7 @@ void pd_server_sweep(struct pd_server *srv)
         if (c->engine_decode_pass != 0)
             swept = 0;
     if (swept)
-        pd_engine_idle(srv);
+        pd_engine_idle(srv->engine);
 }
 
 /* Tells a connection the daemon could not take on why (an ERROR answering its HELLO, which
@@ -358,6 +358,8 @@ static void reload(struct pd_server *srv)
     srv->cfg.hello_timeout_ms = n.hello_timeout_ms;
     srv->cfg.spin_us = n.spin_us;
     srv->cfg.dependency_timeout_ms = n.dependency_timeout_ms;
+    srv->engine_env.max_blocks_per_client = n.max_blocks_per_client;
+    srv->engine_env.dependency_timeout_ms = n.dependency_timeout_ms;
     pd_notify_ready();
 }
 
@@ -391,7 +393,7 @@ static void on_sq(struct pd_server *srv, struct pd_conn *c, uint32_t events)
 /* Runs every client's ready submissions once around, as one batch; returns how many ran. */
 static unsigned engine_pass(struct pd_server *srv)
 {
-    return pd_engine_pass(srv, DRAIN_BUDGET);
+    return pd_engine_pass(srv->engine, DRAIN_BUDGET);
 }
 
 /* Drops connections past their HELLO deadline and resumes accepting; returns nothing. */
@@ -423,7 +425,7 @@ static int next_timeout(struct pd_server *srv, uint64_t now)
             next = now + 1000000u;
     }
     /* Batches completed early are still queued: their watchdog must look now and then. */
-    if (pd_engine_inflight(srv) && now + 10000000u < next)
+    if (pd_engine_inflight(srv->engine) && now + 10000000u < next)
         next = now + 10000000u;
     /* A request waits for a host word, which wakes nobody when written: look every ms. */
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
@@ -447,7 +449,7 @@ static void shutdown_clients(struct pd_server *srv)
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
         if (c->state != PD_CONN_READY)
             continue;
-        pd_engine_cancel(srv, c);
+        pd_engine_cancel(srv->engine, c);
         struct pcore_msg_hdr h = { PCORE_MSG_SHUTDOWN, 0, PAGED_E_SHUTDOWN, sizeof h };
         c->list.active = 0;
         pd_conn_send(c, &h, sizeof h, NULL, 0, 0);
@@ -489,7 +491,7 @@ int pd_server_run(struct pd_server *srv)
         } else {
             /* About to sleep: tell every client to wake us, then look once more. Withheld
              * completions keep us passing: nothing else would post them. */
-            int pending = pd_engine_withheld(srv);
+            int pending = pd_engine_withheld(srv->engine);
             for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
                 if (c->state == PD_CONN_READY && c->ch != NULL)
                     pcore_wake_prepare(&c->ch->sq);
@@ -529,6 +531,21 @@ int pd_server_run(struct pd_server *srv)
     }
     shutdown_clients(srv);
     return 0;
+}
+
+/* The engine's kill (ctx: the server): pd_server_kill. Returns nothing. */
+static void engine_kill(void *ctx, struct pd_conn *c, enum pd_log_level level, const char *reason)
+{
+    pd_server_kill(ctx, c, level, reason);
+}
+
+/* The engine's flush_evictions (ctx: the server): announces every pool's evictions since the
+ * last call. Returns nothing. */
+static void engine_flush_evictions(void *ctx)
+{
+    struct pd_server *srv = ctx;
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+        pd_events_flush_evictions(srv, p);
 }
 
 /* Returns how many CPUs this process may run on (its affinity mask: a cpuset, taskset or
@@ -584,15 +601,22 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
             *cause = NULL;
         goto fail;
     }
-    srv->engine = pd_engine_create();
-    if (srv->engine == NULL) {
-        *cause = strdup("out of memory");
-        goto fail;
-    }
     srv->backend = pd_backend_open(cfg, cause);
     if (srv->backend == NULL)
         goto fail;
     srv->backend->ops->info(srv->backend, &srv->binfo);
+    srv->engine_env = (struct pd_engine_env) {
+        .backend = srv->backend, .conns = &srv->conns,
+        .max_blocks_per_client = cfg->max_blocks_per_client,
+        .dependency_timeout_ms = cfg->dependency_timeout_ms, .stats = &srv->stats,
+        .sigpipe_ignored = srv->sigpipe_ignored, .ctx = srv, .kill = engine_kill,
+        .flush_evictions = engine_flush_evictions,
+    };
+    srv->engine = pd_engine_create(&srv->engine_env);
+    if (srv->engine == NULL) {
+        *cause = strdup("out of memory");
+        goto fail;
+    }
     /* Host memory does not bound a GPU pool: the cuda backend checks free device memory. */
     if (srv->binfo.kind == PAGED_BACKEND_CUDA)
         srv->mem_limit = 0;

@@ -35,7 +35,8 @@ struct pd_server {
     uint32_t next_pool_id;
     uint64_t mem_limit;               /* most bytes of one pool (host memory on cpu) */
     struct pd_stats stats;
-    struct pd_engine *engine;         /* the request engine's reused buffers (engine.c) */
+    struct pd_engine *engine;         /* the request engine (daemon/engine/engine.h) */
+    struct pd_engine_env engine_env;  /* what it works with: these connections, stats, backend */
     uint64_t start_ns;
     int stop;                         /* SIGTERM or SIGINT seen */
     int stop_signal;

@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/batch.h"
+#include "daemon/conn.h"
 #include "daemon/cpu/cpu.h"
-#include "daemon/server.h"
+#include "daemon/engine/batch.h"
+#include "daemon/engine/engine.h"
 #include "daemon/engine/validate.h"
+#include "daemon/stats.h"
 #include "fuzz/fuzz.h"
 #include "fuzz/validate-setup.h"
 
@@ -66,8 +68,11 @@ struct fpool {
 
 static struct fpool pools[FV_NUM_POOLS];
 static struct pd_attach attach[FV_NUM_POOLS], shadow_attach[FV_NUM_POOLS];
-static struct pd_server server;
 static struct pd_conn conn, shadow_conn;
+static struct pd_conn *conns = &conn;      /* the engine's connection list: the client alone */
+static struct pd_stats stats;
+static struct pd_engine_env engine_env;
+static struct pd_engine *engine;
 static struct pd_channel channel;
 static _Alignas(PCORE_CACHELINE) struct pcore_ring_ctl sq_ctl;
 static _Alignas(PCORE_CACHELINE) struct pcore_ring_ctl cq_ctl;
@@ -198,29 +203,46 @@ static void make_pool(int i)
     attach[i] = (struct pd_attach) { p, view };
     shadow_attach[i] = (struct pd_attach) { p, view };
     build_alloc(i);
-    p->next = i + 1 < FV_NUM_POOLS ? &pools[i + 1].p : NULL;
 }
 
-/* Makes the pools, the client's connection, channel and shadow, and the server; returns 0. */
+/* The engine's kill: the harness's rings are never corrupt and its backend never runs late,
+ * so a disconnection is a failure. Returns nothing (fails). */
+static void engine_kill(void *ctx, struct pd_conn *c, enum pd_log_level level, const char *reason)
+{
+    (void) ctx;
+    (void) level;
+    fuzz_fail(__FILE__, __LINE__, "kill", "the engine disconnected client %u: %s", c->id, reason);
+}
+
+/* The engine's flush_evictions: with nobody subscribed, the evictions are only counted as
+ * announced, as pagedd counts them. Returns nothing. */
+static void engine_flush_evictions(void *ctx)
+{
+    (void) ctx;
+    for (int i = 0; i < FV_NUM_POOLS; i++)
+        pools[i].p.evicted_pending = 0;
+}
+
+/* Makes the pools, the client's connection, channel and shadow, and the engine over them;
+ * returns 0. */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void) argc;
     (void) argv;
     fuzz_log_init();
-    pd_config_defaults(&server.cfg, "/nonexistent/paged.conf");
-    server.cfg.backend = PD_BACKEND_CPU;
-    server.cfg.threads = 1;
-    server.cfg.dependency_timeout_ms = 3600000;   /* set per input: see waits_time_out */
-    server.listen_fd = server.epoll_fd = server.signal_fd = -1;
     char *cause = NULL;
-    server.backend = pd_backend_cpu_open(1, &cause);
-    if (server.backend == NULL)
+    engine_env = (struct pd_engine_env) {
+        .backend = pd_backend_cpu_open(1, &cause), .conns = &conns,
+        .dependency_timeout_ms = 3600000,   /* set per input: see waits_time_out */
+        .stats = &stats, .kill = engine_kill, .flush_evictions = engine_flush_evictions,
+    };
+    if (engine_env.backend == NULL)
         fuzz_fail(__FILE__, __LINE__, "pd_backend_cpu_open", "%s", cause != NULL ? cause : "?");
-    server.backend->ops->info(server.backend, &server.binfo);
+    engine = pd_engine_create(&engine_env);
+    if (engine == NULL)
+        fuzz_fail(__FILE__, __LINE__, "pd_engine_create", "out of memory");
     for (int i = 0; i < FV_NUM_POOLS; i++)
         make_pool(i);
-    server.pools = &pools[0].p;
-    server.n_pools = FV_NUM_POOLS;
 
     pcore_ring_ctl_init(&sq_ctl, 0);
     pcore_ring_ctl_init(&cq_ctl, 0);
@@ -243,9 +265,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     shadow_conn = conn;
     shadow_conn.att = shadow_attach;
     shadow_conn.ch = NULL;
-    server.conns = &conn;
-    server.n_channel = 1;
-    server.next_client_id = FV_HOLDER + 1;
     return 0;
 }
 
@@ -735,7 +754,7 @@ static void run_alone(struct item *it, unsigned char *arena, uint64_t arena_size
     };
     struct pd_launch la = { 0, 1, 0 };
     struct pd_batch batch = { .ops = &bo, .nops = 1, .launches = &la, .nlaunches = 1 };
-    server.backend->ops->run_batch(server.backend, &batch);
+    engine_env.backend->ops->run_batch(engine_env.backend, &batch);
     FUZZ_UNPOISON(fp->p.cache.base, fp->bytes);
     FUZZ_UNPOISON(arena, arena_size);
     const struct pv_op *op = &it->op;
@@ -931,7 +950,7 @@ static uint32_t run_pass(const struct pcore_sqe *sqes, uint32_t first, uint32_t 
     if (p.n == 0 && p.unmet) {
         /* The first entry waits for a word not reached: the engine takes nothing (checked
          * here), then, the word written as a worker would, takes it. */
-        FUZZ_CHECK(pd_engine_drain(&server, &conn, MAX_SQES) == 0, "the engine took an entry whose wait is not met");
+        FUZZ_CHECK(pd_engine_drain(engine, &conn, MAX_SQES) == 0, "the engine took an entry whose wait is not met");
         memcpy(arena + p.unmet_off, &p.unmet_value, 4);
         memcpy(sarena, arena, arena_size);
         model_pass(&p, sqes, first, n, room < MAX_SQES ? room : MAX_SQES, sarena, arena_size, limit);
@@ -968,7 +987,7 @@ static uint32_t run_pass(const struct pcore_sqe *sqes, uint32_t first, uint32_t 
     /* The engine, with every block no op of the pass names poisoned. */
     for (int i = 0; i < FV_NUM_POOLS && p.backend; i++)
         poison_pool(&pools[i], p.reads[i] | p.writes[i]);
-    unsigned ran = pd_engine_drain(&server, &conn, MAX_SQES);
+    unsigned ran = pd_engine_drain(engine, &conn, MAX_SQES);
     for (int i = 0; i < FV_NUM_POOLS && p.backend; i++)
         FUZZ_UNPOISON(pools[i].p.cache.base, pools[i].bytes);
     FUZZ_CHECK(ran == p.n, "the engine completed %u entries in a pass, the model took %u", ran, p.n);
@@ -1015,7 +1034,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     uint8_t setup = data[0];
     waits_time_out = setup >> 6 & 1;
-    server.cfg.dependency_timeout_ms = waits_time_out ? 1 : 3600000;
+    engine_env.dependency_timeout_ms = waits_time_out ? 1 : 3600000;
     uint32_t n = 1 + ((setup >> 3) & 7);
     if (n > (size - 1) / sizeof(struct pcore_sqe))
         n = (uint32_t) ((size - 1) / sizeof(struct pcore_sqe));
@@ -1033,7 +1052,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     uint64_t held = pd_conn_held(&conn);
     FUZZ_CHECK(held == shadow_held(), "the engine's state and the model's differ at the start");
-    server.cfg.max_blocks_per_client = (setup & 7) == 0 ? 0 : held + (setup & 7) - 1;
+    engine_env.max_blocks_per_client = (setup & 7) == 0 ? 0 : held + (setup & 7) - 1;
     for (uint32_t k = 0; k < n; k++)
         FUZZ_CHECK(pcore_ring_prod_push(&sq_prod, &sqes[k]) == PAGED_OK, "submission ring full");
 
@@ -1042,7 +1061,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (uint32_t first = 0, passes = 0; first < n; passes++) {
         FUZZ_CHECK(passes < n, "%u passes for %u entries", passes, n);
         first += run_pass(sqes, first, n, arena, sarena, arena_size,
-                          server.cfg.max_blocks_per_client, written, &changed);
+                          engine_env.max_blocks_per_client, written, &changed);
     }
     FUZZ_CHECK(pcore_ring_cons_available(&channel.sq, 1) == 0, "entries left in the ring");
 

@@ -9,27 +9,27 @@
 #include "lib/core/wake.h"
 
 /* Returns the live, ready connection deferred completion d is for, or NULL. */
-static struct pd_conn *deferred_conn(struct pd_server *srv, const struct eng_deferred *d)
+static struct pd_conn *deferred_conn(const struct pd_engine *e, const struct eng_deferred *d)
 {
-    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+    for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next)
         if (c == d->c && c->id == d->conn_id)
             return c->state == PD_CONN_READY && c->ch != NULL ? c : NULL;
     return NULL;
 }
 
 /* Disconnects c, whose completion ring's indices are corrupt; returns nothing. */
-void pd_eng_kill_corrupt(struct pd_server *srv, struct pd_conn *c)
+void pd_eng_kill_corrupt(const struct pd_engine *e, struct pd_conn *c)
 {
     pd_conn_error(c, 0, PAGED_E_RING, "ring indices corrupt: the submission tail is more "
                   "than the ring's capacity ahead, or the completion head moved wrongly");
-    pd_server_kill(srv, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
+    e->env->kill(e->env->ctx, c, PD_LOG_WARNING, "corrupt ring indices (PAGED_E_RING)");
 }
 
 /* Wakes c's completion waiter if it sleeps; returns 1 when that took a system call. */
-int pd_eng_wake_client(const struct pd_server *srv, struct pd_conn *c)
+int pd_eng_wake_client(const struct pd_engine *e, struct pd_conn *c)
 {
-    return (srv->sigpipe_ignored ? pcore_wake_notify_sigpipe_ignored : pcore_wake_notify)(&c->ch->cq,
-                                                                                       c->ch->cq_notify) == 1;
+    return (e->env->sigpipe_ignored ? pcore_wake_notify_sigpipe_ignored : pcore_wake_notify)(&c->ch->cq,
+                                                                                          c->ch->cq_notify) == 1;
 }
 
 /*
@@ -38,8 +38,8 @@ int pd_eng_wake_client(const struct pd_server *srv, struct pd_conn *c)
  * that fails its backend ops), in their order; at now. Returns how many it posted, and sets
  * *corrupt when c's completion ring turned out corrupt.
  */
-static uint32_t post_deferred(struct pd_engine *e, struct pd_server *srv, struct pd_conn *c, uint32_t first,
-                              uint32_t end, int rc, uint64_t now, int *corrupt)
+static uint32_t post_deferred(struct pd_engine *e, struct pd_conn *c, uint32_t first, uint32_t end, int rc,
+                              uint64_t now, int *corrupt)
 {
     uint32_t k = 0;
     int decoded = 0;
@@ -53,7 +53,7 @@ static uint32_t post_deferred(struct pd_engine *e, struct pd_server *srv, struct
                 d->cqe.count = d->count;
         }
         d->cqe.value = now - d->t0;
-        pd_stats_record(&srv->stats, d->cqe.opcode, d->cqe.status, d->tokens, d->kv_bytes, now - d->t0);
+        pd_stats_record(e->env->stats, d->cqe.opcode, d->cqe.status, d->tokens, d->kv_bytes, now - d->t0);
         if (c == NULL)
             continue;
         c->requests++;
@@ -80,7 +80,7 @@ static uint32_t post_deferred(struct pd_engine *e, struct pd_server *srv, struct
  * fault), oldest first, each client's in its ring order, then wakes each of those clients
  * once, or (later) leaves the wake-ups to pd_eng_wake_retired. Returns how many completions
  * it posted. */
-unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv, int later)
+unsigned pd_eng_retire_deferred(struct pd_engine *e, int later)
 {
     if (e->ndef == 0)
         return 0;
@@ -91,7 +91,7 @@ unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv, int 
     unsigned nwake = e->nwake;
     while (n < e->ndef) {
         const uint64_t ticket = e->def[n].ticket;
-        int rc = srv->backend->ops->done(srv->backend, ticket);
+        int rc = e->env->backend->ops->done(e->env->backend, ticket);
         if (rc == 0)
             break;                  /* still running, and every later batch queued behind it */
         if (rc > 0)
@@ -104,15 +104,15 @@ unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv, int 
             while (j < end && e->def[j].c == e->def[i].c && e->def[j].conn_id == e->def[i].conn_id)
                 j++;
             int corrupt = 0;
-            struct pd_conn *c = deferred_conn(srv, &e->def[i]);
-            uint32_t k = post_deferred(e, srv, c, i, j, rc, now, &corrupt);
+            struct pd_conn *c = deferred_conn(e, &e->def[i]);
+            uint32_t k = post_deferred(e, c, i, j, rc, now, &corrupt);
             posted += k;
             if (k != 0 && nwake < PD_ENG_WAKES)
                 wake[nwake++] = c;
             else if (k != 0)
-                e->host.retire_wakes += pd_eng_wake_client(srv, c);
+                e->host.retire_wakes += pd_eng_wake_client(e, c);
             if (corrupt)
-                pd_eng_kill_corrupt(srv, c);
+                pd_eng_kill_corrupt(e, c);
             i = j;
         }
         n = end;
@@ -121,13 +121,13 @@ unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv, int 
     e->ndef -= n;
     e->nwake = nwake;
     if (!later)
-        pd_eng_wake_retired(e, srv);
+        pd_eng_wake_retired(e);
     return posted;
 }
 
 /* Wakes the clients whose withheld completions were posted since the last call, once each;
  * returns nothing. */
-void pd_eng_wake_retired(struct pd_engine *e, struct pd_server *srv)
+void pd_eng_wake_retired(struct pd_engine *e)
 {
     if (e->nwake == 0)
         return;
@@ -135,7 +135,7 @@ void pd_eng_wake_retired(struct pd_engine *e, struct pd_server *srv)
     uint64_t w0 = pcore_now_ns();
     for (unsigned i = 0; i < e->nwake; i++)
         if (e->wake[i]->state == PD_CONN_READY && e->wake[i]->ch != NULL)
-            e->host.retire_wakes += pd_eng_wake_client(srv, e->wake[i]);
+            e->host.retire_wakes += pd_eng_wake_client(e, e->wake[i]);
     e->host.retire_wake_ns += pcore_now_ns() - w0;
     e->nwake = 0;
 }

@@ -123,12 +123,41 @@ static int reserve_items(struct pd_engine *e, uint32_t want)
     return 0;
 }
 
-/* Creates the engine; returns it or NULL when out of memory. */
-struct pd_engine *pd_engine_create(void)
+/* The backend's late_fn (ctx: the engine): marks the client whose waited word (off, value)
+ * timed out after its completion was posted, for kill_late. Returns nothing. */
+static void on_late(void *ctx, uint32_t holder, uint64_t off, uint32_t value)
+{
+    const struct pd_engine *e = ctx;
+    for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next)
+        if (c->id == holder && c->state == PD_CONN_READY && !c->dep_late) {
+            c->dep_late = 1;
+            c->dep_off = off;
+            c->dep_value = value;
+        }
+}
+
+/* Disconnects every client marked by on_late, telling it which word was late; returns nothing. */
+static void kill_late(const struct pd_engine *e)
+{
+    for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next) {
+        if (!c->dep_late || c->state != PD_CONN_READY)
+            continue;
+        c->dep_late = 0;
+        pd_conn_error(c, 0, PAGED_E_TIMEOUT, "a request's dep.wait_off word (offset %llu) did not reach %u within "
+                      "%u ms after its completion was posted; its work ran on whatever was there",
+                      (unsigned long long) c->dep_off, c->dep_value, e->env->dependency_timeout_ms);
+        e->env->kill(e->env->ctx, c, PD_LOG_WARNING, "dependency wait timed out (PAGED_E_TIMEOUT)");
+    }
+}
+
+/* Creates the engine over env and makes it the backend's late_fn; returns it or NULL when
+ * out of memory. */
+struct pd_engine *pd_engine_create(const struct pd_engine_env *env)
 {
     struct pd_engine *e = pd_calloc(1, sizeof *e);
     if (e == NULL)
         return NULL;
+    e->env = env;
     e->gather_share = PD_GATHER_SHARE;
     e->gather_max_ns = PD_GATHER_MAX_NS;
     const char *g = getenv("PAGEDD_GATHER");
@@ -159,6 +188,8 @@ struct pd_engine *pd_engine_create(void)
         pd_engine_destroy(e);
         return NULL;
     }
+    env->backend->late_fn = on_late;
+    env->backend->late_ctx = e;
     return e;
 }
 
@@ -238,7 +269,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
     case PAGED_OP_FREE:
     case PAGED_OP_FORK:
         /* Early-completed work of the client may still write or read these blocks. */
-        pd_engine_settle(e->srv, c);
+        pd_engine_settle(e, c);
         rc = op->opcode == PAGED_OP_FREE ? pa_free_blocks(p->alloc, c->id, op->count, op->ids, &bad)
                                          : pa_fork_blocks(p->alloc, c->id, op->count, op->ids, &bad);
         if (rc < 0)
@@ -246,7 +277,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
         cqe->count = op->count;
         return rc;
     case PAGED_OP_PUBLISH:
-        pd_engine_settle(e->srv, c);
+        pd_engine_settle(e, c);
         rc = pa_publish(p->alloc, c->id, op->count, op->ids, op->hashes, &bad);
         if (rc < 0)
             return blame(cqe, rc, PCORE_FIELD_IDS, bad);
@@ -287,7 +318,7 @@ static struct eng_client *add_client(struct pd_engine *e, struct pd_conn *c)
  * the ring and c's later ones behind it), -1 when it has not been for the configured
  * dependency timeout since the engine first found it waiting.
  */
-static int host_wait(struct pd_server *srv, struct pd_conn *c, const struct pv_op *op)
+static int host_wait(const struct pd_engine *e, struct pd_conn *c, const struct pv_op *op)
 {
     const uint32_t *word = (const uint32_t *) (c->ch->arena + op->wait_off);
     if ((int32_t) (__atomic_load_n(word, __ATOMIC_ACQUIRE) - op->wait_value) >= 0) {
@@ -299,7 +330,7 @@ static int host_wait(struct pd_server *srv, struct pd_conn *c, const struct pv_o
         c->dep_since_ns = now;
         return 0;
     }
-    if (now - c->dep_since_ns < (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u)
+    if (now - c->dep_since_ns < (uint64_t) e->env->dependency_timeout_ms * 1000000u)
         return 0;
     c->dep_since_ns = 0;
     return -1;
@@ -309,7 +340,7 @@ static int host_wait(struct pd_server *srv, struct pd_conn *c, const struct pv_o
  * Takes up to budget requests of c into the pass, in ring order, while batch.h's rules let
  * them join; runs the allocator ops among them now. Returns the number taken.
  */
-static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_conn *c, unsigned budget)
+static uint32_t collect(struct pd_engine *e, struct pd_conn *c, unsigned budget)
 {
     struct pd_channel *ch = c->ch;
     c->cq_blocked = 0;
@@ -351,7 +382,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
         struct pv_env env = {
             .holder = c->id, .host = ch->arena, .host_size = ch->arena_size,
             .data_size = ch->data_size, .held_total = pd_conn_held(c),
-            .max_blocks = srv->cfg.max_blocks_per_client, .host_words = ch->host_words,
+            .max_blocks = e->env->max_blocks_per_client, .host_words = ch->host_words,
             .find_pool = find_pool, .ctx = c,
         };
         struct pv_error err;
@@ -366,7 +397,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_server *srv, struct pd_co
             break;
         }
         if (status >= 0 && (sqe.flags & PCORE_SQE_WAIT) && r->rules.host_is_data) {
-            int met = host_wait(srv, c, &it->op);
+            int met = host_wait(e, c, &it->op);
             if (met <= 0)
                 pv_op_free(&it->op);
             if (met == 0)
@@ -430,7 +461,7 @@ static int awaited(const struct pd_engine *e, const struct pd_conn *c)
  * pass that had one, or whose deferred DECODE's completion was just posted, and have nothing
  * in this one, taking their requests as they come. Returns how many requests it took.
  */
-static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budget)
+static uint32_t gather(struct pd_engine *e, unsigned budget)
 {
     if (!e->decode_in_pass || e->last_decode_pass == 0)
         return 0;
@@ -447,14 +478,14 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
     int busy = e->ndef != 0;
     for (;;) {
         unsigned missing = 0;
-        for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next)
             if (awaited(e, c))
                 pcore_ring_cons_prefetch(&c->ch->sq);   /* see pass() */
-        for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
+        for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next) {
             if (!awaited(e, c))
                 continue;
             if (pcore_ring_cons_available(&c->ch->sq, 1) != 0)
-                took += collect(e, srv, c, budget);
+                took += collect(e, c, budget);
             else
                 missing++;
         }
@@ -465,7 +496,7 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
             deadline = now + window;
         else if (now >= deadline)
             break;
-        if (busy && srv->backend->ops->done(srv->backend, e->def[e->ndef - 1].ticket) != 0) {
+        if (busy && e->env->backend->ops->done(e->env->backend, e->def[e->ndef - 1].ticket) != 0) {
             busy = 0;
             uint64_t idle_window = e->last_batch_ns / e->gather_share;
             if (now + idle_window < deadline)
@@ -474,7 +505,7 @@ static uint32_t gather(struct pd_engine *e, struct pd_server *srv, unsigned budg
         pcore_cpu_relax();
     }
     /* Those that did not come are not waited for again until their next completion. */
-    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+    for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next)
         if (c->engine_pass != e->pass)
             c->engine_awaited = 0;
     return took;
@@ -499,15 +530,16 @@ static int pass_has_deps(const struct pd_engine *e)
  * half's completions are posted while the second half runs, and the next passes find the
  * device busy. Only where the backend runs batches behind the engine's back (runs_behind).
  */
-static uint32_t split_point(struct pd_engine *e, const struct pd_server *srv)
+static uint32_t split_point(struct pd_engine *e)
 {
     uint32_t decoding = 0;
     for (uint32_t c = 0; c < e->nclients; c++)
         decoding += e->clients[c].rules.decode_taken != 0;
     /* The device is asked (an event query) only for a pass that could split. */
-    const struct pd_backend_ops *ops = srv->backend->ops;
-    if (e->split_clients == 0 || decoding < e->split_clients || !srv->backend->runs_behind || e->ndef != 0
-        || ops->room == NULL || !ops->room(srv->backend) || (ops->tick != NULL && ops->tick(srv->backend))) {
+    pd_backend *b = e->env->backend;
+    const struct pd_backend_ops *ops = b->ops;
+    if (e->split_clients == 0 || decoding < e->split_clients || !b->runs_behind || e->ndef != 0
+        || ops->room == NULL || !ops->room(b) || (ops->tick != NULL && ops->tick(b))) {
         e->idle_big = 0;
         return e->nclients;
     }
@@ -583,7 +615,7 @@ static void log_merged_launch(const struct pd_engine *e, const struct pd_launch 
 /* Hands every op of client records [lo, hi) waiting for the backend to it as one batch
  * (deferred where may_defer, which no pass with dependency words sets, and the backend can),
  * and stores their statuses; returns the backend's ticket when it deferred the batch, else 0. */
-static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_defer, uint32_t lo, uint32_t hi)
+static uint64_t run_batch(struct pd_engine *e, int may_defer, uint32_t lo, uint32_t hi)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < e->nitems; i++) {
@@ -602,14 +634,14 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
     if (n == 0)
         return 0;
     /* Deferred only where every withheld completion can be made room for now. */
-    may_defer = may_defer && srv->backend->ops->done != NULL
+    may_defer = may_defer && e->env->backend->ops->done != NULL
                     && pd_eng_grow((void **) &e->def, &e->cdef, e->ndef + e->nitems, sizeof *e->def) == 0;
     struct pd_batch batch = { .ops = e->out, .nops = n, .launches = e->launches,
-                              .dep_timeout_ns = (uint64_t) srv->cfg.dependency_timeout_ms * 1000000u,
+                              .dep_timeout_ns = (uint64_t) e->env->dependency_timeout_ms * 1000000u,
                               .may_defer = may_defer };
     batch.nlaunches = pb_plan(e->in, n, e->out, e->launches, e->groups, e->next);
     uint64_t t0 = pcore_now_ns();
-    srv->backend->ops->run_batch(srv->backend, &batch);
+    e->env->backend->ops->run_batch(e->env->backend, &batch);
     uint64_t spent = pcore_now_ns() - t0;
     /* A batch that holds up every client for this long is worth a line (one a second). */
     if (spent >= 20000000u && t0 >= e->slow_logged + 1000000000u) {
@@ -685,8 +717,7 @@ static uint64_t run_batch(struct pd_engine *e, struct pd_server *srv, int may_de
 
 /* Posts the completions of client record r, in its ring order (pass() wakes it afterwards).
  * Returns the number posted. */
-static uint32_t complete_client(struct pd_engine *e, struct pd_server *srv, struct eng_client *r,
-                                uint64_t t1)
+static uint32_t complete_client(struct pd_engine *e, struct eng_client *r, uint64_t t1)
 {
     struct pd_conn *c = r->c;
     struct pd_channel *ch = c->ch;
@@ -710,7 +741,7 @@ static uint32_t complete_client(struct pd_engine *e, struct pd_server *srv, stru
                         cqe->err_field < PCORE_FIELD_COUNT_ ? field_names[cqe->err_field] : "?",
                         cqe->err_index);
         }
-        pd_stats_record(&srv->stats, cqe->opcode, status, it->op.tokens, it->op.kv_bytes, t1 - r->t0);
+        pd_stats_record(e->env->stats, cqe->opcode, status, it->op.tokens, it->op.kv_bytes, t1 - r->t0);
         pv_op_free(&it->op);
         void *slot = r->corrupt ? NULL : pcore_ring_prod_slot(&ch->cq, k);
         if (slot != NULL) {
@@ -725,62 +756,27 @@ static uint32_t complete_client(struct pd_engine *e, struct pd_server *srv, stru
     return k;
 }
 
-/* The backend's late_fn: marks the client whose waited word (off, value) timed out after its
- * completion was posted, for kill_late. Returns nothing. */
-static void on_late(void *ctx, uint32_t holder, uint64_t off, uint32_t value)
-{
-    struct pd_server *srv = ctx;
-    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
-        if (c->id == holder && c->state == PD_CONN_READY && !c->dep_late) {
-            c->dep_late = 1;
-            c->dep_off = off;
-            c->dep_value = value;
-        }
-}
-
-/* Disconnects every client marked by on_late, telling it which word was late; returns nothing. */
-static void kill_late(struct pd_server *srv)
-{
-    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
-        if (!c->dep_late || c->state != PD_CONN_READY)
-            continue;
-        c->dep_late = 0;
-        pd_conn_error(c, 0, PAGED_E_TIMEOUT, "a request's dep.wait_off word (offset %llu) did not reach %u within "
-                      "%u ms after its completion was posted; its work ran on whatever was there",
-                      (unsigned long long) c->dep_off, c->dep_value, srv->cfg.dependency_timeout_ms);
-        pd_server_kill(srv, c, PD_LOG_WARNING, "dependency wait timed out (PAGED_E_TIMEOUT)");
-    }
-}
-
 /*
  * Runs one pass: over every ready client, or over only (gathering nobody else) when it is not
  * NULL. Returns how many requests completed, or were taken when none could complete.
  */
-static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budget)
+static unsigned pass(struct pd_engine *e, struct pd_conn *only, unsigned budget)
 {
-    /* A server made without pd_server_create (a test harness) gets its engine here. */
-    if (srv->engine == NULL && (srv->engine = pd_engine_create()) == NULL)
-        return 0;
-    struct pd_engine *e = srv->engine;
-    e->srv = srv;
-    if (srv->backend->late_fn == NULL) {
-        srv->backend->late_fn = on_late;
-        srv->backend->late_ctx = srv;
-    }
-    const struct pd_backend_ops *ops = srv->backend->ops;
+    pd_backend *b = e->env->backend;
+    const struct pd_backend_ops *ops = b->ops;
     /* With deferred batches, pd_eng_retire_deferred's done() looks at the device itself: one event
      * query per pass instead of two (each costs 1.3-1.6 us on an H100 host). */
     if (e->ndef != 0)
         e->inflight = 1;
     else if (ops->tick != NULL)
-        e->inflight = ops->tick(srv->backend);
-    kill_late(srv);   /* the watchdog may have found one while nothing else happened */
-    unsigned retired = pd_eng_retire_deferred(e, srv, 0);
+        e->inflight = ops->tick(b);
+    kill_late(e);   /* the watchdog may have found one while nothing else happened */
+    unsigned retired = pd_eng_retire_deferred(e, 0);
     /* Deferred batches fill the backend's queue: a batch made now would wait in the backend
      * for the oldest to finish, and that one's withheld completions would be posted only
      * after it. Take nothing until there is room; the requests wait in their rings, and the
      * clients posted meanwhile join the same pass. */
-    if (only == NULL && e->ndef != 0 && ops->room != NULL && !ops->room(srv->backend))
+    if (only == NULL && e->ndef != 0 && ops->room != NULL && !ops->room(b))
         return retired;
     e->nitems = 0;
     e->nclients = 0;
@@ -793,22 +789,22 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     /* A client whose completions are withheld waits for them before it joins a pass. */
     if (only != NULL) {
         if (takeable(only))
-            took = collect(e, srv, only, budget);
+            took = collect(e, only, budget);
     } else {
         /* Every ring's tail and next request on their way at once: the clients wrote them
          * from other CPUs, and one miss after another would cost each its own trip. */
-        for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next)
             if (takeable(c))
                 pcore_ring_cons_prefetch(&c->ch->sq);
-        for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+        for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next)
             if (takeable(c))
-                took += collect(e, srv, c, budget);
+                took += collect(e, c, budget);
     }
     if (e->nclients == 0)
         return retired;
     if (only == NULL) {
         uint64_t g0 = e->decode_in_pass ? pcore_now_ns() : 0;
-        took += gather(e, srv, budget);
+        took += gather(e, budget);
         if (g0 != 0)
             e->total.gather_ns += pcore_now_ns() - g0;
     }
@@ -827,16 +823,16 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
      * be idle until the launch), unless the batch may make the backend wait for the device:
      * a sleeping client may be what writes the word it waits for. */
     const int may_defer = only == NULL && e->defer_enabled && !pass_has_deps(e);
-    retired += pd_eng_retire_deferred(e, srv, may_defer);
-    const uint32_t half = may_defer ? split_point(e, srv) : e->nclients;
-    uint64_t ticket[2] = { run_batch(e, srv, may_defer, 0, half), 0 };
+    retired += pd_eng_retire_deferred(e, may_defer);
+    const uint32_t half = may_defer ? split_point(e) : e->nclients;
+    uint64_t ticket[2] = { run_batch(e, may_defer, 0, half), 0 };
     if (half < e->nclients) {
-        ticket[1] = run_batch(e, srv, may_defer, half, e->nclients);
+        ticket[1] = run_batch(e, may_defer, half, e->nclients);
         e->host.splits++;
         pd_log(PD_LOG_DEBUG, "engine: pass split in two batches on an idle device: %u and %u clients", half,
                e->nclients - half);
     }
-    pd_eng_wake_retired(e, srv);
+    pd_eng_wake_retired(e);
     uint64_t t1 = pcore_now_ns();
     unsigned done = 0;
     for (uint32_t i = 0; i < e->nclients; i++) {
@@ -845,7 +841,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
         if (t != 0 && r->backend_ops && !r->corrupt)
             pd_eng_defer_client(e, r, t);        /* run_batch made room in def */
         else
-            done += complete_client(e, srv, r, t1);
+            done += complete_client(e, r, t1);
     }
     /* Every completion is visible before the first wake-up's system call: clients that spin
      * go on at once instead of after the sleepers' wake-ups. */
@@ -853,7 +849,7 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     uint64_t wakes = 0;
     for (uint32_t i = 0; i < e->nclients; i++)
         if (e->clients[i].posted != 0)
-            wakes += pd_eng_wake_client(srv, e->clients[i].c);
+            wakes += pd_eng_wake_client(e, e->clients[i].c);
     if (e->total.batches != batches) {      /* counted per batch: passes without backend work left out */
         e->host.collect_ns += e->pass_collect_ns;
         e->woke_at = pcore_now_ns();
@@ -862,48 +858,48 @@ static unsigned pass(struct pd_server *srv, struct pd_conn *only, unsigned budge
     }
     e->nitems = 0;
     /* Only now may a connection go away: nothing of the pass refers to it any more. */
-    if (e->flush_evictions)
-        for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
-            pd_events_flush_evictions(srv, p);
+    if (e->flush_evictions && e->env->flush_evictions != NULL)
+        e->env->flush_evictions(e->env->ctx);
     for (uint32_t i = 0; i < e->nclients; i++) {
         struct pd_conn *c = e->clients[i].c;
         if (e->clients[i].corrupt && c->state != PD_CONN_DEAD)
-            pd_eng_kill_corrupt(srv, c);
+            pd_eng_kill_corrupt(e, c);
     }
     e->nclients = 0;
-    kill_late(srv);
+    kill_late(e);
     done += retired;
     return done != 0 ? done : took;
 }
 
-/* Runs one pass over every ready client; see server.h. */
-unsigned pd_engine_pass(struct pd_server *srv, unsigned budget)
+/* Runs one pass over every ready client; see engine.h. */
+unsigned pd_engine_pass(struct pd_engine *e, unsigned budget)
 {
-    return pass(srv, NULL, budget);
+    return pass(e, NULL, budget);
 }
 
-/* Runs one pass over c alone; see server.h. */
-unsigned pd_engine_drain(struct pd_server *srv, struct pd_conn *c, unsigned budget)
+/* Runs one pass over c alone; see engine.h. */
+unsigned pd_engine_drain(struct pd_engine *e, struct pd_conn *c, unsigned budget)
 {
-    return pass(srv, c, budget);
+    return pass(e, c, budget);
 }
 
 /* Waits for the device work of every early-completed batch, where c (or NULL: anyone) had
- * requests in one; see server.h. */
-void pd_engine_settle(struct pd_server *srv, struct pd_conn *c)
+ * requests in one; see engine.h. */
+void pd_engine_settle(struct pd_engine *e, struct pd_conn *c)
 {
-    if (c != NULL && !c->early_inflight)
+    if (e == NULL || (c != NULL && !c->early_inflight))
         return;
-    if (srv->backend != NULL && srv->backend->ops->settle != NULL)
-        srv->backend->ops->settle(srv->backend);
-    for (struct pd_conn *x = srv->conns; x != NULL; x = x->next)
+    pd_backend *b = e->env->backend;
+    if (b->ops->settle != NULL)
+        b->ops->settle(b);
+    for (struct pd_conn *x = eng_conns(e); x != NULL; x = x->next)
         x->early_inflight = 0;
 }
 
-/* Returns whether the backend had work queued when the engine last looked; see server.h. */
-int pd_engine_inflight(const struct pd_server *srv)
+/* Returns whether the backend had work queued when the engine last looked; see engine.h. */
+int pd_engine_inflight(const struct pd_engine *e)
 {
-    return srv->engine != NULL && srv->engine->inflight;
+    return e->inflight;
 }
 
 /* Returns whether c has a submission it could run now. */
@@ -921,19 +917,19 @@ int pd_engine_pending(struct pd_conn *c)
     return pcore_ring_prod_space(&c->ch->cq, 1) != 0;
 }
 
-/* Returns whether completions are withheld until the device finishes their batches; see server.h. */
-int pd_engine_withheld(const struct pd_server *srv)
+/* Returns whether completions are withheld until the device finishes their batches; see engine.h. */
+int pd_engine_withheld(const struct pd_engine *e)
 {
-    return srv->engine != NULL && srv->engine->ndef != 0;
+    return e->ndef != 0;
 }
 
 /* Completes c's queued submissions with PAGED_E_SHUTDOWN, after its withheld completions;
  * returns nothing. */
-void pd_engine_cancel(struct pd_server *srv, struct pd_conn *c)
+void pd_engine_cancel(struct pd_engine *e, struct pd_conn *c)
 {
-    if (pd_engine_withheld(srv)) {
-        pd_engine_settle(srv, NULL);
-        pd_eng_retire_deferred(srv->engine, srv, 0);
+    if (pd_engine_withheld(e)) {
+        pd_engine_settle(e, NULL);
+        pd_eng_retire_deferred(e, 0);
     }
     struct pd_channel *ch = c->ch;
     if (ch == NULL || c->state != PD_CONN_READY)

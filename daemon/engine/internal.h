@@ -6,15 +6,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/conn.h"
 #include "daemon/engine/batch.h"
-#include "daemon/events.h"
-#include "daemon/server.h"
+#include "daemon/engine/engine.h"
 #include "daemon/engine/validate.h"
+#include "daemon/pool.h"
+#include "daemon/stats.h"
 
 /*
  * The engine is three files: engine.c takes requests into passes and runs them (see its top
- * comment), engine_defer.c withholds and later posts the completions of deferred batches, and
- * engine_log.c reports what the engine did. This header holds what they share.
+ * comment), defer.c withholds and later posts the completions of deferred batches, and
+ * report.c reports what the engine did. This header holds what they share.
  */
 
 #define PD_GATHER_MAX_NS 20000u
@@ -89,7 +91,7 @@ struct pd_engine {
     int flush_evictions;          /* an ALLOC or LOOKUP ran: announce evictions afterwards */
     struct pcore_engine_stats total; /* since the engine was made (STATS, pactl stat) */
     struct pcore_engine_stats mark;  /* total when pd_engine_idle last reported */
-    struct pd_server *srv;        /* the server of the pass running now */
+    const struct pd_engine_env *env; /* what it works with (engine.h), its owner's */
     struct eng_deferred *def;     /* withheld completions, oldest first (ticket order) */
     uint32_t ndef, cdef;
     int defer_enabled;            /* PAGEDD_DEFER=0 (a benchmarking aid) turns deferral off */
@@ -123,21 +125,27 @@ struct pd_engine {
 /* Grows *p (an array of *cap elements of size bytes) to hold want; returns 0 or -1. */
 int pd_eng_grow(void **p, uint32_t *cap, uint32_t want, size_t size);
 
+/* Returns the first of the owner's connections (the list goes on through pd_conn.next). */
+static inline struct pd_conn *eng_conns(const struct pd_engine *e)
+{
+    return *e->env->conns;
+}
+
 /* Disconnects c, whose completion ring's indices are corrupt; returns nothing. */
-void pd_eng_kill_corrupt(struct pd_server *srv, struct pd_conn *c);
+void pd_eng_kill_corrupt(const struct pd_engine *e, struct pd_conn *c);
 
 /* Wakes c's completion waiter if it sleeps; returns 1 when that took a system call. */
-int pd_eng_wake_client(const struct pd_server *srv, struct pd_conn *c);
+int pd_eng_wake_client(const struct pd_engine *e, struct pd_conn *c);
 
 /* Posts the withheld completions whose batches the backend has finished (or lost to a device
  * fault), oldest first, each client's in its ring order, then wakes each of those clients
  * once; with later set it leaves the wake-ups to pd_eng_wake_retired (or an overflow of
  * e->wake does them at once). Returns how many completions it posted. */
-unsigned pd_eng_retire_deferred(struct pd_engine *e, struct pd_server *srv, int later);
+unsigned pd_eng_retire_deferred(struct pd_engine *e, int later);
 
 /* Wakes the clients whose withheld completions were posted since the last call, once each;
  * returns nothing. */
-void pd_eng_wake_retired(struct pd_engine *e, struct pd_server *srv);
+void pd_eng_wake_retired(struct pd_engine *e);
 
 /* Withholds the completions of client record r of a pass whose batch the backend deferred
  * with ticket, in its ring order, and marks the client as having work in flight. The caller

@@ -2,15 +2,12 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <string.h>
-
 #include "daemon/engine/internal.h"
 
-/* Logs what the engine did since it was last idle and starts counting afresh; see server.h. */
-void pd_engine_idle(struct pd_server *srv)
+/* Logs what the engine did since it was last idle and starts counting afresh; see engine.h. */
+void pd_engine_idle(struct pd_engine *e)
 {
-    struct pd_engine *e = srv->engine;
-    if (e == NULL || e->total.batches == e->mark.batches)
+    if (e->total.batches == e->mark.batches)
         return;
     const struct pcore_engine_stats *t = &e->total, *m = &e->mark;
     double b = (double) (t->batches - m->batches);
@@ -48,18 +45,16 @@ void pd_engine_idle(struct pd_server *srv)
            (unsigned long long) (w->deferred - wm->deferred),
            (double) (w->retire_wakes - wm->retire_wakes) / b, (double) (w->retire_wake_ns - wm->retire_wake_ns) / 1e3 / b,
            (unsigned long long) (w->splits - wm->splits));
-    if (srv->backend->ops->report != NULL)
-        srv->backend->ops->report(srv->backend);
+    pd_backend *bk = e->env->backend;
+    if (bk->ops->report != NULL)
+        bk->ops->report(bk);
     e->host_mark = e->host;
     e->woke_at = 0;
     e->mark = e->total;
 }
 
-/* Copies the engine's counters since it was made into out (zeros before the first pass). */
-void pd_engine_stats(const struct pd_server *srv, struct pcore_engine_stats *out)
+/* Copies the engine's counters since it was made into out; returns nothing. */
+void pd_engine_stats(const struct pd_engine *e, struct pcore_engine_stats *out)
 {
-    if (srv->engine != NULL)
-        *out = srv->engine->total;
-    else
-        memset(out, 0, sizeof *out);
+    *out = e->total;
 }
