@@ -1,34 +1,53 @@
 # daemon/local.mk: what daemon/ builds.
 # SPDX-License-Identifier: MIT
 
-# libpageddaemon: the daemon's modules as a convenience library, so that pagedd and the
-# tests link the same objects.
-noinst_LTLIBRARIES += daemon/libpageddaemon.la
-daemon_libpageddaemon_la_SOURCES = \
-	daemon/alloc/alloc.h \
-	daemon/alloc/alloc.c \
-	daemon/alloc/u64map.h \
-	daemon/alloc/u64map.c \
+# The daemon's modules as two convenience libraries, so that pagedd and the tests link the
+# same objects. libpagedengine: the request engine and what it stands on (log and heap, the
+# block allocator, connections, pools, counters, the backend factory and backends); it
+# knows nothing of the server, so the engine's tests link it alone. libpageddaemon: the
+# front (settings, the event loop, control messages, replies, events, systemd reports).
+# Neither is added to the other (a convenience library added to another is copied in, and
+# a program linking both would link its objects twice): programs link both, the daemon's
+# first, then lib/core/libpagedcore.la and kernels/libpagedcpu.la.
+noinst_LTLIBRARIES += daemon/libpagedengine.la daemon/libpageddaemon.la
+daemon_libpagedengine_la_SOURCES = \
 	daemon/util/heap.h \
 	daemon/util/heap.c \
 	daemon/util/log.h \
 	daemon/util/log.c \
-	daemon/settings.h \
-	daemon/settings.c \
+	daemon/alloc/alloc.h \
+	daemon/alloc/alloc.c \
+	daemon/alloc/u64map.h \
+	daemon/alloc/u64map.c \
 	daemon/stats.h \
 	daemon/stats.c \
-	daemon/cpu/workers.h \
-	daemon/cpu/workers.c \
-	daemon/engine/validate.h \
-	daemon/engine/validate.c \
-	daemon/backend.h \
-	daemon/backend.c \
-	daemon/cpu/cpu.h \
-	daemon/cpu/backend.c \
 	daemon/pool.h \
 	daemon/pool.c \
 	daemon/conn.h \
 	daemon/conn.c \
+	daemon/backend.h \
+	daemon/backend.c \
+	daemon/engine/validate.h \
+	daemon/engine/validate.c \
+	daemon/engine/batch.h \
+	daemon/engine/batch.c \
+	daemon/engine/merged.h \
+	daemon/engine/merged.c \
+	daemon/engine/fuse.h \
+	daemon/engine/fuse.c \
+	daemon/engine/engine.h \
+	daemon/engine/internal.h \
+	daemon/engine/engine.c \
+	daemon/engine/defer.c \
+	daemon/engine/report.c \
+	daemon/cpu/cpu.h \
+	daemon/cpu/workers.h \
+	daemon/cpu/workers.c \
+	daemon/cpu/backend.c
+daemon_libpagedengine_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+daemon_libpageddaemon_la_SOURCES = \
+	daemon/settings.h \
+	daemon/settings.c \
 	daemon/server.h \
 	daemon/server.c \
 	daemon/control.h \
@@ -37,21 +56,9 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/list.c \
 	daemon/events.h \
 	daemon/events.c \
-	daemon/engine/batch.h \
-	daemon/engine/batch.c \
-	daemon/engine/merged.h \
-	daemon/engine/merged.c \
-	daemon/engine/fuse.h \
-	daemon/engine/fuse.c \
-	daemon/engine/engine.h \
-	daemon/engine/engine.c \
-	daemon/engine/defer.c \
-	daemon/engine/internal.h \
-	daemon/engine/report.c \
 	daemon/notify.h \
 	daemon/notify.c
 daemon_libpageddaemon_la_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
-daemon_libpageddaemon_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 # The cuda backend: C17 against the runtime's C headers and <cuda.h>; the driver API only
 # through cudaGetDriverEntryPoint, so nothing links libcuda.
 PD_CUDA_BACKEND_SOURCES = \
@@ -68,20 +75,20 @@ PD_CUDA_BACKEND_SOURCES = \
 	daemon/cuda/stage.c \
 	daemon/cuda/backend.c
 if HAVE_CUDA
-daemon_libpageddaemon_la_SOURCES += $(PD_CUDA_BACKEND_SOURCES)
+daemon_libpagedengine_la_SOURCES += $(PD_CUDA_BACKEND_SOURCES)
 else
 EXTRA_DIST += $(PD_CUDA_BACKEND_SOURCES)
 endif
-# The modules need nothing of libpagedcore at this level; programs link lib/core/libpagedcore.la
-# and kernels/libpagedcpu.la after this library (a convenience library added here would be
-# copied in, and its objects linked twice).
+# The libraries need nothing of libpagedcore at this level; programs link
+# lib/core/libpagedcore.la and kernels/libpagedcpu.la after them (a convenience library
+# added here would be copied in, and its objects linked twice).
+PD_DAEMON_LIBS = daemon/libpageddaemon.la daemon/libpagedengine.la
 
 # pagedd: the daemon.
 sbin_PROGRAMS += daemon/pagedd
 daemon_pagedd_SOURCES = daemon/main.c
 daemon_pagedd_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR='"$(sysconfdir)"'
-daemon_pagedd_LDADD = daemon/libpageddaemon.la lib/core/libpagedcore.la kernels/libpagedcpu.la \
-	$(SYSTEMD_LIBS)
+daemon_pagedd_LDADD = $(PD_DAEMON_LIBS) lib/core/libpagedcore.la kernels/libpagedcpu.la $(SYSTEMD_LIBS)
 if HAVE_CUDA
 # The kernels, and the static runtime (a pagedd built with CUDA starts without a driver).
 daemon_pagedd_LDADD += kernels/libpagedcuda.la $(CUDA_LIBS)

@@ -6,11 +6,13 @@
 FUZZ_SHARED = fuzz/fuzz.h fuzz/common.c
 # What the replaying TAP drivers share (not the clang build: it needs the TAP library).
 FUZZ_INPUTS = fuzz/inputs.h fuzz/inputs.c
-FUZZ_REPLAY_LIBS = daemon/libpageddaemon.la lib/core/libpagedcore.la kernels/libpagedcpu.la \
-	$(SYSTEMD_LIBS) $(TAP_LIBS)
+# fuzz-validate drives the engine alone: it links the engine's library and not the front.
+FUZZ_ENGINE_LIBS = daemon/libpagedengine.la lib/core/libpagedcore.la kernels/libpagedcpu.la \
+	$(TAP_LIBS)
 if HAVE_CUDA
-FUZZ_REPLAY_LIBS += kernels/libpagedcuda.la $(CUDA_LIBS)
+FUZZ_ENGINE_LIBS += kernels/libpagedcuda.la $(CUDA_LIBS)
 endif
+FUZZ_REPLAY_LIBS = daemon/libpageddaemon.la $(FUZZ_ENGINE_LIBS) $(SYSTEMD_LIBS)
 check_PROGRAMS += fuzz/replay-control-t fuzz/replay-validate-t
 TESTS += fuzz/replay-control-t fuzz/replay-validate-t
 fuzz_replay_control_t_SOURCES = fuzz/fuzz-control.c fuzz/replay.c $(FUZZ_SHARED) $(FUZZ_INPUTS)
@@ -19,7 +21,7 @@ fuzz_replay_control_t_LDADD = $(FUZZ_REPLAY_LIBS)
 fuzz_replay_validate_t_SOURCES = fuzz/fuzz-validate.c fuzz/validate-setup.h fuzz/validate-setup.c \
 	fuzz/replay.c $(FUZZ_SHARED) $(FUZZ_INPUTS)
 fuzz_replay_validate_t_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_NAME='"validate"'
-fuzz_replay_validate_t_LDADD = $(FUZZ_REPLAY_LIBS)
+fuzz_replay_validate_t_LDADD = $(FUZZ_ENGINE_LIBS)
 EXTRA_DIST += fuzz/corpus fuzz/cuda-stub.c fuzz/README
 
 # What fuzzing found, as a test of its own: the rule it broke, and its inputs
@@ -28,13 +30,13 @@ check_PROGRAMS += tests/daemon/fuzz-regress-t
 TESTS += tests/daemon/fuzz-regress-t
 tests_daemon_fuzz_regress_t_SOURCES = tests/daemon/fuzz-regress-t.c fuzz/fuzz-validate.c \
 	fuzz/validate-setup.h fuzz/validate-setup.c $(FUZZ_SHARED) $(FUZZ_INPUTS)
-tests_daemon_fuzz_regress_t_LDADD = $(FUZZ_REPLAY_LIBS)
+tests_daemon_fuzz_regress_t_LDADD = $(FUZZ_ENGINE_LIBS)
 
 # ---- make fuzz-seeds: writes the seed corpus into the source tree again (mkseeds.c says
 # when that is needed). Built on demand only.
 EXTRA_PROGRAMS = fuzz/mkseeds
 fuzz_mkseeds_SOURCES = fuzz/mkseeds.c fuzz/validate-setup.h fuzz/validate-setup.c
-fuzz_mkseeds_LDADD = daemon/libpageddaemon.la lib/core/libpagedcore.la
+fuzz_mkseeds_LDADD = daemon/libpagedengine.la lib/core/libpagedcore.la
 CLEANFILES += fuzz/mkseeds$(EXEEXT)
 fuzz-seeds: fuzz/mkseeds$(EXEEXT)
 	fuzz/mkseeds$(EXEEXT) $(srcdir)/fuzz/corpus
@@ -52,7 +54,8 @@ FUZZ_CFLAGS = -g -O2 -std=gnu17 -pthread -fno-omit-frame-pointer -Wall -Wextra
 FUZZ_ALL_CPPFLAGS = $(DEFS) -I$(top_builddir) -I$(top_srcdir)/include -I$(top_srcdir) \
 	$(SYSTEMD_CFLAGS)
 FUZZ_LIB_SRC = \
-	$(filter-out $(PD_CUDA_BACKEND_SOURCES),$(filter %.c,$(daemon_libpageddaemon_la_SOURCES))) \
+	$(filter-out $(PD_CUDA_BACKEND_SOURCES),$(filter %.c,$(daemon_libpagedengine_la_SOURCES))) \
+	$(filter %.c,$(daemon_libpageddaemon_la_SOURCES)) \
 	$(filter %.c,$(lib_core_libpagedcore_la_SOURCES)) \
 	$(filter %.c,$(kernels_libpagedcpu_la_SOURCES)) \
 	fuzz/common.c fuzz/cuda-stub.c

@@ -1,7 +1,7 @@
 # tests/daemon/local.mk: what tests/daemon/ builds.
 # SPDX-License-Identifier: MIT
 
-DAEMON_TEST_LIBS = daemon/libpageddaemon.la lib/core/libpagedcore.la $(TAP_LIBS)
+DAEMON_TEST_LIBS = daemon/libpagedengine.la lib/core/libpagedcore.la $(TAP_LIBS)
 
 check_PROGRAMS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
 	tests/daemon/batch-t tests/daemon/fuse-t

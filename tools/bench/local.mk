@@ -3,7 +3,7 @@
 
 # paged-bench: the kernels on every benchmark shape against the device's measured ceilings,
 # and the service (its own pagedd, client processes through libpaged) against the same
-# kernels called in-process. It links the daemon's convenience library for its thread pool
+# kernels called in-process. It links the daemon's engine library for its thread pool
 # (daemon/cpu/workers.h), so CPU runs split work exactly as the cpu backend does.
 bin_PROGRAMS += tools/paged-bench
 tools_paged_bench_SOURCES = \
@@ -26,7 +26,7 @@ tools_paged_bench_SOURCES = \
 	tools/bench/daemon.h \
 	tools/bench/daemon.c
 tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DPAGEDD_PATH='"$(sbindir)/pagedd"'
-tools_paged_bench_LDADD = lib/libpaged.la daemon/libpageddaemon.la kernels/libpagedcpu.la
+tools_paged_bench_LDADD = lib/libpaged.la daemon/libpagedengine.la kernels/libpagedcpu.la
 noinst_HEADERS += tools/bench/probe.h
 
 if HAVE_CUDA
