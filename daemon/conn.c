@@ -184,6 +184,35 @@ uint64_t pd_conn_held(const struct pd_conn *c)
     return n;
 }
 
+/* Makes room in c's attachments for one more; returns 0, or -1 when memory ran out. */
+int pd_conn_attach_room(struct pd_conn *c)
+{
+    if (c->natt < c->catt)
+        return 0;
+    uint32_t n = c->catt ? c->catt * 2 : 4;
+    struct pd_attach *a = pd_realloc(c->att, sizeof *a * n);
+    if (a == NULL)
+        return -1;
+    c->att = a;
+    c->catt = n;
+    return 0;
+}
+
+/* Attaches c to p in the room pd_conn_attach_room made; returns the attachment. */
+struct pd_attach *pd_conn_attach_add(struct pd_conn *c, struct pd_pool *p, int writable)
+{
+    struct pd_attach *a = &c->att[c->natt++];
+    a->pool = p;
+    a->view = (struct pv_pool) {
+        .id = p->id, .num_layers = p->geom.num_layers, .num_kv_heads = p->geom.num_kv_heads,
+        .head_dim = p->geom.head_dim, .block_size = p->geom.block_size,
+        .num_blocks = p->geom.num_blocks, .dtype = p->geom.dtype, .alloc = p->alloc,
+        .writable = writable, .user = p,
+    };
+    p->attached++;
+    return a;
+}
+
 /* Returns the smallest power of two >= v within [lo, hi]. */
 static uint32_t pow2_clamp(uint32_t v, uint32_t lo, uint32_t hi)
 {

@@ -148,6 +148,14 @@ int pd_conn_reply(struct pd_conn *c, uint32_t type, uint32_t seq, int32_t status
 /* Returns the attachment of c to pool id, or NULL. */
 struct pd_attach *pd_conn_attach_find(struct pd_conn *c, uint32_t pool_id);
 
+/* Makes room in c's attachments for one more. Returns 0, or -1 when out of memory. */
+int pd_conn_attach_room(struct pd_conn *c);
+
+/* Attaches c to pool p, read-write when writable (else read-only), in the room
+ * pd_conn_attach_room made: adds the validator's view of p and counts c in p->attached.
+ * Returns the attachment. */
+struct pd_attach *pd_conn_attach_add(struct pd_conn *c, struct pd_pool *p, int writable);
+
 /* Returns the number of block references c holds in all its pools. */
 uint64_t pd_conn_held(const struct pd_conn *c);
 

@@ -13,7 +13,6 @@
 #include "daemon/events.h"
 #include "daemon/list.h"
 #include "daemon/server.h"
-#include "daemon/util/heap.h"
 #include "lib/core/ring.h"
 
 /* Control-only connections (pactl) do not count against --max-clients, up to this many. */
@@ -197,26 +196,12 @@ static struct pd_pool *pool_by_name(struct pd_server *srv, const char *name)
     return NULL;
 }
 
-/* Makes room in c's attachments for one more; returns 0, or -1 when memory ran out. */
-static int attach_room(struct pd_conn *c)
-{
-    if (c->natt < c->catt)
-        return 0;
-    uint32_t n = c->catt ? c->catt * 2 : 4;
-    struct pd_attach *a = pd_realloc(c->att, sizeof *a * n);
-    if (a == NULL)
-        return -1;
-    c->att = a;
-    c->catt = n;
-    return 0;
-}
-
 /* Makes room for an attachment of c to p and exports p's memory for it into *ex. Returns 0;
  * or, when it could not, the error c was sent. */
 static int attach_prepare(struct pd_server *srv, struct pd_conn *c, uint32_t seq, struct pd_pool *p,
                           int writable, struct pd_export *ex)
 {
-    if (attach_room(c) < 0) {
+    if (pd_conn_attach_room(c) < 0) {
         pd_conn_error(c, seq, PAGED_E_NOMEM, "pool '%s': out of memory for the attachment", p->name);
         return PAGED_E_NOMEM;
     }
@@ -234,15 +219,7 @@ static int attach_prepare(struct pd_server *srv, struct pd_conn *c, uint32_t seq
 static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq, struct pd_pool *p,
                           int writable, struct pd_export ex)
 {
-    struct pd_attach *a = &c->att[c->natt++];
-    a->pool = p;
-    a->view = (struct pv_pool) {
-        .id = p->id, .num_layers = p->geom.num_layers, .num_kv_heads = p->geom.num_kv_heads,
-        .head_dim = p->geom.head_dim, .block_size = p->geom.block_size,
-        .num_blocks = p->geom.num_blocks, .dtype = p->geom.dtype, .alloc = p->alloc,
-        .writable = writable, .user = p,
-    };
-    p->attached++;
+    pd_conn_attach_add(c, p, writable);
 
     struct pcore_msg_pool_reply r;
     memset(&r, 0, sizeof r);
