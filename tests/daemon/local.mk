@@ -17,3 +17,14 @@ tests_daemon_batch_t_SOURCES = tests/daemon/batch-t.c
 tests_daemon_batch_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_fuse_t_SOURCES = tests/daemon/fuse-t.c
 tests_daemon_fuse_t_LDADD = $(DAEMON_TEST_LIBS)
+
+# The engine driven through its environment: it links the engine's library and not the
+# front's (daemon/libpageddaemon.la), which proves the engine needs no server.
+check_PROGRAMS += tests/daemon/engine-t
+TESTS += tests/daemon/engine-t
+tests_daemon_engine_t_SOURCES = tests/daemon/engine-t.c
+tests_daemon_engine_t_LDADD = daemon/libpagedengine.la lib/core/libpagedcore.la kernels/libpagedcpu.la \
+	$(TAP_LIBS)
+if HAVE_CUDA
+tests_daemon_engine_t_LDADD += kernels/libpagedcuda.la $(CUDA_LIBS)
+endif
