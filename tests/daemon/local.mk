@@ -28,3 +28,11 @@ tests_daemon_engine_t_LDADD = daemon/libpagedengine.la lib/core/libpagedcore.la 
 if HAVE_CUDA
 tests_daemon_engine_t_LDADD += kernels/libpagedcuda.la $(CUDA_LIBS)
 endif
+
+# The layers of daemon/: its include graph from the sources, its call graph from the
+# objects of its two libraries (whose libtool objects make check names for it).
+TESTS += tests/daemon/layers-t.sh
+EXTRA_DIST += tests/daemon/layers-t.sh
+AM_TESTS_ENVIRONMENT += \
+	PD_LAYER_OBJECTS='$(daemon_libpagedengine_la_OBJECTS) $(daemon_libpageddaemon_la_OBJECTS)'; \
+	export PD_LAYER_OBJECTS;
