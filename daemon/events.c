@@ -10,7 +10,8 @@
 
 #include "daemon/server.h"
 
-/* Fills *e as an event of type event about client c (may be NULL) and pool, now. */
+/* Fills *e as an event of type event about client c (may be NULL) and pool, now; returns
+ * nothing. */
 static void make_event(struct pcore_msg_event *e, uint32_t event, const struct pd_conn *c, const char *pool,
                        uint32_t count)
 {
