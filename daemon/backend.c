@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/knobs.h"
 #include "daemon/util/log.h"
 #include "daemon/cpu/cpu.h"
 #ifdef HAVE_CUDA
@@ -57,8 +58,7 @@ void pd_backend_close(pd_backend *b)
 /* Reads PAGEDD_REFUSE_MERGED for backend who; see backend.h. Returns 1 or 0. */
 int pd_backend_refuse_merged(const char *who)
 {
-    const char *v = getenv("PAGEDD_REFUSE_MERGED");
-    if (v == NULL || strcmp(v, "1") != 0)
+    if (pd_knob(PD_KNOB_REFUSE_MERGED) == 0)
         return 0;
     pd_log(PD_LOG_INFO, "%s: every launch of several requests is refused as if by the kernels "
            "(PAGEDD_REFUSE_MERGED)", who);

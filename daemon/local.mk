@@ -13,6 +13,8 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/util/heap.c \
 	daemon/util/log.h \
 	daemon/util/log.c \
+	daemon/knobs.h \
+	daemon/knobs.c \
 	daemon/settings.h \
 	daemon/settings.c \
 	daemon/stats.h \

@@ -10,6 +10,7 @@
 
 #include "daemon/engine/batch.h"
 #include "daemon/cpu/cpu.h"
+#include "daemon/knobs.h"
 #include "daemon/server.h"
 #include "daemon/engine/validate.h"
 #include "fuzz/fuzz.h"
@@ -213,6 +214,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     server.cfg.dependency_timeout_ms = 3600000;   /* set per input: see waits_time_out */
     server.listen_fd = server.epoll_fd = server.signal_fd = -1;
     char *cause = NULL;
+    if (pd_knobs_load(&cause) < 0)   /* the environment's knobs, as pagedd's main reads them */
+        fuzz_fail(__FILE__, __LINE__, "pd_knobs_load", "%s", cause != NULL ? cause : "?");
     server.backend = pd_backend_cpu_open(1, &cause);
     if (server.backend == NULL)
         fuzz_fail(__FILE__, __LINE__, "pd_backend_cpu_open", "%s", cause != NULL ? cause : "?");
