@@ -247,6 +247,17 @@ static char *slurp(const char *path)
     return buf;
 }
 
+/* Reads the man page dir/name whole, or bails; returns it (to free). */
+static char *read_page(const char *dir, const char *name)
+{
+    char path[4352];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = slurp(path);
+    if (text == NULL)
+        sysbail("reading %s", path);
+    return text;
+}
+
 /* Returns the line after *p (advancing *p past it) as a string in line (size bytes), or NULL
  * at the end of text. */
 static const char *next_line(const char **p, char *line, size_t size)
@@ -272,20 +283,16 @@ static enum pd_knob knob_named(const char *name, size_t len)
 }
 
 /*
- * Checks pagedd(8)'s ENVIRONMENT against the table: its PAGEDD_ entries are the knobs, in the
- * table's order, each followed by the line "Kind; what it takes; default D." and the doc
- * line. Returns nothing.
+ * Checks pagedd(8)'s ENVIRONMENT (pagedd.8 in the folder man) against the table: its PAGEDD_
+ * entries are the knobs, in the table's order, each followed by the line "Kind; what it
+ * takes; default D." and the doc line. Returns nothing.
  */
-static void check_page(const char *top)
+static void check_page(const char *man)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/man/pagedd.8", top);
-    char *page = slurp(path);
-    if (page == NULL)
-        bail("cannot read %s", path);
+    char *page = read_page(man, "pagedd.8");
     const char *p = strstr(page, "\n.Sh ENVIRONMENT\n");
     if (p == NULL)
-        bail("%s has no ENVIRONMENT section", path);
+        bail("pagedd.8 has no ENVIRONMENT section");
     p += strlen("\n.Sh ENVIRONMENT\n");
     char line[1024], first[1024], second[1024];
     int seen = 0, in_order = 1;
@@ -316,11 +323,9 @@ static void check_page(const char *top)
     free(page);
 }
 
-/* Checks that every PAGEDD_ name any man page mentions is a knob; returns nothing. */
-static void check_mentions(const char *top)
+/* Checks that every PAGEDD_ name a man page in dir mentions is a knob; returns nothing. */
+static void check_mentions(const char *dir)
 {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/man", top);
     DIR *d = opendir(dir);
     if (d == NULL)
         sysbail("opendir %s", dir);
@@ -330,11 +335,7 @@ static void check_mentions(const char *top)
         const char *dot = strrchr(de->d_name, '.');
         if (dot == NULL || dot[1] < '1' || dot[1] > '8' || dot[2] != '\0')
             continue;
-        char path[4352];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        char *text = slurp(path);
-        if (text == NULL)
-            sysbail("reading %s", path);
+        char *text = read_page(dir, de->d_name);
         pages++;
         for (const char *m = strstr(text, "PAGEDD_"); m != NULL; m = strstr(m + 1, "PAGEDD_")) {
             size_t len = 0;
@@ -357,15 +358,15 @@ static void check_mentions(const char *top)
 int main(void)
 {
     const char *top = getenv("top_srcdir");
-    if (top == NULL)
-        top = ".";
+    char man[4096];
+    snprintf(man, sizeof man, "%s/man", top != NULL ? top : ".");
     plan(2 + NDEFAULTS + 1 + NCASES + 2 + 2 + 2 * PD_KNOB_COUNT_ + 1 + 1);
     check_defaults();
     for (size_t i = 0; i < NCASES; i++)
         check_case(&cases[i]);
     check_several();
     check_log();
-    check_page(top);
-    check_mentions(top);
+    check_page(man);
+    check_mentions(man);
     return 0;
 }
