@@ -15,6 +15,8 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/util/heap.c \
 	daemon/util/log.h \
 	daemon/util/log.c \
+	daemon/util/knobs.h \
+	daemon/util/knobs.c \
 	daemon/alloc/alloc.h \
 	daemon/alloc/alloc.c \
 	daemon/alloc/u64map.h \

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "daemon/util/knobs.h"
 #include "daemon/settings.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
@@ -264,12 +265,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "pagedd: %s\n", cause != NULL ? cause : "bad configuration");
         return 1;
     }
+    /* The environment's knobs, once, before the backend and the engine read them. */
+    if (pd_knobs_load(&cause) < 0) {
+        fprintf(stderr, "pagedd: environment: %s\n", cause != NULL ? cause : "a knob is refused");
+        return 1;
+    }
     pd_log_set_level(cfg.log_level);
     int parent_fd = -1;
     if (!cfg.foreground) {
         parent_fd = daemonize();
         pd_log_open("pagedd", 1);
     }
+    pd_knobs_log();
     struct pd_server *srv = pd_server_create(&cfg, load_config, &ov, &cause);
     if (srv == NULL || (cfg.pid_file[0] != '\0' && write_pid_file(cfg.pid_file, &cause) < 0)) {
         const char *msg = cause != NULL ? cause : "cannot start";

@@ -22,6 +22,8 @@
 #include "daemon/control.h"
 #include "daemon/events.h"
 #include "daemon/list.h"
+#include "daemon/util/knobs.h"
+#include "daemon/util/heap.h"
 #include "daemon/notify.h"
 #include "daemon/util/heap.h"
 #include "lib/core/clock.h"
@@ -577,11 +579,9 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     srv->start_ns = pcore_now_ns();
     long cpus = usable_cpus();
     srv->spinners = cpus > 2 && cpus < (long) UINT32_MAX ? (uint32_t) cpus - 2 : 0;
-    const char *sp = getenv("PAGEDD_SPINNERS");       /* a benchmarking aid */
-    unsigned spinners = 0;
-    if (sp != NULL && sscanf(sp, "%u", &spinners) == 1) {
-        srv->spinners = spinners;
-        pd_log(PD_LOG_INFO, "up to %u clients spin in their waits (PAGEDD_SPINNERS)", spinners);
+    if (pd_knob_is_set(PD_KNOB_SPINNERS)) {
+        srv->spinners = (uint32_t) pd_knob(PD_KNOB_SPINNERS);
+        pd_log(PD_LOG_INFO, "up to %u clients spin in their waits (PAGEDD_SPINNERS)", srv->spinners);
     }
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     srv->mem_limit = pages > 0 && psize > 0 ? (uint64_t) pages * (uint64_t) psize : 0;

@@ -12,6 +12,7 @@
 
 #include "daemon/control.h"
 #include "daemon/list.h"
+#include "daemon/util/knobs.h"
 #include "daemon/server.h"
 #include "fuzz/fuzz.h"
 #include "lib/core/clock.h"
@@ -101,6 +102,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     sigset_t old;
     sigprocmask(SIG_BLOCK, NULL, &old);
     char *cause = NULL;
+    if (pd_knobs_load(&cause) < 0)   /* the environment's knobs, as pagedd's main reads them */
+        fuzz_fail(__FILE__, __LINE__, "pd_knobs_load", "%s", cause != NULL ? cause : "?");
     srv = pd_server_create(&cfg, NULL, NULL, &cause);
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (srv == NULL)

@@ -12,6 +12,7 @@
 #include "daemon/cpu/cpu.h"
 #include "daemon/engine/batch.h"
 #include "daemon/engine/engine.h"
+#include "daemon/util/knobs.h"
 #include "daemon/engine/validate.h"
 #include "daemon/stats.h"
 #include "fuzz/fuzz.h"
@@ -231,6 +232,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void) argv;
     fuzz_log_init();
     char *cause = NULL;
+    if (pd_knobs_load(&cause) < 0)   /* the environment's knobs, as pagedd's main reads them */
+        fuzz_fail(__FILE__, __LINE__, "pd_knobs_load", "%s", cause != NULL ? cause : "?");
     engine_env = (struct pd_engine_env) {
         .backend = pd_backend_cpu_open(1, &cause), .conns = &conns,
         .dependency_timeout_ms = 3600000,   /* set per input: see waits_time_out */

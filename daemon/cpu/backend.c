@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "daemon/cpu/cpu.h"
+#include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "daemon/engine/merged.h"
@@ -510,9 +511,8 @@ pd_backend *pd_backend_cpu_open(unsigned threads, char **cause)
         free(cb);
         return NULL;
     }
-    const char *delay = getenv("PAGEDD_CPU_DONE_US");
-    unsigned us = 0;
-    if (delay != NULL && sscanf(delay, "%u", &us) == 1 && us > 0 && us <= 1000000u) {
+    const unsigned us = (unsigned) pd_knob(PD_KNOB_CPU_DONE_US);
+    if (us > 0) {
         cb->done_delay_ns = (uint64_t) us * 1000u;
         pd_log(PD_LOG_INFO, "cpu: deferred batches report done %u us after they ran (PAGEDD_CPU_DONE_US)", us);
     }

@@ -14,6 +14,7 @@
 #include "daemon/cuda/cuda.h"
 #include "daemon/cuda/internal.h"
 #include "daemon/engine/merged.h"
+#include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "lib/core/shm.h"
@@ -56,16 +57,15 @@
 #define PD_CUDA_HEADROOM (128ull << 20)
 /* Non-sticky device errors logged as warnings before they go to the debug level. */
 #define PD_CUDA_WARN_MAX 16u
-/* Reads the test aid name (a count N > 0 in the environment: the Nth thing of its kind goes
- * wrong on purpose) and logs it as "who: thing N will verb on purpose (name)"; returns N, or
- * 0 when unset or not a count. */
-static uint64_t test_aid(const char *name, const char *who, const char *thing, const char *verb)
+/* Reads the test aid knob (a count N > 0: the Nth thing of its kind goes wrong on purpose)
+ * and logs it as "who: thing N will verb on purpose (PAGEDD_...)"; returns N, or 0 when
+ * unset. */
+static uint64_t test_aid(enum pd_knob knob, const char *who, const char *thing, const char *verb)
 {
-    const char *v = getenv(name);
-    unsigned long long n = 0;
-    if (v == NULL || sscanf(v, "%llu", &n) != 1 || n == 0)
+    const unsigned long long n = pd_knob(knob);
+    if (n == 0)
         return 0;
-    pd_log(PD_LOG_INFO, "%s: %s %llu will %s on purpose (%s)", who, thing, n, verb, name);
+    pd_log(PD_LOG_INFO, "%s: %s %llu will %s on purpose (%s)", who, thing, n, verb, pd_knob_name(knob));
     return n;
 }
 
@@ -494,7 +494,8 @@ int pd_backend_cuda_probe(char *why, size_t whylen)
 {
     /* Before the runtime starts: every kernel loaded at once. A kernel loaded lazily, at its
      * first launch, may wait for the device to go idle, and a stream waiting for a client's
-     * dependency word (cuda_flight.h) would then hold the daemon, unwatched, until it comes. */
+     * dependency word (cuda_flight.h) would then hold the daemon, unwatched, until it comes.
+     * The CUDA runtime's variable, not one of pagedd's knobs (daemon/util/knobs.h). */
     const char *loading = getenv("CUDA_MODULE_LOADING");
     if (loading == NULL || strcmp(loading, "EAGER") != 0) {
         if (loading != NULL)
@@ -530,14 +531,14 @@ int pd_backend_cuda_probe(char *why, size_t whylen)
  */
 static int dep_by_kernels(int ordinal)
 {
-    const char *force = getenv("PAGEDD_DEP_KERNELS");   /* a benchmarking and test aid */
-    if (force != NULL && force[0] >= '0' && force[0] <= '2' && force[1] == '\0') {
+    if (pd_knob_is_set(PD_KNOB_DEP_KERNELS)) {
         static const char *const how[] = { "stream memory operations",
                                            "kernels where a batch holds several clients' words or many sequences",
                                            "kernels" };
-        pd_log(PD_LOG_INFO, "cuda device %d: dependency words by %s (PAGEDD_DEP_KERNELS=%s)", ordinal,
-               how[force[0] - '0'], force);
-        return force[0] - '0';
+        const int force = (int) pd_knob(PD_KNOB_DEP_KERNELS);
+        pd_log(PD_LOG_INFO, "cuda device %d: dependency words by %s (PAGEDD_DEP_KERNELS=%d)", ordinal,
+               how[force], force);
+        return force;
     }
     int mps = 0;
     if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, ordinal) != cudaSuccess) {
@@ -562,23 +563,20 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     if (e != cudaSuccess)
         return pd_cu_fail(PAGED_E_DEVICE, cause, "backend cuda: cannot use device %d: %s", ordinal,
                           cudaGetErrorString(e));
-    const char *inl = getenv("PAGEDD_META_INLINE");   /* a benchmarking aid */
-    cb->meta_inline_enabled = inl == NULL || strcmp(inl, "0") != 0;
+    cb->meta_inline_enabled = pd_knob(PD_KNOB_META_INLINE) != 0;
     if (!cb->meta_inline_enabled)
         pd_log(PD_LOG_INFO, "cuda device %d: DECODE metadata is always uploaded (PAGEDD_META_INLINE=0)", ordinal);
-    const char *fuse = getenv("PAGEDD_FUSE");
-    cb->fuse_enabled = fuse == NULL || strcmp(fuse, "0") != 0;
+    cb->fuse_enabled = pd_knob(PD_KNOB_FUSE) != 0;
     if (!cb->fuse_enabled)
         pd_log(PD_LOG_INFO, "cuda device %d: APPENDs are not fused into DECODE launches (PAGEDD_FUSE=0)", ordinal);
     snprintf(cb->who, sizeof cb->who, "cuda device %d", ordinal);
     cb->refuse_merged = pm_refuse_merged(cb->who);
-    cb->fault_after = test_aid("PAGEDD_FAULT_AFTER", cb->who, "batch", "fault");
-    cb->fail_upload_at = test_aid("PAGEDD_FAIL_UPLOAD_AT", cb->who, "metadata upload", "fail");
+    cb->fault_after = test_aid(PD_KNOB_FAULT_AFTER, cb->who, "batch", "fault");
+    cb->fail_upload_at = test_aid(PD_KNOB_FAIL_UPLOAD_AT, cb->who, "metadata upload", "fail");
     char *why = NULL;
     int rc = pd_cu_driver_load(&cb->dev.drv, &why);
     if (rc == PAGED_OK) {
-        const char *force = getenv("PAGEDD_CUDA_EXPORT");
-        rc = pd_cu_device_setup(&cb->dev, force != NULL && strcmp(force, "ipc") == 0, &why);
+        rc = pd_cu_device_setup(&cb->dev, pd_knob(PD_KNOB_CUDA_EXPORT) == PD_KNOB_EXPORT_IPC, &why);
     }
     if (rc < 0) {
         pd_cu_fail(rc, cause, "backend cuda: device %d: %s", ordinal, why != NULL ? why : "setup failed");
@@ -614,7 +612,7 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     if (e != cudaSuccess)
         return pd_cu_fail(PAGED_E_DEVICE, cause, "backend cuda: device %d: the batches' events and watchdog: %s",
                           ordinal, cudaGetErrorString(e));
-    cb->flight.fail_event_at = test_aid("PAGEDD_FAIL_EVENT_AT", cb->who, "the event of batch", "fail");
+    cb->flight.fail_event_at = test_aid(PD_KNOB_FAIL_EVENT_AT, cb->who, "the event of batch", "fail");
     cb->dep_timeout_ns = 1000000000ull;
     cb->healthy = 1;
     snprintf(cb->health, sizeof cb->health, "ok");

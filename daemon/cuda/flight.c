@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "daemon/cuda/flight.h"
+#include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "lib/core/clock.h"
@@ -14,21 +15,14 @@
 /* Makes the slots' events and the watchdog's stream and word; see cuda_flight.h. */
 cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b)
 {
-    *f = (struct pd_cu_flight) { .b = b, .depth = PD_CU_DEPTH };
-    const char *depth = getenv("PAGEDD_INFLIGHT");
-    unsigned n = 0;
-    if (depth != NULL && sscanf(depth, "%u", &n) == 1 && n >= 1 && n <= PD_CU_SLOTS) {
-        f->depth = n;
-        pd_log(PD_LOG_INFO, "cuda: up to %u batches queued at once (PAGEDD_INFLIGHT)", n);
-    }
-    f->poll_gap_ns = PD_CU_POLL_GAP_NS;
-    const char *gap = getenv("PAGEDD_POLL_GAP_US");      /* a benchmarking aid */
-    if (gap != NULL && sscanf(gap, "%u", &n) == 1 && n <= 1000) {
-        f->poll_gap_ns = (uint64_t) n * 1000u;
-        pd_log(PD_LOG_INFO, "cuda: an unfinished batch is queried at most every %u us (PAGEDD_POLL_GAP_US)", n);
-    }
-    const char *timing = getenv("PAGEDD_DEVICE_TIMING");
-    f->timing = timing != NULL && timing[0] == '1';
+    *f = (struct pd_cu_flight) { .b = b, .depth = (unsigned) pd_knob(PD_KNOB_INFLIGHT) };
+    if (pd_knob_is_set(PD_KNOB_INFLIGHT))
+        pd_log(PD_LOG_INFO, "cuda: up to %u batches queued at once (PAGEDD_INFLIGHT)", f->depth);
+    f->poll_gap_ns = pd_knob(PD_KNOB_POLL_GAP_US) * 1000u;
+    if (pd_knob_is_set(PD_KNOB_POLL_GAP_US))
+        pd_log(PD_LOG_INFO, "cuda: an unfinished batch is queried at most every %llu us (PAGEDD_POLL_GAP_US)",
+               (unsigned long long) pd_knob(PD_KNOB_POLL_GAP_US));
+    f->timing = pd_knob(PD_KNOB_DEVICE_TIMING) != 0;
     const unsigned flags = f->timing ? cudaEventDefault : cudaEventDisableTiming;
     for (unsigned i = 0; i < PD_CU_SLOTS; i++) {
         cudaError_t e = cudaEventCreateWithFlags(&f->slot[i].done, flags);

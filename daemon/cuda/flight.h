@@ -29,18 +29,9 @@
 #include <cuda_runtime_api.h>
 
 #include "daemon/backend.h"
-
-#define PD_CU_SLOTS 8u
-/* Batches queued at once by default (PAGEDD_INFLIGHT=N, 1..PD_CU_SLOTS, overrides it): two
- * keep the GPU fed while the engine prepares the next, and no more keeps each pass waiting
- * long enough for the clients that come meanwhile to join it, as merging needs. */
-#define PD_CU_DEPTH 2u
-
-/* The least time between two event queries of the same unfinished batch by
- * pd_cu_flight_poll. A query costs the engine's thread 1.3-1.6 us on an H100 host, and a pass
- * asks in a row (retiring deferred batches, then queuing its own); an answer this fresh is
- * taken as still true. PAGEDD_POLL_GAP_US sets it (0: every call queries). */
-#define PD_CU_POLL_GAP_NS 2000u
+/* PD_CU_SLOTS, and PD_CU_DEPTH and PD_CU_POLL_GAP_NS, the defaults of PAGEDD_INFLIGHT and
+ * PAGEDD_POLL_GAP_US. */
+#include "daemon/util/knobs.h"
 
 /* One waited word of a batch. */
 struct pd_cu_wait {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "lib/core/shm.h"
@@ -89,12 +90,10 @@ void pd_cu_reaper_init(struct pd_cu_reaper *r, struct pd_cu_device *dev)
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->work, NULL);
     pthread_cond_init(&r->idle, NULL);
-    const char *delay = getenv("PAGEDD_REAP_DELAY_MS");
-    unsigned ms = 0;
-    if (delay != NULL && sscanf(delay, "%u", &ms) == 1 && ms > 0 && ms <= 60000) {
-        r->delay_ms = ms;
-        pd_log(PD_LOG_INFO, "cuda: departed clients' memory is freed %u ms late (PAGEDD_REAP_DELAY_MS)", ms);
-    }
+    r->delay_ms = (unsigned) pd_knob(PD_KNOB_REAP_DELAY_MS);
+    if (r->delay_ms > 0)
+        pd_log(PD_LOG_INFO, "cuda: departed clients' memory is freed %u ms late (PAGEDD_REAP_DELAY_MS)",
+               r->delay_ms);
 }
 
 /* Starts the thread (signals blocked: they belong to the engine's signalfd); returns

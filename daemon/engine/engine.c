@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon/engine/internal.h"
+#include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "lib/core/clock.h"
 #include "lib/core/wake.h"
@@ -158,29 +159,17 @@ struct pd_engine *pd_engine_create(const struct pd_engine_env *env)
     if (e == NULL)
         return NULL;
     e->env = env;
-    e->gather_share = PD_GATHER_SHARE;
-    e->gather_max_ns = PD_GATHER_MAX_NS;
-    const char *g = getenv("PAGEDD_GATHER");
-    unsigned share = 0, max_us = 0;
-    if (g != NULL && sscanf(g, "%u,%u", &share, &max_us) == 2 && share >= 1 && max_us <= 1000) {
-        e->gather_share = share;
-        e->gather_max_ns = (uint64_t) max_us * 1000u;
-        pd_log(PD_LOG_INFO, "engine: gathering for 1/%u of the last batch, at most %u us (PAGEDD_GATHER)",
-               share, max_us);
-    }
-    e->split_clients = PD_SPLIT_CLIENTS;
-    const char *sp = getenv("PAGEDD_SPLIT");
-    unsigned split = 0;
-    e->split_after = PD_SPLIT_AFTER;
-    if (sp != NULL && sscanf(sp, "%u,%u", &split, &e->split_after) >= 1) {
-        e->split_clients = split;
-        if (e->split_after == 0)
-            e->split_after = 1;
+    e->gather_share = (uint32_t) pd_knob_part(PD_KNOB_GATHER, 0);
+    e->gather_max_ns = pd_knob_part(PD_KNOB_GATHER, 1) * 1000u;
+    if (pd_knob_is_set(PD_KNOB_GATHER))
+        pd_log(PD_LOG_INFO, "engine: gathering for 1/%u of the last batch, at most %llu us (PAGEDD_GATHER)",
+               e->gather_share, (unsigned long long) e->gather_max_ns / 1000u);
+    e->split_clients = (uint32_t) pd_knob_part(PD_KNOB_SPLIT, 0);
+    e->split_after = (uint32_t) pd_knob_part(PD_KNOB_SPLIT, 1);
+    if (pd_knob_is_set(PD_KNOB_SPLIT))
         pd_log(PD_LOG_INFO, "engine: a pass splits in two once %u in a row found the device idle with %u "
-               "decoding clients or more (PAGEDD_SPLIT; 0 clients: never)", e->split_after, split);
-    }
-    const char *d = getenv("PAGEDD_DEFER");
-    e->defer_enabled = d == NULL || strcmp(d, "0") != 0;
+               "decoding clients or more (PAGEDD_SPLIT; 0 clients: never)", e->split_after, e->split_clients);
+    e->defer_enabled = pd_knob(PD_KNOB_DEFER) != 0;
     if (!e->defer_enabled)
         pd_log(PD_LOG_INFO, "engine: every batch's completions wait for its device work (PAGEDD_DEFER=0)");
     if (reserve_items(e, 64) < 0

@@ -9,6 +9,7 @@
 #include "daemon/conn.h"
 #include "daemon/engine/batch.h"
 #include "daemon/engine/engine.h"
+#include "daemon/util/knobs.h"
 #include "daemon/engine/validate.h"
 #include "daemon/pool.h"
 #include "daemon/stats.h"
@@ -19,17 +20,8 @@
  * report.c reports what the engine did. This header holds what they share.
  */
 
-#define PD_GATHER_MAX_NS 20000u
-#define PD_GATHER_SHARE 8u
-/* PAGEDD_GATHER=SHARE,MAX_US in the environment overrides both (a benchmarking aid, read
- * when the engine is created). */
-
-/* The PD_SPLIT_AFTERth pass in a row that finds the device idle with PD_SPLIT_CLIENTS
- * decoding clients or more splits into two batches (engine.c, split_point);
- * PAGEDD_SPLIT=CLIENTS[,AFTER] overrides them, 0 never splits (a benchmarking and testing
- * aid, read when the engine is created). */
-#define PD_SPLIT_CLIENTS 8u
-#define PD_SPLIT_AFTER 2u
+/* PD_GATHER_SHARE, PD_GATHER_MAX_NS, PD_SPLIT_CLIENTS and PD_SPLIT_AFTER are the defaults of
+ * PAGEDD_GATHER and PAGEDD_SPLIT (daemon/util/knobs.h), read when the engine is created. */
 
 /* Clients that one retirement of deferred batches wakes after the next launch; more are
  * woken at once. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/engine/merged.h"
+#include "daemon/util/knobs.h"
 #include "daemon/util/log.h"
 #include "kernels/kernels.h"
 #include "paged.h"
@@ -87,8 +88,7 @@ void pm_append_fill(const struct pd_batch_op *ops, uint32_t count, pm_data_fn *d
 /* Reads PAGEDD_REFUSE_MERGED for backend who; see merged.h. Returns 1 or 0. */
 int pm_refuse_merged(const char *who)
 {
-    const char *v = getenv("PAGEDD_REFUSE_MERGED");
-    if (v == NULL || strcmp(v, "1") != 0)
+    if (pd_knob(PD_KNOB_REFUSE_MERGED) == 0)
         return 0;
     pd_log(PD_LOG_INFO, "%s: every launch of several requests is refused as if by the kernels "
            "(PAGEDD_REFUSE_MERGED)", who);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 
@@ -50,10 +51,7 @@ void *pd_heap_realloc(void *p, size_t size, const char *file, int line)
 /* Arms the planted failure from the environment; see heap.h. */
 unsigned long long pd_heap_arm(void)
 {
-    const char *v = getenv("PAGEDD_FAIL_ALLOC_AT");
-    unsigned long long n = 0;
-    if (v == NULL || sscanf(v, "%llu", &n) != 1)
-        n = 0;
+    const unsigned long long n = pd_knob(PD_KNOB_FAIL_ALLOC_AT);
     atomic_store(&counted, 0);
     atomic_store(&fail_at, n);
     if (n != 0)

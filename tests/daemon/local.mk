@@ -4,9 +4,10 @@
 DAEMON_TEST_LIBS = daemon/libpagedengine.la lib/core/libpagedcore.la $(TAP_LIBS)
 
 check_PROGRAMS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
-	tests/daemon/batch-t tests/daemon/fuse-t
+	tests/daemon/batch-t tests/daemon/fuse-t tests/daemon/knobs-t
 TESTS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
-	tests/daemon/batch-t tests/daemon/fuse-t
+	tests/daemon/batch-t tests/daemon/fuse-t tests/daemon/knobs-t tests/daemon/knobs-refuse-t.sh
+EXTRA_DIST += tests/daemon/knobs-refuse-t.sh
 tests_daemon_alloc_t_SOURCES = tests/daemon/alloc-t.c
 tests_daemon_alloc_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_alloc_model_t_SOURCES = tests/daemon/alloc-model-t.c
@@ -36,3 +37,5 @@ EXTRA_DIST += tests/daemon/layers-t.sh
 AM_TESTS_ENVIRONMENT += \
 	PD_LAYER_OBJECTS='$(daemon_libpagedengine_la_OBJECTS) $(daemon_libpageddaemon_la_OBJECTS)'; \
 	export PD_LAYER_OBJECTS;
+tests_daemon_knobs_t_SOURCES = tests/daemon/knobs-t.c
+tests_daemon_knobs_t_LDADD = $(DAEMON_TEST_LIBS)
