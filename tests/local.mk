@@ -3,3 +3,9 @@
 check_LTLIBRARIES += tests/tap/libtap.la
 tests_tap_libtap_la_SOURCES = tests/tap/basic.c tests/tap/basic.h
 TAP_LIBS = tests/tap/libtap.la -lm
+
+# The pagedd spawner (tests/tap/pagedd.h) over the tools' one (tools/common/spawn.h): a test
+# that starts a daemon links these ahead of lib/core/libpagedcore.la and $(TAP_LIBS).
+check_LTLIBRARIES += tests/tap/libtappagedd.la
+tests_tap_libtappagedd_la_SOURCES = tests/tap/pagedd.c tests/tap/pagedd.h
+TAP_PAGEDD_LIBS = tests/tap/libtappagedd.la tools/common/libspawn.la

@@ -1,5 +1,10 @@
-# tools/local.mk: what tools/ builds: pactl, paged-demo, and the `make demo` target.
+# tools/local.mk: what tools/ builds: the pagedd spawner, pactl, paged-demo, and the `make demo` target.
 # SPDX-License-Identifier: MIT
+
+# The pagedd spawner paged-bench, paged-demo and the tests (tests/tap/pagedd.c) share; its
+# users link lib/core/libpagedcore.la after it.
+noinst_LTLIBRARIES += tools/common/libspawn.la
+tools_common_libspawn_la_SOURCES = tools/common/spawn.h tools/common/spawn.c
 
 # pactl: the control utility. It speaks the control protocol (lib/core/proto.h) through
 # lib/core/sock directly, as a control-only client, so it needs libpagedcore but not libpaged.
