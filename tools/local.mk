@@ -42,15 +42,14 @@ tools_paged_demo_SOURCES = \
 	tools/demo/model.c \
 	tools/demo/shadow.h \
 	tools/demo/shadow.c \
-	tools/demo/spawn.h \
-	tools/demo/spawn.c \
 	tools/demo/stage.h \
 	tools/demo/stage.c \
 	tools/demo/worker.h \
 	tools/demo/worker.c
 tools_paged_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \
 	-DPAGED_SBINDIR='"$(sbindir)"' -DPAGED_BINDIR='"$(bindir)"'
-tools_paged_demo_LDADD = lib/libpaged.la kernels/libpagedcpu.la
+tools_paged_demo_LDADD = lib/libpaged.la kernels/libpagedcpu.la tools/common/libspawn.la \
+	lib/core/libpagedcore.la
 if HAVE_CUDA
 # On the cuda backend the workers stage their tensors in device memory (tools/demo/stage.c),
 # with the static runtime, so paged-demo still starts where there is no driver.
