@@ -1,4 +1,4 @@
-# tests/local.mk: the TAP library every C test links.
+# tests/local.mk: the TAP library every C test links, the pagedd spawner, tests/README.
 # SPDX-License-Identifier: MIT
 check_LTLIBRARIES += tests/tap/libtap.la
 tests_tap_libtap_la_SOURCES = tests/tap/basic.c tests/tap/basic.h
@@ -9,3 +9,6 @@ TAP_LIBS = tests/tap/libtap.la -lm
 check_LTLIBRARIES += tests/tap/libtappagedd.la
 tests_tap_libtappagedd_la_SOURCES = tests/tap/pagedd.c tests/tap/pagedd.h
 TAP_PAGEDD_LIBS = tests/tap/libtappagedd.la tools/common/libspawn.la
+
+# Which folder tests what, and how to write a test.
+EXTRA_DIST += tests/README
