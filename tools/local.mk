@@ -1,5 +1,10 @@
-# tools/local.mk: what tools/ builds: pactl, paged-demo, and the `make demo` target.
+# tools/local.mk: what tools/ builds: the pagedd spawner, pactl, paged-demo, and the `make demo` target.
 # SPDX-License-Identifier: MIT
+
+# The pagedd spawner paged-bench, paged-demo and the tests (tests/tap/pagedd.c) share; its
+# users link lib/core/libpagedcore.la after it.
+noinst_LTLIBRARIES += tools/common/libspawn.la
+tools_common_libspawn_la_SOURCES = tools/common/spawn.h tools/common/spawn.c
 
 # pactl: the control utility. It speaks the control protocol (lib/core/proto.h) through
 # lib/core/sock directly, as a control-only client, so it needs libpagedcore but not libpaged.
@@ -37,15 +42,14 @@ tools_paged_demo_SOURCES = \
 	tools/demo/model.c \
 	tools/demo/shadow.h \
 	tools/demo/shadow.c \
-	tools/demo/spawn.h \
-	tools/demo/spawn.c \
 	tools/demo/stage.h \
 	tools/demo/stage.c \
 	tools/demo/worker.h \
 	tools/demo/worker.c
 tools_paged_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \
 	-DPAGED_SBINDIR='"$(sbindir)"' -DPAGED_BINDIR='"$(bindir)"'
-tools_paged_demo_LDADD = lib/libpaged.la kernels/libpagedcpu.la
+tools_paged_demo_LDADD = lib/libpaged.la kernels/libpagedcpu.la tools/common/libspawn.la \
+	lib/core/libpagedcore.la
 if HAVE_CUDA
 # On the cuda backend the workers stage their tensors in device memory (tools/demo/stage.c),
 # with the static runtime, so paged-demo still starts where there is no driver.

@@ -16,8 +16,8 @@
 #include "paged.h"
 #include "tools/demo/barrier.h"
 #include "tools/demo/model.h"
-#include "tools/demo/spawn.h"
 #include "tools/demo/worker.h"
+#include "tools/common/spawn.h"
 
 #ifndef PAGED_SBINDIR
 #define PAGED_SBINDIR "/usr/local/sbin"
@@ -275,10 +275,10 @@ static int run_workers(const struct demo_opts *o, const char *socket)
     int failed = 0;
     for (uint32_t i = 0; i < o->workers; i++) {
         char why[64];
-        int status = pids[i] > 0 ? demo_wait_child(pids[i], DEMO_STOP_MS) : -1;
+        int status = pids[i] > 0 ? spawn_wait(pids[i], DEMO_STOP_MS) : -1;
         if (!seen[i]) {
             printf("worker %u: no result (%s)\n", (unsigned) i,
-                   demo_describe_status(why, sizeof why, status));
+                   spawn_describe(why, sizeof why, status));
             failed = 1;
             continue;
         }
@@ -356,10 +356,14 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* A reader that goes away (paged-demo | head) must not keep us from stopping the daemon. */
     signal(SIGPIPE, SIG_IGN);
-    demo_block_sigchld();
 
-    pid_t daemon = demo_daemon_start(o.pagedd, socket, o.backend, o.verbose, DEMO_READY_MS, err,
-                                     sizeof err);
+    /* Its log on our stderr, at info with --verbose; it dies with us, however we end. */
+    const char *const args[] = { "--log-level", o.verbose ? "info" : "warning", NULL };
+    const struct spawn_pagedd start = {
+        .path = o.pagedd, .socket = socket, .backend = o.backend, .args = args,
+        .death_signal = SIGTERM, .ready_ms = DEMO_READY_MS,
+    };
+    pid_t daemon = spawn_pagedd(&start, NULL, err, sizeof err);
     if (daemon < 0) {
         fprintf(stderr, "paged-demo: %s: %s\n", o.pagedd, err);
         rmdir(dir);
@@ -376,17 +380,22 @@ int main(int argc, char **argv)
     int ok = run_workers(&o, socket);
 
     printf("\n$ pactl -s %s status\n", socket);
-    char *const pactl[] = { (char *) o.pactl, "-s", socket, "status", NULL };
-    int status = demo_run(pactl);
+    const char *const pactl[] = { o.pactl, "-s", socket, "status", NULL };
+    const struct spawn_cmd pactl_status = { .argv = pactl };
+    int status = spawn_run(&pactl_status, DEMO_STOP_MS, err, sizeof err);
     if (status != 0)
         fprintf(stderr, "paged-demo: pactl status failed (%s)\n",
-                demo_describe_status(why, sizeof why, status));
+                status == -1 ? err : spawn_describe(why, sizeof why, status));
     printf("\n");
 
-    status = demo_daemon_stop(daemon, DEMO_STOP_MS);
+    int killed;
+    status = spawn_stop(daemon, SIGTERM, DEMO_STOP_MS, &killed);
+    if (killed)
+        fprintf(stderr, "paged-demo: pagedd did not stop within %d s; killed it\n",
+                DEMO_STOP_MS / 1000);
     if (status != 0) {
         fprintf(stderr, "paged-demo: pagedd ended with %s\n",
-                demo_describe_status(why, sizeof why, status));
+                spawn_describe(why, sizeof why, status));
         ok = 0;
     } else
         printf("paged-demo: pagedd stopped\n");

@@ -107,9 +107,9 @@ static pid_t fake_daemon(const char *path, enum fake_mode mode)
 }
 
 /* Connections that fail: nobody listening, bad options, refusals, silence. */
-static void test_connect_failures(const struct harness *h)
+static void test_connect_failures(const struct pagedd *h)
 {
-    char path[160], why[256];
+    char path[320], why[256];
     paged_client *c = (paged_client *) &rng; /* not NULL, to see it cleared */
     snprintf(path, sizeof path, "%s/nobody.sock", h->dir);
     paged_connect_opts o = { .socket_path = path, .timeout_ms = 2000 };
@@ -269,7 +269,7 @@ static void test_pool_create(paged_client *c1, paged_client *c2, paged_pool **ma
 }
 
 /* Destroy: the name goes at once, the memory stays for those attached. */
-static void test_pool_destroy(const struct harness *h, paged_client *c1, paged_client *c2)
+static void test_pool_destroy(const struct pagedd *h, paged_client *c1, paged_client *c2)
 {
     paged_pool_desc d = desc_of("api-destroy", 8);
     paged_pool *p1 = NULL, *p2 = NULL, *p3 = NULL;
@@ -322,7 +322,7 @@ static void ro_try(paged_client *c, const char *name, struct ro_result *r)
 
 /* A read-only attachment cannot write: as another uid when we are root (root may write
  * anything), else through a mode without write bits for the owner. */
-static void test_read_only(const struct harness *h, paged_client *c1)
+static void test_read_only(const struct pagedd *h, paged_client *c1)
 {
     paged_pool_desc d = desc_of("api-ro", 8);
     d.mode = geteuid() == 0 ? 0644 : 0444;
@@ -546,7 +546,7 @@ static void test_async(paged_client *c, paged_pool *p)
 }
 
 /* A small ring: a full SQ and a full CQ budget refuse with PAGED_E_AGAIN; waits time out. */
-static void test_ring_full(const struct harness *h)
+static void test_ring_full(const struct pagedd *h)
 {
     enum { SQ = 8, CQ = 16 };
     paged_connect_opts o = { .socket_path = h->socket, .sq_entries = SQ, .cq_entries = CQ,
@@ -707,7 +707,7 @@ static void test_map(paged_client *c, paged_pool *p)
 static void test_daemon_gone(void)
 {
     for (int sig = 0; sig < 2; sig++) {
-        struct harness h;
+        struct pagedd h;
         harness_start(&h);
         paged_client *c = harness_client(&h);
         const char *how = sig == 0 ? "SIGTERM" : "SIGKILL";
@@ -720,9 +720,7 @@ static void test_daemon_gone(void)
         if (sig == 1) {
             /* Dead for sure, and not yet noticed: waking it writes a pipe nobody reads,
              * which must give an error, not SIGPIPE. */
-            int status;
-            waitpid(h.pid, &status, 0);
-            h.pid = 0;
+            pagedd_stop_with(&h, SIGKILL);
             paged_request r = { .op = PAGED_OP_NOP };
             paged_prep(c, &r);
             int rc = paged_submit(c);
@@ -751,13 +749,10 @@ static void test_daemon_gone(void)
  * closed is still in the socket, so the call reports that, not a lost connection. */
 static void test_control_after_shutdown(void)
 {
-    struct harness h;
+    struct pagedd h;
     harness_start(&h);
     paged_client *c = harness_client(&h);
-    kill(h.pid, SIGTERM);
-    int status;
-    waitpid(h.pid, &status, 0);
-    h.pid = 0;
+    pagedd_stop(&h);
     paged_pool *p = NULL;
     int rc = paged_pool_attach(c, "anything", &p);
     ok(rc == PAGED_E_SHUTDOWN, "daemon exited after SIGTERM: a control call says PAGED_E_SHUTDOWN (%s)",
@@ -774,7 +769,7 @@ int main(void)
 {
     plan_lazy();
     tap_rng_seed(&rng, tap_seed());
-    struct harness h;
+    struct pagedd h;
     harness_start(&h);
     test_connect_failures(&h);
     paged_client *c1 = harness_client(&h), *c2 = harness_client(&h);

@@ -1,51 +1,38 @@
-/* daemon_harness.c: start a real pagedd on a temporary socket for a test, and stop it whatever happens. */
+/* daemon_harness.c: what the client tests share: their pagedd, clients of it, its pool counts, test data. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
 #include "tests/client/daemon_harness.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/core/proto.h"
 #include "tests/tap/basic.h"
 
-/* Connect attempts while the daemon starts, and the pause between them. */
-#define START_TRIES 1000
-#define START_PAUSE_MS 10
-/* Waits for the daemon to exit after SIGTERM. */
-#define STOP_TRIES 300
-#define STOP_PAUSE_MS 10
+/* Polls of the pool counts while a departed client's blocks are reclaimed, and the pause
+ * between them. */
+#define RECLAIM_TRIES 250
+#define RECLAIM_PAUSE_MS 20
 
-/* The harness the exit hook stops: tests run one daemon each. */
-static struct harness *harness_live;
-
-/* Waits ms milliseconds on nothing: the pause of a bounded retry loop. */
-static void pause_ms(int ms)
-{
-    poll(NULL, 0, ms);
-}
-
-/* Opens a SOCK_SEQPACKET connection to path; returns the descriptor or -1. */
+/* Opens a SOCK_SEQPACKET connection to path; returns the descriptor, or -1 (a path longer
+ * than a socket address holds included). */
 static int raw_connect(const char *path)
 {
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    size_t len = strlen(path);
+    if (len >= sizeof sa.sun_path)
+        return -1;
+    memcpy(sa.sun_path, path, len + 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
     if (connect(fd, (struct sockaddr *) &sa, sizeof sa) != 0) {
         close(fd);
         return -1;
@@ -53,128 +40,32 @@ static int raw_connect(const char *path)
     return fd;
 }
 
-/* Removes the harness directory and what the daemon or we left in it. */
-static void remove_dir(const char *dir)
+/* Starts the client tests' daemon; see daemon_harness.h. */
+void harness_start(struct pagedd *d)
 {
-    DIR *d = opendir(dir);
-    if (d != NULL) {
-        struct dirent *e;
-        char path[512];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
+    if (access(pagedd_path(), X_OK) != 0)
+        skip_all("pagedd not built (%s)", pagedd_path());
+    pagedd_mkdir(d);
+    if (chmod(d->dir, 0755) != 0)
+        sysbail("chmod %s", d->dir);
+    const char *const args[] = { "--socket-mode", "0666", "--log-level", "info", NULL };
+    int status;
+    if (pagedd_start(d, args, NULL, &status) != 0) {
+        pagedd_log_diag(d, 20);
+        bail("pagedd did not start on %s (wait status %d)", d->socket, status);
     }
-    rmdir(dir);
 }
 
-/* The exit hook: stops the daemon if this is the process that started it. */
-static void harness_atexit(void)
+/* Stops the daemon and removes its directory; see daemon_harness.h. */
+int harness_stop(struct pagedd *d)
 {
-    if (harness_live != NULL && harness_live->owner == getpid())
-        harness_stop(harness_live);
-}
-
-/* Starts pagedd; see daemon_harness.h. */
-void harness_start(struct harness *h)
-{
-    const char *top = getenv("top_builddir");
-    char daemon[512];
-    snprintf(daemon, sizeof daemon, "%s/daemon/pagedd", top != NULL ? top : ".");
-    if (access(daemon, X_OK) != 0)
-        skip_all("pagedd not built (%s)", daemon);
-    const char *backend = getenv("PAGED_TEST_BACKEND");
-    if (backend == NULL || *backend == '\0')
-        backend = "cpu";
-
-    memset(h, 0, sizeof *h);
-    snprintf(h->dir, sizeof h->dir, "/tmp/paged-client-XXXXXX");
-    if (mkdtemp(h->dir) == NULL)
-        sysbail("mkdtemp");
-    /* Others may need to reach the socket (a test that drops privileges). */
-    chmod(h->dir, 0755);
-    snprintf(h->socket, sizeof h->socket, "%s/pagedd.sock", h->dir);
-    snprintf(h->config, sizeof h->config, "%s/paged.conf", h->dir);
-    FILE *f = fopen(h->config, "w");
-    if (f == NULL)
-        sysbail("creating %s", h->config);
-    fputs("# empty: the test's daemon runs on defaults and its command line\n", f);
-    fclose(f);
-
-    pid_t parent = getpid();
-    pid_t pid = bfork();
-    if (pid == 0) {
-        /* Die with the test, even if it crashes before its exit hook runs. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-        /* Keep stdout for TAP: the daemon's output goes to the log through stderr. */
-        dup2(STDERR_FILENO, STDOUT_FILENO);
-        char backend_opt[64];
-        snprintf(backend_opt, sizeof backend_opt, "--backend=%s", backend);
-        execl(daemon, "pagedd", "--foreground", "--socket", h->socket, "--config", h->config,
-              backend_opt, "--socket-mode", "0666", "--log-level", "info", (char *) NULL);
-        fprintf(stderr, "exec %s: %s\n", daemon, strerror(errno));
-        _exit(127);
-    }
-    h->pid = pid;
-    h->owner = getpid();
-    harness_live = h;
-    static int hooked;
-    if (!hooked) {
-        atexit(harness_atexit);
-        hooked = 1;
-    }
-    for (int i = 0; i < START_TRIES; i++) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            h->pid = 0;
-            bail("pagedd exited during startup (status %d)", status);
-        }
-        int fd = raw_connect(h->socket);
-        if (fd >= 0) {
-            close(fd);
-            return;
-        }
-        pause_ms(START_PAUSE_MS);
-    }
-    bail("pagedd did not listen on %s within %d ms", h->socket, START_TRIES * START_PAUSE_MS);
-}
-
-/* Stops the daemon; see daemon_harness.h. */
-int harness_stop(struct harness *h)
-{
-    int status = -1;
-    if (h->pid > 0) {
-        kill(h->pid, SIGTERM);
-        int done = 0;
-        for (int i = 0; i < STOP_TRIES && !done; i++) {
-            if (waitpid(h->pid, &status, WNOHANG) == h->pid)
-                done = 1;
-            else
-                pause_ms(STOP_PAUSE_MS);
-        }
-        if (!done) {
-            diag("pagedd ignored SIGTERM for %d ms: killing it", STOP_TRIES * STOP_PAUSE_MS);
-            kill(h->pid, SIGKILL);
-            waitpid(h->pid, &status, 0);
-        }
-        h->pid = 0;
-    }
-    if (h->dir[0] != '\0') {
-        remove_dir(h->dir);
-        h->dir[0] = '\0';
-    }
-    if (harness_live == h)
-        harness_live = NULL;
+    int status = pagedd_stop(d);
+    pagedd_cleanup(d);
     return status;
 }
 
 /* Connects a client with defaults; bails on failure. */
-paged_client *harness_client(const struct harness *h)
+paged_client *harness_client(const struct pagedd *h)
 {
     paged_connect_opts o = { .socket_path = h->socket };
     paged_client *c = NULL;
@@ -219,7 +110,7 @@ static ssize_t raw_recv(int fd, void *buf, size_t size)
 }
 
 /* Asks for a pool's counts over a control-only connection; see daemon_harness.h. */
-int harness_pool_counts(const struct harness *h, const char *name, struct harness_counts *out)
+int harness_pool_counts(const struct pagedd *h, const char *name, struct harness_counts *out)
 {
     int fd = raw_connect(h->socket);
     if (fd < 0)
@@ -276,13 +167,13 @@ out:
 }
 
 /* Waits until a pool has no referenced block; see daemon_harness.h. */
-int harness_wait_unreferenced(const struct harness *h, const char *name, struct harness_counts *out)
+int harness_wait_unreferenced(const struct pagedd *h, const char *name, struct harness_counts *out)
 {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < 250; i++) {
+    for (int i = 0; i < RECLAIM_TRIES; i++) {
         if (harness_pool_counts(h, name, out) == 0 && out->referenced == 0)
             return 0;
-        pause_ms(20);
+        poll(NULL, 0, RECLAIM_PAUSE_MS);
     }
     return -1;
 }

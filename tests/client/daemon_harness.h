@@ -1,4 +1,4 @@
-/* daemon_harness.h: start a real pagedd on a temporary socket for a test, and stop it whatever happens. */
+/* daemon_harness.h: what the client tests share: their pagedd, clients of it, its pool counts, test data. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_TESTS_CLIENT_DAEMON_HARNESS_H
 #define PAGED_TESTS_CLIENT_DAEMON_HARNESS_H
@@ -7,32 +7,22 @@
 #include <sys/types.h>
 
 #include "paged.h"
-
-/* One daemon: its temporary directory, socket and process. */
-struct harness {
-    char dir[64];          /* mkdtemp directory holding the socket and config */
-    char socket[128];
-    char config[128];
-    pid_t pid;             /* the daemon, 0 once stopped */
-    pid_t owner;           /* the process that started it (forked workers never stop it) */
-};
+#include "tests/tap/pagedd.h"
 
 /*
- * Starts $top_builddir/daemon/pagedd --foreground on a socket in a fresh mkdtemp
- * directory, with the cpu backend (or $PAGED_TEST_BACKEND) and an empty config file, and
- * waits until it accepts connections: at most a few hundred connect attempts, a short
- * poll() between them. Skips the whole test when pagedd is not built; bails when it does
- * not come up. The daemon is killed at exit (atexit, and PR_SET_PDEATHSIG should the test
- * crash), so a failing test never leaves it behind.
+ * Starts a real pagedd for a client test into *d (tests/tap/pagedd.h), with its socket open
+ * to everyone (--socket-mode 0666, the directory 0755: a test may drop privileges) and
+ * --log-level info. Skips the whole test when pagedd is not built; bails, showing the log's
+ * last lines, when it does not come up. Returns nothing.
  */
-void harness_start(struct harness *h);
+void harness_start(struct pagedd *d);
 
-/* Stops the daemon: SIGTERM, a bounded wait, then SIGKILL; removes the directory. Returns
- * the daemon's wait status, or -1 if it was not running. */
-int harness_stop(struct harness *h);
+/* Stops the daemon (pagedd_stop) and removes its directory. Returns the daemon's wait
+ * status, or -1 if it was not running or had to be killed. */
+int harness_stop(struct pagedd *d);
 
 /* Connects a client to the harness's daemon with default options; bails on failure. */
-paged_client *harness_client(const struct harness *h);
+paged_client *harness_client(const struct pagedd *h);
 
 /* A pool's block counts as the daemon reports them (LIST pools). */
 struct harness_counts {
@@ -44,14 +34,14 @@ struct harness_counts {
  * raw protocol, as pactl speaks it). Returns 0, or -1 when the daemon does not answer or
  * has no such pool.
  */
-int harness_pool_counts(const struct harness *h, const char *name, struct harness_counts *out);
+int harness_pool_counts(const struct pagedd *h, const char *name, struct harness_counts *out);
 
 /*
  * Waits, a bounded number of times with a short poll() between, until pool name has no
  * referenced block (clients that just died are reclaimed by the daemon asynchronously).
  * Returns 0 when it got there, -1 otherwise; *out holds the last counts seen.
  */
-int harness_wait_unreferenced(const struct harness *h, const char *name, struct harness_counts *out);
+int harness_wait_unreferenced(const struct pagedd *h, const char *name, struct harness_counts *out);
 
 /* Fills n floats with uniform random values in [-1, 1) from the test's generator. */
 struct tap_rng;

@@ -1,12 +1,15 @@
 # tests/client/local.mk: tests of libpaged against a real pagedd.
 # SPDX-License-Identifier: MIT
 
-# The harness every client test shares: a real pagedd on a temporary socket.
+# The harness every client test shares: a real pagedd (tests/tap/pagedd.h) and what the
+# tests ask of it.
 check_LTLIBRARIES += tests/client/libharness.la
 tests_client_libharness_la_SOURCES = tests/client/daemon_harness.c tests/client/daemon_harness.h
 
-# The tests link the installed-to-be libpaged (so they see only its exported symbols).
-CLIENT_TEST_LIBS = tests/client/libharness.la lib/libpaged.la $(TAP_LIBS)
+# The tests link the installed-to-be libpaged (so they see only its exported symbols); the
+# spawner's clock comes from libpagedcore, after it.
+CLIENT_TEST_LIBS = tests/client/libharness.la $(TAP_PAGEDD_LIBS) lib/libpaged.la \
+	lib/core/libpagedcore.la $(TAP_LIBS)
 
 check_PROGRAMS += tests/client/api-t tests/client/seq-t tests/client/workers-t tests/client/baddaemon-t
 TESTS += tests/client/api-t tests/client/seq-t tests/client/workers-t tests/client/baddaemon-t \

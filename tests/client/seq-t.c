@@ -191,7 +191,7 @@ static void test_fork(paged_pool *p, paged_seq *s)
 }
 
 /* Prefix sharing: one client publishes, another adopts. */
-static void test_prefix(const struct harness *h, paged_pool *p1)
+static void test_prefix(const struct pagedd *h, paged_pool *p1)
 {
     paged_client *c2 = harness_client(h);
     paged_pool *p2 = NULL;
@@ -271,7 +271,7 @@ int main(void)
 {
     plan_lazy();
     tap_rng_seed(&rng, tap_seed());
-    struct harness h;
+    struct pagedd h;
     harness_start(&h);
     paged_client *c = harness_client(&h);
     paged_pool_desc d = { .name = "seq", .num_layers = PL, .num_kv_heads = PH, .head_dim = PD,

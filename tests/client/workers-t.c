@@ -219,7 +219,7 @@ static int prompt_reads_back(const pk_cache *cache, const paged_seq *s)
 }
 
 /* Connects, attaches and maps; returns 1 on success with *c, *p and *cache set. */
-static int worker_setup(const struct harness *h, paged_client **c, paged_pool **p, pk_cache *cache)
+static int worker_setup(const struct pagedd *h, paged_client **c, paged_pool **p, pk_cache *cache)
 {
     paged_connect_opts o = { .socket_path = h->socket };
     if (paged_client_connect(&o, c) != PAGED_OK || paged_pool_attach(*c, pool_name, p) != PAGED_OK)
@@ -235,7 +235,7 @@ static int worker_setup(const struct harness *h, paged_client **c, paged_pool **
 
 /* One worker's life: sequences sharing the prompt, prefill, decode steps with a fork,
  * publish, everything checked. Fills *r. */
-static void worker_run(const struct harness *h, int id, struct report *r)
+static void worker_run(const struct pagedd *h, int id, struct report *r)
 {
     tap_rng rng;
     tap_rng_seed(&rng, seed + 1 + (uint64_t) id);
@@ -294,7 +294,7 @@ static void worker_run(const struct harness *h, int id, struct report *r)
  * stops on its own (bounded, long past the kill), after writing 'R' to ready_fd once the
  * stream runs. Killed with SIGKILL by the parent.
  */
-static void victim_run(const struct harness *h, int ready_fd)
+static void victim_run(const struct pagedd *h, int ready_fd)
 {
     paged_client *c = NULL;
     paged_pool *p = NULL;
@@ -356,7 +356,7 @@ static void victim_run(const struct harness *h, int ready_fd)
 
 /* Starts worker id (the victim when id < 0) in a child; returns its pid and the read end of
  * its report pipe. */
-static pid_t spawn(const struct harness *h, int id, paged_client *parent_client, int *rfd)
+static pid_t spawn(const struct pagedd *h, int id, paged_client *parent_client, int *rfd)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -386,7 +386,7 @@ int main(void)
     seed = tap_seed();
     tap_rng rng;
     tap_rng_seed(&rng, seed);
-    struct harness h;
+    struct pagedd h;
     harness_start(&h);
     paged_client *c = harness_client(&h);
     paged_pool_desc d = { .name = pool_name, .num_layers = PL, .num_kv_heads = PH, .head_dim = PD,

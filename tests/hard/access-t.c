@@ -17,7 +17,7 @@
 #include "lib/core/shm.h"
 #include "paged.h"
 #include "tests/hard/hard.h"
-#include "tests/service/spawn.h"
+#include "tests/tap/pagedd.h"
 
 /* The pools: 2 layers, 2 KV heads, head_dim 64, blocks of 16, f32. */
 #define L 2
@@ -36,7 +36,7 @@
 
 #define NRES 16
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static tap_rng rng;
 
 /* ---------------------------------------------------------------------------------------
@@ -55,7 +55,6 @@ static int as_user(uid_t uid, gid_t gid, void (*fn)(int *res), int *res)
         sysbail("pipe");
     pid_t pid = bfork();
     if (pid == 0) {
-        td_forget_all();
         close(p[0]);
         if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0 || getuid() != uid
             || getgid() != gid)
@@ -617,12 +616,12 @@ int main(void)
     tap_rng_seed(&rng, tap_seed());
     plan_lazy();
     /* Other uids must reach the socket: a world-searchable directory, a 0666 socket. */
-    td_mkdir(&daemon_);
+    pagedd_mkdir(&daemon_);
     if (chmod(daemon_.dir, 0755) != 0)
         sysbail("chmod %s", daemon_.dir);
     const char *args[] = { "--socket-mode=0666", NULL };
     int st;
-    if (td_start(&daemon_, args, &st) != 0)
+    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
         bail("pagedd did not start (status %d)", st);
 
     uid_cases();
@@ -633,9 +632,9 @@ int main(void)
     rc_close(&cx);
     rc_close(&cy);
     rc_close(&cr);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exited cleanly on SIGTERM (status %d)", st);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     free(mirror.base);
     return 0;
 }

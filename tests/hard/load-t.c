@@ -10,7 +10,7 @@
 
 #include "paged.h"
 #include "tests/hard/hard.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 
 /* The pool: 2 layers, 2 KV heads, head_dim 64, blocks of 16, f32. */
 #define L 2
@@ -30,7 +30,7 @@
 #define CLIENTS_LONG 64
 #define REQUESTS_LONG 10000
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 static int32_t prompt_tokens[PROMPT];
 
@@ -344,7 +344,6 @@ static long run_round(const char *label, struct rc_client *ctl, int clients, lon
             sysbail("pipe");
         pids[i] = bfork();
         if (pids[i] == 0) {
-            td_forget_all();
             close(ctl->sock);
             close(rp[0]);
             for (int j = 0; j < i; j++)
@@ -452,7 +451,7 @@ int main(void)
 
     const char *args[] = { "--log-level=warning", NULL };
     int st;
-    if (td_start(&daemon_, args, &st) != 0)
+    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
         bail("pagedd did not start (status %d)", st);
     setup(&rng);
     struct rc_client ctl;
@@ -502,8 +501,8 @@ int main(void)
     diag("daemon open descriptors: %d before the clients, %d after", fd_start, fd_end);
 
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exited cleanly on SIGTERM (status %d)", st);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -2,12 +2,12 @@
 # and the check-long and check-valgrind targets.
 # SPDX-License-Identifier: MIT
 
-# What the hardening tests share. They link the service tests' raw client and daemon
+# What the hardening tests share. They link the service tests' raw client, the daemon
 # spawner, libpaged for real clients, and the CPU reference kernels as the oracle.
 check_LTLIBRARIES += tests/hard/libhardtest.la
 tests_hard_libhardtest_la_SOURCES = tests/hard/hard.h tests/hard/hard.c
-HARD_CLIENT_LIBS = tests/hard/libhardtest.la tests/service/libsvctest.la lib/libpaged.la \
-	kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
+HARD_CLIENT_LIBS = tests/hard/libhardtest.la tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) \
+	lib/libpaged.la kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 
 HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t
 check_PROGRAMS += $(HARD_TESTS)
@@ -26,7 +26,7 @@ check-long: all
 	PAGED_TEST_LONG=1 $(MAKE) $(AM_MAKEFLAGS) check TESTS="$(HARD_TESTS)"
 
 # make check-valgrind: the service tests and the hardening tests that stop their daemon with
-# SIGTERM (restart, access, load), with pagedd under valgrind memcheck (tests/service/spawn.c
+# SIGTERM (restart, access, load), with pagedd under valgrind memcheck (tests/tap/pagedd.c
 # prefixes $PAGED_DAEMON_WRAPPER). Every daemon's report lands in tests/hard/valgrind/; an
 # error or a definite or indirect leak in any of them fails the target.
 HARD_VALGRIND_TESTS = tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \

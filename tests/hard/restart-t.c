@@ -14,7 +14,7 @@
 #include "kernels/kernels.h"
 #include "paged.h"
 #include "tests/hard/hard.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 
 /* The pools the clients make: 1 layer, 2 KV heads, head_dim 64, blocks of 16, f32. */
 #define H 2
@@ -37,7 +37,7 @@ enum mode {
 static const char *const mode_names[MODE_COUNT] = { "idle", "in paged_wait", "in paged_nop",
                                                     "in paged_pool_attach" };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 
 /* A client's report. */
@@ -225,7 +225,6 @@ static void run_round(int round, int sig)
             sysbail("pipe");
         pid[m] = bfork();
         if (pid[m] == 0) {
-            td_forget_all();
             close(cp[1]);
             close(rp[0]);
             for (int j = 0; j < m; j++) {
@@ -256,10 +255,8 @@ static void run_round(int round, int sig)
         started += hard_read_full(rep[m], &ch, 1, 30000) && ch == 'R';
     }
     is_int(MODE_COUNT, started, "%s round: every client is in its call", how);
-    kill(daemon_.pid, sig);
-    if (sig != SIGKILL)
-        kill(daemon_.pid, SIGCONT);
-    int st = td_stop(&daemon_);
+    /* The frozen daemon gets sig, and SIGCONT to act on it. */
+    int st = pagedd_stop_with(&daemon_, sig);
     if (sig == SIGKILL)
         ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "%s round: the daemon died of SIGKILL", how);
     else
@@ -273,7 +270,7 @@ static void run_round(int round, int sig)
     is_int(MODE_COUNT, absent, "%s round: every client is through with the dead daemon", how);
 
     const char *const args[] = { "--log-level=info", NULL };
-    int started_again = td_start(&daemon_, args, &st) == 0;
+    int started_again = pagedd_start(&daemon_, args, NULL, &st) == 0;
     ok(started_again, "%s round: a new daemon listens on the same socket path", how);
     tell_all(cmd, 'N');
 
@@ -315,12 +312,12 @@ int main(void)
     plan_lazy();
     const char *const args[] = { "--log-level=info", NULL };
     int st;
-    if (td_start(&daemon_, args, &st) != 0)
+    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
         bail("pagedd did not start (status %d)", st);
     run_round(0, SIGKILL);
     run_round(1, SIGTERM);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the last daemon exited cleanly on SIGTERM (status %d)", st);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

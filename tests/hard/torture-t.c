@@ -15,7 +15,7 @@
 #include "kernels/kernels.h"
 #include "paged.h"
 #include "tests/hard/hard.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 
 /* Both pools: 2 layers, 2 KV heads (GQA 2), head_dim 64, blocks of 16 tokens, f32. */
 #define L 2
@@ -51,7 +51,7 @@ static const char *const phase_names[PH_COUNT] = {
     "mid-submit", "between request and completion",
 };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 static int32_t prompt_tokens[PROMPT];
 static float *prompt_k, *prompt_v;   /* [L][PROMPT][H][D], the same in both pools */
@@ -449,7 +449,6 @@ static pid_t spawn_child(const int *fds, int n, struct rc_client *ctl, void (*fn
 {
     pid_t pid = bfork();
     if (pid == 0) {
-        td_forget_all();
         close(ctl->sock);
         for (int i = 0; i < n; i++)
             if (fds[i] >= 0)
@@ -492,7 +491,7 @@ int main(void)
 
     const char *args[] = { "--log-level=warning", NULL };
     int st;
-    if (td_start(&daemon_, args, &st) != 0)
+    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
         bail("pagedd did not start (status %d)", st);
     setup_pools();
     struct rc_client ctl;
@@ -639,9 +638,9 @@ int main(void)
            it.referenced);
     }
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exited cleanly on SIGTERM (status %d)", st);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     free(prompt_k);
     free(prompt_v);
     return 0;

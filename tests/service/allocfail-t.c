@@ -21,7 +21,7 @@
 #include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -52,7 +52,7 @@
 #define TOL 1e-4
 
 static const char *pool_name = "allocfail";
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 static int use_cuda;          /* PAGED_TEST_BACKEND=cuda */
 
@@ -334,7 +334,6 @@ static void spawn_workers(pid_t *pids, int *fds)
             sysbail("pipe");
         pids[i] = bfork();
         if (pids[i] == 0) {
-            td_forget_all();
             close(p[0]);
             alarm(60);        /* a worker stuck in the daemon ends, and its report is missing */
             struct report r;
@@ -377,17 +376,16 @@ struct outcome {
 static void one_run(unsigned long long n, struct outcome *o)
 {
     memset(o, 0, sizeof *o);
-    char v[32];
-    snprintf(v, sizeof v, "%llu", n != 0 ? n : 1000000000ull);
-    setenv("PAGEDD_FAIL_ALLOC_AT", v, 1);
+    char v[64];
+    snprintf(v, sizeof v, "PAGEDD_FAIL_ALLOC_AT=%llu", n != 0 ? n : 1000000000ull);
     const char *extra[] = { "--threads", "2", NULL };
+    const char *env[] = { v, NULL };
     int st = 0;
-    if (td_start(&daemon_, extra, &st) != 0) {
+    if (pagedd_start(&daemon_, extra, env, &st) != 0) {
         if (use_cuda && n == 0)
             skip_all("pagedd --backend cuda does not start here (no CUDA device?)");
         bail("pagedd did not start (status %d)", st);
     }
-    unsetenv("PAGEDD_FAIL_ALLOC_AT");
     struct rc_client ctl;
     char pool_note[300] = "";
     int rc = rc_connect(daemon_.socket, "allocfail-ctl", PCORE_HELLO_CONTROL, &ctl);
@@ -406,9 +404,9 @@ static void one_run(unsigned long long n, struct outcome *o)
     if (rc != 0) {
         snprintf(o->what, sizeof o->what, "the control connection or the pool failed: %s (%s)", paged_strerror(rc),
                  ctl.errmsg);
-        td_stop(&daemon_);
+        pagedd_stop(&daemon_);
         td_read_allocfail(&daemon_, &o->log);
-        td_cleanup(&daemon_);
+        pagedd_cleanup(&daemon_);
         return;
     }
     pid_t pids[WORKERS];
@@ -435,12 +433,12 @@ static void one_run(unsigned long long n, struct outcome *o)
     struct pcore_msg_stats_reply stats;
     int alive = rc_stats(&ctl, &stats) == 0;
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     int exited = st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     td_read_allocfail(&daemon_, &o->log);
     if (n == 0)
         td_check_late_done(&daemon_, 1);   /* allocfail-late-t.sh */
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     o->good = reported && !failed && back && alive && exited;
     snprintf(o->what, sizeof o->what, "%s%s%s%s%s%s", pool_note, notes, reported ? "" : "a worker did not report; ",
              back ? "" : "blocks not all back; ", alive ? "" : "the daemon did not answer; ",

@@ -19,7 +19,7 @@
 #include "tests/service/rawclient.h"
 
 /* Starts the daemon of the backend the environment asks for; see arena-io.h. */
-int aio_start(struct td_daemon *d, const char *const *extra)
+int aio_start(struct pagedd *d, const char *const *extra)
 {
     const char *be = getenv("PAGED_TEST_BACKEND");
     int cuda = be != NULL && strcmp(be, "cuda") == 0;
@@ -28,7 +28,7 @@ int aio_start(struct td_daemon *d, const char *const *extra)
         skip_all("PAGED_TEST_BACKEND=cuda, but this build has no CUDA to fill device arenas");
 #endif
     int st = 0;
-    if (td_start(d, extra, &st) < 0) {
+    if (pagedd_start(d, extra, NULL, &st) < 0) {
         if (cuda)
             skip_all("pagedd --backend cuda does not start here (no CUDA device?)");
         bail("pagedd did not start (status %d)", st);
@@ -81,7 +81,7 @@ int aio_have_device(uint64_t *free_bytes)
 }
 
 /* Makes a test's pool over a control connection; see arena-io.h. */
-void aio_pool_create(struct rc_client *ctl, const struct td_daemon *d, const char *who, const char *name,
+void aio_pool_create(struct rc_client *ctl, const struct pagedd *d, const char *who, const char *name,
                      uint32_t layers, uint32_t heads, uint32_t dim, uint32_t block, int32_t dtype, uint32_t blocks)
 {
     int rc = rc_connect(d->socket, who, PCORE_HELLO_CONTROL, ctl);

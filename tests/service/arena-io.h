@@ -8,13 +8,13 @@
 
 #include "paged.h"
 #include "kernels/kernels.h"
-#include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
 
 /* Reads PAGED_TEST_BACKEND (the cpu backend unless it says cuda) and starts d with the extra
  * arguments; skips the whole test where the cuda backend cannot run (a build without CUDA,
  * no device) and bails when the daemon does not start. Returns whether it runs cuda. */
-int aio_start(struct td_daemon *d, const char *const *extra);
+int aio_start(struct pagedd *d, const char *const *extra);
 
 /* Returns whether this machine has a CUDA device (0 in a build without CUDA), asking in a
  * child so that this process never initializes CUDA (its children could not use it after a
@@ -35,7 +35,7 @@ struct rc_client;
  * The parent of a client-process test does this over the raw protocol: it never touches CUDA.
  * Returns nothing; *ctl stays connected for the caller to use and close.
  */
-void aio_pool_create(struct rc_client *ctl, const struct td_daemon *d, const char *who, const char *name,
+void aio_pool_create(struct rc_client *ctl, const struct pagedd *d, const char *who, const char *name,
                      uint32_t layers, uint32_t heads, uint32_t dim, uint32_t block, int32_t dtype, uint32_t blocks);
 
 /* Copy n bytes into or out of the data arena based at data, at offset off: device memory

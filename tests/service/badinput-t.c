@@ -22,7 +22,7 @@
 #include "lib/core/wake.h"
 #include "daemon/engine/validate.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /* The pool every case uses: 2 layers, 2 KV heads, head_dim 64, blocks of 16, f32. */
@@ -33,7 +33,7 @@
 #define N 64
 #define QH 4
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 
 /* Correct DECODE outputs the good worker has seen so far, in memory shared with it. */
 static _Atomic long *good_checks;
@@ -908,7 +908,7 @@ static void ring_case(void)
     is_int(PAGED_E_RING, e.hdr.status, "corrupt ring: its status is PAGED_E_RING");
     is_int(PAGED_E_DISCONNECTED, rc_wait_msg(&d, PCORE_MSG_ERROR, 10000, NULL, 0),
            "corrupt ring: then the daemon closes the connection");
-    ok(td_log_wait(&daemon_, "PAGED_E_RING", 5000), "corrupt ring: the daemon logs PAGED_E_RING");
+    ok(pagedd_log_wait(&daemon_, "PAGED_E_RING", 5000), "corrupt ring: the daemon logs PAGED_E_RING");
     rc_close(&d);
     is_int(0, rc_nop(&cb), "after a corrupt ring other clients are served");
 }
@@ -923,7 +923,7 @@ int main(void)
         sysbail("mmap");
     const char *args[] = { "--max-blocks-per-client=32", "--log-level=debug", NULL };
     int st;
-    if (td_start(&daemon_, args, &st) != 0)
+    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
         bail("pagedd did not start (status %d): see its log", st);
 
     if (rc_connect(daemon_.socket, "bad-client", 0, &cb) != 0)
@@ -941,7 +941,6 @@ int main(void)
         sysbail("pipe");
     pid_t pid = bfork();
     if (pid == 0) {
-        td_forget_all();
         close(cb.sock);
         good_worker(ready[1], stop[0], report[1], seed);
     }
@@ -993,8 +992,8 @@ int main(void)
     ok(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "the good worker exited cleanly");
 
     rc_close(&cb);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exited cleanly on SIGTERM (status %d)", st);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "tests/service/childrec.h"
-#include "tests/service/spawn.h"
 
 static int out_fd = -1;
 static int child_who;
@@ -129,7 +128,6 @@ void cr_spawn(struct cr_clients *c, int n, void (*run)(int who, int cmd_fd))
             sysbail("pipe");
         c->pids[w] = bfork();
         if (c->pids[w] == 0) {
-            td_forget_all();
             close(rec[0]);
             close(p[1]);
             for (int j = 0; j < w; j++)

@@ -61,10 +61,9 @@ struct cr_clients {
 };
 
 /*
- * Forks n (at most 64) clients; client w forgets the daemons it did not start
- * (td_forget_all), keeps only its own command pipe's read end and runs run(w, that fd),
- * which must not return (a return exits 3). Fills *c in the parent; returns nothing,
- * bails on failure.
+ * Forks n (at most 64) clients; client w keeps only its own command pipe's read end and
+ * runs run(w, that fd), which must not return (a return exits 3). Fills *c in the parent;
+ * returns nothing, bails on failure.
  */
 void cr_spawn(struct cr_clients *c, int n, void (*run)(int who, int cmd_fd));
 

@@ -10,12 +10,12 @@
 #include "lib/core/proto.h"
 #include "lib/core/sock.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
 
 #define B 16
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 
 /* Runs one request; bails unless it succeeds. Returns the CQE count. */
 static uint32_t must(struct rc_client *c, struct pcore_sqe s)
@@ -37,7 +37,7 @@ static int next_event(struct rc_client *c, struct pcore_msg_event *e)
 int main(void)
 {
     plan_lazy();
-    if (td_start(&daemon_, NULL, NULL) != 0)
+    if (pagedd_start(&daemon_, NULL, NULL, NULL) != 0)
         bail("pagedd did not start");
     struct rc_client ctl, sub, w;
     if (rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0
@@ -208,7 +208,7 @@ int main(void)
     rc_close(&ctl);
     /* 'sub' read none of the churn's events either: its queue is full when SIGTERM comes.
      * The daemon gives such a peer its bounded time to take SHUTDOWN and exits anyway. */
-    int stt = td_stop(&daemon_);
+    int stt = pagedd_stop(&daemon_);
     ok(stt == 0, "pagedd exited cleanly with a subscriber's queue full (status %d)", stt);
     long left = 0;
     int ended = 0;
@@ -225,6 +225,6 @@ int main(void)
     }
     ok(ended, "and that subscriber reads what was sent (%ld messages), then the end of the stream", left);
     rc_close(&sub);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -15,8 +15,8 @@
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
 
 /*
  * pagedd runs the cuda backend with every DECODE's metadata uploaded (PAGEDD_META_INLINE=0),
@@ -47,7 +47,7 @@
 
 enum rec_kind { REC_DONE = CR_FIRST_KIND };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 
 /* The client: fills its sequences, then decodes one request at a time and reports. */
@@ -101,20 +101,16 @@ static void client_main(int who, int cmd_fd)
 int main(void)
 {
     seed = aio_device_test_begin();
-    char upload_at[16], event_at[16];
-    snprintf(upload_at, sizeof upload_at, "%d", UPLOAD_AT);
-    snprintf(event_at, sizeof event_at, "%d", EVENT_AT);
-    setenv("PAGEDD_FAIL_UPLOAD_AT", upload_at, 1);
-    setenv("PAGEDD_FAIL_EVENT_AT", event_at, 1);
-    setenv("PAGEDD_META_INLINE", "0", 1);
+    char upload_at[48], event_at[48];
+    snprintf(upload_at, sizeof upload_at, "PAGEDD_FAIL_UPLOAD_AT=%d", UPLOAD_AT);
+    snprintf(event_at, sizeof event_at, "PAGEDD_FAIL_EVENT_AT=%d", EVENT_AT);
     const char *extra[] = { "--backend=cuda", "--log-level=debug", NULL };
-    int st = 0, started = td_start(&daemon_, extra, &st);
-    unsetenv("PAGEDD_FAIL_UPLOAD_AT");
-    unsetenv("PAGEDD_FAIL_EVENT_AT");
-    unsetenv("PAGEDD_META_INLINE");
+    const char *env[] = { upload_at, event_at, "PAGEDD_META_INLINE=0", NULL };
+    int st = 0, started = pagedd_start(&daemon_, extra, env, &st);
     if (started != 0)
         bail("pagedd --backend cuda did not start (status %d)", st);
-    ok(td_log_contains(&daemon_, "(PAGEDD_FAIL_UPLOAD_AT)") && td_log_contains(&daemon_, "(PAGEDD_FAIL_EVENT_AT)"),
+    ok(pagedd_log_contains(&daemon_, "(PAGEDD_FAIL_UPLOAD_AT)")
+       && pagedd_log_contains(&daemon_, "(PAGEDD_FAIL_EVENT_AT)"),
        "the daemon says upload %d and the event of batch %d will fail", UPLOAD_AT, EVENT_AT);
 
     struct rc_client ctl;
@@ -135,15 +131,15 @@ int main(void)
     int settled = rc_pool_item_until(&ctl, "drain", rc_pool_free_is, N, 5000, &it) == 0;
     ok(settled, "the pool has all %d blocks free once the client is gone (%u)", N, it.free);
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
-    ok(td_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_UPLOAD_AT)")
-           && td_log_contains(&daemon_, "metadata upload failed"),
+    ok(pagedd_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_UPLOAD_AT)")
+           && pagedd_log_contains(&daemon_, "metadata upload failed"),
        "the log names the refused upload and what it cost");
-    ok(td_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_EVENT_AT)")
-           && td_log_contains(&daemon_, "batch event failed"),
+    ok(pagedd_log_contains(&daemon_, "fails on purpose (PAGEDD_FAIL_EVENT_AT)")
+           && pagedd_log_contains(&daemon_, "batch event failed"),
        "the log names the refused event record");
-    ok(!td_log_contains(&daemon_, "the context is lost"), "no refusal was taken for a lost context");
-    td_cleanup(&daemon_);
+    ok(!pagedd_log_contains(&daemon_, "the context is lost"), "no refusal was taken for a lost context");
+    pagedd_cleanup(&daemon_);
     return 0;
 }

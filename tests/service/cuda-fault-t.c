@@ -15,8 +15,8 @@
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
 
 /*
  * pagedd runs the cuda backend with PAGEDD_FAULT_AFTER=FAULT_AT: its FAULT_AT-th batch queues
@@ -43,7 +43,7 @@
 
 enum rec_kind { REC_DONE = CR_FIRST_KIND };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 
 /* The client: fills its sequences, then decodes one request at a time and reports. */
@@ -101,15 +101,15 @@ static void client_main(int who, int cmd_fd)
 int main(void)
 {
     seed = aio_device_test_begin();
-    char after[16];
-    snprintf(after, sizeof after, "%d", FAULT_AT);
-    setenv("PAGEDD_FAULT_AFTER", after, 1);
+    char after[48];
+    snprintf(after, sizeof after, "PAGEDD_FAULT_AFTER=%d", FAULT_AT);
     const char *extra[] = { "--backend=cuda", "--log-level=debug", NULL };
-    int st = 0, started = td_start(&daemon_, extra, &st);
-    unsetenv("PAGEDD_FAULT_AFTER");
+    const char *env[] = { after, NULL };
+    int st = 0, started = pagedd_start(&daemon_, extra, env, &st);
     if (started != 0)
         bail("pagedd --backend cuda did not start (status %d)", st);
-    ok(td_log_contains(&daemon_, "(PAGEDD_FAULT_AFTER)"), "the daemon says batch %d will fault", FAULT_AT);
+    ok(pagedd_log_contains(&daemon_, "(PAGEDD_FAULT_AFTER)"), "the daemon says batch %d will fault",
+       FAULT_AT);
 
     struct rc_client ctl;
     aio_pool_create(&ctl, &daemon_, "fault-t", "fault", 1, H, D, B, PAGED_DTYPE_F32, N);
@@ -126,10 +126,11 @@ int main(void)
     ok(sr.backend == PAGED_BACKEND_CUDA && sr.healthy == 0 && strstr(sr.health, "sticky CUDA error") != NULL,
        "STATUS: the cuda backend is unhealthy and says why (%.100s)", sr.health);
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM with its device context lost");
-    ok(td_log_contains(&daemon_, "faults on purpose") && td_log_contains(&daemon_, "the context is lost"),
+    ok(pagedd_log_contains(&daemon_, "faults on purpose")
+       && pagedd_log_contains(&daemon_, "the context is lost"),
        "the log names the planted fault and the lost context");
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

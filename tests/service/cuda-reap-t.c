@@ -13,8 +13,8 @@
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
 
 /*
  * pagedd's cuda backend frees a departed client's arenas on a thread of its own
@@ -41,7 +41,7 @@
 
 enum rec_kind { REC_DONE = CR_FIRST_KIND };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static int role;            /* the client the next cr_spawn runs: 0 A, 1 B */
 
 /* A client: opens with an ARENA-byte data arena, allocates its blocks, writes its arena's
@@ -91,15 +91,15 @@ int main(void)
     if (!aio_have_device(&free_b))
         skip_all("no CUDA device");
     plan_lazy();
-    char delay[16];
-    snprintf(delay, sizeof delay, "%d", REAP_DELAY_MS);
-    setenv("PAGEDD_REAP_DELAY_MS", delay, 1);
+    char delay[48];
+    snprintf(delay, sizeof delay, "PAGEDD_REAP_DELAY_MS=%d", REAP_DELAY_MS);
     const char *extra[] = { "--backend=cuda", NULL };
-    int st = 0, started = td_start(&daemon_, extra, &st);
-    unsetenv("PAGEDD_REAP_DELAY_MS");
+    const char *env[] = { delay, NULL };
+    int st = 0, started = pagedd_start(&daemon_, extra, env, &st);
     if (started != 0)
         bail("pagedd --backend cuda did not start (status %d)", st);
-    ok(td_log_contains(&daemon_, "(PAGEDD_REAP_DELAY_MS)"), "the daemon says it frees departed clients' memory late");
+    ok(pagedd_log_contains(&daemon_, "(PAGEDD_REAP_DELAY_MS)"),
+       "the daemon says it frees departed clients' memory late");
 
     const uint64_t block_bytes = (uint64_t) LAYERS * 2 * H * B * D * 2;
     if (free_b < SPARE + 2 * ARENA)
@@ -119,14 +119,14 @@ int main(void)
     int settled = rc_pool_item_until(&ctl, "reap", attached_is, 1, 10000, &it) == 0;
     ok(settled, "the daemon saw client A go (%u attached: the control connection)", it.attached);
     ok(run_client(1), "client B ran and left");
-    ok(td_log_contains(&daemon_, "waits for departed clients' memory to be freed"),
+    ok(pagedd_log_contains(&daemon_, "waits for departed clients' memory to be freed"),
        "client B's arena waited for client A's to be freed");
     settled = rc_pool_item_until(&ctl, "reap", attached_is, 1, 10000, &it) == 0;
     ok(settled && it.free == blocks,
        "the pool has all %u blocks free once both clients are gone (%u)", blocks, it.free);
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -21,7 +21,7 @@
 #include "lib/core/proto.h"
 #include "tests/kernels/gpu_util.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -66,7 +66,7 @@ struct rec {
 };
 _Static_assert(sizeof(struct rec) <= PIPE_BUF, "records are written atomically");
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 static int round_;            /* 0: VMM export, 1: legacy IPC */
 static char device_uuid[64];  /* device 0's, "GPU-..." (the parent learns it from a child) */
@@ -503,7 +503,6 @@ static pid_t spawn_child(int w, int res_w, int res_r, int cmd_r, int cmd_w, cons
     pid_t pid = bfork();
     if (pid > 0)
         return pid;
-    td_forget_all();
     close(ctl_sock);
     close(res_r);
     if (cmd_w >= 0)
@@ -584,21 +583,6 @@ static int reader_done(const struct rec *blocks, const int *ready)
     return ready[NPROC] || gone[NPROC];
 }
 
-/* Shows the daemon's log (its last lines) as diagnostics; returns nothing. */
-static void dump_log(const struct td_daemon *d)
-{
-    FILE *f = fopen(d->log, "r");
-    if (f == NULL)
-        return;
-    char lines[40][256];
-    int n = 0;
-    while (n < 100000 && fgets(lines[n % 40], sizeof lines[0], f) != NULL)
-        n++;
-    fclose(f);
-    for (int i = n > 40 ? n - 40 : 0; i < n; i++)
-        diag("pagedd: %s", strtok(lines[i % 40], "\n") != NULL ? lines[i % 40] : "");
-}
-
 /* Checks STATUS: backend cuda, healthy, some free device memory. Returns nothing. */
 static void status_check(struct rc_client *ctl, const char *when)
 {
@@ -619,18 +603,16 @@ static void run_round(int round)
     round_ = round;
     round_name = round == 0 ? "vmm" : "ipc";
     uint32_t want_kind = round == 0 ? PCORE_MEM_CUDA_VMM : PCORE_MEM_CUDA_IPC;
-    if (round == 1)
-        setenv("PAGEDD_CUDA_EXPORT", "ipc", 1);
     /* The VMM round names the device by index, the IPC round by its UUID. */
     char device[80];
     snprintf(device, sizeof device, "--device=%s", round == 0 ? "0" : device_uuid);
     const char *extra[] = { "--backend=cuda", device, "--log-level=debug", NULL };
     memset(&daemon_, 0, sizeof daemon_);
     int st = 0;
-    int started = td_start(&daemon_, extra, &st);
-    unsetenv("PAGEDD_CUDA_EXPORT");
+    const char *ipc[] = { "PAGEDD_CUDA_EXPORT=ipc", NULL };
+    int started = pagedd_start(&daemon_, extra, round == 1 ? ipc : NULL, &st);
     if (started != 0) {
-        dump_log(&daemon_);
+        pagedd_log_diag(&daemon_, 40);
         bail("pagedd --backend cuda did not start (status %d)", st);
     }
     struct rc_client ctl;
@@ -674,7 +656,7 @@ static void run_round(int round)
         close(cmd[w][0]);
     }
     if (collect(res[0], blocks, ready, setup_done) != 1) {
-        dump_log(&daemon_);
+        pagedd_log_diag(&daemon_, 40);
         bail("[%s] the workers did not finish their setup within %d ms", round_name, WAIT_MS);
     }
     ok(ready[VICTIM], "[%s] the victim streams DECODEs", round_name);
@@ -683,7 +665,7 @@ static void run_round(int round)
     pids[NPROC] = spawn_child(-1, res[1], res[0], -1, -1, blocks, want_kind, ctl.sock);
     close(res[1]);
     if (collect(res[0], blocks, ready, reader_done) != 1) {
-        dump_log(&daemon_);
+        pagedd_log_diag(&daemon_, 40);
         bail("[%s] the reader did not finish within %d ms", round_name, WAIT_MS);
     }
 
@@ -696,7 +678,7 @@ static void run_round(int round)
         close(cmd[w][1]);
     }
     if (collect(res[0], blocks, ready, NULL) != 0) {
-        dump_log(&daemon_);
+        pagedd_log_diag(&daemon_, 40);
         bail("[%s] the children did not all exit within %d ms", round_name, WAIT_MS);
     }
     close(res[0]);
@@ -731,12 +713,12 @@ static void run_round(int round)
     }
     status_check(&ctl, "after the clients");
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "[%s] pagedd exited cleanly on SIGTERM (status %d)",
        round_name, st);
     if (tap_failures() != 0)
-        dump_log(&daemon_);
-    td_cleanup(&daemon_);
+        pagedd_log_diag(&daemon_, 40);
+    pagedd_cleanup(&daemon_);
 }
 
 /* Returns whether this machine has a CUDA device, asking in a child so that this process

@@ -17,8 +17,8 @@
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
 
 /*
  * pagedd --backend cuda and CLIENTS worker processes, each running, in every way the calls
@@ -61,7 +61,7 @@
 
 enum rec_kind { REC_DONE = CR_FIRST_KIND };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 
 static const unsigned modes[3] = { PAGED_STREAM_KERNEL, PAGED_STREAM_MEMOP, PAGED_STREAM_AUTO };
@@ -256,7 +256,7 @@ int main(void)
     seed = aio_device_test_begin();
     const char *extra[] = { "--backend=cuda", NULL };
     int st = 0;
-    if (td_start(&daemon_, extra, &st) != 0)
+    if (pagedd_start(&daemon_, extra, NULL, &st) != 0)
         bail("pagedd --backend cuda did not start (status %d)", st);
     struct rc_client ctl;
     aio_pool_create(&ctl, &daemon_, "cuda-stream-t", "stream", 1, H, D, B, PAGED_DTYPE_F32, N);
@@ -269,8 +269,8 @@ int main(void)
     ok(rc_pool_item_until(&ctl, "stream", rc_pool_free_is, N, 5000, &it) == 0,
        "the pool has all %d blocks free once the workers are gone (%u)", N, it.free);
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -18,52 +18,16 @@
 #include "lib/core/ring.h"
 #include "lib/core/sock.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
-static struct td_daemon dir_;   /* a directory for files of the cases that start no daemon */
+static struct pagedd dir_;   /* a directory for files of the cases that start no daemon */
 
-/* Runs pagedd with args (NULL-terminated), stdout and stderr to files in dir_, no other
- * descriptor open and, where nofile is not 0, at most nofile descriptors; waits (bounded) for
- * it to exit. Returns its wait status, or -1 if it had to be killed. */
-static int run_pagedd_limited(const char *const *args, const char *out, const char *err, rlim_t nofile)
-{
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = td_pagedd_path();
-    for (int i = 0; args[i] != NULL && n < 31; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t pid = bfork();
-    if (pid == 0) {
-        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (o < 0 || e < 0)
-            _exit(126);
-        dup2(o, STDOUT_FILENO);
-        dup2(e, STDERR_FILENO);
-        for (int fd = 3; fd < 1024; fd++)
-            (void) close(fd);
-        struct rlimit rl = { nofile, nofile };
-        if (nofile != 0 && setrlimit(RLIMIT_NOFILE, &rl) < 0)
-            _exit(126);
-        execv(argv[0], (char *const *) argv);
-        _exit(127);
-    }
-    int st;
-    for (int i = 0; i < 30000; i++) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return st;
-        td_pause_ms(1);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
-/* run_pagedd_limited with the descriptor limit left alone; returns its wait status. */
+/* Runs pagedd with args as pagedd_run does, with the descriptor limit left alone; returns its
+ * wait status, or -1 if it had to be killed. */
 static int run_pagedd(const char *const *args, const char *out, const char *err)
 {
-    return run_pagedd_limited(args, out, err, 0);
+    return pagedd_run(args, out, err, 0);
 }
 
 /* Returns whether file contains needle. */
@@ -221,34 +185,35 @@ static gid_t other_group(void)
 /* Settings from a config file take effect; SIGHUP reloads the live ones. */
 static void config_and_reload_cases(void)
 {
-    struct td_daemon d;
-    td_mkdir(&d);
+    struct pagedd d;
+    pagedd_mkdir(&d);
     char conf[400], opt[420];
     snprintf(conf, sizeof conf, "%s/paged.conf", d.dir);
     write_file(conf, "# test configuration\nlog-level = debug   # chatty\nmax-clients = 1\nthreads = 2\n");
     snprintf(opt, sizeof opt, "%s", conf);
     const char *args[] = { "--config", opt, NULL };
     int st;
-    if (td_start(&d, args, &st) != 0)
+    if (pagedd_start(&d, args, NULL, &st) != 0)
         bail("pagedd with a config file did not start (status %d)", st);
     struct rc_client a, b;
     is_int(0, rc_connect(d.socket, "first", 0, &a), "config max-clients = 1: the first client connects");
     is_int(PAGED_E_LIMIT, rc_connect(d.socket, "second", 0, &b), "config max-clients = 1: a second gets PAGED_E_LIMIT");
     ok(strstr(b.errmsg, "too many") != NULL, "the refusal says why: %s", b.errmsg);
     rc_close(&b);
-    ok(td_log_wait(&d, "[debug]", 5000), "config log-level = debug: debug lines are logged");
+    ok(pagedd_log_wait(&d, "[debug]", 5000), "config log-level = debug: debug lines are logged");
 
     write_file(conf, "log-level = warning\nmax-clients = 2\nthreads = 1\n");
     kill(d.pid, SIGHUP);
-    ok(td_log_wait(&d, "reload: log-level changed from 'debug' to 'warning'", 5000),
+    ok(pagedd_log_wait(&d, "reload: log-level changed from 'debug' to 'warning'", 5000),
        "SIGHUP: the new log level is applied and logged");
-    ok(td_log_wait(&d, "reload: threads changed from '2' to '1': needs a restart", 5000),
+    ok(pagedd_log_wait(&d, "reload: threads changed from '2' to '1': needs a restart", 5000),
        "SIGHUP: a setting that needs a restart is logged as such");
     is_int(0, rc_connect(d.socket, "second", 0, &b), "SIGHUP: max-clients = 2 lets a second client in");
     rc_close(&b);
     write_file(conf, "max-clients = many\n");
     kill(d.pid, SIGHUP);
-    ok(td_log_wait(&d, "reload failed", 5000), "SIGHUP with a bad file: the error is logged, old settings kept");
+    ok(pagedd_log_wait(&d, "reload failed", 5000),
+       "SIGHUP with a bad file: the error is logged, old settings kept");
     is_int(0, rc_nop(&a), "after the reloads the daemon serves");
 
     /* Shutdown: a connected client hears about it, the socket goes. */
@@ -294,11 +259,11 @@ static void config_and_reload_cases(void)
     is_int(PAGED_E_DISCONNECTED, rc_reap(&a, &q, 10000), "SIGTERM: the completion wake-up reports the daemon gone");
     rc_close(&a);
     rc_close(&ctl);
-    st = td_stop(&d);
+    st = pagedd_stop(&d);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "SIGTERM: pagedd exits 0");
     struct stat sb;
     ok(lstat(d.socket, &sb) < 0 && errno == ENOENT, "SIGTERM: the socket file is removed");
-    td_cleanup(&d);
+    pagedd_cleanup(&d);
 }
 
 /* Daemonizing: the parent returns only once the socket serves; pid file; second daemon. */
@@ -315,7 +280,7 @@ static void daemonize_cases(void)
     const gid_t group = other_group();
     char groupopt[64];
     snprintf(groupopt, sizeof groupopt, "--socket-group=%lu", (unsigned long) group);
-    /* The cpu backend, as td_start chooses: the raw client speaks to the host arena. */
+    /* The cpu backend, as pagedd_start chooses: the raw client speaks to the host arena. */
     const char *args[] = { sockopt, pidopt, "--config", "/dev/null", "--backend=cpu",
                            group != (gid_t) -1 ? groupopt : NULL, NULL };
     is_int(0, exit_code(run_pagedd(args, out, err)), "daemonizing: the parent exits 0");
@@ -370,9 +335,9 @@ static void daemonize_cases(void)
 /* A connection that never says HELLO is dropped. */
 static void silent_case(void)
 {
-    struct td_daemon d;
+    struct pagedd d = { 0 };
     const char *args[] = { "--hello-timeout=200", NULL };
-    if (td_start(&d, args, NULL) != 0)
+    if (pagedd_start(&d, args, NULL, NULL) != 0)
         bail("pagedd did not start");
     int s = pcore_sock_connect(d.socket);
     ok(s >= 0, "a silent client connects");
@@ -382,10 +347,10 @@ static void silent_case(void)
     long n = rc == 1 ? pcore_sock_recv(s, buf, sizeof buf, NULL, 0, &nfds) : rc;
     is_int(PAGED_E_DISCONNECTED, n, "without HELLO it is dropped after --hello-timeout");
     close(s);
-    ok(td_log_wait(&d, "no HELLO in time", 5000), "the drop is logged");
-    int st = td_stop(&d);
+    ok(pagedd_log_wait(&d, "no HELLO in time", 5000), "the drop is logged");
+    int st = pagedd_stop(&d);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0");
-    td_cleanup(&d);
+    pagedd_cleanup(&d);
 }
 
 /* Runs every case against a real daemon; returns 0 (TAP reports the results). */
@@ -409,7 +374,7 @@ static void descriptor_cases(void)
     int clean = 1, named = 1, loop = 0, through = 0;
     rlim_t n;
     for (n = 3; n <= 64 && !through; n++) {
-        int st = run_pagedd_limited(args, out, err, n);
+        int st = pagedd_run(args, out, err, n);
         int code = exit_code(st);
         if (code == 127 && file_contains(err, "error while loading shared libraries"))
             continue;
@@ -438,12 +403,12 @@ static void descriptor_cases(void)
 int main(void)
 {
     plan_lazy();
-    td_mkdir(&dir_);
+    pagedd_mkdir(&dir_);
     program_cases();
     descriptor_cases();
     config_and_reload_cases();
     daemonize_cases();
     silent_case();
-    td_cleanup(&dir_);
+    pagedd_cleanup(&dir_);
     return 0;
 }

@@ -18,7 +18,7 @@
 #include "lib/core/proto.h"
 #include "tests/service/arena-io.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -65,8 +65,8 @@
 #define PATIENT_MS 60000   /* the other one: no wait of a correct client comes near it */
 #define WAIT_MS 60000
 
-static struct td_daemon patient, strict;   /* dependency timeouts: PATIENT_MS, TIMEOUT_MS */
-static struct td_daemon *daemon_ = &patient; /* the one the children connect to */
+static struct pagedd patient, strict;   /* dependency timeouts: PATIENT_MS, TIMEOUT_MS */
+static struct pagedd *daemon_ = &patient; /* the one the children connect to */
 static uint64_t seed;
 static int use_cuda;
 static int out_fd = -1;
@@ -621,7 +621,6 @@ static pid_t spawn_child(void (*fn)(void), int fd, int rfd)
 {
     pid_t pid = bfork();
     if (pid == 0) {
-        td_forget_all();
         close(rfd);
         out_fd = fd;
         fn();
@@ -683,7 +682,7 @@ static void run_children(const char *what, void (*const *fns)(void), int first_r
 
 /* Starts d with the dependency timeout ms and creates pool "dep" on it over *ctl; bails when
  * it cannot. Returns whether the daemon runs the cuda backend. */
-static int start(struct td_daemon *d, int ms, struct rc_client *ctl)
+static int start(struct pagedd *d, int ms, struct rc_client *ctl)
 {
     char timeout[16];
     snprintf(timeout, sizeof timeout, "%d", ms);
@@ -699,14 +698,14 @@ static int start(struct td_daemon *d, int ms, struct rc_client *ctl)
 
 /* Stops d (closing ctl), checks it exits 0 and whether it logged a late wait's disconnection
  * (late). Returns nothing. */
-static void stop(struct td_daemon *d, struct rc_client *ctl, const char *name, int late)
+static void stop(struct pagedd *d, struct rc_client *ctl, const char *name, int late)
 {
     rc_close(ctl);
-    int st = td_stop(d);
+    int st = pagedd_stop(d);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: pagedd exits 0 on SIGTERM", name);
-    ok(late == td_log_contains(d, "dependency wait timed out"), "%s: the daemon logged %s", name,
+    ok(late == pagedd_log_contains(d, "dependency wait timed out"), "%s: the daemon logged %s", name,
        late ? "the disconnection for a late wait" : "no disconnection for a late wait");
-    td_cleanup(d);
+    pagedd_cleanup(d);
 }
 
 /* Runs the dependency checks against a patient daemon (bad requests, chains) and then one that

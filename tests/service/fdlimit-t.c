@@ -13,7 +13,7 @@
 #include "paged.h"
 #include "lib/core/proto.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -35,7 +35,7 @@
 
 #define WAIT_MS 10000
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 
 /* Returns the daemon's descriptor count once it is want or WAIT_MS have passed (a departed
  * client's are closed on the daemon's next turn). */
@@ -86,7 +86,7 @@ int main(void)
     plan_lazy();
     const char *extra[] = { "--backend=cpu", NULL };
     int st = 0;
-    if (td_start(&daemon_, extra, &st) != 0)
+    if (pagedd_start(&daemon_, extra, NULL, &st) != 0)
         bail("pagedd did not start (status %d)", st);
     int go_fd = -1;
     pid_t late = connect_in_child(&go_fd);
@@ -125,7 +125,7 @@ int main(void)
     if (write(go_fd, "g", 1) != 1)
         sysbail("write");
     close(go_fd);
-    ok(td_log_wait(&daemon_, "pausing new connections", WAIT_MS),
+    ok(pagedd_log_wait(&daemon_, "pausing new connections", WAIT_MS),
        "a third client cannot be accepted: the daemon pauses new connections");
     ok(rc_nop(&c2) == 0, "the second client is served meanwhile");
     rc_close(&c1);
@@ -136,8 +136,8 @@ int main(void)
 
     int left = fds_settled(base);
     ok(left == base, "with every client gone the daemon holds %d descriptors again (%d)", base, left);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

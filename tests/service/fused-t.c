@@ -21,7 +21,7 @@
 #include "tests/service/childrec.h"
 #include "tests/service/launchlog.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -70,7 +70,7 @@
 /* What a child tells the parent besides its checks (tests/service/childrec.h). */
 enum rec_kind { REC_DONE = CR_FIRST_KIND, REC_SUBMITTED };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 static int use_cuda;        /* the daemon runs the cuda backend: data arenas are device memory */
 static int child_who;
@@ -392,17 +392,19 @@ int main(void)
         ok(fused1 == 0, "cpu: no APPEND fused (%lu): the cpu backend runs APPEND and DECODE apart", fused1);
     ok(fused2 == 0, "phase 2: no APPEND fused where another row reads the block a token goes to (%lu)", fused2);
     if (refuse)
-        ok(td_log_contains(&daemon_, "(PAGEDD_REFUSE_MERGED)"), "the daemon says it refuses every merged launch");
+        ok(pagedd_log_contains(&daemon_, "(PAGEDD_REFUSE_MERGED)"),
+           "the daemon says it refuses every merged launch");
     /* PAGEDD_SPLIT (fused-split-t.sh): passes that find the device idle split in two. */
     const char *split_env = getenv("PAGEDD_SPLIT");
     const int split = split_env != NULL && strcmp(split_env, "2,1") == 0;
     if (split)
-        ok(td_log_contains(&daemon_, "(PAGEDD_SPLIT; 0 clients: never)"), "the daemon says it splits passes");
+        ok(pagedd_log_contains(&daemon_, "(PAGEDD_SPLIT; 0 clients: never)"),
+           "the daemon says it splits passes");
     check_phase3(refuse, split, end, end3);
     rc_close(&ctl);
-    int st = td_stop(&daemon_);
+    int st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
     td_check_late_done(&daemon_, !use_cuda);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -1,22 +1,24 @@
 # tests/service/local.mk: tests that start a real pagedd and drive it with client processes.
 # SPDX-License-Identifier: MIT
 
-# A raw client (lib/core/proto.h spoken directly, without libpaged) and the daemon spawner.
+# A raw client (lib/core/proto.h spoken directly, without libpaged) and what the tests do to
+# a running daemon (tests/service/proc.h); the daemon itself starts through tests/tap/pagedd.h.
 check_LTLIBRARIES += tests/service/libsvctest.la
 tests_service_libsvctest_la_SOURCES = \
 	tests/service/rawclient.h \
 	tests/service/rawclient.c \
-	tests/service/spawn.h \
-	tests/service/spawn.c
-SVC_TEST_LIBS = tests/service/libsvctest.la lib/core/libpagedcore.la kernels/libpagedcpu.la $(TAP_LIBS)
+	tests/service/proc.h \
+	tests/service/proc.c
+SVC_TEST_LIBS = tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) lib/core/libpagedcore.la \
+	kernels/libpagedcpu.la $(TAP_LIBS)
 
 check_PROGRAMS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
 	tests/service/control-t tests/service/spinhint-t tests/service/fdlimit-t tests/service/memlimit-t \
 	tests/service/replyfail-t
 tests_service_badinput_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_replyfail_t_LDADD = $(SVC_TEST_LIBS)
-tests_service_spinhint_t_LDADD = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
-	lib/core/libpagedcore.la $(TAP_LIBS)
+tests_service_spinhint_t_LDADD = tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) lib/libpaged.la \
+	kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 tests_service_reclaim_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_daemon_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_control_t_LDADD = $(SVC_TEST_LIBS)
@@ -34,8 +36,8 @@ tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.
 # The libpaged client-process tests below share their helpers, libraries and flags; with
 # PAGED_TEST_BACKEND=cuda their clients fill device arenas through the CUDA runtime.
 SVC_CLIENT_SOURCES = tests/service/arena-io.c tests/service/arena-io.h
-SVC_CLIENT_LIBS = tests/service/libsvctest.la lib/libpaged.la kernels/libpagedcpu.la \
-	lib/core/libpagedcore.la $(TAP_LIBS)
+SVC_CLIENT_LIBS = tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) lib/libpaged.la \
+	kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 SVC_CLIENT_CPPFLAGS = $(AM_CPPFLAGS)
 if HAVE_CUDA
 SVC_CLIENT_CPPFLAGS += $(CUDA_CPPFLAGS)
@@ -105,7 +107,7 @@ tests_service_cuda_service_t_SOURCES = tests/service/cuda-service-t.c lib/cuda_d
 	lib/cuda_driver.h
 tests_service_cuda_service_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_service_cuda_service_t_LDADD = tests/kernels/libgpuutil.la tests/service/libsvctest.la \
-	lib/libpaged.la kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS) $(CUDA_LIBS)
+	$(TAP_PAGEDD_LIBS) lib/libpaged.la kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS) $(CUDA_LIBS)
 # The test execs the daemon: build it first. (A .log rule here, conditional, would replace
 # automake's own rule for that log.)
 EXTRA_tests_service_cuda_service_t_DEPENDENCIES = daemon/pagedd

@@ -12,7 +12,7 @@
 #include "paged.h"
 #include "lib/core/proto.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -25,7 +25,7 @@
  * allocations would meet the limit first.
  */
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 
 /* Returns the daemon's VmSize in bytes, or 0. */
 static uint64_t vm_size(void)
@@ -58,7 +58,7 @@ int main(void)
         skip_all("the daemon runs under $PAGED_DAEMON_WRAPPER, whose memory is not the daemon's");
     plan_lazy();
     int st = 0;
-    if (td_start(&daemon_, NULL, &st) != 0)
+    if (pagedd_start(&daemon_, NULL, NULL, &st) != 0)
         bail("pagedd did not start (status %d)", st);
     struct rc_client c1, c2, ctl;
     if (rc_connect(daemon_.socket, "memlimit-1", 0, &c1) != 0
@@ -92,8 +92,8 @@ int main(void)
     ok(rc == 0, "the 1 GiB pool is made (%s)", paged_strerror(rc));
     rc_close(&c1);
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -26,7 +26,7 @@
 #include "tests/service/childrec.h"
 #include "tests/service/launchlog.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -97,7 +97,7 @@
 /* What a child tells the parent besides its checks (tests/service/childrec.h). */
 enum rec_kind { REC_READY = CR_FIRST_KIND, REC_SUBMITTED, REC_DONE };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 static int use_cuda;        /* the daemon runs the cuda backend: data arenas are device memory */
 static int child_who;
@@ -809,7 +809,8 @@ static void client_main(int who, int cmd_fd)
  * part of the log from d_from to d_to). Returns nothing. */
 static void check_refused(long d_from, long d_to)
 {
-    ok(td_log_contains(&daemon_, "(PAGEDD_REFUSE_MERGED)"), "the daemon says it refuses every merged launch");
+    ok(pagedd_log_contains(&daemon_, "(PAGEDD_REFUSE_MERGED)"),
+       "the daemon says it refuses every merged launch");
     struct ll_merged m, ma;
     ll_merged_in(daemon_.log, "DECODE", 0, -1, &m);
     ll_merged_in(daemon_.log, "APPEND", 0, -1, &ma);
@@ -930,10 +931,10 @@ int main(void)
     else
         check_merged(&ctl, burst_d_log, burst_e_log);
     rc_close(&ctl);
-    st = td_stop(&daemon_);
+    st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
-    ok(!td_log_contains(&daemon_, "corrupt"), "the daemon saw no corrupt ring");
+    ok(!pagedd_log_contains(&daemon_, "corrupt"), "the daemon saw no corrupt ring");
     td_check_late_done(&daemon_, !use_cuda);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

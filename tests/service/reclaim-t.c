@@ -14,7 +14,7 @@
 #include "lib/core/proto.h"
 #include "lib/core/shm.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 #define L 2
@@ -28,7 +28,7 @@
 #define SALT 7
 #define VICTIM (WORKERS - 1)
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 
 /* Returns worker w's token id at position t of its prompt. */
@@ -201,7 +201,7 @@ int main(void)
 {
     seed = tap_seed();
     plan_lazy();
-    if (td_start(&daemon_, NULL, NULL) != 0)
+    if (pagedd_start(&daemon_, NULL, NULL, NULL) != 0)
         bail("pagedd did not start");
     struct rc_client ctl;
     if (rc_connect(daemon_.socket, "reclaim-ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
@@ -223,7 +223,6 @@ int main(void)
     for (int w = 0; w < WORKERS; w++) {
         pids[w] = bfork();
         if (pids[w] == 0) {
-            td_forget_all();
             close(ctl.sock);
             close(tell[0]);
             worker(w, tell[1]);
@@ -322,8 +321,8 @@ int main(void)
     after = wait_reclaimed(&ctl, &waited);
     is_int(N, after.free + after.cached, "after the newcomer leaves, free + cached is %d", N);
     rc_close(&ctl);
-    int st = td_stop(&daemon_);
+    int st = pagedd_stop(&daemon_);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exited cleanly on SIGTERM (status %d)", st);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -12,7 +12,7 @@
 
 #include "lib/core/sock.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -30,7 +30,7 @@
 #define READ_WAIT_MS 5000      /* a reply not here by then counts as lost in silence */
 #define MAX_RUNS 500           /* a sweep longer than this many allocations is a bug */
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 
 /* What one run found. */
 struct outcome {
@@ -107,14 +107,13 @@ static void drain(struct rc_client *c, struct outcome *o)
 static void one_run(unsigned long long n, struct outcome *o)
 {
     memset(o, 0, sizeof *o);
-    char v[32];
-    snprintf(v, sizeof v, "%llu", n != 0 ? n : 1000000000ull);
-    setenv("PAGEDD_FAIL_ALLOC_AT", v, 1);
+    char v[64];
+    snprintf(v, sizeof v, "PAGEDD_FAIL_ALLOC_AT=%llu", n != 0 ? n : 1000000000ull);
     int st = 0;
     const char *extra[] = { "--log-level", "debug", NULL };
-    if (td_start(&daemon_, extra, &st) != 0)
+    const char *env[] = { v, NULL };
+    if (pagedd_start(&daemon_, extra, env, &st) != 0)
         bail("pagedd did not start (status %d)", st);
-    unsetenv("PAGEDD_FAIL_ALLOC_AT");
 
     /* Both connected first, so that the daemon's allocations come in one order: the two
      * connections, then the queued replies. */
@@ -135,13 +134,13 @@ static void one_run(unsigned long long n, struct outcome *o)
     if (o->connected) {
         /* The flood's replies are more than the client's socket holds: pagedd must find it
          * full and keep a reply on its heap (or fail to) before the client reads any. */
-        o->stalled = !td_log_wait(&daemon_, "its socket is full", FLOOD_WAIT_MS);
+        o->stalled = !pagedd_log_wait(&daemon_, "its socket is full", FLOOD_WAIT_MS);
         drain(&lazy, o);
         rc_close(&lazy);
     }
-    o->status = td_stop(&daemon_);
+    o->status = pagedd_stop(&daemon_);
     td_read_allocfail(&daemon_, &o->log);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
 }
 
 /* Returns whether run o went as it must: each reply in order, or the end of the stream once

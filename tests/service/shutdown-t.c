@@ -15,7 +15,7 @@
 #include "tests/service/arena-io.h"
 #include "tests/service/childrec.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
+#include "tests/service/proc.h"
 #include "tests/tap/basic.h"
 
 /*
@@ -51,7 +51,7 @@
 /* What a child tells the parent besides its checks. */
 enum rec_kind { REC_RUNNING = CR_FIRST_KIND, REC_QUEUED, REC_DONE };
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static uint64_t seed;
 static int use_cuda;
 static int child_who;
@@ -244,12 +244,12 @@ int main(void)
     ok(running && queued && cr_await(kids.rec_fd, REC_DONE, 0, NCLI, WAIT_MS),
        "every client saw the shutdown and checked its requests");
     cr_reap(&kids);
-    int st = td_stop(&daemon_);
+    int st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM with work queued and running");
-    ok(!td_log_contains(&daemon_, "corrupt"), "the daemon saw no corrupt ring");
-    ok(!td_log_contains(&daemon_, "[error]") && !td_log_contains(&daemon_, "context is lost"),
+    ok(!pagedd_log_contains(&daemon_, "corrupt"), "the daemon saw no corrupt ring");
+    ok(!pagedd_log_contains(&daemon_, "[error]") && !pagedd_log_contains(&daemon_, "context is lost"),
        "the daemon logged no error (and no lost device context)");
     td_check_late_done(&daemon_, !use_cuda);
-    td_cleanup(&daemon_);
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -14,13 +14,13 @@
 #include "lib/core/ring.h"
 #include "paged.h"
 #include "tests/service/rawclient.h"
-#include "tests/service/spawn.h"
 #include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
 
 /* The most clients this test connects; machines with more CPUs skip it. */
 #define MAX_TEST_CLIENTS 200
 
-static struct td_daemon daemon_;
+static struct pagedd daemon_;
 static struct rc_client clients[MAX_TEST_CLIENTS];
 
 /* Returns the spin hint the daemon left in client c's completion ring. */
@@ -87,11 +87,11 @@ static void connect_client(long i)
  */
 static void scenario(long spinners, const char *env, long cpus)
 {
-    if (env != NULL)
-        setenv("PAGEDD_SPINNERS", env, 1);
+    char setting[64];
+    snprintf(setting, sizeof setting, "PAGEDD_SPINNERS=%s", env != NULL ? env : "");
     const char *const extra[] = { "--max-clients", "1024", NULL };
-    int started = td_start(&daemon_, extra, NULL);
-    unsetenv("PAGEDD_SPINNERS");
+    const char *const daemon_env[] = { setting, NULL };
+    int started = pagedd_start(&daemon_, extra, env != NULL ? daemon_env : NULL, NULL);
     if (started != 0)
         bail("pagedd did not start");
     const char *how = env != NULL ? "PAGEDD_SPINNERS" : "default";
@@ -148,8 +148,8 @@ static void scenario(long spinners, const char *env, long cpus)
     for (long i = 1; i < spinners; i++)
         rc_close(&clients[i]);
     rc_close(&sub);
-    is_int(0, td_stop(&daemon_), "%s: pagedd exits cleanly", how);
-    td_cleanup(&daemon_);
+    is_int(0, pagedd_stop(&daemon_), "%s: pagedd exits cleanly", how);
+    pagedd_cleanup(&daemon_);
 }
 
 /* Narrows this process's CPUs (and so the next daemon's) to the first n of set; returns

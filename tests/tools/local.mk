@@ -19,7 +19,7 @@ tests_tools_pactl_t_SOURCES = \
 	tests/tools/pactl-t.c \
 	tests/tools/tjson.h \
 	tests/tools/tjson.c
-tests_tools_pactl_t_LDADD = $(TAP_LIBS)
+tests_tools_pactl_t_LDADD = $(TAP_PAGEDD_LIBS) lib/core/libpagedcore.la $(TAP_LIBS)
 tests_tools_pactl_holder_SOURCES = tests/tools/pactl-holder.c
 tests_tools_pactl_holder_LDADD = lib/libpaged.la
 

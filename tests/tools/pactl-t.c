@@ -20,6 +20,7 @@
 
 #include "lib/core/proto.h"
 #include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
 #include "tests/tools/tjson.h"
 
 /* Every wait in this test is bounded by one of these. */
@@ -27,8 +28,9 @@
 #define RUN_MS 20000
 #define EVENT_MS 3000
 
-static char pagedd[PATH_MAX], pactl[PATH_MAX], holder[PATH_MAX];
-static char dir[PATH_MAX], sock[PATH_MAX + 16];
+static char pactl[PATH_MAX], holder[PATH_MAX];
+/* The daemon; its directory holds the test's other sockets and files too. */
+static struct pagedd daemon_;
 
 /* A child with pipes to its standard input and from its standard output. */
 struct child {
@@ -61,9 +63,9 @@ static void child_mask(void)
     sigprocmask(SIG_SETMASK, &saved_mask, NULL);
 }
 
-/* Starts argv with stdin and stdout piped to us (stderr shared); when ready_fd >= 0 it
- * becomes the child's descriptor 3. Bails on failure; returns the child. */
-static struct child spawn(char *const argv[], int ready_fd, int pipe_out)
+/* Starts argv (pactl, a holder) with its stdin and stdout piped to us, its stderr shared.
+ * Bails on failure; returns the child. */
+static struct child spawn(char *const argv[])
 {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
@@ -72,20 +74,13 @@ static struct child spawn(char *const argv[], int ready_fd, int pipe_out)
     if (pid == 0) {
         child_mask();
         dup2(in[0], 0);
-        /* Nothing a child prints may land in the TAP stream unless we read it. */
-        dup2(pipe_out ? out[1] : 2, 1);
-        if (ready_fd >= 0)
-            dup2(ready_fd, 3);
+        dup2(out[1], 1);
         execv(argv[0], argv);
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     close(in[0]);
     close(out[1]);
-    if (!pipe_out) {
-        close(out[0]);
-        out[0] = -1;
-    }
     return (struct child) { pid, in[1], out[0] };
 }
 
@@ -218,32 +213,23 @@ static int one_line(const char *text)
     return nl != NULL && nl[1] == '\0';
 }
 
-/* Starts pagedd on the test socket and waits for its READY; bails if it does not come. */
-static pid_t start_daemon(void)
+/* Starts pagedd (cpu backend, two threads, warnings only) on the test socket and waits for
+ * its READY; bails if it does not come. Returns nothing. */
+static void start_daemon(void)
 {
-    int ready[2];
-    if (pipe2(ready, O_CLOEXEC) != 0)
-        sysbail("pipe");
-    char *const argv[] = { pagedd, "--foreground", "--config", "/dev/null", "--socket", sock,
-                           "--backend", "cpu", "--threads", "2", "--log-level", "warning",
-                           "--ready-fd", "3", NULL };
-    struct child d = spawn(argv, ready[1], 0);
-    close(ready[1]);
-    close(d.in);
-    char line[32];
-    if (read_line(ready[0], line, sizeof line, READY_MS) < 0 || strcmp(line, "READY") != 0)
-        bail("pagedd did not become ready within %d ms", READY_MS);
-    close(ready[0]);
-    return d.pid;
+    const char *const args[] = { "--backend", "cpu", "--threads", "2", "--log-level", "warning", NULL };
+    int st;
+    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
+        bail("pagedd did not become ready (wait status %d)", st);
 }
 
 /* Starts a holder client (see pactl-holder.c) and waits for its "ready ID"; returns it. */
 static struct child start_holder(const char *name, const char *hold, const char *cache,
                                  uint32_t *id)
 {
-    char *const argv[] = { holder, sock, (char *) name, "t1", (char *) hold, (char *) cache,
+    char *const argv[] = { holder, daemon_.socket, (char *) name, "t1", (char *) hold, (char *) cache,
                            NULL };
-    struct child h = spawn(argv, -1, 1);
+    struct child h = spawn(argv);
     char line[256];
     unsigned got;
     if (read_line(h.out, line, sizeof line, READY_MS) < 0 || sscanf(line, "ready %u", &got) != 1)
@@ -274,7 +260,7 @@ static const struct tj *find_client(const struct tj *list, const char *name)
 static struct tj *pools_json(void)
 {
     struct run r;
-    run_pactl(&r, "-s", sock, "-f", "json", "list", "pools", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "list", "pools", NULL);
     struct tj *v = r.status == 0 ? run_json(&r) : NULL;
     run_free(&r);
     return v;
@@ -284,14 +270,14 @@ static struct tj *pools_json(void)
 static void test_status(void)
 {
     struct run r;
-    run_pactl(&r, "-s", sock, "status", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "status", NULL);
     is_int(0, r.status, "status: exit 0");
     ok(strstr(r.out, "backend        cpu\n") != NULL, "status text: backend cpu");
     ok(strstr(r.out, "pools          1\n") != NULL, "status text: one pool");
     ok(strstr(r.out, "health         ok\n") != NULL, "status text: healthy");
     run_free(&r);
 
-    run_pactl(&r, "-s", sock, "-f", "json", "status", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "status", NULL);
     struct tj *v = run_json(&r);
     ok(v != NULL, "status json: valid JSON");
     is_string("cpu", tj_str(v, "backend"), "status json: backend");
@@ -314,7 +300,7 @@ static void test_status(void)
 static void test_pools(void)
 {
     struct run r;
-    run_pactl(&r, "-s", sock, "list", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "list", NULL);
     is_int(0, r.status, "list: exit 0");
     ok(strncmp(r.out, "  ID  NAME", 10) == 0 && strstr(r.out, "\n   1  t1 ") != NULL,
        "list text: heading and pool t1");
@@ -334,20 +320,20 @@ static void test_pools(void)
     is_int(getuid(), (long long) tj_num(p, "owner_uid"), "list pools json: owner");
     tj_free(v);
 
-    run_pactl(&r, "-s", sock, "info", "t1", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "info", "t1", NULL);
     is_int(0, r.status, "info: exit 0");
     ok(strstr(r.out, "blocks         64: 56 free, 6 referenced, 2 cached\n") != NULL,
        "info text: block counts");
     ok(strstr(r.out, "head dim       64\n") != NULL, "info text: geometry");
     run_free(&r);
-    run_pactl(&r, "-s", sock, "-f", "json", "info", "t1", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "info", "t1", NULL);
     v = run_json(&r);
     is_string("t1", tj_str(v, "name"), "info json: the pool object");
     is_int(2, (long long) tj_num(v, "num_kv_heads"), "info json: kv heads");
     tj_free(v);
     run_free(&r);
 
-    run_pactl(&r, "-s", sock, "info", "nosuch", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "info", "nosuch", NULL);
     ok(r.status == 1 && one_line(r.err) && strstr(r.err, "no such pool 'nosuch'") != NULL,
        "info of a missing pool: exit 1, one line");
     run_free(&r);
@@ -357,13 +343,13 @@ static void test_pools(void)
 static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
 {
     struct run r;
-    run_pactl(&r, "-s", sock, "list", "clients", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "list", "clients", NULL);
     is_int(0, r.status, "list clients: exit 0");
     ok(strstr(r.out, "hold-a") != NULL && strstr(r.out, "hold-b") != NULL
            && strstr(r.out, "control") != NULL, "list clients text: both holders and pactl");
     run_free(&r);
 
-    run_pactl(&r, "-s", sock, "-f", "json", "list", "clients", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "list", "clients", NULL);
     struct tj *v = run_json(&r);
     const struct tj *a = find_client(v, "hold-a"), *b = find_client(v, "hold-b");
     ok(a != NULL && b != NULL, "list clients json: both holders listed");
@@ -380,7 +366,7 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
     tj_free(v);
     run_free(&r);
 
-    run_pactl(&r, "-s", sock, "-f", "json", "list", "blocks", "t1", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "list", "blocks", "t1", NULL);
     v = run_json(&r);
     const struct tj *blocks = tj_get(v, "blocks");
     size_t held_a = 0, cached = 0, held_b = 0;
@@ -401,7 +387,7 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
     tj_free(v);
     run_free(&r);
 
-    run_pactl(&r, "-s", sock, "list", "blocks", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "list", "blocks", NULL);
     size_t lines = 0;
     for (const char *s = r.out; (s = strchr(s, '\n')) != NULL; s++)
         lines++;
@@ -409,7 +395,7 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
        "list blocks text: heading and 8 rows");
     run_free(&r);
 
-    run_pactl(&r, "-s", sock, "list", "blocks", "nosuch", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "list", "blocks", "nosuch", NULL);
     ok(r.status == 1 && one_line(r.err), "list blocks of a missing pool: exit 1, one line");
     run_free(&r);
 }
@@ -418,13 +404,13 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
 static void test_stat(void)
 {
     struct run r;
-    run_pactl(&r, "-s", sock, "stat", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "stat", NULL);
     ok(r.status == 0 && strstr(r.out, "\ndecode ") != NULL && strstr(r.out, "\nalloc ") != NULL,
        "stat text: a row per op");
     ok(strstr(r.out, "\nengine\n") != NULL && strstr(r.out, "merged DECODEs") != NULL,
        "stat text: the engine's section");
     run_free(&r);
-    run_pactl(&r, "-s", sock, "-f", "json", "stat", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "stat", NULL);
     struct tj *v = run_json(&r);
     const struct tj *ops = tj_get(v, "ops");
     ok(ops != NULL && ops->count == 10, "stat json: ten ops");
@@ -447,7 +433,7 @@ static void test_stat(void)
 static void test_evict(void)
 {
     struct run r;
-    run_pactl(&r, "-s", sock, "-f", "json", "evict", "t1", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "evict", "t1", NULL);
     struct tj *v = run_json(&r);
     ok(r.status == 0, "evict: exit 0");
     is_int(2, (long long) tj_num(v, "evicted"), "evict json: 2 cached blocks evicted");
@@ -458,10 +444,10 @@ static void test_evict(void)
     ok(tj_num(p, "cached") == 0 && tj_num(p, "free") == 58 && tj_num(p, "referenced") == 6,
        "after evict: 0 cached, 58 free, 6 still referenced");
     tj_free(v);
-    run_pactl(&r, "-s", sock, "evict", "t1", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "evict", "t1", NULL);
     is_string("evicted 0 cached blocks from pool 't1'\n", r.out, "evict text: nothing left");
     run_free(&r);
-    run_pactl(&r, "-s", sock, "evict", "nosuch", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "evict", "nosuch", NULL);
     ok(r.status == 1 && one_line(r.err) && strstr(r.err, "nosuch") != NULL,
        "evict of a missing pool: exit 1, the daemon's one-line message");
     run_free(&r);
@@ -518,8 +504,8 @@ static int probe_subscription(int fd, const char *prefix, int *bad, int *disconn
 /* Checks subscribe: a client that comes and goes shows up as connect and disconnect. */
 static void test_subscribe(void)
 {
-    char *const argv[] = { pactl, "-s", sock, "-f", "json", "subscribe", NULL };
-    struct child s = spawn(argv, -1, 1);
+    char *const argv[] = { pactl, "-s", daemon_.socket, "-f", "json", "subscribe", NULL };
+    struct child s = spawn(argv);
     int bad = 0, disconnected = 0;
     int connected = probe_subscription(s.out, "probe", &bad, &disconnected);
     ok(connected, "subscribe: connect event of a new client");
@@ -536,10 +522,10 @@ static void test_subscribe(void)
 static int churn_once(const char *name)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    size_t len = strlen(sock);
+    size_t len = strlen(daemon_.socket);
     if (len >= sizeof sa.sun_path)
         return 0;
-    memcpy(sa.sun_path, sock, len + 1);
+    memcpy(sa.sun_path, daemon_.socket, len + 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return 0;
@@ -565,8 +551,8 @@ static int churn_once(const char *name)
  * line. */
 static void test_subscribe_lost(void)
 {
-    char *const argv[] = { pactl, "-s", sock, "-f", "json", "subscribe", NULL };
-    struct child s = spawn(argv, -1, 1);
+    char *const argv[] = { pactl, "-s", daemon_.socket, "-f", "json", "subscribe", NULL };
+    struct child s = spawn(argv);
     int bad = 0;
     ok(probe_subscription(s.out, "lost-probe", &bad, NULL), "subscribe behind: the subscription is live");
     enum { CHURN = 4000 };
@@ -610,14 +596,14 @@ static void test_kill(uint32_t id_a)
     struct run r;
     char id[16];
     snprintf(id, sizeof id, "%u", (unsigned) id_a);
-    run_pactl(&r, "-s", sock, "kill-client", id, NULL);
+    run_pactl(&r, "-s", daemon_.socket, "kill-client", id, NULL);
     is_int(0, r.status, "kill-client: exit 0");
     char want[64];
     snprintf(want, sizeof want, "killed client %s\n", id);
     is_string(want, r.out, "kill-client text: confirmation");
     run_free(&r);
 
-    run_pactl(&r, "-s", sock, "-f", "json", "list", "clients", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "list", "clients", NULL);
     struct tj *v = run_json(&r);
     ok(v != NULL && find_client(v, "hold-a") == NULL && find_client(v, "hold-b") != NULL,
        "after kill-client: hold-a is gone, hold-b stays");
@@ -629,7 +615,7 @@ static void test_kill(uint32_t id_a)
        "after kill-client: hold-a's 5 blocks are free again");
     tj_free(v);
 
-    run_pactl(&r, "-s", sock, "-f", "json", "kill-client", "99999", NULL);
+    run_pactl(&r, "-s", daemon_.socket, "-f", "json", "kill-client", "99999", NULL);
     ok(r.status == 1 && one_line(r.err) && strstr(r.err, "no client 99999") != NULL
            && r.out_len == 0,
        "kill-client of a missing client: exit 1, one line, no output");
@@ -698,14 +684,14 @@ static void test_errors(void)
     struct run r;
     char path[PATH_MAX + 16];
 
-    snprintf(path, sizeof path, "%s/none.sock", dir);
+    snprintf(path, sizeof path, "%s/none.sock", daemon_.dir);
     run_pactl(&r, "-s", path, "status", NULL);
     ok(r.status == 1 && one_line(r.err) && strstr(r.err, "no daemon listening on") != NULL
            && strstr(r.err, "is pagedd running?") != NULL,
        "no daemon: exit 1 and one line");
     run_free(&r);
 
-    snprintf(path, sizeof path, "%s/file", dir);
+    snprintf(path, sizeof path, "%s/file", daemon_.dir);
     FILE *f = fopen(path, "w");
     if (f == NULL)
         sysbail("%s", path);
@@ -715,7 +701,7 @@ static void test_errors(void)
        "a regular file: exit 1, 'not a pagedd socket'");
     run_free(&r);
 
-    snprintf(path, sizeof path, "%s/stream.sock", dir);
+    snprintf(path, sizeof path, "%s/stream.sock", daemon_.dir);
     pid_t fake = fake_server(path, SOCK_STREAM, FAKE_GARBAGE);
     run_pactl(&r, "-s", path, "list", NULL);
     ok(r.status == 1 && one_line(r.err) && strstr(r.err, "is not a pagedd socket") != NULL,
@@ -724,7 +710,7 @@ static void test_errors(void)
     kill(fake, SIGTERM);
     reap(fake, RUN_MS);
 
-    snprintf(path, sizeof path, "%s/other.sock", dir);
+    snprintf(path, sizeof path, "%s/other.sock", daemon_.dir);
     fake = fake_server(path, SOCK_SEQPACKET, FAKE_GARBAGE);
     run_pactl(&r, "-s", path, "status", NULL);
     ok(r.status == 1 && one_line(r.err) && strstr(r.err, "is not a pagedd socket") != NULL,
@@ -757,7 +743,7 @@ static void test_errors(void)
     };
     for (size_t i = 0; i < sizeof usage_cases / sizeof usage_cases[0]; i++) {
         const char *const *c = usage_cases[i];
-        run_pactl(&r, "-s", sock, c[0], c[0] ? c[1] : NULL, c[0] && c[1] ? c[2] : NULL, NULL);
+        run_pactl(&r, "-s", daemon_.socket, c[0], c[0] ? c[1] : NULL, c[0] && c[1] ? c[2] : NULL, NULL);
         ok(r.status == 2 && strstr(r.err, "usage: pactl") != NULL && r.out_len == 0,
            "bad usage #%zu (%s %s): exit 2 with usage", i, c[0] ? c[0] : "nothing",
            c[0] && c[1] ? c[1] : "");
@@ -781,15 +767,11 @@ int main(void)
     const char *top = getenv("top_builddir");
     if (top == NULL)
         top = ".";
-    if (find_program(pagedd, top, "daemon/pagedd") != 0)
+    if (access(pagedd_path(), X_OK) != 0)
         skip_all("daemon/pagedd is not built");
     if (find_program(pactl, top, "tools/pactl") != 0 || find_program(holder, top, "tests/tools/pactl-holder") != 0)
         skip_all("tools/pactl or tests/tools/pactl-holder is not built");
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/pactl-t.XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
-    if (mkdtemp(dir) == NULL)
-        sysbail("mkdtemp");
-    snprintf(sock, sizeof sock, "%s/pagedd.sock", dir);
+    pagedd_mkdir(&daemon_);
     signal(SIGPIPE, SIG_IGN);
     sigset_t chld;
     sigemptyset(&chld);
@@ -797,7 +779,7 @@ int main(void)
     sigprocmask(SIG_BLOCK, &chld, &saved_mask);
     plan_lazy();
 
-    pid_t daemon = start_daemon();
+    start_daemon();
     uint32_t id_a, id_b;
     struct child a = start_holder("hold-a", "5", "0", &id_a);
     struct child b = start_holder("hold-b", "1", "2", &id_b);
@@ -814,15 +796,8 @@ int main(void)
 
     stop_holder(&a);
     is_int(0, stop_holder(&b), "hold-b exits 0");
-    kill(daemon, SIGTERM);
-    is_int(0, reap(daemon, RUN_MS), "pagedd exits 0 on SIGTERM");
-
-    char path[PATH_MAX + 16];
-    static const char *const leftovers[] = { "pagedd.sock", "file", "stream.sock", "other.sock" };
-    for (size_t i = 0; i < sizeof leftovers / sizeof leftovers[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, leftovers[i]);
-        unlink(path);
-    }
-    rmdir(dir);
+    int st = pagedd_stop(&daemon_);
+    is_int(0, st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, "pagedd exits 0 on SIGTERM");
+    pagedd_cleanup(&daemon_);
     return 0;
 }

@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+/* The daemon, started with the tools' spawner (tools/common/spawn.h), which also kills it
+ * and the client processes paged-bench tracks there (spawn_track) should paged-bench die. */
 struct bd_daemon {
     pid_t pid;
     char dir[256];        /* a fresh temporary directory, removed at stop */
@@ -22,11 +24,5 @@ void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsign
 
 /* Stops the daemon (SIGTERM, then SIGKILL after 20 s) and removes the directory. */
 void bd_stop(struct bd_daemon *d);
-
-/* Remembers a child process to kill (SIGKILL) and reap if paged-bench exits early. */
-void bd_track(pid_t pid);
-
-/* Forgets a child that was reaped. */
-void bd_untrack(pid_t pid);
 
 #endif

@@ -26,7 +26,8 @@ tools_paged_bench_SOURCES = \
 	tools/bench/daemon.h \
 	tools/bench/daemon.c
 tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DPAGEDD_PATH='"$(sbindir)/pagedd"'
-tools_paged_bench_LDADD = lib/libpaged.la daemon/libpagedengine.la kernels/libpagedcpu.la
+tools_paged_bench_LDADD = lib/libpaged.la daemon/libpagedengine.la kernels/libpagedcpu.la \
+	tools/common/libspawn.la lib/core/libpagedcore.la
 noinst_HEADERS += tools/bench/probe.h
 
 if HAVE_CUDA

@@ -15,6 +15,7 @@
 
 #include "paged.h"
 #include "tools/bench/daemon.h"
+#include "tools/common/spawn.h"
 #ifdef HAVE_CUDA
 #include "tools/bench/gpu.h"
 #endif
@@ -181,7 +182,8 @@ static void start_clients(struct svc *s, const struct scenario *sc, const char *
             execv(s->self, (char *const *) argv);
             _exit(127);
         }
-        bd_track(pid);
+        if (spawn_track(pid, NULL) != 0)
+            bench_die("too many child processes");
         pids[i] = pid;
     }
 }
@@ -193,7 +195,7 @@ static void reap_client(pid_t pid, unsigned index)
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR)
             bench_die("waitpid: %s", strerror(errno));
-    bd_untrack(pid);
+    spawn_untrack(pid);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         bench_die("client %u failed (%s %d)", index, WIFEXITED(st) ? "exit status" : "signal",
                   WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
@@ -219,7 +221,7 @@ static void await_ready(int ready_r, unsigned n, const pid_t *pids, const char *
         for (unsigned i = 0; i < n && ready < n; i++) {
             int st;
             if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
-                bd_untrack(pids[i]);
+                spawn_untrack(pids[i]);
                 bench_die("client %u exited before it was %s (%s %d)", i, what,
                           WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
             }
