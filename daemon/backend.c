@@ -13,6 +13,7 @@
 #ifdef HAVE_CUDA
 #include "daemon/cuda/cuda.h"
 #endif
+#include "lib/core/names.h"
 
 /* Opens the configured backend; returns it or NULL with *cause. */
 pd_backend *pd_backend_open(const struct pd_config *cfg, char **cause)
@@ -69,5 +70,5 @@ int pd_backend_refuse_merged(const char *who)
 void pd_backend_log_unmerged(const char *who, int opcode, uint32_t count, int rc)
 {
     pd_log(PD_LOG_DEBUG, "%s: merged %s launch of %u requests refused (%s): each runs alone", who,
-           opcode == PAGED_OP_APPEND ? "APPEND" : "DECODE", count, paged_strerror(rc));
+           pcore_op_name((uint32_t) opcode), count, paged_strerror(rc));
 }

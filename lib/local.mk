@@ -14,7 +14,7 @@ lib_libpaged_la_SOURCES = \
 	lib/submit.c \
 	lib/sync.c \
 	lib/seq.c \
-	lib/field.c \
+	lib/names.c \
 	lib/version.c \
 	lib/stream.c \
 	lib/cuda_api.h \

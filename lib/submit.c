@@ -7,23 +7,16 @@
 #include <string.h>
 
 #include "lib/client.h"
+#include "lib/core/names.h"
 
 /* Polls the clock only every this many spin iterations. */
 #define PC_SPIN_CLOCK_EVERY 64u
 
-/* Names of the opcodes, for messages. */
-static const char *const op_names[PCORE_OP_COUNT_] = {
-    [PAGED_OP_NOP] = "nop",         [PAGED_OP_ALLOC] = "alloc",
-    [PAGED_OP_FREE] = "free",       [PAGED_OP_APPEND] = "append",
-    [PAGED_OP_DECODE] = "decode",   [PAGED_OP_PREFILL] = "prefill",
-    [PAGED_OP_FORK] = "fork",       [PAGED_OP_COPY] = "copy",
-    [PAGED_OP_PUBLISH] = "publish", [PAGED_OP_LOOKUP] = "lookup",
-};
-
-/* Returns the lower-case name of an opcode, or "op?" for an unknown one. */
+/* Returns the name of an opcode from the core's table, or "op?" for an unknown one. */
 const char *pc_op_name(unsigned op)
 {
-    return op < PCORE_OP_COUNT_ ? op_names[op] : "op?";
+    const char *name = pcore_op_name(op);
+    return name != NULL ? name : "op?";
 }
 
 /* Marks the client's ring traffic as broken for good; returns PAGED_E_RING. */

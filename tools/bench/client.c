@@ -135,7 +135,7 @@ static void await(struct client *cl, unsigned n, int64_t t0, int64_t *lat)
             if (comp[i].status != PAGED_OK) {
                 char what[128];
                 snprintf(what, sizeof what, "request %s (field %s, element %u)",
-                         comp[i].op == PAGED_OP_APPEND ? "APPEND" : comp[i].op == PAGED_OP_DECODE ? "DECODE" : "?",
+                         paged_op_name(comp[i].op) != NULL ? paged_op_name(comp[i].op) : "?",
                          paged_field_name(comp[i].err_field), comp[i].err_index);
                 fail(cl, comp[i].status, what);
             }
