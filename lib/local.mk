@@ -12,6 +12,7 @@ lib_libpaged_la_SOURCES = \
 	lib/pool.c \
 	lib/arena.c \
 	lib/submit.c \
+	lib/encode.c \
 	lib/sync.c \
 	lib/seq.c \
 	lib/names.c \
