@@ -138,8 +138,6 @@ void pc_set_err(paged_client *c, const char *fmt, ...) __attribute__((format(pri
 
 /* Returns milliseconds left until deadline_ns (CLOCK_MONOTONIC), or -1 for no deadline. */
 int pc_ms_left(uint64_t deadline_ns);
-/* Returns CLOCK_MONOTONIC in nanoseconds. */
-uint64_t pc_now_ns(void);
 /* Returns the deadline timeout_ms from now, UINT64_MAX for a negative timeout. */
 uint64_t pc_deadline(int timeout_ms);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/client.h"
+#include "lib/core/clock.h"
 #include "lib/core/names.h"
 
 /* Polls the clock only every this many spin iterations. */
@@ -178,7 +179,7 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
         return 1;
     if (c->dead != 0)
         return c->dead;
-    uint64_t start = pc_now_ns();
+    uint64_t start = pcore_now_ns();
     uint64_t deadline = pc_deadline(timeout_ms);
 
     /* Spin: a completion a few microseconds away is not worth two system calls; unless the
@@ -199,7 +200,7 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
             pcore_waiter_hit(&c->waiter);
             return 1;
         }
-        if (i % PC_SPIN_CLOCK_EVERY == 0 && pc_now_ns() - start >= budget)
+        if (i % PC_SPIN_CLOCK_EVERY == 0 && pcore_now_ns() - start >= budget)
             break;
     }
 
@@ -225,7 +226,7 @@ int pc_wait_until(paged_client *c, int timeout_ms, int (*done)(paged_client *, v
         int n = poll(p, 2, left);
         int fin = pcore_wake_finish(&c->cq, c->cq_wait_fd);
         c->waiter.sleeps++;
-        pcore_waiter_slept(&c->waiter, pc_now_ns() - start);
+        pcore_waiter_slept(&c->waiter, pcore_now_ns() - start);
         if (n < 0 && errno != EINTR)
             return PAGED_E_SYSTEM;
         if (fin < 0)

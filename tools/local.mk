@@ -26,8 +26,8 @@ tools_pactl_SOURCES = \
 	tools/pactl_cmd_evict.c
 tools_pactl_LDADD = lib/core/libpagedcore.la
 
-# paged-demo: the first thing a new user runs. Its workers use only the public API
-# (libpaged); the check against the CPU reference links the reference kernels.
+# paged-demo: the first thing a new user runs. Its workers use the public API (libpaged)
+# and the core's clock; the check against the CPU reference links the reference kernels.
 bin_PROGRAMS += tools/paged-demo
 tools_paged_demo_SOURCES = \
 	tools/paged-demo.c \
@@ -45,7 +45,7 @@ tools_paged_demo_SOURCES = \
 	tools/demo/worker.c
 tools_paged_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \
 	-DPAGED_SBINDIR='"$(sbindir)"' -DPAGED_BINDIR='"$(bindir)"'
-tools_paged_demo_LDADD = lib/libpaged.la kernels/libpagedcpu.la
+tools_paged_demo_LDADD = lib/libpaged.la lib/core/libpagedcore.la kernels/libpagedcpu.la
 if HAVE_CUDA
 # On the cuda backend the workers stage their tensors in device memory (tools/demo/stage.c),
 # with the static runtime, so paged-demo still starts where there is no driver.

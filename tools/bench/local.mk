@@ -26,7 +26,8 @@ tools_paged_bench_SOURCES = \
 	tools/bench/daemon.h \
 	tools/bench/daemon.c
 tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DPAGEDD_PATH='"$(sbindir)/pagedd"'
-tools_paged_bench_LDADD = lib/libpaged.la daemon/libpageddaemon.la kernels/libpagedcpu.la
+tools_paged_bench_LDADD = lib/libpaged.la daemon/libpageddaemon.la lib/core/libpagedcore.la \
+	kernels/libpagedcpu.la
 noinst_HEADERS += tools/bench/probe.h
 
 if HAVE_CUDA
