@@ -17,6 +17,8 @@ tools_pactl_SOURCES = \
 	tools/pactl_items.c \
 	tools/pactl_json.h \
 	tools/pactl_json.c \
+	tools/utf8.h \
+	tools/utf8.c \
 	tools/pactl_cmd_status.c \
 	tools/pactl_cmd_list.c \
 	tools/pactl_cmd_info.c \
