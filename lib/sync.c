@@ -289,7 +289,7 @@ int paged_append(paged_pool *p, int32_t layer, uint32_t num_tokens, paged_dtype 
     stage_begin(&st, p, PAGED_OP_APPEND, layer);
     int rc = PAGED_OK;
     uint64_t layers = layer == PAGED_ALL_LAYERS ? p->info.num_layers : 1;
-    uint64_t bytes = tensor_bytes(c, "append", layers * num_tokens, p->info.num_kv_heads,
+    uint64_t bytes = tensor_bytes(c, st.op, layers * num_tokens, p->info.num_kv_heads,
                                   p->info.head_dim, dtype, &rc);
     struct pcore_cqe r;
     if (rc == PAGED_OK)
