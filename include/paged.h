@@ -365,6 +365,10 @@ typedef struct paged_completion {
  * err_field, or "none" (since 0.1). */
 const char *paged_field_name(uint32_t field);
 
+/* Returns the name of an op ("decode", "append"), as the library's messages and pactl spell
+ * it, or NULL for a number that is no op (since 0.1). */
+const char *paged_op_name(paged_op op);
+
 /* Writes one request into the submission ring without waking the daemon (since 0.1).
  * Returns PAGED_OK, PAGED_E_AGAIN if the ring is full (submit and reap first), or
  * PAGED_E_INVAL for a request the library can already see is wrong. */

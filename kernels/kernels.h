@@ -175,7 +175,10 @@ typedef struct pk_copy_args {
     const int32_t *dst_blocks;
 } pk_copy_args;
 
-/* Returns the size in bytes of one element of a paged_dtype, or 0 if it is not one. */
+/* Returns the size in bytes of one element of a paged_dtype, or 0 if it is not one. The
+ * one definition of the element sizes: libpaged's paged_dtype_size (lib/core/dtype.c) returns
+ * this, since a static inline here serves host and device code alike and keeps the kernels
+ * free of any library. */
 static inline size_t pk_dtype_size(int32_t dtype)
 {
     switch (dtype) {

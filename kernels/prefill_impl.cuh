@@ -282,13 +282,17 @@ template <int D, typename KT, typename QT> struct pk_prefill_mma_shape {
     static_assert(sizeof(QT) == 2 && (FP8 || std::is_same<KT, QT>::value), "16-bit queries only");
 };
 
-/* Starts the copies of the 16-bit K/V tile at keys [kv0, kv0 + BN) into buffers kb, vb; zero-fills keys outside [c.kv_lo, c.kv_hi). */
-template <int D, typename KT, typename QT>
-__device__ __forceinline__ void pk_prefill_load16(const pk_prefill_params &p, const pk_prefill_cta &c,
-                                                  const int32_t *bt, int h, int kv0, QT *kb, QT *vb)
+/* Starts the copies of the K/V tile at keys [kv0, kv0 + BN), whose cache rows are ROW_BYTES
+ * long, in 16-byte chunks (of CHUNK elements T): chunk ch of key n goes to element
+ * n * STRIDE + ch * CHUNK of kdst, its V to the same element of vdst, or, with V_AFTER > 0,
+ * V_AFTER elements after its K; zero-fills keys outside [c.kv_lo, c.kv_hi). */
+template <int D, typename KT, typename QT, int ROW_BYTES, typename T, int STRIDE, int V_AFTER>
+__device__ __forceinline__ void pk_prefill_load_tile(const pk_prefill_params &p, const pk_prefill_cta &c,
+                                                     const int32_t *bt, int h, int kv0, T *kdst, T *vdst)
 {
     using S = pk_prefill_mma_shape<D, KT, QT>;
-    constexpr int CPR = D / 8;      /* 16-byte chunks per row */
+    constexpr int CPR = ROW_BYTES / 16;     /* 16-byte chunks per row */
+    constexpr int CHUNK = 16 / (int) sizeof(T);
 #pragma unroll
     for (int it = 0; it < (S::BN * CPR + S::NT - 1) / S::NT; ++it) {
         const int idx = (int) threadIdx.x + it * S::NT;
@@ -296,9 +300,10 @@ __device__ __forceinline__ void pk_prefill_load16(const pk_prefill_params &p, co
             break;
         const int n = idx / CPR, ch = idx - n * CPR;
         const int pos = kv0 + n;
-        QT *dk = kb + n * S::LDS + ch * 8, *dv = vb + n * S::LDS + ch * 8;
+        T *dk = kdst + n * STRIDE + ch * CHUNK;
+        T *dv = V_AFTER > 0 ? dk + V_AFTER : vdst + n * STRIDE + ch * CHUNK;
         if (pos >= c.kv_lo && pos < c.kv_hi) {
-            const size_t off = pk_prefill_row_offset(p, bt, h, pos, D * 2) + (size_t) ch * 16;
+            const size_t off = pk_prefill_row_offset(p, bt, h, pos, ROW_BYTES) + (size_t) ch * 16;
             pk_cp_async16(dk, p.k + off);
             pk_cp_async16(dv, p.v + off);
         } else {
@@ -308,30 +313,23 @@ __device__ __forceinline__ void pk_prefill_load16(const pk_prefill_params &p, co
     }
 }
 
+/* Starts the copies of the 16-bit K/V tile at keys [kv0, kv0 + BN) into buffers kb, vb (rows
+ * of LDS elements); zero-fills keys outside [c.kv_lo, c.kv_hi). */
+template <int D, typename KT, typename QT>
+__device__ __forceinline__ void pk_prefill_load16(const pk_prefill_params &p, const pk_prefill_cta &c,
+                                                  const int32_t *bt, int h, int kv0, QT *kb, QT *vb)
+{
+    using S = pk_prefill_mma_shape<D, KT, QT>;
+    pk_prefill_load_tile<D, KT, QT, D * 2, QT, S::LDS, 0>(p, c, bt, h, kv0, kb, vb);
+}
+
 /* Starts the copies of the raw fp8 K/V tile at keys [kv0, kv0 + BN) into raw ([K tile][V tile]); zero-fills keys outside [c.kv_lo, c.kv_hi). */
 template <int D, typename KT, typename QT>
 __device__ __forceinline__ void pk_prefill_load8(const pk_prefill_params &p, const pk_prefill_cta &c,
                                                  const int32_t *bt, int h, int kv0, unsigned char *raw)
 {
     using S = pk_prefill_mma_shape<D, KT, QT>;
-    constexpr int CPR = D / 16;
-#pragma unroll
-    for (int it = 0; it < (S::BN * CPR + S::NT - 1) / S::NT; ++it) {
-        const int idx = (int) threadIdx.x + it * S::NT;
-        if (idx >= S::BN * CPR)
-            break;
-        const int n = idx / CPR, ch = idx - n * CPR;
-        const int pos = kv0 + n;
-        unsigned char *dk = raw + n * D + ch * 16, *dv = dk + S::RAW_BYTES;
-        if (pos >= c.kv_lo && pos < c.kv_hi) {
-            const size_t off = pk_prefill_row_offset(p, bt, h, pos, D) + (size_t) ch * 16;
-            pk_cp_async16(dk, p.k + off);
-            pk_cp_async16(dv, p.v + off);
-        } else {
-            *(uint4 *) dk = make_uint4(0, 0, 0, 0);
-            *(uint4 *) dv = make_uint4(0, 0, 0, 0);
-        }
-    }
+    pk_prefill_load_tile<D, KT, QT, D, unsigned char, D, S::RAW_BYTES>(p, c, bt, h, kv0, raw, nullptr);
 }
 
 /* Widens the raw fp8 K/V tile raw into the 16-bit buffers kb, vb (exact: e4m3 fits f16 and bf16). */

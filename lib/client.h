@@ -138,8 +138,6 @@ void pc_set_err(paged_client *c, const char *fmt, ...) __attribute__((format(pri
 
 /* Returns milliseconds left until deadline_ns (CLOCK_MONOTONIC), or -1 for no deadline. */
 int pc_ms_left(uint64_t deadline_ns);
-/* Returns CLOCK_MONOTONIC in nanoseconds. */
-uint64_t pc_now_ns(void);
 /* Returns the deadline timeout_ms from now, UINT64_MAX for a negative timeout. */
 uint64_t pc_deadline(int timeout_ms);
 
@@ -198,16 +196,26 @@ int pc_slot_room(const paged_client *c);
 /* Returns the lower-case name of an opcode ("decode"), or "op?" for an unknown one. */
 const char *pc_op_name(unsigned op);
 
+/* ---- encode.c. */
+
+/*
+ * Encodes request r of client c as the submission entry *e (its tag left zero), the one
+ * encoder of the asynchronous and the synchronous API. Returns PAGED_OK, or PAGED_E_INVAL
+ * with c->err naming what is wrong (an unknown op, a pool of another client, unknown
+ * dep.flags).
+ */
+int pc_encode_sqe(paged_client *c, const paged_request *r, struct pcore_sqe *e);
+
 /* ---- sync.c. */
 
 /*
- * Runs one request synchronously: publishes what is prepared, submits sqe under a sync
- * slot, waits (with no limit but the connection's life) for its completion and copies it
- * to *cqe. Returns the completion's status; on an error completion c->err names the op,
- * field and element. A slot of c's own is needed: PAGED_E_AGAIN when the caller has
- * cq_entries requests unreaped.
+ * Runs request req synchronously: publishes what is prepared, encodes and submits req under
+ * a sync slot (its tag unused), waits (with no limit but the connection's life) for its
+ * completion and copies it to *cqe. Returns the completion's status; on an error completion
+ * c->err names the op, field and element. A slot of c's own is needed: PAGED_E_AGAIN when
+ * the caller has cq_entries requests unreaped.
  */
-int pc_sync_run(paged_client *c, struct pcore_sqe *sqe, struct pcore_cqe *cqe);
+int pc_sync_run(paged_client *c, const paged_request *req, struct pcore_cqe *cqe);
 
 /* ---- arena.c. */
 

@@ -7,10 +7,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lib/client.h"
+#include "lib/core/clock.h"
 #include "lib/core/sock.h"
 
 /* Sets c->err from a format. */
@@ -22,20 +22,12 @@ void pc_set_err(paged_client *c, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Returns CLOCK_MONOTONIC in nanoseconds. */
-uint64_t pc_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
 /* Returns the deadline timeout_ms from now, or UINT64_MAX for none. */
 uint64_t pc_deadline(int timeout_ms)
 {
     if (timeout_ms < 0)
         return UINT64_MAX;
-    return pc_now_ns() + (uint64_t) timeout_ms * 1000000u;
+    return pcore_now_ns() + (uint64_t) timeout_ms * 1000000u;
 }
 
 /* Returns the milliseconds left until deadline, rounded up, or -1 for no deadline. */
@@ -43,7 +35,7 @@ int pc_ms_left(uint64_t deadline)
 {
     if (deadline == UINT64_MAX)
         return -1;
-    uint64_t now = pc_now_ns();
+    uint64_t now = pcore_now_ns();
     if (now >= deadline)
         return 0;
     uint64_t ms = (deadline - now + 999999u) / 1000000u;

@@ -12,9 +12,10 @@ lib_libpaged_la_SOURCES = \
 	lib/pool.c \
 	lib/arena.c \
 	lib/submit.c \
+	lib/encode.c \
 	lib/sync.c \
 	lib/seq.c \
-	lib/field.c \
+	lib/names.c \
 	lib/version.c \
 	lib/stream.c \
 	lib/cuda_api.h \

@@ -48,16 +48,20 @@ static int sq_room(paged_client *c, void *arg)
 }
 
 /* Runs one request synchronously; see client.h. */
-int pc_sync_run(paged_client *c, struct pcore_sqe *sqe, struct pcore_cqe *cqe)
+int pc_sync_run(paged_client *c, const paged_request *req, struct pcore_cqe *cqe)
 {
     if (c->dead != 0)
         return c->dead;
     if (!pc_slot_room(c)) {
         pc_set_err(c, "%s: %u requests are in flight or unreaped: reap some first",
-                   pc_op_name(sqe->opcode), c->cq_entries);
+                   pc_op_name(req->op), c->cq_entries);
         return PAGED_E_AGAIN;
     }
-    int idx = pc_prep_sqe(c, sqe, PC_SLOT_SYNC, 0);
+    struct pcore_sqe e;
+    int idx = pc_encode_sqe(c, req, &e);
+    if (idx < 0)
+        return idx;
+    idx = pc_prep_sqe(c, &e, PC_SLOT_SYNC, 0);
     /* The SQ itself is full: hand the daemon what is there and wait for room. The slot
      * check above stays true meanwhile, since nothing here takes slots. */
     for (int tries = 0; idx == PAGED_E_AGAIN && tries < 1000000; tries++) {
@@ -67,7 +71,7 @@ int pc_sync_run(paged_client *c, struct pcore_sqe *sqe, struct pcore_cqe *cqe)
         rc = pc_wait_until(c, -1, sq_room, NULL);
         if (rc < 0)
             return rc;
-        idx = pc_prep_sqe(c, sqe, PC_SLOT_SYNC, 0);
+        idx = pc_prep_sqe(c, &e, PC_SLOT_SYNC, 0);
     }
     if (idx < 0)
         return idx;
@@ -90,19 +94,23 @@ int pc_sync_run(paged_client *c, struct pcore_sqe *sqe, struct pcore_cqe *cqe)
     return cqe->status;
 }
 
-/* A synchronous call's staging: arena marks to rewind to, whatever happens. */
+/* A synchronous call: its request, and the arena marks to rewind to whatever happens. */
 struct stage {
     paged_client *c;
-    const char *op;
+    const char *op;               /* the op's name, for messages */
+    paged_request q;
     uint64_t host_mark;
     uint64_t data_mark;
 };
 
-/* Starts staging for op on c. */
-static void stage_begin(struct stage *st, paged_client *c, const char *op)
+/* Starts a synchronous op on pool p (at layer, where the op has one): its request, filled in
+ * as its arguments are staged, and the marks to rewind the arenas to. */
+static void stage_begin(struct stage *st, paged_pool *p, paged_op op, int32_t layer)
 {
+    paged_client *c = p->c;
     st->c = c;
-    st->op = op;
+    st->op = pc_op_name(op);
+    st->q = (paged_request) { .op = op, .pool = p, .layer = layer };
     st->host_mark = paged_arena_mark(c, PAGED_ARENA_HOST);
     st->data_mark = paged_arena_mark(c, PAGED_ARENA_DATA);
     c->err[0] = '\0';
@@ -172,25 +180,15 @@ static int mul_ok(uint64_t a, uint64_t b, uint64_t *out)
     return !__builtin_mul_overflow(a, b, out);
 }
 
-/* Starts a submission entry for op on pool p. */
-static void sqe_init(struct pcore_sqe *e, paged_pool *p, paged_op op, int32_t layer)
-{
-    memset(e, 0, sizeof *e);
-    e->opcode = (uint8_t) op;
-    e->pool = p != NULL ? p->info.id : 0;
-    e->layer = layer;
-}
-
 /* Returns after a NOP round trip. */
 int paged_nop(paged_client *c)
 {
     if (c == NULL)
         return PAGED_E_INVAL;
     c->err[0] = '\0';
-    struct pcore_sqe e;
+    paged_request q = { .op = PAGED_OP_NOP };
     struct pcore_cqe r;
-    sqe_init(&e, NULL, PAGED_OP_NOP, 0);
-    return pc_sync_run(c, &e, &r);
+    return pc_sync_run(c, &q, &r);
 }
 
 /* Runs ALLOC, FREE or FORK over count block ids (ids_out receives ALLOC's). */
@@ -201,17 +199,14 @@ static int blocks_call(paged_pool *p, paged_op op, uint32_t count, const int32_t
         return PAGED_E_INVAL;
     paged_client *c = p->c;
     struct stage st;
-    stage_begin(&st, c, pc_op_name(op));
-    struct pcore_sqe e;
+    stage_begin(&st, p, op, 0);
     struct pcore_cqe r;
-    sqe_init(&e, p, op, 0);
     uint64_t off;
     int rc = stage_host(&st, ids_in, (uint64_t) count * sizeof(int32_t), &off);
     if (rc == PAGED_OK) {
-        /* ALLOC and FREE/FORK share the layout of their union members. */
-        e.u.blocks.count = count;
-        e.u.blocks.ids_off = off;
-        rc = pc_sync_run(c, &e, &r);
+        st.q.u.blocks.count = count;
+        st.q.u.blocks.ids_off = off;
+        rc = pc_sync_run(c, &st.q, &r);
     }
     if (rc == PAGED_OK && ids_out != NULL) {
         if (r.count != count) {
@@ -249,17 +244,15 @@ int paged_copy(paged_pool *p, uint32_t count, const int32_t *src, const int32_t 
     if (p == NULL || (count > 0 && (src == NULL || dst == NULL)))
         return PAGED_E_INVAL;
     struct stage st;
-    stage_begin(&st, p->c, "copy");
-    struct pcore_sqe e;
+    stage_begin(&st, p, PAGED_OP_COPY, 0);
     struct pcore_cqe r;
-    sqe_init(&e, p, PAGED_OP_COPY, 0);
     uint64_t bytes = (uint64_t) count * sizeof(int32_t);
-    int rc = stage_host(&st, src, bytes, &e.u.copy.src_off);
+    int rc = stage_host(&st, src, bytes, &st.q.u.copy.src_off);
     if (rc == PAGED_OK)
-        rc = stage_host(&st, dst, bytes, &e.u.copy.dst_off);
+        rc = stage_host(&st, dst, bytes, &st.q.u.copy.dst_off);
     if (rc == PAGED_OK) {
-        e.u.copy.count = count;
-        rc = pc_sync_run(p->c, &e, &r);
+        st.q.u.copy.count = count;
+        rc = pc_sync_run(p->c, &st.q, &r);
     }
     stage_end(&st);
     return rc;
@@ -293,28 +286,22 @@ int paged_append(paged_pool *p, int32_t layer, uint32_t num_tokens, paged_dtype 
         return PAGED_E_INVAL;
     paged_client *c = p->c;
     struct stage st;
-    stage_begin(&st, c, "append");
+    stage_begin(&st, p, PAGED_OP_APPEND, layer);
     int rc = PAGED_OK;
     uint64_t layers = layer == PAGED_ALL_LAYERS ? p->info.num_layers : 1;
-    uint64_t bytes = tensor_bytes(c, "append", layers * num_tokens, p->info.num_kv_heads,
+    uint64_t bytes = tensor_bytes(c, st.op, layers * num_tokens, p->info.num_kv_heads,
                                   p->info.head_dim, dtype, &rc);
-    struct pcore_sqe e;
     struct pcore_cqe r;
-    sqe_init(&e, p, PAGED_OP_APPEND, layer);
-    if (layer == PAGED_ALL_LAYERS) {
-        e.flags = PCORE_SQE_ALL_LAYERS;
-        e.layer = 0;
-    }
     if (rc == PAGED_OK)
-        rc = stage_data(&st, k, bytes, &e.u.append.k_off);
+        rc = stage_data(&st, k, bytes, &st.q.u.append.k_off);
     if (rc == PAGED_OK)
-        rc = stage_data(&st, v, bytes, &e.u.append.v_off);
+        rc = stage_data(&st, v, bytes, &st.q.u.append.v_off);
     if (rc == PAGED_OK)
-        rc = stage_host(&st, slots, (uint64_t) num_tokens * sizeof(int32_t), &e.u.append.slots_off);
+        rc = stage_host(&st, slots, (uint64_t) num_tokens * sizeof(int32_t), &st.q.u.append.slots_off);
     if (rc == PAGED_OK) {
-        e.u.append.num_tokens = num_tokens;
-        e.u.append.dtype = (uint32_t) dtype;
-        rc = pc_sync_run(c, &e, &r);
+        st.q.u.append.num_tokens = num_tokens;
+        st.q.u.append.dtype = dtype;
+        rc = pc_sync_run(c, &st.q, &r);
     }
     stage_end(&st);
     return rc;
@@ -326,9 +313,9 @@ static int attn_call(paged_pool *p, paged_op op, int32_t layer, const paged_attn
     if (p == NULL || a == NULL)
         return PAGED_E_INVAL;
     paged_client *c = p->c;
-    const char *name = pc_op_name(op);
     struct stage st;
-    stage_begin(&st, c, name);
+    stage_begin(&st, p, op, layer);
+    const char *name = st.op;
     uint32_t ns = a->num_seqs;
     if (ns > 0 && (a->q == NULL || a->out == NULL || a->block_tables == NULL || a->seq_lens == NULL
                    || (op == PAGED_OP_PREFILL && a->qo_indptr == NULL))) {
@@ -351,37 +338,35 @@ static int attn_call(paged_pool *p, paged_op op, int32_t layer, const paged_attn
         pc_set_err(c, "%s: block table size overflows", name);
         rc = PAGED_E_INVAL;
     }
-    struct pcore_sqe e;
     struct pcore_cqe r;
-    sqe_init(&e, p, op, layer);
-    struct pcore_req_attn *w = &e.u.attn;
     if (rc == PAGED_OK)
-        rc = stage_data(&st, a->q, qbytes, &w->q_off);
+        rc = stage_data(&st, a->q, qbytes, &st.q.u.attn.q_off);
     if (rc == PAGED_OK)
-        rc = stage_data(&st, NULL, qbytes, &w->out_off);
+        rc = stage_data(&st, NULL, qbytes, &st.q.u.attn.out_off);
     if (rc == PAGED_OK)
-        rc = stage_host(&st, a->block_tables, btbytes, &w->bt_off);
+        rc = stage_host(&st, a->block_tables, btbytes, &st.q.u.attn.block_tables_off);
     if (rc == PAGED_OK)
-        rc = stage_host(&st, a->seq_lens, (uint64_t) ns * sizeof(int32_t), &w->lens_off);
+        rc = stage_host(&st, a->seq_lens, (uint64_t) ns * sizeof(int32_t), &st.q.u.attn.seq_lens_off);
     if (rc == PAGED_OK && op == PAGED_OP_PREFILL)
-        rc = stage_host(&st, a->qo_indptr, ((uint64_t) ns + 1) * sizeof(int32_t), &w->qo_indptr_off);
+        rc = stage_host(&st, a->qo_indptr, ((uint64_t) ns + 1) * sizeof(int32_t),
+                        &st.q.u.attn.qo_indptr_off);
     if (rc == PAGED_OK && a->alibi_slopes != NULL) {
         rc = stage_host(&st, a->alibi_slopes, (uint64_t) a->num_q_heads * sizeof(float),
-                        &w->attn.alibi_off);
-        w->attn.has_alibi = 1;
+                        &st.q.u.attn.opts.alibi_off);
+        st.q.u.attn.opts.has_alibi = 1;
     }
     if (rc == PAGED_OK) {
-        w->num_seqs = ns;
-        w->num_q_heads = a->num_q_heads;
-        w->dtype = (uint32_t) a->dtype;
-        w->bt_stride = a->bt_stride;
-        w->attn.sm_scale = a->sm_scale;
-        w->attn.soft_cap = a->soft_cap;
-        w->attn.window = a->window;
-        rc = pc_sync_run(c, &e, &r);
+        st.q.u.attn.num_seqs = ns;
+        st.q.u.attn.num_q_heads = a->num_q_heads;
+        st.q.u.attn.dtype = a->dtype;
+        st.q.u.attn.bt_stride = a->bt_stride;
+        st.q.u.attn.opts.sm_scale = a->sm_scale;
+        st.q.u.attn.opts.soft_cap = a->soft_cap;
+        st.q.u.attn.opts.window = a->window;
+        rc = pc_sync_run(c, &st.q, &r);
     }
     if (rc == PAGED_OK)
-        rc = data_copy(&st, w->out_off, a->out, qbytes, 0);
+        rc = data_copy(&st, st.q.u.attn.out_off, a->out, qbytes, 0);
     stage_end(&st);
     return rc;
 }
@@ -407,11 +392,8 @@ static int prefix_call(paged_pool *p, paged_op op, const paged_hash *parent, uin
         return PAGED_E_INVAL;
     paged_client *c = p->c;
     struct stage st;
-    stage_begin(&st, c, pc_op_name(op));
-    struct pcore_sqe e;
+    stage_begin(&st, p, op, 0);
     struct pcore_cqe r;
-    sqe_init(&e, p, op, 0);
-    struct pcore_req_prefix *w = &e.u.prefix;
     uint64_t ntok;
     int rc = PAGED_OK;
     if (!mul_ok(num_blocks, p->info.block_size, &ntok) || ntok > INT32_MAX) {
@@ -419,15 +401,15 @@ static int prefix_call(paged_pool *p, paged_op op, const paged_hash *parent, uin
         rc = PAGED_E_INVAL;
     }
     if (rc == PAGED_OK)
-        rc = stage_host(&st, tokens, ntok * sizeof(int32_t), &w->tokens_off);
+        rc = stage_host(&st, tokens, ntok * sizeof(int32_t), &st.q.u.prefix.tokens_off);
     if (rc == PAGED_OK)
-        rc = stage_host(&st, ids_in, (uint64_t) num_blocks * sizeof(int32_t), &w->ids_off);
+        rc = stage_host(&st, ids_in, (uint64_t) num_blocks * sizeof(int32_t), &st.q.u.prefix.ids_off);
     if (rc == PAGED_OK) {
-        w->num_blocks = num_blocks;
-        w->salt = salt;
+        st.q.u.prefix.num_blocks = num_blocks;
+        st.q.u.prefix.salt = salt;
         if (parent != NULL)
-            w->parent = *parent;
-        rc = pc_sync_run(c, &e, &r);
+            st.q.u.prefix.parent = *parent;
+        rc = pc_sync_run(c, &st.q, &r);
     }
     if (rc == PAGED_OK) {
         if (r.count > num_blocks || r.count > INT32_MAX) {
@@ -436,7 +418,7 @@ static int prefix_call(paged_pool *p, paged_op op, const paged_hash *parent, uin
             rc = PAGED_E_PROTO;
         } else {
             if (ids_out != NULL)
-                memcpy(ids_out, c->host.base + w->ids_off, (size_t) r.count * sizeof(int32_t));
+                memcpy(ids_out, c->host.base + st.q.u.prefix.ids_off, (size_t) r.count * sizeof(int32_t));
             rc = (int) r.count;
         }
     }

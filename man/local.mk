@@ -42,6 +42,7 @@ dist_man_MANS += \
 	man/paged_inflight.3 \
 	man/paged_lookup.3 \
 	man/paged_nop.3 \
+	man/paged_op_name.3 \
 	man/paged_pool_attach.3 \
 	man/paged_pool_destroy.3 \
 	man/paged_pool_detach.3 \

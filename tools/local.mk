@@ -22,6 +22,8 @@ tools_pactl_SOURCES = \
 	tools/pactl_items.c \
 	tools/pactl_json.h \
 	tools/pactl_json.c \
+	tools/utf8.h \
+	tools/utf8.c \
 	tools/pactl_cmd_status.c \
 	tools/pactl_cmd_list.c \
 	tools/pactl_cmd_info.c \
@@ -31,8 +33,8 @@ tools_pactl_SOURCES = \
 	tools/pactl_cmd_evict.c
 tools_pactl_LDADD = lib/core/libpagedcore.la
 
-# paged-demo: the first thing a new user runs. Its workers use only the public API
-# (libpaged); the check against the CPU reference links the reference kernels.
+# paged-demo: the first thing a new user runs. Its workers use the public API (libpaged)
+# and the core's clock; the check against the CPU reference links the reference kernels.
 bin_PROGRAMS += tools/paged-demo
 tools_paged_demo_SOURCES = \
 	tools/paged-demo.c \

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "lib/core/names.h"
 #include "tools/pactl_fetch.h"
 #include "tools/pactl_fmt.h"
 #include "tools/pactl_json.h"
@@ -67,7 +68,7 @@ static void stat_text(const struct pcore_msg_stats_reply *s)
     for (uint32_t i = 0; i < s->num_ops; i++) {
         const struct pcore_op_stats *o = &s->ops[i];
         int seen = o->requests > 0;
-        printf("%-8s %10" PRIu64 " %8" PRIu64 " %12" PRIu64 " %12s %10s %10s\n", fmt_op(i),
+        printf("%-8s %10" PRIu64 " %8" PRIu64 " %12" PRIu64 " %12s %10s %10s\n", pcore_op_name(i),
                o->requests, o->errors, o->tokens, fmt_bytes(bytes, sizeof bytes, o->bytes),
                seen ? fmt_latency(p50, sizeof p50, o->latency_p50_ns) : "-",
                seen ? fmt_latency(p99, sizeof p99, o->latency_p99_ns) : "-");
@@ -84,7 +85,7 @@ static void stat_json(const struct pcore_msg_stats_reply *s)
     json_object_begin(&j, "ops");
     for (uint32_t i = 0; i < s->num_ops; i++) {
         const struct pcore_op_stats *o = &s->ops[i];
-        json_object_begin(&j, fmt_op(i));
+        json_object_begin(&j, pcore_op_name(i));
         json_u64(&j, "requests", o->requests);
         json_u64(&j, "errors", o->errors);
         json_u64(&j, "tokens", o->tokens);

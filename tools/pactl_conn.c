@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/core/clock.h"
 #include "lib/core/sock.h"
 #include "paged.h"
 #include "tools/pactl_fmt.h"
@@ -60,12 +60,10 @@ static char *connect_cause(const char *path, int err)
     }
 }
 
-/* Returns the monotonic clock in milliseconds. */
+/* Returns the monotonic clock (pcore_now_ns) in milliseconds. */
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t) (pcore_now_ns() / 1000000u);
 }
 
 /* Receives one packet into the connection's buffer; returns it or NULL with *cause. */

@@ -109,19 +109,6 @@ const char *fmt_dtype(uint32_t dtype)
     return name != NULL ? name : "unknown";
 }
 
-/* Returns an opcode's name, indexed by enum paged_op. */
-const char *fmt_op(uint32_t op)
-{
-    static const char *const names[PCORE_OP_COUNT_] = {
-        [PAGED_OP_NOP] = "nop",         [PAGED_OP_ALLOC] = "alloc",
-        [PAGED_OP_FREE] = "free",       [PAGED_OP_APPEND] = "append",
-        [PAGED_OP_DECODE] = "decode",   [PAGED_OP_PREFILL] = "prefill",
-        [PAGED_OP_FORK] = "fork",       [PAGED_OP_COPY] = "copy",
-        [PAGED_OP_PUBLISH] = "publish", [PAGED_OP_LOOKUP] = "lookup",
-    };
-    return op < PCORE_OP_COUNT_ ? names[op] : NULL;
-}
-
 /* Returns an event type's name. */
 const char *fmt_event(uint32_t event)
 {

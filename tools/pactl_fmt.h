@@ -39,9 +39,6 @@ const char *fmt_backend(uint32_t backend);
 /* Returns the name of a dtype ("bf16") or "unknown". */
 const char *fmt_dtype(uint32_t dtype);
 
-/* Returns the lower-case name of an opcode ("decode"), or NULL past the last. */
-const char *fmt_op(uint32_t op);
-
 /* Returns the name of an event type ("connect", "pool-create") or "unknown". */
 const char *fmt_event(uint32_t event);
 

@@ -158,18 +158,6 @@ static int is_sticky(cudaError_t e)
     }
 }
 
-/* Names an op for messages. */
-const char *pd_cu_op_name(int opcode)
-{
-    switch (opcode) {
-    case PAGED_OP_APPEND: return "APPEND";
-    case PAGED_OP_DECODE: return "DECODE";
-    case PAGED_OP_PREFILL: return "PREFILL";
-    case PAGED_OP_COPY: return "COPY";
-    default: return "op";
-    }
-}
-
 /*
  * Handles a failure of what: e is the error a call returned (cudaSuccess when the kernel
  * library only said PAGED_E_DEVICE). Clears a non-sticky error; a sticky one marks the

@@ -12,6 +12,7 @@
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "lib/core/clock.h"
+#include "lib/core/names.h"
 
 /* Makes the device staging buffer hold at least need bytes (nothing queued reads it: the
  * caller has settled). Returns PAGED_OK, PAGED_E_NOMEM, or PAGED_E_DEVICE (through
@@ -101,7 +102,7 @@ static void launch_status(struct pd_batch *batch, const struct pd_launch *la, in
  * turn the backend unhealthy); returns rc. */
 static int refused(struct cuda_backend *cb, int kind, int rc)
 {
-    return rc == PAGED_E_DEVICE ? pd_cu_error(cb, pd_cu_op_name(kind), cudaSuccess) : rc;
+    return rc == PAGED_E_DEVICE ? pd_cu_error(cb, pcore_op_name((uint32_t) kind), cudaSuccess) : rc;
 }
 
 /*

@@ -86,9 +86,6 @@ struct cuda_backend {
  */
 int pd_cu_error(struct cuda_backend *cb, const char *what, cudaError_t e);
 
-/* Returns the name of an op (APPEND, DECODE, PREFILL, COPY) for messages. */
-const char *pd_cu_op_name(int opcode);
-
 /* Waits for everything queued on the stream and retires every batch in flight (reporting
  * late waits); a failed synchronization is a device error. Returns nothing. */
 void pd_cu_settle(pd_backend *b);

@@ -11,6 +11,7 @@
 #include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "lib/core/clock.h"
+#include "lib/core/names.h"
 #include "lib/core/wake.h"
 
 /*
@@ -66,17 +67,6 @@
  * pass that finds the device idle for the second time in a row with many decoding clients
  * queues them as two batches, so that they settle into two groups (split_point).
  */
-
-/* Names of the request fields for log lines, in enum pcore_field order. */
-static const char *const field_names[PCORE_FIELD_COUNT_] = {
-    "none", "opcode", "pool", "layer", "count", "dtype", "heads", "ids", "k", "v", "slots",
-    "q", "out", "block_tables", "seq_lens", "qo_indptr", "alibi", "src", "dst", "tokens",
-    "window", "scale", "flags", "dep.wait_off", "dep.signal_off",
-};
-
-static const char *const op_names[PCORE_OP_COUNT_] = {
-    "NOP", "ALLOC", "FREE", "APPEND", "DECODE", "PREFILL", "FORK", "COPY", "PUBLISH", "LOOKUP",
-};
 
 /* Grows *p (an array of *cap elements of size bytes) to hold want; returns 0 or -1. */
 int pd_eng_grow(void **p, uint32_t *cap, uint32_t want, size_t size)
@@ -595,7 +585,7 @@ static void log_merged_launch(const struct pd_engine *e, const struct pd_launch 
     if (append)
         snprintf(per_request, sizeof per_request, ", %d per request", op->num_layers);
     pd_log(PD_LOG_DEBUG, "engine: merged %s launch %llu: %u requests of %u clients, %llu %s, "
-           "pool '%s' layers %d..%d%s", op_names[op->opcode], (unsigned long long) number, la->count,
+           "pool '%s' layers %d..%d%s", pcore_op_name(op->opcode), (unsigned long long) number, la->count,
            launch_clients(e, la->first, la->count), (unsigned long long) units,
            append ? "tokens" : "sequences", ((struct pd_pool *) op->pool->user)->name, lo, hi,
            per_request);
@@ -722,13 +712,11 @@ static uint32_t complete_client(struct pd_engine *e, struct eng_client *r, uint6
         c->requests++;
         if (status < 0) {
             c->errors++;
+            const char *opname = pcore_op_name(cqe->opcode), *field = pcore_field_name(cqe->err_field);
             if (pd_log_enabled(PD_LOG_DEBUG))
                 pd_clog(c, PD_LOG_DEBUG, "request tag %llu %s: %s (%s[%u])",
-                        (unsigned long long) cqe->tag,
-                        cqe->opcode < PCORE_OP_COUNT_ ? op_names[cqe->opcode] : "unknown opcode",
-                        paged_strerror(status),
-                        cqe->err_field < PCORE_FIELD_COUNT_ ? field_names[cqe->err_field] : "?",
-                        cqe->err_index);
+                        (unsigned long long) cqe->tag, opname != NULL ? opname : "unknown opcode",
+                        paged_strerror(status), field != NULL ? field : "?", cqe->err_index);
         }
         pd_stats_record(e->env->stats, cqe->opcode, status, it->op.tokens, it->op.kv_bytes, t1 - r->t0);
         pv_op_free(&it->op);

@@ -9,6 +9,7 @@
 #include "daemon/util/knobs.h"
 #include "daemon/util/log.h"
 #include "kernels/kernels.h"
+#include "lib/core/names.h"
 #include "paged.h"
 
 /* Measures a merged launch; see merged.h. */
@@ -99,5 +100,5 @@ int pm_refuse_merged(const char *who)
 void pm_log_unmerged(const char *who, int opcode, uint32_t count, int rc)
 {
     pd_log(PD_LOG_DEBUG, "%s: merged %s launch of %u requests refused (%s): each runs alone", who,
-           opcode == PAGED_OP_APPEND ? "APPEND" : "DECODE", count, paged_strerror(rc));
+           pcore_op_name((uint32_t) opcode), count, paged_strerror(rc));
 }

@@ -86,8 +86,18 @@ void pk_ref_store_row(void *dst, size_t row, int32_t head_dim, int32_t dtype, co
         pk_store(dst, row * (size_t) head_dim + (size_t) d, dtype, (float) src[d]);
 }
 
-/* Allocates the scratch rows; see ref_attn.h. */
-int pk_ref_rows_init(pk_ref_rows *r, const int32_t *seq_lens, int32_t n, int32_t head_dim)
+/* Frees what rows_init allocated; returns nothing. */
+static void rows_free(pk_ref_rows *r)
+{
+    free(r->logits);
+    free(r->q);
+    free(r->o);
+    r->logits = r->q = r->o = NULL;
+}
+
+/* Allocates r for head_dim and contexts up to the longest of seq_lens[0, n) tokens; returns 0
+ * or PAGED_E_NOMEM (with nothing left allocated). */
+static int rows_init(pk_ref_rows *r, const int32_t *seq_lens, int32_t n, int32_t head_dim)
 {
     int32_t max_len = 1;
     for (int32_t s = 0; s < n; s++)
@@ -98,19 +108,10 @@ int pk_ref_rows_init(pk_ref_rows *r, const int32_t *seq_lens, int32_t n, int32_t
     r->q = malloc((size_t) head_dim * sizeof *r->q);
     r->o = malloc((size_t) head_dim * sizeof *r->o);
     if (r->logits == NULL || r->q == NULL || r->o == NULL) {
-        pk_ref_rows_free(r);
+        rows_free(r);
         return PAGED_E_NOMEM;
     }
     return 0;
-}
-
-/* Frees the scratch rows; see ref_attn.h. */
-void pk_ref_rows_free(pk_ref_rows *r)
-{
-    free(r->logits);
-    free(r->q);
-    free(r->o);
-    r->logits = r->q = r->o = NULL;
 }
 
 /* Attends one token's query heads; see ref_attn.h. */
@@ -123,4 +124,20 @@ void pk_ref_attend_heads(pk_ref_rows *r, const pk_ref_seq *seq, const void *q, v
         pk_ref_attend(seq, &query, opts, r->logits, r->o);
         pk_ref_store_row(out, row0 + (size_t) h, r->head_dim, dtype, r->o);
     }
+}
+
+/* Runs fn over every sequence of a checked call; see ref_attn.h. */
+int pk_ref_each_seq(const pk_cache *cache, int32_t num_q_heads, const int32_t *seq_lens, int32_t num_seqs,
+                    pk_ref_seq_fn *fn, const void *args)
+{
+    if (num_seqs == 0)
+        return 0;
+    int32_t group = num_q_heads / cache->num_kv_heads;
+    pk_ref_rows rows;
+    if (rows_init(&rows, seq_lens, num_seqs, cache->head_dim) != 0)
+        return PAGED_E_NOMEM;
+    for (int32_t s = 0; s < num_seqs; s++)
+        fn(args, s, &rows, group);
+    rows_free(&rows);
+    return 0;
 }

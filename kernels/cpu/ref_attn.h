@@ -41,12 +41,16 @@ typedef struct pk_ref_rows {
     int32_t head_dim;
 } pk_ref_rows;
 
-/* Allocates r for head_dim and contexts up to the longest of seq_lens[0, n) tokens; returns 0
- * or PAGED_E_NOMEM (with nothing left allocated). */
-int pk_ref_rows_init(pk_ref_rows *r, const int32_t *seq_lens, int32_t n, int32_t head_dim);
+/* Attends the query rows of sequence s of a reference call: args is the call's
+ * pk_decode_args or pk_prefill_args, rows its scratch, group its GQA group size (query heads
+ * per KV head). Returns nothing. */
+typedef void pk_ref_seq_fn(const void *args, int32_t s, pk_ref_rows *rows, int32_t group);
 
-/* Frees what pk_ref_rows_init allocated; returns nothing. */
-void pk_ref_rows_free(pk_ref_rows *r);
+/* Runs a reference call whose shapes were checked over num_seqs sequences of cache with
+ * num_q_heads query heads: fn for each sequence in order, with scratch for the longest of
+ * seq_lens. Returns 0, or PAGED_E_NOMEM before any output is written. */
+int pk_ref_each_seq(const pk_cache *cache, int32_t num_q_heads, const int32_t *seq_lens, int32_t num_seqs,
+                    pk_ref_seq_fn *fn, const void *args);
 
 /* Attends the num_q_heads query heads of one token at position pos of seq: row row0 + h of q
  * (dtype) through KV head h / group, each result stored as row row0 + h of out. Returns

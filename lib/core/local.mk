@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 
 # libpagedcore: the internals libpaged and pagedd share (wire protocol, ring, wake-ups,
-# shared memory, the control socket, error strings, hashing).
+# shared memory, the control socket, error strings, op and field names, hashing).
 noinst_LTLIBRARIES += lib/core/libpagedcore.la
 lib_core_libpagedcore_la_SOURCES = \
 	lib/core/proto.h \
@@ -10,6 +10,8 @@ lib_core_libpagedcore_la_SOURCES = \
 	lib/core/clock.c \
 	lib/core/strerror.c \
 	lib/core/dtype.c \
+	lib/core/names.h \
+	lib/core/names.c \
 	lib/core/prefix_hash.c \
 	lib/core/ring.h \
 	lib/core/ring.c \

@@ -299,12 +299,7 @@ enum pcore_mem_kind {
 struct pcore_msg_pool_create {
     struct pcore_msg_hdr hdr;
     char name[PCORE_NAME_MAX];
-    uint32_t num_layers;
-    uint32_t num_kv_heads;
-    uint32_t head_dim;
-    uint32_t block_size;
-    uint32_t dtype;
-    uint32_t num_blocks;
+    uint32_t num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks;
     uint64_t byte_budget;
     uint32_t mode;
     float k_scale;
@@ -322,12 +317,7 @@ struct pcore_msg_pool_attach {
 struct pcore_msg_pool_reply {
     struct pcore_msg_hdr hdr;  /* + SCM_RIGHTS: the pool memory fd */
     uint32_t pool_id;
-    uint32_t num_layers;
-    uint32_t num_kv_heads;
-    uint32_t head_dim;
-    uint32_t block_size;
-    uint32_t dtype;
-    uint32_t num_blocks;
+    uint32_t num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks;
     uint32_t writable;
     uint32_t owner_uid;
     uint32_t mode;

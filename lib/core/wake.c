@@ -14,24 +14,17 @@
 #include <unistd.h>
 
 #include "lib/core/wake.h"
+#include "lib/core/clock.h"
 
 /* How many ring checks a spin makes between two looks at the clock. */
 #define SPIN_CLOCK_EVERY 16u
 /* Drain reads at most this many times, so a flooded pipe cannot keep us here. */
 #define DRAIN_MAX_READS 16
 
-/* Returns CLOCK_MONOTONIC in nanoseconds. */
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
 /* Returns the poll() timeout covering the nanoseconds left until deadline, rounded up. */
 static int ms_left(uint64_t deadline)
 {
-    uint64_t now = now_ns();
+    uint64_t now = pcore_now_ns();
     if (now >= deadline)
         return 0;
     uint64_t ms = (deadline - now + 999999u) / 1000000u;
@@ -241,7 +234,7 @@ int pcore_wake_finish(struct pcore_ring_cons *c, int wait_fd)
 /* Blocks in poll() until wait_fd is readable or the timeout passes. */
 int pcore_wake_sleep(int wait_fd, int timeout_ms)
 {
-    uint64_t deadline = timeout_ms >= 0 ? now_ns() + (uint64_t) timeout_ms * 1000000u : 0;
+    uint64_t deadline = timeout_ms >= 0 ? pcore_now_ns() + (uint64_t) timeout_ms * 1000000u : 0;
     int left = timeout_ms;
     for (;;) {
         struct pollfd pfd = { .fd = wait_fd, .events = POLLIN };
@@ -275,7 +268,7 @@ int pcore_wake_sleep(int wait_fd, int timeout_ms)
  */
 static int spin_for(uint32_t budget_ns, pcore_wake_ready_fn *ready, void *arg)
 {
-    uint64_t start = now_ns();
+    uint64_t start = pcore_now_ns();
     /* The iteration cap bounds the loop even if the clock stood still; a pause instruction
      * takes at least a few nanoseconds on every CPU we run on. */
     for (uint64_t i = 1; i <= budget_ns; i++) {
@@ -283,7 +276,7 @@ static int spin_for(uint32_t budget_ns, pcore_wake_ready_fn *ready, void *arg)
         int r = ready(arg);
         if (r != 0)
             return r;
-        if (i % SPIN_CLOCK_EVERY == 0 && now_ns() - start >= budget_ns)
+        if (i % SPIN_CLOCK_EVERY == 0 && pcore_now_ns() - start >= budget_ns)
             break;
     }
     return 0;
@@ -298,7 +291,7 @@ int pcore_wake_wait(struct pcore_ring_cons *c, int wait_fd, struct pcore_waiter 
         return r;
     if (timeout_ms == 0)
         return PAGED_E_TIMEOUT;
-    uint64_t start = now_ns();
+    uint64_t start = pcore_now_ns();
     uint64_t deadline = timeout_ms > 0 ? start + (uint64_t) timeout_ms * 1000000u : UINT64_MAX;
 
     if (w != NULL && w->spin_ns > 0) {
@@ -353,7 +346,7 @@ int pcore_wake_wait(struct pcore_ring_cons *c, int wait_fd, struct pcore_waiter 
          * have passed; the next check of ready and of the clock tells. */
     }
     if (slept && w != NULL)
-        pcore_waiter_slept(w, now_ns() - start);
+        pcore_waiter_slept(w, pcore_now_ns() - start);
     return r;
 }
 

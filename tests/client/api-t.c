@@ -211,6 +211,13 @@ static void test_connect(paged_client *c)
     is_string("qo_indptr", paged_field_name(PCORE_FIELD_QO_INDPTR), "field name: qo_indptr");
     is_string("none", paged_field_name(PCORE_FIELD_NONE), "field name: none");
     is_string("none", paged_field_name(9999), "field name: an unknown field is none");
+    is_string("num_q_heads", paged_field_name(PCORE_FIELD_HEADS),
+              "field name: num_q_heads, as paged_request names it");
+    is_string("decode", paged_op_name(PAGED_OP_DECODE), "op name: decode");
+    is_string("nop", paged_op_name(PAGED_OP_NOP), "op name: nop, the first op");
+    is_string("lookup", paged_op_name(PAGED_OP_LOOKUP), "op name: lookup, the last op");
+    ok(paged_op_name((paged_op) PCORE_OP_COUNT_) == NULL, "op name: one past the last op is NULL");
+    ok(paged_op_name((paged_op) -1) == NULL, "op name: a negative op is NULL");
 }
 
 /* Pool creation: geometry errors named, the created pool's description, names. */

@@ -310,9 +310,9 @@ static void check_phase3(int refuse, int split, long from, long to)
 {
     struct ll_merged m;
     struct ll_unmerged u, ua;
-    ll_merged_in(daemon_.log, "DECODE", from, to, &m);
-    ll_unmerged_in(daemon_.log, "DECODE", from, to, &u);
-    ll_unmerged_in(daemon_.log, "APPEND", from, to, &ua);
+    ll_merged_in(daemon_.log, "decode", from, to, &m);
+    ll_unmerged_in(daemon_.log, "decode", from, to, &u);
+    ll_unmerged_in(daemon_.log, "append", from, to, &ua);
     unsigned long fused = ll_fused_in(daemon_.log, from, to);
     if (refuse) {
         ok(m.launches == 0 && u.launches == 1 && u.requests == NCLI && ua.launches == 1 && ua.requests == NCLI

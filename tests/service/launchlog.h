@@ -3,7 +3,7 @@
 #ifndef PAGED_TESTS_SERVICE_LAUNCHLOG_H
 #define PAGED_TESTS_SERVICE_LAUNCHLOG_H
 
-/* The merged launches of one op that ran merged ("engine: merged DECODE launch N: R requests
+/* The merged launches of one op that ran merged ("engine: merged decode launch N: R requests
  * of C clients, ... layers lo..hi"). */
 struct ll_merged {
     unsigned long launches;       /* how many */
@@ -13,14 +13,14 @@ struct ll_merged {
 };
 
 /* The merged launches of one op that the backend refused and ran one request at a time
- * ("<backend>: merged DECODE launch of R requests refused (...): each runs alone"). */
+ * ("<backend>: merged decode launch of R requests refused (...): each runs alone"). */
 struct ll_unmerged {
     unsigned long launches;       /* how many */
     unsigned long requests;       /* the requests they held */
 };
 
 /* Scans log from byte from up to byte to (-1: its end) for the merged launches of op
- * ("DECODE" or "APPEND") into *m. Returns nothing (all zero when the log cannot be read). */
+ * ("decode" or "append") into *m. Returns nothing (all zero when the log cannot be read). */
 void ll_merged_in(const char *log, const char *op, long from, long to, struct ll_merged *m);
 
 /* The same for the refused merged launches of op, into *u. Returns nothing. */

@@ -812,21 +812,21 @@ static void check_refused(long d_from, long d_to)
     ok(pagedd_log_contains(&daemon_, "(PAGEDD_REFUSE_MERGED)"),
        "the daemon says it refuses every merged launch");
     struct ll_merged m, ma;
-    ll_merged_in(daemon_.log, "DECODE", 0, -1, &m);
-    ll_merged_in(daemon_.log, "APPEND", 0, -1, &ma);
+    ll_merged_in(daemon_.log, "decode", 0, -1, &m);
+    ll_merged_in(daemon_.log, "append", 0, -1, &ma);
     ok(m.launches == 0 && ma.launches == 0, "no launch ran merged (logged: %lu DECODE, %lu APPEND)", m.launches,
        ma.launches);
     struct ll_unmerged u;
-    ll_unmerged_in(daemon_.log, "DECODE", 0, -1, &u);
+    ll_unmerged_in(daemon_.log, "decode", 0, -1, &u);
     ok(u.launches > 0 && u.requests >= 2 * u.launches,
        "%lu refused merged DECODE launches ran their %lu requests one by one", u.launches, u.requests);
-    ll_unmerged_in(daemon_.log, "APPEND", 0, -1, &u);
+    ll_unmerged_in(daemon_.log, "append", 0, -1, &u);
     ok(u.launches > 0 && u.requests >= 2 * u.launches,
        "%lu refused merged APPEND launches ran their %lu requests one by one", u.launches, u.requests);
-    ll_unmerged_in(daemon_.log, "DECODE", d_from, d_to, &u);
+    ll_unmerged_in(daemon_.log, "decode", d_from, d_to, &u);
     ok(u.launches == 1 && u.requests == NCLI, "burst D: the one launch of the %d clients' DECODEs was refused "
        "and they ran alone (logged: %lu launches of %lu requests)", NCLI, u.launches, u.requests);
-    ll_unmerged_in(daemon_.log, "APPEND", d_from, d_to, &u);
+    ll_unmerged_in(daemon_.log, "append", d_from, d_to, &u);
     ok(u.launches == 1 && u.requests == NCLI, "burst D: the one launch of the %d clients' APPENDs was refused "
        "and they ran alone (logged: %lu launches of %lu requests)", NCLI, u.launches, u.requests);
 }
@@ -837,13 +837,13 @@ static void check_refused(long d_from, long d_to)
 static void check_merged(struct rc_client *ctl, long d_from, long d_to)
 {
     struct ll_merged m;
-    ll_merged_in(daemon_.log, "DECODE", 0, -1, &m);
+    ll_merged_in(daemon_.log, "decode", 0, -1, &m);
     ok(m.launches > 0, "the daemon logged %lu merged DECODE launches serving %lu requests", m.launches,
        m.requests);
     /* STATS (pactl stat) counts the same launches the log shows. */
     struct pcore_msg_stats_reply sr;
     struct ll_merged ma;
-    ll_merged_in(daemon_.log, "APPEND", 0, -1, &ma);
+    ll_merged_in(daemon_.log, "append", 0, -1, &ma);
     if (ok(rc_stats(ctl, &sr) == 0, "STATS answers")) {
         const struct pcore_engine_stats *es = &sr.engine;
         ok(es->merged_decode_launches == m.launches && es->merged_decode_requests == m.requests,
@@ -867,12 +867,12 @@ static void check_merged(struct rc_client *ctl, long d_from, long d_to)
     ok(ma.most_clients >= 2, "a merged launch served APPENDs of %u clients (at least 2)", ma.most_clients);
     /* Burst D: one launch each, every client on a layer of its own. */
     const int top = (NCLI < L ? NCLI : L) - 1;
-    ll_merged_in(daemon_.log, "DECODE", d_from, d_to, &m);
+    ll_merged_in(daemon_.log, "decode", d_from, d_to, &m);
     ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
        "burst D: the %d clients' DECODEs of layers 0..%d ran as one launch (logged: %lu launches "
        "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,
        m.most_clients, m.lo, m.hi);
-    ll_merged_in(daemon_.log, "APPEND", d_from, d_to, &m);
+    ll_merged_in(daemon_.log, "append", d_from, d_to, &m);
     ok(m.launches == 1 && m.requests == NCLI && m.most_clients == NCLI && m.lo == 0 && m.hi == top,
        "burst D: the %d clients' APPENDs of layers 0..%d ran as one launch (logged: %lu launches "
        "serving %lu requests, at most %u clients, layers %d..%d)", NCLI, top, m.launches, m.requests,

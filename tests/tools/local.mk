@@ -8,6 +8,8 @@ tests_tools_json_t_SOURCES = \
 	tests/tools/json-t.c \
 	tests/tools/tjson.h \
 	tests/tools/tjson.c \
+	tools/utf8.h \
+	tools/utf8.c \
 	tools/pactl_json.h \
 	tools/pactl_json.c
 tests_tools_json_t_LDADD = $(TAP_LIBS)
@@ -18,7 +20,9 @@ TESTS += tests/tools/pactl-t
 tests_tools_pactl_t_SOURCES = \
 	tests/tools/pactl-t.c \
 	tests/tools/tjson.h \
-	tests/tools/tjson.c
+	tests/tools/tjson.c \
+	tools/utf8.h \
+	tools/utf8.c
 tests_tools_pactl_t_LDADD = $(TAP_PAGEDD_LIBS) lib/core/libpagedcore.la $(TAP_LIBS)
 tests_tools_pactl_holder_SOURCES = tests/tools/pactl-holder.c
 tests_tools_pactl_holder_LDADD = lib/libpaged.la

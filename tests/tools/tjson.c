@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/utf8.h"
+
 #define TJ_MAX_DEPTH 64
 
 struct parser {
@@ -52,33 +54,6 @@ static struct tj *new_value(struct parser *p, enum tj_type t)
         return fail(p, "out of memory");
     v->type = t;
     return v;
-}
-
-/* Returns the length of a well-formed UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-    size_t len;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        lo = c == 0xe0 ? 0xa0 : 0x80;
-        hi = c == 0xed ? 0x9f : 0xbf;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        lo = c == 0xf0 ? 0x90 : 0x80;
-        hi = c == 0xf4 ? 0x8f : 0xbf;
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return len;
 }
 
 /* Reads 4 hex digits; returns the value or -1. */
@@ -148,7 +123,7 @@ static char *parse_string(struct parser *p)
             return fail(p, "raw control character 0x%02x in a string", c);
         }
         if (c != '\\') {
-            size_t l = utf8_len(p->s + p->pos, p->len - p->pos);
+            size_t l = utf8_seq_len(p->s + p->pos, p->len - p->pos);
             if (l == 0) {
                 free(out);
                 return fail(p, "invalid UTF-8 in a string");

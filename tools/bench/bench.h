@@ -76,8 +76,6 @@ void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretu
 /* Returns malloc(n) (at least 1 byte), or dies naming what it was for. */
 void *bench_alloc(size_t n, const char *what);
 
-/* Returns CLOCK_MONOTONIC in nanoseconds. */
-int64_t bench_now_ns(void);
 
 /* Returns the median of n values (sorts v in place); NAN for n == 0. */
 double bench_median(double *v, size_t n);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "paged.h"
+#include "lib/core/clock.h"
 #include "lib/core/wake.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/service.h"
@@ -130,12 +131,12 @@ static void await(struct client *cl, unsigned n, int64_t t0, int64_t *lat)
         int k = paged_wait(cl->c, comp, n - got < 4 ? n - got : 4, 60000);
         if (k < 0)
             fail(cl, k, "waiting for completions");
-        int64_t now = bench_now_ns();
+        int64_t now = (int64_t) pcore_now_ns();
         for (int i = 0; i < k; i++) {
             if (comp[i].status != PAGED_OK) {
                 char what[128];
                 snprintf(what, sizeof what, "request %s (field %s, element %u)",
-                         comp[i].op == PAGED_OP_APPEND ? "APPEND" : comp[i].op == PAGED_OP_DECODE ? "DECODE" : "?",
+                         paged_op_name(comp[i].op) != NULL ? paged_op_name(comp[i].op) : "?",
                          paged_field_name(comp[i].err_field), comp[i].err_index);
                 fail(cl, comp[i].status, what);
             }
@@ -321,7 +322,7 @@ static int64_t step_begin(struct client *cl, unsigned step, struct svc_result *r
 {
     const struct svc_run *r = &cl->run;
     int32_t *lens = (int32_t *) (cl->host + cl->lens_off), *slots = (int32_t *) (cl->host + cl->slots_off);
-    int64_t t_step = bench_now_ns();
+    int64_t t_step = (int64_t) pcore_now_ns();
     if (step == r->warmup)
         res->start_ns = t_step;
     unsigned pos = r->context + step;
@@ -359,14 +360,14 @@ static void layer_requests(const struct client *cl, int l, paged_request *app, p
 
 /* How long a --deps client waits for a word before it gives up (a request that failed, or a
  * daemon that went away, never writes it). */
-#define DEPS_WAIT_NS 60000000000ll
+#define DEPS_WAIT_NS 60000000000ull
 
 /* --deps: spins until the host word x reaches v, dying past DEPS_WAIT_NS; returns nothing. */
 static void spin_word(const struct client *cl, const uint32_t *x, uint32_t v)
 {
-    int64_t deadline = bench_now_ns() + DEPS_WAIT_NS;
+    uint64_t deadline = pcore_now_ns() + DEPS_WAIT_NS;
     for (unsigned k = 0; (int32_t) (__atomic_load_n(x, __ATOMIC_ACQUIRE) - v) < 0; k++) {
-        if ((k & 1023) == 0 && bench_now_ns() > deadline)
+        if ((k & 1023) == 0 && pcore_now_ns() > deadline)
             bench_die("client %u: dependency word still short of %u after 60 s (%s)", cl->index, v,
                       paged_client_error(cl->c));
         pcore_cpu_relax();
@@ -401,10 +402,10 @@ static void await_layer(struct client *cl, uint32_t v)
         int rc = paged_stream_wait(cl->c, cl->stream, cl->words_off + 4, v, PAGED_STREAM_MEMOP);
         if (rc != PAGED_OK)
             fail(cl, rc, "queueing the wait for the step's last word");
-        int64_t deadline = bench_now_ns() + DEPS_WAIT_NS;
+        uint64_t deadline = pcore_now_ns() + DEPS_WAIT_NS;
         cudaError_t e;
         while ((e = cudaStreamQuery(cl->stream)) == cudaErrorNotReady) {
-            if (bench_now_ns() > deadline)
+            if (pcore_now_ns() > deadline)
                 bench_die("client %u: the step's last word still short of %u after 60 s (%s)", cl->index, v,
                           paged_client_error(cl->c));
             pcore_cpu_relax();
@@ -426,7 +427,7 @@ static unsigned reap(struct client *cl, unsigned want, int block, const int64_t 
         return 0;
     if (k < 0)
         fail(cl, k, "waiting for completions");
-    int64_t now = bench_now_ns();
+    int64_t now = (int64_t) pcore_now_ns();
     for (int i = 0; i < k; i++) {
         if (comp[i].status != PAGED_OK)
             fail(cl, comp[i].status, "a request of a chained step");
@@ -462,7 +463,7 @@ static void deps_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struct 
                                     .signal_value = v };
             prep(cl, &app);
             prep(cl, &dec);
-            t_sub[2 * l] = t_sub[2 * l + 1] = bench_now_ns();
+            t_sub[2 * l] = t_sub[2 * l + 1] = (int64_t) pcore_now_ns();
             submit(cl);
             pending -= reap(cl, pending, 0, t_sub, timed ? lat : NULL, &nlat);
         }
@@ -470,9 +471,9 @@ static void deps_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struct 
         while (pending > 0)
             pending -= reap(cl, pending, 1, t_sub, timed ? lat : NULL, &nlat);
         if (timed)
-            step_ns[step - r->warmup] = bench_now_ns() - t_step;
+            step_ns[step - r->warmup] = (int64_t) pcore_now_ns() - t_step;
     }
-    res->end_ns = bench_now_ns();
+    res->end_ns = (int64_t) pcore_now_ns();
     res->nlat = (uint32_t) nlat;
     res->nsteps = r->steps;
 }
@@ -494,16 +495,16 @@ static void decode_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struc
             layer_requests(cl, l, &app, &dec);
             prep(cl, &app);
             prep(cl, &dec);
-            int64_t t0 = bench_now_ns();
+            uint64_t t0 = pcore_now_ns();
             submit(cl);
             await(cl, 2, t0, timed ? lat + nlat : NULL);
             if (timed)
                 nlat += 2;
         }
         if (timed)
-            step_ns[step - r->warmup] = bench_now_ns() - t_step;
+            step_ns[step - r->warmup] = (int64_t) pcore_now_ns() - t_step;
     }
-    res->end_ns = bench_now_ns();
+    res->end_ns = (int64_t) pcore_now_ns();
     res->nlat = (uint32_t) nlat;
     res->nsteps = r->steps;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "lib/core/clock.h"
 #include "tools/bench/kcase.h"
 
 static pd_workers *pool;
@@ -106,9 +107,9 @@ static double probe_rate(pd_workers *w, pd_work_fn *fn, struct probe_job *j, siz
     double *t = bench_alloc((size_t) runs * sizeof *t, "probe times");
     pd_workers_run(w, fn, j, items);   /* warm-up */
     for (int r = 0; r < runs; r++) {
-        int64_t t0 = bench_now_ns();
+        uint64_t t0 = pcore_now_ns();
         pd_workers_run(w, fn, j, items);
-        t[r] = (double) (bench_now_ns() - t0);
+        t[r] = (double) (pcore_now_ns() - t0);
     }
     double med = bench_median(t, (size_t) runs);
     free(t);
@@ -272,18 +273,18 @@ void bk_cpu_time(const struct bench_opts *o, const struct bench_ceilings *c, con
     double *times = bench_alloc((size_t) max_runs * sizeof *times, "run times");
     double spent = 0.0;
     int runs = 0;
-    int64_t t0 = bench_now_ns();
+    uint64_t t0 = pcore_now_ns();
     run_set(w, s->op, &args[0]);
-    double first = (double) (bench_now_ns() - t0);
+    double first = (double) (pcore_now_ns() - t0);
     if (first > limit_ns / 3) {
         times[runs++] = first;
         spent = first;
         min_runs = 1;
     }
     while (runs < max_runs && (runs < min_runs || spent < limit_ns)) {
-        int64_t a = bench_now_ns();
+        uint64_t a = pcore_now_ns();
         run_set(w, s->op, &args[(runs + 1) % kc.nsets]);
-        times[runs] = (double) (bench_now_ns() - a);
+        times[runs] = (double) (pcore_now_ns() - a);
         spent += times[runs++];
     }
     t->median_us = bench_median(times, (size_t) runs) / 1e3;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "lib/core/clock.h"
 #include "lib/core/wake.h"
 #include "tools/bench/gpu.h"
 #include "tools/bench/probe.h"
@@ -49,7 +50,7 @@ struct disp {
  * past DISPATCH_WAIT_NS naming what. Returns nothing. */
 static void spin_until(const unsigned *w, unsigned v, const char *what)
 {
-    int64_t deadline = bench_now_ns() + (int64_t) DISPATCH_WAIT_NS;
+    uint64_t deadline = pcore_now_ns() + (uint64_t) DISPATCH_WAIT_NS;
     for (unsigned k = 0;; k++) {
         unsigned x = __atomic_load_n(w, __ATOMIC_ACQUIRE);
         if (x == UINT32_MAX)
@@ -57,7 +58,7 @@ static void spin_until(const unsigned *w, unsigned v, const char *what)
                       DISPATCH_WAIT_NS / 1000000ull, what);
         if ((int32_t) (x - v) >= 0)
             return;
-        if ((k & 1023) == 0 && bench_now_ns() > deadline)
+        if ((k & 1023) == 0 && pcore_now_ns() > deadline)
             bench_die("dispatch probe: %s: layer %u not done after %llu ms", what, v,
                       DISPATCH_WAIT_NS / 1000000ull);
         pcore_cpu_relax();
@@ -92,13 +93,13 @@ static double launch_awaited(const struct disp *d, unsigned s)
     bg_check((int) cudaMemsetAsync(d->words, 0, 4096, bg_stream()), "dispatch probe: zeroing the counter");
     bg_sync("dispatch probe: zeroing the counter");
     __atomic_store_n(&d->host[0], 0, __ATOMIC_RELEASE);
-    int64_t t0 = bench_now_ns();
+    uint64_t t0 = pcore_now_ns();
     for (unsigned l = 0; l < SVC_LAYERS; l++) {
         bg_check(bp_layer(layer_src(d, s, l), d->bytes, d->sink, d->words, d->dev_host, l + 1, d->grid, bg_stream()),
                  "dispatch probe: a layer");
         spin_until(&d->host[0], l + 1, "a launch awaited");
     }
-    double us = (double) (bench_now_ns() - t0) / 1e3 / SVC_LAYERS;
+    double us = (double) (pcore_now_ns() - t0) / 1e3 / SVC_LAYERS;
     bg_sync("dispatch probe: launches awaited");
     return us;
 }
@@ -126,12 +127,12 @@ static double resident(const struct disp *d)
     bg_check(rc, "dispatch probe: the resident kernel");
     __atomic_store_n(&d->host[16], 1, __ATOMIC_RELEASE);
     spin_until(&d->host[0], 1, "the resident kernel's first layer");
-    int64_t t0 = bench_now_ns();
+    uint64_t t0 = pcore_now_ns();
     for (unsigned l = 2; l <= SVC_LAYERS + 1; l++) {
         __atomic_store_n(&d->host[16], l, __ATOMIC_RELEASE);
         spin_until(&d->host[0], l, "a resident layer");
     }
-    double us = (double) (bench_now_ns() - t0) / 1e3 / SVC_LAYERS;
+    double us = (double) (pcore_now_ns() - t0) / 1e3 / SVC_LAYERS;
     bg_sync("dispatch probe: the resident kernel");
     return us;
 }

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/kernels.h"
+#include "lib/core/clock.h"
 #include "paged.h"
 #include "tools/bench/probe.h"
 
@@ -152,9 +153,9 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
      * one run (the later warm-up runs, past lazy loading) sizes the spin. */
     double *enqueue = bench_alloc((size_t) (warmup > 0 ? warmup : 1) * sizeof *enqueue, "warm-up times");
     for (int i = 0; i < warmup; i++) {
-        int64_t t0 = bench_now_ns();
+        uint64_t t0 = pcore_now_ns();
         launch(ctx, i % nsets);
-        enqueue[i] = (double) (bench_now_ns() - t0);
+        enqueue[i] = (double) (pcore_now_ns() - t0);
     }
     bg_sync("the warm-up runs");
     double per_run = warmup > 1 ? bench_median(enqueue + 1, (size_t) warmup - 1) : 50e3;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "lib/core/clock.h"
 #include "tools/bench/cpuwork.h"
 #include "tools/bench/service.h"
 #ifdef HAVE_CUDA
@@ -182,9 +183,9 @@ static void timed_steps(const struct svc_run *r, unsigned seqs, ip_layer_fn *lay
                         void *ctx, double *step_ns, double *tok_s)
 {
     double *ns = bench_alloc(r->steps * sizeof *ns, "step times");
-    int64_t start = 0;
+    uint64_t start = 0;
     for (unsigned s = 0; s < r->warmup + r->steps; s++) {
-        int64_t t0 = bench_now_ns();
+        uint64_t t0 = pcore_now_ns();
         if (s == r->warmup)
             start = t0;
         for (int l = 0; l < SVC_LAYERS; l++)
@@ -192,9 +193,9 @@ static void timed_steps(const struct svc_run *r, unsigned seqs, ip_layer_fn *lay
         if (step_end != NULL)
             step_end(ctx);
         if (s >= r->warmup)
-            ns[s - r->warmup] = (double) (bench_now_ns() - t0);
+            ns[s - r->warmup] = (double) (pcore_now_ns() - t0);
     }
-    *tok_s = (double) seqs * r->steps / ((double) (bench_now_ns() - start) * 1e-9);
+    *tok_s = (double) seqs * r->steps / ((double) (pcore_now_ns() - start) * 1e-9);
     *step_ns = bench_median(ns, r->steps);
     free(ns);
 }
@@ -241,14 +242,14 @@ static void device_fill(void *p, size_t n, uint64_t seed)
 static const struct ip_place device_place = { bg_alloc, device_fill, bg_upload, bg_free };
 
 /* How long the host waits for an awaited layer before it gives up. */
-#define AWAITED_WAIT_NS 10000000000ll
+#define AWAITED_WAIT_NS 10000000000ull
 
 /* Spins until the mapped host word reaches v, dying past AWAITED_WAIT_NS; returns nothing. */
 static void await_word(const uint32_t *word, uint32_t v)
 {
-    int64_t deadline = bench_now_ns() + AWAITED_WAIT_NS;
+    uint64_t deadline = pcore_now_ns() + AWAITED_WAIT_NS;
     for (unsigned k = 0; (int32_t) (__atomic_load_n(word, __ATOMIC_ACQUIRE) - v) < 0; k++)
-        if ((k & 1023) == 0 && bench_now_ns() > deadline)
+        if ((k & 1023) == 0 && pcore_now_ns() > deadline)
             bench_die("in-process run: layer %u not done after %lld s", v, AWAITED_WAIT_NS / 1000000000ll);
 }
 

@@ -127,30 +127,32 @@ void bk_case_decode_args(const struct bk_case *c, const struct bk_mem *m, int se
     a->cache.base = m->pool;
 }
 
-/* Fills prefill arguments of set i. */
+/* Fills prefill arguments of set i: the decode arguments of the set, its qlen query rows per
+ * sequence causal at the end of the context. */
 void bk_case_prefill_args(const struct bk_case *c, const struct bk_mem *m, int set, pk_prefill_args *a)
 {
     const struct bk_shape *s = c->s;
+    pk_decode_args d;
+    bk_case_decode_args(c, m, set, &d);
     *a = (pk_prefill_args) {
-        .cache = c->cache,
-        .layer = 0,
-        .num_seqs = s->seqs,
-        .num_q_heads = s->hq,
-        .q_dtype = s->q_dtype,
+        .cache = d.cache,
+        .layer = d.layer,
+        .num_seqs = d.num_seqs,
+        .num_q_heads = d.num_q_heads,
+        .q_dtype = d.q_dtype,
         .causal = 1,
         .total_q = s->seqs * s->qlen,
         .max_qo_len = s->qlen,
-        .q = m->in + (size_t) set * c->in_bytes,
-        .out = m->out + (size_t) set * c->out_bytes,
+        .q = d.q,
+        .out = d.out,
         .qo_indptr = m->indptr,
-        .block_tables = m->tables + (size_t) set * c->tables_per_set,
-        .bt_stride = c->bt_stride,
-        .seq_lens = m->lens,
-        .opts = { .sm_scale = 1.0f / sqrtf((float) s->D) },
-        .workspace = m->workspace,
-        .workspace_size = m->workspace_size,
+        .block_tables = d.block_tables,
+        .bt_stride = d.bt_stride,
+        .seq_lens = d.seq_lens,
+        .opts = d.opts,
+        .workspace = d.workspace,
+        .workspace_size = d.workspace_size,
     };
-    a->cache.base = m->pool;
 }
 
 /* Fills append arguments of set i: K is the first half of the set's input, V the second. */

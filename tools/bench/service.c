@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/core/clock.h"
 #include "paged.h"
 #include "tools/bench/daemon.h"
 #include "tools/common/spawn.h"
@@ -112,9 +113,9 @@ static void nop_table(struct svc *s, struct br_report *r)
     }
     double sum = 0.0;
     for (long i = 0; i < n; i++) {
-        int64_t t0 = bench_now_ns();
+        uint64_t t0 = pcore_now_ns();
         int rc = paged_nop(s->c);
-        lat[i] = bench_now_ns() - t0;
+        lat[i] = (int64_t) (pcore_now_ns() - t0);
         if (rc != PAGED_OK)
             svc_fail(s, rc, "NOP");
         sum += (double) lat[i];
@@ -206,7 +207,7 @@ static void reap_client(pid_t pid, unsigned index)
 static void await_ready(int ready_r, unsigned n, const pid_t *pids, const char *what)
 {
     unsigned ready = 0;
-    int64_t deadline = bench_now_ns() + (int64_t) 1800 * 1000000000;
+    uint64_t deadline = pcore_now_ns() + (uint64_t) 1800 * 1000000000u;
     while (ready < n) {
         struct pollfd p = { .fd = ready_r, .events = POLLIN };
         int rc = poll(&p, 1, 200);
@@ -226,7 +227,7 @@ static void await_ready(int ready_r, unsigned n, const pid_t *pids, const char *
                           WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
             }
         }
-        if (bench_now_ns() > deadline)
+        if (pcore_now_ns() > deadline)
             bench_die("the clients were not %s after 30 minutes", what);
     }
 }

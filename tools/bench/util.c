@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels/cpu/dtype.h"
@@ -34,14 +33,6 @@ void *bench_alloc(size_t n, const char *what)
     if (p == NULL)
         bench_die("out of memory: %zu bytes for %s", n, what);
     return p;
-}
-
-/* Returns CLOCK_MONOTONIC in nanoseconds. */
-int64_t bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Orders doubles for qsort; returns -1, 0 or 1. */

@@ -8,10 +8,13 @@
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
+#endif
 
-/* Makes the device buffer at least bytes long; returns 0 or -1 with err. */
+/* Makes the device buffer at least bytes long; returns 0, or -1 with err (always where built
+ * without CUDA). */
 static int stage_reserve(struct demo_stage *s, size_t bytes, char *err, size_t errlen)
 {
+#ifdef HAVE_CUDA
     if (bytes <= s->cap)
         return 0;
     if (s->dev != NULL)
@@ -26,8 +29,13 @@ static int stage_reserve(struct demo_stage *s, size_t bytes, char *err, size_t e
     }
     s->cap = bytes;
     return 0;
-}
+#else
+    (void) s;
+    (void) bytes;
+    snprintf(err, errlen, "built without CUDA");
+    return -1;
 #endif
+}
 
 /* Sets up a stage; returns 0 or -1 with err. */
 int demo_stage_init(struct demo_stage *s, int on_device, char *err, size_t errlen)
@@ -70,20 +78,16 @@ const void *demo_stage_in(struct demo_stage *s, const void *src, size_t bytes, c
 {
     if (!s->on_device)
         return src;
-#ifdef HAVE_CUDA
     if (stage_reserve(s, bytes, err, errlen) < 0)
         return NULL;
+#ifdef HAVE_CUDA
     cudaError_t e = cudaMemcpy(s->dev, src, bytes, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
         snprintf(err, errlen, "cudaMemcpy to the device: %s", cudaGetErrorString(e));
         return NULL;
     }
-    return s->dev;
-#else
-    (void) bytes;
-    snprintf(err, errlen, "built without CUDA");
-    return NULL;
 #endif
+    return s->dev;
 }
 
 /* Returns dst, or a device buffer to be copied back by demo_stage_back. */
@@ -91,15 +95,7 @@ void *demo_stage_out(struct demo_stage *s, void *dst, size_t bytes, char *err, s
 {
     if (!s->on_device)
         return dst;
-#ifdef HAVE_CUDA
-    if (stage_reserve(s, bytes, err, errlen) < 0)
-        return NULL;
-    return s->dev;
-#else
-    (void) bytes;
-    snprintf(err, errlen, "built without CUDA");
-    return NULL;
-#endif
+    return stage_reserve(s, bytes, err, errlen) < 0 ? NULL : s->dev;
 }
 
 /* Copies a staged output back to the host. */

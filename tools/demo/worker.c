@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/core/clock.h"
 #include "paged.h"
 #include "tools/demo/shadow.h"
 #include "tools/demo/stage.h"
@@ -71,14 +71,6 @@ static int fail(struct worker *w, int rc, const char *fmt, ...)
              *detail != '\0' ? " (" : "", detail, *detail != '\0' ? ")" : "");
     w->r->status = rc;
     return rc;
-}
-
-/* Returns CLOCK_MONOTONIC in nanoseconds. */
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Connects and creates the pool, or attaches to it when another worker created it first.
@@ -339,7 +331,7 @@ static int decode(struct worker *w)
         fail(w, rc, "allocating the batch");
         goto out;
     }
-    w->r->start_ns = now_ns();
+    w->r->start_ns = (int64_t) pcore_now_ns();
     for (uint32_t step = 0; step < w->a->steps; step++) {
         for (uint32_t i = 0; i < ns; i++) {
             pos[i] = (int32_t) paged_seq_len(w->seqs[i].seq);
@@ -382,7 +374,7 @@ static int decode(struct worker *w)
         }
         w->r->decode_tokens += ns;
     }
-    w->r->end_ns = now_ns();
+    w->r->end_ns = (int64_t) pcore_now_ns();
 out:
     free(k);
     free(v);
