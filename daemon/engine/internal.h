@@ -12,8 +12,8 @@
 
 /*
  * The engine is three files: engine.c takes requests into passes and runs them (see its top
- * comment), engine_defer.c withholds and later posts the completions of deferred batches, and
- * engine_log.c reports what the engine did. This header holds what they share.
+ * comment), defer.c withholds and later posts the completions of deferred batches, and
+ * report.c reports what the engine did. This header holds what they share.
  */
 
 #define PD_GATHER_MAX_NS 20000u
