@@ -17,22 +17,29 @@ tmp=$(mktemp -d) || { echo "1..0 # SKIP mktemp -d failed"; exit 0; }
 trap 'rm -rf "$tmp"' EXIT
 n=0
 
-# Runs the checker on a copy of README.md with one line appended; expects a failure whose
-# report names the copy, that line and the token. $1 says what was planted, $2 is the line,
-# $3 the token the report must name.
-planted() {
+# Runs the checker with the arguments after $1 and $2; expects it to fail with a report that
+# holds $2. $1 says what was planted.
+fails() {
     n=$((n + 1))
-    cp "$top_srcdir/README.md" "$tmp/README.md"
-    printf '%s\n' "$2" >>"$tmp/README.md"
-    line=$(sed -n '$=' "$tmp/README.md")
-    out=$(sh "$check" -r "$top_srcdir" "$tmp/README.md" 2>&1)
+    what=$1
+    expect=$2
+    shift 2
+    out=$(sh "$check" -r "$top_srcdir" "$@" 2>&1)
     rc=$?
-    if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -qF "README.md:$line: $3"; then
-        echo "ok $n - $1 fails, naming README.md:$line and $3"
+    if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -qF "$expect"; then
+        echo "ok $n - $what fails, naming $expect"
     else
-        echo "not ok $n - $1 fails, naming README.md:$line and $3 (exit $rc)"
+        echo "not ok $n - $what fails, naming $expect (exit $rc)"
         printf '%s\n' "$out" | sed 's/^/# /'
     fi
+}
+
+# Checks a copy of README.md with the line $2 appended; expects a report naming the copy,
+# that line and the token $3. $1 says what was planted.
+planted() {
+    cp "$top_srcdir/README.md" "$tmp/README.md"
+    printf '%s\n' "$2" >>"$tmp/README.md"
+    fails "$1" "README.md:$(sed -n '$=' "$tmp/README.md"): $3" "$tmp/README.md"
 }
 
 # Runs the checker on the real tree's files; expects no report. $1 says which files.
@@ -59,22 +66,14 @@ planted "a planted narrative line" \
     "The fourth session measured this on a new box." "session"
 
 # A pending entry that exists is itself a failure.
-n=$((n + 1))
-out=$(sh "$check" -r "$top_srcdir" -p "README.md" "$top_srcdir/NEWS" 2>&1)
-rc=$?
-if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -qF "pending: README.md: exists now"; then
-    echo "ok $n - a pending entry that exists fails, naming it"
-else
-    echo "not ok $n - a pending entry that exists fails, naming it (exit $rc)"
-    printf '%s\n' "$out" | sed 's/^/# /'
-fi
+fails "a pending entry that exists" "pending: README.md: exists now" -p README.md "$top_srcdir/NEWS"
 
 # The documents, then the comments of every source, script and makefile fragment.
-docs=
+set --
 for f in README.md HACKING.md BENCHMARKS.md NEWS fuzz/README tests/README; do
-    [ -f "$top_srcdir/$f" ] && docs="$docs $top_srcdir/$f"
+    [ -f "$top_srcdir/$f" ] && set -- "$@" "$top_srcdir/$f"
 done
-clean "the documents and the man pages" $docs "$top_srcdir"/man/*.[1-8]
+clean "the documents and the man pages" "$@" "$top_srcdir"/man/*.[1-8]
 sources=$(cd "$top_srcdir" && find daemon lib kernels tools tests include fuzz \
     \( -name corpus -o -name .libs -o -name .deps \) -prune -o -type f \
     \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.sh' -o -name '*.mk' \
