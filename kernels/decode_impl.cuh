@@ -136,8 +136,8 @@ __device__ __forceinline__ void pk_decode_append_new(const pk_decode_params &p, 
         pk_append8<QT, KT>(src, dst, val ? p.v_scale_raw : p.k_scale_raw, ((uintptr_t) src & 15) == 0);
     }
     /* The barrier orders these stores before every copy the CTA issues after it (cp.async is a
-     * weak load of the generic proxy): no GPU-scope fence is needed, and ncu found the one
-     * there at first (MEMBAR.SC.GPU) holding 2.6% of the kernel's stall samples. */
+     * weak load of the generic proxy): no GPU-scope fence is needed, and one here (MEMBAR.SC.GPU)
+     * would hold 2.6% of the kernel's stall samples (ncu). */
     __syncthreads();
 }
 
