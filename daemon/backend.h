@@ -154,7 +154,7 @@ struct pd_backend_ops {
     /* Returns once everything run_batch queued has finished (late waits reported through
      * late_fn); NULL in a backend whose run_batch never returns early. */
     void (*settle)(pd_backend *b);
-    /* Retires what finished and watches what waits (cuda_flight.h's watchdog); returns
+    /* Retires what finished and watches what waits (daemon/cuda/flight.h's watchdog); returns
      * whether anything is still queued. NULL in a backend with nothing to watch. */
     int (*tick)(pd_backend *b);
     /* Returns 1 when the work of the deferred batch with ticket (and of every earlier one)

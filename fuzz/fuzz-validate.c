@@ -36,7 +36,7 @@
  *
  *   1. it takes the entries the way batch.h says, validating each with pv_validate (twice:
  *      it is pure) against the shadow;
- *   2. an independent model of the rules (validate.h, DESIGN.md) checks every accepted op:
+ *   2. an independent model of the rules (validate.h, paged(7)) checks every accepted op:
  *      every block it reads is held by the client, every block it writes is writable by it
  *      (held once, not shared, not published) through a writable attachment, every offset
  *      and length lies inside the arena, every array was copied faithfully, bounds and

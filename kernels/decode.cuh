@@ -146,12 +146,12 @@ static inline size_t pk_decode_plan_bytes(const pk_decode_args *a, const pk_deco
  * cta_slots CTAs fit on the GPU at once. Splitting costs the partials (G / part_tokens of the
  * bytes, written, then read by the reduce) and the reduce kernel; a thin last wave of CTAs
  * costs more. So: no split from 1.9 waves up; from 1 wave, split into 2 waves or more; below
- * 1 wave, into PK_DECODE_WAVES waves (all measured best on an H100, see
- * tools/bench/NOTES-decode.md). But contexts shorter than PK_DECODE_SHORT_CTX are not split
+ * 1 wave, into PK_DECODE_WAVES waves (all measured best on an H100; BENCHMARKS.md,
+ * Experiments). But contexts shorter than PK_DECODE_SHORT_CTX are not split
  * when the grid has from an eighth of a wave to a wave of CTAs: their rings already keep
  * enough bytes in flight, and a split would cut them into CTAs of a few chunks whose start-up,
  * partials and reduce cost more than it gains (32-layer steps of 1024-token contexts, 32/8
- * heads, H100, 396 CTA slots, three per SM then, 264 now: 16 sequences, 128 CTAs, 1.07 ms unsplit against 1.32; 12, 10
+ * heads, H100, with three CTAs per SM (396 slots): 16 sequences, 128 CTAs, 1.07 ms unsplit against 1.32; 12, 10
  * and 8 sequences 0.90, 0.83, 0.79 ms against 1.11, 0.98, 0.86; 6 sequences, 48 CTAs, 0.77
  * against 0.74 split). From a wave up the 2-wave split stays (64 x 2048 x 32/8 with
  * an fp8 cache: 110 us split, 120 unsplit). Partitions keep at least PK_DECODE_MIN_PART tokens (batch 1

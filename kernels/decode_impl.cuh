@@ -136,8 +136,8 @@ __device__ __forceinline__ void pk_decode_append_new(const pk_decode_params &p, 
         pk_append8<QT, KT>(src, dst, val ? p.v_scale_raw : p.k_scale_raw, ((uintptr_t) src & 15) == 0);
     }
     /* The barrier orders these stores before every copy the CTA issues after it (cp.async is a
-     * weak load of the generic proxy): no GPU-scope fence is needed, and ncu found the one
-     * there at first (MEMBAR.SC.GPU) holding 2.6% of the kernel's stall samples. */
+     * weak load of the generic proxy): no GPU-scope fence is needed, and one here (MEMBAR.SC.GPU)
+     * would hold 2.6% of the kernel's stall samples (ncu). */
     __syncthreads();
 }
 
@@ -451,8 +451,8 @@ template <typename KT, typename QT> struct pk_decode_uses_mma {
  * 128 bytes: 3 warps of 4 stages of 8 KB at D 128 bf16 (three chunks in flight per warp while
  * one is computed), 24 chunks per SM, and the same at D 64 bf16 and fp8 D 128 with 32-token
  * chunks, whose softmax round (shuffles, rescale, exponentials of the running maximum) then
- * serves twice the tokens. Two CTAs of four stages beat three of three (H100, NOTES-decode
- * v14): a grid of 1.3 to 1.9 waves of three runs unsplit as 1.9 waves of two (64 x 2048 x
+ * serves twice the tokens. Two CTAs of four stages beat three of three (H100; BENCHMARKS.md,
+ * Experiments): a grid of 1.3 to 1.9 waves of three runs unsplit as 1.9 waves of two (64 x 2048 x
  * 32/8: 93.4% of the streaming read against 89.0% split, D 64 89.5 against 83.7, fp8 D 128
  * 87.2 against 81.0), at the price of 1.3% on one-CTA-per-SM grids. A launch of more than
  * a wave of those, unsplit, runs with small rings instead (two stages per warp, 48 KB a CTA,

@@ -26,7 +26,7 @@
  * the device, so run_batch returns only once the GPU work is done and the completions the
  * engine posts next are never ahead of the outputs; or, when every request of the batch
  * signals a word, it returns at once (batch->early) and the words tell the clients when
- * (cuda_flight.h: the slots of the batches in flight and the watchdog over their waits). The
+ * (flight.h: the slots of the batches in flight and the watchdog over their waits). The
  * validated metadata of every op of the batch (block tables, lengths, qo_indptr, slots, block
  * ids, ALiBi slopes: private host copies made by the validator; for a merged DECODE also the
  * per-sequence query and output pointers, the padded table and, if their layers differ, the
@@ -47,9 +47,9 @@
  * would return garbage. Only a restart of pagedd recovers. A fault in a batch completed early
  * surfaces at the next wait for the device.
  *
- * DESIGN.md's interprocess CUDA event (the client's stream waiting for an event the daemon
- * records) is replaced by the dependency words: a word the worker's stream waits for and one
- * the daemon's stream waits for serve both directions, and need no handle exchange.
+ * Dependency words, not interprocess CUDA events (the client's stream waiting for an event the
+ * daemon records): a word the worker's stream waits for and one the daemon's stream waits for
+ * serve both directions, and need no handle exchange.
  */
 
 /* Device memory kept free beyond pools and arenas, for staging, workspaces and the kernels'
@@ -229,7 +229,7 @@ static int room(struct cuda_backend *cb, uint64_t bytes, const char *what, char 
  * reaper to give back departed clients' memory before it says no; else an error with *cause. */
 static int check_room(struct cuda_backend *cb, uint64_t bytes, const char *what, char **cause)
 {
-    /* Departed clients' arenas may still be on their way back (cuda_reaper.h). */
+    /* Departed clients' arenas may still be on their way back (reaper.h). */
     int rc = room(cb, bytes, what, cause);
     if (rc != PAGED_E_NOMEM)
         return rc;
@@ -482,7 +482,7 @@ int pd_backend_cuda_probe(char *why, size_t whylen)
 {
     /* Before the runtime starts: every kernel loaded at once. A kernel loaded lazily, at its
      * first launch, may wait for the device to go idle, and a stream waiting for a client's
-     * dependency word (cuda_flight.h) would then hold the daemon, unwatched, until it comes.
+     * dependency word (flight.h) would then hold the daemon, unwatched, until it comes.
      * The CUDA runtime's variable, not one of pagedd's knobs (daemon/util/knobs.h). */
     const char *loading = getenv("CUDA_MODULE_LOADING");
     if (loading == NULL || strcmp(loading, "EAGER") != 0) {
@@ -509,7 +509,7 @@ int pd_backend_cuda_probe(char *why, size_t whylen)
 /*
  * Returns when device ordinal's backend waits for and writes dependency words by kernels
  * (pk_cuda_dep_wait): 0 never, 1 in batches holding several clients' words or attending over
- * many sequences (cuda_batch.c, dep_census), 2 always.
+ * many sequences (batch.c, dep_census), 2 always.
  * PAGEDD_DEP_KERNELS=0, 1 or 2 says, else 1 under MPS and 0 without. Under MPS a stream's
  * memory operations cost the most where many clients' streams wait on the device at once
  * (HACKING.md has the figures), while one client's chain of short layers pays more for the

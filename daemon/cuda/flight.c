@@ -12,7 +12,7 @@
 #include "lib/core/clock.h"
 #include "lib/core/wake.h"
 
-/* Makes the slots' events and the watchdog's stream and word; see cuda_flight.h. */
+/* Makes the slots' events and the watchdog's stream and word; see flight.h. */
 cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b)
 {
     *f = (struct pd_cu_flight) { .b = b, .depth = (unsigned) pd_knob(PD_KNOB_INFLIGHT) };
@@ -39,7 +39,7 @@ cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b)
     return e;
 }
 
-/* Frees everything; see cuda_flight.h. */
+/* Frees everything; see flight.h. */
 void pd_cu_flight_free(struct pd_cu_flight *f)
 {
     /* Errors change nothing here: the backend is going away. */
@@ -62,7 +62,7 @@ void pd_cu_flight_free(struct pd_cu_flight *f)
     f->word = NULL;
 }
 
-/* Marks slot s free without reports; see cuda_flight.h. */
+/* Marks slot s free without reports; see flight.h. */
 void pd_cu_flight_release(struct pd_cu_slot *s)
 {
     s->busy = 0;
@@ -70,7 +70,7 @@ void pd_cu_flight_release(struct pd_cu_slot *s)
     s->nwaits = 0;
 }
 
-/* Marks every slot free; see cuda_flight.h. */
+/* Marks every slot free; see flight.h. */
 void pd_cu_flight_release_all(struct pd_cu_flight *f)
 {
     for (unsigned i = 0; i < PD_CU_SLOTS; i++) {
@@ -82,7 +82,7 @@ void pd_cu_flight_release_all(struct pd_cu_flight *f)
     f->head_since_ns = 0;
 }
 
-/* Says whether the batch with ticket has finished; see cuda_flight.h. */
+/* Says whether the batch with ticket has finished; see flight.h. */
 int pd_cu_flight_done(const struct pd_cu_flight *f, uint64_t ticket)
 {
     if (ticket <= f->lost)
@@ -93,7 +93,7 @@ int pd_cu_flight_done(const struct pd_cu_flight *f, uint64_t ticket)
     return 1;
 }
 
-/* Says whether a slot is free for the next batch; see cuda_flight.h. */
+/* Says whether a slot is free for the next batch; see flight.h. */
 int pd_cu_flight_room(const struct pd_cu_flight *f)
 {
     unsigned busy = 0;
@@ -163,13 +163,13 @@ static void time_slot(struct pd_cu_flight *f, const struct pd_cu_slot *s)
     f->last_timed = s;
 }
 
-/* Records s's start event when timing; see cuda_flight.h. */
+/* Records s's start event when timing; see flight.h. */
 cudaError_t pd_cu_flight_mark_start(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream)
 {
     return f->timing ? cudaEventRecord(s->start, stream) : cudaSuccess;
 }
 
-/* Logs and resets the query counts and the timing sums; see cuda_flight.h. */
+/* Logs and resets the query counts and the timing sums; see flight.h. */
 void pd_cu_flight_report(struct pd_cu_flight *f)
 {
     if (f->queries != 0)
@@ -254,7 +254,7 @@ static cudaError_t wait_slot(struct pd_cu_flight *f, struct pd_cu_slot *s, uint6
     }
 }
 
-/* Waits for slot s's batch; see cuda_flight.h. */
+/* Waits for slot s's batch; see flight.h. */
 cudaError_t pd_cu_flight_wait(struct pd_cu_flight *f, struct pd_cu_slot *s, uint64_t timeout_ns)
 {
     cudaError_t e = wait_slot(f, s, timeout_ns);
@@ -263,7 +263,7 @@ cudaError_t pd_cu_flight_wait(struct pd_cu_flight *f, struct pd_cu_slot *s, uint
     return e;
 }
 
-/* Waits until nothing is in flight; see cuda_flight.h. */
+/* Waits until nothing is in flight; see flight.h. */
 cudaError_t pd_cu_flight_settle(struct pd_cu_flight *f, uint64_t timeout_ns)
 {
     for (unsigned k = 0; k < PD_CU_SLOTS; k++) {
@@ -278,7 +278,7 @@ cudaError_t pd_cu_flight_settle(struct pd_cu_flight *f, uint64_t timeout_ns)
     return cudaSuccess;
 }
 
-/* Waits for the stream behind slot s; see cuda_flight.h. */
+/* Waits for the stream behind slot s; see flight.h. */
 cudaError_t pd_cu_flight_drain(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream,
                                uint64_t timeout_ns)
 {
@@ -322,7 +322,7 @@ static cudaError_t pinned_grow(unsigned char **p, size_t *cap, size_t need)
     return cudaSuccess;
 }
 
-/* Takes the next slot; see cuda_flight.h. */
+/* Takes the next slot; see flight.h. */
 cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nwaits, uint64_t timeout_ns,
                                struct pd_cu_slot **out)
 {
@@ -358,7 +358,7 @@ cudaError_t pd_cu_flight_begin(struct pd_cu_flight *f, size_t stage, uint32_t nw
     return cudaSuccess;
 }
 
-/* Records the slot's event; see cuda_flight.h. */
+/* Records the slot's event; see flight.h. */
 cudaError_t pd_cu_flight_end(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream, int sync)
 {
     if (f->fail_event_at != 0 && ++f->events == f->fail_event_at) {

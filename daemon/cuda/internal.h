@@ -16,8 +16,8 @@
 #include "daemon/engine/fuse.h"
 
 /*
- * The cuda backend is two files: backend_cuda.c sets the device up and owns its memory (pools,
- * arenas, health; its top comment says how batches run), and cuda_batch.c runs the engine's
+ * The cuda backend's core is two files: backend.c sets the device up and owns its memory (pools,
+ * arenas, health; its top comment says how batches run), and batch.c runs the engine's
  * batches on the stream. This header holds what they share.
  */
 
@@ -45,7 +45,7 @@ struct cuda_backend {
     uint32_t *partner;
     size_t partner_cap;
     struct pf_scratch fuse_scratch;
-    struct pd_cu_flight flight;   /* batches queued and completed early (cuda_flight.h) */
+    struct pd_cu_flight flight;   /* batches queued and completed early (flight.h) */
     uint64_t dep_timeout_ns;      /* the watchdog's: the last batch's dep_timeout_ns */
     void *ws;                     /* decode/prefill workspace */
     size_t ws_cap;
@@ -76,7 +76,7 @@ struct cuda_backend {
     int healthy;
     char health[128];
     unsigned warned;              /* non-sticky errors logged so far */
-    struct pd_cu_reaper reaper;   /* frees departed clients' arenas (cuda_reaper.h) */
+    struct pd_cu_reaper reaper;   /* frees departed clients' arenas (reaper.h) */
 };
 
 /*
@@ -90,7 +90,7 @@ int pd_cu_error(struct cuda_backend *cb, const char *what, cudaError_t e);
  * late waits); a failed synchronization is a device error. Returns nothing. */
 void pd_cu_settle(pd_backend *b);
 
-/* Runs a batch on the stream (backend.h's run_batch; cuda_batch.c). Returns nothing. */
+/* Runs a batch on the stream (backend.h's run_batch; batch.c). Returns nothing. */
 void pd_cu_run_batch(pd_backend *b, struct pd_batch *batch);
 
 #endif

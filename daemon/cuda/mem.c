@@ -24,7 +24,7 @@
  */
 #define PD_CU_DRIVER_VERSION 12000
 
-/* Formats a message into *cause; see cuda_mem.h. */
+/* Formats a message into *cause; see mem.h. */
 int pd_cu_fail(int status, char **cause, const char *fmt, ...)
 {
     va_list ap;
@@ -35,7 +35,7 @@ int pd_cu_fail(int status, char **cause, const char *fmt, ...)
     return status;
 }
 
-/* Returns the driver's words for r; see cuda_mem.h. */
+/* Returns the driver's words for r; see mem.h. */
 const char *pd_cu_strerror(const struct pd_cu_driver *d, CUresult r, char *buf, size_t size)
 {
     const char *name = NULL, *text = NULL;
@@ -86,7 +86,7 @@ static int entry_point(const char *name, void *slot, char **cause)
     return PAGED_OK;
 }
 
-/* Resolves the driver entry points; see cuda_mem.h. */
+/* Resolves the driver entry points; see mem.h. */
 int pd_cu_driver_load(struct pd_cu_driver *d, char **cause)
 {
     const struct {
@@ -129,7 +129,7 @@ static void vmm_prop(const struct pd_cu_device *d, CUmemAllocationProp *prop)
     prop->location.id = (int) d->dev;
 }
 
-/* Finds the device and its export method; see cuda_mem.h. */
+/* Finds the device and its export method; see mem.h. */
 int pd_cu_device_setup(struct pd_cu_device *d, int force_ipc, char **cause)
 {
     char buf[160];
@@ -251,7 +251,7 @@ static int ipc_alloc(struct pd_cu_device *d, struct pd_cu_mem *m, const char *wh
     return PAGED_OK;
 }
 
-/* Allocates, maps and zeroes; see cuda_mem.h. */
+/* Allocates, maps and zeroes; see mem.h. */
 int pd_cu_mem_alloc(struct pd_cu_device *d, uint64_t size, const char *what, struct pd_cu_mem *m,
                     char **cause)
 {
@@ -281,7 +281,7 @@ int pd_cu_mem_alloc(struct pd_cu_device *d, uint64_t size, const char *what, str
     return PAGED_OK;
 }
 
-/* Unmaps and frees; see cuda_mem.h. */
+/* Unmaps and frees; see mem.h. */
 void pd_cu_mem_free(struct pd_cu_device *d, struct pd_cu_mem *m)
 {
     if (m->dptr == NULL)
@@ -308,7 +308,7 @@ void pd_cu_mem_free(struct pd_cu_device *d, struct pd_cu_mem *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Exports an allocation; see cuda_mem.h. */
+/* Exports an allocation; see mem.h. */
 int pd_cu_mem_export(struct pd_cu_device *d, const struct pd_cu_mem *m, struct pd_export *out,
                      char **cause)
 {

@@ -82,7 +82,7 @@ static void *reaper_main(void *arg)
     return NULL;
 }
 
-/* Initializes the reaper; see cuda_reaper.h. */
+/* Initializes the reaper; see reaper.h. */
 void pd_cu_reaper_init(struct pd_cu_reaper *r, struct pd_cu_device *dev)
 {
     memset(r, 0, sizeof *r);
@@ -114,7 +114,7 @@ static int start(struct pd_cu_reaper *r)
     return 1;
 }
 
-/* Queues an arena's memory for the thread; see cuda_reaper.h. */
+/* Queues an arena's memory for the thread; see reaper.h. */
 void pd_cu_reaper_put(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem, void *map, uint64_t map_size)
 {
     struct pd_cu_reap *x = pd_calloc(1, sizeof *x);
@@ -142,7 +142,7 @@ void pd_cu_reaper_put(struct pd_cu_reaper *r, void *host, struct pd_cu_mem *mem,
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Waits for the queue to empty; see cuda_reaper.h. */
+/* Waits for the queue to empty; see reaper.h. */
 void pd_cu_reaper_drain(struct pd_cu_reaper *r)
 {
     pthread_mutex_lock(&r->mu);
@@ -151,7 +151,7 @@ void pd_cu_reaper_drain(struct pd_cu_reaper *r)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Drains and stops; see cuda_reaper.h. */
+/* Drains and stops; see reaper.h. */
 void pd_cu_reaper_stop(struct pd_cu_reaper *r)
 {
     pthread_mutex_lock(&r->mu);

@@ -15,7 +15,7 @@
 
 #include "daemon/cuda/mem.h"
 
-struct pd_cu_reap;                 /* one queued arena (cuda_reaper.c) */
+struct pd_cu_reap;                 /* one queued arena (reaper.c) */
 
 struct pd_cu_reaper {
     struct pd_cu_device *dev;      /* the backend's device (its driver entry points) */

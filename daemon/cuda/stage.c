@@ -19,7 +19,7 @@ static void *stage_take(struct pd_cu_stage *st, size_t bytes, void **dev)
         *dev = NULL;
         return NULL;
     }
-    memset(st->host + pad_from, 0, off - pad_from);   /* defined bytes (cuda_stage.h) */
+    memset(st->host + pad_from, 0, off - pad_from);   /* defined bytes (stage.h) */
     *dev = st->dev + off;
     return st->host + off;
 }
@@ -222,7 +222,7 @@ static void prepare_fused(struct pd_cu_stage *st, struct pd_batch *batch, struct
     }
 }
 
-/* Stages every launch of batch; see cuda_stage.h. */
+/* Stages every launch of batch; see stage.h. */
 void pd_cu_stage_batch(struct pd_cu_stage *st, struct pd_batch *batch, struct pd_cu_launch *launches,
                        const struct pf_fusion *fusion)
 {

@@ -10,7 +10,7 @@
  * it into the batch slot's pinned buffer (host) and build each launch's arguments with the
  * device addresses the copies will have in the device staging (dev). One cudaMemcpyAsync then
  * moves all of it before the first launch, or the launches carry it in their parameters
- * (backend_cuda.c decides). Each array starts 256-aligned, the padding zeroed, so the bytes
+ * (backend.c decides). Each array starts 256-aligned, the padding zeroed, so the bytes
  * staged are defined and equal bytes mean equal metadata.
  */
 

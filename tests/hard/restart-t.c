@@ -124,7 +124,7 @@ static void await(int cmd_fd, char want)
 }
 
 /*
- * A client of round `round`: a checked session with the daemon; then, told to, starts
+ * A client of round `round`: a checked exchange with the daemon; then, told to, starts
  * what its mode says and writes 'R'; once told the daemon is gone ('K') makes more calls,
  * closes, tries to connect with no daemon there and writes 'A'; once told a new one runs ('N')
  * connects to it and checks a decode. Writes its report to rep_fd.

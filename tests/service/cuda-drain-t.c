@@ -23,7 +23,7 @@
  * its UPLOAD_AT-th metadata upload refused (PAGEDD_FAIL_UPLOAD_AT) and its EVENT_AT-th batch's
  * event record refused (PAGEDD_FAIL_EVENT_AT), each as CUDA refuses a call with an error that
  * leaves the context usable. Neither batch can be left to finish in the background: the
- * daemon waits for its stream to drain (cuda_flight.h) and completes the batch then, failed
+ * daemon waits for its stream to drain (daemon/cuda/flight.h) and completes the batch then, failed
  * where its upload was refused and done where only its event was. A client process fills two
  * sequences (the first upload and event) and runs DECODEs one at a time, each over lengths of
  * its own so that every one uploads: exactly one fails, with PAGED_E_DEVICE, and every other

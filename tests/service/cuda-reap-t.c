@@ -18,7 +18,7 @@
 
 /*
  * pagedd's cuda backend frees a departed client's arenas on a thread of its own
- * (cuda_reaper.h); here it does so REAP_DELAY_MS late (PAGEDD_REAP_DELAY_MS). Two pools fill
+ * (daemon/cuda/reaper.h); here it does so REAP_DELAY_MS late (PAGEDD_REAP_DELAY_MS). Two pools fill
  * the GPU but for SPARE bytes, room for one client's ARENA-byte data arena and not two. Client A
  * takes its arena and leaves; as soon as the daemon has seen it go, client B asks for an arena
  * as large: the memory is free only once A's arena is, so the daemon must wait for the reaper

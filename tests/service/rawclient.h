@@ -4,7 +4,7 @@
 #define PAGED_TESTS_SERVICE_RAWCLIENT_H
 
 /*
- * Speaks lib/core/proto.h directly with lib/sock, lib/ring, lib/wake and lib/shm, without
+ * Speaks lib/core/proto.h directly with the core's sock, ring, wake and shm modules, without
  * libpaged, so the service tests can send exactly the bytes they mean to, bad ones included.
  * Functions return 0 / a count or a negative paged_error; the last ERROR message the daemon
  * sent is kept in errmsg.

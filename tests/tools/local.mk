@@ -30,3 +30,8 @@ tests_tools_pactl_holder_LDADD = lib/libpaged.la
 # paged-demo, small, with the build tree's daemon and pactl; and every man page linted.
 TESTS += tests/tools/demo-t.sh tests/tools/man-t.sh
 EXTRA_DIST += tests/tools/demo-t.sh tests/tools/man-t.sh
+
+# The documents and the sources' comments: no path outside the repository, no missing file,
+# no narrative of the development (docs-check.sh is the checker, docs-t.sh its TAP test).
+TESTS += tests/tools/docs-t.sh
+EXTRA_DIST += tests/tools/docs-t.sh tests/tools/docs-check.sh

@@ -42,7 +42,7 @@ struct svc {
     struct svc_inproc inproc[MAX_SCENARIOS];
 };
 
-/* Removes a trailing "/name" from path if it is there; returns whether it was. */
+/* Removes a trailing slash and name from path if they are there; returns whether they were. */
 static int strip_dir(char *path, const char *name)
 {
     size_t n = strlen(path), k = strlen(name);
