@@ -3,10 +3,8 @@
 # references to repository files that do not exist, and narrative of the development.
 # SPDX-License-Identifier: MIT
 #
-# Usage: docs-check.sh [-r ROOT] [-p PENDING] FILE...
+# Usage: docs-check.sh [-r ROOT] FILE...
 #   ROOT     the source tree the references are resolved against (default .)
-#   PENDING  paths (globs allowed) that documents may name before they exist; each one that
-#            exists is itself reported, so that the list empties as the files land
 #   FILE     documents are read whole; in C, CUDA, shell and make files only the comments
 #
 # Prints one line per problem, FILE:LINE: TOKEN: what is wrong, and exits 1 if there is any,
@@ -21,17 +19,15 @@
 #     numbered issues, times and dates of runs, commit hashes
 set -u
 root=.
-pending=
-while getopts r:p: opt; do
+while getopts r: opt; do
     case $opt in
     r) root=$OPTARG ;;
-    p) pending=$OPTARG ;;
-    *) echo "usage: docs-check.sh [-r ROOT] [-p PENDING] FILE..." >&2; exit 2 ;;
+    *) echo "usage: docs-check.sh [-r ROOT] FILE..." >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
 if [ $# -eq 0 ]; then
-    echo "usage: docs-check.sh [-r ROOT] [-p PENDING] FILE..." >&2
+    echo "usage: docs-check.sh [-r ROOT] FILE..." >&2
     exit 2
 fi
 tmp=$(mktemp -d) || exit 2
@@ -110,13 +106,6 @@ function built(name,   i) {
     return 0
 }
 
-# Returns 1 if the token is on the pending list (literally, or matching one of its patterns).
-function is_pending(t,   i) {
-    if (t in pend) return 1
-    for (i = 1; i <= npend; i++) if (t ~ pendre[i]) return 1
-    return 0
-}
-
 function report(t, why) {
     printf "%s:%d: %s: %s\n", FILENAME, FNR, t, why
     problems++
@@ -127,7 +116,6 @@ function resolve(t,   re, i) {
     sub(/\/$/, "", t)
     if (t in exists) return
     if (t ~ /\/\.(libs|deps)\//) return     # build folders of libtool and automake
-    if (is_pending(t)) return
     if (is_pattern(t)) {
         re = pattern_re(t)
         for (i = 1; i <= npaths; i++) if (paths[i] ~ re) return
@@ -179,7 +167,7 @@ function check(s,   rest, t, low, n, w, i, k, hex, dig, let) {
         rest = substr(rest, RSTART + RLENGTH - 1)
         sub(/^[^A-Za-z0-9_-]/, "", t)
         sub(/[^A-Za-z0-9_]$/, "", t)
-        if (!(t in exists) && !is_pending(t)) report(t, "no such file in the repository")
+        if (!(t in exists)) report(t, "no such file in the repository")
     }
     low = tolower(s)
     if (match(low, /(^|[^a-z_])sessions?([^a-z_]|$)/)) report("session", "narrative: a work period")
@@ -239,8 +227,6 @@ BEGIN {
         gsub(/\\\*/, ".*", re)
         mkre[++nmk] = "^" re "$"
     }
-    npend = split(pendinglist, plist, /[ \t\n]+/)
-    for (i = 1; i <= npend; i++) { pend[plist[i]] = 1; pendre[i] = pattern_re(plist[i]) }
     nallow = split("^/run(/|$) ^/var/run/ ^/etc(/|$) ^/usr(/|$) ^/opt/ ^/proc(/|$) ^/sys/ " \
                    "^/dev/(null|shm|fd|stdin|stdout|stderr)(/|$) ^/bin/sh$ ^/tmp$ ^/tmp/paged " \
                    "^\\.\\./configure$", allow, " ")
@@ -265,15 +251,7 @@ FNR == 1 {
 }
 
 END {
-    for (i = 1; i <= npend; i++) {
-        if (plist[i] == "") continue
-        for (k = 1; k <= npaths; k++) if (paths[k] ~ pendre[i]) break
-        if (k <= npaths) {
-            printf "pending: %s: exists now; take it off the pending list\n", plist[i]
-            problems++
-        }
-    }
     exit problems > 0
 }
 '
-awk -v sq="'" -v pathsfile="$tmp/paths" -v mkfile="$tmp/mkwords" -v pendinglist="$pending" "$prog" "$@"
+awk -v sq="'" -v pathsfile="$tmp/paths" -v mkfile="$tmp/mkwords" "$prog" "$@"

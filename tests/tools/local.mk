@@ -35,3 +35,8 @@ EXTRA_DIST += tests/tools/demo-t.sh tests/tools/man-t.sh
 # no narrative of the development (docs-check.sh is the checker, docs-t.sh its TAP test).
 TESTS += tests/tools/docs-t.sh
 EXTRA_DIST += tests/tools/docs-t.sh tests/tools/docs-check.sh
+
+# The C and CUDA sources follow the written formatting rule (HACKING.md, Conventions):
+# style-check.awk is the checker, style-t.sh its TAP test.
+TESTS += tests/tools/style-t.sh
+EXTRA_DIST += tests/tools/style-t.sh tests/tools/style-check.awk
