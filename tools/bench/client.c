@@ -76,6 +76,7 @@ static void fail(const struct client *cl, int rc, const char *what)
               *detail ? ")" : "");
 }
 
+#ifdef HAVE_CUDA
 /* --deps=device: how a client's stream waits for and writes its words: by kernels or by stream
  * operations as PAGED_BENCH_DEP_KERNELS says (1 or 0), else as libpaged decides (kernels under
  * MPS). Returns the PAGED_STREAM_* flags. */
@@ -88,6 +89,7 @@ static unsigned stream_word_flags(void)
         return PAGED_STREAM_MEMOP;
     return PAGED_STREAM_AUTO;
 }
+#endif
 
 /* Returns an arena offset of size bytes, or dies. */
 static uint64_t carve(struct client *cl, paged_arena_kind kind, size_t size)
