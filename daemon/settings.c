@@ -56,7 +56,8 @@ static const struct key_slot keys[] = {
       NUM(T_U32, hello_timeout_ms, 1, 3600000) },
     { { "spin-us", 1, 0, 1, 1, "US", "poll rings US microseconds after work before sleeping (default 1000)" },
       NUM(T_U32, spin_us, 0, 100000) },
-    { { "dependency-timeout", 1, 0, 1, 1, "MS", "fail a request whose wait word is not reached within MS ms (default 1000)" },
+    { { "dependency-timeout", 1, 0, 1, 1, "MS", "fail a request whose wait word is not reached "
+        "within MS ms (default 1000)" },
       NUM(T_U32, dependency_timeout_ms, 1, 3600000) },
     { { "ready-fd", 1, 0, 0, 0, "FD", "write READY to descriptor FD once serving, then close it" },
       NUM(T_FD, ready_fd, 0, 65535) },

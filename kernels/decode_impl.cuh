@@ -478,7 +478,7 @@ template <int D, typename KT> struct pk_decode_mma_shape {
     static constexpr int TILE = CH * RS;                 /* one chunk of K (or V) */
     static constexpr int STAGE = 2 * TILE;               /* K then V */
     static constexpr int CTA_BUDGET = PK_SMEM_PER_SM / PK_DECODE_CTAS_PER_SM - 1024;   /* one CTA's share */
-    static constexpr bool BIG = 3 * 2 * STAGE > CTA_BUDGET;          /* rows over 600 bytes: f32 D 256, compiled but never launched */
+    static constexpr bool BIG = 3 * 2 * STAGE > CTA_BUDGET;   /* rows over 600 B (f32 D 256): compiled, not launched */
     static constexpr int W = BIG ? 2 : 3;                /* warps per CTA */
     static constexpr int NT = 32 * W;
     static constexpr int STAGES_FIT = CTA_BUDGET / (W * STAGE);

@@ -323,7 +323,8 @@ __device__ __forceinline__ void pk_prefill_load16(const pk_prefill_params &p, co
     pk_prefill_load_tile<D, KT, QT, D * 2, QT, S::LDS, 0>(p, c, bt, h, kv0, kb, vb);
 }
 
-/* Starts the copies of the raw fp8 K/V tile at keys [kv0, kv0 + BN) into raw ([K tile][V tile]); zero-fills keys outside [c.kv_lo, c.kv_hi). */
+/* Starts the copies of the raw fp8 K/V tile at keys [kv0, kv0 + BN) into raw ([K tile][V tile]);
+ * zero-fills keys outside [c.kv_lo, c.kv_hi). */
 template <int D, typename KT, typename QT>
 __device__ __forceinline__ void pk_prefill_load8(const pk_prefill_params &p, const pk_prefill_cta &c,
                                                  const int32_t *bt, int h, int kv0, unsigned char *raw)
@@ -597,7 +598,8 @@ static __global__ void __launch_bounds__(128, 4) pk_prefill_simt_kernel(const pk
             const int pos = kv0 + n;
             float4 kx = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vx = kx;
             if (pos >= c.kv_lo && pos < c.kv_hi) {
-                const size_t off = pk_prefill_row_offset(p, bt, h, pos, D * (int) sizeof(KT)) + (size_t) ch * 4 * sizeof(KT);
+                const size_t off = pk_prefill_row_offset(p, bt, h, pos, D * (int) sizeof(KT))
+                                   + (size_t) ch * 4 * sizeof(KT);
                 kx = pk_load4_f32<KT>(p.k + off);
                 vx = pk_load4_f32<KT>(p.v + off);
             }

@@ -1,5 +1,6 @@
-/* ptx.cuh: inline PTX: cp.async, barriers, setmaxnreg, ldmatrix, mma.sync, griddepcontrol, the global timer (also wgmma.cuh, tma.cuh). */
+/* ptx.cuh: inline PTX: cp.async, barriers, setmaxnreg, ldmatrix, mma.sync, griddepcontrol, the global timer. */
 /* SPDX-License-Identifier: MIT */
+/* The wgmma and TMA wrappers are in wgmma.cuh and tma.cuh. */
 #ifndef PAGED_KERNELS_PTX_CUH
 #define PAGED_KERNELS_PTX_CUH
 

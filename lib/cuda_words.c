@@ -1,4 +1,4 @@
-/* cuda_words.c: a worker's stream waiting for or writing a dependency word, by a one-thread kernel or a stream memory operation. */
+/* cuda_words.c: a worker's stream waiting for or writing a dependency word by a one-thread kernel or a stream memop. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

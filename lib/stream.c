@@ -1,4 +1,4 @@
-/* stream.c: paged_stream_wait and paged_stream_signal: a worker's CUDA stream waiting for or writing a word of its data arena. */
+/* stream.c: paged_stream_wait, paged_stream_signal: a worker's CUDA stream waiting for or writing a data arena word. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

@@ -312,7 +312,9 @@ static int queue_deps(struct cuda_backend *cb, struct pd_batch *batch, struct pd
             const struct pd_batch_op *op = &batch->ops[i];
             if (op->status != PAGED_OK || !device_dep(op, wait ? PCORE_SQE_WAIT : PCORE_SQE_SIGNAL))
                 continue;
-            w[n] = (pk_dep_word) { .addr = dep_word(op, wait), .value = wait ? op->op->wait_value : op->op->signal_value };
+            w[n] = (pk_dep_word) {
+                .addr = dep_word(op, wait), .value = wait ? op->op->wait_value : op->op->signal_value,
+            };
             if (wait)
                 s->waits[s->nwaits++] = (struct pd_cu_wait) {
                     .addr = (CUdeviceptr) (uintptr_t) w[n].addr, .value = w[n].value, .op = i,

@@ -1,4 +1,4 @@
-/* flight.c: the cuda backend's batches in flight: staging slots, their events, and the watchdog over their waited words. */
+/* flight.c: the cuda backend's batches in flight: staging slots, their events, the watchdog over waited words. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

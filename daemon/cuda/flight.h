@@ -1,4 +1,4 @@
-/* flight.h: the cuda backend's batches in flight: staging slots, their events, and the watchdog over their waited words. */
+/* flight.h: the cuda backend's batches in flight: staging slots, their events, the watchdog over waited words. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_DAEMON_CUDA_FLIGHT_H
 #define PAGED_DAEMON_CUDA_FLIGHT_H

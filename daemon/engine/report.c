@@ -14,7 +14,8 @@ void pd_engine_idle(struct pd_engine *e)
     uint64_t db = t->decode_batches - m->decode_batches;
     double dp = db != 0 ? (double) db : 1.0;
     pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend "
-           "(%.1f waiting for the device); %llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
+           "(%.1f waiting for the device); "
+           "%llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
            "%llu APPENDs, %llu of them in %llu merged launches; %llu batches completed when queued",
            (unsigned long long) (t->batches - m->batches), (unsigned long long) (t->launches - m->launches),
            (double) (t->backend_ns - m->backend_ns) / 1e3 / b,
@@ -31,7 +32,8 @@ void pd_engine_idle(struct pd_engine *e)
     pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
            "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
            "in the backend %.1f us staging, %.1f us issuing the upload (skipped in %.0f%%: the device had "
-           "the metadata, in %.0f%% the launch carried it), %.1f us queueing the launches; %llu APPENDs fused into their DECODEs' launch; "
+           "the metadata, in %.0f%% the launch carried it), %.1f us queueing the launches; "
+           "%llu APPENDs fused into their DECODEs' launch; "
            "%llu batches deferred, %.2f wake-ups per batch taking %.1f us when their completions were posted; "
            "%llu passes split in two",
            (double) (w->wakes - wm->wakes) / b, (double) (w->wake_ns - wm->wake_ns) / 1e3 / b,
@@ -43,7 +45,8 @@ void pd_engine_idle(struct pd_engine *e)
            (double) (w->queue_ns - wm->queue_ns) / 1e3 / b,
            (unsigned long long) (w->fused_appends - wm->fused_appends),
            (unsigned long long) (w->deferred - wm->deferred),
-           (double) (w->retire_wakes - wm->retire_wakes) / b, (double) (w->retire_wake_ns - wm->retire_wake_ns) / 1e3 / b,
+           (double) (w->retire_wakes - wm->retire_wakes) / b,
+           (double) (w->retire_wake_ns - wm->retire_wake_ns) / 1e3 / b,
            (unsigned long long) (w->splits - wm->splits));
     pd_backend *bk = e->env->backend;
     if (bk->ops->report != NULL)

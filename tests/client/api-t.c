@@ -398,7 +398,8 @@ static void test_arenas(paged_client *c)
     ok(hb[off + 99] == 0xab, "arena: carved memory is writable");
     paged_arena_release(c, PAGED_ARENA_HOST, m0);
     is_int((long long) m0, (long long) paged_arena_mark(c, PAGED_ARENA_HOST), "arena: release rewinds to the mark");
-    is_int(PAGED_E_NOMEM, paged_arena_alloc(c, PAGED_ARENA_HOST, hs + 1, 0, &off), "arena: more than its size is PAGED_E_NOMEM");
+    is_int(PAGED_E_NOMEM, paged_arena_alloc(c, PAGED_ARENA_HOST, hs + 1, 0, &off),
+           "arena: more than its size is PAGED_E_NOMEM");
     is_int(PAGED_E_INVAL, paged_arena_alloc(c, PAGED_ARENA_HOST, 8, 3, &off), "arena: alignment 3 is PAGED_E_INVAL");
     is_int((long long) m0, (long long) paged_arena_mark(c, PAGED_ARENA_HOST), "arena: failed carves leave the mark");
 }
@@ -408,7 +409,8 @@ static void test_stream_words(paged_client *c)
 {
     is_int(PAGED_E_NOTSUP, paged_stream_wait(c, NULL, 0, 1, PAGED_STREAM_AUTO),
            "stream: paged_stream_wait on the cpu backend is PAGED_E_NOTSUP");
-    ok(strstr(paged_client_error(c), "paged_stream_wait") != NULL && strstr(paged_client_error(c), "cpu backend") != NULL,
+    ok(strstr(paged_client_error(c), "paged_stream_wait") != NULL
+       && strstr(paged_client_error(c), "cpu backend") != NULL,
        "stream: the error names the call and the cpu backend (%s)", paged_client_error(c));
     is_int(PAGED_E_NOTSUP, paged_stream_signal(c, NULL, 0, 1, PAGED_STREAM_MEMOP),
            "stream: paged_stream_signal on the cpu backend is PAGED_E_NOTSUP");

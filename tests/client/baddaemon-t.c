@@ -1,4 +1,4 @@
-/* baddaemon-t.c: libpaged against a daemon that breaks the protocol: corrupt ring indices, stray completions, bad replies. */
+/* baddaemon-t.c: libpaged facing a protocol-breaking daemon: corrupt ring indices, stray completions, bad replies. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -506,6 +506,8 @@ static void test_bad_replies(const char *path)
     paged_client_close(c);
 }
 
+/* Plays each scenario of the fake daemon against libpaged, then checks that the fake daemon
+ * played them all; returns 0 (the TAP output tells the rest). */
 int main(void)
 {
     plan_lazy();

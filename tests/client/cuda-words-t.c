@@ -1,5 +1,6 @@
-/* cuda-words-t.c: both PTX variants of libpaged's dependency-word kernels, run on the device: a wait holds its stream until the word comes, a signal writes it. */
+/* cuda-words-t.c: both PTX variants of libpaged's dependency-word kernels, run on the device. */
 /* SPDX-License-Identifier: MIT */
+/* A wait holds its stream until the word comes; a signal writes the word. */
 #include "config.h"
 
 #include <cuda.h>

@@ -234,7 +234,8 @@ static void test_prefix(const struct pagedd *h, paged_pool *p1)
     memcpy(changed, prompt, sizeof changed);
     changed[20] ^= 1;
     is_int(16, paged_seq_adopt_prefix(d, changed, 40), "prefix: a change in block 1 keeps only block 0");
-    is_int(PAGED_E_INVAL, paged_seq_adopt_prefix(b, prompt, 40), "prefix: adopting into a non-empty sequence is PAGED_E_INVAL");
+    is_int(PAGED_E_INVAL, paged_seq_adopt_prefix(b, prompt, 40),
+           "prefix: adopting into a non-empty sequence is PAGED_E_INVAL");
     paged_seq *e = NULL;
     paged_seq_create(p2, 99, &e);
     is_int(0, paged_seq_adopt_prefix(e, prompt, PB - 1), "prefix: less than a block adopts nothing");

@@ -1,4 +1,4 @@
-/* batch-t.c: pb_plan's launches: which APPENDs and DECODEs share one, and that no APPEND overtakes an op of its own client. */
+/* batch-t.c: pb_plan's launches: which APPENDs and DECODEs share one; no APPEND overtakes an op of its own client. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

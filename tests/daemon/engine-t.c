@@ -271,7 +271,8 @@ static void check_append(struct pd_engine *e, tap_rng *rng)
         tap_rng_fill_uniform(rng, (float *) (k->arena + OFF_V), n, -1, 1);
         int32_t *slots = (int32_t *) (k->arena + OFF_SLOTS);
         for (uint32_t t = 0; t < k->tokens; t++)
-            slots[t] = k->ids[t / (uint32_t) sc->block_size] * sc->block_size + (int32_t) (t % (uint32_t) sc->block_size);
+            slots[t] = k->ids[t / (uint32_t) sc->block_size] * sc->block_size
+                       + (int32_t) (t % (uint32_t) sc->block_size);
         struct pcore_sqe s = { .opcode = PAGED_OP_APPEND, .pool = k->pool->p->id, .tag = 200u + (uint64_t) i,
                                .layer = (int32_t) k->layer };
         s.u.append = (struct pcore_req_append) { .num_tokens = k->tokens, .dtype = PAGED_DTYPE_F32,

@@ -1,4 +1,4 @@
-/* knobs-t.c: pagedd's environment knobs: what each takes and refuses, the startup log, and pagedd(8) mirroring the table. */
+/* knobs-t.c: pagedd's environment knobs: what each takes and refuses, the startup log, pagedd(8) matching the table. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

@@ -571,7 +571,8 @@ static void setup_clients(void)
     if (rc_pool_create(&cx, "shared", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PCORE_ATTACH_WRITE, &r, NULL) != 0)
         bail("cannot create the pool: %s", cx.errmsg);
     pool_id = r.pool_id;
-    if (rc_pool_attach(&cy, "shared", PCORE_ATTACH_WRITE, &r, NULL) != 0 || rc_pool_attach(&cr, "shared", 0, &r, &fd) != 0)
+    if (rc_pool_attach(&cy, "shared", PCORE_ATTACH_WRITE, &r, NULL) != 0
+        || rc_pool_attach(&cr, "shared", 0, &r, &fd) != 0)
         bail("cannot attach: %s %s", cy.errmsg, cr.errmsg);
     void *map = NULL;
     if (fd < 0 || pcore_shm_map(fd, r.bytes, 0, &map) != 0)

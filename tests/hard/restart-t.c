@@ -143,7 +143,8 @@ static void client(int round, int mode, int cmd_fd, int rep_fd)
     /* A sequence holding a block, to be destroyed once the daemon is gone. */
     paged_seq *s = NULL;
     int32_t slot;
-    if (r.setup_rc == PAGED_OK && (paged_seq_create(p, 0, &s) != PAGED_OK || paged_seq_extend(s, 1, NULL, &slot) != PAGED_OK))
+    if (r.setup_rc == PAGED_OK
+        && (paged_seq_create(p, 0, &s) != PAGED_OK || paged_seq_extend(s, 1, NULL, &slot) != PAGED_OK))
         r.setup_rc = PAGED_E_INVAL;
     if (write(rep_fd, "S", 1) != 1 || r.setup_rc != PAGED_OK)
         _exit(write(rep_fd, &r, sizeof r) == (ssize_t) sizeof r ? 0 : 11);

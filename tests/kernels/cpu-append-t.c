@@ -1,4 +1,4 @@
-/* cpu-append-t.c: APPEND (contiguous and segmented) and COPY, reference and CPU backend, checked bit for bit over the whole pool. */
+/* cpu-append-t.c: APPEND (contiguous, segmented) and COPY: reference and CPU backend agree bit for bit, whole pool. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -235,7 +235,8 @@ static void segmented_case(uint64_t seed, int c)
     indptr[0] = 0;
     for (int32_t s = 0; s < S; s++) {
         /* Every third or so empty; none past the pool's slots in all. */
-        int32_t room = nslots - indptr[s], want = tap_rng_below(&rng, 3) == 0 ? 0 : 1 + (int32_t) tap_rng_below(&rng, 40);
+        int32_t room = nslots - indptr[s],
+                want = tap_rng_below(&rng, 3) == 0 ? 0 : 1 + (int32_t) tap_rng_below(&rng, 40);
         indptr[s + 1] = indptr[s] + (want < room ? want : room);
     }
     int32_t T = indptr[S];
@@ -490,7 +491,8 @@ static void test_errors(void)
     is_int(PAGED_E_GEOMETRY, pk_cpu_copy_check(&copy), "copy cpu check refuses a pool of no blocks");
 }
 
-/* Runs the APPEND (contiguous, then segmented) and COPY cases, then the refusals; returns 0 (the TAP output tells the rest). */
+/* Runs the APPEND (contiguous, then segmented) and COPY cases, then the refusals; returns 0
+ * (the TAP output tells the rest). */
 int main(void)
 {
     uint64_t seed = tap_seed();

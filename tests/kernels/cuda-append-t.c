@@ -1,5 +1,6 @@
-/* cuda-append-t.c: pk_cuda_append (contiguous and segmented) and pk_cuda_copy against pk_ref_append and pk_ref_copy, bit for bit over the whole pool. */
+/* cuda-append-t.c: pk_cuda_append (contiguous and segmented) and pk_cuda_copy, bit for bit against the reference. */
 /* SPDX-License-Identifier: MIT */
+/* The reference is pk_ref_append and pk_ref_copy; every check covers the whole pool. */
 #include "config.h"
 
 #include <math.h>

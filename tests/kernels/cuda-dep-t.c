@@ -1,5 +1,10 @@
-/* cuda-dep-t.c: pk_cuda_dep_wait holds the work queued behind it until every word (device or mapped host memory) reaches its value by the protocol's wrapping comparison, and gives up past its bound; pk_cuda_dep_signal writes its words only once the work before it is done. */
+/* cuda-dep-t.c: pk_cuda_dep_wait and pk_cuda_dep_signal: work held behind dependency words, words written after it. */
 /* SPDX-License-Identifier: MIT */
+/*
+ * pk_cuda_dep_wait holds the work queued behind it until every word (device or mapped host
+ * memory) reaches its value by the protocol's wrapping comparison, and gives up past its
+ * bound; pk_cuda_dep_signal writes its words only once the work before it is done.
+ */
 #include "config.h"
 
 #include <stdint.h>
@@ -246,6 +251,8 @@ static void signal_case(tap_rng *rng, unsigned n, int after_gate, cudaStream_t s
     words_free(&s);
 }
 
+/* Runs the gate cases (word counts around a launch's 64, then random ones), the bound case and
+ * the signal cases on the device; returns 0 (the TAP output tells the rest). */
 int main(void)
 {
     gu_require_device();

@@ -22,8 +22,8 @@
  * The parent plays the daemon, the child a client. The child produces data entries on the
  * SQ ring of a real channel layout (woken through an eventfd); the parent consumes and
  * checks them, and answers on the CQ ring with cumulative acks (woken through a pipe whose
- * write end only the parent holds). Both wake-up kinds are thus exercised. The child sleeps on the CQ when the SQ is full, the
- * parent on the SQ when it is empty.
+ * write end only the parent holds). Both wake-up kinds are thus exercised. The child sleeps
+ * on the CQ when the SQ is full, the parent on the SQ when it is empty.
  *
  * Phase 1 (PING entries) is a strict ping-pong with no spinning, so both sides go through
  * the sleep path on nearly every entry. Phase 2 (BULK entries) streams in random batches

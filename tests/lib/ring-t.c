@@ -240,7 +240,8 @@ static void test_corrupt_tail(tap_rng *rng)
     put(&r.ctl->tail, head - 1);
     is_int(PAGED_E_RING, pcore_ring_cons_available(&c3, 1), "corrupt: tail one behind the head is PAGED_E_RING");
     put(&r.ctl->tail, head + 0x80000000u);
-    is_int(PAGED_E_RING, pcore_ring_cons_init(&c3, r.ctl, r.entries, 8, 24), "corrupt: consumer init sees a corrupt tail");
+    is_int(PAGED_E_RING, pcore_ring_cons_init(&c3, r.ctl, r.entries, 8, 24),
+           "corrupt: consumer init sees a corrupt tail");
 
     /* Random garbage: either a legal fill level or PAGED_E_RING, and no pointer outside. */
     int sane = 1, corrupt = 0;
@@ -295,10 +296,12 @@ static void test_corrupt_head(void)
     is_int(PAGED_E_RING, pcore_ring_prod_space(&p2, 4), "corrupt: head capacity + 1 behind is PAGED_E_RING");
     put(&r.ctl->head, tail - 4);
     struct pcore_ring_prod p3;
-    is_int(PAGED_OK, pcore_ring_prod_init(&p3, r.ctl, r.entries, 4, 16), "corrupt: head capacity behind is a full ring");
+    is_int(PAGED_OK, pcore_ring_prod_init(&p3, r.ctl, r.entries, 4, 16),
+           "corrupt: head capacity behind is a full ring");
     is_int(0, pcore_ring_prod_space(&p3, 1), "corrupt: ... with no room");
     put(&r.ctl->head, tail + 100);
-    is_int(PAGED_E_RING, pcore_ring_prod_init(&p3, r.ctl, r.entries, 4, 16), "corrupt: producer init sees a corrupt head");
+    is_int(PAGED_E_RING, pcore_ring_prod_init(&p3, r.ctl, r.entries, 4, 16),
+           "corrupt: producer init sees a corrupt head");
     ok(ring_guard_ok(&r), "corrupt: guard intact after head corruption");
     ring_close(&r);
 }
@@ -346,9 +349,12 @@ static void test_layout(tap_rng *rng)
     is_int(PAGED_E_INVAL, pcore_channel_layout(6, 8, 0, &h), "layout: 6 SQ entries refused");
     is_int(PAGED_E_INVAL, pcore_channel_layout(8, 4, 0, &h), "layout: CQ smaller than SQ refused");
     is_int(PAGED_E_INVAL, pcore_channel_layout(4, PCORE_RING_MAX_ENTRIES * 2u, 0, &h), "layout: CQ of 2^31 refused");
-    is_int(PAGED_E_INVAL, pcore_channel_layout(4, 4, UINT64_MAX - 100, &h), "layout: arena overflowing 64 bits refused");
-    is_int(PAGED_E_INVAL, pcore_channel_layout(4, 4, UINT64_MAX - 8191, &h), "layout: arena plus rings overflowing 64 bits refused");
-    is_int(PAGED_E_INVAL, pcore_channel_layout(4, 4, (uint64_t) INT64_MAX - 4096, &h), "layout: total beyond off_t refused");
+    is_int(PAGED_E_INVAL, pcore_channel_layout(4, 4, UINT64_MAX - 100, &h),
+           "layout: arena overflowing 64 bits refused");
+    is_int(PAGED_E_INVAL, pcore_channel_layout(4, 4, UINT64_MAX - 8191, &h),
+           "layout: arena plus rings overflowing 64 bits refused");
+    is_int(PAGED_E_INVAL, pcore_channel_layout(4, 4, (uint64_t) INT64_MAX - 4096, &h),
+           "layout: total beyond off_t refused");
     ok(memcmp(&h, &keep, sizeof h) == 0, "layout: header untouched by refusals");
 
     is_int(PAGED_E_PROTO, pcore_channel_check(&h, h.total_size - 1), "check: object smaller than the layout refused");

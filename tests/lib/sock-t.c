@@ -1,4 +1,4 @@
-/* sock-t.c: tests of the control socket's helpers: the default path, listening, and messages whose descriptors do not fit. */
+/* sock-t.c: the control socket's helpers: the default path, listening, and messages whose descriptors do not fit. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -154,7 +154,8 @@ static void test_listen(void)
     ok(l >= 0, "listening at %s", path);
     struct stat sb;
     ok(stat(path, &sb) == 0 && S_ISSOCK(sb.st_mode) && (sb.st_mode & 0777) == 0600, "the socket has mode 0600");
-    is_int(PAGED_E_EXIST, pcore_sock_listen(path, 0600, (gid_t) -1), "a second listener on a live socket: PAGED_E_EXIST");
+    is_int(PAGED_E_EXIST, pcore_sock_listen(path, 0600, (gid_t) -1),
+           "a second listener on a live socket: PAGED_E_EXIST");
     int c = pcore_sock_connect(path);
     ok(c >= 0, "a client connects");
     if (c >= 0)

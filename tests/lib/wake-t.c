@@ -141,7 +141,8 @@ static void test_notify(int pipe)
     is_int(1, pcore_wake_notify(&w.prod, w.notify_fd), "%s: notify with a waiter writes", w.kind);
     is_int(0, waiting(&w), "%s: ... and takes the announcement back", w.kind);
     push(&w, 8);
-    is_int(0, pcore_wake_notify(&w.prod, w.notify_fd), "%s: a second notify before the next prepare writes nothing", w.kind);
+    is_int(0, pcore_wake_notify(&w.prod, w.notify_fd),
+           "%s: a second notify before the next prepare writes nothing", w.kind);
     is_int(1, pcore_wake_drain(w.wait_fd), "%s: the one wake-up is pending", w.kind);
     pcore_wake_prepare(&w.cons);
     is_int(1, pcore_wake_notify(&w.prod, w.notify_fd), "%s: after a new prepare, notify writes again", w.kind);
@@ -420,7 +421,8 @@ static void test_process_wake(int pipe)
     double deadline = now_ms() + LONG_MS;
     while ((waiting(&w) == 0 || process_state(pid) != 'S') && now_ms() < deadline)
         sched_yield();
-    ok(waiting(&w) == 1 && process_state(pid) == 'S', "%s, two processes: child announced it sleeps and is asleep", w.kind);
+    ok(waiting(&w) == 1 && process_state(pid) == 'S',
+       "%s, two processes: child announced it sleeps and is asleep", w.kind);
     push(&w, 0x1234);
     is_int(1, pcore_wake_notify(&w.prod, w.notify_fd), "%s, two processes: notify wrote", w.kind);
     int status = 0;

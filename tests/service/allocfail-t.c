@@ -1,4 +1,4 @@
-/* allocfail-t.c: each allocation pagedd makes for its clients fails in turn; each costs one request, named, and nothing else. */
+/* allocfail-t.c: pagedd's allocations for clients fail one at a time; each costs one request, named, nothing else. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -460,8 +460,8 @@ int main(void)
     seed = tap_seed();
     struct outcome o;
     one_run(0, &o);
-    ok(o.good && !o.log.fired && o.log.counted > 0, "with no failure planted every step succeeds (%llu allocations; %s)",
-       o.log.counted, o.what);
+    ok(o.good && !o.log.fired && o.log.counted > 0,
+       "with no failure planted every step succeeds (%llu allocations; %s)", o.log.counted, o.what);
     const unsigned long long counted = o.log.counted;
     unsigned long long n = 1, fired = 0, bad = 0;
     for (; n <= SWEEP_MAX; n++) {

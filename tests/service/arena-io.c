@@ -1,4 +1,4 @@
-/* arena-io.c: the libpaged service tests' access to a client's data arena (host or device memory) and their output check. */
+/* arena-io.c: the libpaged service tests' access to a client's data arena (host or device) and their output check. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

@@ -1,4 +1,4 @@
-/* arena-io.h: the libpaged service tests' access to a client's data arena (host or device memory) and their output check. */
+/* arena-io.h: the libpaged service tests' access to a client's data arena (host or device) and their output check. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_TESTS_SERVICE_ARENA_IO_H
 #define PAGED_TESTS_SERVICE_ARENA_IO_H

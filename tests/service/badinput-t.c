@@ -64,7 +64,8 @@ static void good_worker(int ready_fd, int stop_fd, int report_fd, uint64_t seed)
     struct good_report rep = { 0, 0, 0, { 0 } };
     tap_rng rng;
     tap_rng_seed(&rng, seed ^ 0x600d);
-    if (rc_connect(daemon_.socket, "good-worker", 0, &c) != 0 || rc_pool_attach(&c, "bad", PCORE_ATTACH_WRITE, NULL, NULL) != 0)
+    if (rc_connect(daemon_.socket, "good-worker", 0, &c) != 0
+        || rc_pool_attach(&c, "bad", PCORE_ATTACH_WRITE, NULL, NULL) != 0)
         _exit(2);
     uint32_t pool = 0;
     struct pcore_pool_item item;
@@ -640,7 +641,8 @@ static void hello_geometry_cases(void)
            g[i].want_sq, g[i].want_cq, (unsigned long long) g[i].want_arena);
         ok(pow2(c.hdr.sq_entries) && pow2(c.hdr.cq_entries) && c.hdr.cq_entries >= c.hdr.sq_entries
                && c.hdr.sq_entries >= 8 && c.hdr.cq_entries <= 4096 && c.hdr.arena_size % 4096 == 0,
-           "HELLO sq %u cq %u arena %llu: a geometry paged(7) allows", g[i].sq, g[i].cq, (unsigned long long) g[i].arena);
+           "HELLO sq %u cq %u arena %llu: a geometry paged(7) allows", g[i].sq, g[i].cq,
+           (unsigned long long) g[i].arena);
         is_int(0, rc_nop(&c), "HELLO sq %u cq %u arena %llu: the channel serves a NOP", g[i].sq, g[i].cq,
                (unsigned long long) g[i].arena);
         rc_close(&c);
@@ -872,8 +874,8 @@ static void backpressure_case(void)
     is_int(16, sent, "8 more NOPs go into its submission ring");
     is_int(0, rc_nop(&cb), "meanwhile another client is served");
     is_int(0, rc_nop(&cb), "and again");
-    uint32_t head = atomic_load_explicit(pcore_ring_word(&((struct pcore_ring_ctl *) ((unsigned char *) c.map + c.hdr.sq_ctl_off))->head),
-                                         memory_order_acquire);
+    struct pcore_ring_ctl *sq_ctl = (struct pcore_ring_ctl *) ((unsigned char *) c.map + c.hdr.sq_ctl_off);
+    uint32_t head = atomic_load_explicit(pcore_ring_word(&sq_ctl->head), memory_order_acquire);
     is_int(8, head, "the daemon took none of the 8 waiting requests (its submission head is at %u)", head);
     int in_order = 0, fine = 0;
     for (uint64_t t = 1; t <= 16; t++) {

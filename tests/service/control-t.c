@@ -106,7 +106,8 @@ int main(void)
     is_int(PCORE_OP_COUNT_, st.num_ops, "STATS covers every opcode");
     ok(st.ops[PAGED_OP_NOP].requests == 10 && st.ops[PAGED_OP_ALLOC].requests == 1
        && st.ops[PAGED_OP_PUBLISH].requests == 1, "STATS counts 10 NOP, 1 ALLOC, 1 PUBLISH");
-    ok(st.ops[PAGED_OP_NOP].latency_p50_ns > 0 && st.ops[PAGED_OP_NOP].latency_p99_ns >= st.ops[PAGED_OP_NOP].latency_p50_ns,
+    ok(st.ops[PAGED_OP_NOP].latency_p50_ns > 0
+       && st.ops[PAGED_OP_NOP].latency_p99_ns >= st.ops[PAGED_OP_NOP].latency_p50_ns,
        "STATS: NOP latency p50 %llu ns <= p99 %llu ns", (unsigned long long) st.ops[PAGED_OP_NOP].latency_p50_ns,
        (unsigned long long) st.ops[PAGED_OP_NOP].latency_p99_ns);
 
@@ -163,12 +164,15 @@ int main(void)
     k.hdr.type = PCORE_MSG_KILL_CLIENT;
     k.hdr.len = sizeof k;
     k.client_id = 4242;
-    is_int(PAGED_E_NOENT, rc_control(&ctl, &k, sizeof k, &ok_reply, sizeof ok_reply, NULL), "KILL_CLIENT of no client: PAGED_E_NOENT");
+    is_int(PAGED_E_NOENT, rc_control(&ctl, &k, sizeof k, &ok_reply, sizeof ok_reply, NULL),
+           "KILL_CLIENT of no client: PAGED_E_NOENT");
     k.client_id = w.id;
-    is_int(sizeof ok_reply, rc_control(&ctl, &k, sizeof k, &ok_reply, sizeof ok_reply, NULL), "KILL_CLIENT of the worker answers OK");
+    is_int(sizeof ok_reply, rc_control(&ctl, &k, sizeof k, &ok_reply, sizeof ok_reply, NULL),
+           "KILL_CLIENT of the worker answers OK");
     struct pcore_cqe q;
     is_int(PAGED_E_DISCONNECTED, rc_reap(&w, &q, 10000), "the killed worker's channel reports it disconnected");
-    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_DISCONNECT && e.client_id == w.id, "event: disconnect of the worker");
+    ok(next_event(&sub, &e) && e.event == PCORE_EVENT_DISCONNECT && e.client_id == w.id,
+       "event: disconnect of the worker");
     rc_close(&w);
 
     /* A subscriber that never reads does not slow anybody down. */
@@ -184,7 +188,8 @@ int main(void)
         rc_close(&x);
     }
     is_int(3000, served, "3000 connections served while a subscriber reads nothing");
-    is_int(0, rc_pool_item(&ctl, "nothing-here", &it) == PAGED_E_NOENT ? 0 : 1, "and the control connection is answered");
+    is_int(0, rc_pool_item(&ctl, "nothing-here", &it) == PAGED_E_NOENT ? 0 : 1,
+           "and the control connection is answered");
     /* Then it reads: each of the churn's 6000 events (a connect and a disconnect each) either
      * reaches it or is counted by a LOST event once its queue has drained. */
     long got = 0, lost = 0, lost_events = 0, others = 0;

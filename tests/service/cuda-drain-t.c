@@ -1,5 +1,6 @@
-/* cuda-drain-t.c: a metadata upload and a batch's event record refused by CUDA (planted): one request fails at most, the daemon drains its stream and serves on. */
+/* cuda-drain-t.c: CUDA refusing a metadata upload or a batch's event record: one request fails at most. */
 /* SPDX-License-Identifier: MIT */
+/* Both refusals are planted; the daemon drains its stream and serves on. */
 #include "config.h"
 
 #include <math.h>

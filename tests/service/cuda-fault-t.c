@@ -1,5 +1,6 @@
-/* cuda-fault-t.c: a device fault in pagedd's cuda backend (PAGEDD_FAULT_AFTER): requests fail with PAGED_E_DEVICE, the daemon serves on and exits cleanly. */
+/* cuda-fault-t.c: a device fault in the cuda backend: requests fail with PAGED_E_DEVICE, the daemon serves on. */
 /* SPDX-License-Identifier: MIT */
+/* The fault is planted with PAGEDD_FAULT_AFTER; the daemon still exits cleanly. */
 #include "config.h"
 
 #include <cuda_runtime_api.h>

@@ -1,4 +1,4 @@
-/* cuda-reap-t.c: a data arena asked for while a departed client's arena is still being freed waits for that memory instead of failing. */
+/* cuda-reap-t.c: a data arena asked for while a departed client's is still being freed waits, instead of failing. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

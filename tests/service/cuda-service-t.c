@@ -1,4 +1,4 @@
-/* cuda-service-t.c: pagedd --backend cuda and several client processes: mapped pools, APPEND, DECODE, PREFILL, reclaim. */
+/* cuda-service-t.c: pagedd --backend cuda, several client processes: mapped pools, APPEND, DECODE, PREFILL, reclaim. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

@@ -1,5 +1,6 @@
-/* cuda-stream-t.c: workers chaining their CUDA streams and pagedd's DECODEs through dependency words with paged_stream_wait and paged_stream_signal. */
+/* cuda-stream-t.c: workers chaining their CUDA streams and pagedd's DECODEs through dependency words. */
 /* SPDX-License-Identifier: MIT */
+/* The workers' side of the chain is paged_stream_wait and paged_stream_signal. */
 #include "config.h"
 
 #include <math.h>

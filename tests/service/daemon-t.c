@@ -80,7 +80,8 @@ static void program_cases(void)
     is_int(1, exit_code(run_pagedd(bad, out, err)), "a bad config line: exit 1");
     char where[450];
     snprintf(where, sizeof where, "%s:4:", conf);
-    ok(file_contains(err, where) && file_contains(err, "max-clients"), "the error names file:line and the key (%s)", where);
+    ok(file_contains(err, where) && file_contains(err, "max-clients"),
+       "the error names file:line and the key (%s)", where);
     write_file(conf, "socket = /tmp/x\nbogus-key = 1\n");
     is_int(1, exit_code(run_pagedd(bad, out, err)), "an unknown key: exit 1");
     snprintf(where, sizeof where, "%s:2: unknown key 'bogus-key'", conf);
@@ -104,7 +105,8 @@ static void program_cases(void)
         { "socket-mode = 01777\n", "socket-mode: '01777' is not an octal mode" },
         { "max-clients = 0\n", "max-clients: '0' is not a number from 1 to 65536" },
         { "threads = -1\n", "threads: '-1' is not a number from 0 to 1024" },
-        { "max-blocks-per-client = 5000000000\n", "max-blocks-per-client: '5000000000' is not a number from 0 to 4294967295" },
+        { "max-blocks-per-client = 5000000000\n",
+          "max-blocks-per-client: '5000000000' is not a number from 0 to 4294967295" },
         { "config = /etc/other.conf\n", "config: only allowed on the command line" },
         { "ready-fd = 3\n", "ready-fd: only allowed on the command line" },
         { "= 5\n", "missing key before '='" },
@@ -286,7 +288,8 @@ static void daemonize_cases(void)
     is_int(0, exit_code(run_pagedd(args, out, err)), "daemonizing: the parent exits 0");
     /* No waiting here: the parent returned, so the socket must accept now. */
     struct rc_client c;
-    if (!is_int(0, rc_connect(sock, "right-away", 0, &c), "daemonizing: the socket accepts as soon as the parent returned"))
+    if (!is_int(0, rc_connect(sock, "right-away", 0, &c),
+                "daemonizing: the socket accepts as soon as the parent returned"))
         bail("cannot go on without a connection to the daemonized pagedd");
     is_int(0, rc_nop(&c), "daemonizing: and serves requests");
     struct stat sb;
@@ -400,6 +403,8 @@ static void descriptor_cases(void)
     ok(lstat(msg, &sb) < 0 && errno == ENOENT, "no socket is left behind");
 }
 
+/* Runs the program, descriptor, configuration and reload, daemonizing and silent cases;
+ * returns 0 (the TAP output tells the rest). */
 int main(void)
 {
     plan_lazy();

@@ -1,4 +1,4 @@
-/* dep-t.c: device-side dependencies: requests that wait for a word of the client's data arena and signal another when done. */
+/* dep-t.c: device-side dependencies: requests wait for a word of the client's data arena, signal another when done. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

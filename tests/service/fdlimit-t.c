@@ -1,4 +1,4 @@
-/* fdlimit-t.c: pagedd out of file descriptors: a client it cannot take waits or is refused by name, the others go on, nothing leaks. */
+/* fdlimit-t.c: pagedd out of file descriptors: a client it cannot take waits or is refused by name, nothing leaks. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

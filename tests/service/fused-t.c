@@ -1,4 +1,4 @@
-/* fused-t.c: clients decoding layer by layer, each layer's APPEND of the newest tokens riding in its DECODE's launch. */
+/* fused-t.c: clients decoding layer by layer, each layer's APPEND of new tokens riding in its DECODE's launch. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -360,7 +360,8 @@ int main(void)
     for (int w = 0; w < NCLI; w++)
         if (write(kids.cmd[w], "g", 1) != 1)
             sysbail("write");
-    done = ok(done && cr_await(kids.rec_fd, REC_DONE, 2, NCLI, WAIT_MS), "phase 2: every client decoded its aliased step") && done;
+    done = ok(done && cr_await(kids.rec_fd, REC_DONE, 2, NCLI, WAIT_MS),
+              "phase 2: every client decoded its aliased step") && done;
     long end = cr_file_size(daemon_.log);
 
     /* Phase 3: stopped, so every client's two requests are in its ring when the engine looks. */

@@ -1,5 +1,6 @@
-/* memlimit-t.c: pagedd out of address space: a client or pool it cannot map is refused by name, the others go on, and it recovers. */
+/* memlimit-t.c: pagedd out of address space: a client or pool it cannot map is refused by name, and it recovers. */
 /* SPDX-License-Identifier: MIT */
+/* The other clients go on meanwhile. */
 #include "config.h"
 
 #include <stdio.h>

@@ -1,5 +1,6 @@
-/* merge-t.c: DECODEs and APPENDs of several client processes (of one layer or several) merged into one launch: every output right, every client's order kept. */
+/* merge-t.c: DECODEs and APPENDs of several client processes, of one layer or several, merged into one launch. */
 /* SPDX-License-Identifier: MIT */
+/* Every output must be right and every client's order kept. */
 #include "config.h"
 
 #include <errno.h>

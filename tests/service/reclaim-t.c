@@ -303,7 +303,8 @@ int main(void)
                 for (int t = 0; t < B; t++)
                     for (int h = 0; h < H; h++)
                         for (int d = 0; d < D; d++) {
-                            size_t src = (((size_t) l * BLOCKS * B + j * B + (size_t) t) * H + (size_t) h) * D + (size_t) d;
+                            size_t src = (((size_t) l * BLOCKS * B + j * B + (size_t) t) * H + (size_t) h) * D
+                                         + (size_t) d;
                             size_t kk = ((((size_t) l * 2 + 0) * N + (size_t) ids[j]) * H + (size_t) h) * B * D
                                         + (size_t) t * D + (size_t) d;
                             size_t vv = kk + (size_t) N * H * B * D;

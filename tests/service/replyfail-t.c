@@ -163,7 +163,8 @@ int main(void)
 {
     plan(4);
     /* A full socket of requests must have more replies than the client's socket holds. */
-    const long requests = capacity(sizeof(struct pcore_msg_hdr)), replies = capacity(sizeof(struct pcore_msg_stats_reply));
+    const long requests = capacity(sizeof(struct pcore_msg_hdr)),
+               replies = capacity(sizeof(struct pcore_msg_stats_reply));
     if (requests <= replies || requests > MAX_SENT)
         bail("a socket here takes %ld requests and %ld replies unread: the flood would not fill it", requests,
              replies);

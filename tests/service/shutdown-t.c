@@ -1,4 +1,4 @@
-/* shutdown-t.c: SIGTERM while client processes have DECODEs queued and running: every request completes once, the daemon exits 0. */
+/* shutdown-t.c: SIGTERM while client processes have DECODEs queued and running: each completes once, pagedd exits 0. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

@@ -76,7 +76,8 @@ uint64_t tap_rng_below(tap_rng *rng, uint64_t n);
 double tap_rng_uniform(tap_rng *rng, double lo, double hi);
 /* Fills x[0..n) with uniform floats in [lo, hi), drawn in order; returns nothing. */
 void tap_rng_fill_uniform(tap_rng *rng, float *x, size_t n, double lo, double hi);
-/* Returns the seed for this run: $PAGED_TEST_SEED if set, else one from the clock, printed as a diagnostic so a failure can be replayed. */
+/* Returns the seed for this run: $PAGED_TEST_SEED if set, else one from the clock, printed as a
+ * diagnostic so a failure can be replayed. */
 uint64_t tap_seed(void);
 
 #endif

@@ -539,7 +539,8 @@ static int churn_once(const char *name)
     snprintf(h.name, sizeof h.name, "%s", name);
     struct pcore_msg_welcome w;
     struct pollfd p = { .fd = fd, .events = POLLIN };
-    int welcomed = connect(fd, (struct sockaddr *) &sa, sizeof sa) == 0 && send(fd, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t) sizeof h
+    int welcomed = connect(fd, (struct sockaddr *) &sa, sizeof sa) == 0
+                   && send(fd, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t) sizeof h
                    && poll(&p, 1, RUN_MS) == 1 && recv(fd, &w, sizeof w, 0) == (ssize_t) sizeof w
                    && w.hdr.type == PCORE_MSG_WELCOME;
     close(fd);

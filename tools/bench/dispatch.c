@@ -1,4 +1,4 @@
-/* dispatch.c: what it costs the host to await each layer on the GPU: launches one by one, or a resident kernel's doorbell. */
+/* dispatch.c: the host's cost to await each layer on the GPU: launches one by one, or a resident kernel's doorbell. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

@@ -31,7 +31,8 @@ static void fill_tables(int32_t *bt, int32_t seqs, int32_t len, int32_t B, int32
     int32_t used = bk_blocks(len, B);
     for (int32_t s = 0; s < seqs; s++)
         for (int32_t i = 0; i < stride; i++)
-            bt[(size_t) s * (size_t) stride + (size_t) i] = i < used ? blocks[(size_t) s * (size_t) used + (size_t) i] : -1;
+            bt[(size_t) s * (size_t) stride + (size_t) i] =
+                i < used ? blocks[(size_t) s * (size_t) used + (size_t) i] : -1;
 }
 
 /* Lays out the case; dies on failure. */

@@ -1,4 +1,4 @@
-/* probe.cu: paged-bench's own device code: random fill, the streaming-read probe, a copy kernel, a spin, the dispatch probes. */
+/* probe.cu: paged-bench's device code: random fill, a streaming-read probe, a copy kernel, a spin, dispatch probes. */
 /* SPDX-License-Identifier: MIT */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(kThreads) read_kernel(const uint4 *__restrict_
 }
 
 /* Copies tiles of kThreads * kCopyUnroll 16-byte words: all loads of a tile, then all stores. */
-__global__ void __launch_bounds__(kThreads) copy_kernel(uint4 *__restrict__ dst, const uint4 *__restrict__ src, size_t tiles)
+__global__ void __launch_bounds__(kThreads) copy_kernel(uint4 *__restrict__ dst, const uint4 *__restrict__ src,
+                                                        size_t tiles)
 {
     for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         const size_t first = t * (kThreads * kCopyUnroll) + threadIdx.x;

@@ -1,4 +1,4 @@
-/* probe.h: paged-bench's own device code: random fill, the streaming-read probe, a copy kernel, a spin, the dispatch probes. */
+/* probe.h: paged-bench's device code: random fill, a streaming-read probe, a copy kernel, a spin, dispatch probes. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_TOOLS_BENCH_PROBE_H
 #define PAGED_TOOLS_BENCH_PROBE_H

@@ -195,7 +195,8 @@ static const char *format_value(const struct br_value *v, int prec, char *buf, s
 /* Prints the header; returns nothing. */
 void br_print_header(const struct br_report *r, FILE *f)
 {
-    fprintf(f, "paged-bench %s  %s%s\n", PACKAGE_VERSION, r->date, r->quick ? "  (--quick: small shapes, few runs)" : "");
+    fprintf(f, "paged-bench %s  %s%s\n", PACKAGE_VERSION, r->date,
+            r->quick ? "  (--quick: small shapes, few runs)" : "");
     fprintf(f, "command: %s\n", r->command);
     for (int i = 0; i < r->ndevice; i++) {
         const struct br_item *it = &r->device[i];

@@ -149,7 +149,8 @@ static struct svc_result read_result(const char *path, unsigned index, int64_t *
         bench_die("client %u: %s is not a result file", index, path);
     *lat = bench_alloc((size_t) res.nlat * sizeof **lat, "latencies");
     *steps = bench_alloc((size_t) res.nsteps * sizeof **steps, "step times");
-    if (fread(*lat, sizeof **lat, res.nlat, f) != res.nlat || fread(*steps, sizeof **steps, res.nsteps, f) != res.nsteps)
+    if (fread(*lat, sizeof **lat, res.nlat, f) != res.nlat
+        || fread(*steps, sizeof **steps, res.nsteps, f) != res.nsteps)
         bench_die("client %u: %s is truncated", index, path);
     fclose(f);
     unlink(path);

@@ -14,45 +14,69 @@
 /* Decode, as batch x context x q heads / KV heads: the issue's list, then head dims 64 and
  * 256 and an fp8 cache on 64x2048x32/8 (the bf16 row it is compared with is the third). */
 static const struct bk_shape decode_full[] = {
-    { .op = BK_DECODE, .seqs = 1, .ctx = 4096, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 16, .ctx = 8192, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 256, .ctx = 1024, .hq = 64, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 32, .ctx = 1024, .hq = 32, .hkv = 32, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 4, .ctx = 65536, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 64, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 256, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = FP8, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 1, .ctx = 4096, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 16, .ctx = 8192, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 256, .ctx = 1024, .hq = 64, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 32, .ctx = 1024, .hq = 32, .hkv = 32, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 4, .ctx = 65536, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 64, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 256, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = FP8, .q_dtype = BF16 },
 };
 
 /* The same list shrunk for --quick, row for row (the fp8 comparison stays third and last). */
 static const struct bk_shape decode_quick[] = {
-    { .op = BK_DECODE, .seqs = 1, .ctx = 256, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 2, .ctx = 512, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 8, .ctx = 64, .hq = 64, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 4, .ctx = 64, .hq = 32, .hkv = 32, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 1, .ctx = 1024, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 64, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 256, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = FP8, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 1, .ctx = 256, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 2, .ctx = 512, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 8, .ctx = 64, .hq = 64, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 4, .ctx = 64, .hq = 32, .hkv = 32, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 1, .ctx = 1024, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 64, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 256, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = FP8, .q_dtype = BF16 },
 };
 
 /* Prefill: 8 sequences x 2048 new tokens on 0 and on 4096 cached tokens, 32/8 heads, causal. */
 static const struct bk_shape prefill_full[] = {
-    { .op = BK_PREFILL, .seqs = 8, .qlen = 2048, .cached = 0, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_PREFILL, .seqs = 8, .qlen = 2048, .cached = 4096, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_PREFILL, .seqs = 8, .qlen = 2048, .cached = 0, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_PREFILL, .seqs = 8, .qlen = 2048, .cached = 4096, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
 };
 
 /* The CPU backend's full run: the GPU shapes would take minutes per run on a small CPU. */
 static const struct bk_shape prefill_cpu[] = {
-    { .op = BK_PREFILL, .seqs = 2, .qlen = 256, .cached = 0, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_PREFILL, .seqs = 2, .qlen = 256, .cached = 1024, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_PREFILL, .seqs = 2, .qlen = 256, .cached = 0, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_PREFILL, .seqs = 2, .qlen = 256, .cached = 1024, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
 };
 
 static const struct bk_shape prefill_quick[] = {
-    { .op = BK_PREFILL, .seqs = 2, .qlen = 32, .cached = 0, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
-    { .op = BK_PREFILL, .seqs = 2, .qlen = 32, .cached = 64, .hq = 32, .hkv = 8, .D = 128, .B = 16, .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_PREFILL, .seqs = 2, .qlen = 32, .cached = 0, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_PREFILL, .seqs = 2, .qlen = 32, .cached = 64, .hq = 32, .hkv = 8, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
 };
 
 /* Append: 4096 tokens x 32 layers in one request, 8 KV heads, D 128, bf16. */
