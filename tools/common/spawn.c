@@ -122,9 +122,12 @@ int spawn_stop(pid_t pid, int signo, int timeout_ms, int *killed)
         *killed = 0;
     if (pid <= 0)
         return -1;
-    kill(pid, signo);
+    /* SIGCONT first, so that a frozen child wakes to see signo. After signo a running child may
+     * already be exiting, and a SIGCONT then can cancel the SIGSTOP of a ptrace attach (the
+     * LeakSanitizer run at exit of a sanitized pagedd), which then never completes. */
     if (signo != SIGKILL)
         kill(pid, SIGCONT);
+    kill(pid, signo);
     int status = -1;
     int rc = wait_until(pid, deadline_in(timeout_ms), &status);
     if (rc == 0) {

@@ -83,7 +83,7 @@ pid_t spawn_pagedd(const struct spawn_pagedd *o, int *status, char *err, size_t 
 int spawn_wait(pid_t pid, int timeout_ms);
 
 /*
- * Stops child pid: sends it signo (and SIGCONT, so that a stopped child sees it), waits up
+ * Stops child pid: sends it SIGCONT (so that a stopped child wakes), then signo, waits up
  * to timeout_ms for it to end, then kills it with SIGKILL; reaps it and forgets it (see
  * spawn_track). Returns its wait status, or -1 when it is no child of ours; *killed (may be
  * NULL) says whether it had to be killed.
