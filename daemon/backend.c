@@ -11,7 +11,6 @@
 #ifdef HAVE_CUDA
 #include "daemon/cuda/cuda.h"
 #endif
-#include "lib/core/names.h"
 
 /* Opens the configured backend; returns it or NULL with *cause. */
 pd_backend *pd_backend_open(const struct pd_config *cfg, char **cause)

@@ -25,7 +25,6 @@
 #include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "daemon/notify.h"
-#include "daemon/util/heap.h"
 #include "lib/core/clock.h"
 #include "lib/core/sock.h"
 #include "lib/core/wake.h"
@@ -593,7 +592,8 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, NULL);
-    srv->sigpipe_ignored = signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+    /* Ignored, so that the engine wakes clients with one system call (engine.h). */
+    const int sigpipe_ignored = signal(SIGPIPE, SIG_IGN) != SIG_ERR;
     srv->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (srv->signal_fd < 0 || srv->epoll_fd < 0) {
@@ -609,7 +609,7 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
         .backend = srv->backend, .conns = &srv->conns,
         .max_blocks_per_client = cfg->max_blocks_per_client,
         .dependency_timeout_ms = cfg->dependency_timeout_ms, .stats = &srv->stats,
-        .sigpipe_ignored = srv->sigpipe_ignored, .ctx = srv, .kill = engine_kill,
+        .sigpipe_ignored = sigpipe_ignored, .ctx = srv, .kill = engine_kill,
         .flush_evictions = engine_flush_evictions,
     };
     srv->engine = pd_engine_create(&srv->engine_env);

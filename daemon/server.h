@@ -28,7 +28,6 @@ struct pd_server {
     struct pd_conn *dead;             /* killed during this loop turn: freed at its end */
     uint32_t n_pending, n_channel, n_control;
     uint32_t spinners;                /* clients whose waits may spin (pd_server_spin_hint) */
-    int sigpipe_ignored;              /* pd_server_create set SIGPIPE to SIG_IGN: wake-ups need no guard */
     uint32_t next_client_id;
     struct pd_pool *pools;
     uint32_t n_pools;

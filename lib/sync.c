@@ -58,10 +58,10 @@ int pc_sync_run(paged_client *c, const paged_request *req, struct pcore_cqe *cqe
         return PAGED_E_AGAIN;
     }
     struct pcore_sqe e;
-    int idx = pc_encode_sqe(c, req, &e);
-    if (idx < 0)
-        return idx;
-    idx = pc_prep_sqe(c, &e, PC_SLOT_SYNC, 0);
+    int enc = pc_encode_sqe(c, req, &e);
+    if (enc < 0)
+        return enc;
+    int idx = pc_prep_sqe(c, &e, PC_SLOT_SYNC, 0);
     /* The SQ itself is full: hand the daemon what is there and wait for room. The slot
      * check above stays true meanwhile, since nothing here takes slots. */
     for (int tries = 0; idx == PAGED_E_AGAIN && tries < 1000000; tries++) {

@@ -337,14 +337,12 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     /* The daemon does not share our working directory's meaning: hand it absolute paths. */
-    if (absolute(o.socket_dir, base, sizeof base) == NULL
-        || snprintf(dir, sizeof dir, "%s/paged-demo.XXXXXX", base) >= (int) sizeof dir) {
+    if (absolute(o.socket_dir, base, sizeof base) == NULL) {
         fprintf(stderr, "paged-demo: socket directory path too long\n");
         return 1;
     }
-    if (mkdtemp(dir) == NULL) {
-        fprintf(stderr, "paged-demo: cannot create a directory in %s: %s\n", base,
-                strerror(errno));
+    if (spawn_mkdtemp(dir, sizeof dir, base, "paged-demo", err, sizeof err) != 0) {
+        fprintf(stderr, "paged-demo: %s\n", err);
         return 1;
     }
     if (snprintf(socket, sizeof socket, "%s/pagedd.sock", dir) >= 108) {

@@ -712,11 +712,12 @@ static uint32_t complete_client(struct pd_engine *e, struct eng_client *r, uint6
         c->requests++;
         if (status < 0) {
             c->errors++;
-            const char *opname = pcore_op_name(cqe->opcode), *field = pcore_field_name(cqe->err_field);
-            if (pd_log_enabled(PD_LOG_DEBUG))
+            if (pd_log_enabled(PD_LOG_DEBUG)) {
+                const char *opname = pcore_op_name(cqe->opcode), *field = pcore_field_name(cqe->err_field);
                 pd_clog(c, PD_LOG_DEBUG, "request tag %llu %s: %s (%s[%u])",
                         (unsigned long long) cqe->tag, opname != NULL ? opname : "unknown opcode",
                         paged_strerror(status), field != NULL ? field : "?", cqe->err_index);
+            }
         }
         pd_stats_record(e->env->stats, cqe->opcode, status, it->op.tokens, it->op.kv_bytes, t1 - r->t0);
         pv_op_free(&it->op);
