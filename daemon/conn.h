@@ -77,8 +77,12 @@ struct pd_conn {
     char name[PCORE_NAME_MAX];         /* printable form of the client's name */
     enum pd_conn_state state;
     int control_only;
+    int inspect;                       /* an inspection connection (PCORE_HELLO_INSPECT): its
+                                        * comings and goings are logged at debug and announced
+                                        * only to subscribers that asked for them */
     int nospin;                        /* told not to spin in its waits (pd_server_spin_hint) */
     int subscribed;
+    uint32_t subscribe_flags;          /* PCORE_SUBSCRIBE_* */
     int close_after_flush;             /* refused: close once the error is sent */
     int reply_lost;                    /* a reply could not be queued: the connection closes at
                                         * the end of the turn (pd_server_sweep) */

@@ -89,13 +89,18 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
         pd_control_refuse(srv, c, PAGED_E_PROTO, "HELLO name is not NUL-terminated");
         return;
     }
-    if ((m.flags & ~PCORE_HELLO_CONTROL) != 0) {
+    if ((m.flags & ~(PCORE_HELLO_CONTROL | PCORE_HELLO_INSPECT)) != 0) {
         snprintf(why, sizeof why, "HELLO flags 0x%x unknown", m.flags);
         pd_control_refuse(srv, c, PAGED_E_PROTO, why);
         return;
     }
+    if ((m.flags & PCORE_HELLO_INSPECT) != 0 && (m.flags & PCORE_HELLO_CONTROL) == 0) {
+        pd_control_refuse(srv, c, PAGED_E_PROTO, "HELLO flag INSPECT without CONTROL: a worker is no inspection");
+        return;
+    }
     printable_name(c->name, m.name, sizeof c->name);
     c->control_only = (m.flags & PCORE_HELLO_CONTROL) != 0;
+    c->inspect = (m.flags & PCORE_HELLO_INSPECT) != 0;
     if (c->control_only ? srv->n_control >= MAX_CONTROL_CONNS : srv->n_channel >= srv->cfg.max_clients) {
         snprintf(why, sizeof why, "too many %s (%u)", c->control_only ? "control connections" : "clients",
                  c->control_only ? MAX_CONTROL_CONNS : srv->cfg.max_clients);
@@ -180,7 +185,8 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
         return;
     }
     if (c->control_only)
-        pd_clog(c, PD_LOG_DEBUG, "connected for control (uid %u)", (unsigned) c->uid);
+        pd_clog(c, PD_LOG_DEBUG, "connected for %s (uid %u)", c->inspect ? "inspection" : "control",
+                (unsigned) c->uid);
     else
         pd_clog(c, PD_LOG_INFO, "connected (uid %u, gid %u, sq %u, cq %u, arena %llu bytes)",
                 (unsigned) c->uid, (unsigned) c->gid, sq, cq, (unsigned long long) arena);
@@ -322,7 +328,7 @@ static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void 
     }
     struct pd_pool *p = pool_by_name(srv, m.name);
     if (p == NULL) {
-        pd_conn_error(c, m.hdr.seq, PAGED_E_NOENT, "no pool '%s'", m.name);
+        pd_conn_error(c, m.hdr.seq, PAGED_E_NOENT, "no such pool '%s'", m.name);
         return;
     }
     if (pd_conn_attach_find(c, p->id) != NULL) {
@@ -384,7 +390,7 @@ static struct pd_pool *ref_pool(struct pd_server *srv, struct pd_conn *c,
         for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
             if (!p->destroyed && p->id == m->pool_id)
                 return p;
-        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no pool with id %u", m->pool_id);
+        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no such pool with id %u", m->pool_id);
         return NULL;
     }
     if (pd_pool_check_name(m->name, why, sizeof why) < 0) {
@@ -393,11 +399,12 @@ static struct pd_pool *ref_pool(struct pd_server *srv, struct pd_conn *c,
     }
     struct pd_pool *p = pool_by_name(srv, m->name);
     if (p == NULL)
-        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no pool '%s'", m->name);
+        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no such pool '%s'", m->name);
     return p;
 }
 
-/* POOL_DESTROY: owner or root; the name goes now, the memory at the last detach. */
+/* POOL_DESTROY: owner or root; the name goes now, the memory at the last detach. The OK's
+ * status is the number of clients still attached. */
 static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
     struct pcore_msg_pool_ref m;
@@ -411,12 +418,13 @@ static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void
         return;
     }
     p->destroyed = 1;
+    const uint32_t attached = p->attached;
     pd_clog(c, PD_LOG_INFO, "destroyed pool '%s' (id %u, %u clients still attached)", p->name, p->id,
-            p->attached);
-    pd_events_announce(srv, PCORE_EVENT_POOL_DESTROY, c, p->name, p->attached);
-    if (p->attached == 0)
+            attached);
+    pd_events_announce(srv, PCORE_EVENT_POOL_DESTROY, c, p->name, attached);
+    if (attached == 0)
         pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
-    pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
+    pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, (int32_t) (attached > INT32_MAX ? INT32_MAX : attached));
 }
 
 /* EVICT: drops a pool's cached blocks; needs write permission on it. */
@@ -464,14 +472,22 @@ static void on_kill(struct pd_server *srv, struct pd_conn *c, const void *buf)
         pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
 }
 
-/* SUBSCRIBE: events from now on. */
+/* SUBSCRIBE: events from now on; a bare header has flags 0. Returns nothing. */
 static void on_subscribe(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
     (void) srv;
-    struct pcore_msg_hdr h;
-    memcpy(&h, buf, sizeof h);
+    struct pcore_msg_subscribe m;
+    memset(&m, 0, sizeof m);
+    memcpy(&m.hdr, buf, sizeof m.hdr);
+    if (m.hdr.len == sizeof m)
+        memcpy(&m, buf, sizeof m);
+    if ((m.flags & ~PCORE_SUBSCRIBE_INSPECT) != 0) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "SUBSCRIBE flags 0x%x unknown", m.flags);
+        return;
+    }
     c->subscribed = 1;
-    pd_conn_reply(c, PCORE_MSG_OK, h.seq, 0);
+    c->subscribe_flags = m.flags;
+    pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
 }
 
 /* STATUS, STATS and LIST: replies made in list.c. */
@@ -506,25 +522,28 @@ static void on_list(struct pd_server *srv, struct pd_conn *c, const void *buf)
     pd_list_start(srv, c, &m);
 }
 
-/* One control message type: its name, exact length and handler. */
+/* One control message type: its name, exact length (or an older, shorter form's: 0 for none)
+ * and handler. */
 struct control_entry {
     uint32_t type;
     const char *name;
     size_t len;
+    size_t short_len;
     void (*fn)(struct pd_server *srv, struct pd_conn *c, const void *buf);
 };
 
 static const struct control_entry table[] = {
-    { PCORE_MSG_POOL_CREATE, "POOL_CREATE", sizeof(struct pcore_msg_pool_create), on_pool_create },
-    { PCORE_MSG_POOL_ATTACH, "POOL_ATTACH", sizeof(struct pcore_msg_pool_attach), on_pool_attach },
-    { PCORE_MSG_POOL_DETACH, "POOL_DETACH", sizeof(struct pcore_msg_pool_ref), on_pool_detach },
-    { PCORE_MSG_POOL_DESTROY, "POOL_DESTROY", sizeof(struct pcore_msg_pool_ref), on_pool_destroy },
-    { PCORE_MSG_STATUS, "STATUS", sizeof(struct pcore_msg_hdr), on_status },
-    { PCORE_MSG_LIST, "LIST", sizeof(struct pcore_msg_list), on_list },
-    { PCORE_MSG_STATS, "STATS", sizeof(struct pcore_msg_hdr), on_stats },
-    { PCORE_MSG_SUBSCRIBE, "SUBSCRIBE", sizeof(struct pcore_msg_hdr), on_subscribe },
-    { PCORE_MSG_KILL_CLIENT, "KILL_CLIENT", sizeof(struct pcore_msg_kill), on_kill },
-    { PCORE_MSG_EVICT, "EVICT", sizeof(struct pcore_msg_pool_ref), on_evict },
+    { PCORE_MSG_POOL_CREATE, "POOL_CREATE", sizeof(struct pcore_msg_pool_create), 0, on_pool_create },
+    { PCORE_MSG_POOL_ATTACH, "POOL_ATTACH", sizeof(struct pcore_msg_pool_attach), 0, on_pool_attach },
+    { PCORE_MSG_POOL_DETACH, "POOL_DETACH", sizeof(struct pcore_msg_pool_ref), 0, on_pool_detach },
+    { PCORE_MSG_POOL_DESTROY, "POOL_DESTROY", sizeof(struct pcore_msg_pool_ref), 0, on_pool_destroy },
+    { PCORE_MSG_STATUS, "STATUS", sizeof(struct pcore_msg_hdr), 0, on_status },
+    { PCORE_MSG_LIST, "LIST", sizeof(struct pcore_msg_list), 0, on_list },
+    { PCORE_MSG_STATS, "STATS", sizeof(struct pcore_msg_hdr), 0, on_stats },
+    { PCORE_MSG_SUBSCRIBE, "SUBSCRIBE", sizeof(struct pcore_msg_subscribe), sizeof(struct pcore_msg_hdr),
+      on_subscribe },
+    { PCORE_MSG_KILL_CLIENT, "KILL_CLIENT", sizeof(struct pcore_msg_kill), 0, on_kill },
+    { PCORE_MSG_EVICT, "EVICT", sizeof(struct pcore_msg_pool_ref), 0, on_evict },
 };
 
 /* Checks and dispatches one control message; returns nothing. */
@@ -549,7 +568,7 @@ void pd_control_handle(struct pd_server *srv, struct pd_conn *c, const void *buf
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (table[i].type != h.type)
             continue;
-        if (len != table[i].len) {
+        if (len != table[i].len && (table[i].short_len == 0 || len != table[i].short_len)) {
             pd_conn_error(c, h.seq, PAGED_E_PROTO, "%s is %zu bytes, expected %zu", table[i].name, len,
                           table[i].len);
             return;

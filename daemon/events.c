@@ -56,14 +56,23 @@ void pd_events_report_lost(struct pd_server *srv, struct pd_conn *c)
         (void) report_lost(srv, c);
 }
 
-/* Announces an event to every subscriber; returns nothing. */
+/* Returns whether subscriber k wants event about client c: the comings and goings of an
+ * inspection connection only where k asked for them. */
+static int wanted(const struct pd_conn *k, uint32_t event, const struct pd_conn *c)
+{
+    if (c == NULL || !c->inspect || (k->subscribe_flags & PCORE_SUBSCRIBE_INSPECT) != 0)
+        return 1;
+    return event != PCORE_EVENT_CONNECT && event != PCORE_EVENT_DISCONNECT;
+}
+
+/* Announces an event to every subscriber that wants it; returns nothing. */
 void pd_events_announce(struct pd_server *srv, uint32_t event, const struct pd_conn *c,
                         const char *pool, uint32_t count)
 {
     struct pcore_msg_event e;
     int made = 0;
     for (struct pd_conn *k = srv->conns; k != NULL; k = k->next) {
-        if (!k->subscribed || k->state != PD_CONN_READY)
+        if (!k->subscribed || k->state != PD_CONN_READY || !wanted(k, event, c))
             continue;
         if (!made) {
             make_event(&e, event, c, pool, count);

@@ -10,8 +10,9 @@ struct pd_conn;
 struct pd_pool;
 
 /* Announces event (enum pcore_event) about client c (NULL: none) and pool to every
- * subscriber; dropped for those who do not keep up, who are then told how many they missed
- * by a LOST event. Returns nothing. */
+ * subscriber (the connect and disconnect of an inspection connection only to those that
+ * subscribed with PCORE_SUBSCRIBE_INSPECT); dropped for those who do not keep up, who are
+ * then told how many they missed by a LOST event. Returns nothing. */
 void pd_events_announce(struct pd_server *srv, uint32_t event, const struct pd_conn *c,
                         const char *pool, uint32_t count);
 

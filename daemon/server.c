@@ -119,6 +119,9 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         if (p->destroyed && p->attached == 0)
             pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
     }
+    /* An inspection connection's end is routine: a warning stays one, the rest is debug. */
+    if (c->inspect && level == PD_LOG_INFO)
+        level = PD_LOG_DEBUG;
     if (was == PD_CONN_READY) {
         pd_clog(c, level, "disconnected: %s (%llu block references in %u pools released, "
                 "%llu requests, %llu errors)", reason, (unsigned long long) released, pools,

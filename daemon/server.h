@@ -67,7 +67,8 @@ void pd_server_destroy(struct pd_server *srv);
 
 /* ---- for the server's modules (control.c, list.c, events.c). */
 
-/* Closes c at the end of this loop turn: releases everything it held; reason is logged. */
+/* Closes c at the end of this loop turn: releases everything it held; reason is logged at
+ * level (an inspection connection's info at debug). */
 void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level level,
                     const char *reason);
 

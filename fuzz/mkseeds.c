@@ -199,6 +199,14 @@ static void control_seeds(void)
     list(&b, 4, PCORE_LIST_POOLS, "");
     emit("control", "control-status", &b);
 
+    /* An inspection connection (pactl's) that subscribes to every event, then destroys. */
+    b = cstart(ROOT | BYSTANDER);
+    hello(&b, PCORE_HELLO_CONTROL | PCORE_HELLO_INSPECT, 0, 0, "pactl");
+    struct pcore_msg_subscribe sub = { { PCORE_MSG_SUBSCRIBE, 2, 0, sizeof sub }, PCORE_SUBSCRIBE_INSPECT, 0 };
+    rec(&b, &sub, sizeof sub);
+    pool_ref(&b, PCORE_MSG_POOL_DESTROY, 3, 0, "base");
+    emit("control", "inspect-subscribe-destroy", &b);
+
     /* Refused HELLOs: magic, version, length, flags, name, type. */
     b = cstart(OWNER);
     hello(&b, 0, 8, 0, "x");

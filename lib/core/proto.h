@@ -227,7 +227,7 @@ enum pcore_msg_type {
     PCORE_MSG_POOL_ATTACH = 11, /* -> POOL_REPLY + pool fd */
     PCORE_MSG_POOL_REPLY = 12,
     PCORE_MSG_POOL_DETACH = 13, /* -> OK */
-    PCORE_MSG_POOL_DESTROY = 14,/* -> OK */
+    PCORE_MSG_POOL_DESTROY = 14,/* -> OK, status = clients still attached */
     PCORE_MSG_STATUS = 20,      /* -> STATUS_REPLY */
     PCORE_MSG_STATUS_REPLY = 21,
     PCORE_MSG_LIST = 22,        /* -> LIST_ITEMS ... LIST_END */
@@ -235,7 +235,7 @@ enum pcore_msg_type {
     PCORE_MSG_LIST_END = 24,
     PCORE_MSG_STATS = 25,       /* -> STATS_REPLY */
     PCORE_MSG_STATS_REPLY = 26,
-    PCORE_MSG_SUBSCRIBE = 27,   /* -> OK, then EVENTs */
+    PCORE_MSG_SUBSCRIBE = 27,   /* bare header or struct pcore_msg_subscribe -> OK, then EVENTs */
     PCORE_MSG_EVENT = 28,
     PCORE_MSG_KILL_CLIENT = 29, /* -> OK */
     PCORE_MSG_EVICT = 30,       /* -> OK, status = blocks evicted */
@@ -243,6 +243,11 @@ enum pcore_msg_type {
 
 #define PCORE_HELLO_MAGIC 0x4f4c4548u     /* "HELO" */
 #define PCORE_HELLO_CONTROL 0x1u           /* control-only client (pactl): no channel */
+/* With PCORE_HELLO_CONTROL: a short-lived inspection connection (each pactl call). The daemon
+ * logs its connect and disconnect at debug level and announces them only to subscribers that
+ * ask for them (PCORE_SUBSCRIBE_INSPECT); what it does (a pool destroyed, an eviction) is
+ * announced as usual. A daemon that predates the flag refuses it as unknown (PAGED_E_PROTO). */
+#define PCORE_HELLO_INSPECT 0x2u
 #define PCORE_MSG_MAX 65536u               /* no packet is larger */
 #define PCORE_ERRMSG_MAX 240u
 
@@ -336,6 +341,15 @@ struct pcore_msg_pool_ref {     /* POOL_DETACH (pool_id) and POOL_DESTROY, EVICT
     uint32_t pool_id;
     uint32_t reserved;
     char name[PCORE_NAME_MAX];
+};
+
+/* SUBSCRIBE with options; a bare header asks for the same with flags 0. */
+#define PCORE_SUBSCRIBE_INSPECT 0x1u       /* also the connects and disconnects of inspection
+                                              connections (PCORE_HELLO_INSPECT) */
+struct pcore_msg_subscribe {
+    struct pcore_msg_hdr hdr;
+    uint32_t flags;            /* PCORE_SUBSCRIBE_* */
+    uint32_t reserved;
 };
 
 struct pcore_msg_kill {
