@@ -30,7 +30,8 @@ tools_pactl_SOURCES = \
 	tools/pactl_cmd_stat.c \
 	tools/pactl_cmd_subscribe.c \
 	tools/pactl_cmd_kill_client.c \
-	tools/pactl_cmd_evict.c
+	tools/pactl_cmd_evict.c \
+	tools/pactl_cmd_destroy.c
 tools_pactl_LDADD = lib/core/libpagedcore.la
 
 # paged-demo: the first thing a new user runs. Its workers use the public API (libpaged)

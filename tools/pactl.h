@@ -19,19 +19,24 @@ enum pactl_format {
 struct pactl_ctx {
     const char *socket_path;
     enum pactl_format format;
+    int all;                      /* -a: subscribe shows inspection connections too */
     int connected;
     struct pactl_conn conn;
 };
 
 /*
  * One command. exec gets the command's own arguments (argv[0] is the first argument after
- * the command's name), already checked against min_args and max_args; it checks their
- * values before it connects, and returns an exit status: PACTL_EXIT_USAGE makes pactl print
- * the command's usage line after whatever exec printed.
+ * the command's name; pactl's options, before or after the command, taken out), already
+ * checked against min_args and max_args; it checks their values before it connects, and
+ * returns an exit status: PACTL_EXIT_USAGE makes pactl print the command's usage line after
+ * whatever exec printed.
  */
 struct pactl_cmd {
     const char *name;
+    const char *options;          /* the letters of the command options it takes ("a"), or "" */
     const char *args;             /* the arguments, as the usage line shows them */
+    const char *needs;            /* what a call without its arguments lacks ("a pool name"),
+                                   * where min_args > 0 */
     const char *summary;          /* one line for the help text */
     int min_args;
     int max_args;
@@ -45,6 +50,7 @@ extern const struct pactl_cmd pactl_cmd_stat;
 extern const struct pactl_cmd pactl_cmd_subscribe;
 extern const struct pactl_cmd pactl_cmd_kill_client;
 extern const struct pactl_cmd pactl_cmd_evict;
+extern const struct pactl_cmd pactl_cmd_destroy;
 
 /* Connects ctx to the daemon. Returns 0, or prints why not and returns -1. */
 int pactl_connect(struct pactl_ctx *ctx);

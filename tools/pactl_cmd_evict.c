@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tools/pactl_fetch.h"
 #include "tools/pactl_fmt.h"
 #include "tools/pactl_json.h"
 #include "tools/pactl.h"
@@ -14,37 +15,32 @@ static int evict_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
     const char *pool = argv[0];
-    struct pcore_msg_pool_ref req;
     char *cause = NULL, name[PCORE_NAME_MAX];
-    size_t len;
+    uint32_t evicted;
     if (strlen(pool) >= PCORE_NAME_MAX)
         return pactl_usage_error("evict: pool name longer than %u bytes", PCORE_NAME_MAX - 1);
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;
-    memset(&req, 0, sizeof req);
-    req.hdr.type = PCORE_MSG_EVICT;
-    snprintf(req.name, sizeof req.name, "%s", pool);
-    const struct pcore_msg_hdr *h = pactl_conn_call(&ctx->conn, &req, sizeof req, PCORE_MSG_OK,
-                                                    sizeof *h, &len, &cause);
-    if (h == NULL)
+    if (pactl_fetch_pool_ref(&ctx->conn, PCORE_MSG_EVICT, pool, &evicted, &cause) < 0)
         return pactl_fail(cause);
-    int evicted = h->status > 0 ? h->status : 0;
     if (ctx->format == PACTL_FORMAT_JSON) {
         struct json j;
         json_init(&j, stdout);
         json_object_begin(&j, NULL);
         json_str(&j, "pool", pool);
-        json_u64(&j, "evicted", (uint64_t) evicted);
+        json_u64(&j, "evicted", evicted);
         json_end(&j);
     } else
-        printf("evicted %d cached block%s from pool '%s'\n", evicted, evicted == 1 ? "" : "s",
+        printf("evicted %u cached block%s from pool '%s'\n", (unsigned) evicted, evicted == 1 ? "" : "s",
                fmt_safe(name, sizeof name, pool, PCORE_NAME_MAX));
     return PACTL_EXIT_OK;
 }
 
 const struct pactl_cmd pactl_cmd_evict = {
     .name = "evict",
+    .options = "",
     .args = "pool",
+    .needs = "a pool name",
     .summary = "drop the pool's unreferenced cached prefix blocks",
     .min_args = 1,
     .max_args = 1,

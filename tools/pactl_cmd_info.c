@@ -72,7 +72,9 @@ static int info_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
 const struct pactl_cmd pactl_cmd_info = {
     .name = "info",
+    .options = "",
     .args = "pool",
+    .needs = "a pool name",
     .summary = "one pool's geometry, blocks, owner and prefix cache",
     .min_args = 1,
     .max_args = 1,

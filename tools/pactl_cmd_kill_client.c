@@ -56,7 +56,9 @@ static int kill_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
 const struct pactl_cmd pactl_cmd_kill_client = {
     .name = "kill-client",
+    .options = "",
     .args = "id",
+    .needs = "a client id",
     .summary = "disconnect a client, releasing all it held",
     .min_args = 1,
     .max_args = 1,

@@ -148,6 +148,7 @@ static int list_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
 const struct pactl_cmd pactl_cmd_list = {
     .name = "list",
+    .options = "",
     .args = "[pools | clients | blocks [pool]]",
     .summary = "pools (the default), clients, or blocks in use",
     .min_args = 0,

@@ -119,6 +119,7 @@ static int stat_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
 const struct pactl_cmd pactl_cmd_stat = {
     .name = "stat",
+    .options = "",
     .args = "",
     .summary = "per-op requests, errors, tokens, bytes and latency; the engine's batching",
     .min_args = 0,

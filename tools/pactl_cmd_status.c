@@ -78,6 +78,7 @@ static int status_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
 const struct pactl_cmd pactl_cmd_status = {
     .name = "status",
+    .options = "",
     .args = "",
     .summary = "the daemon's version, backend, uptime, load and health",
     .min_args = 0,

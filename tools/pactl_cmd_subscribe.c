@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "tools/pactl_fmt.h"
 #include "tools/pactl_json.h"
@@ -22,48 +23,44 @@ static void subscribe_on_signal(int sig)
     subscribe_stop = 1;
 }
 
-/* Prints one event as a line of text. */
-static void event_text(const struct pcore_msg_event *e)
+/* Writes the bytes of s (at most max, stopping at a NUL) to stdout in double quotes, with
+ * '"', '\\' and every byte outside printable ASCII as C escapes (\", \\, \xHH), so a name
+ * can neither move the terminal's cursor nor be mistaken for the fields after it. */
+static void print_quoted(const char *s, size_t max)
 {
-    char when[FMT_BUF], who[PCORE_NAME_MAX + 64], name[PCORE_NAME_MAX], pool[PCORE_NAME_MAX];
-    fmt_safe(name, sizeof name, e->client_name, sizeof e->client_name);
-    fmt_safe(pool, sizeof pool, e->pool, sizeof e->pool);
-    snprintf(who, sizeof who, "client %u (pid %u, %s)", (unsigned) e->client_id,
-             (unsigned) e->pid, name[0] != '\0' ? name : "unnamed");
-    printf("%s %-12s ", fmt_time(when, sizeof when, e->time_ns), fmt_event(e->event));
-    switch (e->event) {
-    case PCORE_EVENT_CONNECT:
-    case PCORE_EVENT_DISCONNECT:
-        printf("%s\n", who);
-        break;
-    case PCORE_EVENT_POOL_CREATE:
-    case PCORE_EVENT_POOL_DESTROY:
-        printf("pool '%s' by %s\n", pool, who);
-        break;
-    case PCORE_EVENT_ATTACH:
-    case PCORE_EVENT_DETACH:
-        printf("pool '%s', %s\n", pool, who);
-        break;
-    case PCORE_EVENT_EVICT:
-        printf("pool '%s', %u cached blocks\n", pool, (unsigned) e->count);
-        break;
-    case PCORE_EVENT_LOST:
-        printf("%u events missed: they came faster than this reader took them\n", (unsigned) e->count);
-        break;
-    default:
-        printf("%s, pool '%s', count %u\n", who, pool, (unsigned) e->count);
-        break;
+    putchar('"');
+    for (size_t i = 0; i < max && s[i] != '\0'; i++) {
+        unsigned char c = (unsigned char) s[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
     }
+    putchar('"');
+}
+
+/* Prints an event of type name as a line of text: the same fields as its JSON form. */
+static void event_text(const char *type, const struct pcore_msg_event *e)
+{
+    char when[FMT_BUF];
+    printf("%s %-12s client %u pid %u name ", fmt_time(when, sizeof when, e->time_ns), type,
+           (unsigned) e->client_id, (unsigned) e->pid);
+    print_quoted(e->client_name, sizeof e->client_name);
+    fputs(" pool ", stdout);
+    print_quoted(e->pool, sizeof e->pool);
+    printf(" count %u\n", (unsigned) e->count);
     fflush(stdout);
 }
 
-/* Prints one event as a JSON object on its own line. */
-static void event_json(const struct pcore_msg_event *e)
+/* Prints an event of type name as a JSON object on its own line. */
+static void event_json(const char *type, const struct pcore_msg_event *e)
 {
     struct json j;
     json_init(&j, stdout);
     json_object_begin(&j, NULL);
-    json_str(&j, "event", fmt_event(e->event));
+    json_str(&j, "event", type);
     json_u64(&j, "time_ns", e->time_ns);
     json_u64(&j, "client_id", e->client_id);
     json_u64(&j, "pid", e->pid);
@@ -73,19 +70,25 @@ static void event_json(const struct pcore_msg_event *e)
     json_end(&j);
 }
 
-/* Prints the daemon's shutdown notice in the chosen format. */
+/* Prints an event of type name in the chosen format. */
+static void event_print(const struct pactl_ctx *ctx, const char *type, const struct pcore_msg_event *e)
+{
+    if (ctx->format == PACTL_FORMAT_JSON)
+        event_json(type, e);
+    else
+        event_text(type, e);
+}
+
+/* Prints the daemon's shutdown notice as a last event, "shutdown", at the time it came,
+ * with the fields of the others (about no client and no pool). */
 static void event_shutdown(const struct pactl_ctx *ctx)
 {
-    if (ctx->format == PACTL_FORMAT_JSON) {
-        struct json j;
-        json_init(&j, stdout);
-        json_object_begin(&j, NULL);
-        json_str(&j, "event", "shutdown");
-        json_end(&j);
-    } else {
-        printf("daemon shutting down\n");
-        fflush(stdout);
-    }
+    struct pcore_msg_event e;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    memset(&e, 0, sizeof e);
+    e.time_ns = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+    event_print(ctx, "shutdown", &e);
 }
 
 /*
@@ -129,10 +132,8 @@ static int subscribe_loop(struct pactl_ctx *ctx, const sigset_t *waitmask)
             continue;
         if (len < sizeof(struct pcore_msg_event))
             return pactl_fail(pactl_cause("malformed event from the daemon (%zu bytes)", len));
-        if (ctx->format == PACTL_FORMAT_JSON)
-            event_json((const struct pcore_msg_event *) h);
-        else
-            event_text((const struct pcore_msg_event *) h);
+        const struct pcore_msg_event *e = (const struct pcore_msg_event *) h;
+        event_print(ctx, fmt_event(e->event), e);
         if (ferror(stdout))
             return pactl_finish_output();
     }
@@ -143,7 +144,10 @@ static int subscribe_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
     (void) argv;
-    struct pcore_msg_hdr req = { .type = PCORE_MSG_SUBSCRIBE };
+    /* Without -a the bare header (flags 0), which a daemon that predates the flags takes too. */
+    struct pcore_msg_subscribe req = { .hdr.type = PCORE_MSG_SUBSCRIBE,
+                                       .flags = ctx->all ? PCORE_SUBSCRIBE_INSPECT : 0 };
+    size_t req_len = ctx->all ? sizeof req : sizeof req.hdr;
     struct sigaction sa;
     sigset_t block, waitmask;
     char *cause = NULL;
@@ -164,7 +168,7 @@ static int subscribe_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
     if (pactl_connect(ctx) < 0)
         return PACTL_EXIT_FAIL;
-    if (pactl_conn_call(&ctx->conn, &req, sizeof req, PCORE_MSG_OK, sizeof req, &len,
+    if (pactl_conn_call(&ctx->conn, &req, req_len, PCORE_MSG_OK, sizeof req.hdr, &len,
                         &cause) == NULL)
         return pactl_fail(cause);
     return subscribe_loop(ctx, &waitmask);
@@ -172,8 +176,9 @@ static int subscribe_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
 const struct pactl_cmd pactl_cmd_subscribe = {
     .name = "subscribe",
+    .options = "a",
     .args = "",
-    .summary = "print events as they happen, until interrupted",
+    .summary = "print events as they happen (-a: pactl's own connections too)",
     .min_args = 0,
     .max_args = 0,
     .exec = subscribe_exec,

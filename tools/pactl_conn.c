@@ -190,13 +190,20 @@ const struct pcore_msg_hdr *pactl_conn_call(struct pactl_conn *c, void *req, siz
     return h;
 }
 
-/* Interprets the daemon's answer to HELLO; returns 0 or -1 with *cause. */
+/* What handshake_reply returns for a refusal an older daemon gives a HELLO flag it does not
+ * know (PAGED_E_PROTO): pactl_conn_open then says HELLO again without the flag. */
+#define HANDSHAKE_RETRY (-2)
+
+/* Interprets the daemon's answer to a HELLO with flags; returns 0, HANDSHAKE_RETRY, or -1
+ * with *cause. */
 static int handshake_reply(struct pactl_conn *c, const struct pcore_msg_hdr *h, size_t len,
-                           char **cause)
+                           uint32_t flags, char **cause)
 {
     /* The first answer on a connection can only be to HELLO: a refusal may not echo its
      * sequence number (the daemon may refuse a HELLO it could not even parse). */
     if (h->type == PCORE_MSG_ERROR) {
+        if (h->status == PAGED_E_PROTO && (flags & PCORE_HELLO_INSPECT) != 0)
+            return HANDSHAKE_RETRY;
         char *why = error_cause(h, len);
         if (h->status == PAGED_E_VERSION)
             *cause = pactl_cause("protocol version mismatch: %s", why);
@@ -225,7 +232,50 @@ static int handshake_reply(struct pactl_conn *c, const struct pcore_msg_hdr *h, 
     return 0;
 }
 
-/* Connects and says HELLO as a control-only client; returns 0 or -1 with *cause. */
+/* Connects to c->path and says HELLO with flags; returns 0, HANDSHAKE_RETRY (the socket
+ * closed), or -1 with *cause. */
+static int hello(struct pactl_conn *c, uint32_t flags, char **cause)
+{
+    int fd = pcore_sock_connect(c->path);
+    if (fd < 0) {
+        *cause = connect_cause(c->path, fd);
+        return -1;
+    }
+    c->fd = fd;
+
+    struct pcore_msg_hello hello;
+    memset(&hello, 0, sizeof hello);
+    hello.hdr.type = PCORE_MSG_HELLO;
+    hello.magic = PCORE_HELLO_MAGIC;
+    hello.version = PCORE_PROTO_VERSION;
+    hello.flags = flags;
+    hello.pid = (uint32_t) getpid();
+    snprintf(hello.name, sizeof hello.name, "pactl");
+    if (pactl_conn_send(c, &hello, sizeof hello, cause) < 0) {
+        /* A peer that hangs up on a HELLO is not a daemon that explains itself. */
+        free(*cause);
+        *cause = not_ours(c->path);
+        return -1;
+    }
+    size_t len;
+    const struct pcore_msg_hdr *h = pactl_conn_recv(c, PACTL_REPLY_TIMEOUT_MS, &len, cause);
+    if (h == NULL) {
+        /* Silence, a hang-up or a malformed packet: whatever listens there is not pagedd. */
+        free(*cause);
+        *cause = not_ours(c->path);
+        return -1;
+    }
+    int rc = handshake_reply(c, h, len, flags, cause);
+    if (rc == HANDSHAKE_RETRY) {
+        close(c->fd);
+        c->fd = -1;
+        c->seq = 0;
+    }
+    return rc;
+}
+
+/* Connects and says HELLO as an inspection connection, or as a plain control connection to
+ * a daemon that predates the flag; returns 0 or -1 with *cause. */
 int pactl_conn_open(struct pactl_conn *c, const char *path, char **cause)
 {
     memset(c, 0, sizeof *c);
@@ -236,36 +286,10 @@ int pactl_conn_open(struct pactl_conn *c, const char *path, char **cause)
         *cause = pactl_cause("out of memory");
         return -1;
     }
-    int fd = pcore_sock_connect(path);
-    if (fd < 0) {
-        *cause = connect_cause(path, fd);
-        return -1;
-    }
-    c->fd = fd;
-
-    struct pcore_msg_hello hello;
-    memset(&hello, 0, sizeof hello);
-    hello.hdr.type = PCORE_MSG_HELLO;
-    hello.magic = PCORE_HELLO_MAGIC;
-    hello.version = PCORE_PROTO_VERSION;
-    hello.flags = PCORE_HELLO_CONTROL;
-    hello.pid = (uint32_t) getpid();
-    snprintf(hello.name, sizeof hello.name, "pactl");
-    if (pactl_conn_send(c, &hello, sizeof hello, cause) < 0) {
-        /* A peer that hangs up on a HELLO is not a daemon that explains itself. */
-        free(*cause);
-        *cause = not_ours(path);
-        return -1;
-    }
-    size_t len;
-    const struct pcore_msg_hdr *h = pactl_conn_recv(c, PACTL_REPLY_TIMEOUT_MS, &len, cause);
-    if (h == NULL) {
-        /* Silence, a hang-up or a malformed packet: whatever listens there is not pagedd. */
-        free(*cause);
-        *cause = not_ours(path);
-        return -1;
-    }
-    return handshake_reply(c, h, len, cause);
+    int rc = hello(c, PCORE_HELLO_CONTROL | PCORE_HELLO_INSPECT, cause);
+    if (rc == HANDSHAKE_RETRY)
+        rc = hello(c, PCORE_HELLO_CONTROL, cause);
+    return rc;
 }
 
 /* Closes the socket and frees the buffer. */

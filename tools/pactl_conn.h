@@ -28,7 +28,9 @@ struct pactl_conn {
 };
 
 /*
- * Connects to the daemon at path and performs a control-only HELLO (PCORE_HELLO_CONTROL).
+ * Connects to the daemon at path and performs a control-only HELLO that marks the connection
+ * as an inspection (PCORE_HELLO_CONTROL | PCORE_HELLO_INSPECT; again without INSPECT where
+ * a daemon that predates it refuses the flag as malformed).
  * Returns 0, or -1 with *cause for: nobody listening, a path that is not a pagedd socket
  * (a file of another kind, a socket of another type, a peer that answers something other
  * than WELCOME or ERROR), a protocol version mismatch, a refusal the daemon explains,

@@ -1,4 +1,4 @@
-/* pactl_fetch.c: the requests several pactl commands share: status, lists of items, statistics. */
+/* pactl_fetch.c: the requests pactl's commands make: status, lists of items, statistics, pool requests. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -21,6 +21,23 @@ int pactl_fetch_status(struct pactl_conn *c, struct pcore_msg_status_reply *out,
     if (h == NULL)
         return -1;
     memcpy(out, h, sizeof *out);
+    return 0;
+}
+
+/* Sends a pool_ref request by name and reads its OK's count; returns 0 or -1 with *cause. */
+int pactl_fetch_pool_ref(struct pactl_conn *c, uint32_t type, const char *pool, uint32_t *count,
+                         char **cause)
+{
+    struct pcore_msg_pool_ref req;
+    size_t len;
+    memset(&req, 0, sizeof req);
+    req.hdr.type = type;
+    snprintf(req.name, sizeof req.name, "%s", pool);
+    const struct pcore_msg_hdr *h = pactl_conn_call(c, &req, sizeof req, PCORE_MSG_OK, sizeof *h,
+                                                    &len, cause);
+    if (h == NULL)
+        return -1;
+    *count = h->status > 0 ? (uint32_t) h->status : 0;
     return 0;
 }
 

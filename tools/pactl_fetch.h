@@ -1,4 +1,4 @@
-/* pactl_fetch.h: the requests several pactl commands share: status, lists of items, statistics. */
+/* pactl_fetch.h: the requests pactl's commands make: status, lists of items, statistics, pool requests. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_TOOLS_PACTL_FETCH_H
 #define PAGED_TOOLS_PACTL_FETCH_H
@@ -30,6 +30,14 @@ int pactl_fetch_stats(struct pactl_conn *c, struct pcore_msg_stats_reply *out, c
  */
 int pactl_fetch_list(struct pactl_conn *c, uint32_t what, const char *name,
                      struct pactl_list *out, char **cause);
+
+/*
+ * Sends a request of type (POOL_DESTROY, EVICT) naming pool and waits for its OK. Returns 0
+ * with the OK's count in *count (clients still attached, blocks evicted), or -1 with *cause
+ * (the daemon's own words where it refused).
+ */
+int pactl_fetch_pool_ref(struct pactl_conn *c, uint32_t type, const char *pool, uint32_t *count,
+                         char **cause);
 
 /* Frees the items of a list. */
 void pactl_list_free(struct pactl_list *l);
