@@ -17,13 +17,30 @@ tests_tools_json_t_LDADD = $(TAP_LIBS)
 # pactl against a real pagedd, with pactl-holder as the clients that hold blocks.
 check_PROGRAMS += tests/tools/pactl-t tests/tools/pactl-holder
 TESTS += tests/tools/pactl-t
-tests_tools_pactl_t_SOURCES = \
-	tests/tools/pactl-t.c \
+# What the pactl tests share: runs of pactl and of holders, their output, subscriber lines.
+PACTL_TEST_SOURCES = \
+	tests/tools/tpactl.h \
+	tests/tools/tpactl.c \
 	tests/tools/tjson.h \
 	tests/tools/tjson.c \
 	tools/utf8.h \
 	tools/utf8.c
-tests_tools_pactl_t_LDADD = $(TAP_PAGEDD_LIBS) lib/core/libpagedcore.la $(TAP_LIBS)
+PACTL_TEST_LIBS = $(TAP_PAGEDD_LIBS) lib/core/libpagedcore.la $(TAP_LIBS)
+tests_tools_pactl_t_SOURCES = tests/tools/pactl-t.c $(PACTL_TEST_SOURCES)
+tests_tools_pactl_t_LDADD = $(PACTL_TEST_LIBS)
+
+# pactl's usage messages; pactl destroy and who may use it; subscribe's lines, the
+# inspection connections it hides, and names escaped (from a fake daemon).
+check_PROGRAMS += tests/tools/pactl-usage-t tests/tools/pactl-destroy-t tests/tools/pactl-events-t
+TESTS += tests/tools/pactl-usage-t tests/tools/pactl-destroy-t tests/tools/pactl-events-t
+tests_tools_pactl_usage_t_SOURCES = tests/tools/pactl-usage-t.c $(PACTL_TEST_SOURCES)
+tests_tools_pactl_usage_t_LDADD = $(PACTL_TEST_LIBS)
+tests_tools_pactl_destroy_t_SOURCES = tests/tools/pactl-destroy-t.c $(PACTL_TEST_SOURCES)
+tests_tools_pactl_destroy_t_LDADD = $(PACTL_TEST_LIBS)
+tests_tools_pactl_events_t_SOURCES = tests/tools/pactl-events-t.c $(PACTL_TEST_SOURCES)
+tests_tools_pactl_events_t_LDADD = $(PACTL_TEST_LIBS)
+tests/tools/pactl-t.log tests/tools/pactl-usage-t.log tests/tools/pactl-destroy-t.log \
+	tests/tools/pactl-events-t.log: daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
 tests_tools_pactl_holder_SOURCES = tests/tools/pactl-holder.c
 tests_tools_pactl_holder_LDADD = lib/libpaged.la
 
