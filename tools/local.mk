@@ -22,6 +22,8 @@ tools_pactl_SOURCES = \
 	tools/pactl_items.c \
 	tools/pactl_json.h \
 	tools/pactl_json.c \
+	tools/pactl_pool.h \
+	tools/pactl_pool.c \
 	tools/utf8.h \
 	tools/utf8.c \
 	tools/pactl_cmd_status.c \

@@ -3,11 +3,9 @@
 #include "config.h"
 
 #include <stdio.h>
-#include <string.h>
 
-#include "tools/pactl_fetch.h"
 #include "tools/pactl_fmt.h"
-#include "tools/pactl_json.h"
+#include "tools/pactl_pool.h"
 #include "tools/pactl.h"
 
 /* Runs "destroy POOL" (the daemon decides who may: the owner and root); returns the exit
@@ -15,25 +13,16 @@
 static int destroy_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
-    const char *pool = argv[0];
-    char *cause = NULL, name[PCORE_NAME_MAX];
+    char name[PCORE_NAME_MAX];
     uint32_t attached;
-    if (strlen(pool) >= PCORE_NAME_MAX)
-        return pactl_usage_error("destroy: pool name longer than %u bytes", PCORE_NAME_MAX - 1);
-    if (pactl_connect(ctx) < 0)
-        return PACTL_EXIT_FAIL;
-    if (pactl_fetch_pool_ref(&ctx->conn, PCORE_MSG_POOL_DESTROY, pool, &attached, &cause) < 0)
-        return pactl_fail(cause);
+    int rc = pactl_pool_call(ctx, "destroy", PCORE_MSG_POOL_DESTROY, argv[0], &attached);
+    if (rc != PACTL_EXIT_OK)
+        return rc;
     if (ctx->format == PACTL_FORMAT_JSON) {
-        struct json j;
-        json_init(&j, stdout);
-        json_object_begin(&j, NULL);
-        json_str(&j, "pool", pool);
-        json_u64(&j, "still_attached", attached);
-        json_end(&j);
+        pactl_pool_json(argv[0], "still_attached", attached);
         return PACTL_EXIT_OK;
     }
-    fmt_safe(name, sizeof name, pool, PCORE_NAME_MAX);
+    fmt_safe(name, sizeof name, argv[0], PCORE_NAME_MAX);
     if (attached == 0)
         printf("destroyed pool '%s'\n", name);
     else

@@ -3,36 +3,25 @@
 #include "config.h"
 
 #include <stdio.h>
-#include <string.h>
 
-#include "tools/pactl_fetch.h"
 #include "tools/pactl_fmt.h"
-#include "tools/pactl_json.h"
+#include "tools/pactl_pool.h"
 #include "tools/pactl.h"
 
 /* Runs "evict POOL"; returns the exit status. */
 static int evict_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
-    const char *pool = argv[0];
-    char *cause = NULL, name[PCORE_NAME_MAX];
+    char name[PCORE_NAME_MAX];
     uint32_t evicted;
-    if (strlen(pool) >= PCORE_NAME_MAX)
-        return pactl_usage_error("evict: pool name longer than %u bytes", PCORE_NAME_MAX - 1);
-    if (pactl_connect(ctx) < 0)
-        return PACTL_EXIT_FAIL;
-    if (pactl_fetch_pool_ref(&ctx->conn, PCORE_MSG_EVICT, pool, &evicted, &cause) < 0)
-        return pactl_fail(cause);
-    if (ctx->format == PACTL_FORMAT_JSON) {
-        struct json j;
-        json_init(&j, stdout);
-        json_object_begin(&j, NULL);
-        json_str(&j, "pool", pool);
-        json_u64(&j, "evicted", evicted);
-        json_end(&j);
-    } else
+    int rc = pactl_pool_call(ctx, "evict", PCORE_MSG_EVICT, argv[0], &evicted);
+    if (rc != PACTL_EXIT_OK)
+        return rc;
+    if (ctx->format == PACTL_FORMAT_JSON)
+        pactl_pool_json(argv[0], "evicted", evicted);
+    else
         printf("evicted %u cached block%s from pool '%s'\n", (unsigned) evicted, evicted == 1 ? "" : "s",
-               fmt_safe(name, sizeof name, pool, PCORE_NAME_MAX));
+               fmt_safe(name, sizeof name, argv[0], PCORE_NAME_MAX));
     return PACTL_EXIT_OK;
 }
 
