@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "tests/tap/basic.h"
 #include "tests/tap/pagedd.h"
@@ -138,22 +137,16 @@ static void test_owner(void)
 /* Runs the checks against one daemon whose socket every user may open. */
 int main(void)
 {
-    tp_init();
-    pagedd_mkdir(&daemon_);
-    plan_lazy();
+    tp_init(&daemon_);
     /* The second user reaches the socket: the directory searchable, the socket writable. */
     if (chmod(daemon_.dir, 0755) != 0)
         sysbail("chmod %s", daemon_.dir);
     const char *const args[] = { "--threads", "1", "--log-level", "warning", "--socket-mode=0666", NULL };
-    int st;
-    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
-        bail("pagedd did not become ready (wait status %d)", st);
+    tp_start_daemon(&daemon_, args);
 
     test_owner();
     test_other_uid();
 
-    st = pagedd_stop(&daemon_);
-    is_int(0, st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, "pagedd exits 0 on SIGTERM");
-    pagedd_cleanup(&daemon_);
+    tp_stop_daemon(&daemon_);
     return 0;
 }

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -310,13 +309,9 @@ static void test_escapes(void)
 /* Runs the checks against one daemon that logs at info. */
 int main(void)
 {
-    tp_init();
-    pagedd_mkdir(&daemon_);
-    plan_lazy();
+    tp_init(&daemon_);
     const char *const args[] = { "--threads", "1", "--log-level", "info", NULL };
-    int st;
-    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
-        bail("pagedd did not become ready (wait status %d)", st);
+    tp_start_daemon(&daemon_, args);
     uint32_t id;
     struct tp_child owner = tp_start_holder(daemon_.socket, "owner", "t1", "0", "0", &id);
 
@@ -324,8 +319,6 @@ int main(void)
     test_escapes();
 
     tp_stop_holder(&owner);
-    st = pagedd_stop(&daemon_);
-    is_int(0, st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, "pagedd exits 0 on SIGTERM");
-    pagedd_cleanup(&daemon_);
+    tp_stop_daemon(&daemon_);
     return 0;
 }

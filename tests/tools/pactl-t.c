@@ -14,7 +14,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,16 +25,6 @@
 
 /* The daemon; its directory holds the test's other sockets and files too. */
 static struct pagedd daemon_;
-
-/* Starts pagedd (cpu backend, two threads, warnings only) on the test socket and waits for
- * its READY; bails if it does not come. Returns nothing. */
-static void start_daemon(void)
-{
-    const char *const args[] = { "--backend", "cpu", "--threads", "2", "--log-level", "warning", NULL };
-    int st;
-    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
-        bail("pagedd did not become ready (wait status %d)", st);
-}
 
 /* Returns the client whose name is name in a JSON client list, or NULL. */
 static const struct tj *find_client(const struct tj *list, const char *name)
@@ -485,11 +474,10 @@ static void test_errors(void)
 /* Runs the checks against one daemon. */
 int main(void)
 {
-    tp_init();
-    pagedd_mkdir(&daemon_);
-    plan_lazy();
-
-    start_daemon();
+    tp_init(&daemon_);
+    /* The cpu backend whatever $PAGED_TEST_BACKEND says: the figures below are its own. */
+    const char *const args[] = { "--backend", "cpu", "--threads", "2", "--log-level", "warning", NULL };
+    tp_start_daemon(&daemon_, args);
     uint32_t id_a, id_b;
     struct tp_child a = tp_start_holder(daemon_.socket, "hold-a", "t1", "5", "0", &id_a);
     struct tp_child b = tp_start_holder(daemon_.socket, "hold-b", "t1", "1", "2", &id_b);
@@ -506,8 +494,6 @@ int main(void)
 
     tp_stop_holder(&a);
     is_int(0, tp_stop_holder(&b), "hold-b exits 0");
-    int st = pagedd_stop(&daemon_);
-    is_int(0, st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, "pagedd exits 0 on SIGTERM");
-    pagedd_cleanup(&daemon_);
+    tp_stop_daemon(&daemon_);
     return 0;
 }

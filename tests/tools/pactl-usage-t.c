@@ -4,7 +4,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "tests/tap/basic.h"
 #include "tests/tap/pagedd.h"
@@ -119,20 +118,14 @@ static void test_no_such_pool(void)
 /* Runs the checks against one daemon. */
 int main(void)
 {
-    tp_init();
-    pagedd_mkdir(&daemon_);
-    plan_lazy();
+    tp_init(&daemon_);
     const char *const args[] = { "--threads", "1", "--log-level", "warning", NULL };
-    int st;
-    if (pagedd_start(&daemon_, args, NULL, &st) != 0)
-        bail("pagedd did not become ready (wait status %d)", st);
+    tp_start_daemon(&daemon_, args);
 
     test_usage();
     test_options_after();
     test_no_such_pool();
 
-    st = pagedd_stop(&daemon_);
-    is_int(0, st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, "pagedd exits 0 on SIGTERM");
-    pagedd_cleanup(&daemon_);
+    tp_stop_daemon(&daemon_);
     return 0;
 }

@@ -32,8 +32,8 @@ static int find_program(char *out, const char *top, const char *rel)
     return access(out, X_OK);
 }
 
-/* Finds the programs and sets the signals up; see tpactl.h. */
-void tp_init(void)
+/* Finds the programs, sets the signals up and makes d's directory; see tpactl.h. */
+void tp_init(struct pagedd *d)
 {
     const char *top = getenv("top_builddir");
     if (top == NULL)
@@ -48,6 +48,24 @@ void tp_init(void)
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, &saved_mask);
+    pagedd_mkdir(d);
+    plan_lazy();
+}
+
+/* Starts d and waits for its READY, or bails; returns nothing. */
+void tp_start_daemon(struct pagedd *d, const char *const *args)
+{
+    int st;
+    if (pagedd_start(d, args, NULL, &st) != 0)
+        bail("pagedd did not become ready (wait status %d)", st);
+}
+
+/* Stops d, checks its exit and cleans up; returns nothing. */
+void tp_stop_daemon(struct pagedd *d)
+{
+    int st = pagedd_stop(d);
+    is_int(0, st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, "pagedd exits 0 on SIGTERM");
+    pagedd_cleanup(d);
 }
 
 /* Returns CLOCK_MONOTONIC in milliseconds. */

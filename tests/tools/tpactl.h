@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tests/tap/pagedd.h"
 #include "tests/tools/tjson.h"
 
 /* Every wait of these tests is bounded by one of these, in milliseconds. */
@@ -33,9 +34,17 @@ struct tp_run {
 };
 
 /* Finds pactl and pactl-holder under $top_builddir and pagedd (skip_all when one is not
- * built), ignores SIGPIPE and blocks SIGCHLD (children get the old mask back). Returns
- * nothing. */
-void tp_init(void);
+ * built), ignores SIGPIPE and blocks SIGCHLD (children get the old mask back), makes d's
+ * directory and plans lazily. Returns nothing. */
+void tp_init(struct pagedd *d);
+
+/* Starts daemon d (made by tp_init) with args (NULL-terminated; the cpu backend unless
+ * $PAGED_TEST_BACKEND says otherwise) and waits for its READY; bails if it does not come.
+ * Returns nothing. */
+void tp_start_daemon(struct pagedd *d, const char *const *args);
+
+/* Stops daemon d, checks that it exits 0, and removes its directory. Returns nothing. */
+void tp_stop_daemon(struct pagedd *d);
 
 /* Returns CLOCK_MONOTONIC in milliseconds. */
 long long tp_now_ms(void);
