@@ -593,6 +593,12 @@ static void hello_cases(void)
     memset(h.name, 'x', sizeof h.name);
     is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
            "HELLO name without NUL: PAGED_E_PROTO");
+    rc_fill_hello(&h, "inspect", PCORE_HELLO_INSPECT);
+    is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
+           "HELLO flag INSPECT without CONTROL: PAGED_E_PROTO");
+    ok(closed && strstr(msg, "INSPECT without CONTROL") != NULL, "and the refusal says so: %s", msg);
+    rc_fill_hello(&h, "inspect", PCORE_HELLO_CONTROL | PCORE_HELLO_INSPECT);
+    is_int(1, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed), "HELLO CONTROL | INSPECT gets WELCOME");
     rc_fill_hello(&h, "ok", 0);
     is_int(1, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed), "a valid HELLO still gets WELCOME");
     is_int(0, rc_nop(&cb), "after refused HELLOs the daemon still serves");

@@ -45,6 +45,9 @@ int main(void)
         bail("control connections failed");
     struct pcore_msg_hdr h = { PCORE_MSG_SUBSCRIBE, 0, 0, sizeof h };
     struct pcore_msg_hdr ok_reply;
+    struct pcore_msg_subscribe sf = { { PCORE_MSG_SUBSCRIBE, 0, 0, sizeof sf }, 0x80, 0 };
+    is_int(PAGED_E_INVAL, rc_control(&sub, &sf, sizeof sf, &ok_reply, sizeof ok_reply, NULL),
+           "SUBSCRIBE with an unknown flag: PAGED_E_INVAL (%s)", sub.errmsg);
     is_int(sizeof ok_reply, rc_control(&sub, &h, sizeof h, &ok_reply, sizeof ok_reply, NULL), "SUBSCRIBE answers OK");
 
     /* Events: connect, pool create, attach. */
