@@ -73,7 +73,8 @@ static void test_other_uid(void)
     ok(r.status == 1 && tp_one_line(r.err) && r.out_len == 0
            && strstr(r.err, "pactl: pool 'mine' belongs to uid") != NULL
            && strstr(r.err, "uid 65534 may not destroy it") != NULL,
-       "destroy by another uid: exit 1, one line naming the pool and why (%s)", r.err);
+       "destroy by another uid: exit 1, one line naming the pool and why (%.*s)", (int) strcspn(r.err, "\n"),
+       r.err);
     tp_run_free(&r);
     ok(pool_live("mine"), "the refused pool is still there");
 

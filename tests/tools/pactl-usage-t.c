@@ -91,7 +91,7 @@ static void test_options_after(void)
     tp_run_free(&r);
     tp_run_pactl(&r, "-s", daemon_.socket, "info", "--", "-x", NULL);
     ok(r.status == 1 && strcmp(r.err, "pactl: no such pool '-x'\n") == 0,
-       "info -- -x: after --, -x is the pool's name (%s)", r.err);
+       "info -- -x: after --, -x is the pool's name (%.*s)", (int) strcspn(r.err, "\n"), r.err);
     tp_run_free(&r);
 }
 
