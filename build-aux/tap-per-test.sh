@@ -18,7 +18,7 @@ fi
 shell=$1 driver=$2
 shift 2
 
-name= log= trs= color=no prev=
+name='' log='' trs='' color=no prev=''
 for a in "$@"; do
     case $prev in
     --test-name) name=$a ;;
