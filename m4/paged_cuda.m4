@@ -5,7 +5,9 @@
 # (the static runtime: binaries must start on machines with no driver), CUDA_ARCHS
 # and NVCC_GENCODE (with -DPK_SM90A_CUBIN=1 where sm_90a code is built),
 # NVCC_SPILL_CHECK (ptxas's spill warning, an error, when building for sm_90a alone), defines
-# HAVE_CUDA and the automake conditional HAVE_CUDA.
+# HAVE_CUDA and the automake conditional HAVE_CUDA. For configure's summary it sets cuda_why
+# (where nvcc was found, or why CUDA is off) and cuda_gpu (whether this machine shows an NVIDIA
+# driver: informational, the build does not depend on it).
 AC_DEFUN([PAGED_CUDA], [
 AC_ARG_WITH([cuda],
   [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
@@ -18,7 +20,9 @@ AC_ARG_WITH([cuda-arch],
 
 have_cuda=no
 CUDA_HOME=
+cuda_why="off: --without-cuda"
 AS_IF([test "x$with_cuda" != xno], [
+  cuda_why="off: no nvcc in PATH or /usr/local/cuda/bin (--with-cuda=DIR names a toolkit)"
   AS_CASE([$with_cuda],
     [yes|check], [AC_PATH_PROG([NVCC], [nvcc], [], [$PATH$PATH_SEPARATOR/usr/local/cuda/bin])],
     [AC_PATH_PROG([NVCC], [nvcc], [], [$with_cuda/bin])])
@@ -31,7 +35,9 @@ AS_IF([test "x$with_cuda" != xno], [
       AS_IF([test -f "$d/libcudart_static.a"], [cuda_libdir=$d; break])
     done
     AC_MSG_RESULT([${cuda_libdir:-no}])
-    AS_IF([test -n "$cuda_libdir" && test -f "$CUDA_HOME/include/cuda_runtime_api.h"], [have_cuda=yes])
+    cuda_why="off: nvcc at $NVCC, but no libcudart_static.a and cuda_runtime_api.h under $CUDA_HOME"
+    AS_IF([test -n "$cuda_libdir" && test -f "$CUDA_HOME/include/cuda_runtime_api.h"],
+      [have_cuda=yes; cuda_why="nvcc at $NVCC"])
   ])
   AS_IF([test "x$have_cuda" = xno && test "x$with_cuda" != xcheck],
     [AC_MSG_ERROR([--with-cuda was given but no usable CUDA toolkit (nvcc, cuda_runtime_api.h, libcudart_static.a) was found])])
@@ -62,6 +68,12 @@ AS_IF([test "x$have_cuda" = xyes], [
   AS_IF([test "x$CUDA_ARCHS" = xsm_90a], [NVCC_SPILL_CHECK=-Xptxas=-warn-spills])
   AC_DEFINE([HAVE_CUDA], [1], [Define if the CUDA backend is built.])
 ])
+dnl Whether a GPU can be used here says nothing about the build (binaries start without a
+dnl driver); the summary shows it because kernels built for no device here cost most of the
+dnl build time and their tests skip.
+AS_IF([test -e /dev/nvidiactl], [cuda_gpu="yes (/dev/nvidiactl)"],
+  [test -d /proc/driver/nvidia], [cuda_gpu="yes (/proc/driver/nvidia)"],
+  [cuda_gpu="none seen (no /dev/nvidiactl, no /proc/driver/nvidia): GPU tests will skip"])
 AC_SUBST([CUDA_HOME])
 AC_SUBST([CUDA_CPPFLAGS])
 AC_SUBST([CUDA_LIBS])

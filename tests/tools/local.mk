@@ -57,3 +57,8 @@ EXTRA_DIST += tests/tools/docs-t.sh tests/tools/docs-check.sh
 # style-check.awk is the checker, style-t.sh its TAP test.
 TESTS += tests/tools/style-t.sh
 EXTRA_DIST += tests/tools/style-t.sh tests/tools/style-check.awk
+
+# The harness's driver (build-aux/tap-per-test.sh): one terminal line per test, every assertion
+# kept in the .log and .trs.
+TESTS += tests/tools/tap-per-test-t.sh
+EXTRA_DIST += tests/tools/tap-per-test-t.sh
