@@ -43,12 +43,20 @@ tools_paged_demo_SOURCES = \
 	tools/paged-demo.c \
 	tools/demo/barrier.h \
 	tools/demo/barrier.c \
+	tools/demo/crew.h \
+	tools/demo/crew.c \
+	tools/demo/live.h \
+	tools/demo/live.c \
 	tools/demo/model.h \
 	tools/demo/model.c \
+	tools/demo/progress.h \
+	tools/demo/progress.c \
 	tools/demo/shadow.h \
 	tools/demo/shadow.c \
 	tools/demo/stage.h \
 	tools/demo/stage.c \
+	tools/demo/story.h \
+	tools/demo/story.c \
 	tools/demo/worker.h \
 	tools/demo/worker.c
 tools_paged_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \

@@ -5,17 +5,18 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "paged.h"
 #include "tools/demo/barrier.h"
+#include "tools/demo/crew.h"
+#include "tools/demo/live.h"
 #include "tools/demo/model.h"
+#include "tools/demo/story.h"
 #include "tools/demo/worker.h"
 #include "tools/common/spawn.h"
 
@@ -26,10 +27,16 @@
 #define PAGED_BINDIR "/usr/local/bin"
 #endif
 
-/* Time limits: the daemon's start and stop, and how long a worker may take in all. */
+/* Time limits: the daemon's start and stop (and a worker's exit). */
 #define DEMO_READY_MS 30000
 #define DEMO_STOP_MS 10000
-#define DEMO_WORKER_MS 600000
+
+/* The pool the workers share. */
+#define DEMO_POOL "demo"
+
+/* The test aids (paged-demo(1), ENVIRONMENT): kill a worker; time the progress lines. */
+#define DEMO_KILL_ENV "PAGED_DEMO_KILL_WORKER"
+#define DEMO_PROGRESS_ENV "PAGED_DEMO_PROGRESS_MS"
 
 /* The synthetic model: small enough to run in seconds on two CPU cores. */
 static const struct demo_model demo_model_default = {
@@ -50,6 +57,8 @@ struct demo_opts {
     const char *pagedd;
     const char *pactl;
     int verbose;
+    long kill_worker;           /* the worker DEMO_KILL_ENV names, -1: none */
+    uint32_t progress_ms;       /* DEMO_PROGRESS_ENV: when a stage's first progress line comes */
 };
 
 /* Prints the usage text to fp. */
@@ -57,12 +66,16 @@ static void usage(FILE *fp)
 {
     fputs("usage: paged-demo [-v] [--workers N] [--seqs N] [--steps N] [--backend cpu|cuda|auto]\n"
           "                  [--socket-dir DIR] [--pagedd PATH] [--pactl PATH]\n"
+          "       paged-demo -h | -V\n"
           "\n"
           "Starts pagedd on a temporary socket, runs worker processes that share one KV cache\n"
-          "through it (a common prompt prefix published once and adopted by the others), checks\n"
-          "every decode output against the CPU reference, prints tokens per second and\n"
-          "'pactl status', and stops the daemon. Exits 0 only if every output matched.\n"
+          "through it (a common prompt prefix published once and adopted by the others), shows\n"
+          "pactl's view of the pool while they hold it, checks every decode output against the\n"
+          "CPU reference, prints tokens per second, and stops the daemon. Exits 0 only if every\n"
+          "worker finished and every output matched.\n"
           "\n"
+          "  -h, --help        print this help and exit\n"
+          "  -V, --version     print paged-demo's version and exit\n"
           "  --workers N       worker processes (default 4)\n"
           "  --seqs N          sequences per worker, decoded as one batch (default 4)\n"
           "  --steps N         decode steps (default 16)\n"
@@ -88,7 +101,38 @@ static int parse_count(const char *name, const char *s, uint32_t max, uint32_t *
     return 0;
 }
 
-/* Parses the command line into *o; returns 0, 1 for --help, or -1 on a usage error. */
+/* Reads environment variable name, when set, as a number from 0 to max into *out; returns
+ * 1 when it was set, 0 when not, or -1 after complaining. */
+static int parse_env(const char *name, unsigned long max, unsigned long *out)
+{
+    const char *s = getenv(name);
+    char *end;
+    if (s == NULL || *s == '\0')
+        return 0;
+    errno = 0;
+    *out = strtoul(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end != '\0' || errno != 0 || *out > max) {
+        fprintf(stderr, "paged-demo: %s wants a number from 0 to %lu, not '%s'\n", name, max, s);
+        return -1;
+    }
+    return 1;
+}
+
+/* Reads the test aids' environment into *o; returns 0 or -1 after complaining. */
+static int parse_test_env(struct demo_opts *o)
+{
+    unsigned long v;
+    int rc = parse_env(DEMO_KILL_ENV, o->workers - 1, &v);
+    o->kill_worker = rc > 0 ? (long) v : -1;
+    if (rc < 0)
+        return -1;
+    rc = parse_env(DEMO_PROGRESS_ENV, 3600000, &v);
+    o->progress_ms = rc > 0 ? (uint32_t) v : DEMO_PROGRESS_FIRST_MS;
+    return rc < 0 ? -1 : 0;
+}
+
+/* Parses the command line into *o; returns 0, 1 for --help, 2 for --version, or -1 on a
+ * usage error. */
 static int parse_options(int argc, char **argv, struct demo_opts *o)
 {
     static const struct option longopts[] = {
@@ -101,6 +145,7 @@ static int parse_options(int argc, char **argv, struct demo_opts *o)
         { "pactl", required_argument, NULL, 'P' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     const char *tmp = getenv("TMPDIR");
@@ -112,7 +157,7 @@ static int parse_options(int argc, char **argv, struct demo_opts *o)
         .pactl = PAGED_BINDIR "/pactl",
     };
     int c;
-    while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "vhV", longopts, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case 'w': rc = parse_count("workers", optarg, 64, &o->workers); break;
@@ -124,6 +169,7 @@ static int parse_options(int argc, char **argv, struct demo_opts *o)
         case 'P': o->pactl = optarg; break;
         case 'v': o->verbose = 1; break;
         case 'h': return 1;
+        case 'V': return 2;
         default: return -1;
         }
         if (rc < 0)
@@ -149,99 +195,49 @@ static uint32_t pool_blocks(const struct demo_opts *o, const struct demo_model *
     return n > INT32_MAX ? INT32_MAX : (uint32_t) n;
 }
 
-/* Forks one worker; the child keeps its ends of the barriers, runs the worker, writes its
- * result to result_fd and exits. Returns the child's pid or -1. */
-static pid_t start_worker(struct demo_worker_args *a, int result_fd, int other_fd,
-                          struct demo_barrier *barriers, int nbarriers)
+/* Kills the worker DEMO_KILL_ENV names, saying so. Returns nothing. */
+static void kill_asked_worker(struct demo_crew *crew, uint32_t i)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    struct demo_result r;
-    struct demo_barrier *next = barriers;
-    if (other_fd >= 0)
-        close(other_fd);
-    demo_barrier_child(barriers, nbarriers);
-    a->barrier = demo_barrier_cross;
-    a->barrier_ctx = &next;
-    demo_worker_run(a, &r);
-    /* One write below PIPE_BUF is atomic, so results of workers never interleave. */
-    ssize_t n = write(result_fd, &r, sizeof r);
-    _exit(n == (ssize_t) sizeof r && r.status == PAGED_OK ? 0 : 1);
+    printf("paged-demo: killing worker %u (pid %ld), as %s asks\n", (unsigned) i,
+           (long) crew->pids[i], DEMO_KILL_ENV);
+    if (demo_crew_kill(crew, i) != 0)
+        printf("paged-demo: worker %u is not running\n", (unsigned) i);
 }
 
 /*
- * Reads one result per worker from fd into results (indexed by worker), each read bounded
- * by DEMO_WORKER_MS. Returns how many arrived.
+ * Runs the workers against the daemon on socket: tells who opened the pool and shares the
+ * prefix, shows pactl's view while every worker holds the pool (held at the first barrier,
+ * prompts built and decoding not started), and reports. pactl's output goes through a file
+ * in dir. Returns 1 if every worker finished and every output matched.
  */
-static uint32_t collect_results(int fd, uint32_t workers, struct demo_result *results,
-                                unsigned char *seen)
-{
-    uint32_t got = 0;
-    while (got < workers) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        int rc = poll(&p, 1, DEMO_WORKER_MS);
-        if (rc < 0 && errno == EINTR)
-            continue;
-        if (rc <= 0)
-            break;
-        struct demo_result r;
-        ssize_t n = read(fd, &r, sizeof r);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n != (ssize_t) sizeof r)
-            break; /* every worker is gone (end of file) or a short read */
-        if (r.index < workers && !seen[r.index]) {
-            seen[r.index] = 1;
-            results[r.index] = r;
-            got++;
-        }
-    }
-    return got;
-}
-
-/* Prints one worker's line; returns its tokens per second. */
-static double report_worker(const struct demo_result *r)
-{
-    double secs = (double) (r->end_ns - r->start_ns) / 1e9;
-    double tps = secs > 0 ? (double) r->decode_tokens / secs : 0.0;
-    printf("worker %u: ", (unsigned) r->index);
-    if (r->published > 0)
-        printf("published %u prefix blocks, ", (unsigned) r->published);
-    printf("adopted %u prefix tokens; ", (unsigned) r->adopted);
-    printf("%llu tokens in %.3f s (%.1f tokens/s); %llu outputs checked, %llu mismatches\n",
-           (unsigned long long) r->decode_tokens, secs, tps, (unsigned long long) r->outputs,
-           (unsigned long long) r->mismatches);
-    return tps;
-}
-
-/* Runs the workers against the daemon on socket and reports; returns 1 if all matched. */
-static int run_workers(const struct demo_opts *o, const char *socket)
+static int run_workers(const struct demo_opts *o, const char *socket, const char *dir)
 {
     const struct demo_model *m = &demo_model_default;
-    int results[2], published[2];
+    const struct demo_plan plan = { .seqs = o->seqs, .steps = o->steps, .layers = m->num_layers };
+    char out[PATH_MAX];
+    if (snprintf(out, sizeof out, "%s/pactl.out", dir) >= (int) sizeof out) {
+        fprintf(stderr, "paged-demo: %s/pactl.out: path too long\n", dir);
+        return 0;
+    }
+    const struct demo_live live = { .pactl = o->pactl, .socket = socket, .out = out };
+    struct demo_crew crew;
     struct demo_barrier barriers[2]; /* before and after the decode loop */
-    pid_t *pids = calloc(o->workers, sizeof *pids);
-    struct demo_result *res = calloc(o->workers, sizeof *res);
-    unsigned char *seen = calloc(o->workers, 1);
-    int ok = 0;
-    uint32_t started = 0;
-    if (pids == NULL || res == NULL || seen == NULL || pipe(results) != 0) {
+    int published[2];
+    if (demo_crew_init(&crew, o->workers, &plan, o->progress_ms) != 0) {
         fprintf(stderr, "paged-demo: %s\n", strerror(errno));
-        goto out;
+        return 0;
     }
     if (pipe(published) != 0 || demo_barrier_init(&barriers[0]) != 0
         || demo_barrier_init(&barriers[1]) != 0) {
         fprintf(stderr, "paged-demo: pipe: %s\n", strerror(errno));
-        exit(1);
+        demo_crew_free(&crew);
+        return 0;
     }
     for (uint32_t i = 0; i < o->workers; i++) {
-        /* Each worker gets its own copy: the child fills in the barrier callback. */
+        /* Each worker gets its own copy: the child fills in the callbacks. */
         struct demo_worker_args a = {
             .socket = socket,
-            .pool_name = "demo",
+            .pool_name = DEMO_POOL,
             .model = m,
             .pool_blocks = pool_blocks(o, m),
             .index = i,
@@ -255,61 +251,28 @@ static int run_workers(const struct demo_opts *o, const char *socket)
             .num_workers = o->workers,
         };
         /* Only worker 0 keeps the write end: the others see end of file if it dies. */
-        pids[i] = start_worker(&a, results[1], i == 0 ? published[0] : published[1], barriers,
-                               2);
-        if (pids[i] < 0)
+        if (demo_crew_start(&crew, &a, i == 0 ? published[0] : published[1], barriers, 2) < 0)
             fprintf(stderr, "paged-demo: fork: %s\n", strerror(errno));
-        else
-            started++;
     }
     close(published[0]);
     close(published[1]);
-    close(results[1]);
-    demo_barrier_release(&barriers[0], pids, o->workers, started);
-    demo_barrier_release(&barriers[1], pids, o->workers, started);
-    uint32_t got = collect_results(results[0], o->workers, res, seen);
-    close(results[0]);
+    demo_crew_started(&crew, barriers, 2);
 
-    uint64_t tokens = 0, outputs = 0, mismatches = 0;
-    int64_t first = 0, last = 0;
-    int failed = 0;
-    for (uint32_t i = 0; i < o->workers; i++) {
-        char why[64];
-        int status = pids[i] > 0 ? spawn_wait(pids[i], DEMO_STOP_MS) : -1;
-        if (!seen[i]) {
-            printf("worker %u: no result (%s)\n", (unsigned) i,
-                   spawn_describe(why, sizeof why, status));
-            failed = 1;
-            continue;
-        }
-        if (res[i].status != PAGED_OK) {
-            printf("worker %u: failed: %s\n", (unsigned) i, res[i].error);
-            failed = 1;
-            continue;
-        }
-        report_worker(&res[i]);
-        tokens += res[i].decode_tokens;
-        outputs += res[i].outputs;
-        mismatches += res[i].mismatches;
-        if (first == 0 || res[i].start_ns < first)
-            first = res[i].start_ns;
-        if (res[i].end_ns > last)
-            last = res[i].end_ns;
-    }
-    double secs = (double) (last - first) / 1e9;
-    printf("total: %llu decode tokens in %.3f s: %.1f tokens/s over %u workers\n",
-           (unsigned long long) tokens, secs, secs > 0 ? (double) tokens / secs : 0.0,
-           (unsigned) got);
-    ok = !failed && got == o->workers && outputs > 0 && mismatches == 0;
-    if (ok)
-        printf("all %llu outputs match the CPU reference\n", (unsigned long long) outputs);
-    else if (mismatches > 0)
-        printf("%llu of %llu outputs differ from the CPU reference\n",
-               (unsigned long long) mismatches, (unsigned long long) outputs);
-out:
-    free(pids);
-    free(res);
-    free(seen);
+    uint32_t holding = demo_crew_wait(&crew, &barriers[0]);
+    demo_story_pool(&crew, DEMO_POOL, m, o->prefix);
+    printf("live view from pactl -s %s, while %u worker%s hold%s the pool:\n", socket,
+           (unsigned) holding, holding == 1 ? "" : "s", holding == 1 ? "s" : "");
+    demo_live_show(&live, DEMO_POOL);
+    printf("\n");
+    if (o->kill_worker >= 0)
+        kill_asked_worker(&crew, (uint32_t) o->kill_worker);
+    demo_barrier_open(&barriers[0]);
+    demo_crew_wait(&crew, &barriers[1]);
+    demo_barrier_open(&barriers[1]);
+    demo_crew_collect(&crew);
+    demo_crew_reap(&crew, DEMO_STOP_MS);
+    int ok = demo_story_results(&crew);
+    demo_crew_free(&crew);
     return ok;
 }
 
@@ -332,10 +295,16 @@ int main(int argc, char **argv)
     const struct demo_model *m = &demo_model_default;
 
     int rc = parse_options(argc, argv, &o);
+    if (rc == 2) {
+        printf("paged-demo (paged) %s\n", PACKAGE_VERSION);
+        return 0;
+    }
     if (rc != 0) {
         usage(rc > 0 ? stdout : stderr);
         return rc > 0 ? 0 : 2;
     }
+    if (parse_test_env(&o) != 0)
+        return 2;
     /* The daemon does not share our working directory's meaning: hand it absolute paths. */
     if (absolute(o.socket_dir, base, sizeof base) == NULL) {
         fprintf(stderr, "paged-demo: socket directory path too long\n");
@@ -375,19 +344,10 @@ int main(int argc, char **argv)
            (unsigned) m->head_dim, paged_dtype_name(m->dtype), (unsigned) m->block_size,
            (unsigned) o.prefix, (unsigned) o.suffix, (unsigned) o.steps);
 
-    int ok = run_workers(&o, socket);
-
-    printf("\n$ pactl -s %s status\n", socket);
-    const char *const pactl[] = { o.pactl, "-s", socket, "status", NULL };
-    const struct spawn_cmd pactl_status = { .argv = pactl };
-    int status = spawn_run(&pactl_status, DEMO_STOP_MS, err, sizeof err);
-    if (status != 0)
-        fprintf(stderr, "paged-demo: pactl status failed (%s)\n",
-                status == -1 ? err : spawn_describe(why, sizeof why, status));
-    printf("\n");
+    int ok = run_workers(&o, socket, dir);
 
     int killed;
-    status = spawn_stop(daemon, SIGTERM, DEMO_STOP_MS, &killed);
+    int status = spawn_stop(daemon, SIGTERM, DEMO_STOP_MS, &killed);
     if (killed)
         fprintf(stderr, "paged-demo: pagedd did not stop within %d s; killed it\n",
                 DEMO_STOP_MS / 1000);
@@ -397,8 +357,7 @@ int main(int argc, char **argv)
         ok = 0;
     } else
         printf("paged-demo: pagedd stopped\n");
-    unlink(socket);
-    rmdir(dir);
+    spawn_rmdir(dir);
     printf("paged-demo: %s\n", ok ? "success" : "FAILED");
     return ok ? 0 : 1;
 }

@@ -7,8 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* Makes the pipes of a barrier; returns 0 or -1. */
@@ -51,48 +49,38 @@ void demo_barrier_cross(void *ctx)
         return;
 }
 
-/* Returns 1 if one of the workers has exited (without reaping it). */
-static int worker_exited(const pid_t *pids, uint32_t n)
+/* In the parent: keeps only its ends of b. */
+void demo_barrier_parent(struct demo_barrier *b)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        siginfo_t si = { .si_pid = 0 };
-        if (pids[i] > 0 && waitid(P_PID, (id_t) pids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0
-            && si.si_pid != 0)
-            return 1;
-    }
-    return 0;
-}
-
-/*
- * In the parent: waits until n workers (of the npids in pids) arrived at b, then lets
- * them go. A worker only
- * exits after crossing every barrier, so one that exits before arriving has crashed: the
- * others are let go then too. Bounded by DEMO_BARRIER_MS in all.
- */
-void demo_barrier_release(struct demo_barrier *b, const pid_t *pids, uint32_t npids,
-                            uint32_t n)
-{
-    uint32_t arrived = 0;
-    int waited = 0;
     close(b->arrive[1]);
     close(b->go[0]);
-    while (arrived < n && waited < DEMO_BARRIER_MS) {
-        struct pollfd p = { .fd = b->arrive[0], .events = POLLIN };
-        int rc = poll(&p, 1, 1000);
-        char bytes[64];
-        if (rc > 0) {
-            ssize_t got = read(b->arrive[0], bytes, sizeof bytes < n - arrived ? sizeof bytes
-                                                                               : n - arrived);
-            if (got <= 0)
-                break;
-            arrived += (uint32_t) got;
-        } else if (rc == 0) {
-            waited += 1000;
-            if (worker_exited(pids, npids))
-                break;
-        } else if (errno != EINTR)
-            break;
-    }
+    b->arrive[1] = b->go[0] = -1;
+}
+
+/* Returns the parent's end that arrivals come through. */
+int demo_barrier_fd(const struct demo_barrier *b)
+{
+    return b->arrive[0];
+}
+
+/* Reads the arrival bytes waiting in the pipe; returns their count, 0 when none is waiting,
+ * or -1 at end of file. */
+long demo_barrier_arrivals(struct demo_barrier *b)
+{
+    char bytes[64];
+    struct pollfd p = { .fd = b->arrive[0], .events = POLLIN };
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    ssize_t got = read(b->arrive[0], bytes, sizeof bytes);
+    if (got < 0)
+        return errno == EINTR || errno == EAGAIN ? 0 : -1;
+    return got == 0 ? -1 : (long) got;
+}
+
+/* Closes the parent's ends: the workers see end of file on go. */
+void demo_barrier_open(struct demo_barrier *b)
+{
     close(b->arrive[0]);
     close(b->go[1]);
+    b->arrive[0] = b->go[1] = -1;
 }

@@ -53,7 +53,22 @@ struct worker {
     /* Decode history, [step][layer][seq] rows, checked once the timed loop is over. */
     unsigned char *q_hist, *out_hist;
     int32_t *lens_hist;          /* [step][seq] context lengths */
+    int64_t reported_ns;         /* when the last report went, 0: none yet */
 };
+
+/* Reports the result so far to the parent (through the args' callback): at once when the
+ * phase changes, else when the last report is DEMO_REPORT_MS old. Returns nothing. */
+static void report(struct worker *w, enum demo_phase phase)
+{
+    int64_t now = (int64_t) pcore_now_ns();
+    if (w->r->phase == (int32_t) phase && w->reported_ns != 0
+        && now - w->reported_ns < (int64_t) DEMO_REPORT_MS * 1000000)
+        return;
+    w->r->phase = (int32_t) phase;
+    w->reported_ns = now;
+    if (w->a->report != NULL)
+        w->a->report(w->a->report_ctx, w->r);
+}
 
 /* Records the first failure: what was being done and the library's explanation. Returns rc. */
 __attribute__((format(printf, 3, 4)))
@@ -83,6 +98,8 @@ static int open_pool(struct worker *w)
     int rc = paged_client_connect(&opts, &w->client);
     if (rc != PAGED_OK)
         return fail(w, rc, "connecting to %s", w->a->socket);
+    w->r->client_id = paged_client_id(w->client);
+    w->r->backend = (int32_t) paged_client_backend(w->client);
     /* The synchronous calls take device pointers on the cuda backend. */
     char why[160];
     int on_device = paged_client_backend(w->client) == PAGED_BACKEND_CUDA;
@@ -102,10 +119,16 @@ static int open_pool(struct worker *w)
         .mode = 0600,
     };
     rc = paged_pool_create(w->client, &desc, &w->pool);
+    w->r->created = rc == PAGED_OK;
     if (rc == PAGED_E_EXIST)
         rc = paged_pool_attach(w->client, w->a->pool_name, &w->pool);
     if (rc != PAGED_OK)
         return fail(w, rc, "opening pool '%s'", w->a->pool_name);
+    paged_pool_info info;
+    paged_pool_get_info(w->pool, &info);
+    w->r->pool_id = info.id;
+    w->r->pool_blocks = info.num_blocks;
+    w->r->pool_bytes = info.bytes;
     return PAGED_OK;
 }
 
@@ -260,6 +283,7 @@ static int build_prompts(struct worker *w)
         if (got < 0)
             return fail(w, (int) got, "adopting the prefix for sequence %u", i);
         w->r->adopted += (uint32_t) got;
+        w->r->adopted_seqs += got > 0;
         /* Our copy gets the adopted part too: that is how the check sees what we adopted. */
         rc = add_tokens(w, i, 0, (uint32_t) got, 0);
         if (rc == PAGED_OK)
@@ -271,6 +295,8 @@ static int build_prompts(struct worker *w)
         rc = add_tokens(w, i, a->prefix_len, a->prefix_len + a->suffix_len, 1);
         if (rc != PAGED_OK)
             return rc;
+        w->r->seqs_built = i + 1;
+        report(w, DEMO_PHASE_BUILD);
     }
     return PAGED_OK;
 }
@@ -373,6 +399,8 @@ static int decode(struct worker *w)
             }
         }
         w->r->decode_tokens += ns;
+        w->r->steps_done = step + 1;
+        report(w, DEMO_PHASE_DECODE);
     }
     w->r->end_ns = (int64_t) pcore_now_ns();
 out:
@@ -406,6 +434,7 @@ static int check(struct worker *w)
                 return fail(w, (int) bad, "reference decode");
             w->r->outputs += ns;
             w->r->mismatches += (uint64_t) bad;
+            report(w, DEMO_PHASE_CHECK);
         }
     return PAGED_OK;
 }
@@ -431,6 +460,7 @@ int demo_worker_run(const struct demo_worker_args *a, struct demo_result *r)
     uint64_t rng = a->seed + a->index;
     memset(r, 0, sizeof *r);
     r->index = a->index;
+    r->pid = (int32_t) getpid();
     w.total_len = a->prefix_len + a->suffix_len + a->steps;
     w.sm_scale = 1.0f / sqrtf((float) a->model->head_dim);
 
@@ -448,9 +478,11 @@ int demo_worker_run(const struct demo_worker_args *a, struct demo_result *r)
     /* Worker 0 lets the others go even when it failed: they then find nothing to adopt. */
     if (a->published_fd >= 0)
         close(a->published_fd);
+    report(&w, DEMO_PHASE_DECODE);
     a->barrier(a->barrier_ctx);
     if (rc == PAGED_OK)
         rc = decode(&w);
+    report(&w, DEMO_PHASE_CHECK);
     a->barrier(a->barrier_ctx);
     if (rc == PAGED_OK)
         rc = check(&w);
@@ -472,5 +504,6 @@ int demo_worker_run(const struct demo_worker_args *a, struct demo_result *r)
     free(w.q_hist);
     free(w.out_hist);
     free(w.lens_hist);
+    r->phase = DEMO_PHASE_DONE;
     return r->status;
 }
