@@ -167,6 +167,15 @@ static void program_cases(void)
     struct stat sb;
     snprintf(msg, sizeof msg, "%s/pid.sock", dir_.dir);
     ok(lstat(msg, &sb) < 0 && errno == ENOENT, "and leaves no socket behind");
+
+    /* A regular file where the socket should be: refused as not a socket, and kept. */
+    snprintf(fsock, sizeof fsock, "--socket=%s", file);
+    const char *on_file[] = { "--foreground", "--config", "/dev/null", fsock, NULL };
+    is_int(1, exit_code(run_pagedd(on_file, out, err)), "a regular file at the socket path: exit 1");
+    snprintf(msg, sizeof msg, "%s is not a socket: remove it", file);
+    ok(file_contains(err, msg) && !file_contains(err, "another daemon"),
+       "the error names the path and says it is not a socket (not another daemon)");
+    ok(lstat(file, &sb) == 0 && S_ISREG(sb.st_mode), "and the file is left as it was");
 }
 
 /* Returns a group other than our effective one that the socket may be given (any, as root;
@@ -313,12 +322,15 @@ static void daemonize_cases(void)
     ok(pid > 1 && kill((pid_t) pid, 0) == 0, "the pid file names the running daemon (%ld)", pid);
 
     const char *again[] = { "--foreground", sockopt, "--config", "/dev/null", NULL };
+    char listening[450];
+    snprintf(listening, sizeof listening, "another daemon is listening on %s", sock);
     is_int(1, exit_code(run_pagedd(again, out, err)), "a second daemon on the live socket exits 1");
-    ok(file_contains(err, "another daemon"), "and says another daemon is listening");
+    ok(file_contains(err, listening) && !file_contains(err, "not a socket"),
+       "and says another daemon is listening there, naming the path");
     is_int(0, rc_nop(&c), "the first daemon still serves");
     const char *again_bg[] = { sockopt, "--config", "/dev/null", NULL };
     is_int(1, exit_code(run_pagedd(again_bg, out, err)), "a second daemonizing daemon: the parent exits 1");
-    ok(file_contains(err, "another daemon"), "with the daemon's reason");
+    ok(file_contains(err, listening), "with the daemon's reason");
 
     if (pid > 1)
         kill((pid_t) pid, SIGTERM);
