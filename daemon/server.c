@@ -140,7 +140,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     c->list.active = 0;
     uint64_t spent = pcore_now_ns() - t0;
     if (spent >= 5000000u)      /* every other client waited meanwhile */
-        pd_clog(c, PD_LOG_INFO, "letting it go took %.1f ms", (double) spent / 1e6);
+        pd_clog(c, PD_LOG_DEBUG, "letting it go took %.1f ms", (double) spent / 1e6);
 }
 
 /* Sets every client's spin hint: the oldest srv->spinners clients may spin; see server.h. */

@@ -236,7 +236,7 @@ static int check_room(struct cuda_backend *cb, uint64_t bytes, const char *what,
         return rc;
     free(*cause);
     *cause = NULL;
-    pd_log(PD_LOG_INFO, "%s: a %s of %llu bytes waits for departed clients' memory to be freed", cb->who, what,
+    pd_log(PD_LOG_DEBUG, "%s: a %s of %llu bytes waits for departed clients' memory to be freed", cb->who, what,
            (unsigned long long) bytes);
     pd_cu_reaper_drain(&cb->reaper);
     return room(cb, bytes, what, cause);
@@ -262,11 +262,12 @@ static int cuda_tick(pd_backend *b)
     return pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
 }
 
-/* Logs the device timing of the batches since the last report (PAGEDD_DEVICE_TIMING). */
-static void cuda_report(pd_backend *b)
+/* Logs the device timing of the batches since the last report (PAGEDD_DEVICE_TIMING) at
+ * level; returns nothing. */
+static void cuda_report(pd_backend *b, enum pd_log_level level)
 {
     struct cuda_backend *cb = b->priv;
-    pd_cu_flight_report(&cb->flight);
+    pd_cu_flight_report(&cb->flight, level);
 }
 
 /* Says whether the deferred batch with ticket has finished, retiring what has; see backend.h. */
