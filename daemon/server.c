@@ -337,6 +337,10 @@ static void reload_key(void *ctx, const char *key, const char *oldv, const char 
 static void reload(struct pd_server *srv)
 {
     pd_notify_reloading();
+    /* A log file rotated away (logrotate's create) is followed by the one now under its name. */
+    if (pd_log_reopen() < 0)
+        pd_log(PD_LOG_ERROR, "reload: cannot reopen the log file %s: %s; writing on to the old one",
+               srv->cfg.log_file, strerror(errno));
     struct pd_config n;
     char *cause = NULL;
     if (srv->reload == NULL || srv->reload(srv->reload_ctx, &n, &cause) < 0) {
