@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -106,6 +107,69 @@ static pid_t fake_daemon(const char *path, enum fake_mode mode)
     _exit(0);
 }
 
+/* A regular file where the socket should be: the reason says it is not a socket. */
+static void test_connect_not_socket(const struct pagedd *h)
+{
+    char path[320], why[256];
+    snprintf(path, sizeof path, "%s/plain-file", h->dir);
+    int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0)
+        sysbail("creating %s", path);
+    close(fd);
+    paged_client *c = NULL;
+    paged_connect_opts o = { .socket_path = path, .timeout_ms = 2000 };
+    is_int(PAGED_E_NOTCONN, paged_client_connect_err(&o, &c, why, sizeof why),
+           "connect to a regular file: PAGED_E_NOTCONN");
+    ok(contains(why, path) && contains(why, "is not a socket"), "connect: the reason names the file, not a socket (%s)",
+       why);
+    unlink(path);
+}
+
+/* A socket of mode 0600 owned by root, opened by a child that became uid 65534: PAGED_E_PERM,
+ * with a reason naming the socket and the permission, not the pool text. Root only. */
+static void test_connect_perm(const struct pagedd *h)
+{
+    if (geteuid() != 0) {
+        skip(2, "not root: no other uid to connect as");
+        return;
+    }
+    char path[320];
+    snprintf(path, sizeof path, "%s/root-only.sock", h->dir);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (ls < 0 || bind(ls, (struct sockaddr *) &sa, sizeof sa) != 0 || chmod(path, 0600) != 0 || listen(ls, 4) != 0)
+        sysbail("listening on %s", path);
+    struct { int rc; char why[256]; } r = { .rc = 1 };
+    int fds[2];
+    if (pipe(fds) != 0)
+        sysbail("pipe");
+    pid_t pid = bfork();
+    if (pid == 0) {
+        close(fds[0]);
+        if (setgid(65534) == 0 && setuid(65534) == 0) {
+            paged_connect_opts o = { .socket_path = path, .timeout_ms = 2000 };
+            paged_client *c = NULL;
+            r.rc = paged_client_connect_err(&o, &c, r.why, sizeof r.why);
+            paged_client_close(c);
+        }
+        _exit(write(fds[1], &r, sizeof r) == (ssize_t) sizeof r ? 0 : 1);
+    }
+    close(fds[1]);
+    if (read(fds[0], &r, sizeof r) != (ssize_t) sizeof r)
+        r.rc = -999;
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    r.why[sizeof r.why - 1] = '\0';
+    is_int(PAGED_E_PERM, r.rc, "connect as uid 65534 to a root-only socket: PAGED_E_PERM");
+    char want[400];
+    snprintf(want, sizeof want, "permission denied opening socket %s", path);
+    ok(contains(r.why, want) && !contains(r.why, "pool"), "connect: the reason says '%s' (%s)", want, r.why);
+    close(ls);
+    unlink(path);
+}
+
 /* Connections that fail: nobody listening, bad options, refusals, silence. */
 static void test_connect_failures(const struct pagedd *h)
 {
@@ -116,7 +180,10 @@ static void test_connect_failures(const struct pagedd *h)
     is_int(PAGED_E_NOTCONN, paged_client_connect_err(&o, &c, why, sizeof why),
            "connect: a socket nobody listens on gives PAGED_E_NOTCONN");
     ok(c == NULL, "connect: *out is NULL after a failure");
-    ok(contains(why, "nobody.sock"), "connect: the reason names the socket (%s)", why);
+    ok(contains(why, "no daemon listening on") && contains(why, "nobody.sock"),
+       "connect: the reason says nobody listens and names the socket (%s)", why);
+    test_connect_not_socket(h);
+    test_connect_perm(h);
 
     o.socket_path = h->socket;
     o.sq_entries = 3;
