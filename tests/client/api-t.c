@@ -132,11 +132,11 @@ static int as_nobody(void (*fn)(void *ctx, void *res), void *ctx, void *res, siz
 {
     int fds[2];
     if (pipe(fds) != 0)
-        sysbail("pipe");
-    pid_t pid = bfork();
+        sysbail("a pipe from a child of uid 65534");
+    const pid_t pid = bfork();
     if (pid == 0) {
-        close(fds[0]);
         paged_client_close(inherited); /* the parent's: not ours to use */
+        close(fds[0]);
         const int dropped = setgid(65534) == 0 && setuid(65534) == 0;
         if (dropped)
             fn(ctx, res);
