@@ -128,7 +128,8 @@ static void test_connect_not_socket(const struct pagedd *h)
 /* Runs fn(ctx, res) in a child that dropped to uid and gid 65534 (closing its copy of the
  * parent's client inherited first, when there is one), and copies the size bytes of res it
  * filled back into res. Returns 0, or -1 when the child could not drop or report. */
-static int as_nobody(void (*fn)(void *ctx, void *res), void *ctx, void *res, size_t size, paged_client *inherited)
+static int as_nobody(void (*fn)(const void *ctx, void *res), const void *ctx, void *res, size_t size,
+                     paged_client *inherited)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -158,7 +159,7 @@ struct perm_try {
 
 /* Connects to the socket at ctx with paged_client_connect_err into the perm_try at res;
  * returns nothing. */
-static void perm_child(void *ctx, void *res)
+static void perm_child(const void *ctx, void *res)
 {
     struct perm_try *r = res;
     paged_connect_opts o = { .socket_path = ctx, .timeout_ms = 2000 };
@@ -175,10 +176,11 @@ static void test_connect_perm(const struct pagedd *h)
         skip(2, "not root: no other uid to connect as");
         return;
     }
-    char path[320];
-    snprintf(path, sizeof path, "%s/root-only.sock", h->dir);
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    const int len = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/root-only.sock", h->dir);
+    if (len < 0 || (size_t) len >= sizeof sa.sun_path)
+        bail("%s/root-only.sock is too long for a Unix socket", h->dir);
+    const char *path = sa.sun_path;
     int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (ls < 0 || bind(ls, (struct sockaddr *) &sa, sizeof sa) != 0 || chmod(path, 0600) != 0 || listen(ls, 4) != 0)
         sysbail("listening on %s", path);
@@ -420,7 +422,7 @@ static void ro_try(paged_client *c, const char *name, struct ro_result *r)
 
 /* Connects to the socket at ctx and tries pool "api-ro" into the ro_result at res; returns
  * nothing. */
-static void ro_child(void *ctx, void *res)
+static void ro_child(const void *ctx, void *res)
 {
     struct ro_result *r = res;
     paged_connect_opts o = { .socket_path = ctx };
@@ -445,7 +447,7 @@ static void test_read_only(const struct pagedd *h, paged_client *c1)
         ro_try(c, "api-ro", &r);
         paged_client_close(c);
     } else {
-        if (as_nobody(ro_child, (void *) h->socket, &r, sizeof r, c1) < 0)
+        if (as_nobody(ro_child, h->socket, &r, sizeof r, c1) < 0)
             r.connect = r.attach = -999;
         is_int(PAGED_OK, r.connect, "read-only: a client of uid 65534 connects");
     }
