@@ -164,9 +164,9 @@ struct pd_backend_ops {
     /* Returns whether run_batch could queue another batch now without first waiting for one
      * already queued (as of the last tick or done). NULL: it always can. */
     int (*room)(pd_backend *b);
-    /* Logs the backend's own measurements since the last call, if it keeps any (the engine
-     * calls it when it logs its own, once idle). NULL: none. */
-    void (*report)(pd_backend *b);
+    /* Logs the backend's own measurements since the last call at level, if it keeps any (the
+     * engine calls it when it logs its own activity, once idle, at that level). NULL: none. */
+    void (*report)(pd_backend *b, enum pd_log_level level);
     /* Fills *out. */
     void (*info)(pd_backend *b, struct pd_backend_info *out);
     /* Frees the backend (pools and arenas are gone by then). */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "daemon/util/knobs.h"
@@ -90,11 +91,26 @@ static int load_config(void *ctx, struct pd_config *cfg, char **cause)
         return -1;
     }
     if (absolutize(cfg->socket, sizeof cfg->socket) < 0 || absolutize(cfg->pid_file, sizeof cfg->pid_file) < 0
-        || absolutize(cfg->config, sizeof cfg->config) < 0) {
+        || absolutize(cfg->config, sizeof cfg->config) < 0 || absolutize(cfg->log_file, sizeof cfg->log_file) < 0) {
         *cause = strdup("a path is too long once made absolute");
         return -1;
     }
     return 0;
+}
+
+/* Returns a path option's value made absolute against the directory pagedd started in, since
+ * a reload reads the command line again from /; other values, and a path too long, as given. */
+static const char *absolute_arg(const char *key, const char *value)
+{
+    static const char *const paths[] = { "socket", "config", "pid-file", "log-file" };
+    char buf[PD_PATH_MAX];
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (strcmp(key, paths[i]) == 0 && snprintf(buf, sizeof buf, "%s", value) < (int) sizeof buf
+            && absolutize(buf, sizeof buf) == 0) {
+            char *copy = strdup(buf);
+            return copy != NULL ? copy : value;
+        }
+    return value;
 }
 
 /* Parses the command line into overrides; exits for --help, --version and bad options.
@@ -146,7 +162,7 @@ static void parse_args(int argc, char **argv, struct overrides *ov)
             exit(2);
         }
         ov->key[ov->n] = keys[idx].name;
-        ov->value[ov->n] = keys[idx].has_arg ? optarg : "yes";
+        ov->value[ov->n] = keys[idx].has_arg ? absolute_arg(keys[idx].name, optarg) : "yes";
         ov->n++;
     }
     if (optind < argc) {
@@ -253,6 +269,24 @@ static int write_pid_file(const char *path, char **cause)
     return 0;
 }
 
+/* Opens the log file cfg names, or, when a daemon about to detach would log to syslog and
+ * nothing listens on syslog's socket, says on stderr that its log would be lost (syslog may
+ * come up later: glibc connects again at each line). Returns 0, or -1 after a message when
+ * the file cannot be opened. */
+static int open_log(const struct pd_config *cfg)
+{
+    if (cfg->log_file[0] != '\0') {
+        if (pd_log_open_file(cfg->log_file) == 0)
+            return 0;
+        fprintf(stderr, "pagedd: cannot open the log file %s: %s\n", cfg->log_file, strerror(errno));
+        return -1;
+    }
+    if (!cfg->foreground && !pd_log_syslog_reachable())
+        fprintf(stderr, "pagedd: warning: no syslog socket (%s): once detached, the log is lost until a syslog "
+                "daemon listens there; --log-file=FILE or --foreground keeps it\n", _PATH_LOG);
+    return 0;
+}
+
 /* Runs the daemon; returns its exit status. */
 int main(int argc, char **argv)
 {
@@ -271,10 +305,13 @@ int main(int argc, char **argv)
         return 1;
     }
     pd_log_set_level(cfg.log_level);
+    if (open_log(&cfg) < 0)
+        return 1;
     int parent_fd = -1;
     if (!cfg.foreground) {
         parent_fd = daemonize();
-        pd_log_open("pagedd", 1);
+        if (cfg.log_file[0] == '\0')
+            pd_log_open("pagedd", 1);
     }
     pd_knobs_log();
     struct pd_server *srv = pd_server_create(&cfg, load_config, &ov, &cause);

@@ -143,7 +143,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     c->list.active = 0;
     uint64_t spent = pcore_now_ns() - t0;
     if (spent >= 5000000u)      /* every other client waited meanwhile */
-        pd_clog(c, PD_LOG_INFO, "letting it go took %.1f ms", (double) spent / 1e6);
+        pd_clog(c, PD_LOG_DEBUG, "letting it go took %.1f ms", (double) spent / 1e6);
 }
 
 /* Sets every client's spin hint: the oldest srv->spinners clients may spin; see server.h. */
@@ -340,6 +340,10 @@ static void reload_key(void *ctx, const char *key, const char *oldv, const char 
 static void reload(struct pd_server *srv)
 {
     pd_notify_reloading();
+    /* A log file rotated away (logrotate's create) is followed by the one now under its name. */
+    if (pd_log_reopen() < 0)
+        pd_log(PD_LOG_ERROR, "reload: cannot reopen the log file %s: %s; writing on to the old one",
+               srv->cfg.log_file, strerror(errno));
     struct pd_config n;
     char *cause = NULL;
     if (srv->reload == NULL || srv->reload(srv->reload_ctx, &n, &cause) < 0) {
@@ -563,6 +567,26 @@ static long usable_cpus(void)
     return sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+/* Fills *cause with why pcore_sock_listen refused path with rc: a live pagedd there, a file
+ * that is not a socket, another program's socket, or the system's reason. Returns nothing. */
+static void listen_cause(const char *path, int rc, char **cause)
+{
+    const int err = errno;
+    struct stat st;
+    int r;
+    if (rc == PAGED_E_EXIST)
+        r = asprintf(cause, "another daemon is listening on %s", path);
+    else if (rc == PAGED_E_PROTO && lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+        r = asprintf(cause, "%s is not a socket: remove it or choose another --socket", path);
+    else if (rc == PAGED_E_PROTO)
+        r = asprintf(cause, "%s is not a pagedd socket (another program listens there): choose another --socket",
+                     path);
+    else
+        r = asprintf(cause, "cannot listen on %s: %s (%s)", path, paged_strerror(rc), strerror(err));
+    if (r < 0)
+        *cause = NULL;
+}
+
 /* Creates the server; returns it or NULL with *cause. */
 struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *reload_fn,
                                    void *reload_ctx, char **cause)
@@ -637,17 +661,8 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     }
     srv->listen_fd = pcore_sock_listen(cfg->socket, (mode_t) cfg->socket_mode, gid);
     if (srv->listen_fd < 0) {
-        int rc = srv->listen_fd;
+        listen_cause(cfg->socket, srv->listen_fd, cause);
         srv->listen_fd = -1;
-        int r;
-        if (rc == PAGED_E_EXIST)
-            r = asprintf(cause, "%s: another daemon is listening there (or it is not a socket)",
-                         cfg->socket);
-        else
-            r = asprintf(cause, "cannot listen on %s: %s (%s)", cfg->socket, paged_strerror(rc),
-                         strerror(errno));
-        if (r < 0)
-            *cause = NULL;
         goto fail;
     }
     srv->listen_watch.kind = PD_W_LISTEN;

@@ -39,6 +39,8 @@ static const struct key_slot keys[] = {
     { { "device", 1, 'd', 1, 0, "INDEX|UUID", "the GPU of the cuda backend" }, STR(device) },
     { { "log-level", 1, 'l', 1, 1, "LEVEL", "error, warning, info (default) or debug" },
       NUM(T_LEVEL, log_level, 0, 3) },
+    { { "log-file", 1, 0, 1, 0, "FILE", "append the log to FILE instead of syslog or standard error" },
+      STR(log_file) },
     { { "pid-file", 1, 'p', 1, 0, "FILE", "write the daemon's pid to FILE" }, STR(pid_file) },
     { { "socket-mode", 1, 0, 1, 0, "OCTAL", "permission bits of the socket (default 0660)" },
       NUM(T_OCTAL, socket_mode, 0, 0777) },

@@ -28,6 +28,7 @@ struct pd_config {
     enum pd_backend_choice backend;
     char device[64];               /* cuda: index or UUID; "" = device 0 */
     enum pd_log_level log_level;
+    char log_file[PD_PATH_MAX];    /* "" = syslog once detached, stderr in the foreground */
     char pid_file[PD_PATH_MAX];    /* "" = none */
     uint32_t socket_mode;          /* permission bits of the socket file */
     char socket_group[64];         /* "" = the daemon's group */

@@ -38,7 +38,7 @@ typedef enum paged_error {
     PAGED_E_NOSPC = -3,        /* no free blocks left in the pool */
     PAGED_E_NOENT = -4,        /* no such pool */
     PAGED_E_EXIST = -5,        /* a pool of that name already exists */
-    PAGED_E_PERM = -6,         /* permission denied by the pool's owner and mode */
+    PAGED_E_PERM = -6,         /* permission denied by the owner and mode of the pool or the socket */
     PAGED_E_PROTO = -7,        /* malformed protocol message */
     PAGED_E_VERSION = -8,      /* client and daemon speak different protocol versions */
     PAGED_E_OPCODE = -9,       /* unknown request opcode */

@@ -207,6 +207,33 @@ static int make_epoll(paged_client *c)
     return PAGED_OK;
 }
 
+/* Keeps in c the reason pcore_sock_connect refused path with rc (errno err), naming the path:
+ * nobody listening, a file that is not a socket, no permission, or the system's reason.
+ * PAGED_E_PERM's own text is about pools, so the socket's case says it in full. Returns nothing. */
+static void connect_cause(paged_client *c, const char *path, int rc, int err)
+{
+    struct stat st;
+    switch (rc) {
+    case PAGED_E_NOTCONN:
+        /* connect() to a regular file is refused as to a dead socket: look at the file. */
+        if (stat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+            pc_set_err(c, "%s is not a socket, so not a pagedd socket", path);
+        else
+            pc_set_err(c, "no daemon listening on %s", path);
+        break;
+    case PAGED_E_PROTO:
+        pc_set_err(c, "%s is not a pagedd socket (a socket of another type)", path);
+        break;
+    case PAGED_E_PERM:
+        pc_set_err(c, "permission denied opening socket %s (its owner, group and mode, or its directory's, "
+                   "keep this user out)", path);
+        break;
+    default:
+        pc_set_err(c, "cannot connect to %s: %s", path, strerror(err));
+        break;
+    }
+}
+
 /* Does the whole connection on a fresh client; returns PAGED_OK or an error (c->err says). */
 static int do_connect(paged_client *c, const paged_connect_opts *o)
 {
@@ -231,8 +258,7 @@ static int do_connect(paged_client *c, const paged_connect_opts *o)
     if (c->sock < 0) {
         rc = c->sock;
         c->sock = -1;
-        pc_set_err(c, "%s: %s", path, rc == PAGED_E_NOTCONN ? "no daemon listening"
-                                      : rc == PAGED_E_SYSTEM ? strerror(errno) : paged_strerror(rc));
+        connect_cause(c, path, rc, errno);
         return rc;
     }
     if (set_nonblock(c->sock) < 0)

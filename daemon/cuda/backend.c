@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -235,7 +236,7 @@ static int check_room(struct cuda_backend *cb, uint64_t bytes, const char *what,
         return rc;
     free(*cause);
     *cause = NULL;
-    pd_log(PD_LOG_INFO, "%s: a %s of %llu bytes waits for departed clients' memory to be freed", cb->who, what,
+    pd_log(PD_LOG_DEBUG, "%s: a %s of %llu bytes waits for departed clients' memory to be freed", cb->who, what,
            (unsigned long long) bytes);
     pd_cu_reaper_drain(&cb->reaper);
     return room(cb, bytes, what, cause);
@@ -261,11 +262,12 @@ static int cuda_tick(pd_backend *b)
     return pd_cu_flight_poll(&cb->flight, cb->dep_timeout_ns);
 }
 
-/* Logs the device timing of the batches since the last report (PAGEDD_DEVICE_TIMING). */
-static void cuda_report(pd_backend *b)
+/* Logs the device timing of the batches since the last report (PAGEDD_DEVICE_TIMING) at
+ * level; returns nothing. */
+static void cuda_report(pd_backend *b, enum pd_log_level level)
 {
     struct cuda_backend *cb = b->priv;
-    pd_cu_flight_report(&cb->flight);
+    pd_cu_flight_report(&cb->flight, level);
 }
 
 /* Says whether the deferred batch with ticket has finished, retiring what has; see backend.h. */
@@ -477,6 +479,36 @@ static const struct pd_backend_ops cuda_ops = {
     .destroy = cuda_destroy,
 };
 
+/*
+ * Writes into why (whylen bytes) what cudaGetDeviceCount's error e says is missing. The
+ * runtime reports a machine with no driver at all as cudaErrorInsufficientDriver, whose text
+ * suggests an upgrade: without libcuda (the driver version reads 0) or its device node
+ * /dev/nvidiactl there is no driver to upgrade. Returns nothing.
+ */
+static void no_device_cause(cudaError_t e, char *why, size_t whylen)
+{
+    int drv = 0, rt = 0;
+    if (e == cudaErrorInsufficientDriver) {
+        if (cudaDriverGetVersion(&drv) != cudaSuccess)
+            drv = 0;
+        if (drv == 0 || access("/dev/nvidiactl", F_OK) != 0) {
+            snprintf(why, whylen, "no CUDA driver on this machine (%s)",
+                     drv == 0 ? "no libcuda.so.1" : "no /dev/nvidiactl");
+            return;
+        }
+        if (cudaRuntimeGetVersion(&rt) != cudaSuccess)
+            rt = 0;
+        snprintf(why, whylen, "the CUDA driver (for CUDA %d.%d) is older than this pagedd's runtime (CUDA %d.%d): "
+                 "upgrade the driver", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+        return;
+    }
+    if (e == cudaErrorNoDevice) {
+        snprintf(why, whylen, "no CUDA device on this machine");
+        return;
+    }
+    snprintf(why, whylen, "no usable CUDA driver or device (%s)", cudaGetErrorString(e));
+}
+
 /* Counts the devices; see backend.h. */
 int pd_backend_cuda_probe(char *why, size_t whylen)
 {
@@ -494,13 +526,12 @@ int pd_backend_cuda_probe(char *why, size_t whylen)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        /* No driver, or no device it can use: a machine for the cpu backend. */
-        snprintf(why, whylen, "no usable CUDA driver or device (%s)", cudaGetErrorString(e));
+        no_device_cause(e, why, whylen);
         (void) cudaGetLastError();
         return 0;
     }
     if (n <= 0) {
-        snprintf(why, whylen, "no CUDA device");
+        snprintf(why, whylen, "no CUDA device on this machine");
         return 0;
     }
     return n;
@@ -613,7 +644,7 @@ pd_backend *pd_backend_cuda_open(const char *device, char **cause)
     char why[160];
     int count = pd_backend_cuda_probe(why, sizeof why);
     if (count == 0) {
-        pd_cu_fail(-1, cause, "backend cuda: %s (use --backend cpu)", why);
+        pd_cu_fail(-1, cause, "backend cuda: %s; -b cpu runs pagedd without a GPU", why);
         return NULL;
     }
     int ordinal = 0;

@@ -170,16 +170,16 @@ cudaError_t pd_cu_flight_mark_start(struct pd_cu_flight *f, struct pd_cu_slot *s
 }
 
 /* Logs and resets the query counts and the timing sums; see flight.h. */
-void pd_cu_flight_report(struct pd_cu_flight *f)
+void pd_cu_flight_report(struct pd_cu_flight *f, enum pd_log_level level)
 {
     if (f->queries != 0)
-        pd_log(PD_LOG_INFO, "cuda: %llu event queries; %llu polls answered by one under %llu us old",
+        pd_log(level, "cuda: %llu event queries; %llu polls answered by one under %llu us old",
                (unsigned long long) f->queries, (unsigned long long) f->skipped,
                (unsigned long long) (f->poll_gap_ns / 1000u));
     f->queries = f->skipped = 0;
     if (!f->timing || f->timed == 0)
         return;
-    pd_log(PD_LOG_INFO, "cuda: %llu batches timed on the device: %.1f us each on the stream; %llu gaps "
+    pd_log(level, "cuda: %llu batches timed on the device: %.1f us each on the stream; %llu gaps "
            "under 1 ms between batches, %.1f us each",
            (unsigned long long) f->timed, (double) f->busy_ns / 1e3 / (double) f->timed,
            (unsigned long long) f->gaps, f->gaps != 0 ? (double) f->gap_ns / 1e3 / (double) f->gaps : 0.0);

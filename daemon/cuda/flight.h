@@ -88,10 +88,10 @@ cudaError_t pd_cu_flight_init(struct pd_cu_flight *f, pd_backend *b);
  * returns cudaSuccess or the runtime's error. */
 cudaError_t pd_cu_flight_mark_start(struct pd_cu_flight *f, struct pd_cu_slot *s, cudaStream_t stream);
 
-/* Logs the event queries made since the last report and, with timing on, the batches timed
- * (time on the stream, idle gaps under a millisecond before them), and starts afresh; returns
- * nothing. */
-void pd_cu_flight_report(struct pd_cu_flight *f);
+/* Logs at level the event queries made since the last report and, with timing on, the
+ * batches timed (time on the stream, idle gaps under a millisecond before them), and starts
+ * afresh; returns nothing. */
+void pd_cu_flight_report(struct pd_cu_flight *f, enum pd_log_level level);
 
 /* Frees everything (the device is idle); returns nothing. */
 void pd_cu_flight_free(struct pd_cu_flight *f);

@@ -179,11 +179,11 @@ void pd_engine_destroy(struct pd_engine *e)
         return;
     const struct pcore_engine_stats *t = &e->total;
     if (t->merged_decode_launches != 0)
-        pd_log(PD_LOG_INFO, "engine: %llu merged DECODE launches served %llu requests",
+        pd_log(PD_LOG_DEBUG, "engine: %llu merged DECODE launches served %llu requests",
                (unsigned long long) t->merged_decode_launches,
                (unsigned long long) t->merged_decode_requests);
     if (t->merged_append_launches != 0)
-        pd_log(PD_LOG_INFO, "engine: %llu merged APPEND launches served %llu requests",
+        pd_log(PD_LOG_DEBUG, "engine: %llu merged APPEND launches served %llu requests",
                (unsigned long long) t->merged_append_launches,
                (unsigned long long) t->merged_append_requests);
     free(e->items);

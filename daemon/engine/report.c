@@ -9,11 +9,13 @@ void pd_engine_idle(struct pd_engine *e)
 {
     if (e->total.batches == e->mark.batches)
         return;
+    /* Figures for whoever tunes the engine, not for an operator: debug unless asked for. */
+    const enum pd_log_level level = pd_knob(PD_KNOB_ACTIVITY_LOG) != 0 ? PD_LOG_INFO : PD_LOG_DEBUG;
     const struct pcore_engine_stats *t = &e->total, *m = &e->mark;
     double b = (double) (t->batches - m->batches);
     uint64_t db = t->decode_batches - m->decode_batches;
     double dp = db != 0 ? (double) db : 1.0;
-    pd_log(PD_LOG_INFO, "engine: %llu batches, %llu launches, %.1f us each in the backend "
+    pd_log(level, "engine: %llu batches, %llu launches, %.1f us each in the backend "
            "(%.1f waiting for the device); "
            "%llu with a DECODE: %.2f DECODE requests of %.2f clients each, %.1f us gathering; "
            "%llu APPENDs, %llu of them in %llu merged launches; %llu batches completed when queued",
@@ -29,7 +31,7 @@ void pd_engine_idle(struct pd_engine *e)
            (unsigned long long) (t->early_batches - m->early_batches));
     const struct pass_stats *w = &e->host, *wm = &e->host_mark;
     uint64_t nb = w->betweens - wm->betweens;
-    pd_log(PD_LOG_INFO, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
+    pd_log(level, "engine: %.2f completion wake-ups per batch taking %.1f us; %.1f us from a batch's "
            "wake-ups to the next one's backend work; per batch %.1f us taking and checking requests, "
            "in the backend %.1f us staging, %.1f us issuing the upload (skipped in %.0f%%: the device had "
            "the metadata, in %.0f%% the launch carried it), %.1f us queueing the launches; "
@@ -50,7 +52,7 @@ void pd_engine_idle(struct pd_engine *e)
            (unsigned long long) (w->splits - wm->splits));
     pd_backend *bk = e->env->backend;
     if (bk->ops->report != NULL)
-        bk->ops->report(bk);
+        bk->ops->report(bk, level);
     e->host_mark = e->host;
     e->woke_at = 0;
     e->mark = e->total;

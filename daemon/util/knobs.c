@@ -163,6 +163,12 @@ static const struct knob_row rows[PD_KNOB_COUNT_] = {
         .doc = "When 1, the cuda backend times every batch on the GPU with events, and the engine's "
                "activity lines add the batches' mean time and idle gap.",
     },
+    [PD_KNOB_ACTIVITY_LOG] = {
+        .name = "PAGEDD_ACTIVITY_LOG", .kind = PD_KNOB_TUNING, .form = FORM_WORD, .words = flag_words,
+        .def = { 0 },
+        .doc = "When 1, the engine's activity lines, written when the last decoding client leaves, are "
+               "logged at info instead of debug.",
+    },
     [PD_KNOB_CPU_DONE_US] = {
         .name = "PAGEDD_CPU_DONE_US", .kind = PD_KNOB_TEST_AID, .form = FORM_NUMBER, .max = 1000000,
         .def = { 0 },

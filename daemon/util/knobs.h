@@ -23,6 +23,7 @@ enum pd_knob {
     PD_KNOB_FUSE,              /* 0 or 1 */
     PD_KNOB_META_INLINE,       /* 0 or 1 */
     PD_KNOB_DEVICE_TIMING,     /* 0 or 1 */
+    PD_KNOB_ACTIVITY_LOG,      /* 0 or 1 */
     /* Test aids: something slower or wrong on purpose. */
     PD_KNOB_CPU_DONE_US,
     PD_KNOB_REFUSE_MERGED,

@@ -1,17 +1,23 @@
-/* log.c: pagedd's log: stderr in the foreground, syslog once daemonized, with a level. */
+/* log.c: pagedd's log: stderr in the foreground, syslog once daemonized, or a file; with a level. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
 #include "daemon/util/log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The daemon logs from its engine thread only (workers never log), so plain statics do. */
 static enum pd_log_level log_level = PD_LOG_INFO;
 static int log_syslog;
+static int log_fd = -1;              /* the log file, when there is one: it wins over syslog */
+static char log_path[4096];
 
 static const char *const level_names[] = { "error", "warning", "info", "debug" };
 
@@ -23,12 +29,58 @@ void pd_log_open(const char *ident, int use_syslog)
     log_syslog = use_syslog;
 }
 
-/* Closes syslog if open; returns nothing. */
+/* Opens path for appending; returns the descriptor or -1 with errno. */
+static int open_log_file(const char *path)
+{
+    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+}
+
+/* Opens the log file; returns 0 or -1 with errno. */
+int pd_log_open_file(const char *path)
+{
+    if (strlen(path) >= sizeof log_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open_log_file(path);
+    if (fd < 0)
+        return -1;
+    if (log_fd >= 0)
+        close(log_fd);
+    log_fd = fd;
+    memcpy(log_path, path, strlen(path) + 1);
+    return 0;
+}
+
+/* Reopens the log file under its name; returns 0 or -1 with errno. */
+int pd_log_reopen(void)
+{
+    if (log_fd < 0)
+        return 0;
+    int fd = open_log_file(log_path);
+    if (fd < 0)
+        return -1;
+    close(log_fd);
+    log_fd = fd;
+    return 0;
+}
+
+/* Returns nonzero when syslog's socket is there (a symbolic link to one, as systemd makes, counts). */
+int pd_log_syslog_reachable(void)
+{
+    struct stat st;
+    return stat(_PATH_LOG, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* Closes syslog and the log file if open; returns nothing. */
 void pd_log_close(void)
 {
     if (log_syslog)
         closelog();
     log_syslog = 0;
+    if (log_fd >= 0)
+        close(log_fd);
+    log_fd = -1;
 }
 
 /* Sets the level; returns nothing. */
@@ -80,15 +132,26 @@ void pd_vlog(enum pd_log_level level, const char *fmt, va_list ap)
         return;
     char line[1024];
     vsnprintf(line, sizeof line, fmt, ap);
-    if (log_syslog) {
+    if (log_syslog && log_fd < 0) {
         syslog(prio[level], "%s", line);
         return;
     }
-    /* One fprintf per line keeps a line whole even if a test reads stderr concurrently. */
     struct timespec ts;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
     localtime_r(&ts.tv_sec, &tm);
+    if (log_fd >= 0) {
+        /* A file outlives the day: the date and pid too, and one write per line, appended whole. */
+        char out[1200];
+        int n = snprintf(out, sizeof out, "%04d-%02d-%02d %02d:%02d:%02d.%03ld pagedd[%ld]: [%s] %s\n",
+                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                         ts.tv_nsec / 1000000, (long) getpid(), level_names[level], line);
+        if (n > 0 && write(log_fd, out, (size_t) n < sizeof out ? (size_t) n : sizeof out - 1) < 0) {
+            /* Nowhere left to say it. */
+        }
+        return;
+    }
+    /* One fprintf per line keeps a line whole even if a test reads stderr concurrently. */
     fprintf(stderr, "%02d:%02d:%02d.%03ld pagedd[%s]: %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
             ts.tv_nsec / 1000000, level_names[level], line);
 }

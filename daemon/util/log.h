@@ -1,4 +1,4 @@
-/* log.h: pagedd's log: stderr in the foreground, syslog once daemonized, with a level. */
+/* log.h: pagedd's log: stderr in the foreground, syslog once daemonized, or a file; with a level. */
 /* SPDX-License-Identifier: MIT */
 #ifndef PAGED_DAEMON_UTIL_LOG_H
 #define PAGED_DAEMON_UTIL_LOG_H
@@ -21,7 +21,15 @@ enum pd_log_level {
 
 /* Sets where lines go: 0 for stderr, nonzero for syslog (opened with ident). */
 void pd_log_open(const char *ident, int use_syslog);
-/* Closes syslog if it was open; later lines go to stderr. */
+/* Sends every later line to the file at path, appended (created 0640), whatever pd_log_open
+ * says. Returns 0, or -1 with errno when it cannot be opened. */
+int pd_log_open_file(const char *path);
+/* Reopens the log file, if there is one, so that a file rotated away is followed by a new one.
+ * Returns 0, or -1 with errno (the old file stays in use). */
+int pd_log_reopen(void);
+/* Returns whether syslog's socket exists, so that lines sent to syslog reach somebody. */
+int pd_log_syslog_reachable(void);
+/* Closes syslog and the log file if open; later lines go to stderr. */
 void pd_log_close(void);
 /* Sets the level below which lines are dropped. */
 void pd_log_set_level(enum pd_log_level level);

@@ -83,16 +83,19 @@ int pcore_sock_listen(const char *path, mode_t mode, gid_t gid)
     int rc = pcore_sock_addr(path, &sa);
     if (rc < 0)
         return rc;
-    /* A socket file that accepts a connection belongs to a live daemon: leave it alone. */
+    /* A socket file that accepts a connection belongs to a live daemon: leave it alone. A
+     * socket of another type that answers is another program's, live too. */
     int probe = pcore_sock_connect(path);
     if (probe >= 0) {
         close(probe);
         return PAGED_E_EXIST;
     }
+    if (probe == PAGED_E_PROTO)
+        return PAGED_E_PROTO;
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode))
-            return PAGED_E_EXIST;
+            return PAGED_E_PROTO;
         if (unlink(path) != 0)
             return PAGED_E_SYSTEM;
     }

@@ -21,7 +21,8 @@ int pcore_sock_connect(const char *path);
 
 /* Creates, binds and listens on a SOCK_SEQPACKET socket at path with permission bits mode
  * and, if gid is not (gid_t) -1, that group. A stale socket file nobody listens on is
- * replaced; a live one is refused with PAGED_E_EXIST. Returns the descriptor (non-blocking,
+ * replaced; a live one is refused with PAGED_E_EXIST, a file that is not a socket, or another
+ * program's socket of another type, with PAGED_E_PROTO. Returns the descriptor (non-blocking,
  * close-on-exec) or a negative paged_error. */
 int pcore_sock_listen(const char *path, mode_t mode, gid_t gid);
 

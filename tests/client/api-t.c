@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -106,6 +107,95 @@ static pid_t fake_daemon(const char *path, enum fake_mode mode)
     _exit(0);
 }
 
+/* A regular file where the socket should be: the reason says it is not a socket. */
+static void test_connect_not_socket(const struct pagedd *h)
+{
+    char path[320], why[256];
+    snprintf(path, sizeof path, "%s/plain-file", h->dir);
+    int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0)
+        sysbail("creating %s", path);
+    close(fd);
+    paged_client *c = NULL;
+    paged_connect_opts o = { .socket_path = path, .timeout_ms = 2000 };
+    is_int(PAGED_E_NOTCONN, paged_client_connect_err(&o, &c, why, sizeof why),
+           "connect to a regular file: PAGED_E_NOTCONN");
+    ok(contains(why, path) && contains(why, "is not a socket"), "connect: the reason names the file, not a socket (%s)",
+       why);
+    unlink(path);
+}
+
+/* Runs fn(ctx, res) in a child that dropped to uid and gid 65534 (closing its copy of the
+ * parent's client inherited first, when there is one), and copies the size bytes of res it
+ * filled back into res. Returns 0, or -1 when the child could not drop or report. */
+static int as_nobody(void (*fn)(const void *ctx, void *res), const void *ctx, void *res, size_t size,
+                     paged_client *inherited)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        sysbail("a pipe from a child of uid 65534");
+    const pid_t pid = bfork();
+    if (pid == 0) {
+        paged_client_close(inherited); /* the parent's: not ours to use */
+        close(fds[0]);
+        const int dropped = setgid(65534) == 0 && setuid(65534) == 0;
+        if (dropped)
+            fn(ctx, res);
+        _exit(dropped && write(fds[1], res, size) == (ssize_t) size ? 0 : 1);
+    }
+    close(fds[1]);
+    const ssize_t got = read(fds[0], res, size);
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return got == (ssize_t) size ? 0 : -1;
+}
+
+/* What a connection as another uid gave: its code and reason. */
+struct perm_try {
+    int rc;
+    char why[256];
+};
+
+/* Connects to the socket at ctx with paged_client_connect_err into the perm_try at res;
+ * returns nothing. */
+static void perm_child(const void *ctx, void *res)
+{
+    struct perm_try *r = res;
+    paged_connect_opts o = { .socket_path = ctx, .timeout_ms = 2000 };
+    paged_client *c = NULL;
+    r->rc = paged_client_connect_err(&o, &c, r->why, sizeof r->why);
+    paged_client_close(c);
+}
+
+/* A socket of mode 0600 owned by root, opened by a child that became uid 65534: PAGED_E_PERM,
+ * with a reason naming the socket and the permission, not the pool text. Root only. */
+static void test_connect_perm(const struct pagedd *h)
+{
+    if (geteuid() != 0) {
+        skip(2, "not root: no other uid to connect as");
+        return;
+    }
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    const int len = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/root-only.sock", h->dir);
+    if (len < 0 || (size_t) len >= sizeof sa.sun_path)
+        bail("%s/root-only.sock is too long for a Unix socket", h->dir);
+    const char *path = sa.sun_path;
+    int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (ls < 0 || bind(ls, (struct sockaddr *) &sa, sizeof sa) != 0 || chmod(path, 0600) != 0 || listen(ls, 4) != 0)
+        sysbail("listening on %s", path);
+    struct perm_try r = { .rc = 1 };
+    if (as_nobody(perm_child, path, &r, sizeof r, NULL) < 0)
+        r.rc = -999;
+    r.why[sizeof r.why - 1] = '\0';
+    is_int(PAGED_E_PERM, r.rc, "connect as uid 65534 to a root-only socket: PAGED_E_PERM");
+    char want[400];
+    snprintf(want, sizeof want, "permission denied opening socket %s", path);
+    ok(contains(r.why, want) && !contains(r.why, "pool"), "connect: the reason says '%s' (%s)", want, r.why);
+    close(ls);
+    unlink(path);
+}
+
 /* Connections that fail: nobody listening, bad options, refusals, silence. */
 static void test_connect_failures(const struct pagedd *h)
 {
@@ -116,7 +206,10 @@ static void test_connect_failures(const struct pagedd *h)
     is_int(PAGED_E_NOTCONN, paged_client_connect_err(&o, &c, why, sizeof why),
            "connect: a socket nobody listens on gives PAGED_E_NOTCONN");
     ok(c == NULL, "connect: *out is NULL after a failure");
-    ok(contains(why, "nobody.sock"), "connect: the reason names the socket (%s)", why);
+    ok(contains(why, "no daemon listening on") && contains(why, "nobody.sock"),
+       "connect: the reason says nobody listens and names the socket (%s)", why);
+    test_connect_not_socket(h);
+    test_connect_perm(h);
 
     o.socket_path = h->socket;
     o.sq_entries = 3;
@@ -327,6 +420,19 @@ static void ro_try(paged_client *c, const char *name, struct ro_result *r)
     paged_pool_detach(p);
 }
 
+/* Connects to the socket at ctx and tries pool "api-ro" into the ro_result at res; returns
+ * nothing. */
+static void ro_child(const void *ctx, void *res)
+{
+    struct ro_result *r = res;
+    paged_connect_opts o = { .socket_path = ctx };
+    paged_client *c = NULL;
+    r->connect = paged_client_connect(&o, &c);
+    if (c != NULL)
+        ro_try(c, "api-ro", r);
+    paged_client_close(c);
+}
+
 /* A read-only attachment cannot write: as another uid when we are root (root may write
  * anything), else through a mode without write bits for the owner. */
 static void test_read_only(const struct pagedd *h, paged_client *c1)
@@ -341,32 +447,8 @@ static void test_read_only(const struct pagedd *h, paged_client *c1)
         ro_try(c, "api-ro", &r);
         paged_client_close(c);
     } else {
-        int fds[2];
-        if (pipe(fds) != 0)
-            sysbail("pipe");
-        pid_t pid = bfork();
-        if (pid == 0) {
-            close(fds[0]);
-            paged_client_close(c1); /* the parent's, inherited: not ours to use */
-            r.connect = -1;
-            if (setgid(65534) == 0 && setuid(65534) == 0) {
-                paged_connect_opts o = { .socket_path = h->socket };
-                paged_client *c = NULL;
-                r.connect = paged_client_connect(&o, &c);
-                if (c != NULL)
-                    ro_try(c, "api-ro", &r);
-                paged_client_close(c);
-            }
-            if (write(fds[1], &r, sizeof r) != (ssize_t) sizeof r)
-                _exit(1);
-            _exit(0);
-        }
-        close(fds[1]);
-        if (read(fds[0], &r, sizeof r) != (ssize_t) sizeof r)
+        if (as_nobody(ro_child, h->socket, &r, sizeof r, c1) < 0)
             r.connect = r.attach = -999;
-        close(fds[0]);
-        int status;
-        waitpid(pid, &status, 0);
         is_int(PAGED_OK, r.connect, "read-only: a client of uid 65534 connects");
     }
     is_int(PAGED_OK, r.attach, "read-only: attach succeeds (the mode lets it read)");

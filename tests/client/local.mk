@@ -27,6 +27,21 @@ tests_client_workers_t_SOURCES = tests/client/workers-t.c
 # The CPU reference kernels are the oracle (and need libpagedcore's dtype helpers).
 tests_client_workers_t_LDADD = $(CLIENT_TEST_LIBS) kernels/libpagedcpu.la lib/core/libpagedcore.la
 
+# libpaged(3)'s EXAMPLES program as a reader copies it from the page (man-example.sh), built
+# against libpaged and run by example-t against a real pagedd.
+check_PROGRAMS += tests/client/libpaged-example tests/client/example-t
+TESTS += tests/client/example-t
+EXTRA_DIST += tests/client/man-example.sh
+CLEANFILES += tests/client/libpaged-example.c
+nodist_tests_client_libpaged_example_SOURCES = tests/client/libpaged-example.c
+tests_client_libpaged_example_LDADD = lib/libpaged.la
+tests/client/libpaged-example.c: $(top_srcdir)/man/libpaged.3 $(top_srcdir)/tests/client/man-example.sh
+	@$(MKDIR_P) tests/client
+	$(AM_V_GEN)$(SHELL) $(top_srcdir)/tests/client/man-example.sh $(top_srcdir)/man/libpaged.3 >$@.tmp && mv $@.tmp $@
+tests_client_example_t_SOURCES = tests/client/example-t.c
+tests_client_example_t_LDADD = $(CLIENT_TEST_LIBS)
+EXTRA_tests_client_example_t_DEPENDENCIES = daemon/pagedd tests/client/libpaged-example
+
 # The lazily loaded CUDA driver, on its own: compiled into the test (its symbols are not
 # exported), with the CUDA headers for the test's own export of device memory. Without a
 # driver it checks that loading says PAGED_E_NOTSUP.

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "lib/core/sock.h"
@@ -173,6 +174,28 @@ static void test_listen(void)
         sysbail("creating %s", plain);
     close(f);
     is_int(PAGED_E_NOTCONN, pcore_sock_connect(plain), "a plain file where the socket should be: PAGED_E_NOTCONN");
+    is_int(PAGED_E_PROTO, pcore_sock_listen(plain, 0600, (gid_t) -1),
+           "listening where a plain file is: PAGED_E_PROTO, not PAGED_E_EXIST");
+    ok(lstat(plain, &sb) == 0 && S_ISREG(sb.st_mode), "and the plain file is left alone");
+    /* A live socket of another type is another program's: refused, not replaced. */
+    char other[128];
+    snprintf(other, sizeof other, "%s/stream.sock", dir);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(other) >= sizeof sa.sun_path)
+        bail("%s is too long for a Unix socket", other);
+    memcpy(sa.sun_path, other, strlen(other) + 1);
+    int st = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (st < 0 || bind(st, (struct sockaddr *) &sa, sizeof sa) != 0 || listen(st, 1) != 0)
+        sysbail("listening on a stream socket at %s", other);
+    is_int(PAGED_E_PROTO, pcore_sock_listen(other, 0600, (gid_t) -1),
+           "listening where another program's stream socket listens: PAGED_E_PROTO");
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ok(probe >= 0 && connect(probe, (struct sockaddr *) &sa, sizeof sa) == 0,
+       "and that program's socket still accepts");
+    if (probe >= 0)
+        close(probe);
+    close(st);
+    unlink(other);
     char longpath[200];
     memset(longpath, 'b', sizeof longpath - 1);
     longpath[0] = '/';

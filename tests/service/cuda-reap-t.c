@@ -93,7 +93,8 @@ int main(void)
     plan_lazy();
     char delay[48];
     snprintf(delay, sizeof delay, "PAGEDD_REAP_DELAY_MS=%d", REAP_DELAY_MS);
-    const char *extra[] = { "--backend=cuda", NULL };
+    /* At debug: the line that says an allocation waits for the reaper is one. */
+    const char *extra[] = { "--backend=cuda", "--log-level=debug", NULL };
     const char *env[] = { delay, NULL };
     int st = 0, started = pagedd_start(&daemon_, extra, env, &st);
     if (started != 0)

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "lib/core/proto.h"
@@ -49,6 +50,42 @@ static void write_file(const char *path, const char *text)
     FILE *f = fopen(path, "w");
     if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0)
         sysbail("write %s", path);
+}
+
+/* Returns the number a pid file holds, or 0. */
+static long read_pid(const char *path)
+{
+    long pid = 0;
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return pid;
+}
+
+/* Waits, up to 10 s, until process pid is gone with its socket and pid file, killing it if
+ * it is not; returns whether it went by itself. */
+static int wait_gone(long pid, const char *sock, const char *pidf)
+{
+    struct stat sb;
+    int gone = 0;
+    for (int i = 0; i < 10000 && !gone; i++) {
+        gone = pid > 1 && kill((pid_t) pid, 0) < 0 && lstat(sock, &sb) < 0 && lstat(pidf, &sb) < 0;
+        if (!gone)
+            td_pause_ms(1);
+    }
+    if (!gone && pid > 1)
+        kill((pid_t) pid, SIGKILL);
+    return gone;
+}
+
+/* Returns whether syslog's socket is there, as pagedd looks for it. */
+static int syslog_listens(void)
+{
+    struct stat sb;
+    return stat(_PATH_LOG, &sb) == 0 && S_ISSOCK(sb.st_mode);
 }
 
 /* Returns the exit code of a wait status, or -1 when it did not exit. */
@@ -167,6 +204,15 @@ static void program_cases(void)
     struct stat sb;
     snprintf(msg, sizeof msg, "%s/pid.sock", dir_.dir);
     ok(lstat(msg, &sb) < 0 && errno == ENOENT, "and leaves no socket behind");
+
+    /* A regular file where the socket should be: refused as not a socket, and kept. */
+    snprintf(fsock, sizeof fsock, "--socket=%s", file);
+    const char *on_file[] = { "--foreground", "--config", "/dev/null", fsock, NULL };
+    is_int(1, exit_code(run_pagedd(on_file, out, err)), "a regular file at the socket path: exit 1");
+    snprintf(msg, sizeof msg, "%s is not a socket: remove it", file);
+    ok(file_contains(err, msg) && !file_contains(err, "another daemon"),
+       "the error names the path and says it is not a socket (not another daemon)");
+    ok(lstat(file, &sb) == 0 && S_ISREG(sb.st_mode), "and the file is left as it was");
 }
 
 /* Returns a group other than our effective one that the socket may be given (any, as root;
@@ -303,36 +349,63 @@ static void daemonize_cases(void)
     snprintf(dirpath, sizeof dirpath, "%s/sub/dir", dir_.dir);
     ok(stat(dirpath, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0755,
        "the missing socket directory was created with mode 0755");
-    long pid = 0;
-    FILE *f = fopen(pidf, "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld", &pid) != 1)
-            pid = 0;
-        fclose(f);
-    }
+    const long pid = read_pid(pidf);
     ok(pid > 1 && kill((pid_t) pid, 0) == 0, "the pid file names the running daemon (%ld)", pid);
+    /* Detached, a daemon that would log to syslog with nobody listening says so first. */
+    if (syslog_listens())
+        ok(!file_contains(err, "no syslog socket"), "syslog listens: no warning that the log is lost");
+    else
+        ok(file_contains(err, "pagedd: warning: no syslog socket") && file_contains(err, "--log-file"),
+           "no syslog socket: a warning on stderr that the log is lost, naming --log-file");
 
     const char *again[] = { "--foreground", sockopt, "--config", "/dev/null", NULL };
+    char listening[450];
+    snprintf(listening, sizeof listening, "another daemon is listening on %s", sock);
     is_int(1, exit_code(run_pagedd(again, out, err)), "a second daemon on the live socket exits 1");
-    ok(file_contains(err, "another daemon"), "and says another daemon is listening");
+    ok(file_contains(err, listening) && !file_contains(err, "not a socket"),
+       "and says another daemon is listening there, naming the path");
     is_int(0, rc_nop(&c), "the first daemon still serves");
     const char *again_bg[] = { sockopt, "--config", "/dev/null", NULL };
     is_int(1, exit_code(run_pagedd(again_bg, out, err)), "a second daemonizing daemon: the parent exits 1");
-    ok(file_contains(err, "another daemon"), "with the daemon's reason");
+    ok(file_contains(err, listening), "with the daemon's reason");
 
     if (pid > 1)
         kill((pid_t) pid, SIGTERM);
     is_int(1, rc_wait_msg(&c, PCORE_MSG_SHUTDOWN, 10000, NULL, 0), "SIGTERM to the daemon: the client gets SHUTDOWN");
     rc_close(&c);
-    int gone = 0;
-    for (int i = 0; i < 10000 && !gone; i++) {
-        gone = pid > 1 && kill((pid_t) pid, 0) < 0 && lstat(sock, &sb) < 0 && lstat(pidf, &sb) < 0;
-        if (!gone)
-            td_pause_ms(1);
-    }
-    ok(gone, "the daemon exits and removes its socket and pid file");
-    if (!gone && pid > 1)
-        kill((pid_t) pid, SIGKILL);
+    ok(wait_gone(pid, sock, pidf), "the daemon exits and removes its socket and pid file");
+}
+
+/* A detached daemon with --log-file writes its log there, from its start line to its last,
+ * and no warning about syslog; a file it cannot open stops it. */
+static void log_file_case(void)
+{
+    char sock[400], pidf[400], log[400], sockopt[420], pidopt[420], logopt[420], out[400], err[400];
+    snprintf(sock, sizeof sock, "%s/log.sock", dir_.dir);
+    snprintf(pidf, sizeof pidf, "%s/log.pid", dir_.dir);
+    snprintf(log, sizeof log, "%s/pagedd.log", dir_.dir);
+    snprintf(sockopt, sizeof sockopt, "--socket=%s", sock);
+    snprintf(pidopt, sizeof pidopt, "--pid-file=%s", pidf);
+    snprintf(logopt, sizeof logopt, "--log-file=%s", log);
+    snprintf(out, sizeof out, "%s/out", dir_.dir);
+    snprintf(err, sizeof err, "%s/err", dir_.dir);
+    const char *args[] = { sockopt, pidopt, logopt, "--config", "/dev/null", "--backend=cpu", NULL };
+    is_int(0, exit_code(run_pagedd(args, out, err)), "--log-file: the detached daemon starts");
+    const long pid = read_pid(pidf);
+    char ready[64];
+    snprintf(ready, sizeof ready, "ready (pid %ld)", pid);
+    /* The parent returned once the daemon was ready, after its start line was written. */
+    ok(pid > 1 && file_contains(log, ready) && file_contains(log, "[info] listening on"),
+       "--log-file: the start lines are in the file (\"%s\")", ready);
+    ok(!file_contains(err, "syslog"), "--log-file: no warning about syslog on stderr");
+    if (pid > 1)
+        kill((pid_t) pid, SIGTERM);
+    ok(wait_gone(pid, sock, pidf) && file_contains(log, "[info] stopped"), "--log-file: the stop line is there too");
+    const char *bad[] = { "--foreground", sockopt, "--config", "/dev/null", "--log-file=/nonexistent-dir/pagedd.log",
+                          NULL };
+    is_int(1, exit_code(run_pagedd(bad, out, err)), "--log-file in a missing directory: exit 1");
+    ok(file_contains(err, "cannot open the log file /nonexistent-dir/pagedd.log: No such file or directory"),
+       "the error names the file and why");
 }
 
 /* A connection that never says HELLO is dropped. */
@@ -413,6 +486,7 @@ int main(void)
     descriptor_cases();
     config_and_reload_cases();
     daemonize_cases();
+    log_file_case();
     silent_case();
     pagedd_cleanup(&dir_);
     return 0;

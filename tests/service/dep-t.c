@@ -705,6 +705,10 @@ static void stop(struct pagedd *d, struct rc_client *ctl, const char *name, int 
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: pagedd exits 0 on SIGTERM", name);
     ok(late == pagedd_log_contains(d, "dependency wait timed out"), "%s: the daemon logged %s", name,
        late ? "the disconnection for a late wait" : "no disconnection for a late wait");
+    /* The engine's figures are debug lines: an info log has none of them. */
+    ok(!pagedd_log_contains(d, "completion wake-ups per batch")
+       && !pagedd_log_contains(d, "batches completed when queued"),
+       "%s: the info log carries no engine activity lines", name);
     pagedd_cleanup(d);
 }
 

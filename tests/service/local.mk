@@ -56,6 +56,11 @@ TESTS += tests/service/merge-late-t.sh tests/service/fused-late-t.sh tests/servi
 EXTRA_DIST += tests/service/merge-late-t.sh tests/service/fused-late-t.sh tests/service/fused-split-t.sh tests/service/shutdown-late-t.sh \
 	tests/service/allocfail-late-t.sh
 
+# pagedd -b cuda where no driver is installed: says so and names -b cpu (skipped where one is).
+TESTS += tests/service/cuda-nodriver-t.sh
+EXTRA_DIST += tests/service/cuda-nodriver-t.sh
+tests/service/cuda-nodriver-t.log: daemon/pagedd
+
 # merge-t and fused-t with every launch of several requests refused (PAGEDD_REFUSE_MERGED): the
 # backends' fallback that runs such a launch's requests one by one.
 TESTS += tests/service/merge-refused-t.sh tests/service/fused-refused-t.sh

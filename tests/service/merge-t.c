@@ -935,6 +935,9 @@ int main(void)
     st = pagedd_stop(&daemon_);
     ok(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "pagedd exits 0 on SIGTERM");
     ok(!pagedd_log_contains(&daemon_, "corrupt"), "the daemon saw no corrupt ring");
+    /* The decoding clients left: at debug, the engine logged its activity lines. */
+    ok(pagedd_log_contains(&daemon_, "completion wake-ups per batch"),
+       "the debug log carries the engine's activity lines");
     td_check_late_done(&daemon_, !use_cuda);
     pagedd_cleanup(&daemon_);
     return 0;

@@ -228,7 +228,7 @@ BEGIN {
         mkre[++nmk] = "^" re "$"
     }
     nallow = split("^/run(/|$) ^/var/run/ ^/etc(/|$) ^/usr(/|$) ^/opt/ ^/proc(/|$) ^/sys/ " \
-                   "^/dev/(null|shm|fd|stdin|stdout|stderr)(/|$) ^/bin/sh$ ^/tmp$ ^/tmp/paged " \
+                   "^/dev/(null|shm|fd|stdin|stdout|stderr|nvidiactl|log)(/|$) ^/bin/sh$ ^/tmp$ ^/tmp/paged " \
                    "^\\.\\./configure$", allow, " ")
 }
 

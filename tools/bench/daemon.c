@@ -37,8 +37,12 @@ void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsign
     char threadarg[32];
     snprintf(threadarg, sizeof threadarg, "--threads=%u", threads);
     const char *const args[] = { threads ? threadarg : NULL, NULL };
+    /* A log kept for later (keep_log) is kept for the engine's activity lines, logged at debug
+     * unless asked for: asked for, they come without the per-launch debug lines. */
+    const char *dest = getenv("PAGED_BENCH_DAEMON_LOG");
+    const char *const env[] = { dest != NULL && *dest != '\0' ? "PAGEDD_ACTIVITY_LOG=1" : NULL, NULL };
     const struct spawn_pagedd o = {
-        .path = path, .socket = d->socket, .backend = backend, .args = args, .log = d->log,
+        .path = path, .socket = d->socket, .backend = backend, .args = args, .log = d->log, .env = env,
         .death_signal = SIGTERM, .ready_ms = BD_READY_MS,
     };
     int st;
