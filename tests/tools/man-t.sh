@@ -23,13 +23,14 @@ n=0
 for page in "$@"; do
     n=$((n + 1))
     name=${page##*/}
-    # A link page holds one .so request: check that its target exists instead.
+    # A link page holds one .so request: check that its target exists instead, by the path
+    # the request names, from man/ (where man/man1 ... man/man8 link back to man/).
     if [ "$(sed -n '$=' "$page")" = 1 ] && grep -q '^\.so man[1-8]/' "$page"; then
-        target=$(sed -n 's/^\.so man[1-8]\///p' "$page")
+        target=$(sed -n 's/^\.so //p' "$page")
         if [ -f "$top_srcdir/man/$target" ]; then
-            echo "ok $n - $name: link to $target, which exists"
+            echo "ok $n - $name: link to $target, which resolves in man/"
         else
-            echo "not ok $n - $name: link to $target, which is missing"
+            echo "not ok $n - $name: link to $target, which does not resolve in man/"
         fi
         continue
     fi
