@@ -19,11 +19,9 @@
 #include "daemon/notify.h"
 #include "daemon/server.h"
 #include "lib/core/sock.h"
+#include "paths.h"
 
-#ifndef SYSCONFDIR
-#define SYSCONFDIR "/etc"
-#endif
-#define DEFAULT_CONFIG SYSCONFDIR "/paged.conf"
+#define DEFAULT_CONFIG PAGED_SYSCONFDIR "/paged.conf"
 
 /* The command line's settings, kept to apply over the file again on every reload. */
 struct overrides {

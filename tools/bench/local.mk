@@ -25,7 +25,7 @@ tools_paged_bench_SOURCES = \
 	tools/bench/inproc.c \
 	tools/bench/daemon.h \
 	tools/bench/daemon.c
-tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DPAGEDD_PATH='"$(sbindir)/pagedd"'
+tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tools_paged_bench_LDADD = lib/libpaged.la daemon/libpagedengine.la kernels/libpagedcpu.la \
 	tools/common/libspawn.la lib/core/libpagedcore.la
 noinst_HEADERS += tools/bench/probe.h
