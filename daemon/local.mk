@@ -109,6 +109,12 @@ dist_tmpfiles_DATA = daemon/tmpfiles.d/paged.conf
 endif
 CLEANFILES += daemon/pagedd.service
 EXTRA_DIST += daemon/pagedd.service.in daemon/sysusers.d/paged.conf daemon/tmpfiles.d/paged.conf
+
+# paged.conf.example, every key commented out with its default, among the documentation's
+# examples, where packagers look for it (a paged.conf in $(sysconfdir) would be a packager's
+# or an administrator's file; the daemon runs without one).
+examplesdir = $(docdir)/examples
+dist_examples_DATA = daemon/paged.conf.example
 if HAVE_SYSTEMD
 PAGEDD_SERVICE_TYPE = notify
 PAGEDD_SERVICE_ARGS = --foreground
