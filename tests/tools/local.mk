@@ -40,3 +40,8 @@ EXTRA_DIST += tests/tools/docs-t.sh tests/tools/docs-check.sh
 # style-check.awk is the checker, style-t.sh its TAP test.
 TESTS += tests/tools/style-t.sh
 EXTRA_DIST += tests/tools/style-t.sh tests/tools/style-check.awk
+
+# A packager's install, from a private build of the distribution with --program-prefix;
+# layout-t checks the configured tree's paths.h and systemd directories.
+TESTS += tests/tools/install-t.sh tests/tools/layout-t.sh
+EXTRA_DIST += tests/tools/install-t.sh tests/tools/layout-t.sh
