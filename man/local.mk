@@ -26,7 +26,8 @@ notrans_dist_man_MANS = \
 
 # One-line .so pages, so that every function of a family finds its page. Their requests name
 # man3/PAGE, as installed; the links man/man1 ... man/man8 to man/ itself make them resolve in
-# the source tree too (`man -l paged_append.3` in man/, `man -M man paged_append` at the top).
+# a checkout too (`man -l paged_append.3` in man/, `man -M man paged_append` at the top). The
+# links are not distributed: the tarball's tar follows links, and these make a loop.
 notrans_dist_man_MANS += \
 	man/paged_alloc.3 \
 	man/paged_append.3 \
@@ -69,4 +70,3 @@ notrans_dist_man_MANS += \
 	man/paged_submit.3 \
 	man/paged_version.3 \
 	man/paged_wait.3
-EXTRA_DIST += man/man1 man/man3 man/man5 man/man7 man/man8
