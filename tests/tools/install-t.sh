@@ -7,14 +7,13 @@
 # --prefix=/usr --sysconfdir=/etc, as a distribution configures it, so that systemd's own
 # directories (pkg-config systemd) are the ones chosen. It leaves the tree under test alone.
 top_builddir=${top_builddir:-.}
-if ! command -v make >/dev/null 2>&1; then
-    echo "1..0 # SKIP no make on the PATH"
+# Skips the whole test, saying why.
+skip_all() {
+    echo "1..0 # SKIP $1"
     exit 0
-fi
-if [ ! -f "$top_builddir/Makefile" ]; then
-    echo "1..0 # SKIP $top_builddir is not a configured build tree"
-    exit 0
-fi
+}
+command -v make >/dev/null 2>&1 || skip_all "no make on the PATH"
+[ -f "$top_builddir/Makefile" ] || skip_all "$top_builddir is not a configured build tree"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/install-t.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # The harness's make passes its jobs and variables down the environment: the private build

@@ -3,14 +3,13 @@
 # objects that embed it depend on it, and the systemd directories follow pkg-config's systemd.
 # SPDX-License-Identifier: MIT
 top_builddir=${top_builddir:-.}
-if ! command -v make >/dev/null 2>&1; then
-    echo "1..0 # SKIP no make on the PATH"
+# Skips the whole test, saying why.
+skip_all() {
+    echo "1..0 # SKIP $1"
     exit 0
-fi
-if [ ! -f "$top_builddir/Makefile" ] || [ ! -f "$top_builddir/paths.h" ]; then
-    echo "1..0 # SKIP $top_builddir is not a built tree"
-    exit 0
-fi
+}
+command -v make >/dev/null 2>&1 || skip_all "no make on the PATH"
+[ -f "$top_builddir/Makefile" ] && [ -f "$top_builddir/paths.h" ] || skip_all "$top_builddir is not a built tree"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/layout-t.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
