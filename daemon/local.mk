@@ -89,31 +89,47 @@ PD_DAEMON_LIBS = daemon/libpageddaemon.la daemon/libpagedengine.la
 # pagedd: the daemon.
 sbin_PROGRAMS += daemon/pagedd
 daemon_pagedd_SOURCES = daemon/main.c
-daemon_pagedd_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR='"$(sysconfdir)"'
 daemon_pagedd_LDADD = $(PD_DAEMON_LIBS) lib/core/libpagedcore.la kernels/libpagedcpu.la $(SYSTEMD_LIBS)
 if HAVE_CUDA
 # The kernels, and the static runtime (a pagedd built with CUDA starts without a driver).
 daemon_pagedd_LDADD += kernels/libpagedcuda.la $(CUDA_LIBS)
 endif
 
-# The systemd unit, with the installation paths substituted.
+# The systemd unit, with the installed pagedd's path (from paths.h, so that the unit follows
+# the prefix and the program's transformed name), and the group paged it runs in and the
+# entries that make that group and /run/paged (HACKING.md, Install layout).
+if INSTALL_UNIT
 systemdsystemunit_DATA = daemon/pagedd.service
+endif
+if INSTALL_SYSUSERS
+dist_sysusers_DATA = daemon/sysusers.d/paged.conf
+endif
+if INSTALL_TMPFILES
+dist_tmpfiles_DATA = daemon/tmpfiles.d/paged.conf
+endif
 CLEANFILES += daemon/pagedd.service
-EXTRA_DIST += daemon/pagedd.service.in daemon/paged.conf.example
+EXTRA_DIST += daemon/pagedd.service.in daemon/sysusers.d/paged.conf daemon/tmpfiles.d/paged.conf
+
+# paged.conf.example, every key commented out with its default, among the documentation's
+# examples, where packagers look for it (a paged.conf in $(sysconfdir) would be a packager's
+# or an administrator's file; the daemon runs without one).
+examplesdir = $(docdir)/examples
+dist_examples_DATA = daemon/paged.conf.example
 if HAVE_SYSTEMD
 PAGEDD_SERVICE_TYPE = notify
-PAGEDD_SERVICE_EXEC = $(sbindir)/pagedd --foreground
+PAGEDD_SERVICE_ARGS = --foreground
 PAGEDD_SERVICE_PIDFILE = \# readiness through sd_notify: no pid file
 else
 PAGEDD_SERVICE_TYPE = forking
-PAGEDD_SERVICE_EXEC = $(sbindir)/pagedd --pid-file /run/paged/pagedd.pid
+PAGEDD_SERVICE_ARGS = --pid-file /run/paged/pagedd.pid
 PAGEDD_SERVICE_PIDFILE = PIDFile=/run/paged/pagedd.pid
 endif
-daemon/pagedd.service: $(srcdir)/daemon/pagedd.service.in Makefile
-	$(AM_V_GEN)$(MKDIR_P) daemon && sed \
-	  -e 's|@sbindir[@]|$(sbindir)|g' \
-	  -e 's|@sysconfdir[@]|$(sysconfdir)|g' \
+daemon/pagedd.service: $(srcdir)/daemon/pagedd.service.in paths.h Makefile
+	$(AM_V_GEN)$(MKDIR_P) daemon && \
+	pagedd=`sed -n 's/^#define PAGED_PAGEDD_PATH "\(.*\)"$$/\1/p' paths.h` && test -n "$$pagedd" && sed \
+	  -e "s|@PAGEDD_PATH[@]|$$pagedd|g" \
+	  -e "s|@PAGEDD_NAME[@]|$${pagedd##*/}|g" \
 	  -e 's|@PAGEDD_SERVICE_TYPE[@]|$(PAGEDD_SERVICE_TYPE)|g' \
-	  -e 's|@PAGEDD_SERVICE_EXEC[@]|$(PAGEDD_SERVICE_EXEC)|g' \
+	  -e 's|@PAGEDD_SERVICE_ARGS[@]|$(PAGEDD_SERVICE_ARGS)|g' \
 	  -e 's|@PAGEDD_SERVICE_PIDFILE[@]|$(PAGEDD_SERVICE_PIDFILE)|g' \
 	  $(srcdir)/daemon/pagedd.service.in > $@.tmp && mv $@.tmp $@

@@ -20,17 +20,19 @@
 #include "daemon/notify.h"
 #include "daemon/server.h"
 #include "lib/core/sock.h"
+#include "paths.h"
 
-#ifndef SYSCONFDIR
-#define SYSCONFDIR "/etc"
-#endif
-#define DEFAULT_CONFIG SYSCONFDIR "/paged.conf"
+#define DEFAULT_CONFIG PAGED_SYSCONFDIR "/paged.conf"
+
+/* getopt_long's value for --check-config, apart from every key's (1000 up) and letter. */
+#define OPT_CHECK_CONFIG 2
 
 /* The command line's settings, kept to apply over the file again on every reload. */
 struct overrides {
     int n;
     const char *key[64];
     const char *value[64];
+    int check_config;              /* --check-config: print the settings and exit */
 };
 
 /* Prints usage to f; returns nothing. */
@@ -48,10 +50,12 @@ static void usage(FILE *f)
                  keys[i].has_arg ? keys[i].arg_name : "");
         fprintf(f, "  %-36s %s\n", lhs, keys[i].help);
     }
-    fprintf(f, "  %-36s %s\n  %-36s %s\n\n", "-h, --help", "print this help and exit",
-            "-V, --version", "print the version and exit");
+    fprintf(f, "  %-36s %s\n  %-36s %s\n  %-36s %s\n\n", "    --check-config",
+            "read the configuration, print the settings in effect and exit", "-h, --help",
+            "print this help and exit", "-V, --version", "print the version and exit");
     fprintf(f, "Every option is also a key of the configuration file (key = value), except\n"
-               "config and ready-fd. Command-line options win over the file.\n"
+               "config, ready-fd, check-config, help and version. Command-line options win over\n"
+               "the file.\n"
                "FILES: %s\n", DEFAULT_CONFIG);
 }
 
@@ -123,7 +127,7 @@ static void parse_args(int argc, char **argv, struct overrides *ov)
     char shortopts[128] = "+hV";
     size_t sl = strlen(shortopts);
     int k = 0;
-    for (int i = 0; i < n && k < 60; i++) {
+    for (int i = 0; i < n && k < 59; i++) {
         longopts[k++] = (struct option) { keys[i].name, keys[i].has_arg ? required_argument : no_argument,
                                           NULL, 1000 + i };
         if (keys[i].short_opt && sl + 3 < sizeof shortopts) {
@@ -135,6 +139,7 @@ static void parse_args(int argc, char **argv, struct overrides *ov)
     }
     longopts[k++] = (struct option) { "help", no_argument, NULL, 'h' };
     longopts[k++] = (struct option) { "version", no_argument, NULL, 'V' };
+    longopts[k++] = (struct option) { "check-config", no_argument, NULL, OPT_CHECK_CONFIG };
     longopts[k] = (struct option) { NULL, 0, NULL, 0 };
     int c;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
@@ -146,6 +151,10 @@ static void parse_args(int argc, char **argv, struct overrides *ov)
         if (c == 'V') {
             printf("pagedd (paged) %s\nprotocol version %u\n", PACKAGE_VERSION, PCORE_PROTO_VERSION);
             exit(0);
+        }
+        if (c == OPT_CHECK_CONFIG) {
+            ov->check_config = 1;
+            continue;
         }
         if (c >= 1000 && c < 1000 + n)
             idx = c - 1000;
@@ -287,6 +296,19 @@ static int open_log(const struct pd_config *cfg)
     return 0;
 }
 
+/* Prints the settings in effect as paged.conf lines, after a comment naming where they came
+ * from, for --check-config. Returns the exit status: 0, or 1 when standard output failed. */
+static int check_config(const struct pd_config *cfg)
+{
+    printf("# pagedd %s: the defaults, then %s%s, then the command line\n", PACKAGE_VERSION, cfg->config,
+           access(cfg->config, F_OK) == 0 ? "" : " (absent)");
+    if (pd_config_write(cfg, stdout) < 0) {
+        fprintf(stderr, "pagedd: cannot write the settings: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 /* Runs the daemon; returns its exit status. */
 int main(int argc, char **argv)
 {
@@ -304,6 +326,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pagedd: environment: %s\n", cause != NULL ? cause : "a knob is refused");
         return 1;
     }
+    if (ov.check_config)
+        return check_config(&cfg);
     pd_log_set_level(cfg.log_level);
     if (open_log(&cfg) < 0)
         return 1;

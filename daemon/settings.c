@@ -314,6 +314,20 @@ static const char *format(const struct pd_config *cfg, const struct key_slot *k,
     return buf;
 }
 
+/* Writes the file's keys with cfg's values; returns 0 or -1 when writing failed. */
+int pd_config_write(const struct pd_config *cfg, FILE *f)
+{
+    for (int i = 0; i < NKEYS; i++) {
+        if (!keys[i].pub.file_ok)
+            continue;
+        char v[PD_PATH_MAX];
+        format(cfg, &keys[i], v, sizeof v);
+        if (fprintf(f, "%s =%s%s\n", keys[i].pub.name, v[0] != '\0' ? " " : "", v) < 0)
+            return -1;
+    }
+    return fflush(f) == 0 ? 0 : -1;
+}
+
 /* Reports each differing key to fn; returns the count. */
 int pd_config_diff(const struct pd_config *a, const struct pd_config *b,
                    void (*fn)(void *ctx, const char *key, const char *oldv, const char *newv,

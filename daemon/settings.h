@@ -4,6 +4,7 @@
 #define PAGED_DAEMON_SETTINGS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "daemon/util/log.h"
 
@@ -68,6 +69,13 @@ int pd_config_diff(const struct pd_config *a, const struct pd_config *b,
                    void (*fn)(void *ctx, const char *key, const char *oldv, const char *newv,
                               int live),
                    void *ctx);
+
+/*
+ * Writes every key paged.conf accepts as "key = value" lines with cfg's values, in the
+ * order of the table: text pagedd reads back as a configuration file. Returns 0, or -1 when
+ * writing to f failed.
+ */
+int pd_config_write(const struct pd_config *cfg, FILE *f);
 
 /* One entry of the option table, for getopt_long and --help. */
 struct pd_config_key {

@@ -1,11 +1,17 @@
 # man/local.mk: the man pages, mdoc, installed by make install and linted by tests/tools/man-t.sh.
 # SPDX-License-Identifier: MIT
 
-# The pages.
+# The programs' pages: installed under the programs' names, so --program-prefix,
+# --program-suffix and --program-transform-name rename them with their programs.
 dist_man_MANS += \
 	man/pactl.1 \
 	man/paged-demo.1 \
 	man/paged-bench.1 \
+	man/pagedd.8
+
+# The library's, the configuration's and the concepts' pages keep their names whatever the
+# programs are called (automake's notrans_).
+notrans_dist_man_MANS = \
 	man/libpaged.3 \
 	man/paged_client_connect.3 \
 	man/paged_pool_create.3 \
@@ -16,11 +22,13 @@ dist_man_MANS += \
 	man/paged_stream_wait.3 \
 	man/paged_strerror.3 \
 	man/paged.conf.5 \
-	man/paged.7 \
-	man/pagedd.8
+	man/paged.7
 
-# One-line .so pages, so that every function of a family finds its page.
-dist_man_MANS += \
+# One-line .so pages, so that every function of a family finds its page. Their requests name
+# man3/PAGE, as installed; the links man/man1 ... man/man8 to man/ itself make them resolve in
+# a checkout too (`man -l paged_append.3` in man/, `man -M man paged_append` at the top). The
+# links are not distributed: the tarball's tar follows links, and these make a loop.
+notrans_dist_man_MANS += \
 	man/paged_alloc.3 \
 	man/paged_append.3 \
 	man/paged_arena_alloc.3 \

@@ -59,8 +59,7 @@ tools_paged_demo_SOURCES = \
 	tools/demo/story.c \
 	tools/demo/worker.h \
 	tools/demo/worker.c
-tools_paged_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \
-	-DPAGED_SBINDIR='"$(sbindir)"' -DPAGED_BINDIR='"$(bindir)"'
+tools_paged_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tools_paged_demo_LDADD = lib/libpaged.la kernels/libpagedcpu.la tools/common/libspawn.la \
 	lib/core/libpagedcore.la
 if HAVE_CUDA

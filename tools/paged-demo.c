@@ -20,12 +20,7 @@
 #include "tools/demo/worker.h"
 #include "tools/common/spawn.h"
 
-#ifndef PAGED_SBINDIR
-#define PAGED_SBINDIR "/usr/local/sbin"
-#endif
-#ifndef PAGED_BINDIR
-#define PAGED_BINDIR "/usr/local/bin"
-#endif
+#include "paths.h" /* PAGED_PAGEDD_PATH, PAGED_PACTL_PATH: the installed programs */
 
 /* Time limits: the daemon's start and stop (and a worker's exit). */
 #define DEMO_READY_MS 30000
@@ -81,8 +76,8 @@ static void usage(FILE *fp)
           "  --steps N         decode steps (default 16)\n"
           "  --backend NAME    pagedd's backend (default auto)\n"
           "  --socket-dir DIR  where the temporary socket directory goes (default $TMPDIR or /tmp)\n"
-          "  --pagedd PATH     the daemon to run (default " PAGED_SBINDIR "/pagedd)\n"
-          "  --pactl PATH      the pactl to run (default " PAGED_BINDIR "/pactl)\n"
+          "  --pagedd PATH     the daemon to run (default " PAGED_PAGEDD_PATH ")\n"
+          "  --pactl PATH      the pactl to run (default " PAGED_PACTL_PATH ")\n"
           "  -v, --verbose     show the daemon's log\n", fp);
 }
 
@@ -153,8 +148,8 @@ static int parse_options(int argc, char **argv, struct demo_opts *o)
         .workers = 4, .steps = 16, .seqs = 4, .prefix = 64, .suffix = 16,
         .backend = "auto",
         .socket_dir = tmp != NULL && *tmp != '\0' ? tmp : "/tmp",
-        .pagedd = PAGED_SBINDIR "/pagedd",
-        .pactl = PAGED_BINDIR "/pactl",
+        .pagedd = PAGED_PAGEDD_PATH,
+        .pactl = PAGED_PACTL_PATH,
     };
     int c;
     while ((c = getopt_long(argc, argv, "vhV", longopts, NULL)) != -1) {

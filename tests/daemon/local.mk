@@ -39,3 +39,8 @@ AM_TESTS_ENVIRONMENT += \
 	export PD_LAYER_OBJECTS;
 tests_daemon_knobs_t_SOURCES = tests/daemon/knobs-t.c
 tests_daemon_knobs_t_LDADD = $(DAEMON_TEST_LIBS)
+
+# paged.conf.example against pagedd --check-config: it parses uncommented, changes no
+# default, and names every key.
+TESTS += tests/daemon/conf-example-t.sh
+EXTRA_DIST += tests/daemon/conf-example-t.sh

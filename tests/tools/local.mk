@@ -62,3 +62,8 @@ EXTRA_DIST += tests/tools/style-t.sh tests/tools/style-check.awk
 # kept in the .log and .trs.
 TESTS += tests/tools/tap-per-test-t.sh
 EXTRA_DIST += tests/tools/tap-per-test-t.sh
+
+# A packager's install, from a private build of the distribution with --program-prefix;
+# layout-t checks the configured tree's paths.h and systemd directories.
+TESTS += tests/tools/install-t.sh tests/tools/layout-t.sh
+EXTRA_DIST += tests/tools/install-t.sh tests/tools/layout-t.sh

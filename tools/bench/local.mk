@@ -5,7 +5,7 @@
 # and the service (its own pagedd, client processes through libpaged) against the same
 # kernels called in-process. It links the daemon's engine library for its thread pool
 # (daemon/cpu/workers.h), so CPU runs split work exactly as the cpu backend does.
-bin_PROGRAMS += tools/paged-bench
+pkglibexec_PROGRAMS = tools/paged-bench
 tools_paged_bench_SOURCES = \
 	tools/bench/bench.h \
 	tools/bench/main.c \
@@ -25,7 +25,7 @@ tools_paged_bench_SOURCES = \
 	tools/bench/inproc.c \
 	tools/bench/daemon.h \
 	tools/bench/daemon.c
-tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DPAGEDD_PATH='"$(sbindir)/pagedd"'
+tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tools_paged_bench_LDADD = lib/libpaged.la daemon/libpagedengine.la kernels/libpagedcpu.la \
 	tools/common/libspawn.la lib/core/libpagedcore.la
 noinst_HEADERS += tools/bench/probe.h

@@ -13,6 +13,7 @@
 
 #include "tools/bench/bench.h"
 #include "tools/bench/cpuwork.h"
+#include "paths.h"
 #ifdef HAVE_CUDA
 #include "tools/bench/gpu.h"
 #endif
@@ -52,7 +53,7 @@ static void usage(FILE *f)
             "  -V, --version          print the version and exit\n\n"
             "kernels times decode, prefill and append on every shape of the benchmark; service\n"
             "starts its own pagedd and drives it with client processes; all does both.\n",
-            PAGEDD_PATH);
+            PAGED_PAGEDD_PATH);
 }
 
 /* Parses a positive integer option or dies; returns it. */

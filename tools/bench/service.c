@@ -17,6 +17,7 @@
 #include "paged.h"
 #include "tools/bench/daemon.h"
 #include "tools/common/spawn.h"
+#include "paths.h"
 #ifdef HAVE_CUDA
 #include "tools/bench/gpu.h"
 #endif
@@ -74,7 +75,7 @@ static const char *pagedd_path(const struct bench_opts *o, const char *self, cha
                 return buf;
         }
     }
-    return PAGEDD_PATH;
+    return PAGED_PAGEDD_PATH;
 }
 
 /* Returns the --backend the daemon gets: auto stays auto when the clients could follow
