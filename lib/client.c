@@ -244,7 +244,7 @@ static int do_connect(paged_client *c, const paged_connect_opts *o)
             return PAGED_E_INVAL;
         }
         snprintf(path, sizeof path, "%s", o->socket_path);
-    } else if (pcore_sock_default_path(path, sizeof path) < 0) {
+    } else if (pcore_sock_client_path(path, sizeof path) < 0) {
         pc_set_err(c, "the default socket path is too long");
         return PAGED_E_INVAL;
     }

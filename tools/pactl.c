@@ -217,7 +217,7 @@ int main(int argc, char **argv)
     if (nargs < cmd->min_args || nargs > cmd->max_args)
         return args_error(cmd, nargs);
     if (ctx.socket_path == NULL) {
-        if (pcore_sock_default_path(defpath, sizeof defpath) < 0) {
+        if (pcore_sock_client_path(defpath, sizeof defpath) < 0) {
             fputs("pactl: the default socket path is too long (set -s or $PAGED_SOCKET)\n",
                   stderr);
             return PACTL_EXIT_FAIL;

@@ -28,9 +28,25 @@ int pcore_sock_default_path(char *buf, size_t size)
     else if (xdg != NULL && *xdg == '/')
         n = snprintf(buf, size, "%s/paged/pagedd.sock", xdg);
     else
-        n = snprintf(buf, size, "/run/paged/pagedd.sock");
+        n = snprintf(buf, size, "%s", PCORE_SOCK_SYSTEM_PATH);
     if (n < 0 || (size_t) n >= size || (size_t) n >= sizeof(((struct sockaddr_un *) 0)->sun_path))
         return PAGED_E_INVAL;
+    return 0;
+}
+
+/* Formats the socket path a client tries by default into buf: pcore_sock_default_path's,
+ * except that with no $PAGED_SOCKET a per-user socket that does not exist gives way to the
+ * system daemon's, so that a member of its group finds it without setting anything. Returns 0
+ * or PAGED_E_INVAL when too long. */
+int pcore_sock_client_path(char *buf, size_t size)
+{
+    int rc = pcore_sock_default_path(buf, size);
+    const char *env = getenv("PAGED_SOCKET");
+    struct stat st;
+    if (rc != 0 || (env != NULL && *env != '\0') || strcmp(buf, PCORE_SOCK_SYSTEM_PATH) == 0)
+        return rc;
+    if (lstat(buf, &st) < 0 && errno == ENOENT)
+        snprintf(buf, size, "%s", PCORE_SOCK_SYSTEM_PATH);
     return 0;
 }
 

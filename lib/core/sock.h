@@ -13,6 +13,15 @@
  * PAGED_E_INVAL if it does not fit (a Unix socket path holds at most 107 bytes). */
 int pcore_sock_default_path(char *buf, size_t size);
 
+/* The system daemon's socket, the last default. */
+#define PCORE_SOCK_SYSTEM_PATH "/run/paged/pagedd.sock"
+
+/* Writes the socket path a client connects to by default into buf: as
+ * pcore_sock_default_path, but when $PAGED_SOCKET is not set and the per-user
+ * $XDG_RUNTIME_DIR/paged/pagedd.sock does not exist, the system daemon's. Returns 0 or
+ * PAGED_E_INVAL. */
+int pcore_sock_client_path(char *buf, size_t size);
+
 /* Connects a SOCK_SEQPACKET socket to path. Returns the descriptor (close-on-exec), or
  * PAGED_E_NOTCONN when nobody listens there (no such file, refused), PAGED_E_PROTO when
  * the file is not a socket of ours (wrong type), PAGED_E_PERM, PAGED_E_INVAL for a path too

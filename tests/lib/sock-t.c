@@ -69,6 +69,39 @@ static void test_default_path(void)
     set_env("PAGED_SOCKET", NULL);
 }
 
+/* A client's default: the per-user socket when it exists, else the system daemon's; the
+ * daemon itself keeps the per-user path (it is about to create it). */
+static void test_client_path(void)
+{
+    char dir[] = "/tmp/sock-t-xdg-XXXXXX", sub[64], sockpath[96], buf[256];
+    if (mkdtemp(dir) == NULL)
+        sysbail("mkdtemp");
+    snprintf(sub, sizeof sub, "%s/paged", dir);
+    snprintf(sockpath, sizeof sockpath, "%s/pagedd.sock", sub);
+    set_env("PAGED_SOCKET", NULL);
+    set_env("XDG_RUNTIME_DIR", dir);
+    is_int(0, pcore_sock_client_path(buf, sizeof buf), "client path, no per-user socket: accepted");
+    is_string("/run/paged/pagedd.sock", buf, "no per-user socket: a client tries the system daemon's");
+    is_int(0, pcore_sock_default_path(buf, sizeof buf), "daemon path, no per-user socket: accepted");
+    is_string(sockpath, buf, "the daemon's default stays the per-user path");
+    int fd = -1;
+    if (mkdir(sub, 0700) == 0)
+        fd = pcore_sock_listen(sockpath, 0600, (gid_t) -1);
+    ok(fd >= 0, "a per-user daemon's socket is made");
+    is_int(0, pcore_sock_client_path(buf, sizeof buf), "client path, per-user socket: accepted");
+    is_string(sockpath, buf, "a per-user socket that exists wins");
+    set_env("PAGED_SOCKET", "/tmp/elsewhere.sock");
+    is_int(0, pcore_sock_client_path(buf, sizeof buf), "client path, PAGED_SOCKET set: accepted");
+    is_string("/tmp/elsewhere.sock", buf, "PAGED_SOCKET is taken as given");
+    set_env("PAGED_SOCKET", NULL);
+    set_env("XDG_RUNTIME_DIR", NULL);
+    if (fd >= 0)
+        close(fd);
+    unlink(sockpath);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 /* Sends msg with nfds descriptors by hand (pcore_sock_send refuses more than PSOCK_MAX_FDS, as a
  * misbehaving peer need not); returns sendmsg's result. */
 static ssize_t send_raw(int sock, const char *msg, const int *fds, int nfds)
@@ -211,6 +244,7 @@ int main(void)
 {
     plan_lazy();
     test_default_path();
+    test_client_path();
     test_descriptors();
     test_listen();
     return 0;
