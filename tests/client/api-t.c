@@ -196,6 +196,20 @@ static void test_connect_perm(const struct pagedd *h)
     unlink(path);
 }
 
+/* Leaves a socket file at path that nobody listens on (bound, then closed), as a daemon that
+ * died leaves it; bails out when it cannot. Returns nothing. */
+static void stale_socket(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (fd < 0 || strlen(path) >= sizeof sa.sun_path)
+        sysbail("socket for %s", path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+        sysbail("bind %s", path);
+    close(fd);
+}
+
 /* Connections that fail: nobody listening, bad options, refusals, silence. */
 static void test_connect_failures(const struct pagedd *h)
 {
@@ -251,10 +265,15 @@ static void test_connect_failures(const struct pagedd *h)
     }
     unsetenv("PAGED_SOCKET");
     setenv("XDG_RUNTIME_DIR", h->dir, 1);
+    snprintf(path, sizeof path, "%s/paged", h->dir);
+    if (mkdir(path, 0700) < 0)
+        sysbail("mkdir %s", path);
+    snprintf(path, sizeof path, "%s/paged/pagedd.sock", h->dir);
+    stale_socket(path);
     is_int(PAGED_E_NOTCONN, paged_client_connect_err(&dflt, &c, why, sizeof why),
            "connect: without either, $XDG_RUNTIME_DIR/paged/pagedd.sock, where nobody listens");
-    snprintf(path, sizeof path, "%s/paged/pagedd.sock", h->dir);
     ok(contains(why, path), "connect: the reason names that path (%s)", why);
+    unlink(path);
     if (saved != NULL)
         setenv("PAGED_SOCKET", saved, 1);
     if (saved_xdg != NULL)
