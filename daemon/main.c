@@ -319,11 +319,13 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &ov);
     if (load_config(&ov, &cfg, &cause) < 0) {
         fprintf(stderr, "pagedd: %s\n", cause != NULL ? cause : "bad configuration");
+        free(cause);
         return 1;
     }
     /* The environment's knobs, once, before the backend and the engine read them. */
     if (pd_knobs_load(&cause) < 0) {
         fprintf(stderr, "pagedd: environment: %s\n", cause != NULL ? cause : "a knob is refused");
+        free(cause);
         return 1;
     }
     if (ov.check_config)

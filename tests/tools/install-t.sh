@@ -60,7 +60,14 @@ hasnt() {
 echo 1..33
 step distdir make -C "$top_builddir" distdir distdir="$tmp/src"
 cd "$tmp/src" || exit 1
-step configure ./configure --without-cuda --prefix=/usr --sysconfdir=/etc --program-prefix=x-
+# The tree under test's own compiler and search paths (CC, CPPFLAGS, LDFLAGS, LIBS, as given to
+# its configure), so that a build whose headers live outside the system's finds them again.
+eval "set -- $("$top_builddir/config.status" --config)"
+for arg; do
+    shift
+    case $arg in CC=* | CPPFLAGS=* | LDFLAGS=* | LIBS=*) set -- "$@" "$arg" ;; esac
+done
+step configure ./configure --without-cuda --prefix=/usr --sysconfdir=/etc --program-prefix=x- "$@"
 step build make -j2
 step install-strip make install-strip DESTDIR="$d"
 
