@@ -24,8 +24,6 @@ tools_pactl_SOURCES = \
 	tools/pactl_json.c \
 	tools/pactl_pool.h \
 	tools/pactl_pool.c \
-	tools/utf8.h \
-	tools/utf8.c \
 	tools/pactl_cmd_status.c \
 	tools/pactl_cmd_list.c \
 	tools/pactl_cmd_info.c \

@@ -7,7 +7,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "tools/utf8.h"
+#include "lib/core/utf8.h"
 
 /* Starts a document on fp with no container open. */
 void json_init(struct json *j, FILE *fp)
@@ -16,7 +16,9 @@ void json_init(struct json *j, FILE *fp)
     j->fp = fp;
 }
 
-/* Writes s, at most max bytes and stopping at a NUL, as a JSON string literal. */
+/* Writes s, at most max bytes and stopping at a NUL, as a JSON string literal (RFC 8259):
+ * well-formed UTF-8 as it is, control characters (C0, DEL, C1) as \uXXXX or their short
+ * escapes, each ill-formed subpart as \ufffd. */
 void json_write_string(FILE *fp, const char *s, size_t max)
 {
     const unsigned char *p = (const unsigned char *) (s != NULL ? s : "");
@@ -38,10 +40,14 @@ void json_write_string(FILE *fp, const char *s, size_t max)
             fprintf(fp, "\\u%04x", (unsigned) c);
             i++;
         } else {
-            size_t len = utf8_seq_len(p + i, n - i);
+            size_t len = pcore_utf8_seq_len(p + i, n - i);
             if (len == 0) {
                 fputs("\\ufffd", fp);
-                i++;
+                i += pcore_utf8_bad_len(p + i, n - i);
+            } else if (len == 2 && c == 0xc2 && p[i + 1] <= 0x9f) {
+                /* C1 controls too, which some terminals obey, though JSON allows them raw. */
+                fprintf(fp, "\\u%04x", (unsigned) p[i + 1]);
+                i += 2;
             } else {
                 fwrite(p + i, 1, len, fp);
                 i += len;

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 
 # libpagedcore: the internals libpaged and pagedd share (wire protocol, ring, wake-ups,
-# shared memory, the control socket, error strings, op and field names, hashing).
+# shared memory, the control socket, error strings, op and field names, hashing, UTF-8 names).
 noinst_LTLIBRARIES += lib/core/libpagedcore.la
 lib_core_libpagedcore_la_SOURCES = \
 	lib/core/proto.h \
@@ -20,4 +20,6 @@ lib_core_libpagedcore_la_SOURCES = \
 	lib/core/shm.h \
 	lib/core/shm.c \
 	lib/core/sock.h \
-	lib/core/sock.c
+	lib/core/sock.c \
+	lib/core/utf8.h \
+	lib/core/utf8.c

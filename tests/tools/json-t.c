@@ -116,7 +116,9 @@ static void test_strings(void)
         { "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
           "valid 2-, 3- and 4-byte UTF-8" },
         { "bad\xff", "bad\xef\xbf\xbd", "byte 0xff" },
-        { "cut\xe2\x82", "cut\xef\xbf\xbd\xef\xbf\xbd", "truncated 3-byte sequence" },
+        { "cut\xe2\x82", "cut\xef\xbf\xbd", "truncated 3-byte sequence: one U+FFFD for its maximal subpart" },
+        { "cut\xe2\x82-\xf0\x9f\x98", "cut\xef\xbf\xbd-\xef\xbf\xbd", "two truncated sequences, one U+FFFD each" },
+        { "c1\xc2\x85\xc2\x9b\xc2\xa0", "c1\xc2\x85\xc2\x9b\xc2\xa0", "C1 controls (escaped) and U+00A0" },
         { "over\xc0\xaf", "over\xef\xbf\xbd\xef\xbf\xbd", "overlong encoding" },
         { "sur\xed\xa0\x80", "sur\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", "encoded surrogate" },
         { "big\xf4\x90\x80\x80", "big\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd",
@@ -134,6 +136,13 @@ static void test_strings(void)
     char *got = round_trip(field, sizeof field);
     is_string("ABCDEFGH", got, "unterminated fixed-size field read only up to its size");
     free(got);
+    /* A C1 CSI some terminals obey, and ESC: escaped in the text itself, not only valid JSON. */
+    struct doc d;
+    doc_open(&d);
+    json_write_string(d.fp, "\xc2\x9b" "2J\x1b[0m", SIZE_MAX);
+    fclose(d.fp);
+    is_string("\"\\u009b2J\\u001b[0m\"", d.text, "C1 and C0 controls written as \\u escapes");
+    free(d.text);
 }
 
 /* Checks that random bytes always give valid JSON, and valid text comes back unchanged. */

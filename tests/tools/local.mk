@@ -8,11 +8,9 @@ tests_tools_json_t_SOURCES = \
 	tests/tools/json-t.c \
 	tests/tools/tjson.h \
 	tests/tools/tjson.c \
-	tools/utf8.h \
-	tools/utf8.c \
 	tools/pactl_json.h \
 	tools/pactl_json.c
-tests_tools_json_t_LDADD = $(TAP_LIBS)
+tests_tools_json_t_LDADD = lib/core/libpagedcore.la $(TAP_LIBS)
 
 # pactl against a real pagedd, with pactl-holder as the clients that hold blocks.
 check_PROGRAMS += tests/tools/pactl-t tests/tools/pactl-holder
@@ -22,9 +20,7 @@ PACTL_TEST_SOURCES = \
 	tests/tools/tpactl.h \
 	tests/tools/tpactl.c \
 	tests/tools/tjson.h \
-	tests/tools/tjson.c \
-	tools/utf8.h \
-	tools/utf8.c
+	tests/tools/tjson.c
 PACTL_TEST_LIBS = $(TAP_PAGEDD_LIBS) lib/core/libpagedcore.la $(TAP_LIBS)
 tests_tools_pactl_t_SOURCES = tests/tools/pactl-t.c $(PACTL_TEST_SOURCES)
 tests_tools_pactl_t_LDADD = $(PACTL_TEST_LIBS)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/utf8.h"
+#include "lib/core/utf8.h"
 
 #define TJ_MAX_DEPTH 64
 
@@ -123,7 +123,7 @@ static char *parse_string(struct parser *p)
             return fail(p, "raw control character 0x%02x in a string", c);
         }
         if (c != '\\') {
-            size_t l = utf8_seq_len(p->s + p->pos, p->len - p->pos);
+            size_t l = pcore_utf8_seq_len(p->s + p->pos, p->len - p->pos);
             if (l == 0) {
                 free(out);
                 return fail(p, "invalid UTF-8 in a string");

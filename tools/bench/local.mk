@@ -53,7 +53,7 @@ endif
 # parser; its own CPPFLAGS keep the parser's object apart from any other target's.
 check_PROGRAMS += tools/bench/bench-json-check
 tools_bench_bench_json_check_SOURCES = tools/bench/json_check.c tests/tools/tjson.c tests/tools/tjson.h \
-	tools/utf8.c tools/utf8.h
+	lib/core/utf8.c lib/core/utf8.h
 tools_bench_bench_json_check_CPPFLAGS = $(AM_CPPFLAGS)
 tools_bench_bench_json_check_LDADD = -lm
 TESTS += tests/tools/bench-t.sh
