@@ -15,6 +15,7 @@
 #include "daemon/util/heap.h"
 #include "lib/core/shm.h"
 #include "lib/core/sock.h"
+#include "lib/core/utf8.h"
 #include "lib/core/wake.h"
 
 /* An event is dropped rather than queued once this much waits for a slow subscriber. */
@@ -30,7 +31,10 @@ void pd_clog(const struct pd_conn *c, enum pd_log_level level, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    pd_log(level, "client %u (pid %ld, \"%s\"): %s", c->id, (long) c->pid, c->name, msg);
+    /* The name is the client's own text: escaped, so it can forge no line and no terminal escape. */
+    char name[4 * PCORE_NAME_MAX];
+    pcore_utf8_escape(name, sizeof name, c->name, sizeof c->name, 1);
+    pd_log(level, "client %u (pid %ld, \"%s\"): %s", c->id, (long) c->pid, name, msg);
 }
 
 /* Closes a message's descriptors and frees it; returns nothing. */

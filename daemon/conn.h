@@ -74,7 +74,7 @@ struct pd_conn {
     pid_t pid;
     uid_t uid;
     gid_t gid;
-    char name[PCORE_NAME_MAX];         /* printable form of the client's name */
+    char name[PCORE_NAME_MAX];         /* the client's name as UTF-8 (pcore_utf8_clean of its HELLO's) */
     enum pd_conn_state state;
     int control_only;
     int inspect;                       /* an inspection connection (PCORE_HELLO_INSPECT): its
@@ -117,7 +117,8 @@ struct pd_conn {
     struct pd_conn *prev, *next;
 };
 
-/* Writes a log line about c, prefixed 'client ID (pid PID, "NAME"): '. */
+/* Writes a log line about c, prefixed 'client ID (pid PID, "NAME"): ', NAME escaped as
+ * pcore_utf8_escape does inside quotes (control characters as \xHH, \" and \\). */
 void pd_clog(const struct pd_conn *c, enum pd_log_level level, const char *fmt, ...) PD_PRINTF(3, 4);
 
 /*

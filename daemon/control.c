@@ -14,18 +14,10 @@
 #include "daemon/list.h"
 #include "daemon/server.h"
 #include "lib/core/ring.h"
+#include "lib/core/utf8.h"
 
 /* Control-only connections (pactl) do not count against --max-clients, up to this many. */
 #define MAX_CONTROL_CONNS 64u
-
-/* Copies a client-supplied name into a printable, NUL-terminated form; returns nothing. */
-static void printable_name(char *dst, const char *src, size_t n)
-{
-    size_t i = 0;
-    for (; i < n - 1 && src[i] != '\0'; i++)
-        dst[i] = src[i] >= 0x20 && src[i] < 0x7f && src[i] != '"' && src[i] != '\\' ? src[i] : '?';
-    dst[i] = '\0';
-}
 
 /* Refuses a connection: sends the error, then closes once it is out. Returns nothing. */
 void pd_control_refuse(struct pd_server *srv, struct pd_conn *c, int status, const char *msg)
@@ -98,7 +90,8 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
         pd_control_refuse(srv, c, PAGED_E_PROTO, "HELLO flag INSPECT without CONTROL: a worker is no inspection");
         return;
     }
-    printable_name(c->name, m.name, sizeof c->name);
+    /* Kept as given, made well-formed UTF-8; the log escapes it (pd_clog), pactl shows it. */
+    pcore_utf8_clean(c->name, sizeof c->name, m.name, sizeof m.name);
     c->control_only = (m.flags & PCORE_HELLO_CONTROL) != 0;
     c->inspect = (m.flags & PCORE_HELLO_INSPECT) != 0;
     if (c->control_only ? srv->n_control >= MAX_CONTROL_CONNS : srv->n_channel >= srv->cfg.max_clients) {

@@ -14,6 +14,7 @@
 #include "lib/client.h"
 #include "lib/core/shm.h"
 #include "lib/core/sock.h"
+#include "lib/core/utf8.h"
 
 /* Defaults of paged_connect_opts. */
 #define PC_DEFAULT_SQ 256u
@@ -95,7 +96,8 @@ static int fill_hello(paged_client *c, const paged_connect_opts *o, struct pcore
     m->host_arena_size = o->host_arena_size != 0 ? o->host_arena_size : PC_DEFAULT_HOST_ARENA;
     m->data_arena_size = o->data_arena_size != 0 ? o->data_arena_size : PC_DEFAULT_DATA_ARENA;
     const char *name = o->name != NULL ? o->name : program_invocation_short_name;
-    snprintf(m->name, sizeof m->name, "%s", name != NULL ? name : "");
+    /* At most 63 bytes, cut at a character boundary; bytes that are no UTF-8 become U+FFFD. */
+    pcore_utf8_clean(m->name, sizeof m->name, name != NULL ? name : "", SIZE_MAX);
     return PAGED_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/core/utf8.h"
 #include "tools/pactl_fmt.h"
 #include "tools/pactl_json.h"
 #include "tools/pactl.h"
@@ -23,22 +24,15 @@ static void subscribe_on_signal(int sig)
     subscribe_stop = 1;
 }
 
-/* Writes the bytes of s (at most max, stopping at a NUL) to stdout in double quotes, with
- * '"', '\\' and every byte outside printable ASCII as C escapes (\", \\, \xHH), so a name
- * can neither move the terminal's cursor nor be mistaken for the fields after it. */
+/* Writes s (at most max bytes, stopping at a NUL) to stdout in double quotes, escaped as
+ * pcore_utf8_escape does inside quotes: UTF-8 as it is, control characters and bytes that
+ * are no UTF-8 as \xHH, \" and \\; so a name can neither move the terminal's cursor nor be
+ * mistaken for the fields after it. */
 static void print_quoted(const char *s, size_t max)
 {
-    putchar('"');
-    for (size_t i = 0; i < max && s[i] != '\0'; i++) {
-        unsigned char c = (unsigned char) s[i];
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20 || c >= 0x7f)
-            printf("\\x%02x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
+    char text[FMT_NAME_BUF];
+    pcore_utf8_escape(text, sizeof text, s, max < PCORE_NAME_MAX ? max : PCORE_NAME_MAX, 1);
+    printf("\"%s\"", text);
 }
 
 /* Prints an event of type name as a line of text: the same fields as its JSON form. */

@@ -10,18 +10,59 @@
 #include <time.h>
 
 #include "lib/core/proto.h"
+#include "lib/core/utf8.h"
 
-/* Copies src into dst with control characters replaced; returns dst. */
+/* Copies src into dst escaped for text; returns dst. */
 char *fmt_safe(char *dst, size_t size, const char *src, size_t max)
 {
-    size_t n = 0;
-    if (size == 0)
-        return dst;
-    for (; src != NULL && n < max && n + 1 < size && src[n] != '\0'; n++) {
-        unsigned char c = (unsigned char) src[n];
-        dst[n] = c < 0x20 || c == 0x7f ? '?' : (char) c;
+    if (size > 0)
+        pcore_utf8_escape(dst, size, src != NULL ? src : "", max, 0);
+    return dst;
+}
+
+/* Returns the terminal columns of the well-formed code point cp: 2 for the East Asian wide
+ * and fullwidth blocks and the emoji pictographs, 1 for the rest (combining marks included,
+ * which is an approximation: names seldom carry them). */
+static unsigned fmt_cp_width(uint32_t cp)
+{
+    static const uint32_t wide[][2] = {
+        { 0x1100, 0x115f },   { 0x2e80, 0x303e },   { 0x3041, 0x33ff },   { 0x3400, 0x4dbf },
+        { 0x4e00, 0x9fff },   { 0xa000, 0xa4cf },   { 0xac00, 0xd7a3 },   { 0xf900, 0xfaff },
+        { 0xfe30, 0xfe4f },   { 0xff00, 0xff60 },   { 0xffe0, 0xffe6 },   { 0x1f300, 0x1f64f },
+        { 0x1f900, 0x1f9ff }, { 0x20000, 0x2fffd }, { 0x30000, 0x3fffd },
+    };
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        if (cp >= wide[i][0] && cp <= wide[i][1])
+            return 2;
+    return 1;
+}
+
+/* Returns the terminal columns of s, well-formed UTF-8 (as fmt_safe writes it). */
+static size_t fmt_width(const char *s)
+{
+    const unsigned char *p = (const unsigned char *) s;
+    size_t n = strlen(s), cols = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = pcore_utf8_seq_len(p + i, n - i);
+        if (len == 0)
+            len = 1;
+        uint32_t cp = len == 1 ? p[i] : p[i] & (0xffu >> (len + 1));
+        for (size_t k = 1; k < len; k++)
+            cp = cp << 6 | (p[i + k] & 0x3fu);
+        cols += fmt_cp_width(cp);
+        i += len;
     }
-    dst[n] = '\0';
+    return cols;
+}
+
+/* Escapes src as fmt_safe does and pads it with spaces to width columns; returns dst. */
+char *fmt_column(char *dst, size_t size, const char *src, size_t max, unsigned width)
+{
+    fmt_safe(dst, size, src, max);
+    size_t len = strlen(dst);
+    for (size_t cols = fmt_width(dst); cols < width && len + 1 < size; cols++)
+        dst[len++] = ' ';
+    dst[len] = '\0';
     return dst;
 }
 

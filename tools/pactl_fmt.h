@@ -6,17 +6,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/core/proto.h"
 #include "paged.h"
 
 /* Big enough for every formatted value below. */
 #define FMT_BUF 64
 
+/* Room for any name (PCORE_NAME_MAX bytes) escaped by fmt_safe, and a column's padding. */
+#define FMT_NAME_BUF (4 * PCORE_NAME_MAX + 32)
+
 /*
  * Copies at most max bytes of src (stopping at a NUL) into dst of size bytes, always
- * terminated, with every control character replaced by '?', so text the daemon or a
- * client chose cannot move the cursor of the terminal it is printed on. Returns dst.
+ * terminated, escaped for text as pcore_utf8_escape does unquoted: UTF-8 as it is, control
+ * characters and bytes that are no UTF-8 as \xHH, a backslash as \\; so text the daemon or
+ * a client chose cannot move the cursor of the terminal it is printed on or forge a line.
+ * Returns dst.
  */
 char *fmt_safe(char *dst, size_t size, const char *src, size_t max);
+
+/* Writes src as fmt_safe does, padded with spaces to width terminal columns (counting
+ * characters, two for East Asian wide ones, not bytes), for a table's left-aligned column.
+ * Returns dst. */
+char *fmt_column(char *dst, size_t size, const char *src, size_t max, unsigned width);
 
 /* Formats a byte count with a binary unit ("512 B", "1.5 KiB", "64.0 MiB"). Returns buf. */
 char *fmt_bytes(char *buf, size_t size, uint64_t bytes);

@@ -69,13 +69,13 @@ void items_client_heading(void)
            "KIND", "WAITS", "POOLS", "BLOCKS", "REQUESTS", "ERRORS", "CONNECTED");
 }
 
-/* Prints one client as a table row. */
+/* Prints one client as a table row: the name escaped (fmt_safe) and padded by columns, not bytes. */
 void items_client_row(const struct pcore_client_item *c)
 {
-    char name[PCORE_NAME_MAX], up[FMT_BUF];
-    printf("%4u %8u %6u  %-20s %-7s %-5s %5u %7" PRIu64 " %10" PRIu64 " %7" PRIu64 " %9s\n",
+    char name[FMT_NAME_BUF], up[FMT_BUF];
+    printf("%4u %8u %6u  %s %-7s %-5s %5u %7" PRIu64 " %10" PRIu64 " %7" PRIu64 " %9s\n",
            (unsigned) c->id, (unsigned) c->pid, (unsigned) c->uid,
-           fmt_safe(name, sizeof name, c->name, sizeof c->name),
+           fmt_column(name, sizeof name, c->name, sizeof c->name, 20),
            c->control_only ? "control" : "worker", c->control_only ? "-" : c->nospin ? "sleep" : "spin",
            (unsigned) c->pools, c->blocks, c->requests, c->errors, fmt_uptime(up, sizeof up, c->connected_ns));
 }

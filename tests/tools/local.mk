@@ -25,6 +25,13 @@ PACTL_TEST_LIBS = $(TAP_PAGEDD_LIBS) lib/core/libpagedcore.la $(TAP_LIBS)
 tests_tools_pactl_t_SOURCES = tests/tools/pactl-t.c $(PACTL_TEST_SOURCES)
 tests_tools_pactl_t_LDADD = $(PACTL_TEST_LIBS)
 
+# Client names as given, from libpaged and raw HELLOs: pactl's JSON, table and subscribe
+# lines, and the daemon's log.
+check_PROGRAMS += tests/tools/pactl-names-t
+TESTS += tests/tools/pactl-names-t
+tests_tools_pactl_names_t_SOURCES = tests/tools/pactl-names-t.c $(PACTL_TEST_SOURCES)
+tests_tools_pactl_names_t_LDADD = tests/service/libsvctest.la $(PACTL_TEST_LIBS)
+
 # pactl's usage messages; pactl destroy and who may use it; subscribe's lines, the
 # inspection connections it hides, and names escaped (from a fake daemon).
 check_PROGRAMS += tests/tools/pactl-usage-t tests/tools/pactl-destroy-t tests/tools/pactl-events-t
@@ -36,7 +43,7 @@ tests_tools_pactl_destroy_t_LDADD = $(PACTL_TEST_LIBS)
 tests_tools_pactl_events_t_SOURCES = tests/tools/pactl-events-t.c $(PACTL_TEST_SOURCES)
 tests_tools_pactl_events_t_LDADD = $(PACTL_TEST_LIBS)
 tests/tools/pactl-t.log tests/tools/pactl-usage-t.log tests/tools/pactl-destroy-t.log \
-	tests/tools/pactl-events-t.log: daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
+	tests/tools/pactl-events-t.log tests/tools/pactl-names-t.log: daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
 tests_tools_pactl_holder_SOURCES = tests/tools/pactl-holder.c
 tests_tools_pactl_holder_LDADD = lib/libpaged.la
 

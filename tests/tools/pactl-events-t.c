@@ -196,8 +196,8 @@ static void test_daemon_events(void)
 }
 
 /* The name and pool the fake daemon's event carries: a terminal escape, a quote, a
- * backslash, a newline, a byte that is no UTF-8. */
-static const char evil_name[] = "ev\x1b[31m\"il\\\n";
+ * backslash, a newline, UTF-8 (é), a C1 control (CSI), a byte that is no UTF-8. */
+static const char evil_name[] = "ev\x1b[31m\"il\\\n\xc3\xa9\xc2\x9b";
 static const char evil_pool[] = "p\xff\x01";
 
 /* Sends a message of len bytes on c; exits the fake daemon when it cannot. */
@@ -271,11 +271,12 @@ static void test_escapes(void)
     tp_run_pactl(&r, "-s", path, "subscribe", NULL);
     char want[512];
     snprintf(want, sizeof want,
-             "%s attach       client 5 pid 42 name \"ev\\x1b[31m\\\"il\\\\\\x0a\" pool \"p\\xff\\x01\" count 7\n",
+             "%s attach       client 5 pid 42 name \"ev\\x1b[31m\\\"il\\\\\\x0a\xc3\xa9\\xc2\\x9b\" "
+             "pool \"p\\xff\\x01\" count 7\n",
              when);
     const char *second = strchr(r.out, '\n');
     ok(r.status == 0 && strncmp(r.out, want, strlen(want)) == 0,
-       "text: the name and pool quoted, control bytes, quote, backslash and non-ASCII escaped");
+       "text: the name and pool quoted, UTF-8 as it is, control characters, quote, backslash, stray bytes escaped");
     if (strncmp(r.out, want, strlen(want)) != 0)
         diag("got: %s", r.out);
     char line[256] = "";
