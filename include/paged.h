@@ -117,7 +117,7 @@ typedef enum paged_backend {
 typedef struct paged_connect_opts {
     const char *socket_path;  /* NULL: $PAGED_SOCKET, else $XDG_RUNTIME_DIR/paged/pagedd.sock,
                                  else /run/paged/pagedd.sock */
-    const char *name;         /* shown by pactl; NULL: the program's name */
+    const char *name;         /* UTF-8, up to 63 bytes, shown by pactl; NULL: the program's name */
     uint32_t sq_entries;      /* submission ring entries, a power of two; 0: 256 */
     uint32_t cq_entries;      /* completion ring entries, >= sq_entries; 0: 2 * sq_entries */
     uint64_t host_arena_size; /* bytes; 0: 64 MiB. The daemon may cap it. */
