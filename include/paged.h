@@ -42,7 +42,7 @@ typedef enum paged_error {
     PAGED_E_PERM = -6,         /* permission denied by the owner and mode of the pool or the socket */
     PAGED_E_PROTO = -7,        /* malformed protocol message */
     PAGED_E_VERSION = -8,      /* client and daemon speak different protocol versions */
-    PAGED_E_OPCODE = -9,       /* unknown request opcode */
+    PAGED_E_OPCODE = -9,       /* unknown request opcode, or one changed in the ring after submission */
     PAGED_E_LAYER = -10,       /* layer index outside the pool */
     PAGED_E_RANGE = -11,       /* an offset or length lies outside the client's arena */
     PAGED_E_BLOCK = -12,       /* a block id is outside the pool */
