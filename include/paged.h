@@ -61,7 +61,7 @@ typedef enum paged_error {
     PAGED_E_DEVICE = -25,      /* the device or a kernel failed */
     PAGED_E_SYSTEM = -26,      /* a system call failed (errno says more) */
     PAGED_E_NOTSUP = -27,      /* not supported by this daemon or backend */
-    PAGED_E_BUSY = -28,        /* the pool is in use (destroy with attached clients) */
+    PAGED_E_BUSY = -28,        /* reserved, no call returns it (destroy of a pool in use succeeds) */
     PAGED_E_NOTCONN = -29,     /* no daemon is listening on the socket */
 } paged_error;
 

@@ -34,7 +34,7 @@ static const char *const pcore_error_text[] = {
     [-PAGED_E_DEVICE] = "device or kernel failure",
     [-PAGED_E_SYSTEM] = "system call failed",
     [-PAGED_E_NOTSUP] = "not supported by this daemon or backend",
-    [-PAGED_E_BUSY] = "pool is in use",
+    [-PAGED_E_BUSY] = "reserved error code (no call returns it)",
     [-PAGED_E_NOTCONN] = "no daemon is listening on the socket",
 };
 
