@@ -24,7 +24,8 @@ typedef enum paged_dtype {
     PAGED_DTYPE_F32 = 1,      /* IEEE binary32 */
     PAGED_DTYPE_F16 = 2,      /* IEEE binary16 */
     PAGED_DTYPE_BF16 = 3,     /* bfloat16 */
-    PAGED_DTYPE_FP8_E4M3 = 4, /* OCP fp8 e4m3 (finite, saturating); cache only, with a scale */
+    PAGED_DTYPE_FP8_E4M3 = 4, /* OCP fp8 e4m3 (finite, saturating), with a scale: caches, and
+                                 APPEND into them (stored as given); never queries */
 } paged_dtype;
 
 /*
@@ -41,7 +42,7 @@ typedef enum paged_error {
     PAGED_E_PERM = -6,         /* permission denied by the owner and mode of the pool or the socket */
     PAGED_E_PROTO = -7,        /* malformed protocol message */
     PAGED_E_VERSION = -8,      /* client and daemon speak different protocol versions */
-    PAGED_E_OPCODE = -9,       /* unknown request opcode */
+    PAGED_E_OPCODE = -9,       /* unknown request opcode, or one changed in the ring after submission */
     PAGED_E_LAYER = -10,       /* layer index outside the pool */
     PAGED_E_RANGE = -11,       /* an offset or length lies outside the client's arena */
     PAGED_E_BLOCK = -12,       /* a block id is outside the pool */
@@ -60,7 +61,7 @@ typedef enum paged_error {
     PAGED_E_DEVICE = -25,      /* the device or a kernel failed */
     PAGED_E_SYSTEM = -26,      /* a system call failed (errno says more) */
     PAGED_E_NOTSUP = -27,      /* not supported by this daemon or backend */
-    PAGED_E_BUSY = -28,        /* the pool is in use (destroy with attached clients) */
+    PAGED_E_BUSY = -28,        /* reserved, no call returns it (destroy of a pool in use succeeds) */
     PAGED_E_NOTCONN = -29,     /* no daemon is listening on the socket */
 } paged_error;
 
@@ -323,13 +324,15 @@ typedef struct paged_request {
         struct { uint32_t count; uint64_t ids_off; } blocks;           /* ALLOC, FREE, FORK */
         struct {
             uint32_t num_tokens;
-            paged_dtype dtype;                /* of k and v */
+            paged_dtype dtype;                /* of k and v: the pool's (fp8: stored as given), or
+                                                 for an fp8 pool f32, f16, bf16 (divided by the scales) */
             uint64_t k_off, v_off;            /* [layers][num_tokens][H][D] */
             uint64_t slots_off;               /* num_tokens int32; -1 skips a token */
         } append;
         struct {
             uint32_t num_seqs, num_q_heads;
-            paged_dtype dtype;                /* of q and out */
+            paged_dtype dtype;                /* of q and out: the pool's, or for an fp8 pool
+                                                 f32, f16 or bf16; never fp8 */
             uint64_t q_off, out_off;          /* [tokens][num_q_heads][D] */
             uint64_t block_tables_off;        /* [num_seqs][bt_stride] int32 */
             uint32_t bt_stride;
@@ -442,7 +445,8 @@ int paged_fork(paged_pool *p, uint32_t count, const int32_t *ids);
 /* Copies whole blocks src[i] -> dst[i]; dst blocks must be writable by this client (since 0.1). */
 int paged_copy(paged_pool *p, uint32_t count, const int32_t *src, const int32_t *dst);
 
-/* Writes num_tokens new keys and values into slots (layer, or PAGED_ALL_LAYERS) (since 0.1). */
+/* Writes num_tokens new keys and values into slots (layer, or PAGED_ALL_LAYERS); dtype as
+ * paged_request's append.dtype (since 0.1). */
 int paged_append(paged_pool *p, int32_t layer, uint32_t num_tokens, paged_dtype dtype,
                  const void *k, const void *v, const int32_t *slots);
 
@@ -450,7 +454,7 @@ int paged_append(paged_pool *p, int32_t layer, uint32_t num_tokens, paged_dtype 
 typedef struct paged_attn_args {
     uint32_t num_seqs;
     uint32_t num_q_heads;
-    paged_dtype dtype;                 /* of q and out */
+    paged_dtype dtype;                 /* of q and out: as paged_request's attn.dtype */
     const void *q;                     /* [tokens][num_q_heads][D] */
     void *out;                         /* same shape */
     const int32_t *block_tables;       /* [num_seqs][bt_stride] */

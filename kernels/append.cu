@@ -122,7 +122,7 @@ extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
     const bool fp8 = c->dtype == PAGED_DTYPE_FP8_E4M3;
     if (pk_dtype_size(c->dtype) == 0
         || (fp8 ? !(a->src_dtype == PAGED_DTYPE_F16 || a->src_dtype == PAGED_DTYPE_BF16
-                    || a->src_dtype == PAGED_DTYPE_F32)
+                    || a->src_dtype == PAGED_DTYPE_F32 || a->src_dtype == PAGED_DTYPE_FP8_E4M3)
                 : a->src_dtype != c->dtype))
         return PAGED_E_DTYPE;
     if (a->num_tokens < 0 || (a->seg_layer != NULL && a->k_seg == NULL))
@@ -155,8 +155,9 @@ extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
     p.block_size = c->block_size;
     p.k_scale = c->k_scale;
     p.v_scale = c->v_scale;
-    /* Rows are whole 8-element groups; the vector path needs 16-byte sources (8 elements of a
-     * 16-bit type, or two 16-byte halves of f32) and destinations aligned to 8 elements. */
+    /* Rows are whole 8-element groups; the vector path needs 16-byte aligned sources (8
+     * elements of a 16-bit type, two 16-byte halves of f32, or 8 fp8 bytes, whose 8-byte
+     * groups then lie aligned) and destinations aligned to 8 elements. */
     const size_t dst_vec = 8 * pk_dtype_size(c->dtype) < 16 ? 8 * pk_dtype_size(c->dtype) : 16;
     p.vec = pk_aligned(c->base, dst_vec) && (seg || (pk_aligned(a->k, 16) && pk_aligned(a->v, 16)));
     cudaStream_t st = (cudaStream_t) stream;
@@ -171,6 +172,7 @@ extern "C" int pk_cuda_append(const pk_append_args *a, void *stream)
     case PAGED_DTYPE_F16: return pk_append_launch<__half, pk_e4m3>(p, st);
     case PAGED_DTYPE_BF16: return pk_append_launch<__nv_bfloat16, pk_e4m3>(p, st);
     case PAGED_DTYPE_F32: return pk_append_launch<float, pk_e4m3>(p, st);
+    case PAGED_DTYPE_FP8_E4M3: return pk_append_launch<pk_e4m3, pk_e4m3>(p, st);
     default: return PAGED_E_DTYPE;
     }
 }

@@ -319,15 +319,18 @@ static int pk_launch_dependent(void (*kernel)(P), dim3 grid, dim3 block, size_t 
 
 /*
  * Converts 8 consecutive source elements at src to the cache type and stores them at dst:
- * a plain copy when the types agree, else (fp8 caches) round(x / scale) with saturation,
- * bit-identical to pk_f32_to_e4m3(x / scale). vec selects 16-byte loads and 16- or 8-byte
- * stores; otherwise element by element (any alignment of the source).
+ * a plain copy when the types agree (fp8 into fp8 too: the bytes are already x / scale), else
+ * (fp8 caches) round(x / scale) with saturation, bit-identical to pk_f32_to_e4m3(x / scale).
+ * vec selects 16-byte loads (8-byte for fp8 sources) and 16- or 8-byte stores; otherwise
+ * element by element (any alignment of the source).
  */
 template <typename ST, typename CT>
 __device__ __forceinline__ void pk_append8(const char *src, char *dst, float scale, bool vec)
 {
     if constexpr (std::is_same<ST, CT>::value) {
-        if (vec) {
+        if (vec && sizeof(ST) == 1) {
+            *(uint2 *) dst = __ldg((const uint2 *) src);    /* fp8 into fp8: one 8-byte copy */
+        } else if (vec) {
 #pragma unroll
             for (int i = 0; i < (int) sizeof(ST) / 2; ++i)
                 ((uint4 *) dst)[i] = __ldg((const uint4 *) src + i);

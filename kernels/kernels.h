@@ -85,7 +85,8 @@ typedef struct pk_append_args {
     int32_t layer_begin;
     int32_t num_layers;
     int32_t num_tokens;
-    int32_t src_dtype;            /* dtype of k and v; equals cache.dtype unless the cache is fp8 */
+    int32_t src_dtype;            /* dtype of k and v: cache.dtype (copied as it is), or for an fp8
+                                   * cache f16, bf16 or f32 (quantized with the cache's scales) */
     const void *k;                /* [num_layers][num_tokens][num_kv_heads][head_dim] */
     const void *v;                /* same shape */
     const int32_t *slot_mapping;  /* [num_tokens]; a negative slot is skipped */

@@ -102,17 +102,34 @@ int pc_submit(paged_client *c)
     return (int) n;
 }
 
+/*
+ * Makes the completion e of a request submitted as opcode op, whose own opcode differs, that
+ * request's PAGED_E_OPCODE: the daemon echoes the opcode it read, so the entry changed in the
+ * shared ring after it was written, and whatever ran is not what the caller asked for. The
+ * tag already names the request in flight, so the rings are sound. Returns nothing.
+ */
+static void opcode_changed(struct pcore_cqe *e, unsigned op)
+{
+    e->status = PAGED_E_OPCODE;
+    e->opcode = (uint16_t) op;
+    e->count = 0;
+    e->err_field = PCORE_FIELD_OPCODE;
+    e->err_index = 0;
+}
+
 /* Files one completion copied out of the CQ; returns PAGED_OK or PAGED_E_RING. */
-static int file_cqe(paged_client *c, const struct pcore_cqe *e)
+static int file_cqe(paged_client *c, struct pcore_cqe *e)
 {
     uint32_t idx = (uint32_t) e->tag;
     uint32_t gen = (uint32_t) (e->tag >> 32);
     if (idx >= c->cq_entries)
         return ring_broken(c, "a completion names no request of ours");
     struct pc_slot *s = &c->slots[idx];
-    if (s->state == PC_SLOT_FREE || !s->published || s->gen != gen || s->op != e->opcode
+    if (s->state == PC_SLOT_FREE || !s->published || s->gen != gen
         || (s->state == PC_SLOT_SYNC && s->done))
         return ring_broken(c, "a completion names no request in flight");
+    if (s->op != e->opcode)
+        opcode_changed(e, s->op);
     if (s->state == PC_SLOT_SYNC) {
         s->cqe = *e;
         s->done = 1;

@@ -42,17 +42,17 @@ static int dtype_valid(uint32_t dtype)
     return dtype >= PAGED_DTYPE_F32 && dtype <= PAGED_DTYPE_FP8_E4M3;
 }
 
-/* Returns whether dtype may be used for activations (q, out, new k and v) with a cache of
- * cache_dtype: the same dtype, or any non-fp8 one for an fp8 cache. */
-static int dtype_ok(uint32_t dtype, int32_t cache_dtype, int activations_only)
+/* Returns whether dtype may be used with a cache of cache_dtype: for queries and outputs
+ * (queries set), the cache's dtype, or f32, f16 or bf16 with an fp8 cache; for APPEND's new
+ * keys and values, those, or fp8 with an fp8 cache, whose bytes are stored as they are
+ * (already value / scale). */
+static int dtype_ok(uint32_t dtype, int32_t cache_dtype, int queries)
 {
     if (!dtype_valid(dtype))
         return 0;
-    if (cache_dtype == PAGED_DTYPE_FP8_E4M3)
-        return dtype != PAGED_DTYPE_FP8_E4M3;
-    if (activations_only && dtype == PAGED_DTYPE_FP8_E4M3)
-        return 0;
-    return (int32_t) dtype == cache_dtype;
+    if (dtype == PAGED_DTYPE_FP8_E4M3)
+        return !queries && cache_dtype == PAGED_DTYPE_FP8_E4M3;
+    return cache_dtype == PAGED_DTYPE_FP8_E4M3 || (int32_t) dtype == cache_dtype;
 }
 
 /* Returns whether opcode is run by the backend; see validate.h. */

@@ -16,10 +16,13 @@ static int activation_dtype(int32_t dtype)
 /*
  * Returns 0 if activations of dtype may meet a cache of cache_dtype, else PAGED_E_DTYPE:
  * they must match, except that an fp8 cache (which has no arithmetic of its own) takes
- * any of the wider types.
+ * any of the wider types; with stored set (APPEND's new keys and values), an fp8 cache also
+ * takes fp8, copied as it is.
  */
-static int check_pair(int32_t cache_dtype, int32_t dtype)
+static int check_pair(int32_t cache_dtype, int32_t dtype, int stored)
 {
+    if (stored && dtype == PAGED_DTYPE_FP8_E4M3 && cache_dtype == PAGED_DTYPE_FP8_E4M3)
+        return 0;
     if (!activation_dtype(dtype))
         return PAGED_E_DTYPE;
     if (cache_dtype != PAGED_DTYPE_FP8_E4M3 && dtype != cache_dtype)
@@ -78,7 +81,7 @@ static int check_attn(const pk_cache *c, int32_t layer, int32_t num_q_heads, int
         return PAGED_E_LAYER;
     if (num_q_heads < 1 || num_q_heads % c->num_kv_heads != 0)
         return PAGED_E_HEADS;
-    err = check_pair(c->dtype, q_dtype);
+    err = check_pair(c->dtype, q_dtype, 0);
     if (err != 0)
         return err;
     return check_opts(o);
@@ -123,7 +126,7 @@ int pk_check_append(const pk_append_args *a)
         return PAGED_E_LAYER;
     if (a->num_tokens < 0)
         return PAGED_E_INVAL;
-    err = check_pair(a->cache.dtype, a->src_dtype);
+    err = check_pair(a->cache.dtype, a->src_dtype, 1);
     if (err != 0)
         return err;
     if (a->k_seg != NULL)

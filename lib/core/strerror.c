@@ -15,7 +15,7 @@ static const char *const pcore_error_text[] = {
     [-PAGED_E_PERM] = "permission denied (the owner and mode of the pool, or of the socket)",
     [-PAGED_E_PROTO] = "malformed protocol message",
     [-PAGED_E_VERSION] = "client and daemon protocol versions differ",
-    [-PAGED_E_OPCODE] = "unknown request opcode",
+    [-PAGED_E_OPCODE] = "unknown request opcode, or one changed after submission",
     [-PAGED_E_LAYER] = "layer index outside the pool",
     [-PAGED_E_RANGE] = "offset or length outside the client's arena",
     [-PAGED_E_BLOCK] = "block id outside the pool",
@@ -34,7 +34,7 @@ static const char *const pcore_error_text[] = {
     [-PAGED_E_DEVICE] = "device or kernel failure",
     [-PAGED_E_SYSTEM] = "system call failed",
     [-PAGED_E_NOTSUP] = "not supported by this daemon or backend",
-    [-PAGED_E_BUSY] = "pool is in use",
+    [-PAGED_E_BUSY] = "reserved error code (no call returns it)",
     [-PAGED_E_NOTCONN] = "no daemon is listening on the socket",
 };
 

@@ -30,7 +30,9 @@
  * for, a positive status, a submission ring whose head runs past its tail, a hang-up
  * mid-request, replies of the wrong type or length, a shutdown. libpaged must answer each
  * with an error naming what was wrong, within a bounded time, never crash, and stay dead
- * (the same error) once its rings are broken; a bad status or reply alone leaves it usable.
+ * (the same error) once its rings are broken; a bad status, opcode or reply alone leaves it
+ * usable (an opcode other than the one submitted is what a client that rewrote its entry
+ * in the ring gets back, so it is an error of that request only).
  */
 
 /* The client's rings: small, so the submission ring wraps within a few requests. */
@@ -45,7 +47,7 @@ enum scenario {
     SC_TAIL_BEYOND,    /* CQ tail set past head + capacity */
     SC_TAG_RANGE,      /* completion names slot cq_entries + 5 */
     SC_TAG_GEN,        /* completion names the right slot, the wrong generation */
-    SC_TAG_OPCODE,     /* completion names the right request, the wrong opcode */
+    SC_TAG_OPCODE,     /* the right request, the wrong opcode: an error of its own, the client goes on */
     SC_DUPLICATE,      /* one request completed twice */
     SC_UNSOLICITED,    /* a completion posted before any request */
     SC_POSITIVE,       /* a positive status: an error of its own, the client goes on */
@@ -258,16 +260,13 @@ static void fake_play(struct fake *f, int sc)
         break;
     case SC_TAG_RANGE:
     case SC_TAG_GEN:
-    case SC_TAG_OPCODE:
         if (fake_take(f, &s) != 1)
             break;
         c = answer(&s);
         if (sc == SC_TAG_RANGE)
             c.tag = (c.tag & ~(uint64_t) UINT32_MAX) | (f->hdr.cq_entries + 5);
-        else if (sc == SC_TAG_GEN)
-            c.tag += (uint64_t) 1 << 32;
         else
-            c.opcode = PAGED_OP_ALLOC;
+            c.tag += (uint64_t) 1 << 32;
         fake_post(f, &c);
         break;
     case SC_DUPLICATE:
@@ -281,12 +280,18 @@ static void fake_play(struct fake *f, int sc)
         c = (struct pcore_cqe) { .tag = (uint64_t) 7 << 32 | 3, .opcode = PAGED_OP_NOP };
         fake_post(f, &c);
         break;
+    case SC_TAG_OPCODE:
     case SC_POSITIVE:
-        /* Requests 1 and 3 get status 7; 2 and 4 are answered as pagedd would. */
+        /* Requests 1 and 3 get status 7, or a successful ALLOC of 5 blocks for their NOP; 2
+         * and 4 are answered as pagedd would. */
         for (int i = 0; i < 4 && fake_take(f, &s) == 1; i++) {
             c = answer(&s);
-            if (i % 2 == 0)
+            if (i % 2 == 0 && sc == SC_POSITIVE) {
                 c.status = 7;
+            } else if (i % 2 == 0) {
+                c.opcode = PAGED_OP_ALLOC;
+                c.count = 5;
+            }
             fake_post(f, &c);
         }
         break;
@@ -429,12 +434,14 @@ static void test_duplicate(const char *path)
     paged_client_close(c);
 }
 
-/* A positive status is an error of that request only: PAGED_E_PROTO, sync and async. */
-static void test_positive_status(const char *path)
+/* A completion with a positive status (sc SC_POSITIVE) or another opcode than its request's
+ * (SC_TAG_OPCODE) is an error of that request only, err (PAGED_E_PROTO, PAGED_E_OPCODE), sync
+ * and async, and the client goes on. */
+static void test_request_error(const char *path, int sc, int err)
 {
-    const char *what = sc_names[SC_POSITIVE];
-    paged_client *c = connect_as(path, SC_POSITIVE);
-    is_int(PAGED_E_PROTO, paged_nop(c), "%s: a sync NOP completed with status 7 gives PAGED_E_PROTO", what);
+    const char *what = sc_names[sc];
+    paged_client *c = connect_as(path, sc);
+    is_int(err, paged_nop(c), "%s: the sync NOP fails with %s", what, paged_strerror(err));
     is_int(PAGED_OK, paged_nop(c), "%s: the client goes on: the next NOP completes", what);
     paged_request req = { .op = PAGED_OP_NOP, .tag = 9 };
     paged_completion comp;
@@ -444,8 +451,8 @@ static void test_positive_status(const char *path)
     if (n >= 0)
         n = paged_wait(c, &comp, 1, 5000);
     is_int(1, n, "%s: an async NOP completes", what);
-    ok(n == 1 && comp.tag == 9 && comp.status == PAGED_E_PROTO,
-       "%s: with status PAGED_E_PROTO (%d)", what, n == 1 ? comp.status : 0);
+    ok(n == 1 && comp.tag == 9 && comp.op == PAGED_OP_NOP && comp.status == err && comp.count == 0,
+       "%s: as the NOP it was, with status %s, no count (%d)", what, paged_strerror(err), n == 1 ? comp.status : 0);
     is_int(PAGED_OK, paged_nop(c), "%s: and the client still goes on", what);
     paged_client_close(c);
 }
@@ -521,10 +528,10 @@ int main(void)
     test_broken_completion(path, SC_TAIL_BEYOND, "tail index is corrupt");
     test_broken_completion(path, SC_TAG_RANGE, "names no request of ours");
     test_broken_completion(path, SC_TAG_GEN, "names no request in flight");
-    test_broken_completion(path, SC_TAG_OPCODE, "names no request in flight");
+    test_request_error(path, SC_TAG_OPCODE, PAGED_E_OPCODE);
     test_duplicate(path);
     test_broken_completion(path, SC_UNSOLICITED, "names no request in flight");
-    test_positive_status(path);
+    test_request_error(path, SC_POSITIVE, PAGED_E_PROTO);
     test_sq_head(path);
     test_gone(path, SC_HANGUP, PAGED_E_DISCONNECTED, "connection to the daemon lost");
     test_bad_replies(path);

@@ -23,6 +23,11 @@ tests_client_seq_t_LDADD = $(CLIENT_TEST_LIBS)
 # Against a fake daemon built from libpaged's own ring, memfd and socket helpers.
 tests_client_baddaemon_t_SOURCES = tests/client/baddaemon-t.c
 tests_client_baddaemon_t_LDADD = lib/libpaged.la lib/core/libpagedcore.la $(TAP_LIBS)
+# The fp8 dtype helpers (kernels/cpu/dtype.h) turn its fp8 bytes into f32.
+check_PROGRAMS += tests/client/fp8-t
+TESTS += tests/client/fp8-t
+tests_client_fp8_t_SOURCES = tests/client/fp8-t.c
+tests_client_fp8_t_LDADD = $(CLIENT_TEST_LIBS)
 tests_client_workers_t_SOURCES = tests/client/workers-t.c
 # The CPU reference kernels are the oracle (and need libpagedcore's dtype helpers).
 tests_client_workers_t_LDADD = $(CLIENT_TEST_LIBS) kernels/libpagedcpu.la lib/core/libpagedcore.la

@@ -20,7 +20,8 @@ static const int32_t dims[] = { 64, 80, 96, 128, 256 };
 static const int32_t block_sizes[] = { 8, 16, 32 };
 static const int32_t dtypes[] = { PAGED_DTYPE_F32, PAGED_DTYPE_F16, PAGED_DTYPE_BF16,
                                   PAGED_DTYPE_FP8_E4M3 };
-static const int32_t fp8_sources[] = { PAGED_DTYPE_F16, PAGED_DTYPE_BF16, PAGED_DTYPE_F32 };
+/* What an fp8 cache takes: the wider types, quantized, and fp8, copied as it is. */
+static const int32_t fp8_sources[] = { PAGED_DTYPE_F16, PAGED_DTYPE_BF16, PAGED_DTYPE_F32, PAGED_DTYPE_FP8_E4M3 };
 
 /* Fills n bytes with random bits (NaN patterns included: they are only ever compared). */
 static void random_bytes(tap_rng *rng, void *p, size_t n)
@@ -157,7 +158,7 @@ static void append_case(uint64_t seed, int c)
     tap_rng rng;
     tap_rng_seed(&rng, seed + (uint64_t) c * 0x9e3779b97f4a7c15u);
     int32_t dtype = dtypes[c % 4];
-    int32_t src_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_sources[(c / 4) % 3] : dtype;
+    int32_t src_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_sources[(c / 4) % 4] : dtype;
     pk_cache cache = random_cache(&rng, c, dtype, 1);
     int32_t L = cache.num_layers, layer_begin = 0, num_layers = L;
     if (tap_rng_below(&rng, 2) == 0) {          /* one layer, or a range, rather than all */
@@ -207,7 +208,7 @@ static void append_case(uint64_t seed, int c)
 /*
  * Runs one segmented APPEND case: up to 7 segments (some empty), each with its own key and
  * value sources, the slots of all side by side, some skipped. In half of the cases (by
- * runs of 12, so every dtype pair) each segment also has its own random first layer
+ * runs of 12; every dtype pair among both halves) each segment also has its own random first layer
  * (seg_layer, what a merged launch of clients at different layers uses; the first two
  * different). The expected pool is what running each segment alone, in the contiguous form
  * on its layers, through the reference leaves; the segmented form must leave exactly that,
@@ -218,7 +219,7 @@ static void segmented_case(uint64_t seed, int c)
     tap_rng rng;
     tap_rng_seed(&rng, seed + 0x7f4a7c15u + (uint64_t) c * 0x9e3779b97f4a7c15u);
     int32_t dtype = dtypes[c % 4];
-    int32_t src_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_sources[(c / 4) % 3] : dtype;
+    int32_t src_dtype = dtype == PAGED_DTYPE_FP8_E4M3 ? fp8_sources[(c / 4) % 4] : dtype;
     int mixed = (c / 12) % 2 == 1;
     pk_cache cache = random_cache(&rng, c, dtype, mixed ? 2 : 1);
     int32_t L = cache.num_layers, layer_begin = 0, num_layers = L;
@@ -450,9 +451,8 @@ static void test_errors(void)
     cases[0].what = "f32 input into an f16 cache";
     cases[0].want = PAGED_E_DTYPE;
     cases[0].a.src_dtype = PAGED_DTYPE_F32;
-    cases[1].what = "fp8 input into an fp8 cache";
+    cases[1].what = "fp8 input into an f16 cache";
     cases[1].want = PAGED_E_DTYPE;
-    cases[1].a.cache.dtype = PAGED_DTYPE_FP8_E4M3;
     cases[1].a.src_dtype = PAGED_DTYPE_FP8_E4M3;
     cases[2].what = "layers past the pool";
     cases[2].want = PAGED_E_LAYER;

@@ -27,7 +27,9 @@ static const int32_t pairs[][2] = {
     { PAGED_DTYPE_F16, PAGED_DTYPE_F16 },      { PAGED_DTYPE_BF16, PAGED_DTYPE_BF16 },
     { PAGED_DTYPE_F32, PAGED_DTYPE_F32 },      { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_F16 },
     { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_BF16 }, { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_F32 },
+    { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_FP8_E4M3 },
 };
+#define NPAIRS ((int) (sizeof pairs / sizeof pairs[0]))
 
 /* fp8 values (in units of the scale) exactly halfway between neighbours, or at the edges. */
 static const float fp8_edges[] = {
@@ -47,7 +49,8 @@ static void *random_pool(tap_rng *rng, const pk_cache *c)
 /*
  * Stores n random source values of src_dtype at k and v for a cache (fp8: spanning
  * subnormals to past saturation in units of the scales; with edges, every third value one of
- * fp8_edges in units of the scale, where rounding decides). Returns nothing.
+ * fp8_edges in units of the scale, where rounding decides; fp8 sources hold those values
+ * already divided by the scales, as an fp8 cache stores them). Returns nothing.
  */
 static void random_sources(tap_rng *rng, const pk_cache *cache, int32_t src_dtype, void *k, void *v, size_t n,
                            int edges)
@@ -66,6 +69,10 @@ static void random_sources(tap_rng *rng, const pk_cache *cache, int32_t src_dtyp
         } else {
             kx = (float) tap_rng_uniform(rng, -3.0, 3.0);
             vx = (float) tap_rng_uniform(rng, -3.0, 3.0);
+        }
+        if (src_dtype == PAGED_DTYPE_FP8_E4M3) {
+            kx /= cache->k_scale;
+            vx /= cache->v_scale;
         }
         pk_store(k, i, src_dtype, kx);
         pk_store(v, i, src_dtype, vx);
@@ -378,6 +385,8 @@ static void error_cases(void)
     pk_append_args b = a;
     b.src_dtype = PAGED_DTYPE_BF16;
     is_int(PAGED_E_DTYPE, pk_cuda_append(&b, NULL), "append: bf16 into an f16 cache is PAGED_E_DTYPE");
+    b.src_dtype = PAGED_DTYPE_FP8_E4M3;
+    is_int(PAGED_E_DTYPE, pk_cuda_append(&b, NULL), "append: fp8 into an f16 cache is PAGED_E_DTYPE");
     b = a;
     b.layer_begin = 1;
     b.num_layers = 2;
@@ -419,13 +428,13 @@ int main(void)
 
     error_cases();
     int idx = 0;
-    for (int pi = 0; pi < 6; pi++)
+    for (int pi = 0; pi < NPAIRS; pi++)
         for (int di = 0; di < 7; di++, idx++) {
             if (quick && di % 3 != pi % 3)
                 continue;
             append_case(&rng, pi, dims[di], block_sizes[idx % 5], idx);
         }
-    for (int pi = 0; pi < 6; pi++)
+    for (int pi = 0; pi < NPAIRS; pi++)
         for (int di = 0; di < 7; di++, idx++) {
             if (quick && di % 3 != pi % 3)
                 continue;

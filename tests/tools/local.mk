@@ -56,6 +56,10 @@ EXTRA_DIST += tests/tools/demo-t.sh tests/tools/man-t.sh
 TESTS += tests/tools/docs-t.sh
 EXTRA_DIST += tests/tools/docs-t.sh tests/tools/docs-check.sh
 
+# Every error code paged.h documents is used, or reserved in paged.h, paged_strerror and its page.
+TESTS += tests/tools/errors-t.sh
+EXTRA_DIST += tests/tools/errors-t.sh
+
 # The C and CUDA sources follow the written formatting rule (HACKING.md, Conventions):
 # style-check.awk is the checker, style-t.sh its TAP test.
 TESTS += tests/tools/style-t.sh
