@@ -52,10 +52,10 @@ static const struct key_slot keys[] = {
         "pagedd's user: max-clients)" },
       NUM(T_U32, max_clients_per_uid, 1, 65536) },
     { { "max-control-per-uid", 1, 0, 1, 1, "N", "most control connections (pactl) of one user (default 8)" },
-      NUM(T_U32, max_control_per_uid, 1, 64) },
+      NUM(T_U32, max_control_per_uid, 1, 65536) },
     { { "max-pending-per-uid", 1, 0, 1, 1, "N", "most connections of one user that have not said HELLO "
         "(default 32)" },
-      NUM(T_U32, max_pending_per_uid, 1, 256) },
+      NUM(T_U32, max_pending_per_uid, 1, 65536) },
     { { "max-pools", 1, 0, 1, 1, "N", "most pools at once (default 64)" },
       NUM(T_U32, max_pools, 1, 65536) },
     { { "max-blocks-per-client", 1, 0, 1, 1, "N", "most block references per client (0: no limit)" },
