@@ -48,13 +48,11 @@ static const struct key_slot keys[] = {
       STR(socket_group) },
     { { "max-clients", 1, 0, 1, 1, "N", "most clients with a channel at once (default 256)" },
       NUM(T_U32, max_clients, 1, 65536) },
-    { { "max-clients-per-uid", 1, 0, 1, 1, "N", "most clients of one user (default 64; root and "
-        "pagedd's user: max-clients)" },
+    { { "max-clients-per-uid", 1, 0, 1, 1, "N", "most clients of one user but root (default 64)" },
       NUM(T_U32, max_clients_per_uid, 1, 65536) },
     { { "max-control-per-uid", 1, 0, 1, 1, "N", "most control connections (pactl) of one user (default 8)" },
       NUM(T_U32, max_control_per_uid, 1, 65536) },
-    { { "max-pending-per-uid", 1, 0, 1, 1, "N", "most connections of one user that have not said HELLO "
-        "(default 32)" },
+    { { "max-pending-per-uid", 1, 0, 1, 1, "N", "most connections of one user before HELLO (default 32)" },
       NUM(T_U32, max_pending_per_uid, 1, 65536) },
     { { "max-pools", 1, 0, 1, 1, "N", "most pools at once (default 64)" },
       NUM(T_U32, max_pools, 1, 65536) },
