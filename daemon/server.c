@@ -34,6 +34,7 @@
 #define PRIVILEGED_RESERVE 8u   /* more of both for root and the daemon's uid (daemon/tally.h) */
 #define DRAIN_BUDGET 32u        /* submissions per client per pass, for fairness */
 #define MSGS_PER_TURN 16        /* control messages read per connection per turn */
+#define ACCEPTS_PER_TURN 64     /* connections accepted per turn: a flood of refused ones waits */
 #define SHUTDOWN_FLUSH_MS 1000  /* how long shutdown waits for slow sockets */
 
 /* Creates the directories above path (mode 0755) as needed; returns 0 or -1 with errno. */
@@ -235,10 +236,11 @@ void pd_server_log_refusal(struct pd_server *srv, const struct pd_conn *c, const
     srv->refusals_unlogged = 0;
 }
 
-/* Accepts every pending connection; returns nothing. */
+/* Accepts pending connections, up to ACCEPTS_PER_TURN (the listening socket is level-
+ * triggered: the rest come next turn, after the others' events); returns nothing. */
 static void on_accept(struct pd_server *srv)
 {
-    for (;;) {
+    for (unsigned turn = 0; turn < ACCEPTS_PER_TURN; turn++) {
         int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
