@@ -88,6 +88,8 @@ struct pd_conn {
                                         * the end of the turn (pd_server_sweep) */
     uint64_t deadline_ns;              /* HELLO must come before this */
     uint64_t connected_ns;
+    uint64_t active_ns;                /* its last message, or when it last took part of an
+                                        * answer: control-idle-timeout counts from here */
     struct pd_watch sock_watch;
     struct pd_watch sq_watch;
     uint32_t sock_events;              /* epoll events registered for fd */

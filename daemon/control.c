@@ -16,13 +16,14 @@
 #include "lib/core/ring.h"
 #include "lib/core/utf8.h"
 
-/* Control-only connections (pactl) do not count against --max-clients, up to this many. */
-#define MAX_CONTROL_CONNS 64u
 
 /* Refuses a connection: sends the error, then closes once it is out. Returns nothing. */
 void pd_control_refuse(struct pd_server *srv, struct pd_conn *c, int status, const char *msg)
 {
-    pd_clog(c, PD_LOG_WARNING, "refused: %s", msg);
+    if (status == PAGED_E_LIMIT)
+        pd_server_log_refusal(srv, c, msg);     /* a uid over its share may try again and again */
+    else
+        pd_clog(c, PD_LOG_WARNING, "refused: %s", msg);
     if (pd_conn_error(c, 0, status, "%s", msg) < 0) {
         pd_server_kill(srv, c, PD_LOG_DEBUG, "refused");
         return;
@@ -94,9 +95,8 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
     pcore_utf8_clean(c->name, sizeof c->name, m.name, sizeof m.name);
     c->control_only = (m.flags & PCORE_HELLO_CONTROL) != 0;
     c->inspect = (m.flags & PCORE_HELLO_INSPECT) != 0;
-    if (c->control_only ? srv->n_control >= MAX_CONTROL_CONNS : srv->n_channel >= srv->cfg.max_clients) {
-        snprintf(why, sizeof why, "too many %s (%u)", c->control_only ? "control connections" : "clients",
-                 c->control_only ? MAX_CONTROL_CONNS : srv->cfg.max_clients);
+    const enum pd_tally_kind kind = c->control_only ? PD_TALLY_CONTROL : PD_TALLY_CLIENT;
+    if (pd_server_admit(srv, c->uid, kind, why, sizeof why) < 0) {
         pd_control_refuse(srv, c, PAGED_E_LIMIT, why);
         return;
     }
@@ -163,11 +163,7 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
     }
     /* Ready before the WELCOME goes out, so that the client finds its spin hint set. */
     c->state = PD_CONN_READY;
-    srv->n_pending--;
-    if (c->control_only)
-        srv->n_control++;
-    else
-        srv->n_channel++;
+    pd_tally_move(&srv->tally, c->uid, PD_TALLY_PENDING, kind);
     pd_server_spin_hint(srv);
     int rc = pd_conn_send(c, &w, sizeof w, fds, (int) w.num_fds, 0);
     for (int i = 0; i < 4; i++)

@@ -26,7 +26,7 @@ void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
     r.device_ordinal = srv->binfo.device_ordinal;
     memcpy(r.device_name, srv->binfo.device_name, sizeof r.device_name);
     r.uptime_ns = pcore_now_ns() - srv->start_ns;
-    r.clients = srv->n_channel + srv->n_control;
+    r.clients = srv->tally.total[PD_TALLY_CLIENT] + srv->tally.total[PD_TALLY_CONTROL];
     r.pools = srv->n_pools;
     for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
         pa_counts pc;

@@ -52,6 +52,8 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/settings.c \
 	daemon/server.h \
 	daemon/server.c \
+	daemon/tally.h \
+	daemon/tally.c \
 	daemon/control.h \
 	daemon/control.c \
 	daemon/list.h \

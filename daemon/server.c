@@ -29,9 +29,12 @@
 #include "lib/core/sock.h"
 #include "lib/core/wake.h"
 
-#define MAX_PENDING 256u        /* connections that have not said HELLO yet */
+#define MAX_PENDING 256u        /* connections that have not said HELLO yet, of all uids */
+#define MAX_CONTROL 64u         /* control connections (pactl), of all uids, apart from max-clients */
+#define PRIVILEGED_RESERVE 8u   /* more of both for root and the daemon's uid (daemon/tally.h) */
 #define DRAIN_BUDGET 32u        /* submissions per client per pass, for fairness */
 #define MSGS_PER_TURN 16        /* control messages read per connection per turn */
+#define ACCEPTS_PER_TURN 64     /* connections accepted per turn: a flood of refused ones waits */
 #define SHUTDOWN_FLUSH_MS 1000  /* how long shutdown waits for slow sockets */
 
 /* Creates the directories above path (mode 0755) as needed; returns 0 or -1 with errno. */
@@ -98,14 +101,10 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     uint64_t t0 = pcore_now_ns();
     enum pd_conn_state was = c->state;
     c->state = PD_CONN_DEAD;
-    if (was == PD_CONN_HELLO)
-        srv->n_pending--;
-    else if (c->control_only)
-        srv->n_control--;
-    else {
-        srv->n_channel--;
+    pd_tally_remove(&srv->tally, c->uid, was == PD_CONN_HELLO ? PD_TALLY_PENDING
+                    : c->control_only ? PD_TALLY_CONTROL : PD_TALLY_CLIENT);
+    if (was == PD_CONN_READY && !c->control_only)
         pd_server_spin_hint(srv);
-    }
     uint64_t released = 0;
     uint32_t pools = c->natt;
     /* Work of its that the engine completed early may still use its blocks. */
@@ -149,7 +148,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
 /* Sets every client's spin hint: the oldest srv->spinners clients may spin; see server.h. */
 void pd_server_spin_hint(struct pd_server *srv)
 {
-    uint32_t n = srv->n_channel, seen = 0;    /* the list is newest first */
+    uint32_t n = srv->tally.total[PD_TALLY_CLIENT], seen = 0;    /* the list is newest first */
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
         if (c->state == PD_CONN_READY && c->ch != NULL) {
             uint32_t nospin = n - seen > srv->spinners;
@@ -203,10 +202,45 @@ static void refuse_unaccepted(int fd, int status, const char *why)
     close(fd);
 }
 
-/* Accepts every pending connection; returns nothing. */
+/* Says whether one more connection of kind from uid fits the settings; see server.h. */
+int pd_server_admit(const struct pd_server *srv, uid_t uid, enum pd_tally_kind kind, char *why, size_t size)
+{
+    const struct pd_tally_limits lim = {
+        .per_uid = { srv->cfg.max_pending_per_uid, srv->cfg.max_control_per_uid, srv->cfg.max_clients_per_uid },
+        .global = { MAX_PENDING, MAX_CONTROL, srv->cfg.max_clients },
+        .reserve = { PRIVILEGED_RESERVE, PRIVILEGED_RESERVE, 0 },
+        .per_uid_key = { "max-pending-per-uid", "max-control-per-uid", "max-clients-per-uid" },
+        .global_key = { NULL, NULL, "max-clients" },
+        .self = srv->self_uid,
+    };
+    return pd_tally_admit(&srv->tally, &lim, uid, kind, why, size);
+}
+
+/* Logs a limit refusal, at most one a second; see server.h. */
+void pd_server_log_refusal(struct pd_server *srv, const struct pd_conn *c, const char *why)
+{
+    uint64_t now = pcore_now_ns();
+    if (srv->refusal_logged_ns != 0 && now - srv->refusal_logged_ns < 1000000000u) {
+        if (srv->refusals_unlogged < UINT32_MAX)
+            srv->refusals_unlogged++;
+        return;
+    }
+    char more[64] = "";
+    if (srv->refusals_unlogged != 0)
+        snprintf(more, sizeof more, " (and %u refusals not logged in the second before)", srv->refusals_unlogged);
+    if (c != NULL)
+        pd_clog(c, PD_LOG_WARNING, "refused: %s%s", why, more);
+    else
+        pd_log(PD_LOG_WARNING, "refused a new connection: %s%s", why, more);
+    srv->refusal_logged_ns = now;
+    srv->refusals_unlogged = 0;
+}
+
+/* Accepts pending connections, up to ACCEPTS_PER_TURN (the listening socket is level-
+ * triggered: the rest come next turn, after the others' events); returns nothing. */
 static void on_accept(struct pd_server *srv)
 {
-    for (;;) {
+    for (unsigned turn = 0; turn < ACCEPTS_PER_TURN; turn++) {
         int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -221,32 +255,43 @@ static void on_accept(struct pd_server *srv)
             srv->accept_paused_until = pcore_now_ns() + 100000000u;
             return;
         }
-        if (srv->n_pending >= MAX_PENDING) {
-            pd_log(PD_LOG_WARNING, "%u connections have not said HELLO yet: dropping a new one", srv->n_pending);
-            close(fd);
+        pid_t pid = 0;
+        uid_t uid = (uid_t) -1;
+        gid_t gid = (gid_t) -1;
+        if (pcore_sock_peercred(fd, &pid, &uid, &gid) < 0) {
+            pid = 0;
+            uid = (uid_t) -1;
+            gid = (gid_t) -1;
+        }
+        /* Refused here, with the reason, not dropped: the client reports the limit. */
+        char why[PCORE_ERRMSG_MAX];
+        if (pd_server_admit(srv, uid, PD_TALLY_PENDING, why, sizeof why) < 0) {
+            pd_server_log_refusal(srv, NULL, why);
+            refuse_unaccepted(fd, PAGED_E_LIMIT, why);
             continue;
         }
         struct pd_conn *c = pd_calloc(1, sizeof *c);
-        if (c == NULL) {
+        if (c == NULL || pd_tally_add(&srv->tally, uid, PD_TALLY_PENDING) < 0) {
             pd_log(PD_LOG_WARNING, "out of memory for a new connection: refusing it");
             refuse_unaccepted(fd, PAGED_E_NOMEM, "pagedd is out of memory for a new connection");
+            free(c);
             continue;
         }
         c->fd = fd;
         c->id = srv->next_client_id++;
         if (srv->next_client_id == 0)
             srv->next_client_id = 1;
-        if (pcore_sock_peercred(fd, &c->pid, &c->uid, &c->gid) < 0) {
-            c->pid = 0;
-            c->uid = (uid_t) -1;
-            c->gid = (gid_t) -1;
-        }
+        c->pid = pid;
+        c->uid = uid;
+        c->gid = gid;
         c->connected_ns = pcore_now_ns();
+        c->active_ns = c->connected_ns;
         c->deadline_ns = c->connected_ns + (uint64_t) srv->cfg.hello_timeout_ms * 1000000u;
         c->sock_watch = (struct pd_watch) { PD_W_SOCK, c };
         c->sock_events = EPOLLIN | EPOLLRDHUP;
         struct epoll_event ev = { .events = c->sock_events, .data.ptr = &c->sock_watch };
         if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            pd_tally_remove(&srv->tally, uid, PD_TALLY_PENDING);
             close(fd);
             free(c);
             continue;
@@ -255,7 +300,6 @@ static void on_accept(struct pd_server *srv)
         if (srv->conns != NULL)
             srv->conns->prev = c;
         srv->conns = c;
-        srv->n_pending++;
     }
 }
 
@@ -290,6 +334,7 @@ static void on_readable(struct pd_server *srv, struct pd_conn *c)
             pd_server_kill(srv, c, PD_LOG_WARNING, "socket error");
             return;
         }
+        c->active_ns = pcore_now_ns();
         if (c->state == PD_CONN_HELLO)
             pd_control_hello(srv, c, buf, (size_t) n);
         else
@@ -303,10 +348,13 @@ static void on_sock(struct pd_server *srv, struct pd_conn *c, uint32_t events)
     if (c->state == PD_CONN_DEAD)
         return;
     if (events & EPOLLOUT) {
+        const size_t queued = c->out_count;
         if (pd_conn_flush(c) < 0) {
             pd_server_kill(srv, c, PD_LOG_INFO, "hung up");
             return;
         }
+        if (c->out_count < queued)      /* a peer reading a long answer is not idle */
+            c->active_ns = pcore_now_ns();
         pd_events_report_lost(srv, c);
         if (c->state == PD_CONN_DEAD)
             return;
@@ -361,6 +409,10 @@ static void reload(struct pd_server *srv)
     pd_log_set_level(n.log_level);
     srv->cfg.log_level = n.log_level;
     srv->cfg.max_clients = n.max_clients;
+    srv->cfg.max_clients_per_uid = n.max_clients_per_uid;
+    srv->cfg.max_control_per_uid = n.max_control_per_uid;
+    srv->cfg.max_pending_per_uid = n.max_pending_per_uid;
+    srv->cfg.control_idle_timeout_ms = n.control_idle_timeout_ms;
     srv->cfg.max_pools = n.max_pools;
     srv->cfg.max_blocks_per_client = n.max_blocks_per_client;
     srv->cfg.hello_timeout_ms = n.hello_timeout_ms;
@@ -404,7 +456,20 @@ static unsigned engine_pass(struct pd_server *srv)
     return pd_engine_pass(srv->engine, DRAIN_BUDGET);
 }
 
-/* Drops connections past their HELLO deadline and resumes accepting; returns nothing. */
+/* Returns when control connection c is closed for idleness (control-idle-timeout after it
+ * last sent a message or took part of an answer), or UINT64_MAX where it is not: a worker, a
+ * subscriber (waiting for events is its job; it counts against its uid's control share, so
+ * it keeps nobody else out), a connection being refused, or no timeout set. */
+static uint64_t idle_deadline(const struct pd_server *srv, const struct pd_conn *c)
+{
+    if (c->state != PD_CONN_READY || !c->control_only || c->subscribed || c->close_after_flush
+        || srv->cfg.control_idle_timeout_ms == 0)
+        return UINT64_MAX;
+    return c->active_ns + (uint64_t) srv->cfg.control_idle_timeout_ms * 1000000u;
+}
+
+/* Drops connections past their HELLO deadline, closes idle control connections (telling
+ * them why) and resumes accepting; returns nothing. */
 static void check_timers(struct pd_server *srv, uint64_t now)
 {
     if (srv->accept_paused_until != 0 && now >= srv->accept_paused_until) {
@@ -412,11 +477,17 @@ static void check_timers(struct pd_server *srv, uint64_t now)
         epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev);
         srv->accept_paused_until = 0;
     }
-    if (srv->n_pending == 0)
+    if (srv->tally.total[PD_TALLY_PENDING] == 0 && srv->tally.total[PD_TALLY_CONTROL] == 0)
         return;
-    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
+    for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
         if (c->state == PD_CONN_HELLO && now >= c->deadline_ns && !c->close_after_flush)
             pd_server_kill(srv, c, PD_LOG_WARNING, "no HELLO in time");
+        else if (now >= idle_deadline(srv, c)) {
+            pd_conn_error(c, 0, PAGED_E_TIMEOUT, "closed: no request for %u ms (control-idle-timeout)",
+                          srv->cfg.control_idle_timeout_ms);
+            pd_server_kill(srv, c, PD_LOG_INFO, "idle for control-idle-timeout");
+        }
+    }
 }
 
 /* Returns the epoll timeout in ms until the next timer, -1 for none. */
@@ -428,6 +499,8 @@ static int next_timeout(struct pd_server *srv, uint64_t now)
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
         if (c->state == PD_CONN_HELLO && c->deadline_ns < next)
             next = c->deadline_ns;
+        if (idle_deadline(srv, c) < next)
+            next = idle_deadline(srv, c);
         /* Nothing wakes us when a client reaps a full completion ring: look again soon. */
         if (c->state == PD_CONN_READY && c->cq_blocked && now + 1000000u < next)
             next = now + 1000000u;
@@ -453,7 +526,7 @@ static void shutdown_clients(struct pd_server *srv)
 {
     pd_notify_stopping();
     pd_log(PD_LOG_INFO, "shutting down on %s: %u clients, %u pools", strsignal(srv->stop_signal),
-           srv->n_channel + srv->n_control, srv->n_pools);
+           srv->tally.total[PD_TALLY_CLIENT] + srv->tally.total[PD_TALLY_CONTROL], srv->n_pools);
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
         if (c->state != PD_CONN_READY)
             continue;
@@ -603,6 +676,7 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     srv->reload = reload_fn;
     srv->reload_ctx = reload_ctx;
     srv->start_ns = pcore_now_ns();
+    srv->self_uid = geteuid();
     long cpus = usable_cpus();
     srv->spinners = cpus > 2 && cpus < (long) UINT32_MAX ? (uint32_t) cpus - 2 : 0;
     if (pd_knob_is_set(PD_KNOB_SPINNERS)) {
@@ -691,6 +765,7 @@ void pd_server_destroy(struct pd_server *srv)
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
         pd_server_kill(srv, c, PD_LOG_DEBUG, "daemon exiting");
     pd_server_sweep(srv);
+    pd_tally_free(&srv->tally);
     while (srv->pools != NULL) {
         struct pd_pool *p = srv->pools;
         srv->pools = p->next;

@@ -10,6 +10,7 @@
 #include "daemon/conn.h"
 #include "daemon/pool.h"
 #include "daemon/stats.h"
+#include "daemon/tally.h"
 #include "daemon/engine/engine.h"
 
 /* Reads the configuration again for SIGHUP; returns 0 or -1 with *cause. */
@@ -26,7 +27,10 @@ struct pd_server {
     uint64_t accept_paused_until;     /* out of descriptors: accept again after this */
     struct pd_conn *conns;            /* every connection, newest first */
     struct pd_conn *dead;             /* killed during this loop turn: freed at its end */
-    uint32_t n_pending, n_channel, n_control;
+    struct pd_tally tally;            /* connections per uid: pending, control, clients */
+    uid_t self_uid;                   /* the daemon's own: trusted as root is (daemon/tally.h) */
+    uint64_t refusal_logged_ns;       /* when a limit refusal was last logged */
+    uint32_t refusals_unlogged;       /* refusals since then that were not */
     uint32_t spinners;                /* clients whose waits may spin (pd_server_spin_hint) */
     uint32_t next_client_id;
     struct pd_pool *pools;
@@ -76,6 +80,15 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
  * and frees every connection pd_server_kill marked dead; the event loop calls it after each
  * turn, when nothing refers to them any more. Returns nothing. */
 void pd_server_sweep(struct pd_server *srv);
+
+/* Says whether one more connection of kind from uid fits the per-uid and global limits of
+ * the settings (daemon/tally.h). Returns 0, or PAGED_E_LIMIT with why naming the limit. */
+int pd_server_admit(const struct pd_server *srv, uid_t uid, enum pd_tally_kind kind, char *why, size_t size);
+
+/* Logs the refusal of a connection over a limit (why: the refusal's text; c: the connection, or
+ * NULL for one refused at accept) as a warning, at most one a second: the ones in between are
+ * counted and the next line says how many. Returns nothing. */
+void pd_server_log_refusal(struct pd_server *srv, const struct pd_conn *c, const char *why);
 
 /* Sets c's epoll interest from its state: read while nothing waits to go out, write while
  * something does. Whoever queues a message for a connection other than the one whose event

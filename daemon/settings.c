@@ -48,6 +48,12 @@ static const struct key_slot keys[] = {
       STR(socket_group) },
     { { "max-clients", 1, 0, 1, 1, "N", "most clients with a channel at once (default 256)" },
       NUM(T_U32, max_clients, 1, 65536) },
+    { { "max-clients-per-uid", 1, 0, 1, 1, "N", "most clients of one user but root (default 64)" },
+      NUM(T_U32, max_clients_per_uid, 1, 65536) },
+    { { "max-control-per-uid", 1, 0, 1, 1, "N", "most control connections (pactl) of one user (default 8)" },
+      NUM(T_U32, max_control_per_uid, 1, 65536) },
+    { { "max-pending-per-uid", 1, 0, 1, 1, "N", "most connections of one user before HELLO (default 32)" },
+      NUM(T_U32, max_pending_per_uid, 1, 65536) },
     { { "max-pools", 1, 0, 1, 1, "N", "most pools at once (default 64)" },
       NUM(T_U32, max_pools, 1, 65536) },
     { { "max-blocks-per-client", 1, 0, 1, 1, "N", "most block references per client (0: no limit)" },
@@ -56,6 +62,9 @@ static const struct key_slot keys[] = {
       NUM(T_U32, threads, 0, 1024) },
     { { "hello-timeout", 1, 0, 1, 1, "MS", "drop a connection silent for MS ms (default 5000)" },
       NUM(T_U32, hello_timeout_ms, 1, 3600000) },
+    { { "control-idle-timeout", 1, 0, 1, 1, "MS", "close a control connection silent for MS ms, "
+        "subscribers aside (default 60000; 0: never)" },
+      NUM(T_U32, control_idle_timeout_ms, 0, 86400000) },
     { { "spin-us", 1, 0, 1, 1, "US", "poll rings US microseconds after work before sleeping (default 1000)" },
       NUM(T_U32, spin_us, 0, 100000) },
     { { "dependency-timeout", 1, 0, 1, 1, "MS", "fail a request whose wait word is not reached "
@@ -76,6 +85,10 @@ void pd_config_defaults(struct pd_config *cfg, const char *default_config)
     cfg->log_level = PD_LOG_INFO;
     cfg->socket_mode = 0660;
     cfg->max_clients = 256;
+    cfg->max_clients_per_uid = 64;
+    cfg->max_control_per_uid = 8;
+    cfg->max_pending_per_uid = 32;
+    cfg->control_idle_timeout_ms = 60000;
     cfg->max_pools = 64;
     cfg->hello_timeout_ms = 5000;
     cfg->spin_us = 1000;

@@ -34,10 +34,14 @@ struct pd_config {
     uint32_t socket_mode;          /* permission bits of the socket file */
     char socket_group[64];         /* "" = the daemon's group */
     uint32_t max_clients;          /* connected clients with a channel */
+    uint32_t max_clients_per_uid;  /* of them, one unprivileged uid's (daemon/tally.h) */
+    uint32_t max_control_per_uid;  /* control connections of one unprivileged uid */
+    uint32_t max_pending_per_uid;  /* connections before HELLO of one unprivileged uid */
     uint32_t max_pools;            /* pools alive, destroyed ones still attached included */
     uint64_t max_blocks_per_client;/* block references one client may hold; 0 = no limit */
     uint32_t threads;              /* cpu backend workers; 0 = online CPUs */
     uint32_t hello_timeout_ms;     /* a new connection must say HELLO within this */
+    uint32_t control_idle_timeout_ms;/* a control connection silent this long is closed; 0 = never */
     uint32_t spin_us;              /* engine's adaptive spin ceiling before it sleeps */
     uint32_t dependency_timeout_ms;/* longest a request waits for its dep.wait_off word */
     int ready_fd;                  /* command line only: write "READY\n" here when serving */

@@ -138,7 +138,8 @@ static struct peer connect_client(uid_t uid, gid_t gid)
     if (srv->conns != NULL)
         srv->conns->prev = c;
     srv->conns = c;
-    srv->n_pending++;
+    if (pd_tally_add(&srv->tally, uid, PD_TALLY_PENDING) < 0)
+        fuzz_fail(__FILE__, __LINE__, "pd_tally_add", "out of memory");
     return (struct peer) { c, sv[1] };
 }
 
@@ -257,10 +258,11 @@ static void check_server(int full)
                            c->id, a->pool->id);
         }
     }
-    FUZZ_CHECK(pending == srv->n_pending && channel == srv->n_channel
-               && control == srv->n_control,
+    const uint32_t *total = srv->tally.total;
+    FUZZ_CHECK(pending == total[PD_TALLY_PENDING] && channel == total[PD_TALLY_CLIENT]
+               && control == total[PD_TALLY_CONTROL],
                "counters pending %u channel %u control %u, connections say %u %u %u",
-               srv->n_pending, srv->n_channel, srv->n_control, pending, channel, control);
+               total[PD_TALLY_PENDING], total[PD_TALLY_CLIENT], total[PD_TALLY_CONTROL], pending, channel, control);
     uint32_t pools = 0;
     for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
         pools++;
@@ -362,9 +364,9 @@ static void reset_server(void)
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next)
         pd_server_kill(srv, c, PD_LOG_DEBUG, "end of input");
     pd_server_sweep(srv);
-    FUZZ_CHECK(srv->conns == NULL && srv->n_pending == 0 && srv->n_channel == 0
-               && srv->n_control == 0, "connections left: pending %u channel %u control %u",
-               srv->n_pending, srv->n_channel, srv->n_control);
+    FUZZ_CHECK(srv->conns == NULL && srv->tally.len == 0, "connections left: pending %u channel %u control %u",
+               srv->tally.total[PD_TALLY_PENDING], srv->tally.total[PD_TALLY_CLIENT],
+               srv->tally.total[PD_TALLY_CONTROL]);
     uint32_t pools = 0;
     while (srv->pools != NULL) {
         struct pd_pool *p = srv->pools;

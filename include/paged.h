@@ -134,8 +134,9 @@ typedef struct paged_connect_opts {
  * Connects to pagedd, says HELLO and maps the channel the daemon hands back (since 0.1).
  * opts may be NULL for defaults. On success stores a new client in *out and returns
  * PAGED_OK; otherwise returns PAGED_E_NOTCONN (nobody listening), PAGED_E_VERSION (the daemon
- * speaks another protocol version), PAGED_E_PERM, PAGED_E_LIMIT (too many clients),
- * PAGED_E_PROTO, PAGED_E_TIMEOUT, PAGED_E_NOMEM or PAGED_E_SYSTEM, and *out is NULL.
+ * speaks another protocol version), PAGED_E_PERM, PAGED_E_LIMIT (too many clients, or as
+ * many of this user's as its share allows: the reason names the limit), PAGED_E_PROTO,
+ * PAGED_E_TIMEOUT, PAGED_E_NOMEM or PAGED_E_SYSTEM, and *out is NULL.
  */
 int paged_client_connect(const paged_connect_opts *opts, paged_client **out);
 

@@ -208,7 +208,7 @@ static int handshake_reply(struct pactl_conn *c, const struct pcore_msg_hdr *h, 
         if (h->status == PAGED_E_VERSION)
             *cause = pactl_cause("protocol version mismatch: %s", why);
         else
-            *cause = pactl_cause("the daemon refused the connection: %s", why);
+            *cause = pactl_cause("the daemon refused the connection (%s): %s", paged_strerror(h->status), why);
         free(why);
         return -1;
     }
@@ -251,14 +251,16 @@ static int hello(struct pactl_conn *c, uint32_t flags, char **cause)
     hello.flags = flags;
     hello.pid = (uint32_t) getpid();
     snprintf(hello.name, sizeof hello.name, "pactl");
+    /* A daemon that refuses a connection at once (a limit) may have closed before the HELLO
+     * went: its ERROR is still there to read, at once. */
+    int timeout_ms = PACTL_REPLY_TIMEOUT_MS;
     if (pactl_conn_send(c, &hello, sizeof hello, cause) < 0) {
-        /* A peer that hangs up on a HELLO is not a daemon that explains itself. */
         free(*cause);
-        *cause = not_ours(c->path);
-        return -1;
+        *cause = NULL;
+        timeout_ms = 0;
     }
     size_t len;
-    const struct pcore_msg_hdr *h = pactl_conn_recv(c, PACTL_REPLY_TIMEOUT_MS, &len, cause);
+    const struct pcore_msg_hdr *h = pactl_conn_recv(c, timeout_ms, &len, cause);
     if (h == NULL) {
         /* Silence, a hang-up or a malformed packet: whatever listens there is not pagedd. */
         free(*cause);

@@ -40,6 +40,12 @@ AM_TESTS_ENVIRONMENT += \
 tests_daemon_knobs_t_SOURCES = tests/daemon/knobs-t.c
 tests_daemon_knobs_t_LDADD = $(DAEMON_TEST_LIBS)
 
+# The per-uid tally of connections, driven directly.
+check_PROGRAMS += tests/daemon/tally-t
+TESTS += tests/daemon/tally-t
+tests_daemon_tally_t_SOURCES = tests/daemon/tally-t.c
+tests_daemon_tally_t_LDADD = daemon/libpageddaemon.la $(DAEMON_TEST_LIBS)
+
 # paged.conf.example against pagedd --check-config: it parses uncommented, changes no
 # default, and names every key.
 TESTS += tests/daemon/conf-example-t.sh

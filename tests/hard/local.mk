@@ -9,17 +9,20 @@ tests_hard_libhardtest_la_SOURCES = tests/hard/hard.h tests/hard/hard.c
 HARD_CLIENT_LIBS = tests/hard/libhardtest.la tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) \
 	lib/libpaged.la kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 
-HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t
+HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t tests/hard/fair-t
 check_PROGRAMS += $(HARD_TESTS)
 TESTS += $(HARD_TESTS)
 tests_hard_torture_t_LDADD = $(HARD_CLIENT_LIBS)
 tests_hard_load_t_LDADD = $(HARD_CLIENT_LIBS)
 tests_hard_restart_t_LDADD = $(HARD_CLIENT_LIBS)
 tests_hard_access_t_LDADD = $(HARD_CLIENT_LIBS)
+# fair-t: per-uid shares of connections, with pactl run as a second uid (the pactl tests' helpers).
+tests_hard_fair_t_SOURCES = tests/hard/fair-t.c $(PACTL_TEST_SOURCES)
+tests_hard_fair_t_LDADD = $(HARD_CLIENT_LIBS)
 
-# The tests exec the daemon: make sure it is built first.
-tests/hard/torture-t.log tests/hard/load-t.log tests/hard/restart-t.log tests/hard/access-t.log: \
-	daemon/pagedd
+# The tests exec the daemon (and fair-t pactl): make sure they are built first.
+tests/hard/torture-t.log tests/hard/load-t.log tests/hard/restart-t.log tests/hard/access-t.log \
+	tests/hard/fair-t.log: daemon/pagedd tools/pactl
 
 # make check-long: the full-length runs (1000 kills, 64 clients x 10 000 requests).
 check-long: all

@@ -800,27 +800,33 @@ static void transport_cases(void)
     close(p[0]);
     close(p[1]);
 
-    /* More silent connections than the daemon waits for: 256 (server.c) are kept for the
-     * hello timeout, the rest closed at once. */
-    enum { SILENT = 300 };
+    /* More silent connections than the daemon waits for: 256 of all uids (server.c) and the
+     * 8 more kept for root and the daemon's uid, which this test's is, stay until the hello
+     * timeout; each one past them is refused at once: PAGED_E_LIMIT naming the bound, then
+     * the close. */
+    enum { SILENT = 300, KEPT = 256 + 8 };
     int socks[SILENT], opened = 0;
     for (int i = 0; i < SILENT; i++) {
         socks[i] = pcore_sock_connect(daemon_.socket);
         opened += socks[i] >= 0;
     }
     is_int(SILENT, opened, "%d connections that say nothing are opened", SILENT);
-    int dropped = 0;
+    int refused = 0, bound_named = 0, waiting = 0;
     for (int i = 0; i < SILENT; i++) {
         if (socks[i] < 0)
             continue;
-        struct pollfd pf = { .fd = socks[i], .events = POLLIN };
-        char byte;
-        /* The last of them were closed when they were accepted; the rest stay open until the
-         * hello timeout: only those are waited for, briefly. */
-        if (poll(&pf, 1, i >= 256 ? 5000 : 0) == 1 && recv(socks[i], &byte, 1, MSG_DONTWAIT) == 0)
-            dropped++;
+        if (i < KEPT) {
+            struct pollfd pf = { .fd = socks[i], .events = POLLIN };
+            waiting += poll(&pf, 1, 0) == 0;
+            continue;
+        }
+        read_packet(socks[i], &e);
+        bound_named += strstr(e.message, "the bound of 256 and the 8 kept for root") != NULL;
+        refused += e.hdr.status == PAGED_E_LIMIT && read_packet(socks[i], &e) == PAGED_E_DISCONNECTED;
     }
-    ok(dropped >= SILENT - 256, "the daemon closed %d of them at once (at least %d)", dropped, SILENT - 256);
+    is_int(SILENT - KEPT, refused, "the %d past the %d kept get PAGED_E_LIMIT, then the close", SILENT - KEPT, KEPT);
+    is_int(SILENT - KEPT, bound_named, "each refusal names the bound");
+    is_int(KEPT, waiting, "the %d kept wait for their HELLO", KEPT);
     for (int i = 0; i < SILENT; i++)
         if (socks[i] >= 0)
             close(socks[i]);

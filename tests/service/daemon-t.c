@@ -246,7 +246,8 @@ static void config_and_reload_cases(void)
     struct rc_client a, b;
     is_int(0, rc_connect(d.socket, "first", 0, &a), "config max-clients = 1: the first client connects");
     is_int(PAGED_E_LIMIT, rc_connect(d.socket, "second", 0, &b), "config max-clients = 1: a second gets PAGED_E_LIMIT");
-    ok(strstr(b.errmsg, "too many") != NULL, "the refusal says why: %s", b.errmsg);
+    ok(strstr(b.errmsg, "already has 1 clients of all uids (max-clients)") != NULL, "the refusal says why: %s",
+       b.errmsg);
     rc_close(&b);
     ok(pagedd_log_wait(&d, "[debug]", 5000), "config log-level = debug: debug lines are logged");
 
