@@ -16,7 +16,6 @@
 #include "lib/core/ring.h"
 #include "lib/core/utf8.h"
 
-
 /* Refuses a connection: sends the error, then closes once it is out. Returns nothing. */
 void pd_control_refuse(struct pd_server *srv, struct pd_conn *c, int status, const char *msg)
 {
