@@ -112,7 +112,8 @@ void items_block_heading(void)
            "SCOPE", "HOLDERS");
 }
 
-/* Formats the prefix scope a block was published in ("uid 1000", "shared", "-"); returns buf. */
+/* Formats the prefix scope a block was published in, one word ("uid=1000", "shared", "-");
+ * returns buf. */
 static const char *block_scope(char *buf, size_t size, const struct pcore_block_item *b)
 {
     if (!b->published)
@@ -120,7 +121,7 @@ static const char *block_scope(char *buf, size_t size, const struct pcore_block_
     else if (b->tenant == UINT32_MAX)
         snprintf(buf, size, "shared");
     else
-        snprintf(buf, size, "uid %u", (unsigned) b->tenant);
+        snprintf(buf, size, "uid=%u", (unsigned) b->tenant);
     return buf;
 }
 

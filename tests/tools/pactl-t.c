@@ -187,7 +187,7 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
     ok(r.status == 0 && lines == 9 && strstr(r.out, "cached") != NULL,
        "list blocks text: heading and 8 rows");
     char row[64];
-    snprintf(row, sizeof row, "%s uid %-6u", hex[0], (unsigned) getuid());
+    snprintf(row, sizeof row, "%s uid=%-6u", hex[0], (unsigned) getuid());
     ok(strstr(r.out, row) != NULL, "list blocks text: a cached block's hash and scope (%s)", row);
     tp_run_free(&r);
 
