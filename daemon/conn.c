@@ -211,7 +211,7 @@ struct pd_attach *pd_conn_attach_add(struct pd_conn *c, struct pd_pool *p, int w
         .id = p->id, .num_layers = p->geom.num_layers, .num_kv_heads = p->geom.num_kv_heads,
         .head_dim = p->geom.head_dim, .block_size = p->geom.block_size,
         .num_blocks = p->geom.num_blocks, .dtype = p->geom.dtype, .alloc = p->alloc,
-        .writable = writable, .user = p,
+        .writable = writable, .tenant = pd_pool_tenant(p, c->uid), .user = p,
     };
     p->attached++;
     return a;

@@ -229,7 +229,7 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
     r.num_blocks = p->geom.num_blocks;
     r.writable = (uint32_t) writable;
     r.owner_uid = (uint32_t) p->owner_uid;
-    r.mode = p->geom.mode;
+    r.mode = pd_pool_mode_word(p);
     r.k_scale = p->geom.k_scale;
     r.v_scale = p->geom.v_scale;
     r.mem_kind = ex.mem_kind;
@@ -293,9 +293,10 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
     srv->pools = p;
     srv->n_pools++;
     pd_clog(c, PD_LOG_INFO, "created pool '%s' (id %u: %u layers, %u kv heads, head_dim %u, "
-            "block_size %u, %s, %u blocks, %llu bytes, mode %04o)", p->name, p->id,
+            "block_size %u, %s, %u blocks, %llu bytes, mode %04o, prefixes %s)", p->name, p->id,
             g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
-            paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode);
+            paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode,
+            pd_pool_prefixes_name(p));
     pd_events_announce(srv, PCORE_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
     attach_commit(srv, c, m.hdr.seq, p, writable, ex);
 }

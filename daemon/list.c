@@ -102,10 +102,22 @@ static void add_holder(void *ctx, uint32_t holder, uint32_t refs)
     h->it->num_holders++;
 }
 
+/*
+ * Returns whether the lister c may see the hash of a block of p published as bi: a hash tells
+ * whoever can compute hashes of candidate prompts what was sent, so it is shown only in the
+ * scope it was published in, and to root and the daemon's own uid, who can read the daemon's
+ * memory anyway.
+ */
+static int may_see_hash(const struct pd_conn *c, const struct pd_pool *p, const pa_block_info *bi)
+{
+    return c->uid == 0 || c->uid == geteuid() || pd_pool_tenant(p, c->uid) == bi->tenant;
+}
+
 /* Fills up to max items of the list at c's cursor into items, advancing it. Returns the
  * number filled; the cursor is inactive once everything was listed. */
-static uint32_t fill(struct pd_server *srv, struct pd_list_cursor *l, void *items, uint32_t max)
+static uint32_t fill(struct pd_server *srv, struct pd_conn *c, void *items, uint32_t max)
 {
+    struct pd_list_cursor *l = &c->list;
     uint32_t n = 0;
     while (n < max) {
         if (l->what == PCORE_LIST_POOLS) {
@@ -150,8 +162,12 @@ static uint32_t fill(struct pd_server *srv, struct pd_list_cursor *l, void *item
             it->pool_id = p->id;
             it->block = b;
             it->refcount = bi.refcount;
-            it->published = (uint32_t) bi.published;
-            it->hash = bi.hash;
+            if (bi.published) {
+                it->tenant = bi.tenant;
+                it->published = may_see_hash(c, p, &bi) ? PCORE_BLOCK_PUBLISHED : PCORE_BLOCK_WITHHELD;
+                if (it->published == PCORE_BLOCK_PUBLISHED)
+                    it->hash = bi.hash;
+            }
             struct holders_ctx hc = { it };
             pa_block_holders(p->alloc, b, add_holder, &hc);
         }
@@ -170,7 +186,7 @@ void pd_list_continue(struct pd_server *srv, struct pd_conn *c)
     uint32_t max = (uint32_t) ((PCORE_MSG_MAX - sizeof(struct pcore_msg_list_items)) / isize);
     while (l->active && c->out_head == NULL && c->state == PD_CONN_READY) {
         struct pcore_msg_list_items *h = (struct pcore_msg_list_items *) buf;
-        uint32_t n = fill(srv, l, buf + sizeof *h, max);
+        uint32_t n = fill(srv, c, buf + sizeof *h, max);
         if (n == 0) {
             struct pcore_msg_hdr end = { PCORE_MSG_LIST_END, l->seq,
                                          (int32_t) (l->total > INT32_MAX ? INT32_MAX : l->total),

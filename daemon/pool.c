@@ -9,9 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <xxhash.h>
 
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
+#include "lib/core/clock.h"
 #include "paged.h"
 
 /* Formats why and returns status. */
@@ -75,8 +80,10 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
     if (es == 0)
         return refuse(PAGED_E_DTYPE, why, whylen,
                       "dtype %u not supported (f32 = 1, f16 = 2, bf16 = 3, fp8_e4m3 = 4)", m->dtype);
-    if (m->mode > 0777)
-        return refuse(PAGED_E_INVAL, why, whylen, "mode %#o has bits beyond 0777", m->mode);
+    if ((m->mode & ~(0777u | PAGED_POOL_SHARED_PREFIXES)) != 0)
+        return refuse(PAGED_E_INVAL, why, whylen,
+                      "mode %#o has bits beyond 0777 and PAGED_POOL_SHARED_PREFIXES (%#o)", m->mode,
+                      PAGED_POOL_SHARED_PREFIXES);
     if ((m->flags & ~PCORE_ATTACH_WRITE) != 0)
         return refuse(PAGED_E_INVAL, why, whylen, "flags %#x unknown (PCORE_ATTACH_WRITE = 1)", m->flags);
     g->k_scale = 1.0f;
@@ -123,7 +130,8 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
     g->block_size = m->block_size;
     g->num_blocks = (uint32_t) n;
     g->dtype = (int32_t) m->dtype;
-    g->mode = m->mode == 0 ? 0600 : m->mode;
+    g->mode = (m->mode & 0777) == 0 ? 0600 : m->mode & 0777;
+    g->shared_prefixes = (m->mode & PAGED_POOL_SHARED_PREFIXES) != 0;
     g->block_bytes = block_bytes;
     g->bytes = n * block_bytes;
     return PAGED_OK;
@@ -142,6 +150,38 @@ int pd_pool_may(const struct pd_pool *p, uid_t uid, gid_t gid, int want_write)
     else
         bits = p->geom.mode & 7;
     return (bits & (want_write ? 2u : 4u)) != 0;
+}
+
+/* Returns the prefix scope of uid's clients in p. */
+uint32_t pd_pool_tenant(const struct pd_pool *p, uid_t uid)
+{
+    return p->geom.shared_prefixes ? PD_TENANT_SHARED : (uint32_t) uid;
+}
+
+/* Returns p's mode with its prefix sharing bit. */
+uint32_t pd_pool_mode_word(const struct pd_pool *p)
+{
+    return p->geom.mode | (p->geom.shared_prefixes ? PAGED_POOL_SHARED_PREFIXES : 0);
+}
+
+/* Returns "shared" or "per-uid". */
+const char *pd_pool_prefixes_name(const struct pd_pool *p)
+{
+    return p->geom.shared_prefixes ? "shared" : "per-uid";
+}
+
+/*
+ * Returns a seed for a pool's prefix index that no client can guess: from getrandom, or,
+ * where the kernel has none to give yet, the clock and addresses (the scopes hold either way;
+ * the seed only keeps where entries sit unpredictable).
+ */
+static uint64_t index_seed(const struct pd_pool *p)
+{
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t) sizeof seed)
+        return seed;
+    const uint64_t parts[3] = { pcore_now_ns(), (uint64_t) (uintptr_t) p, (uint64_t) getpid() };
+    return XXH3_64bits(parts, sizeof parts);
 }
 
 /* Counts an eviction for the next event; the allocator's hook. */
@@ -181,6 +221,7 @@ int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd
         return rc;
     }
     pa_set_evict_hook(p->alloc, on_evict, p);
+    pa_set_index_seed(p->alloc, index_seed(p));
     *out = p;
     return PAGED_OK;
 }
@@ -223,7 +264,7 @@ void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it)
     it->dtype = (uint32_t) p->geom.dtype;
     it->num_blocks = p->geom.num_blocks;
     it->owner_uid = (uint32_t) p->owner_uid;
-    it->mode = p->geom.mode;
+    it->mode = pd_pool_mode_word(p);
     it->free = c.free;
     it->referenced = c.referenced;
     it->cached = c.cached;

@@ -20,7 +20,8 @@
 struct pd_pool_geom {
     uint32_t num_layers, num_kv_heads, head_dim, block_size, num_blocks;
     int32_t dtype;
-    uint32_t mode;
+    uint32_t mode;           /* permission bits (0777 at most) */
+    int shared_prefixes;     /* PAGED_POOL_SHARED_PREFIXES: one prefix scope for every uid */
     float k_scale, v_scale;
     uint64_t block_bytes;    /* one block, every layer, K and V */
     uint64_t bytes;          /* the whole pool */
@@ -57,6 +58,21 @@ int pd_pool_check_name(const char name[PCORE_NAME_MAX], char *why, size_t whylen
 /* Returns whether uid/gid may read (want_write 0) or write a pool, as file permission bits
  * owner/group/other say; root may do anything. */
 int pd_pool_may(const struct pd_pool *p, uid_t uid, gid_t gid, int want_write);
+
+/* The prefix scope of every uid in a pool with shared prefixes; no uid is (uid_t) -1. */
+#define PD_TENANT_SHARED UINT32_MAX
+
+/* Returns the prefix scope (allocator tenant) of a client of uid in p: the uid itself, or
+ * PD_TENANT_SHARED when the owner made the pool's prefixes shared. */
+uint32_t pd_pool_tenant(const struct pd_pool *p, uid_t uid);
+
+/* Returns p's mode as the wire and paged_pool_info carry it: the permission bits, with
+ * PAGED_POOL_SHARED_PREFIXES when its prefixes are shared. */
+uint32_t pd_pool_mode_word(const struct pd_pool *p);
+
+/* Returns how p's prefix cache is scoped, as pagedd's log and pactl say it: "per-uid" or
+ * "shared". */
+const char *pd_pool_prefixes_name(const struct pd_pool *p);
 
 /* Creates a pool (allocator and backend memory) from a checked geometry. Returns PAGED_OK
  * and *out, or an error with *cause. */

@@ -353,7 +353,7 @@ static struct peer add_bystander(struct pd_pool *base)
         tokens[i] = 1000 + i;
     FUZZ_CHECK(pa_alloc_blocks(base->alloc, by.c->id, 6, ids) == 0, "bystander's blocks");
     FUZZ_CHECK(paged_hash_blocks(&parent, tokens, 4 * 8, 8, 7, hashes) == 4, "hashes");
-    FUZZ_CHECK(pa_publish(base->alloc, by.c->id, 4, ids, hashes, NULL) == 4, "publish");
+    FUZZ_CHECK(pa_publish(base->alloc, by.c->id, by.c->att[0].view.tenant, 4, ids, hashes, NULL) == 4, "publish");
     FUZZ_CHECK(pa_free_blocks(base->alloc, by.c->id, 2, ids + 2, NULL) == 0, "cache");
     return by;
 }

@@ -199,7 +199,7 @@ static void make_pool(int i)
     struct pv_pool view = {
         .id = s->id, .num_layers = s->num_layers, .num_kv_heads = s->num_kv_heads,
         .head_dim = s->head_dim, .block_size = s->block_size, .num_blocks = s->num_blocks,
-        .dtype = s->dtype, .writable = s->writable, .user = p,
+        .dtype = s->dtype, .writable = s->writable, .tenant = FV_TENANT, .user = p,
     };
     attach[i] = (struct pd_attach) { p, view };
     shadow_attach[i] = (struct pd_attach) { p, view };
@@ -637,7 +637,7 @@ static void shadow_execute(const struct pv_op *op, struct fpool *fp, unsigned ch
             else
                 cqe->err_field = PCORE_FIELD_COUNT;
         } else {
-            cqe->count = pa_lookup(al, FV_HOLDER, op->count, op->hashes, ids);
+            cqe->count = pa_lookup(al, FV_HOLDER, FV_TENANT, op->count, op->hashes, ids);
             FUZZ_CHECK(cqe->count <= op->count, "LOOKUP found %u of %u", cqe->count, op->count);
         }
         for (uint32_t i = 0; rc == PAGED_OK && i < cqe->count; i++)
@@ -670,7 +670,7 @@ static void shadow_execute(const struct pv_op *op, struct fpool *fp, unsigned ch
         }
         break;
     case PAGED_OP_PUBLISH:
-        rc = pa_publish(al, FV_HOLDER, op->count, op->ids, op->hashes, &bad);
+        rc = pa_publish(al, FV_HOLDER, FV_TENANT, op->count, op->ids, op->hashes, &bad);
         FUZZ_CHECK(rc >= 0 && (uint32_t) rc <= op->count && shadow_held() == before,
                    "PUBLISH: %d of %u", rc, op->count);
         cqe->count = (uint32_t) rc;

@@ -44,11 +44,11 @@ pa_alloc *fv_build_alloc(const struct fv_pool *s)
     ok = ok && pa_alloc_blocks(a, FV_HOLDER, 4 * q, ids) == 0;
     ok = ok && pa_fork_blocks(a, FV_HOLDER, q, ids + q, NULL) == 0;
     ok = ok && hashes_of(FV_TOKENS_MINE, q, s->block_size, h) == 0;
-    ok = ok && pa_publish(a, FV_HOLDER, q, ids + 2 * q, h, NULL) == (int) q;
+    ok = ok && pa_publish(a, FV_HOLDER, FV_TENANT, q, ids + 2 * q, h, NULL) == (int) q;
     ok = ok && pa_alloc_blocks(a, FV_OTHER, 4 * q, ids) == 0;
     ok = ok && hashes_of(FV_TOKENS_OTHER, 2 * q, s->block_size, h) == 0;
-    ok = ok && pa_publish(a, FV_OTHER, 2 * q, ids, h, NULL) == (int) (2 * q);
-    ok = ok && pa_lookup(a, FV_HOLDER, q, h, ids) == q;
+    ok = ok && pa_publish(a, FV_OTHER, FV_TENANT, 2 * q, ids, h, NULL) == (int) (2 * q);
+    ok = ok && pa_lookup(a, FV_HOLDER, FV_TENANT, q, h, ids) == q;
     ok = ok && pa_free_blocks(a, FV_OTHER, q, ids + q, NULL) == 0;
     free(ids);
     free(h);

@@ -16,7 +16,8 @@
  *                 the tokens after the first q blocks'
  *   [6q, 8q)      held by the other holder only: the client may not touch them
  *   [8q, 16q)     free
- * Hashes use salt FV_SALT and a zero parent.
+ * Hashes use salt FV_SALT and a zero parent; both holders publish and look up in the prefix
+ * scope FV_TENANT.
  */
 
 #include <stdint.h>
@@ -26,6 +27,7 @@
 #define FV_HOLDER 7u
 #define FV_OTHER 9u
 #define FV_SALT 0u
+#define FV_TENANT 0u
 #define FV_TOKENS_MINE 5000
 #define FV_TOKENS_OTHER 1000
 #define FV_NUM_POOLS 6

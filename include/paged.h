@@ -82,6 +82,9 @@ typedef struct paged_hash {
  * ntokens / block_size hashes to out and returns their number, or PAGED_E_INVAL when
  * block_size is zero or an array is NULL while needed. The daemon computes the same
  * hashes for PUBLISH and LOOKUP; a client uses this to reason about what it will find.
+ * The salt is the client's (a model's identity); the daemon files each block under the
+ * hash and the publisher's tenant scope, which no field of a request chooses (see
+ * PAGED_POOL_SHARED_PREFIXES).
  */
 long paged_hash_blocks(const paged_hash *parent, const int32_t *tokens, size_t ntokens,
                        uint32_t block_size, uint64_t salt, paged_hash *out);
@@ -171,6 +174,12 @@ int paged_client_fd(const paged_client *c);
  * Pools: named KV caches of fixed geometry, owned by a uid with a file-like mode.
  * =========================================================================================*/
 
+/* A bit of paged_pool_desc's and paged_pool_info's mode: the pool's prefix cache is one for
+ * all uids. Without it (the default) each uid has its own: a LOOKUP finds only blocks that
+ * clients of the same uid published, so no uid learns by a hit or by timing what another
+ * sent (since 0.1). */
+#define PAGED_POOL_SHARED_PREFIXES 0x10000u
+
 /* A pool's geometry and creation parameters; zero-initialize, then set (since 0.1). */
 typedef struct paged_pool_desc {
     const char *name;         /* 1..63 bytes of [A-Za-z0-9._-] */
@@ -181,9 +190,11 @@ typedef struct paged_pool_desc {
     paged_dtype dtype;        /* cache element type */
     uint32_t num_blocks;      /* N; 0: as many as byte_budget allows */
     uint64_t byte_budget;     /* used when num_blocks is 0 */
-    uint32_t mode;            /* permission bits as for files (0600, 0640, 0666); 0: 0600.
+    uint32_t mode;            /* permission bits as for files (0600, 0640, 0666); none: 0600.
                                  Read: attach, DECODE, PREFILL, LOOKUP, and FREE and FORK of
-                                 blocks already held. Write: ALLOC, APPEND, COPY, PUBLISH. */
+                                 blocks already held. Write: ALLOC, APPEND, COPY, PUBLISH.
+                                 Or'ed with PAGED_POOL_SHARED_PREFIXES, every uid's LOOKUP
+                                 finds what any uid published; without, only its own. */
     float k_scale;            /* fp8 caches: stored = value / k_scale; 0: 1.0 */
     float v_scale;            /* fp8 caches: likewise for V */
 } paged_pool_desc;
@@ -196,7 +207,7 @@ typedef struct paged_pool_info {
     float k_scale, v_scale;
     int writable;             /* this client may write (mode allows it) */
     uint32_t owner_uid;
-    uint32_t mode;
+    uint32_t mode;            /* permission bits, | PAGED_POOL_SHARED_PREFIXES if it shares */
     uint64_t bytes;           /* L * 2 * N * H * B * D * element size */
     /* Element (l, kv, b, h, t, d) is at byte
      * ((((l * 2 + kv) * N + b) * H + h) * B + t) * D + d, times the element size. */
@@ -475,14 +486,16 @@ int paged_decode(paged_pool *p, int32_t layer, const paged_attn_args *args);
 int paged_prefill(paged_pool *p, int32_t layer, const paged_attn_args *args);
 
 /* Publishes num_blocks full blocks (ids, held by this client) with the tokens they hold,
- * continuing the chain from parent (NULL: a prompt start). Returns the number newly
- * published or an error (since 0.1). */
+ * continuing the chain from parent (NULL: a prompt start), in this uid's prefix scope (all
+ * uids' with PAGED_POOL_SHARED_PREFIXES). Returns the number newly published or an error
+ * (since 0.1). */
 int paged_publish(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
                   const int32_t *tokens, const int32_t *ids);
 
 /* Looks up to num_blocks full blocks of tokens in the prefix cache and takes a reference to
- * each block found, longest prefix first. Returns the number found (ids receives them) or
- * an error (since 0.1). */
+ * each block found, longest prefix first; it finds only blocks published by this uid (any
+ * uid with PAGED_POOL_SHARED_PREFIXES). Returns the number found (ids receives them) or an
+ * error (since 0.1). */
 int paged_lookup(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
                  const int32_t *tokens, int32_t *ids);
 

@@ -34,6 +34,8 @@ static void info_text(const struct pcore_pool_item *p)
     printf("owner          uid %u, mode %04o\n", (unsigned) p->owner_uid,
            (unsigned) (p->mode & 07777));
     printf("clients        %u attached\n", (unsigned) p->attached);
+    printf("prefixes       %s: a LOOKUP finds blocks published by %s\n", items_pool_prefixes(p),
+           (p->mode & PAGED_POOL_SHARED_PREFIXES) ? "any uid" : "its own uid only");
     printf("prefix cache   %" PRIu64 " lookups, %" PRIu64 " blocks found, %" PRIu64
            " evicted\n", p->lookups, p->lookup_hits, p->evictions);
 }

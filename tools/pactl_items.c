@@ -10,12 +10,18 @@
 
 #include "tools/pactl_fmt.h"
 
+/* Returns how a pool's prefix cache is scoped, from its mode word: "shared" or "per-uid". */
+const char *items_pool_prefixes(const struct pcore_pool_item *p)
+{
+    return (p->mode & PAGED_POOL_SHARED_PREFIXES) ? "shared" : "per-uid";
+}
+
 /* Prints the column names of the pool table. */
 void items_pool_heading(void)
 {
-    printf("%4s  %-16s %6s %5s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %6s %10s\n", "ID", "NAME",
+    printf("%4s  %-16s %6s %5s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %-8s %6s %10s\n", "ID", "NAME",
            "LAYERS", "HEADS", "DIM", "BLOCK", "DTYPE", "BLOCKS", "FREE", "USED", "CACHED",
-           "CLIENTS", "MODE", "OWNER", "SIZE");
+           "CLIENTS", "MODE", "PREFIXES", "OWNER", "SIZE");
 }
 
 /* Prints one pool as a table row; a destroyed pool's name is marked with a star. */
@@ -26,11 +32,11 @@ void items_pool_row(const struct pcore_pool_item *p)
     snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
     if (p->destroyed)
         strcat(name, "*");
-    printf("%4u  %-16s %6u %5u %4u %5u %-8s %7u %7u %7u %7u %7u %5s %6u %10s\n",
+    printf("%4u  %-16s %6u %5u %4u %5u %-8s %7u %7u %7u %7u %7u %5s %-8s %6u %10s\n",
            (unsigned) p->id, name, (unsigned) p->num_layers, (unsigned) p->num_kv_heads,
            (unsigned) p->head_dim, (unsigned) p->block_size, fmt_dtype(p->dtype),
            (unsigned) p->num_blocks, (unsigned) p->free, (unsigned) p->referenced,
-           (unsigned) p->cached, (unsigned) p->attached, mode,
+           (unsigned) p->cached, (unsigned) p->attached, mode, items_pool_prefixes(p),
            (unsigned) p->owner_uid, fmt_bytes(size, sizeof size, p->bytes));
 }
 
@@ -54,6 +60,7 @@ void items_pool_json(struct json *j, const char *key, const struct pcore_pool_it
     json_u64(j, "attached", p->attached);
     json_u64(j, "owner_uid", p->owner_uid);
     json_str(j, "mode", mode);
+    json_str(j, "prefixes", items_pool_prefixes(p));
     json_bool(j, "destroyed", p->destroyed != 0);
     json_u64(j, "bytes", p->bytes);
     json_u64(j, "evictions", p->evictions);
@@ -101,8 +108,21 @@ void items_client_json(struct json *j, const struct pcore_client_item *c)
 /* Prints the column names of the block table. */
 void items_block_heading(void)
 {
-    printf("%-16s %7s %5s %-10s %-32s  %s\n", "POOL", "BLOCK", "REFS", "STATE", "HASH",
-           "HOLDERS");
+    printf("%-16s %7s %5s %-10s %-32s %-10s  %s\n", "POOL", "BLOCK", "REFS", "STATE", "HASH",
+           "SCOPE", "HOLDERS");
+}
+
+/* Formats the prefix scope a block was published in, one word ("uid=1000", "shared", "-");
+ * returns buf. */
+static const char *block_scope(char *buf, size_t size, const struct pcore_block_item *b)
+{
+    if (!b->published)
+        snprintf(buf, size, "-");
+    else if (b->tenant == UINT32_MAX)
+        snprintf(buf, size, "shared");
+    else
+        snprintf(buf, size, "uid=%u", (unsigned) b->tenant);
+    return buf;
 }
 
 /* Returns the number of holder ids an item actually carries. */
@@ -115,16 +135,16 @@ static uint32_t block_holders_shown(const struct pcore_block_item *b)
 /* Prints one block as a table row: the first holders' ids, then how many more there are. */
 void items_block_row(const struct pcore_block_item *b, const struct pactl_list *pools)
 {
-    char pool[PCORE_NAME_MAX], hash[FMT_BUF], holders[96];
+    char pool[PCORE_NAME_MAX], hash[FMT_BUF], holders[96], scope[24];
     const char *name = pactl_pool_name(pools, b->pool_id);
     if (name != NULL)
         fmt_safe(pool, sizeof pool, name, PCORE_NAME_MAX);
     else
         snprintf(pool, sizeof pool, "#%u", (unsigned) b->pool_id);
-    if (b->published)
+    if (b->published == PCORE_BLOCK_PUBLISHED)
         fmt_hash(hash, sizeof hash, &b->hash);
     else
-        snprintf(hash, sizeof hash, "-");
+        snprintf(hash, sizeof hash, "%s", b->published == PCORE_BLOCK_WITHHELD ? "withheld" : "-");
     size_t off = 0;
     holders[0] = '\0';
     for (uint32_t i = 0; i < block_holders_shown(b); i++)
@@ -134,8 +154,8 @@ void items_block_row(const struct pcore_block_item *b, const struct pactl_list *
         snprintf(holders + off, sizeof holders - off, " +%u", (unsigned) (b->num_holders - 4));
     else if (b->num_holders == 0)
         snprintf(holders, sizeof holders, "-");
-    printf("%-16s %7d %5u %-10s %-32s  %s\n", pool, (int) b->block, (unsigned) b->refcount,
-           b->refcount > 0 ? "referenced" : "cached", hash, holders);
+    printf("%-16s %7d %5u %-10s %-32s %-10s  %s\n", pool, (int) b->block, (unsigned) b->refcount,
+           b->refcount > 0 ? "referenced" : "cached", hash, block_scope(scope, sizeof scope, b), holders);
 }
 
 /* Writes one block as a JSON object. */
@@ -154,10 +174,15 @@ void items_block_json(struct json *j, const struct pcore_block_item *b,
     json_u64(j, "refcount", b->refcount);
     json_str(j, "state", b->refcount > 0 ? "referenced" : "cached");
     json_bool(j, "published", b->published != 0);
-    if (b->published)
+    if (b->published == PCORE_BLOCK_PUBLISHED)
         json_str(j, "hash", fmt_hash(hash, sizeof hash, &b->hash));
     else
         json_null(j, "hash");
+    json_bool(j, "hash_withheld", b->published == PCORE_BLOCK_WITHHELD);
+    if (b->published && b->tenant != UINT32_MAX)
+        json_u64(j, "scope_uid", b->tenant);
+    else
+        json_null(j, "scope_uid");
     json_u64(j, "num_holders", b->num_holders);
     json_array_begin(j, "holders");
     for (uint32_t i = 0; i < block_holders_shown(b); i++)

@@ -7,6 +7,9 @@
 #include "tools/pactl_fetch.h"
 #include "tools/pactl_json.h"
 
+/* Returns how a pool's prefix cache is scoped: "shared" (PAGED_POOL_SHARED_PREFIXES in its
+ * mode) or "per-uid". */
+const char *items_pool_prefixes(const struct pcore_pool_item *p);
 /* Table heading and row of a pool. */
 void items_pool_heading(void);
 void items_pool_row(const struct pcore_pool_item *p);

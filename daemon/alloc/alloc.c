@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "daemon/alloc/alloc.h"
 #include "daemon/util/heap.h"
 #include "daemon/alloc/u64map.h"
@@ -19,11 +21,12 @@ _Static_assert(NIL == PD_MAP_EMPTY, "the maps' empty value is the allocator's NI
 enum { ST_FREE = 0, ST_REFERENCED = 1, ST_CACHED = 2 };
 
 /*
- * One block. The hash lives here, not in the index, so that an index slot can stay 8 bytes
- * and the block, which a hit reads anyway, confirms the full 128 bits.
+ * One block. The hash and tenant live here, not in the index, so that an index slot can stay
+ * 8 bytes and the block, which a hit reads anyway, confirms the full 128 bits and the tenant.
  */
 typedef struct pa_block {
     paged_hash hash;          /* valid while published, zero otherwise */
+    uint32_t tenant;          /* the prefix scope it was published in; zero unless published */
     uint32_t refcount;        /* references of all holders */
     uint32_t holders;         /* records in the list below (distinct holders) */
     uint32_t refs;            /* first reference record of this block, or NIL */
@@ -54,7 +57,8 @@ typedef struct pa_holder {
     uint32_t total;           /* references in all */
 } pa_holder;
 
-/* A slot of the prefix index: the top 32 bits of the hash, to skip most non-matches. */
+/* A slot of the prefix index: the top 32 bits of the entry's place (see place_of), to skip
+ * most non-matches. */
 typedef struct index_slot {
     uint32_t tag;
     int32_t block;            /* -1: empty */
@@ -72,6 +76,7 @@ struct pa_alloc {
 
     index_slot *index;        /* the prefix index, never more than half full */
     size_t index_mask;
+    uint64_t index_seed;      /* keys the places of entries (pa_set_index_seed) */
 
     pa_ref *refs;             /* reference records, indices stable across growth */
     uint32_t refs_cap, refs_used, refs_live, refs_free;
@@ -92,50 +97,69 @@ struct pa_alloc {
 
 /* ---- prefix index ------------------------------------------------------------------------- */
 
-/* Returns the index slot where hash h is stored (block >= 0) or would go (block -1). */
-static size_t index_slot_of(const pa_alloc *a, const paged_hash *h)
+/*
+ * Returns where the entry (tenant, h) lives: its low bits are the home slot, its top 32 bits
+ * the slot's tag. Keyed by the pool's seed, so that neither a tenant's own entries nor tokens
+ * chosen to collide tell it where another tenant's entry for the same hash would sit.
+ */
+static uint64_t place_of(const pa_alloc *a, const paged_hash *h, uint32_t tenant)
 {
-    /* XXH3 output is uniform already: its low bits are the home slot, its top bits the tag. */
-    size_t i = (size_t) h->lo & a->index_mask;
-    uint32_t tag = (uint32_t) (h->hi >> 32);
+    const uint64_t key[3] = { h->lo, h->hi, tenant };
+    return XXH3_64bits_withSeed(key, sizeof key, a->index_seed);
+}
+
+/* Returns the index slot where (tenant, h), whose place is place, is stored (block >= 0) or
+ * would go (block -1). */
+static size_t index_slot_at(const pa_alloc *a, const paged_hash *h, uint32_t tenant, uint64_t place)
+{
+    size_t i = (size_t) place & a->index_mask;
+    uint32_t tag = (uint32_t) (place >> 32);
     for (;;) {
         const index_slot *s = &a->index[i];
         if (s->block < 0)
             return i;
         if (s->tag == tag) {
-            const paged_hash *k = &a->blocks[s->block].hash;
-            if (k->lo == h->lo && k->hi == h->hi)
+            const pa_block *k = &a->blocks[s->block];
+            if (k->hash.lo == h->lo && k->hash.hi == h->hi && k->tenant == tenant)
                 return i;
         }
         i = (i + 1) & a->index_mask;
     }
 }
 
-/* Returns the block published under h, or -1. */
-static int32_t index_find(const pa_alloc *a, const paged_hash *h)
+/* Returns the index slot where (tenant, h) is stored (block >= 0) or would go (block -1). */
+static size_t index_slot_of(const pa_alloc *a, const paged_hash *h, uint32_t tenant)
 {
-    return a->index[index_slot_of(a, h)].block;
+    return index_slot_at(a, h, tenant, place_of(a, h, tenant));
 }
 
-/* Enters block b, whose hash is set and absent from the index. */
+/* Returns the block published under (tenant, h), or -1. */
+static int32_t index_find(const pa_alloc *a, const paged_hash *h, uint32_t tenant)
+{
+    return a->index[index_slot_of(a, h, tenant)].block;
+}
+
+/* Enters block b, whose hash and tenant are set and absent from the index. */
 static void index_put(pa_alloc *a, int32_t b)
 {
-    size_t i = index_slot_of(a, &a->blocks[b].hash);
-    a->index[i].tag = (uint32_t) (a->blocks[b].hash.hi >> 32);
+    const pa_block *blk = &a->blocks[b];
+    uint64_t place = place_of(a, &blk->hash, blk->tenant);
+    size_t i = index_slot_at(a, &blk->hash, blk->tenant, place);
+    a->index[i].tag = (uint32_t) (place >> 32);
     a->index[i].block = b;
 }
 
 /* Removes block b, which is in the index, by backward shift (see pd_map_del). */
 static void index_del(pa_alloc *a, int32_t b)
 {
-    size_t hole = index_slot_of(a, &a->blocks[b].hash);
+    size_t hole = index_slot_of(a, &a->blocks[b].hash, a->blocks[b].tenant);
     size_t j = hole;
     for (;;) {
         j = (j + 1) & a->index_mask;
         int32_t other = a->index[j].block;
         if (other < 0)
             break;
-        size_t home = (size_t) a->blocks[other].hash.lo & a->index_mask;
+        size_t home = (size_t) place_of(a, &a->blocks[other].hash, a->blocks[other].tenant) & a->index_mask;
         if (((j - home) & a->index_mask) >= ((j - hole) & a->index_mask)) {
             a->index[hole] = a->index[j];
             hole = j;
@@ -389,6 +413,7 @@ static void evict_one(pa_alloc *a)
     index_del(a, b);
     blk->published = 0;
     blk->hash = (paged_hash) { 0, 0 };
+    blk->tenant = 0;
     blk->state = ST_FREE;
     a->free_stack[a->nfree++] = b;
     a->evictions++;
@@ -504,6 +529,18 @@ void pa_set_evict_hook(pa_alloc *a, pa_evict_fn *fn, void *ctx)
     a->evict_ctx = ctx;
 }
 
+/* Keys the places of index entries with seed and re-enters every published block under its
+ * new place; returns nothing. */
+void pa_set_index_seed(pa_alloc *a, uint64_t seed)
+{
+    a->index_seed = seed;
+    for (size_t i = 0; i <= a->index_mask; i++)
+        a->index[i].block = -1;
+    for (uint32_t b = 0; b < a->nblocks; b++)
+        if (a->blocks[b].published)
+            index_put(a, (int32_t) b);
+}
+
 /* Takes n blocks for holder, evicting LRU cached blocks only when the free list runs short. */
 int pa_alloc_blocks(pa_alloc *a, uint32_t holder, uint32_t n, int32_t *out)
 {
@@ -605,8 +642,8 @@ int pa_writable(const pa_alloc *a, uint32_t holder, int32_t block)
     return blk->refcount == 1 && !blk->published;
 }
 
-/* Publishes held blocks under their hashes, first publisher wins; returns how many. */
-int pa_publish(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
+/* Publishes held blocks under (tenant, their hashes), first publisher wins; returns how many. */
+int pa_publish(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const int32_t *ids,
                const paged_hash *hashes, uint32_t *bad)
 {
     if (n == 0)
@@ -619,10 +656,11 @@ int pa_publish(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
     int published = 0;
     for (uint32_t i = 0; i < n; i++) {
         pa_block *blk = &a->blocks[ids[i]];
-        if (blk->published || index_find(a, &hashes[i]) >= 0)
+        if (blk->published || index_find(a, &hashes[i], tenant) >= 0)
             continue;
         /* At most nblocks entries in a table of at least 2 * nblocks slots: never full. */
         blk->hash = hashes[i];
+        blk->tenant = tenant;
         blk->published = 1;
         index_put(a, ids[i]);
         published++;
@@ -630,8 +668,9 @@ int pa_publish(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
     return published;
 }
 
-/* Takes references to the longest published prefix of hashes; returns its length. */
-uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t n, const paged_hash *hashes, int32_t *out)
+/* Takes references to the longest prefix of hashes published under tenant; returns its length. */
+uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const paged_hash *hashes,
+                   int32_t *out)
 {
     a->lookups++;
     if (n == 0 || hashes == NULL || out == NULL)
@@ -639,7 +678,7 @@ uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t n, const paged_hash *h
     uint32_t h = holder_find(a, holder);
     uint32_t found;
     for (found = 0; found < n; found++) {
-        int32_t b = index_find(a, &hashes[found]);
+        int32_t b = index_find(a, &hashes[found], tenant);
         if (b < 0)
             break;
         pa_block *blk = &a->blocks[b];
@@ -721,6 +760,7 @@ int pa_block_info_get(const pa_alloc *a, int32_t block, pa_block_info *info)
     info->holders = blk->holders;
     info->published = blk->published;
     info->hash = blk->hash;
+    info->tenant = blk->tenant;
     return 0;
 }
 
@@ -762,14 +802,14 @@ static const char *check_blocks(const pa_alloc *a, uint8_t *mark)
             return "a block's holder count differs from its holder list";
         if (blk->published) {
             npub++;
-            if (index_find(a, &blk->hash) != (int32_t) b)
-                return "a published block is not found under its hash";
+            if (index_find(a, &blk->hash, blk->tenant) != (int32_t) b)
+                return "a published block is not found under its hash and tenant";
         }
         switch (blk->state) {
         case ST_FREE:
             nfree++;
-            if (blk->refcount != 0 || blk->published)
-                return "a free block is referenced or published";
+            if (blk->refcount != 0 || blk->published || blk->tenant != 0)
+                return "a free block is referenced, published or keeps a tenant";
             break;
         case ST_REFERENCED:
             if (blk->refcount == 0)
@@ -808,7 +848,7 @@ static const char *check_blocks(const pa_alloc *a, uint8_t *mark)
             continue;
         nindex++;
         if (!block_ok(a, b) || !a->blocks[b].published
-            || a->index[i].tag != (uint32_t) (a->blocks[b].hash.hi >> 32))
+            || a->index[i].tag != (uint32_t) (place_of(a, &a->blocks[b].hash, a->blocks[b].tenant) >> 32))
             return "the prefix index names an unpublished block";
     }
     if (nindex != npub)

@@ -14,6 +14,13 @@
  * A published block stays published (immutable) while referenced; when its last reference
  * goes it becomes cached rather than free. free + referenced + cached == num_blocks always.
  *
+ * The prefix index is keyed by (tenant, hash): a block is published in one tenant's scope
+ * and keeps it until evicted, and a lookup finds only blocks of the tenant it names, so
+ * equal hashes of two tenants are two entries. The caller says what a tenant is (pagedd:
+ * a uid, or one scope for all). Where an entry sits is keyed by a seed (pa_set_index_seed):
+ * a tenant's lookup probes past another tenant's entry for the same hash no more often than
+ * past any other entry, so its time says nothing about what other tenants published.
+ *
  * Functions that take arrays are all or nothing: they validate every element first and
  * change nothing on error. Errors are negative paged_error codes; *bad (if not NULL) gets
  * the index of the first offending element (for PAGED_E_LIMIT, the element that would pass
@@ -48,6 +55,7 @@ typedef struct pa_block_info {
     uint32_t holders;         /* distinct holders */
     int published;            /* in the prefix index */
     paged_hash hash;          /* valid when published */
+    uint32_t tenant;          /* the scope it was published in; valid when published */
 } pa_block_info;
 
 typedef struct pa_counts {
@@ -66,6 +74,10 @@ pa_alloc *pa_create(uint32_t num_blocks);
 void pa_destroy(pa_alloc *a);
 /* Sets the eviction hook (NULL for none). */
 void pa_set_evict_hook(pa_alloc *a, pa_evict_fn *fn, void *ctx);
+/* Keys where prefix index entries sit with seed (a fresh allocator's is 0) and re-enters the
+ * published blocks, in time linear in the allocator's size. pagedd gives each pool a random
+ * seed, so no client can predict which entries share a probe sequence. */
+void pa_set_index_seed(pa_alloc *a, uint64_t seed);
 
 /* Takes n blocks for holder, evicting cached blocks (LRU first) only as many as the free
  * list is short. Writes their ids to out. Returns 0, or PAGED_E_NOSPC (n > free + cached),
@@ -90,18 +102,19 @@ uint32_t pa_held_total(const pa_alloc *a, uint32_t holder);
  * published and must be copied first, PAGED_E_BLOCK or PAGED_E_NOTHELD otherwise. */
 int pa_writable(const pa_alloc *a, uint32_t holder, int32_t block);
 
-/* Publishes blocks (each held by holder) under hashes[i]. A block already published keeps
- * its hash; a hash already in the index for another block leaves that entry (the first
- * publisher wins) and this block unpublished. Returns the number newly published, or an
- * error with nothing changed. */
-int pa_publish(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
+/* Publishes blocks (each held by holder) under (tenant, hashes[i]). A block already published
+ * keeps its hash and tenant; a (tenant, hash) already in the index for another block leaves
+ * that entry (the first publisher wins) and this block unpublished. Returns the number newly
+ * published, or an error with nothing changed. */
+int pa_publish(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const int32_t *ids,
                const paged_hash *hashes, uint32_t *bad);
-/* Looks up hashes[0..n) in order and stops at the first miss; for each hit takes one
- * reference for holder (a cached block becomes referenced) and writes its id to out.
+/* Looks up (tenant, hashes[i]) for i in [0, n) in order and stops at the first miss; for each
+ * hit takes one reference for holder (a cached block becomes referenced) and writes its id to out.
  * Returns the number found (the longest cached prefix). It also stops, with a shorter but
  * still valid prefix, where a reference count would overflow or memory runs out. Counts one
  * lookup per call and one hit per block found. */
-uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t n, const paged_hash *hashes, int32_t *out);
+uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const paged_hash *hashes,
+                   int32_t *out);
 
 /* Drops every reference holder has, in time linear in what it held. Returns how many. */
 uint32_t pa_release_holder(pa_alloc *a, uint32_t holder);

@@ -238,7 +238,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
             else
                 blame(cqe, rc, PCORE_FIELD_COUNT, 0);
         } else
-            cqe->count = pa_lookup(p->alloc, c->id, op->count, op->hashes, ids);
+            cqe->count = pa_lookup(p->alloc, c->id, op->pool->tenant, op->count, op->hashes, ids);
         if (rc == PAGED_OK && cqe->count != 0)
             memcpy(c->ch->arena + op->out_ids_off, ids, (size_t) cqe->count * 4);
         free(ids);
@@ -257,7 +257,7 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
         return rc;
     case PAGED_OP_PUBLISH:
         pd_engine_settle(e, c);
-        rc = pa_publish(p->alloc, c->id, op->count, op->ids, op->hashes, &bad);
+        rc = pa_publish(p->alloc, c->id, op->pool->tenant, op->count, op->ids, op->hashes, &bad);
         if (rc < 0)
             return blame(cqe, rc, PCORE_FIELD_IDS, bad);
         cqe->count = (uint32_t) rc;

@@ -38,6 +38,7 @@ struct pv_pool {
     int32_t dtype;               /* enum paged_dtype of the cache */
     const pa_alloc *alloc;       /* read only here: pa_held, pa_writable, pa_held_total */
     int writable;                /* this client's attachment may write */
+    uint32_t tenant;             /* the prefix scope of this client's PUBLISH and LOOKUP */
     void *user;                  /* the engine's own pool, untouched here */
 };
 

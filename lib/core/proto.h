@@ -415,15 +415,23 @@ struct pcore_client_item {
     char name[PCORE_NAME_MAX];
 };
 
+/* A block item's published field. */
+enum pcore_block_published {
+    PCORE_BLOCK_UNPUBLISHED = 0,
+    PCORE_BLOCK_PUBLISHED = 1,     /* hash and tenant as the block was published */
+    PCORE_BLOCK_WITHHELD = 2,      /* published in a prefix scope the lister is not in: hash zero */
+};
+
 struct pcore_block_item {
     uint32_t pool_id;
     int32_t block;
     uint32_t refcount;
-    uint32_t published;
+    uint32_t published;        /* enum pcore_block_published */
     paged_hash hash;
     uint32_t holders[4];       /* first holders' client ids */
     uint32_t num_holders;
-    uint32_t reserved;
+    uint32_t tenant;           /* published: the publisher's uid, or UINT32_MAX for a pool's
+                                  shared prefix scope */
 };
 
 struct pcore_msg_list_items {

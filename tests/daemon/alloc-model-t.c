@@ -12,7 +12,7 @@
 #include "tests/tap/basic.h"
 
 #define MAXN 256               /* largest pool */
-#define NUNIV (2 * MAXN)       /* hashes that can be published: a pool's worth, twice */
+#define NUNIV (2 * MAXN)       /* keys that can be published: a pool's worth, twice */
 #define NHOLD 7
 #define MAXARR 8               /* elements of a FREE, FORK, PUBLISH or LOOKUP array */
 #define PHASES 2
@@ -41,7 +41,7 @@ static const char *const family_what[F_COUNT] = {
     "no lookup returns an evicted or unpublished block",
     "an operation that fails changes nothing",
     "pa_writable (the copy-on-write decision) matches the model",
-    "published state and hashes match the model",
+    "published state, hashes and tenants match the model",
     "pa_check finds every internal structure consistent",
 };
 
@@ -140,8 +140,8 @@ static void touch(run *r, int32_t b)
         r->touched[r->ntouched++] = b;
 }
 
-/* Fills the hash universe with distinct random hashes, some of them sharing their low half
- * (the index's home slot), their high half (its tag), or all but one bit. */
+/* Fills the hash universe with distinct random hashes, some of them sharing their low half,
+ * their high half, or all but one bit. */
 static void make_universe(run *r)
 {
     r->nuniv = 2 * r->m.n;
@@ -161,6 +161,19 @@ static void make_universe(run *r)
         for (uint32_t j = 0; j < i; j++)
             if (hash_eq(&r->univ[i], &r->univ[j]))
                 bail("hash universe has a duplicate (seed %" PRIu64 ")", r->seed);
+}
+
+/* The universe's keys are (tenant, hash) pairs: key u is hash u / 2 in tenant u % 2, so every
+ * hash can be published once per tenant. Returns key u's hash. */
+static const paged_hash *key_hash(const run *r, uint32_t u)
+{
+    return &r->univ[u / 2];
+}
+
+/* Returns key u's tenant (a uid-like number, never zero). */
+static uint32_t key_tenant(uint32_t u)
+{
+    return 1000 + u % 2;
 }
 
 /* ---- the model ------------------------------------------------------------------------- */
@@ -253,8 +266,10 @@ static void check_block(run *r, int32_t b)
              ", model %" PRIu32 " and %" PRIu32, b, info.refcount, info.holders,
              m->refcount[b], nh);
     bool pub = m->hash_of[b] >= 0;
-    if ((info.published != 0) != pub || (pub && !hash_eq(&info.hash, &r->univ[m->hash_of[b]])))
-        fail(r, state_family(r, F_PUBLISHED), "block %d published %d, model %d (or another hash)",
+    if ((info.published != 0) != pub
+        || (pub && (!hash_eq(&info.hash, key_hash(r, (uint32_t) m->hash_of[b]))
+                    || info.tenant != key_tenant((uint32_t) m->hash_of[b]))))
+        fail(r, state_family(r, F_PUBLISHED), "block %d published %d, model %d (or another hash or tenant)",
              b, info.published, pub);
 }
 
@@ -347,6 +362,9 @@ static void check_thorough(run *r)
                  r->m.refcount[b]);
     }
     check_first_unheld(r);
+    /* A new seed moves every index entry; what is found under which key must not change. */
+    if (tap_rng_below(&r->rng, 4) == 0)
+        pa_set_index_seed(r->a, tap_rng_u64(&r->rng));
     const char *problem = pa_check(r->a);
     if (problem != NULL)
         fail(r, F_INTERNAL, "pa_check: %s", problem);
@@ -489,7 +507,7 @@ static void op_alloc(run *r, int h)
              ", model %" PRIu32, n, m->nfree, r->nev, short_by);
     for (uint32_t i = 0; i < short_by && i < r->nev; i++) {
         int32_t want = m->lru[0];
-        if (r->ev_block[i] != want || !hash_eq(&r->ev_hash[i], &r->univ[m->hash_of[want]]))
+        if (r->ev_block[i] != want || !hash_eq(&r->ev_hash[i], key_hash(r, (uint32_t) m->hash_of[want])))
             fail(r, F_EVICT, "eviction %" PRIu32 " took block %d, model's LRU block is %d",
                  i, r->ev_block[i], want);
         touch(r, model_evict(m));
@@ -558,7 +576,7 @@ static uint32_t pick_published_hash(run *r)
     return start;
 }
 
-/* Publishes an array of blocks under universe hashes, some taken already. */
+/* Publishes an array of blocks under universe keys of one tenant, some taken already. */
 static void op_publish(run *r, int h)
 {
     model *m = &r->m;
@@ -566,10 +584,12 @@ static void op_publish(run *r, int h)
     uint32_t us[MAXARR];
     paged_hash hashes[MAXARR];
     uint32_t len = pick_ids(r, h, ids);
+    uint32_t t = (uint32_t) tap_rng_below(&r->rng, 2);
     for (uint32_t i = 0; i < len; i++) {
         us[i] = tap_rng_below(&r->rng, 6) == 0 ? pick_published_hash(r)
                                                : (uint32_t) tap_rng_below(&r->rng, r->nuniv);
-        hashes[i] = r->univ[us[i]];
+        us[i] = us[i] / 2 * 2 + t;
+        hashes[i] = *key_hash(r, us[i]);
     }
     uint32_t want_bad = 0, bad = UINT32_MAX;
     int want = model_check_ids(m, h, len, ids, false, &want_bad);
@@ -582,13 +602,14 @@ static void op_publish(run *r, int h)
             m->block_of[us[i]] = b;
             want++;
         }
-    int rc = pa_publish(r->a, holder_ids[h], len, ids, hashes, &bad);
+    int rc = pa_publish(r->a, holder_ids[h], key_tenant(t), len, ids, hashes, &bad);
     for (uint32_t i = 0; i < len; i++)
         touch(r, ids[i]);
     check_rc(r, "pa_publish", rc, want, bad, want_bad);
 }
 
-/* Looks up a chain of hashes, mostly published ones, ending at a miss now and then. */
+/* Looks up a chain of hashes in one tenant, mostly published ones (in that tenant or the
+ * other), ending at a miss now and then. */
 static void op_lookup(run *r, int h)
 {
     model *m = &r->m;
@@ -598,12 +619,17 @@ static void op_lookup(run *r, int h)
     for (uint32_t i = 0; i < len; i++) {
         us[i] = tap_rng_below(&r->rng, 6) != 0 ? pick_published_hash(r)
                                                : (uint32_t) tap_rng_below(&r->rng, r->nuniv);
-        hashes[i] = r->univ[us[i]];
+        hashes[i] = *key_hash(r, us[i]);
     }
+    /* One tenant per call, the first key's: the others' hashes, published in either tenant,
+     * are found only where published in this one. */
+    uint32_t t = len > 0 ? us[0] % 2 : 0;
+    for (uint32_t i = 0; i < len; i++)
+        us[i] = us[i] / 2 * 2 + t;
     int32_t out[MAXARR + 1];
     for (uint32_t i = 0; i <= MAXARR; i++)
         out[i] = -7;
-    uint32_t found = pa_lookup(r->a, holder_ids[h], len, hashes, out);
+    uint32_t found = pa_lookup(r->a, holder_ids[h], key_tenant(t), len, hashes, out);
     m->lookups++;
     uint32_t want = 0;
     while (want < len && m->block_of[us[want]] >= 0)
@@ -674,7 +700,7 @@ static void op_evict_all(run *r)
     for (uint32_t i = 0; m->nlru > 0; i++) {
         int32_t want = m->lru[0];
         if (i < r->nev && (r->ev_block[i] != want
-                           || !hash_eq(&r->ev_hash[i], &r->univ[m->hash_of[want]])))
+                           || !hash_eq(&r->ev_hash[i], key_hash(r, (uint32_t) m->hash_of[want]))))
             fail(r, F_EVICT, "pa_evict_cached evicted block %d as number %" PRIu32
                  ", model's LRU block is %d", r->ev_block[i], i, want);
         touch(r, model_evict(m));

@@ -11,6 +11,8 @@
 #define HA 7u              /* three clients, one with an id at the top of the range */
 #define HB 1000003u
 #define HC 0xffffffffu
+#define TEN 1000u          /* the prefix scope of the tests that use one */
+#define TEN2 0u            /* another: root's uid in pagedd */
 
 /* What the eviction hook saw. */
 typedef struct evictions {
@@ -106,7 +108,7 @@ static void test_exhaustion(tap_rng *rng)
 
     /* Two cached blocks, none free: 2 can be had by eviction, 3 cannot and evict nothing. */
     paged_hash h[2] = { rand_hash(rng), rand_hash(rng) };
-    is_int(2, pa_publish(a, HA, 2, ids, h, NULL), "exhaustion: publish 2 blocks");
+    is_int(2, pa_publish(a, HA, TEN, 2, ids, h, NULL), "exhaustion: publish 2 blocks");
     is_int(0, pa_free_blocks(a, HA, 2, ids, NULL), "exhaustion: free them: cached");
     pa_get_counts(a, &before);
     is_int(PAGED_E_NOSPC, pa_alloc_blocks(a, HC, 3, out), "exhaustion: alloc 3 with 2 cached: NOSPC");
@@ -200,14 +202,14 @@ static void test_cow(tap_rng *rng)
     is_int(PAGED_E_BLOCK, pa_writable(a, HA, 8), "CoW: block 8 of 8: PAGED_E_BLOCK");
     is_int(PAGED_E_BLOCK, pa_writable(a, HA, -1), "CoW: block -1: PAGED_E_BLOCK");
     paged_hash hb = rand_hash(rng), hc = rand_hash(rng);
-    pa_publish(a, HA, 1, &b, &hb, NULL);
+    pa_publish(a, HA, TEN, 1, &b, &hb, NULL);
     is_int(0, pa_writable(a, HA, b), "CoW: a published sole reference is not writable");
 
     /* A second holder can only come by LOOKUP, so its block is published as well. */
     pa_alloc_blocks(a, HA, 1, &c);
-    pa_publish(a, HA, 1, &c, &hc, NULL);
+    pa_publish(a, HA, TEN, 1, &c, &hc, NULL);
     int32_t got = -1;
-    is_int(1, pa_lookup(a, HB, 1, &hc, &got), "CoW: another holder looks the block up");
+    is_int(1, pa_lookup(a, HB, TEN, 1, &hc, &got), "CoW: another holder looks the block up");
     ok(got == c && pa_writable(a, HA, c) == 0 && pa_writable(a, HB, c) == 0,
        "CoW: another holder's reference makes it writable by neither");
     pa_free_blocks(a, HA, 1, &c, NULL);
@@ -229,8 +231,8 @@ static void test_cached_prefix(tap_rng *rng)
     pa_alloc *a = pa_create(32);
     int32_t ids[NB];
     pa_alloc_blocks(a, HA, NB, ids);
-    is_int(NB, pa_publish(a, HA, NB, ids, h, NULL), "prefix: publish 4 blocks");
-    is_int(0, pa_publish(a, HA, NB, ids, h, NULL), "prefix: publishing again publishes none");
+    is_int(NB, pa_publish(a, HA, TEN, NB, ids, h, NULL), "prefix: publish 4 blocks");
+    is_int(0, pa_publish(a, HA, TEN, NB, ids, h, NULL), "prefix: publishing again publishes none");
     is_int(NB, pa_release_holder(a, HA), "prefix: the publisher releases its 4 references");
     pa_counts c;
     pa_get_counts(a, &c);
@@ -239,23 +241,23 @@ static void test_cached_prefix(tap_rng *rng)
     int32_t out[NB + 1];
     for (int i = 0; i <= NB; i++)
         out[i] = -7;
-    is_int(NB, pa_lookup(a, HB, NB + 1, h, out), "prefix: lookup of 5 hashes finds the 4 cached");
+    is_int(NB, pa_lookup(a, HB, TEN, NB + 1, h, out), "prefix: lookup of 5 hashes finds the 4 cached");
     ok(memcmp(out, ids, sizeof ids) == 0 && out[NB] == -7, "prefix: lookup returns the published ids");
     pa_get_counts(a, &c);
     ok(c.cached == 0 && c.referenced == NB && c.lookups == 1 && c.lookup_hits == NB,
        "prefix: found blocks are referenced; 1 lookup, 4 hits counted");
-    is_int(NB - 1, pa_lookup(a, HC, NB - 1, h + 1, out), "prefix: lookup from block 1 finds 3");
+    is_int(NB - 1, pa_lookup(a, HC, TEN, NB - 1, h + 1, out), "prefix: lookup from block 1 finds 3");
     pa_block_info info;
     pa_block_info_get(a, ids[2], &info);
     ok(info.refcount == 2 && info.holders == 2 && info.published && hash_eq(info.hash, h[2]),
        "prefix: block 2 has 2 holders and its hash");
     paged_hash miss[2] = { rand_hash(rng), h[0] };
-    is_int(0, pa_lookup(a, HC, 2, miss, out), "prefix: lookup stops at a first miss");
+    is_int(0, pa_lookup(a, HC, TEN, 2, miss, out), "prefix: lookup stops at a first miss");
     paged_hash near = { h[0].lo, h[0].hi ^ 1 };
-    is_int(0, pa_lookup(a, HC, 1, &near, out), "prefix: same low 64 bits, other high bits: miss");
+    is_int(0, pa_lookup(a, HC, TEN, 1, &near, out), "prefix: same low 64 bits, other high bits: miss");
     near = (paged_hash) { h[0].lo ^ (1ull << 63), h[0].hi };
-    is_int(0, pa_lookup(a, HC, 1, &near, out), "prefix: same high 64 bits, other low bits: miss");
-    is_int(0, pa_lookup(a, HC, 0, h, out), "prefix: lookup of 0 hashes finds none");
+    is_int(0, pa_lookup(a, HC, TEN, 1, &near, out), "prefix: same high 64 bits, other low bits: miss");
+    is_int(0, pa_lookup(a, HC, TEN, 0, h, out), "prefix: lookup of 0 hashes finds none");
     pa_get_counts(a, &c);
     ok(c.lookups == 6 && c.lookup_hits == 2 * NB - 1, "prefix: 6 lookups, 7 hits counted");
     check_consistent(a, "prefix");
@@ -269,25 +271,62 @@ static void test_publish(tap_rng *rng)
     int32_t ids[3];
     pa_alloc_blocks(a, HA, 3, ids);
     paged_hash h = rand_hash(rng), h2 = rand_hash(rng);
-    is_int(1, pa_publish(a, HA, 2, ids, (paged_hash[]) { h, h }, NULL),
+    is_int(1, pa_publish(a, HA, TEN, 2, ids, (paged_hash[]) { h, h }, NULL),
            "publish two blocks under one hash: one published");
     pa_block_info info;
     pa_block_info_get(a, ids[1], &info);
     is_int(0, info.published, "publish: the second block stays unpublished");
-    is_int(0, pa_publish(a, HA, 1, ids, &h2, NULL), "publish: a published block is not republished");
+    is_int(0, pa_publish(a, HA, TEN, 1, ids, &h2, NULL), "publish: a published block is not republished");
     pa_block_info_get(a, ids[0], &info);
     ok(info.published && hash_eq(info.hash, h), "publish: the block keeps its first hash");
-    is_int(1, pa_publish(a, HA, 1, ids + 1, &h2, NULL), "publish: the second block under a new hash");
+    is_int(1, pa_publish(a, HA, TEN, 1, ids + 1, &h2, NULL), "publish: the second block under a new hash");
     uint32_t bad = 99;
-    is_int(PAGED_E_NOTHELD, pa_publish(a, HB, 1, ids, &h, &bad), "publish of another's block: NOTHELD");
+    is_int(PAGED_E_NOTHELD, pa_publish(a, HB, TEN, 1, ids, &h, &bad), "publish of another's block: NOTHELD");
     paged_hash h3 = rand_hash(rng);
-    is_int(PAGED_E_BLOCK, pa_publish(a, HA, 2, (int32_t[]) { ids[2], 99 },
+    is_int(PAGED_E_BLOCK, pa_publish(a, HA, TEN, 2, (int32_t[]) { ids[2], 99 },
                                      (paged_hash[]) { h3, h3 }, &bad),
            "publish {held, 99}: PAGED_E_BLOCK");
     pa_block_info_get(a, ids[2], &info);
     ok(bad == 1 && !info.published, "publish {held, 99}: bad index 1, nothing published");
     int32_t out;
-    is_int(0, pa_lookup(a, HB, 1, &h3, &out), "publish: the failed publish left no hash behind");
+    is_int(0, pa_lookup(a, HB, TEN, 1, &h3, &out), "publish: the failed publish left no hash behind");
+    pa_destroy(a);
+}
+
+/* Tenants: a hash published in one scope is found only there; another scope publishing the
+ * same hash makes its own entry; a published block keeps its tenant; a new seed moves nothing. */
+static void test_tenants(tap_rng *rng)
+{
+    pa_alloc *a = pa_create(16);
+    int32_t ids[4];
+    paged_hash h[2] = { rand_hash(rng), rand_hash(rng) };
+    pa_alloc_blocks(a, HA, 4, ids);
+    is_int(2, pa_publish(a, HA, TEN, 2, ids, h, NULL), "tenants: TEN publishes 2 blocks");
+    int32_t out[2] = { -7, -7 };
+    is_int(0, pa_lookup(a, HB, TEN2, 2, h, out), "tenants: TEN2's lookup of TEN's hashes misses");
+    is_int(-7, out[0], "tenants: and writes no id");
+    is_int(2, pa_publish(a, HA, TEN2, 2, ids + 2, h, NULL), "tenants: TEN2 publishes the same hashes anew");
+    is_int(2, pa_lookup(a, HB, TEN2, 2, h, out), "tenants: TEN2 finds its own 2 blocks");
+    ok(out[0] == ids[2] && out[1] == ids[3], "tenants: TEN2's lookup gives TEN2's blocks");
+    is_int(2, pa_lookup(a, HC, TEN, 2, h, out), "tenants: TEN still finds its 2 blocks");
+    ok(out[0] == ids[0] && out[1] == ids[1], "tenants: TEN's lookup gives TEN's blocks, not TEN2's");
+    pa_block_info info;
+    pa_block_info_get(a, ids[1], &info);
+    ok(info.published && info.tenant == TEN && hash_eq(info.hash, h[1]), "tenants: a block keeps hash and tenant");
+    is_int(0, pa_publish(a, HA, TEN2, 1, ids, h, NULL), "tenants: a published block is not republished elsewhere");
+    pa_block_info_get(a, ids[0], &info);
+    is_int(TEN, info.tenant, "tenants: and keeps its first tenant");
+    pa_set_index_seed(a, tap_rng_u64(rng));
+    check_consistent(a, "tenants: after a new seed");
+    is_int(2, pa_lookup(a, HB, TEN, 2, h, out), "tenants: after a new seed TEN finds its blocks");
+    ok(out[0] == ids[0] && out[1] == ids[1], "tenants: the same ones");
+    is_int(0, pa_lookup(a, HB, 12345, 2, h, out), "tenants: a third scope finds nothing");
+    pa_release_holder(a, HA);
+    pa_release_holder(a, HB);
+    pa_release_holder(a, HC);
+    is_int(4, pa_evict_cached(a), "tenants: both scopes' blocks are evicted");
+    is_int(0, pa_lookup(a, HB, TEN2, 2, h, out), "tenants: an evicted entry is found in no scope");
+    check_consistent(a, "tenants");
     pa_destroy(a);
 }
 
@@ -302,7 +341,7 @@ static void test_evict(tap_rng *rng)
     for (int i = 0; i < 4; i++)
         h[i] = rand_hash(rng);
     pa_alloc_blocks(a, HA, 4, ids);
-    pa_publish(a, HA, 4, ids, h, NULL);
+    pa_publish(a, HA, TEN, 4, ids, h, NULL);
     is_int(0, pa_free_blocks(a, HA, 4, (int32_t[]) { 2, 0, 3, 1 }, NULL),
            "evict: free {2, 0, 3, 1}: LRU order 2, 0, 3, 1");
     int32_t out[2];
@@ -312,13 +351,13 @@ static void test_evict(tap_rng *rng)
        "evict: the hook got their hashes");
     ok((out[0] == 2 && out[1] == 0) || (out[0] == 0 && out[1] == 2), "evict: alloc got blocks 0 and 2");
     int32_t got;
-    is_int(0, pa_lookup(a, HC, 1, &h[2], &got), "evict: an evicted hash is not found");
+    is_int(0, pa_lookup(a, HC, TEN, 1, &h[2], &got), "evict: an evicted hash is not found");
     pa_block_info info;
     pa_block_info_get(a, 2, &info);
     ok(!info.published, "evict: the evicted block is unpublished");
 
     /* A cached block looked up and let go again becomes the most recently used. */
-    is_int(1, pa_lookup(a, HC, 1, &h[3], &got), "evict: lookup takes cached block 3");
+    is_int(1, pa_lookup(a, HC, TEN, 1, &h[3], &got), "evict: lookup takes cached block 3");
     pa_free_blocks(a, HC, 1, &got, NULL);
     ev.n = 0;
     is_int(2, pa_evict_cached(a), "evict: pa_evict_cached evicts the 2 cached");
@@ -340,12 +379,12 @@ static void test_release_order(tap_rng *rng)
     int32_t ids[3], out;
     paged_hash h[3] = { rand_hash(rng), rand_hash(rng), rand_hash(rng) };
     pa_alloc_blocks(a, HA, 3, ids);
-    pa_publish(a, HA, 3, ids, h, NULL);
+    pa_publish(a, HA, TEN, 3, ids, h, NULL);
     is_int(3, pa_release_holder(a, HA), "release order: 3 references released");
     pa_alloc_blocks(a, HB, 1, &out);
     ok(ev.n == 1 && ev.block[0] == ids[2], "release order: the sequence's last block is evicted first");
     int32_t found[3];
-    is_int(2, pa_lookup(a, HB, 3, h, found), "release order: the first two blocks are still found");
+    is_int(2, pa_lookup(a, HB, TEN, 3, h, found), "release order: the first two blocks are still found");
     is_int(0, pa_release_holder(a, HA), "release of a holder that holds nothing: 0");
     pa_destroy(a);
 }
@@ -409,11 +448,11 @@ static void test_holders(tap_rng *rng)
     int32_t b, got;
     paged_hash h = rand_hash(rng);
     pa_alloc_blocks(a, HA, 1, &b);
-    pa_publish(a, HA, 1, &b, &h, NULL);
+    pa_publish(a, HA, TEN, 1, &b, &h, NULL);
     pa_fork_blocks(a, HA, 1, &b, NULL);
-    pa_lookup(a, HB, 1, &h, &got);
-    pa_lookup(a, HC, 1, &h, &got);
-    pa_lookup(a, 0, 1, &h, &got);
+    pa_lookup(a, HB, TEN, 1, &h, &got);
+    pa_lookup(a, HC, TEN, 1, &h, &got);
+    pa_lookup(a, 0, TEN, 1, &h, &got);
     holder_list l = { 0 };
     pa_block_holders(a, b, on_holder, &l);
     ok(l.n == 4 && listed(&l, HA) == 2 && listed(&l, HB) == 1 && listed(&l, HC) == 1
@@ -448,6 +487,7 @@ int main(void)
     test_cow(&rng);
     test_cached_prefix(&rng);
     test_publish(&rng);
+    test_tenants(&rng);
     test_evict(&rng);
     test_release_order(&rng);
     test_release_many(&rng);

@@ -1,5 +1,5 @@
 # tests/hard/local.mk: the hardening tests: crash torture, load, daemon restart, access control,
-# and the check-long and check-valgrind targets.
+# prefix scopes of tenants, and the check-long and check-valgrind targets.
 # SPDX-License-Identifier: MIT
 
 # What the hardening tests share. They link the service tests' raw client, the daemon
@@ -9,7 +9,8 @@ tests_hard_libhardtest_la_SOURCES = tests/hard/hard.h tests/hard/hard.c
 HARD_CLIENT_LIBS = tests/hard/libhardtest.la tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) \
 	lib/libpaged.la kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 
-HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t tests/hard/fair-t
+HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t tests/hard/fair-t \
+	tests/hard/tenants-t
 check_PROGRAMS += $(HARD_TESTS)
 TESTS += $(HARD_TESTS)
 tests_hard_torture_t_LDADD = $(HARD_CLIENT_LIBS)
@@ -19,22 +20,24 @@ tests_hard_access_t_LDADD = $(HARD_CLIENT_LIBS)
 # fair-t: per-uid shares of connections, with pactl run as a second uid (the pactl tests' helpers).
 tests_hard_fair_t_SOURCES = tests/hard/fair-t.c $(PACTL_TEST_SOURCES)
 tests_hard_fair_t_LDADD = $(HARD_CLIENT_LIBS)
+tests_hard_tenants_t_LDADD = $(HARD_CLIENT_LIBS)
 
 # The tests exec the daemon (and fair-t pactl): make sure they are built first.
 tests/hard/torture-t.log tests/hard/load-t.log tests/hard/restart-t.log tests/hard/access-t.log \
-	tests/hard/fair-t.log: daemon/pagedd tools/pactl
+	tests/hard/fair-t.log tests/hard/tenants-t.log: daemon/pagedd tools/pactl
 
 # make check-long: the full-length runs (1000 kills, 64 clients x 10 000 requests).
 check-long: all
 	PAGED_TEST_LONG=1 $(MAKE) $(AM_MAKEFLAGS) check TESTS="$(HARD_TESTS)"
 
 # make check-valgrind: the service tests and the hardening tests that stop their daemon with
-# SIGTERM (restart, access, load), with pagedd under valgrind memcheck (tests/tap/pagedd.c
+# SIGTERM (restart, access, load, tenants), with pagedd under valgrind memcheck (tests/tap/pagedd.c
 # prefixes $PAGED_DAEMON_WRAPPER). Every daemon's report lands in tests/hard/valgrind/; an
 # error or a definite or indirect leak in any of them fails the target.
 HARD_VALGRIND_TESTS = tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
 	tests/service/control-t tests/service/dep-t tests/service/merge-t tests/service/fused-t \
 	tests/service/merge-late-t.sh tests/service/merge-refused-t.sh tests/service/shutdown-late-t.sh tests/hard/restart-t tests/hard/access-t tests/hard/load-t
+HARD_VALGRIND_TESTS += tests/hard/tenants-t
 HARD_VALGRIND = valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
 	--errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
 	--log-file=$(abs_top_builddir)/tests/hard/valgrind/pagedd.%p.log

@@ -80,7 +80,7 @@ check "paged-demo: the live view's pool has 4 clients" [ "$(column "$out" CLIENT
 check "paged-demo: the live view lists the 4 workers' clients" \
     [ "$(count "$out" '^ +[0-9]+ +[0-9]+ +[0-9]+  demo-worker-[0-3] ')" = 4 ]
 check "paged-demo: the live view shows prefix blocks held by 4 clients" \
-    has "$out" '^demo +[0-9]+ +8 +referenced +[0-9a-f]+ +[0-9]+,[0-9]+,[0-9]+,[0-9]+$'
+    has "$out" '^demo +[0-9]+ +8 +referenced +[0-9a-f]+ +uid=[0-9]+ +[0-9]+,[0-9]+,[0-9]+,[0-9]+$'
 live=$(line_of "$out" '^\$ pactl list blocks demo$')
 first=$(line_of "$out" '^worker 0: [0-9]+ tokens in')
 check "paged-demo: the live view comes before the workers' results" \

@@ -97,6 +97,7 @@ static void test_pools(void)
     is_int(2, (long long) tj_num(p, "attached"), "list pools json: 2 clients attached");
     is_string("bf16", tj_str(p, "dtype"), "list pools json: dtype");
     is_string("0600", tj_str(p, "mode"), "list pools json: mode");
+    is_string("per-uid", tj_str(p, "prefixes"), "list pools json: prefixes per-uid (the default)");
     is_int(getuid(), (long long) tj_num(p, "owner_uid"), "list pools json: owner");
     tj_free(v);
 
@@ -105,6 +106,7 @@ static void test_pools(void)
     ok(strstr(r.out, "blocks         64: 56 free, 6 referenced, 2 cached\n") != NULL,
        "info text: block counts");
     ok(strstr(r.out, "head dim       64\n") != NULL, "info text: geometry");
+    ok(strstr(r.out, "prefixes       per-uid: ") != NULL, "info text: the prefix cache is per-uid");
     tp_run_free(&r);
     tp_run_pactl(&r, "-s", daemon_.socket, "-f", "json", "info", "t1", NULL);
     v = tp_run_json(&r);
@@ -146,6 +148,15 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
     tj_free(v);
     tp_run_free(&r);
 
+    /* hold-b published its 2 cached blocks from tokens i * 31 + 7, salt 7 (pactl-holder.c). */
+    int32_t tokens[2 * 16];
+    paged_hash h[2];
+    char hex[2][33];
+    for (int i = 0; i < 2 * 16; i++)
+        tokens[i] = i * 31 + 7;
+    paged_hash_blocks(NULL, tokens, 2 * 16, 16, 7, h);
+    for (int i = 0; i < 2; i++)
+        snprintf(hex[i], sizeof hex[i], "%016llx%016llx", (unsigned long long) h[i].hi, (unsigned long long) h[i].lo);
     tp_run_pactl(&r, "-s", daemon_.socket, "-f", "json", "list", "blocks", "t1", NULL);
     v = tp_run_json(&r);
     const struct tj *blocks = tj_get(v, "blocks");
@@ -153,8 +164,10 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
     for (size_t i = 0; blocks != NULL && i < blocks->count; i++) {
         const struct tj *bl = tj_at(blocks, i);
         const struct tj *h0 = tj_at(tj_get(bl, "holders"), 0);
-        if (tj_num(bl, "refcount") == 0 && tj_get(bl, "published")->boolean
-            && tj_str(bl, "hash") != NULL && strlen(tj_str(bl, "hash")) == 32)
+        const char *hash = tj_str(bl, "hash");
+        if (tj_num(bl, "refcount") == 0 && tj_get(bl, "published")->boolean && hash != NULL
+            && (strcmp(hash, hex[0]) == 0 || strcmp(hash, hex[1]) == 0)
+            && tj_num(bl, "scope_uid") == getuid() && !tj_get(bl, "hash_withheld")->boolean)
             cached++;
         else if (h0 != NULL && h0->number == id_a)
             held_a++;
@@ -163,7 +176,7 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
     }
     ok(blocks != NULL && blocks->count == 8, "list blocks json: 8 blocks in use");
     ok(held_a == 5 && held_b == 1 && cached == 2,
-       "list blocks json: 5 held by hold-a, 1 by hold-b, 2 cached with hashes");
+       "list blocks json: 5 held by hold-a, 1 by hold-b, 2 cached with paged_hash_blocks' hashes, scope_uid ours");
     tj_free(v);
     tp_run_free(&r);
 
@@ -173,6 +186,9 @@ static void test_clients_blocks(uint32_t id_a, uint32_t id_b)
         lines++;
     ok(r.status == 0 && lines == 9 && strstr(r.out, "cached") != NULL,
        "list blocks text: heading and 8 rows");
+    char row[64];
+    snprintf(row, sizeof row, "%s uid=%-6u", hex[0], (unsigned) getuid());
+    ok(strstr(r.out, row) != NULL, "list blocks text: a cached block's hash and scope (%s)", row);
     tp_run_free(&r);
 
     tp_run_pactl(&r, "-s", daemon_.socket, "list", "blocks", "nosuch", NULL);
