@@ -185,15 +185,34 @@ static struct tp_run pactl_status(uid_t uid)
     return r;
 }
 
-/* Checks that pactl as A is refused naming want, and that pactl as root runs. Returns
- * nothing. */
+/* Returns whether uid can run pactl here at all (`pactl -V`): a build tree under a directory
+ * only root may enter is closed to it. */
+static int pactl_runs_as(uid_t uid)
+{
+    struct tp_run r;
+    char *argv[] = { tp_pactl, "-V", NULL };
+    tp_run_as(&r, uid, argv);
+    int runs = r.status == 0;
+    tp_run_free(&r);
+    return runs;
+}
+
+/* Checks that pactl as A is refused naming want (skipped where A cannot run pactl at all), and
+ * that pactl as root runs. Returns nothing. */
 static void pactl_cases(const char *stage, const char *want)
 {
-    struct tp_run a = pactl_status(A_UID);
-    a.err[strcspn(a.err, "\n")] = '\0';    /* its one line, for the test's message */
-    ok(a.status == 1 && strstr(a.err, "daemon limit reached") != NULL && strstr(a.err, want) != NULL,
-       "%s: uid %d's pactl is refused, naming %s (exit %d: %s)", stage, A_UID, want, a.status, a.err);
-    tp_run_free(&a);
+    static int a_runs = -1;
+    if (a_runs < 0)
+        a_runs = pactl_runs_as(A_UID);
+    if (a_runs) {
+        struct tp_run a = pactl_status(A_UID);
+        a.err[strcspn(a.err, "\n")] = '\0';    /* its one line, for the test's message */
+        ok(a.status == 1 && strstr(a.err, "daemon limit reached") != NULL && strstr(a.err, want) != NULL,
+           "%s: uid %d's pactl is refused, naming %s (exit %d: %s)", stage, A_UID, want, a.status, a.err);
+        tp_run_free(&a);
+    } else {
+        skip(1, "uid %d cannot run %s here (a directory above it is closed to that uid)", A_UID, tp_pactl);
+    }
     struct tp_run b = pactl_status((uid_t) -1);
     ok(b.status == 0 && strstr(b.out, "clients") != NULL, "%s: root's pactl status runs (exit %d: %s)", stage,
        b.status, b.err);
