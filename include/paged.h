@@ -180,6 +180,17 @@ int paged_client_fd(const paged_client *c);
  * sent (since 0.1). */
 #define PAGED_POOL_SHARED_PREFIXES 0x10000u
 
+/* How a pool's memory reaches its clients, a bit of paged_pool_desc.mode at creation (since
+ * 0.1). A sealed pool's memory is never sent to any client: every access is a request the
+ * daemon validates, so a client writes only slots of blocks it holds and has not published,
+ * and a read-only client writes nothing (paged(7), TRUST MODEL); paged_pool_map(3) fails. An
+ * exported pool's memory is sent to each client that attaches, which may map it (and, on the
+ * GPU, write it whatever its mode). With neither bit the daemon's pool-memory setting decides
+ * (paged.conf(5); by default sealed when the mode grants group or others anything, exported
+ * when only the owner may attach); paged_pool_info.mode carries the one in effect. */
+#define PAGED_POOL_SEALED 0x20000u
+#define PAGED_POOL_EXPORTED 0x40000u
+
 /* A pool's geometry and creation parameters; zero-initialize, then set (since 0.1). */
 typedef struct paged_pool_desc {
     const char *name;         /* 1..63 bytes of [A-Za-z0-9._-] */
