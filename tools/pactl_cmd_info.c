@@ -36,6 +36,9 @@ static void info_text(const struct pcore_pool_item *p)
     printf("clients        %u attached\n", (unsigned) p->attached);
     printf("prefixes       %s: a LOOKUP finds blocks published by %s\n", items_pool_prefixes(p),
            (p->mode & PAGED_POOL_SHARED_PREFIXES) ? "any uid" : "its own uid only");
+    printf("memory access  %s: %s\n", items_pool_memory(p),
+           (p->mode & PAGED_POOL_SEALED) ? "no client receives the memory; every access is a request"
+                                         : "attaching clients receive the memory and may map it");
     printf("prefix cache   %" PRIu64 " lookups, %" PRIu64 " blocks found, %" PRIu64
            " evicted\n", p->lookups, p->lookup_hits, p->evictions);
 }

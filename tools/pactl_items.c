@@ -16,12 +16,20 @@ const char *items_pool_prefixes(const struct pcore_pool_item *p)
     return (p->mode & PAGED_POOL_SHARED_PREFIXES) ? "shared" : "per-uid";
 }
 
+/* Returns whether a pool's memory is sent to the clients that attach it, from its mode word:
+ * "sealed" or "exported". A daemon older than the attribute sets neither bit and exports every
+ * pool, so a word without PAGED_POOL_SEALED reads "exported". */
+const char *items_pool_memory(const struct pcore_pool_item *p)
+{
+    return (p->mode & PAGED_POOL_SEALED) ? "sealed" : "exported";
+}
+
 /* Prints the column names of the pool table. */
 void items_pool_heading(void)
 {
-    printf("%4s  %-16s %6s %5s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %-8s %6s %10s\n", "ID", "NAME",
-           "LAYERS", "HEADS", "DIM", "BLOCK", "DTYPE", "BLOCKS", "FREE", "USED", "CACHED",
-           "CLIENTS", "MODE", "PREFIXES", "OWNER", "SIZE");
+    printf("%4s  %-16s %6s %5s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %-8s %-8s %6s %10s\n", "ID",
+           "NAME", "LAYERS", "HEADS", "DIM", "BLOCK", "DTYPE", "BLOCKS", "FREE", "USED", "CACHED",
+           "CLIENTS", "MODE", "PREFIXES", "MEMORY", "OWNER", "SIZE");
 }
 
 /* Prints one pool as a table row; a destroyed pool's name is marked with a star. */
@@ -32,12 +40,12 @@ void items_pool_row(const struct pcore_pool_item *p)
     snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
     if (p->destroyed)
         strcat(name, "*");
-    printf("%4u  %-16s %6u %5u %4u %5u %-8s %7u %7u %7u %7u %7u %5s %-8s %6u %10s\n",
+    printf("%4u  %-16s %6u %5u %4u %5u %-8s %7u %7u %7u %7u %7u %5s %-8s %-8s %6u %10s\n",
            (unsigned) p->id, name, (unsigned) p->num_layers, (unsigned) p->num_kv_heads,
            (unsigned) p->head_dim, (unsigned) p->block_size, fmt_dtype(p->dtype),
            (unsigned) p->num_blocks, (unsigned) p->free, (unsigned) p->referenced,
            (unsigned) p->cached, (unsigned) p->attached, mode, items_pool_prefixes(p),
-           (unsigned) p->owner_uid, fmt_bytes(size, sizeof size, p->bytes));
+           items_pool_memory(p), (unsigned) p->owner_uid, fmt_bytes(size, sizeof size, p->bytes));
 }
 
 /* Writes one pool as a JSON object. */
@@ -61,6 +69,7 @@ void items_pool_json(struct json *j, const char *key, const struct pcore_pool_it
     json_u64(j, "owner_uid", p->owner_uid);
     json_str(j, "mode", mode);
     json_str(j, "prefixes", items_pool_prefixes(p));
+    json_str(j, "memory", items_pool_memory(p));
     json_bool(j, "destroyed", p->destroyed != 0);
     json_u64(j, "bytes", p->bytes);
     json_u64(j, "evictions", p->evictions);

@@ -10,6 +10,9 @@
 /* Returns how a pool's prefix cache is scoped: "shared" (PAGED_POOL_SHARED_PREFIXES in its
  * mode) or "per-uid". */
 const char *items_pool_prefixes(const struct pcore_pool_item *p);
+/* Returns whether a pool's memory reaches its clients: "sealed" (PAGED_POOL_SEALED in its mode)
+ * or "exported" (PAGED_POOL_EXPORTED, or neither bit, as an older daemon reports). */
+const char *items_pool_memory(const struct pcore_pool_item *p);
 /* Table heading and row of a pool. */
 void items_pool_heading(void);
 void items_pool_row(const struct pcore_pool_item *p);

@@ -9,11 +9,12 @@
 #include "paged.h"
 
 /*
- * usage: pactl-holder SOCKET NAME POOL HOLD CACHE
+ * usage: pactl-holder SOCKET NAME POOL HOLD CACHE [MODE]
  * Connects as NAME, creates POOL (1 layer, 2 KV heads, head dim 64, 16-token blocks, bf16,
- * 64 blocks, mode 0600) or attaches to it, takes HOLD + CACHE blocks, publishes the last
- * CACHE of them and frees those (so they stay cached, unreferenced), prints "ready ID",
- * then keeps everything until its standard input ends.
+ * 64 blocks, mode MODE: a number as C writes it, 0600 when not given) or attaches to it,
+ * takes HOLD + CACHE blocks, publishes the last CACHE of them and frees those (so they stay
+ * cached, unreferenced), prints "ready ID", then keeps everything until its standard input
+ * ends.
  */
 
 /* Prints what failed and exits 1. */
@@ -27,8 +28,8 @@ static void die(paged_client *c, const char *what, int rc)
 /* Runs the holder; returns the exit status. */
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: pactl-holder SOCKET NAME POOL HOLD CACHE\n");
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: pactl-holder SOCKET NAME POOL HOLD CACHE [MODE]\n");
         return 2;
     }
     uint32_t hold = (uint32_t) strtoul(argv[4], NULL, 10);
@@ -41,7 +42,8 @@ int main(int argc, char **argv)
         die(NULL, "connect", rc);
     paged_pool_desc desc = {
         .name = argv[3], .num_layers = 1, .num_kv_heads = 2, .head_dim = 64, .block_size = 16,
-        .dtype = PAGED_DTYPE_BF16, .num_blocks = 64, .mode = 0600,
+        .dtype = PAGED_DTYPE_BF16, .num_blocks = 64,
+        .mode = argc == 7 ? (uint32_t) strtoul(argv[6], NULL, 0) : 0600,
     };
     rc = paged_pool_create(c, &desc, &p);
     if (rc == PAGED_E_EXIST)

@@ -98,6 +98,7 @@ static void test_pools(void)
     is_string("bf16", tj_str(p, "dtype"), "list pools json: dtype");
     is_string("0600", tj_str(p, "mode"), "list pools json: mode");
     is_string("per-uid", tj_str(p, "prefixes"), "list pools json: prefixes per-uid (the default)");
+    is_string("exported", tj_str(p, "memory"), "list pools json: memory exported (owner-only mode, no bit)");
     is_int(getuid(), (long long) tj_num(p, "owner_uid"), "list pools json: owner");
     tj_free(v);
 
@@ -487,6 +488,66 @@ static void test_errors(void)
     tp_reap(fake, TP_RUN_MS);
 }
 
+/* Starts a holder that creates pool with mode (permission and attribute bits) and holds
+ * nothing; checks that it came up. Returns it (pid -1 when it did not). */
+static struct tp_child memory_holder(const char *pool, uint32_t mode)
+{
+    char mode_arg[24], line[256] = "";
+    snprintf(mode_arg, sizeof mode_arg, "%#o", (unsigned) mode);
+    char *const argv[] = { tp_holder, daemon_.socket, (char *) pool, (char *) pool, "0", "0", mode_arg, NULL };
+    struct tp_child h = tp_spawn(argv);
+    int up = tp_read_line(h.out, line, sizeof line, TP_READY_MS) >= 0 && strncmp(line, "ready ", 6) == 0;
+    ok(up, "pool %s created with mode %s: %s", pool, mode_arg, line);
+    if (!up) {
+        tp_stop_holder(&h);
+        h.pid = -1;
+    }
+    return h;
+}
+
+/* Checks how info, list pools and their JSON show a pool's memory, sealed or exported, beside
+ * the permission bits alone in the mode. Returns nothing. */
+static void test_memory(void)
+{
+    struct tp_child s = memory_holder("sealed", 0600 | PAGED_POOL_SEALED);
+    struct tp_child e = memory_holder("exported", 0644 | PAGED_POOL_EXPORTED);
+    struct tp_run r;
+
+    tp_run_pactl(&r, "-s", daemon_.socket, "info", "sealed", NULL);
+    ok(strstr(r.out, "memory access  sealed: no client receives the memory") != NULL,
+       "info text: a PAGED_POOL_SEALED pool's memory is sealed");
+    ok(strstr(r.out, "mode 0600\n") != NULL, "info text: a sealed pool's mode shows the permission bits only");
+    tp_run_free(&r);
+    tp_run_pactl(&r, "-s", daemon_.socket, "info", "exported", NULL);
+    ok(strstr(r.out, "memory access  exported: attaching clients receive the memory") != NULL,
+       "info text: a PAGED_POOL_EXPORTED pool's memory is exported");
+    tp_run_free(&r);
+
+    tp_run_pactl(&r, "-s", daemon_.socket, "-f", "json", "info", "sealed", NULL);
+    struct tj *v = tp_run_json(&r);
+    is_string("sealed", tj_str(v, "memory"), "info json: memory sealed");
+    is_string("0600", tj_str(v, "mode"), "info json: a sealed pool's mode is the permission bits");
+    tj_free(v);
+    tp_run_free(&r);
+    tp_run_pactl(&r, "-s", daemon_.socket, "-f", "json", "info", "exported", NULL);
+    v = tp_run_json(&r);
+    is_string("exported", tj_str(v, "memory"), "info json: memory exported, though the mode grants others read");
+    is_string("0644", tj_str(v, "mode"), "info json: an exported pool's mode is the permission bits");
+    tj_free(v);
+    tp_run_free(&r);
+
+    tp_run_pactl(&r, "-s", daemon_.socket, "list", "pools", NULL);
+    ok(strstr(r.out, " MODE PREFIXES MEMORY    OWNER ") != NULL, "list pools text: a MEMORY column after PREFIXES");
+    ok(strstr(r.out, " 0600 per-uid  sealed   ") != NULL && strstr(r.out, " 0644 per-uid  exported ") != NULL,
+       "list pools text: the sealed and the exported pool's rows");
+    tp_run_free(&r);
+
+    if (s.pid > 0)
+        is_int(0, tp_stop_holder(&s), "the sealed pool's holder exits 0");
+    if (e.pid > 0)
+        is_int(0, tp_stop_holder(&e), "the exported pool's holder exits 0");
+}
+
 /* Runs the checks against one daemon. */
 int main(void)
 {
@@ -507,6 +568,7 @@ int main(void)
     test_subscribe_lost();
     test_kill(id_a);
     test_errors();
+    test_memory();
 
     tp_stop_holder(&a);
     is_int(0, tp_stop_holder(&b), "hold-b exits 0");
