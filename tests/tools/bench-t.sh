@@ -11,7 +11,7 @@ for p in "$bench" "$check" "$pagedd"; do
         exit 0
     fi
 done
-echo 1..8
+echo 1..9
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-t.XXXXXX") || { echo "Bail out! mktemp failed"; exit 1; }
 trap 'rm -rf "$tmp"' EXIT
 
@@ -72,3 +72,14 @@ med=$(echo "$line" | sed -n 's/.*(\([0-9.]*\)-\([0-9.]*\)): \([0-9.]*\) x$/\3/p'
 [ -n "$med" ] && awk -v l="$lo" -v m="$med" -v h="$hi" 'BEGIN { exit !(l > 0 && l <= m && m <= h) }' \
     && "$check" "$tmp/rounds.json" service >/dev/null
 ok $? 8 "paged-bench --rounds=3: the median merge ratio $med lies in its range $lo-$hi, and the JSON checks"
+
+# Sealed pools: every row of the service table says the daemon sealed the pool it ran on.
+"$bench" --quick --sealed --clients=1 --nops=10 --json "$tmp/sealed.json" --pagedd "$pagedd" service \
+    >"$tmp/sealed" 2>&1
+rc=$?
+sed 's/^/# /' "$tmp/sealed"
+rows=$(awk '$1 == "clients" { on = 1; next } on && NF >= 10 { print $3 } NF == 0 { on = 0 }' "$tmp/sealed" \
+    | sort -u | tr '\n' ' ')
+[ $rc -eq 0 ] && grep -q '^service: .*; pools sealed ' "$tmp/sealed" && [ "$rows" = "sealed " ] \
+    && "$check" "$tmp/sealed.json" service >/dev/null
+ok $? 9 "paged-bench --sealed: the title and every row's memory say sealed (got: $rows), and the JSON checks"

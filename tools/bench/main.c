@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "paged.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/cpuwork.h"
 #include "paths.h"
@@ -48,6 +49,10 @@ static void usage(FILE *f)
             "                         instead of awaiting each layer's completion\n"
             "      --rounds=N         service: run every client count N times, interleaved, and\n"
             "                         give the merge ratio's median (default 1)\n"
+            "      --memory=sealed|exported  service: create the pools sealed (no client\n"
+            "                         receives their memory) or exported (default: the\n"
+            "                         daemon's choice, exported for the owner-only pools)\n"
+            "      --sealed           service: the same as --memory=sealed\n"
             "      --seed=N           seed of every random input (default: from the clock)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n\n"
@@ -85,7 +90,8 @@ static void parse_clients(struct bench_opts *o, const char *s)
 /* Parses the command line into o; exits for --help, --version and usage errors. Returns nothing. */
 static void parse_args(int argc, char **argv, struct bench_opts *o)
 {
-    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS, OPT_ROUNDS };
+    enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS, OPT_ROUNDS,
+           OPT_MEMORY, OPT_SEALED };
     static const struct option longopts[] = {
         { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
         { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
@@ -94,6 +100,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         { "steps", required_argument, NULL, OPT_STEPS }, { "nops", required_argument, NULL, OPT_NOPS },
         { "seed", required_argument, NULL, OPT_SEED }, { "spin-us", required_argument, NULL, OPT_SPIN },
         { "deps", optional_argument, NULL, OPT_DEPS }, { "rounds", required_argument, NULL, OPT_ROUNDS },
+        { "memory", required_argument, NULL, OPT_MEMORY }, { "sealed", no_argument, NULL, OPT_SEALED },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
     };
@@ -141,6 +148,15 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
             else
                 bench_die("--deps: host or device, not '%s'", optarg);
             break;
+        case OPT_MEMORY:
+            if (strcmp(optarg, "sealed") == 0)
+                o->pool_memory = PAGED_POOL_SEALED;
+            else if (strcmp(optarg, "exported") == 0)
+                o->pool_memory = PAGED_POOL_EXPORTED;
+            else
+                bench_die("--memory: sealed or exported, not '%s'", optarg);
+            break;
+        case OPT_SEALED: o->pool_memory = PAGED_POOL_SEALED; break;
         case OPT_SEED:
             o->seed = strtoull(optarg, NULL, 0) & ((1ull << 48) - 1);
             seeded = 1;

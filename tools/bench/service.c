@@ -234,6 +234,14 @@ static void await_ready(int ready_r, unsigned n, const pid_t *pids, const char *
     }
 }
 
+/* Returns how a pool with mode word mode keeps its memory: "sealed" (PAGED_POOL_SEALED) or
+ * "exported" (PAGED_POOL_EXPORTED, or neither bit, as a daemon older than the attribute
+ * reports). */
+static const char *pool_memory_name(uint32_t mode)
+{
+    return (mode & PAGED_POOL_SEALED) ? "sealed" : "exported";
+}
+
 /* Runs one scenario through the daemon and in-process (index: its pool's number, unique in the
  * run) and fills a table row, numbered round when that is not 0. Returns nothing. */
 static void run_scenario(struct svc *s, const struct scenario *sc, int index, int round, struct br_table *t)
@@ -244,12 +252,19 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, in
     paged_pool_desc desc = {
         .name = pool, .num_layers = SVC_LAYERS, .num_kv_heads = SVC_HKV, .head_dim = SVC_D,
         .block_size = SVC_B, .dtype = PAGED_DTYPE_BF16, .num_blocks = seqs * svc_blocks_per_seq(&s->run) + 8,
-        .mode = 0600,
+        .mode = 0600 | s->o->pool_memory,
     };
     paged_pool *p = NULL;
     int rc = paged_pool_create(s->c, &desc, &p);
     if (rc != PAGED_OK)
         svc_fail(s, rc, "creating the benchmark pool");
+    /* The row says what the daemon made of the pool (the bit in effect, from its reply). */
+    paged_pool_info info;
+    paged_pool_get_info(p, &info);
+    const char *memory = pool_memory_name(info.mode);
+    if (s->o->pool_memory != 0 && strcmp(memory, pool_memory_name(s->o->pool_memory)) != 0)
+        bench_die("the daemon made pool %s %s, not %s as --memory asked", pool, memory,
+                  pool_memory_name(s->o->pool_memory));
 
     /* The clients inherit only their ends: a client holding go's write end would never see
      * end of file on it. */
@@ -333,6 +348,7 @@ static void run_scenario(struct svc *s, const struct scenario *sc, int index, in
         br_set_int(t, row, "round", round);
     br_set_int(t, row, "clients", sc->clients);
     br_set_int(t, row, "batch", sc->batch);
+    br_set_str(t, row, "memory", memory);
     br_set_num(t, row, "tok_s", tok_s);
     br_set_num(t, row, "step_ms", (double) bench_quantile(all_steps, nsteps, 0.5) / 1e6);
     br_set_num(t, row, "step_max_ms", nsteps > 0 ? (double) all_steps[nsteps - 1] / 1e6 : 0.0);
@@ -472,10 +488,14 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
         setenv("PAGED_BENCH_DEPS", o->deps == 2 ? "device" : "host", 1);
     snprintf(title, sizeof title,
              "service: %d-layer decode steps (APPEND + DECODE per layer, 32/8 heads, D 128, bf16) on "
-             "%u-token contexts, %u steps per client; daemon backend %s; client wait spin %s; layers "
+             "%u-token contexts, %u steps per client; daemon backend %s; pools %s; client wait spin %s; layers "
              "chained %s; in-process: the same kernels called directly, layers back to back (awaited: each by "
              "the host, cuda only)",
-             SVC_LAYERS, s.run.context, s.run.steps, s.backend == BENCH_CUDA ? "cuda" : "cpu", spin,
+             SVC_LAYERS, s.run.context, s.run.steps, s.backend == BENCH_CUDA ? "cuda" : "cpu",
+             o->pool_memory == PAGED_POOL_SEALED     ? "sealed (--memory=sealed: no client receives their memory)"
+             : o->pool_memory == PAGED_POOL_EXPORTED ? "exported (--memory=exported)"
+                                                     : "as the daemon chooses (column memory)",
+             spin,
              o->deps == 2 ? "through data-arena dependency words on the client's stream (--deps=device; latency: "
                             "until the completion, posted when queued)"
              : o->deps    ? "through host-arena dependency words by the client's CPU (--deps=host; latency: until "
@@ -486,6 +506,7 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
         br_col(t, "round", "round", 0, 0);
     br_col(t, "clients", "clients", 0, 0);
     br_col(t, "batch", "batch", 0, 0);
+    br_col(t, "memory", "memory", 0, 0);
     br_col(t, "tok_s", "tokens/s", 1, 1);
     br_col(t, "step_ms", "step ms", 3, 1);
     br_col(t, "step_max_ms", "max step ms", 3, 1);
