@@ -11,9 +11,15 @@
 # Environment: OUT (where summary.txt, logs.tar.gz and the benchmark JSON go; default
 # ./gpu-run-out), JOBS (default nproc),
 # CUDA_ARCH (default sm_90a), STEP_TIMEOUT (seconds per step, default 1200), SKIP_CHECK=1,
-# SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_BENCH_KERNELS=1, SKIP_MPS=1 (the --deps=device service
-# benchmark once more under MPS, when nvidia-cuda-mps-control is there).
+# SKIP_GPU_TESTS=1 (the tests run again with the daemon on the GPU), SKIP_SANITIZER=1,
+# SKIP_BENCH=1, SKIP_BENCH_KERNELS=1, SKIP_BENCH_DEPS=1 (the --deps=host and --deps=device service
+# benchmarks), SKIP_MPS=1 (the --deps=device service benchmark once more under MPS, when
+# nvidia-cuda-mps-control is there), ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
+# then only the service benchmark with exported and with sealed pools).
 set -u
+if [ "${ONLY_BENCH_SERVICE:-0}" = 1 ]; then
+    SKIP_CHECK=1 SKIP_GPU_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH_KERNELS=1 SKIP_BENCH_DEPS=1 SKIP_MPS=1
+fi
 tarball=$1
 deps=${2:-}
 out=${OUT:-$PWD/gpu-run-out}
@@ -56,15 +62,16 @@ if [ "${SKIP_CHECK:-0}" != 1 ]; then
 fi
 # The prefill test again with the wgmma kernel switched off, so the mma.sync kernel that
 # other GPUs run keeps being checked on this one.
-if step cuda-prefill-mma-build make -j"$jobs" tests/kernels/cuda-prefill-t; then
+if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && step cuda-prefill-mma-build make -j"$jobs" tests/kernels/cuda-prefill-t; then
     step cuda-prefill-mma env PAGED_NO_WGMMA=1 tests/kernels/cuda-prefill-t
     grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-prefill-mma.log" | sed "s|^|prefill-mma: |" | tee -a "$summary"
 fi
 # The libpaged multi-client service tests again with the daemon on the GPU (make check runs
 # them on the cpu backend): merged launches, device-side dependencies, fused APPENDs, split passes,
 # and every heap allocation of the daemon's failing in turn (allocfail-t: the cuda backend's own).
-if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/dep-t tests/service/fused-t \
-        tests/service/shutdown-t tests/service/cuda-reap-t tests/service/allocfail-t; then
+if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && step cuda-clients-build make -j"$jobs" tests/service/merge-t \
+        tests/service/dep-t tests/service/fused-t tests/service/shutdown-t tests/service/cuda-reap-t \
+        tests/service/allocfail-t; then
     # Alone: it fills the GPU's memory (make check builds it but does not run it).
     step cuda-reap-t env top_builddir=. tests/service/cuda-reap-t
     grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/cuda-reap-t.log" | sed "s|^|cuda-reap-t: |" | tee -a "$summary"
@@ -77,6 +84,21 @@ if step cuda-clients-build make -j"$jobs" tests/service/merge-t tests/service/de
         step "cuda-depk-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda PAGEDD_DEP_KERNELS=2 "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-depk-$t.log" | sed "s|^|$t (dep kernels): |" | tee -a "$summary"
     done
+fi
+# Sealed pools with the daemon on the GPU (make check runs the test on the cpu backend): the
+# test reads $PAGED_TEST_BACKEND through tests/tap/pagedd.c like the service tests above. Its
+# uid cases need root; their skips are shown.
+if [ "${SKIP_GPU_TESTS:-0}" != 1 ]; then
+    if [ -f tests/hard/sealed-t.c ]; then
+        step cuda-sealed-build make -j"$jobs" tests/hard/sealed-t
+    fi
+    if [ -x tests/hard/sealed-t ]; then
+        step cuda-sealed-t env top_builddir=. PAGED_TEST_BACKEND=cuda tests/hard/sealed-t
+        grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/cuda-sealed-t.log" | sed "s|^|sealed-t: |" \
+            | tee -a "$summary"
+    else
+        note "cuda-sealed-t: skipped: tests/hard/sealed-t is not in this tree"
+    fi
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     step cuda-sanitizer make check-cuda-sanitizer
@@ -95,16 +117,28 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
     if [ "${SKIP_BENCH_KERNELS:-0}" != 1 ]; then
         step bench-kernels tools/paged-bench kernels --json "$out/bench-kernels.json"
     fi
+    # Exported pools (the daemon's choice for the benchmark's owner-only pools), then sealed
+    # ones, the same rounds in a daemon of their own.
+    rounds=5
     export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd.log"
-    step bench-service tools/paged-bench service --rounds=5 --json "$out/bench-service.json"
+    step bench-service tools/paged-bench service --rounds=$rounds --json "$out/bench-service.json"
     grep 'engine:' "$logs/bench-pagedd.log" | tee -a "$summary"
-    for d in host device; do
-        export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-deps-$d.log"
-        step bench-service-deps-$d tools/paged-bench service --deps=$d --json "$out/bench-service-deps-$d.json"
-        grep 'engine:' "$logs/bench-pagedd-deps-$d.log" | tee -a "$summary"
+    export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-sealed.log"
+    step bench-service-sealed tools/paged-bench service --rounds=$rounds --sealed \
+        --json "$out/bench-service-sealed.json"
+    grep 'engine:' "$logs/bench-pagedd-sealed.log" | tee -a "$summary"
+    if [ "${SKIP_BENCH_DEPS:-0}" != 1 ]; then
+        for d in host device; do
+            export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-deps-$d.log"
+            step bench-service-deps-$d tools/paged-bench service --deps=$d --json "$out/bench-service-deps-$d.json"
+            grep 'engine:' "$logs/bench-pagedd-deps-$d.log" | tee -a "$summary"
+        done
+    fi
+    for b in kernels service service-sealed service-deps-host service-deps-device; do
+        if [ -f "$logs/bench-$b.log" ]; then
+            tee -a "$summary" <"$logs/bench-$b.log"
+        fi
     done
-    cat "$logs/bench-kernels.log" "$logs/bench-service.log" "$logs/bench-service-deps-host.log" \
-        "$logs/bench-service-deps-device.log" | tee -a "$summary"
     # Device-side dependencies again under MPS, where the daemon's and the workers' GPU work
     # share one context instead of time-slicing (pipe and log directories of its own).
     if [ "${SKIP_MPS:-0}" != 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
