@@ -149,11 +149,10 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
                 bench_die("--deps: host or device, not '%s'", optarg);
             break;
         case OPT_MEMORY:
-            if (strcmp(optarg, "sealed") == 0)
-                o->pool_memory = PAGED_POOL_SEALED;
-            else if (strcmp(optarg, "exported") == 0)
-                o->pool_memory = PAGED_POOL_EXPORTED;
-            else
+            o->pool_memory = strcmp(optarg, "sealed") == 0     ? PAGED_POOL_SEALED
+                             : strcmp(optarg, "exported") == 0 ? PAGED_POOL_EXPORTED
+                                                               : 0;
+            if (o->pool_memory == 0)
                 bench_die("--memory: sealed or exported, not '%s'", optarg);
             break;
         case OPT_SEALED: o->pool_memory = PAGED_POOL_SEALED; break;
