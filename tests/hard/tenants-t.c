@@ -159,21 +159,24 @@ static paged_pool *create_pool(paged_client *c, const char *name, uint32_t mode)
     return p;
 }
 
-/* The mode word: the sharing bit is kept and reported, unknown bits are refused. */
+/* The mode word: the sharing bit is kept and reported with the memory bit in effect (sealed:
+ * the mode grants others access), unknown bits are refused. */
 static void test_modes(paged_client *c, paged_pool *pu, paged_pool *ps)
 {
     paged_pool_info info;
     paged_pool_get_info(pu, &info);
-    is_int(0666, info.mode, "peruid: paged_pool_get_info's mode is 0666, no sharing bit");
+    is_int(0666 | PAGED_POOL_SEALED, info.mode, "peruid: paged_pool_get_info's mode is 0666, sealed, no sharing bit");
     paged_pool_get_info(ps, &info);
-    is_int(0666 | PAGED_POOL_SHARED_PREFIXES, info.mode, "shared: mode 0666 | PAGED_POOL_SHARED_PREFIXES");
+    is_int(0666 | PAGED_POOL_SHARED_PREFIXES | PAGED_POOL_SEALED, info.mode,
+           "shared: mode 0666 | PAGED_POOL_SHARED_PREFIXES | PAGED_POOL_SEALED");
     paged_pool *p = create_pool(c, "bare", PAGED_POOL_SHARED_PREFIXES);
     paged_pool_get_info(p, &info);
-    is_int(0600 | PAGED_POOL_SHARED_PREFIXES, info.mode, "the sharing bit alone: permission bits 0600");
+    is_int(0600 | PAGED_POOL_SHARED_PREFIXES | PAGED_POOL_EXPORTED, info.mode,
+           "the sharing bit alone: permission bits 0600, exported");
     paged_pool_detach(p);
     paged_pool_desc d = { .name = "odd", .num_layers = 1, .num_kv_heads = 1, .head_dim = 64, .block_size = B,
-                          .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600 | 0x20000 };
-    is_int(PAGED_E_INVAL, paged_pool_create(c, &d, &p), "a mode with an unknown bit (0x20000): PAGED_E_INVAL");
+                          .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600 | 0x80000 };
+    is_int(PAGED_E_INVAL, paged_pool_create(c, &d, &p), "a mode with an unknown bit (0x80000): PAGED_E_INVAL");
     ok(strstr(paged_client_error(c), "PAGED_POOL_SHARED_PREFIXES") != NULL,
        "the reason names what a mode may hold (%s)", paged_client_error(c));
 }
