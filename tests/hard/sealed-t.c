@@ -3,7 +3,6 @@
 #include "config.h"
 
 #include <dirent.h>
-#include <grp.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -344,35 +343,14 @@ static void tenant_steps(int *res)
     paged_client_close(t.c);
 }
 
-/*
- * Forks the tenant: as root it drops to uid and gid nobody; it waits for owner_ids and root's
- * prompt (ref's memory) on the pipe *go writes to, runs tenant_steps and writes its report to
- * the pipe *report reads. Returns its pid.
- */
-static pid_t start_tenant(int *go, int *report)
+/* The tenant's side once forked: waits for owner_ids and root's prompt (ref's memory) on go,
+ * then runs tenant_steps into res. Returns nothing. */
+static void tenant_main(int go, int *res, void *ctx)
 {
-    int g[2], r[2];
-    if (pipe(g) < 0 || pipe(r) < 0)
-        sysbail("pipe");
-    pid_t pid = bfork();
-    if (pid == 0) {
-        close(g[1]);
-        close(r[0]);
-        int res[R_COUNT];
-        for (int i = 0; i < R_COUNT; i++)
-            res[i] = -999;
-        if (getuid() == 0 && (setgroups(0, NULL) != 0 || setgid(TENANT_UID) != 0 || setuid(TENANT_UID) != 0))
-            _exit(77);
-        if (hard_read_full(g[0], owner_ids, sizeof owner_ids, 60000)
-            && hard_read_full(g[0], ref.base, pk_cache_bytes(&ref), 60000))
-            tenant_steps(res);
-        _exit(write(r[1], res, sizeof res) == (ssize_t) sizeof res ? 0 : 1);
-    }
-    close(g[0]);
-    close(r[1]);
-    *go = g[1];
-    *report = r[0];
-    return pid;
+    (void) ctx;
+    if (hard_read_full(go, owner_ids, sizeof owner_ids, 60000)
+        && hard_read_full(go, ref.base, pk_cache_bytes(&ref), 60000))
+        tenant_steps(res);
 }
 
 /* Creates pool name of mode over ctl and checks what its POOL_REPLY says of its memory: the
@@ -508,7 +486,7 @@ int main(void)
     const char *be = getenv("PAGED_TEST_BACKEND");
     use_cuda = be != NULL && strcmp(be, "cuda") == 0;
     int go = -1, report = -1;
-    pid_t tenant = start_tenant(&go, &report);
+    pid_t tenant = hard_fork_tenant(getuid() == 0 ? TENANT_UID : -1, tenant_main, NULL, R_COUNT, &go, &report);
     const char *args[] = { "--socket-mode=0666", NULL };
     if (aio_start(&daemon_, args) != use_cuda)
         bail("the daemon's backend is not the one asked for");

@@ -2,7 +2,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,34 +116,13 @@ static void tenant_steps(int *res)
     paged_client_close(c);
 }
 
-/*
- * Forks the second tenant: it drops to uid and gid nobody, waits for owner_ids on the pipe
- * *go writes to, runs tenant_steps and writes its report to the pipe that *report reads.
- * Returns its pid.
- */
-static pid_t start_tenant(int *go, int *report)
+/* The second tenant once forked (uid and gid nobody): waits for owner_ids on go, then runs
+ * tenant_steps into res. Returns nothing. */
+static void tenant_main(int go, int *res, void *ctx)
 {
-    int g[2], r[2];
-    if (pipe(g) < 0 || pipe(r) < 0)
-        sysbail("pipe");
-    pid_t pid = bfork();
-    if (pid == 0) {
-        close(g[1]);
-        close(r[0]);
-        int res[R_COUNT];
-        for (int i = 0; i < R_COUNT; i++)
-            res[i] = -999;
-        if (setgroups(0, NULL) != 0 || setgid(TENANT_UID) != 0 || setuid(TENANT_UID) != 0)
-            _exit(77);
-        if (hard_read_full(g[0], owner_ids, sizeof owner_ids, 30000))
-            tenant_steps(res);
-        _exit(write(r[1], res, sizeof res) == (ssize_t) sizeof res ? 0 : 1);
-    }
-    close(g[0]);
-    close(r[1]);
-    *go = g[1];
-    *report = r[0];
-    return pid;
+    (void) ctx;
+    if (hard_read_full(go, owner_ids, sizeof owner_ids, 30000))
+        tenant_steps(res);
 }
 
 /* Creates pool name with mode through c; bails when it cannot. Returns the pool. */
@@ -245,7 +223,7 @@ int main(void)
     if (chmod(daemon_.dir, 0755) != 0)
         sysbail("chmod %s", daemon_.dir);
     int go = -1, report = -1;
-    pid_t tenant = getuid() == 0 ? start_tenant(&go, &report) : -1;
+    pid_t tenant = getuid() == 0 ? hard_fork_tenant(TENANT_UID, tenant_main, NULL, R_COUNT, &go, &report) : -1;
     const char *args[] = { "--socket-mode=0666", "--backend", "cpu", NULL };
     int st;
     if (pagedd_start(&daemon_, args, NULL, &st) != 0)
