@@ -190,14 +190,21 @@ static struct pd_pool *pool_by_name(struct pd_server *srv, const char *name)
     return NULL;
 }
 
-/* Makes room for an attachment of c to p and exports p's memory for it into *ex. Returns 0;
- * or, when it could not, the error c was sent. */
+/* Makes room for an attachment of c to p and exports p's memory for it into *ex; a sealed
+ * pool's memory is never exported: *ex then says PCORE_MEM_NONE, with no descriptor. Returns
+ * 0; or, when it could not, the error c was sent. */
 static int attach_prepare(struct pd_server *srv, struct pd_conn *c, uint32_t seq, struct pd_pool *p,
                           int writable, struct pd_export *ex)
 {
     if (pd_conn_attach_room(c) < 0) {
         pd_conn_error(c, seq, PAGED_E_NOMEM, "pool '%s': out of memory for the attachment", p->name);
         return PAGED_E_NOMEM;
+    }
+    if (p->geom.sealed) {
+        memset(ex, 0, sizeof *ex);
+        ex->mem_kind = PCORE_MEM_NONE;
+        ex->fd = -1;
+        return 0;
     }
     char *cause = NULL;
     int rc = srv->backend->ops->pool_export(srv->backend, p->mem, writable, ex, &cause);
@@ -241,8 +248,8 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
     int rc = pd_conn_send(c, &r, sizeof r, &ex.fd, (int) r.num_fds, 0);
     if (ex.fd >= 0)
         close(ex.fd);
-    pd_clog(c, PD_LOG_INFO, "attached to pool '%s' (id %u, %s)", p->name, p->id,
-            writable ? "read-write" : "read-only");
+    pd_clog(c, PD_LOG_INFO, "attached to pool '%s' (id %u, %s, %s)", p->name, p->id,
+            writable ? "read-write" : "read-only", pd_pool_memory_name(p));
     pd_events_announce(srv, PCORE_EVENT_ATTACH, c, p->name, 0);
     if (rc < 0)
         pd_server_kill(srv, c, PD_LOG_INFO, "gone before its POOL_REPLY");
@@ -255,7 +262,8 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
     memcpy(&m, buf, sizeof m);
     char why[PCORE_ERRMSG_MAX];
     struct pd_pool_geom g;
-    int rc = pd_pool_check_create(&m, srv->mem_limit, &g, why, sizeof why);
+    int rc = pd_pool_check_create(&m, srv->mem_limit, (enum pd_pool_memory) srv->cfg.pool_memory, &g, why,
+                                  sizeof why);
     if (rc < 0) {
         pd_conn_error(c, m.hdr.seq, rc, "pool '%.63s': %s", m.name, why);
         return;
@@ -293,10 +301,10 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
     srv->pools = p;
     srv->n_pools++;
     pd_clog(c, PD_LOG_INFO, "created pool '%s' (id %u: %u layers, %u kv heads, head_dim %u, "
-            "block_size %u, %s, %u blocks, %llu bytes, mode %04o, prefixes %s)", p->name, p->id,
+            "block_size %u, %s, %u blocks, %llu bytes, mode %04o, prefixes %s, memory %s)", p->name, p->id,
             g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
             paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode,
-            pd_pool_prefixes_name(p));
+            pd_pool_prefixes_name(p), pd_pool_memory_name(p));
     pd_events_announce(srv, PCORE_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
     attach_commit(srv, c, m.hdr.seq, p, writable, ex);
 }

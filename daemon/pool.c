@@ -50,9 +50,25 @@ int pd_pool_check_name(const char name[PCORE_NAME_MAX], char *why, size_t whylen
     return PAGED_OK;
 }
 
+/*
+ * Returns whether a new pool is sealed: as the create's mode word asks, or else as the
+ * pool-memory setting says; auto seals a pool whose permission bits (perm, resolved) grant
+ * group or others anything, since its clients are principals that need not trust each other.
+ */
+static int resolve_sealed(uint32_t mode_word, uint32_t perm, enum pd_pool_memory memory)
+{
+    if (mode_word & PAGED_POOL_SEALED)
+        return 1;
+    if (mode_word & PAGED_POOL_EXPORTED)
+        return 0;
+    if (memory == PD_POOL_MEMORY_AUTO)
+        return (perm & 077) != 0;
+    return memory == PD_POOL_MEMORY_SEALED;
+}
+
 /* Checks a POOL_CREATE; returns PAGED_OK with *g, or an error with why. */
 int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_limit,
-                         struct pd_pool_geom *g, char *why, size_t whylen)
+                         enum pd_pool_memory memory, struct pd_pool_geom *g, char *why, size_t whylen)
 {
     int rc = pd_pool_check_name(m->name, why, whylen);
     if (rc < 0)
@@ -80,10 +96,15 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
     if (es == 0)
         return refuse(PAGED_E_DTYPE, why, whylen,
                       "dtype %u not supported (f32 = 1, f16 = 2, bf16 = 3, fp8_e4m3 = 4)", m->dtype);
-    if ((m->mode & ~(0777u | PAGED_POOL_SHARED_PREFIXES)) != 0)
+    const uint32_t memory_bits = PAGED_POOL_SEALED | PAGED_POOL_EXPORTED;
+    if ((m->mode & ~(0777u | PAGED_POOL_SHARED_PREFIXES | memory_bits)) != 0)
         return refuse(PAGED_E_INVAL, why, whylen,
-                      "mode %#o has bits beyond 0777 and PAGED_POOL_SHARED_PREFIXES (%#o)", m->mode,
-                      PAGED_POOL_SHARED_PREFIXES);
+                      "mode %#o has bits beyond 0777, PAGED_POOL_SHARED_PREFIXES (%#o), "
+                      "PAGED_POOL_SEALED (%#o) and PAGED_POOL_EXPORTED (%#o)", m->mode,
+                      PAGED_POOL_SHARED_PREFIXES, PAGED_POOL_SEALED, PAGED_POOL_EXPORTED);
+    if ((m->mode & memory_bits) == memory_bits)
+        return refuse(PAGED_E_INVAL, why, whylen,
+                      "mode %#o has both PAGED_POOL_SEALED and PAGED_POOL_EXPORTED: one at most", m->mode);
     if ((m->flags & ~PCORE_ATTACH_WRITE) != 0)
         return refuse(PAGED_E_INVAL, why, whylen, "flags %#x unknown (PCORE_ATTACH_WRITE = 1)", m->flags);
     g->k_scale = 1.0f;
@@ -132,6 +153,7 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
     g->dtype = (int32_t) m->dtype;
     g->mode = (m->mode & 0777) == 0 ? 0600 : m->mode & 0777;
     g->shared_prefixes = (m->mode & PAGED_POOL_SHARED_PREFIXES) != 0;
+    g->sealed = resolve_sealed(m->mode, g->mode, memory);
     g->block_bytes = block_bytes;
     g->bytes = n * block_bytes;
     return PAGED_OK;
@@ -158,10 +180,17 @@ uint32_t pd_pool_tenant(const struct pd_pool *p, uid_t uid)
     return p->geom.shared_prefixes ? PD_TENANT_SHARED : (uint32_t) uid;
 }
 
-/* Returns p's mode with its prefix sharing bit. */
+/* Returns p's mode with its prefix sharing and memory bits. */
 uint32_t pd_pool_mode_word(const struct pd_pool *p)
 {
-    return p->geom.mode | (p->geom.shared_prefixes ? PAGED_POOL_SHARED_PREFIXES : 0);
+    return p->geom.mode | (p->geom.shared_prefixes ? PAGED_POOL_SHARED_PREFIXES : 0)
+           | (p->geom.sealed ? PAGED_POOL_SEALED : PAGED_POOL_EXPORTED);
+}
+
+/* Returns "sealed" or "exported". */
+const char *pd_pool_memory_name(const struct pd_pool *p)
+{
+    return p->geom.sealed ? "sealed" : "exported";
 }
 
 /* Returns "shared" or "per-uid". */

@@ -16,12 +16,21 @@
 #define PD_POOL_MAX_LAYERS 4096u
 #define PD_POOL_MAX_HEADS 4096u
 
+/* How a new pool's memory reaches clients when POOL_CREATE names neither PAGED_POOL_SEALED
+ * nor PAGED_POOL_EXPORTED: paged.conf's pool-memory (whose values these are, in order). */
+enum pd_pool_memory {
+    PD_POOL_MEMORY_AUTO = 0,     /* sealed when the mode grants group or others anything */
+    PD_POOL_MEMORY_SEALED = 1,
+    PD_POOL_MEMORY_EXPORTED = 2,
+};
+
 /* A pool's geometry as checked from a POOL_CREATE. */
 struct pd_pool_geom {
     uint32_t num_layers, num_kv_heads, head_dim, block_size, num_blocks;
     int32_t dtype;
     uint32_t mode;           /* permission bits (0777 at most) */
     int shared_prefixes;     /* PAGED_POOL_SHARED_PREFIXES: one prefix scope for every uid */
+    int sealed;              /* PAGED_POOL_SEALED: its memory is never sent to a client */
     float k_scale, v_scale;
     uint64_t block_bytes;    /* one block, every layer, K and V */
     uint64_t bytes;          /* the whole pool */
@@ -44,12 +53,13 @@ struct pd_pool {
 
 /*
  * Checks a POOL_CREATE's name and geometry (pure: no allocation, no I/O). mem_limit is the
- * most bytes a pool may take (0: no limit). Returns PAGED_OK with *g filled, or a negative
- * paged_error with why (a NUL-terminated message naming the field and value, such as
- * "head_dim 100 not supported (64, 80, 96, 128, 256)").
+ * most bytes a pool may take (0: no limit); memory decides sealed or exported where the
+ * mode names neither. Returns PAGED_OK with *g filled, or a negative paged_error with why (a
+ * NUL-terminated message naming the field and value, such as "head_dim 100 not supported
+ * (64, 80, 96, 128, 256)").
  */
 int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_limit,
-                         struct pd_pool_geom *g, char *why, size_t whylen);
+                         enum pd_pool_memory memory, struct pd_pool_geom *g, char *why, size_t whylen);
 
 /* Checks a pool name field: NUL-terminated, 1 to 63 bytes of [A-Za-z0-9._-]. Returns
  * PAGED_OK or PAGED_E_INVAL with why. */
@@ -67,8 +77,12 @@ int pd_pool_may(const struct pd_pool *p, uid_t uid, gid_t gid, int want_write);
 uint32_t pd_pool_tenant(const struct pd_pool *p, uid_t uid);
 
 /* Returns p's mode as the wire and paged_pool_info carry it: the permission bits, with
- * PAGED_POOL_SHARED_PREFIXES when its prefixes are shared. */
+ * PAGED_POOL_SHARED_PREFIXES when its prefixes are shared, and PAGED_POOL_SEALED or
+ * PAGED_POOL_EXPORTED (exactly one). */
 uint32_t pd_pool_mode_word(const struct pd_pool *p);
+
+/* Returns how p's memory reaches clients, as pagedd's log says it: "sealed" or "exported". */
+const char *pd_pool_memory_name(const struct pd_pool *p);
 
 /* Returns how p's prefix cache is scoped, as pagedd's log and pactl say it: "per-uid" or
  * "shared". */

@@ -415,6 +415,7 @@ static void reload(struct pd_server *srv)
     srv->cfg.control_idle_timeout_ms = n.control_idle_timeout_ms;
     srv->cfg.max_pools = n.max_pools;
     srv->cfg.max_blocks_per_client = n.max_blocks_per_client;
+    srv->cfg.pool_memory = n.pool_memory;
     srv->cfg.hello_timeout_ms = n.hello_timeout_ms;
     srv->cfg.spin_us = n.spin_us;
     srv->cfg.dependency_timeout_ms = n.dependency_timeout_ms;

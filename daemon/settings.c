@@ -14,7 +14,7 @@
 #include "daemon/util/log.h"
 
 /* How a key's value is stored in struct pd_config. */
-enum key_type { T_STR, T_BOOL, T_U32, T_U64, T_OCTAL, T_LEVEL, T_BACKEND, T_FD };
+enum key_type { T_STR, T_BOOL, T_U32, T_U64, T_OCTAL, T_LEVEL, T_BACKEND, T_MEMORY, T_FD };
 
 /* The internal table: the public part plus where and how the value is kept. */
 struct key_slot {
@@ -58,6 +58,9 @@ static const struct key_slot keys[] = {
       NUM(T_U32, max_pools, 1, 65536) },
     { { "max-blocks-per-client", 1, 0, 1, 1, "N", "most block references per client (0: no limit)" },
       NUM(T_U64, max_blocks_per_client, 0, UINT32_MAX) },
+    { { "pool-memory", 1, 0, 1, 1, "auto|sealed|exported", "how a new pool's memory reaches clients when "
+        "its creator does not say (default auto: sealed if group or others may attach)" },
+      NUM(T_MEMORY, pool_memory, 0, 2) },
     { { "threads", 1, 't', 1, 0, "N", "cpu backend worker threads (0: one per online CPU)" },
       NUM(T_U32, threads, 0, 1024) },
     { { "hello-timeout", 1, 0, 1, 1, "MS", "drop a connection silent for MS ms (default 5000)" },
@@ -75,6 +78,30 @@ static const struct key_slot keys[] = {
 };
 
 #define NKEYS ((int) (sizeof keys / sizeof keys[0]))
+
+/* The words of a setting that names one of a few choices, in the order of their values. */
+struct choice {
+    const char *names[3];
+    const char *text;              /* for an error: what would do */
+};
+
+static const struct choice backend_choice = { { "auto", "cpu", "cuda" }, "cpu, cuda or auto" };
+static const struct choice memory_choice = { { "auto", "sealed", "exported" }, "auto, sealed or exported" };
+
+/* Returns the choices of a T_BACKEND or T_MEMORY slot. */
+static const struct choice *choice_of(enum key_type t)
+{
+    return t == T_BACKEND ? &backend_choice : &memory_choice;
+}
+
+/* Returns the value (index) of word among ch's names, or -1 when it is none of them. */
+static int parse_choice(const struct choice *ch, const char *word)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(ch->names[i], word) == 0)
+            return i;
+    return -1;
+}
 
 /* Fills cfg with the defaults; returns nothing. */
 void pd_config_defaults(struct pd_config *cfg, const char *default_config)
@@ -205,18 +232,20 @@ static int store(struct pd_config *cfg, const struct key_slot *k, const char *va
         return 0;
     }
     case T_BACKEND:
-        if (strcmp(value, "auto") == 0)
-            *(enum pd_backend_choice *) base = PD_BACKEND_AUTO;
-        else if (strcmp(value, "cpu") == 0)
-            *(enum pd_backend_choice *) base = PD_BACKEND_CPU;
-        else if (strcmp(value, "cuda") == 0)
-            *(enum pd_backend_choice *) base = PD_BACKEND_CUDA;
-        else {
-            if (asprintf(cause, "%s: '%s' is not cpu, cuda or auto", k->pub.name, value) < 0)
+    case T_MEMORY: {
+        const struct choice *ch = choice_of(k->type);
+        int i = parse_choice(ch, value);
+        if (i < 0) {
+            if (asprintf(cause, "%s: '%s' is not %s", k->pub.name, value, ch->text) < 0)
                 *cause = NULL;
             return -1;
         }
+        if (k->type == T_BACKEND)
+            *(enum pd_backend_choice *) base = (enum pd_backend_choice) i;
+        else
+            *(uint32_t *) base = (uint32_t) i;
         return 0;
+    }
     }
     if (asprintf(cause, "%s: '%s' is not yes or no", k->pub.name, value) < 0)
         *cause = NULL;
@@ -313,7 +342,6 @@ int pd_config_load_file(struct pd_config *cfg, const char *path, int must_exist,
 static const char *format(const struct pd_config *cfg, const struct key_slot *k, char *buf, size_t size)
 {
     const char *base = (const char *) cfg + k->off;
-    static const char *const backends[] = { "auto", "cpu", "cuda" };
     switch (k->type) {
     case T_STR: snprintf(buf, size, "%s", base); break;
     case T_BOOL: snprintf(buf, size, "%s", *(const int *) base ? "yes" : "no"); break;
@@ -322,7 +350,8 @@ static const char *format(const struct pd_config *cfg, const struct key_slot *k,
     case T_U64: snprintf(buf, size, "%llu", (unsigned long long) *(const uint64_t *) base); break;
     case T_OCTAL: snprintf(buf, size, "%04o", *(const uint32_t *) base); break;
     case T_LEVEL: snprintf(buf, size, "%s", pd_log_level_name(*(const enum pd_log_level *) base)); break;
-    case T_BACKEND: snprintf(buf, size, "%s", backends[*(const enum pd_backend_choice *) base]); break;
+    case T_BACKEND: snprintf(buf, size, "%s", backend_choice.names[*(const enum pd_backend_choice *) base]); break;
+    case T_MEMORY: snprintf(buf, size, "%s", memory_choice.names[*(const uint32_t *) base]); break;
     }
     return buf;
 }

@@ -39,6 +39,7 @@ struct pd_config {
     uint32_t max_pending_per_uid;  /* connections before HELLO of one unprivileged uid */
     uint32_t max_pools;            /* pools alive, destroyed ones still attached included */
     uint64_t max_blocks_per_client;/* block references one client may hold; 0 = no limit */
+    uint32_t pool_memory;          /* enum pd_pool_memory (daemon/pool.h): 0 auto, 1 sealed, 2 exported */
     uint32_t threads;              /* cpu backend workers; 0 = online CPUs */
     uint32_t hello_timeout_ms;     /* a new connection must say HELLO within this */
     uint32_t control_idle_timeout_ms;/* a control connection silent this long is closed; 0 = never */

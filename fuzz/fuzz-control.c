@@ -298,7 +298,7 @@ static struct pd_pool *make_base_pool(void)
     char why[PCORE_ERRMSG_MAX];
     char *cause = NULL;
     struct pd_pool *p;
-    if (pd_pool_check_create(&m, 0, &g, why, sizeof why) < 0)
+    if (pd_pool_check_create(&m, 0, PD_POOL_MEMORY_AUTO, &g, why, sizeof why) < 0)
         fuzz_fail(__FILE__, __LINE__, "base pool geometry", "%s", why);
     if (pd_pool_create(srv->backend, srv->next_pool_id, "base", &g, OWNER_UID, OWNER_GID, &p,
                        &cause) < 0)

@@ -218,7 +218,8 @@ typedef struct paged_pool_info {
     float k_scale, v_scale;
     int writable;             /* this client may write (mode allows it) */
     uint32_t owner_uid;
-    uint32_t mode;            /* permission bits, | PAGED_POOL_SHARED_PREFIXES if it shares */
+    uint32_t mode;            /* permission bits, | PAGED_POOL_SHARED_PREFIXES if it shares,
+                                 | PAGED_POOL_SEALED or PAGED_POOL_EXPORTED (exactly one) */
     uint64_t bytes;           /* L * 2 * N * H * B * D * element size */
     /* Element (l, kv, b, h, t, d) is at byte
      * ((((l * 2 + kv) * N + b) * H + h) * B + t) * D + d, times the element size. */
@@ -249,7 +250,8 @@ void paged_pool_get_info(const paged_pool *p, paged_pool_info *info);
  * the pool is writable for it), mapping it on first use (since 0.1). On the cpu backend it
  * is a host pointer; on the cuda backend a device pointer in this process's CUDA context,
  * for which the library loads the CUDA driver at that moment. Stores NULL and returns an
- * error (PAGED_E_NOTSUP if CUDA is not available here) otherwise. */
+ * error (PAGED_E_NOTSUP if CUDA is not available here; PAGED_E_PERM for a sealed pool, whose
+ * memory the daemon never sends) otherwise. */
 int paged_pool_map(paged_pool *p, void **base);
 
 /* ===========================================================================================

@@ -36,17 +36,22 @@ static uint64_t layout_bytes(const struct pcore_msg_pool_reply *r)
 }
 
 /*
- * Builds a pool handle from a POOL_REPLY and its descriptors (consumed either way).
+ * Builds a pool handle from a POOL_REPLY and its descriptors (consumed either way); a sealed
+ * pool's reply carries no memory (PCORE_MEM_NONE, no descriptor), an exported one's does.
  * Returns PAGED_OK or an error, explained in c->err.
  */
 static int pool_from_reply(paged_client *c, const char *name, const struct pcore_msg_pool_reply *r,
                            int *fds, int nfds, paged_pool **out)
 {
-    int want = r->mem_kind == PCORE_MEM_CUDA_IPC ? 0 : 1;
+    int sealed = (r->mode & PAGED_POOL_SEALED) != 0;
+    int want = r->mem_kind == PCORE_MEM_CUDA_IPC || sealed ? 0 : 1;
     uint64_t bytes = layout_bytes(r);
-    int ok = (r->mem_kind == PCORE_MEM_MEMFD || r->mem_kind == PCORE_MEM_CUDA_VMM
-              || r->mem_kind == PCORE_MEM_CUDA_IPC)
-             && nfds == want && r->num_fds == (uint32_t) nfds && bytes != 0 && r->bytes == bytes
+    int ok = nfds == want && r->num_fds == (uint32_t) nfds && bytes != 0 && r->bytes == bytes;
+    if (sealed)
+        ok = ok && r->mem_kind == PCORE_MEM_NONE && (r->mode & PAGED_POOL_EXPORTED) == 0;
+    else
+        ok = ok && (r->mem_kind == PCORE_MEM_MEMFD || r->mem_kind == PCORE_MEM_CUDA_VMM
+                    || r->mem_kind == PCORE_MEM_CUDA_IPC)
              && r->alloc_bytes >= bytes
              && (r->mem_kind == PCORE_MEM_MEMFD) == (c->backend == PAGED_BACKEND_CPU);
     if (!ok) {
@@ -229,7 +234,7 @@ static int map_device_pool(paged_pool *p)
     return rc;
 }
 
-/* Returns a pointer to the pool's memory, mapping it on first use. */
+/* Returns a pointer to the pool's memory, mapping it on first use; a sealed pool has none to map. */
 int paged_pool_map(paged_pool *p, void **base)
 {
     if (base != NULL)
@@ -237,6 +242,11 @@ int paged_pool_map(paged_pool *p, void **base)
     if (p == NULL || base == NULL)
         return PAGED_E_INVAL;
     paged_client *c = p->c;
+    if (p->mem_kind == PCORE_MEM_NONE) {
+        pc_set_err(c, "pool '%s' is sealed: its memory is not exported; requests through the daemon "
+                   "reach it", p->name);
+        return PAGED_E_PERM;
+    }
     if (p->host_map != NULL) {
         *base = p->host_map;
         return PAGED_OK;

@@ -294,6 +294,7 @@ struct pcore_msg_error {
 
 /* How a memory object was exported. */
 enum pcore_mem_kind {
+    PCORE_MEM_NONE = 0,        /* not sent: a sealed pool's memory (no descriptor, no handle) */
     PCORE_MEM_MEMFD = 1,       /* host shared memory: mmap the fd */
     PCORE_MEM_CUDA_VMM = 2,    /* cuMemExportToShareableHandle POSIX fd: cuMemImportFromShareableHandle */
     PCORE_MEM_CUDA_IPC = 3,    /* cudaIpcMemHandle in ipc_handle: cudaIpcOpenMemHandle */
@@ -306,7 +307,7 @@ struct pcore_msg_pool_create {
     char name[PCORE_NAME_MAX];
     uint32_t num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks;
     uint64_t byte_budget;
-    uint32_t mode;
+    uint32_t mode;             /* 0777 bits | PAGED_POOL_SHARED_PREFIXES, SEALED or EXPORTED */
     float k_scale;
     float v_scale;
     uint32_t flags;            /* PCORE_ATTACH_* for the creator's own attachment */
@@ -320,18 +321,18 @@ struct pcore_msg_pool_attach {
 };
 
 struct pcore_msg_pool_reply {
-    struct pcore_msg_hdr hdr;  /* + SCM_RIGHTS: the pool memory fd */
+    struct pcore_msg_hdr hdr;  /* + SCM_RIGHTS: the pool memory fd (none for a sealed pool) */
     uint32_t pool_id;
     uint32_t num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks;
     uint32_t writable;
     uint32_t owner_uid;
-    uint32_t mode;
+    uint32_t mode;             /* as pd_pool_mode_word: one of SEALED and EXPORTED always */
     float k_scale;
     float v_scale;
-    uint32_t mem_kind;         /* enum pcore_mem_kind */
+    uint32_t mem_kind;         /* enum pcore_mem_kind; PCORE_MEM_NONE exactly when sealed */
     uint32_t num_fds;
     uint64_t bytes;            /* the layout's size */
-    uint64_t alloc_bytes;      /* size of the exported object (>= bytes) */
+    uint64_t alloc_bytes;      /* size of the exported object (>= bytes); 0 when sealed */
     uint8_t ipc_handle[64];    /* PCORE_MEM_CUDA_IPC */
     uint8_t device_uuid[16];
 };

@@ -373,7 +373,7 @@ static void test_pool_create(paged_client *c1, paged_client *c2, paged_pool **ma
     is_int((long long) PL * 2 * PN * PH * PB * PD * 4, (long long) info.bytes,
            "create: bytes is L * 2 * N * H * B * D * element size");
     ok(info.writable, "create: the creator may write (mode 0600 by default)");
-    is_int(0600, info.mode, "create: the default mode is 0600");
+    is_int(0600 | PAGED_POOL_EXPORTED, info.mode, "create: the default mode is 0600, exported (owner only)");
 
     paged_pool *dup = NULL;
     is_int(PAGED_E_EXIST, paged_pool_create(c2, &d, &dup), "create: a second pool 'api' is PAGED_E_EXIST");
@@ -457,9 +457,10 @@ static void ro_child(const void *ctx, void *res)
 static void test_read_only(const struct pagedd *h, paged_client *c1)
 {
     paged_pool_desc d = desc_of("api-ro", 8);
-    d.mode = geteuid() == 0 ? 0644 : 0444;
+    d.mode = (geteuid() == 0 ? 0644 : 0444) | PAGED_POOL_EXPORTED; /* its mapping is tried */
     paged_pool *p = NULL;
-    is_int(PAGED_OK, paged_pool_create(c1, &d, &p), "read-only: pool created with mode %04o", d.mode);
+    is_int(PAGED_OK, paged_pool_create(c1, &d, &p), "read-only: pool created with mode %04o, exported",
+           d.mode & 0777);
     struct ro_result r = { 0 };
     if (geteuid() != 0) {
         paged_client *c = harness_client(h);

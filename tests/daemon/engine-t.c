@@ -121,7 +121,7 @@ static void make_pool(struct tpool *tp, pd_backend *b, uint32_t id, const char *
     m.mode = 0600;
     struct pd_pool_geom g;
     char why[PCORE_ERRMSG_MAX];
-    if (pd_pool_check_create(&m, 0, &g, why, sizeof why) < 0)
+    if (pd_pool_check_create(&m, 0, PD_POOL_MEMORY_AUTO, &g, why, sizeof why) < 0)
         bail("pool %s: %s", name, why);
     char *cause = NULL;
     if (pd_pool_create(b, id, name, &g, getuid(), getgid(), &tp->p, &cause) < 0)

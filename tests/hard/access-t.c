@@ -80,7 +80,8 @@ static void child_connect(struct rc_client *c, const char *name, uint32_t flags)
         _exit(3);
 }
 
-/* The owner: creates p600, p640 and p666 and attaches p600 from a second connection.
+/* The owner: creates p600, p640 (exported, so that its descriptor's protections are tried)
+ * and p666, and attaches p600 from a second connection.
  * res: the three creates, the second attach, whether it is writable. */
 static void owner_creates(int *res)
 {
@@ -89,7 +90,8 @@ static void owner_creates(int *res)
     memset(&r, 0, sizeof r);
     child_connect(&c, "owner", 0);
     res[0] = rc_pool_create(&c, "p600", L, H, D, B, PAGED_DTYPE_F32, N, 0600, PCORE_ATTACH_WRITE, &r, NULL);
-    res[1] = rc_pool_create(&c, "p640", L, H, D, B, PAGED_DTYPE_F32, N, 0640, PCORE_ATTACH_WRITE, &r, NULL);
+    res[1] = rc_pool_create(&c, "p640", L, H, D, B, PAGED_DTYPE_F32, N, 0640 | PAGED_POOL_EXPORTED,
+                           PCORE_ATTACH_WRITE, &r, NULL);
     res[2] = rc_pool_create(&c, "p666", L, H, D, B, PAGED_DTYPE_F32, N, 0666, PCORE_ATTACH_WRITE, &r, NULL);
     child_connect(&c2, "owner-2", 0);
     res[3] = rc_pool_attach(&c2, "p600", PCORE_ATTACH_WRITE, &r, NULL);

@@ -5,6 +5,7 @@
 #include "tests/hard/hard.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,4 +111,33 @@ void hard_fill(tap_rng *rng, float *x, size_t n)
     tap_rng_fill_uniform(rng, x, n, -1.0, 1.0);
     if (n > 0 && x[0] == 0.0f)
         x[0] = 0.5f;
+}
+
+/* Forks a tenant that may drop to another uid; see hard.h. */
+pid_t hard_fork_tenant(int drop_to, void (*steps)(int go, int *res, void *ctx), void *ctx, int nres, int *go,
+                       int *report)
+{
+    int g[2], r[2];
+    if (pipe(g) < 0 || pipe(r) < 0)
+        sysbail("pipe");
+    pid_t pid = bfork();
+    if (pid == 0) {
+        close(g[1]);
+        close(r[0]);
+        int *res = malloc((size_t) nres * sizeof *res);
+        if (res == NULL)
+            _exit(1);
+        for (int i = 0; i < nres; i++)
+            res[i] = -999;
+        if (drop_to != -1 && (setgroups(0, NULL) != 0 || setgid((gid_t) drop_to) != 0 || setuid((uid_t) drop_to) != 0))
+            _exit(77);
+        steps(g[0], res, ctx);
+        ssize_t want = (ssize_t) ((size_t) nres * sizeof *res);
+        _exit(write(r[1], res, (size_t) want) == want ? 0 : 1);
+    }
+    close(g[0]);
+    close(r[1]);
+    *go = g[1];
+    *report = r[0];
+    return pid;
 }

@@ -34,6 +34,15 @@ int hard_read_full(int fd, void *buf, size_t n, int timeout_ms);
  * came, else 0. */
 int hard_child_report(int fd, pid_t pid, void *report, size_t n, int timeout_ms, int *status);
 
+/*
+ * Forks a second tenant: where drop_to is not -1 it first drops to that uid and gid (exiting
+ * 77 when it may not), then runs steps(go, res, ctx) with go the read end of the pipe *go
+ * writes to and res nres ints set to -999, and writes res to the pipe *report reads, which
+ * hard_child_report collects. Returns its pid.
+ */
+pid_t hard_fork_tenant(int drop_to, void (*steps)(int go, int *res, void *ctx), void *ctx, int nres, int *go,
+                       int *report);
+
 /* Fills n floats with random values in [-1, 1), never all zero. */
 void hard_fill(tap_rng *rng, float *x, size_t n);
 

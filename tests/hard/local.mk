@@ -10,7 +10,7 @@ HARD_CLIENT_LIBS = tests/hard/libhardtest.la tests/service/libsvctest.la $(TAP_P
 	lib/libpaged.la kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 
 HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t tests/hard/fair-t \
-	tests/hard/tenants-t
+	tests/hard/tenants-t tests/hard/sealed-t
 check_PROGRAMS += $(HARD_TESTS)
 TESTS += $(HARD_TESTS)
 tests_hard_torture_t_LDADD = $(HARD_CLIENT_LIBS)
@@ -21,10 +21,18 @@ tests_hard_access_t_LDADD = $(HARD_CLIENT_LIBS)
 tests_hard_fair_t_SOURCES = tests/hard/fair-t.c $(PACTL_TEST_SOURCES)
 tests_hard_fair_t_LDADD = $(HARD_CLIENT_LIBS)
 tests_hard_tenants_t_LDADD = $(HARD_CLIENT_LIBS)
+# sealed-t: a sealed pool against a second uid; with PAGED_TEST_BACKEND=cuda on the GPU, its
+# clients filling device arenas as the service tests' do.
+tests_hard_sealed_t_SOURCES = tests/hard/sealed-t.c $(SVC_CLIENT_SOURCES)
+tests_hard_sealed_t_LDADD = $(HARD_CLIENT_LIBS)
+tests_hard_sealed_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+if HAVE_CUDA
+tests_hard_sealed_t_LDADD += $(CUDA_LIBS)
+endif
 
 # The tests exec the daemon (and fair-t pactl): make sure they are built first.
 tests/hard/torture-t.log tests/hard/load-t.log tests/hard/restart-t.log tests/hard/access-t.log \
-	tests/hard/fair-t.log tests/hard/tenants-t.log: daemon/pagedd tools/pactl
+	tests/hard/fair-t.log tests/hard/tenants-t.log tests/hard/sealed-t.log: daemon/pagedd tools/pactl
 
 # make check-long: the full-length runs (1000 kills, 64 clients x 10 000 requests).
 check-long: all
@@ -37,7 +45,7 @@ check-long: all
 HARD_VALGRIND_TESTS = tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
 	tests/service/control-t tests/service/dep-t tests/service/merge-t tests/service/fused-t \
 	tests/service/merge-late-t.sh tests/service/merge-refused-t.sh tests/service/shutdown-late-t.sh tests/hard/restart-t tests/hard/access-t tests/hard/load-t
-HARD_VALGRIND_TESTS += tests/hard/tenants-t
+HARD_VALGRIND_TESTS += tests/hard/tenants-t tests/hard/sealed-t
 HARD_VALGRIND = valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
 	--errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
 	--log-file=$(abs_top_builddir)/tests/hard/valgrind/pagedd.%p.log

@@ -2,7 +2,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,34 +116,13 @@ static void tenant_steps(int *res)
     paged_client_close(c);
 }
 
-/*
- * Forks the second tenant: it drops to uid and gid nobody, waits for owner_ids on the pipe
- * *go writes to, runs tenant_steps and writes its report to the pipe that *report reads.
- * Returns its pid.
- */
-static pid_t start_tenant(int *go, int *report)
+/* The second tenant once forked (uid and gid nobody): waits for owner_ids on go, then runs
+ * tenant_steps into res. Returns nothing. */
+static void tenant_main(int go, int *res, void *ctx)
 {
-    int g[2], r[2];
-    if (pipe(g) < 0 || pipe(r) < 0)
-        sysbail("pipe");
-    pid_t pid = bfork();
-    if (pid == 0) {
-        close(g[1]);
-        close(r[0]);
-        int res[R_COUNT];
-        for (int i = 0; i < R_COUNT; i++)
-            res[i] = -999;
-        if (setgroups(0, NULL) != 0 || setgid(TENANT_UID) != 0 || setuid(TENANT_UID) != 0)
-            _exit(77);
-        if (hard_read_full(g[0], owner_ids, sizeof owner_ids, 30000))
-            tenant_steps(res);
-        _exit(write(r[1], res, sizeof res) == (ssize_t) sizeof res ? 0 : 1);
-    }
-    close(g[0]);
-    close(r[1]);
-    *go = g[1];
-    *report = r[0];
-    return pid;
+    (void) ctx;
+    if (hard_read_full(go, owner_ids, sizeof owner_ids, 30000))
+        tenant_steps(res);
 }
 
 /* Creates pool name with mode through c; bails when it cannot. Returns the pool. */
@@ -159,21 +137,24 @@ static paged_pool *create_pool(paged_client *c, const char *name, uint32_t mode)
     return p;
 }
 
-/* The mode word: the sharing bit is kept and reported, unknown bits are refused. */
+/* The mode word: the sharing bit is kept and reported with the memory bit in effect (sealed:
+ * the mode grants others access), unknown bits are refused. */
 static void test_modes(paged_client *c, paged_pool *pu, paged_pool *ps)
 {
     paged_pool_info info;
     paged_pool_get_info(pu, &info);
-    is_int(0666, info.mode, "peruid: paged_pool_get_info's mode is 0666, no sharing bit");
+    is_int(0666 | PAGED_POOL_SEALED, info.mode, "peruid: paged_pool_get_info's mode is 0666, sealed, no sharing bit");
     paged_pool_get_info(ps, &info);
-    is_int(0666 | PAGED_POOL_SHARED_PREFIXES, info.mode, "shared: mode 0666 | PAGED_POOL_SHARED_PREFIXES");
+    is_int(0666 | PAGED_POOL_SHARED_PREFIXES | PAGED_POOL_SEALED, info.mode,
+           "shared: mode 0666 | PAGED_POOL_SHARED_PREFIXES | PAGED_POOL_SEALED");
     paged_pool *p = create_pool(c, "bare", PAGED_POOL_SHARED_PREFIXES);
     paged_pool_get_info(p, &info);
-    is_int(0600 | PAGED_POOL_SHARED_PREFIXES, info.mode, "the sharing bit alone: permission bits 0600");
+    is_int(0600 | PAGED_POOL_SHARED_PREFIXES | PAGED_POOL_EXPORTED, info.mode,
+           "the sharing bit alone: permission bits 0600, exported");
     paged_pool_detach(p);
     paged_pool_desc d = { .name = "odd", .num_layers = 1, .num_kv_heads = 1, .head_dim = 64, .block_size = B,
-                          .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600 | 0x20000 };
-    is_int(PAGED_E_INVAL, paged_pool_create(c, &d, &p), "a mode with an unknown bit (0x20000): PAGED_E_INVAL");
+                          .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600 | 0x80000 };
+    is_int(PAGED_E_INVAL, paged_pool_create(c, &d, &p), "a mode with an unknown bit (0x80000): PAGED_E_INVAL");
     ok(strstr(paged_client_error(c), "PAGED_POOL_SHARED_PREFIXES") != NULL,
        "the reason names what a mode may hold (%s)", paged_client_error(c));
 }
@@ -242,7 +223,7 @@ int main(void)
     if (chmod(daemon_.dir, 0755) != 0)
         sysbail("chmod %s", daemon_.dir);
     int go = -1, report = -1;
-    pid_t tenant = getuid() == 0 ? start_tenant(&go, &report) : -1;
+    pid_t tenant = getuid() == 0 ? hard_fork_tenant(TENANT_UID, tenant_main, NULL, R_COUNT, &go, &report) : -1;
     const char *args[] = { "--socket-mode=0666", "--backend", "cpu", NULL };
     int st;
     if (pagedd_start(&daemon_, args, NULL, &st) != 0)

@@ -177,6 +177,18 @@ int aio_open(struct aio_client *a, const char *socket, const char *name, const c
         snprintf(why, whylen, "attaching the pool: %s", paged_client_error(a->c));
         return -1;
     }
+    if (aio_bases(a, why, whylen) < 0)
+        return -1;
+    if (paged_alloc(a->pool, (uint32_t) (a->nseq * a->maxblk), a->ids) != PAGED_OK) {
+        snprintf(why, whylen, "ALLOC: %s", paged_client_error(a->c));
+        return -1;
+    }
+    return 0;
+}
+
+/* Finds a connected client's arena bases; see arena-io.h. */
+int aio_bases(struct aio_client *a, char *why, size_t whylen)
+{
     size_t size;
     a->host = paged_arena_base(a->c, PAGED_ARENA_HOST, &size);
     a->data = paged_arena_base(a->c, PAGED_ARENA_DATA, &size);
@@ -193,10 +205,6 @@ int aio_open(struct aio_client *a, const char *socket, const char *name, const c
         }
     }
 #endif
-    if (paged_alloc(a->pool, (uint32_t) (a->nseq * a->maxblk), a->ids) != PAGED_OK) {
-        snprintf(why, whylen, "ALLOC: %s", paged_client_error(a->c));
-        return -1;
-    }
     return 0;
 }
 

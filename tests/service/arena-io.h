@@ -71,6 +71,10 @@ struct aio_client {
 int aio_open(struct aio_client *a, const char *socket, const char *name, const char *pool,
              uint64_t host_size, uint64_t data_size, char *why, size_t whylen);
 
+/* Stores the arena bases of the connected client a->c in a->host and a->data (making the data
+ * arena's device current on cuda), as aio_open does. Returns 0, or -1 with what failed in why. */
+int aio_bases(struct aio_client *a, char *why, size_t whylen);
+
 /*
  * Fills the first ctx tokens of every sequence of a (f32 pool of ref's geometry) with random
  * keys and values from rng: one APPEND of every layer (tag), awaited, then the same on the

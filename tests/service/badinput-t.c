@@ -541,7 +541,7 @@ static void readonly_cases(void)
         bail("reader cannot connect: %s", c.errmsg);
     is_int(0, rc_pool_attach(&c, "bad", 0, &r, &fd), "read-only attach succeeds");
     is_int(0, (int) r.writable, "read-only attach: reply says not writable");
-    ok(fd >= 0, "read-only attach: a descriptor of the pool came");
+    ok(fd < 0 && r.mem_kind == PCORE_MEM_NONE, "read-only attach: no descriptor of the pool came (0666: sealed)");
     if (fd >= 0)
         close(fd);
     struct pcore_sqe s;
