@@ -423,8 +423,6 @@ static inline int pk_attn_check(const pk_cache *c, int layer, int num_q_heads, i
         return PAGED_E_LAYER;
     if (num_q_heads < 1 || num_q_heads % c->num_kv_heads != 0)
         return PAGED_E_HEADS;
-    if (num_q_heads / c->num_kv_heads > 8)
-        return PAGED_E_GEOMETRY;        /* one CTA serves a whole group; 8 is the most built */
     int rc = pk_attn_dtypes_supported(c->dtype, q_dtype);
     if (rc != 0)
         return rc;

@@ -262,8 +262,8 @@ static int pk_decode_check_shape(const pk_decode_args *a)
         return rc;
     if (a->num_seqs < 0 || a->bt_stride < 0 || a->num_seqs > INT32_MAX / 2)
         return PAGED_E_INVAL;
-    if (a->cache.num_kv_heads > 65535)
-        return PAGED_E_GEOMETRY;        /* grid dimension y */
+    if ((long long) a->cache.num_kv_heads * pk_decode_subs(a->num_q_heads / a->cache.num_kv_heads) > 65535)
+        return PAGED_E_GEOMETRY;        /* grid dimension y: KV heads x sub-groups */
     return 0;
 }
 
@@ -317,7 +317,8 @@ extern "C" int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info 
         return rc;
     out->parts = pl.max_parts;
     out->part_tokens = pl.part_tokens;
-    out->ctas = (long long) a->num_seqs * a->cache.num_kv_heads * pl.max_parts;
+    out->ctas = (long long) a->num_seqs * a->cache.num_kv_heads * pk_decode_subs(a->num_q_heads / a->cache.num_kv_heads)
+                * pl.max_parts;
     out->small_rings = pl.small;
     return 0;
 }

@@ -88,6 +88,17 @@ __device__ __forceinline__ T *pk_meta_rebase(T *ptr, const char *base, const uns
 }
 
 
+/* Most query heads one decode CTA serves (its PV slots, its shared query and softmax rows). */
+#define PK_DECODE_MAX_CTA_HEADS 8
+
+/* Returns the CTAs that serve one KV head's group of `group` query heads: 1 up to 8 heads (one
+ * CTA for the whole group, as always), else one per sub-group of at most 8 heads. Those CTAs
+ * are adjacent in the launch, so their reads of the KV head's keys and values hit L2. */
+static inline int pk_decode_subs(int group)
+{
+    return (group + PK_DECODE_MAX_CTA_HEADS - 1) / PK_DECODE_MAX_CTA_HEADS;
+}
+
 /* Returns the first context position a sequence of seq_len tokens attends to: 0, or the
  * start of its window. */
 __host__ __device__ __forceinline__ int pk_decode_window_start(int seq_len, int window)
@@ -142,7 +153,7 @@ static inline size_t pk_decode_plan_bytes(const pk_decode_args *a, const pk_deco
 }
 
 /*
- * Chooses the partition size. units CTAs serve one partition of every (sequence, KV head);
+ * Chooses the partition size. units CTAs serve one partition of every (sequence, KV head, sub-group);
  * cta_slots CTAs fit on the GPU at once. Splitting costs the partials (G / part_tokens of the
  * bytes, written, then read by the reduce) and the reduce kernel; a thin last wave of CTAs
  * costs more. So: no split from 1.9 waves up; from 1 wave, split into 2 waves or more; below

@@ -14,7 +14,9 @@
  * queries, whose f32 outputs 16-bit probabilities would not match.
  *
  * One CTA handles one (sequence, KV head, partition) and serves all G query heads of the
- * group, so every K/V byte is read from memory once. The partition is walked in tiles of
+ * group, so every K/V byte is read from memory once. A group of more than 8 heads is split into
+ * sub-groups of at most 8 (pk_decode_heads_of), one CTA each, side by side in the grid so that
+ * the K/V bytes they share are read from memory once and from L2 after. The partition is walked in tiles of
  * T = 32 tokens; a tile's K and V rows ([T][D] each) arrive in shared memory through 16-byte
  * cp.async copies, STAGES tiles deep, so that many bytes are in flight per SM while earlier
  * tiles are computed. Each tile then goes through three phases separated by barriers:
@@ -55,6 +57,9 @@ template <int D, typename KT> struct pk_decode_shape {
     static constexpr int MINB_REGS = 65536 / (NT * 80);  /* but leave at least 80 registers */
     static constexpr int MINB_CAP = MINB_SMEM < MINB_REGS ? MINB_SMEM : MINB_REGS;
     static constexpr int MINB = MINB_CAP < 1 ? 1 : MINB_CAP;
+    /* The wide-group variant holds its sub-group's size in a register through the loop (it
+     * spilled at D 80 with MINB's budget): one CTA per SM fewer where that budget binds. */
+    static constexpr int MINB_WIDE = MINB > 1 && MINB == MINB_REGS ? MINB - 1 : MINB;
     static_assert(T == 32, "the softmax gives each token of a tile one lane of a warp");
     static_assert(D % EPC == 0 && EPC % 4 == 0, "head dim must be a whole number of 16-byte chunks");
     static_assert(NT % 32 == 0 && NT <= 1024, "bad thread count");
@@ -81,6 +86,7 @@ struct pk_decode_params {
     float soft_cap;
     int window;
     int bt_stride, num_kv_heads, num_q_heads, group, block_shift;
+    int subs;                       /* CTAs per KV head: sub-groups of at most 8 query heads (1 if G <= 8) */
     int part_tokens, max_parts;
     int stages;                     /* tensor-core kernel: its shape's STAGES, or 2 (the small rings) */
     /* Fused append (pk_decode_args): the newest token's rows, side by side or per sequence,
@@ -92,6 +98,32 @@ struct pk_decode_params {
      * address the metadata pointers above are relative to (pk_decode_args.meta_dev). */
     const char *meta_base;
 };
+
+/* The query heads one CTA serves: a whole group of G <= 8, or one sub-group of at most 8 of a
+ * wider group (pk_decode_params.subs of them per KV head). */
+struct pk_decode_heads {
+    int h;                          /* the KV head whose keys and values the CTA reads */
+    int g;                          /* query heads served, 1 .. 8 */
+    int q0;                         /* the first of them, among the sequence's query heads */
+};
+
+/* Returns the heads of the CTA at index unit_head (KV head * p.subs + sub-group: the sub-groups
+ * of one KV head side by side in the launch, so that their reads of the same K/V meet in L2). */
+__device__ __forceinline__ pk_decode_heads pk_decode_heads_of(const pk_decode_params &p, int unit_head)
+{
+    pk_decode_heads r;
+    if (p.subs == 1) {
+        r.h = unit_head;
+        r.g = p.group;
+        r.q0 = unit_head * p.group;
+        return r;
+    }
+    r.h = unit_head / p.subs;
+    const int sub = unit_head - r.h * p.subs;
+    r.q0 = r.h * p.group + sub * 8;
+    r.g = min(8, p.group - sub * 8);
+    return r;
+}
 
 /* Returns *ptr: through the read-only data cache from device memory, or with META (the
  * metadata lives in the kernel's parameters, which that cache cannot address) a plain load. */
@@ -198,9 +230,12 @@ __device__ __forceinline__ void pk_decode_load_tile(const pk_decode_params &p, c
     }
 }
 
-/* The decode partition kernel: see the comment of pk_decode_shape. Grid (seq, kv head, partition). */
-template <int D, typename KT, typename QT>
-static __global__ void __launch_bounds__(pk_decode_shape<D, KT>::NT, pk_decode_shape<D, KT>::MINB)
+/* The decode partition kernel: see the comment of pk_decode_shape. Grid (seq, KV head x sub-group,
+ * partition). WIDE: groups of more than 8 heads, split into sub-groups (p.subs > 1); without it
+ * the group size stays a kernel parameter, not a register (a register spilled at D 80). */
+template <int D, typename KT, typename QT, bool WIDE>
+static __global__ void __launch_bounds__(pk_decode_shape<D, KT>::NT,
+                                         WIDE ? pk_decode_shape<D, KT>::MINB_WIDE : pk_decode_shape<D, KT>::MINB)
 pk_decode_kernel(const pk_decode_params p)
 {
     using S = pk_decode_shape<D, KT>;
@@ -215,9 +250,11 @@ pk_decode_kernel(const pk_decode_params p)
 
     pk_grid_dependency_wait();      /* launched early (programmatic): the inputs may be in flight */
     pk_grid_launch_dependents();    /* the reduce may be scheduled once every CTA runs */
-    const int seq = blockIdx.x, h = blockIdx.y, part = blockIdx.z;
+    const int seq = blockIdx.x, part = blockIdx.z;
+    const pk_decode_heads heads = WIDE ? pk_decode_heads_of(p, (int) blockIdx.y)
+                                       : pk_decode_heads{ (int) blockIdx.y, p.group, (int) blockIdx.y * p.group };
+    const int h = heads.h, G = WIDE ? heads.g : p.group;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int G = p.group;
     pk_decode_bounds bd;
     if (!pk_decode_bounds_of(p, seq, part, &bd))
         return;                                          /* a shorter sequence: nothing here */
@@ -240,7 +277,7 @@ pk_decode_kernel(const pk_decode_params p)
     }
 
     const QT *q = p.q_seq ? (const QT *) p.q_seq[seq] : (const QT *) p.q + (size_t) seq * p.num_q_heads * D;
-    q += (size_t) h * G * D;
+    q += (size_t) heads.q0 * D;
     for (int idx = tid; idx < G * D; idx += NT) {
         const int g = idx / D, d = idx - g * D;
         const int c = d / EPC, e = d - c * EPC;
@@ -261,7 +298,7 @@ pk_decode_kernel(const pk_decode_params p)
     for (int e = 0; e < EPC; ++e)
         acc[e] = 0.0f;
 
-    const float *slopes = p.alibi ? p.alibi + (size_t) h * G : nullptr;
+    const float *slopes = p.alibi ? p.alibi + heads.q0 : nullptr;
 
     for (int i = 0; i < ntiles; ++i) {
         pk_cp_async_wait<S::STAGES - 2>();
@@ -375,10 +412,12 @@ pk_decode_kernel(const pk_decode_params p)
     }
     __syncthreads();
 
-    const size_t hq0 = (size_t) seq * p.num_q_heads + (size_t) h * G;
+    /* The heads again, from the grid: their first query head live through the loop spilled (D 80). */
+    const int q0 = WIDE ? pk_decode_heads_of(p, (int) blockIdx.y).q0 : (int) blockIdx.y * p.group;
+    const size_t hq0 = (size_t) seq * p.num_q_heads + (size_t) q0;
     QT *out = nullptr;
     if (nparts == 1)
-        out = (p.out_seq ? (QT *) p.out_seq[seq] + (size_t) h * G * D : (QT *) p.out + hq0 * D);
+        out = (p.out_seq ? (QT *) p.out_seq[seq] + (size_t) q0 * D : (QT *) p.out + hq0 * D);
     for (int idx = tid; idx < G * D; idx += NT) {
         const int g = idx / D, d = idx - g * D;
         float sum = 0.0f;
@@ -617,8 +656,8 @@ __device__ __forceinline__ void pk_decode_pv_fp8(float acc[4], uint32_t lo, uint
 
 /*
  * The tensor-core decode partition kernel's body (see above; the kernels follow it). Grid
- * (seq x KV head, partition), the heads fastest, so that CTAs running side by side read
- * neighbouring slices of the same pool blocks. Warp w streams chunks w, w + W, w + 2W, ... of
+ * (seq x KV head x sub-group, partition), the sub-groups then the heads fastest, so that CTAs
+ * running side by side read neighbouring slices of the same pool blocks. Warp w streams chunks w, w + W, w + 2W, ... of
  * the partition. META: p's metadata pointers address the kernel's parameters.
  */
 template <int D, typename KT, typename QT, bool META>
@@ -632,10 +671,12 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
 
     pk_grid_dependency_wait();      /* launched early (programmatic): the inputs may be in flight */
     pk_grid_launch_dependents();    /* the reduce may be scheduled once every CTA runs */
-    const int seq = blockIdx.x / p.num_kv_heads, h = blockIdx.x - seq * p.num_kv_heads, part = blockIdx.y;
+    const int unit_heads = p.num_kv_heads * p.subs;      /* CTAs per sequence and partition */
+    const int seq = blockIdx.x / unit_heads, part = blockIdx.y;
+    const pk_decode_heads heads = pk_decode_heads_of(p, (int) blockIdx.x - seq * unit_heads);
+    const int h = heads.h, G = heads.g;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int tok = lane % CH;                           /* the chunk token whose row this lane looks up */
-    const int G = p.group;
 
     /* The queries as B fragments: lane (r, c) = (lane / 4, lane % 4) holds head r's dims
      * 2c, 2c + 1 and 2c + 8, 2c + 9 of each k step (fp8: 4c .. 4c + 3, see above). Their loads
@@ -646,7 +687,7 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
     QT qraw[NKS][4];
     {
         const QT *q = p.q_seq ? (const QT *) p.q_seq[seq] : (const QT *) p.q + (size_t) seq * p.num_q_heads * D;
-        q += (size_t) (h * G + (qr < G ? qr : 0)) * D;
+        q += (size_t) (heads.q0 + (qr < G ? qr : 0)) * D;
 #pragma unroll
         for (int ks = 0; ks < NKS; ++ks)
 #pragma unroll
@@ -735,7 +776,7 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
     const float ss = ldexpf(p.qk_scale, -qexp);         /* logit per unit of the mma's dot product */
     const float ss2 = ss * PK_LOG2E;
     const float cap = p.soft_cap;
-    const float *slopes = p.alibi ? p.alibi + (size_t) h * G : nullptr;
+    const float *slopes = p.alibi ? p.alibi + heads.q0 : nullptr;
     const int g0 = 2 * qc, g1 = g0 + 1;                  /* the heads of this lane's C columns */
     const float sl0 = slopes && g0 < G ? slopes[g0] : 0.0f;
     const float sl1 = slopes && g1 < G ? slopes[g1] : 0.0f;
@@ -950,10 +991,10 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
     __syncthreads();
 
     /* Merge the warps: out = sum_w 2^(m_w - M) o_w / sum_w 2^(m_w - M) l_w. */
-    const size_t hq0 = (size_t) seq * p.num_q_heads + (size_t) h * G;
+    const size_t hq0 = (size_t) seq * p.num_q_heads + (size_t) heads.q0;
     QT *out = nullptr;
     if (nparts == 1)
-        out = p.out_seq ? (QT *) p.out_seq[seq] + (size_t) h * G * D : (QT *) p.out + hq0 * D;
+        out = p.out_seq ? (QT *) p.out_seq[seq] + (size_t) heads.q0 * D : (QT *) p.out + hq0 * D;
     for (int idx = threadIdx.x; idx < G * D; idx += S::NT) {
         const int g = idx / D, d = idx - g * D;
         float M = -INFINITY;
@@ -1014,6 +1055,13 @@ template <int D, typename KT, typename QT> struct pk_decode_occupancy {
 };
 template <int D, typename KT, typename QT> std::atomic<int> pk_decode_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
 
+/* Per-device cache of the plain decode kernel's wide-group variant's resident CTAs per SM, one
+ * per instance. */
+template <int D, typename KT, typename QT> struct pk_decode_wide_occupancy {
+    static std::atomic<int> cache[PK_MAX_DEVICES];
+};
+template <int D, typename KT, typename QT> std::atomic<int> pk_decode_wide_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
+
 /* Per-device cache of the tensor-core decode kernel's resident CTAs per SM with the small
  * rings, one per instance. */
 template <int D, typename KT, typename QT> struct pk_decode_small_occupancy {
@@ -1052,23 +1100,26 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     constexpr int NT = MMA ? pk_decode_mma_shape<D, KT>::NT : pk_decode_shape<D, KT>::NT;
     constexpr int SMEM = MMA ? pk_decode_mma_shape<D, KT>::SMEM : pk_decode_shape<D, KT>::SMEM;
     void (*kernel)(pk_decode_params);
+    const int subs = pk_decode_subs(a->num_q_heads / a->cache.num_kv_heads);
     if constexpr (MMA)
         kernel = pk_decode_mma_kernel<D, KT, QT>;
     else
-        kernel = pk_decode_kernel<D, KT, QT>;
+        kernel = subs > 1 ? pk_decode_kernel<D, KT, QT, true> : pk_decode_kernel<D, KT, QT, false>;
     /* The fused append lives in the tensor-core kernel only (the f32 one has no registers
      * to spare for it). */
     if (!MMA && (a->new_k != nullptr || a->new_k_seq != nullptr))
         return PAGED_E_NOTSUP;
     int dev = 0;
     PK_CUDA_CHECK(cudaGetDevice(&dev));
-    const int occ = pk_kernel_prepare(kernel, NT, SMEM, dev, pk_decode_occupancy<D, KT, QT>::cache);
+    const int occ = pk_kernel_prepare(kernel, NT, SMEM, dev,
+                                      !MMA && subs > 1 ? pk_decode_wide_occupancy<D, KT, QT>::cache
+                                                       : pk_decode_occupancy<D, KT, QT>::cache);
     if (occ < 0)
         return occ;
     const int sms = pk_sm_count(dev);
     if (sms <= 0)
         return PAGED_E_DEVICE;
-    const long long units = (long long) a->num_seqs * a->cache.num_kv_heads;
+    const long long units = (long long) a->num_seqs * a->cache.num_kv_heads * subs;
     if (units > INT32_MAX)
         return PAGED_E_GEOMETRY;        /* grid dimension x of the tensor-core kernel */
     /* The reduce reads the partials in 16-byte vectors. */
@@ -1121,6 +1172,7 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     p.num_kv_heads = a->cache.num_kv_heads;
     p.num_q_heads = a->num_q_heads;
     p.group = a->num_q_heads / a->cache.num_kv_heads;
+    p.subs = subs;
     p.block_shift = pk_block_shift(a->cache.block_size);
     p.part_tokens = plan->part_tokens;
     p.max_parts = plan->max_parts;
@@ -1142,7 +1194,8 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     p.meta_base = (const char *) a->meta_dev;
 
     const dim3 grid = MMA ? dim3((unsigned) units, (unsigned) plan->max_parts)
-                          : dim3((unsigned) a->num_seqs, (unsigned) a->cache.num_kv_heads, (unsigned) plan->max_parts);
+                          : dim3((unsigned) a->num_seqs, (unsigned) (a->cache.num_kv_heads * subs),
+                                 (unsigned) plan->max_parts);
     if constexpr (MMA) {
         if (plan->meta)
             return pk_decode_meta_sized(a->meta_bytes, [&](auto n) {
