@@ -12,7 +12,8 @@
 #define FP8 PAGED_DTYPE_FP8_E4M3
 
 /* Decode, as batch x context x q heads / KV heads: the issue's list, then head dims 64 and
- * 256 and an fp8 cache on 64x2048x32/8 (the bf16 row it is compared with is the third). */
+ * 256, groups of 16 and 32 query heads per KV head (split into sub-groups of 8 across CTAs)
+ * and an fp8 cache on 64x2048x32/8 (the bf16 row it is compared with is the third). */
 static const struct bk_shape decode_full[] = {
     { .op = BK_DECODE, .seqs = 1, .ctx = 4096, .hq = 32, .hkv = 8, .D = 128, .B = 16,
       .kv_dtype = BF16, .q_dtype = BF16 },
@@ -29,6 +30,10 @@ static const struct bk_shape decode_full[] = {
     { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 64, .B = 16,
       .kv_dtype = BF16, .q_dtype = BF16 },
     { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 256, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 64, .hkv = 4, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 128, .hkv = 4, .D = 128, .B = 16,
       .kv_dtype = BF16, .q_dtype = BF16 },
     { .op = BK_DECODE, .seqs = 64, .ctx = 2048, .hq = 32, .hkv = 8, .D = 128, .B = 16,
       .kv_dtype = FP8, .q_dtype = BF16 },
@@ -51,6 +56,10 @@ static const struct bk_shape decode_quick[] = {
     { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 64, .B = 16,
       .kv_dtype = BF16, .q_dtype = BF16 },
     { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 256, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 64, .hkv = 4, .D = 128, .B = 16,
+      .kv_dtype = BF16, .q_dtype = BF16 },
+    { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 128, .hkv = 4, .D = 128, .B = 16,
       .kv_dtype = BF16, .q_dtype = BF16 },
     { .op = BK_DECODE, .seqs = 4, .ctx = 128, .hq = 32, .hkv = 8, .D = 128, .B = 16,
       .kv_dtype = FP8, .q_dtype = BF16 },
