@@ -23,7 +23,9 @@
  * sequence its own random layer (seq_layer in device memory, as a merged launch of clients
  * at different layers has it) over a pool whose every layer holds different data; the
  * reference takes the same layers (cpu-decode-t checks that it then gives what each
- * sequence gives alone on its layer).
+ * sequence gives alone on its layer). The wide-group set crosses group sizes up to 71 query
+ * heads per KV head (1 and 2 KV heads) with every dtype pair (so both partition kernels) and
+ * head dims 64, 128 and 256, on short contexts and on long ones that split.
  */
 #define MAXSEQS 24
 #define LONG_BUDGET 2500000
@@ -31,6 +33,10 @@
 static const int32_t dims[] = { 64, 80, 96, 128, 256 };
 static const int32_t block_sizes[] = { 8, 16, 32 };
 static const int32_t groups[] = { 1, 2, 4, 8 };
+/* Group sizes of the wide-group set: every one a CTA serves whole, and wider ones that are
+ * split into sub-groups of 8 (12: 8 + 4; 71: 8 x 8 + 7). */
+static const int32_t wide_groups[] = { 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 48, 64, 71 };
+static const int32_t wide_dims[] = { 0, 3, 4 };          /* indexes into dims: 64, 128, 256 */
 static const int32_t pairs[][2] = {
     { PAGED_DTYPE_F16, PAGED_DTYPE_F16 },      { PAGED_DTYPE_BF16, PAGED_DTYPE_BF16 },
     { PAGED_DTYPE_F32, PAGED_DTYPE_F32 },      { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_F16 },
@@ -180,8 +186,8 @@ static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
 
 /* Returns whether pk_cuda_decode_plan's answer for a (whose workspace is ws bytes, if any)
  * fits the workspace query and the tables: a split exactly when a workspace is there and asked
- * for, one CTA per (sequence, KV head, partition), and partitions of whole tiles covering
- * the longest context the tables allow without one to spare. */
+ * for, one CTA per (sequence, KV head, sub-group of at most 8 query heads, partition), and
+ * partitions of whole tiles covering the longest context the tables allow without one to spare. */
 static int plan_agrees(const pk_decode_args *a, size_t ws)
 {
     pk_decode_plan_info pi;
@@ -193,7 +199,8 @@ static int plan_agrees(const pk_decode_args *a, size_t ws)
     int split_expected = a->workspace != NULL && ws > 0;
     if ((pi.parts > 1) != split_expected || pi.part_tokens <= 0 || pi.part_tokens % 16 != 0)
         return 0;
-    if (pi.ctas != (long long) a->num_seqs * a->cache.num_kv_heads * pi.parts)
+    const long long subs = (a->num_q_heads / a->cache.num_kv_heads + 7) / 8;    /* CTAs per KV head */
+    if (pi.ctas != (long long) a->num_seqs * a->cache.num_kv_heads * subs * pi.parts)
         return 0;
     return pi.parts == 1 || ((long long) pi.parts * pi.part_tokens >= span
                              && (long long) (pi.parts - 1) * pi.part_tokens < span);
@@ -484,6 +491,50 @@ static void long_case(tap_rng *rng, int pi, int di, int idx)
     run_case(rng, &c);
 }
 
+/*
+ * The wide-group set: every group size of wide_groups on 1 and 2 KV heads, crossed with every
+ * dtype pair (the plain kernel for f32 queries, the tensor-core one for the rest) and head
+ * dims 64, 128 and 256 (rotating), on short contexts, then one long context per group size
+ * and head dim that the plan splits (the reduce merges the sub-groups' partials). Options and
+ * forms rotate with the case index; quick keeps a third of the short cases.
+ */
+static void wide_group_cases(tap_rng *rng, int quick)
+{
+    const int ngroups = (int) (sizeof wide_groups / sizeof wide_groups[0]);
+    for (int gi = 0; gi < ngroups; gi++)
+        for (int pi = 0; pi < 6; pi++) {
+            if (quick && (gi + pi) % 3 != 0)
+                continue;
+            const int k = gi * 6 + pi;
+            dcase c = base_case(rng, pi, wide_dims[k % 3], k % 3, 100 + k);
+            c.G = wide_groups[gi];
+            c.H = 1 + (gi + pi) % 2;
+            c.fused = pi != 2 && pi != 5 && k % 4 == 1;    /* the tensor-core pairs only */
+            run_case(rng, &c);
+        }
+    for (int gi = 0; gi < ngroups; gi++)
+        for (int di = 0; di < 3; di++) {
+            if (quick && di != gi % 3)
+                continue;
+            const int pi = (gi + di) % 6, k = gi * 3 + di;
+            dcase c = base_case(rng, pi, wide_dims[di], k % 3, 200 + k);
+            c.G = wide_groups[gi];
+            c.H = 1 + k % 2;
+            c.L = 1;
+            c.mixed = 0;
+            int32_t len = LONG_BUDGET / (c.G * c.H * c.D);
+            if (len > 3000)
+                len = 3000;
+            if (len < 700)
+                len = 700;
+            c.lens[0] = len - gu_range(rng, 0, 40);
+            c.lens[1] = gu_range(rng, 1, 40);
+            c.lens[2] = gu_range(rng, 300, 700);
+            c.window = k % 5 == 1 ? gu_range(rng, 200, 600) : 0;
+            run_case(rng, &c);
+        }
+}
+
 /* Checks the errors returned for shapes the kernels do not support. */
 static void error_cases(void)
 {
@@ -502,8 +553,10 @@ static void error_cases(void)
     b.cache.block_size = 24;
     is_int(PAGED_E_GEOMETRY, pk_cuda_decode(&b, NULL), "decode: block size 24 is PAGED_E_GEOMETRY");
     b = a;
-    b.num_q_heads = 32;
-    is_int(PAGED_E_GEOMETRY, pk_cuda_decode(&b, NULL), "decode: a GQA group of 16 is PAGED_E_GEOMETRY");
+    b.cache.num_kv_heads = 4096;
+    b.num_q_heads = 4096 * 136;
+    is_int(PAGED_E_GEOMETRY, pk_cuda_decode(&b, NULL),
+           "decode: 4096 KV heads of 136 query heads (69632 CTAs a partition) is PAGED_E_GEOMETRY");
     b = a;
     b.num_q_heads = 3;
     is_int(PAGED_E_HEADS, pk_cuda_decode(&b, NULL), "decode: 3 query heads over 2 KV heads is PAGED_E_HEADS");
@@ -750,6 +803,7 @@ int main(void)
             c.L = 3;
         run_case(&rng, &c);
     }
+    wide_group_cases(&rng, quick);
     ok(fused_cases > 0 && fused_cache_same == fused_cases,
        "decode, fused append: the cache holds afterwards exactly what APPEND's reference writes (%d of %d cases)",
        fused_cache_same, fused_cases);

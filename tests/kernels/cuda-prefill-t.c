@@ -18,7 +18,10 @@
  * with query rows and some earlier context, one whose context is all query rows (or no rows
  * at all), and a short chunk at the end of a longer context. The large set gives each dtype
  * pair several row tiles and key tiles; the edge set pins the rest. The reference costs
- * (query rows x context x query heads x head dim), so every case is trimmed to a budget.
+ * (query rows x context x query heads x head dim), so every case is trimmed to a budget. The
+ * wide-group set crosses group sizes up to 71 (1 and 2 KV heads) with every dtype pair and
+ * head dims 64, 128 and 256, then runs long 16-bit cases of those groups (the wgmma kernel's
+ * on Hopper; PAGED_NO_WGMMA=1 for the mma.sync one).
  */
 #define MAXSEQS 4
 #define BUDGET 1500000
@@ -27,6 +30,9 @@
 static const int32_t dims[] = { 64, 80, 96, 128, 256 };
 static const int32_t block_sizes[] = { 8, 16, 32 };
 static const int32_t groups[] = { 1, 2, 4, 8 };
+/* Group sizes of the wide-group set: up to 71 query heads per KV head, 8 and under included. */
+static const int32_t wide_groups[] = { 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 48, 64, 71 };
+static const int32_t wide_dims[] = { 0, 3, 4 };          /* indexes into dims: 64, 128, 256 */
 static const int32_t pairs[][2] = {
     { PAGED_DTYPE_F16, PAGED_DTYPE_F16 },      { PAGED_DTYPE_BF16, PAGED_DTYPE_BF16 },
     { PAGED_DTYPE_F32, PAGED_DTYPE_F32 },      { PAGED_DTYPE_FP8_E4M3, PAGED_DTYPE_F16 },
@@ -267,6 +273,45 @@ static pcase base_case(tap_rng *rng, int pi, int di, int bi, int idx)
     return c;
 }
 
+/*
+ * The wide-group set: every group size of wide_groups on 1 and 2 KV heads with every dtype
+ * pair and head dims 64, 128 and 256 (rotating), options rotating with the case index; then,
+ * per group size, a long 16-bit case at D 64 or 128 without cap or ALiBi (several row tiles,
+ * several key tiles). Quick keeps a third of the first part and half of the second.
+ */
+static void wide_group_cases(tap_rng *rng, int quick)
+{
+    const int ngroups = (int) (sizeof wide_groups / sizeof wide_groups[0]);
+    for (int gi = 0; gi < ngroups; gi++)
+        for (int pi = 0; pi < 6; pi++) {
+            if (quick && (gi + pi) % 3 != 0)
+                continue;
+            const int k = gi * 6 + pi;
+            pcase c = base_case(rng, pi, wide_dims[k % 3], k % 3, 100 + k);
+            c.G = wide_groups[gi];
+            c.H = 1 + (gi + pi) % 2;
+            trim(&c, BUDGET);
+            run_case(rng, &c);
+        }
+    for (int gi = 0; gi < ngroups; gi++) {
+        if (quick && gi % 2)
+            continue;
+        pcase c = base_case(rng, gi & 1, (gi & 2) ? 3 : 0, gi % 3, 300 + gi);
+        c.alibi = c.cap = 0;
+        c.causal = gi % 5 != 3;
+        c.window = gi % 6 == 1 ? gu_range(rng, 130, 300) : 0;
+        c.G = wide_groups[gi];
+        c.H = 1 + gi % 2;
+        c.nseqs = 2;
+        c.qo[0] = gu_range(rng, 100, 200);
+        c.prefix[0] = gu_range(rng, 260, 500);
+        c.qo[1] = gu_range(rng, 1, 20);
+        c.prefix[1] = gu_range(rng, 200, 300);
+        trim(&c, 2 * LARGE_BUDGET);
+        run_case(rng, &c);
+    }
+}
+
 /* Checks the errors returned for shapes the kernels do not support. */
 static void error_cases(void)
 {
@@ -355,6 +400,8 @@ int main(void)
         if (quick && k == 1)
             break;
     }
+
+    wide_group_cases(&rng, quick);
 
     /* Edge cases. */
     pcase c = base_case(&rng, 1, 3, 1, 0);
