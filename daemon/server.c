@@ -500,8 +500,9 @@ static int next_timeout(struct pd_server *srv, uint64_t now)
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
         if (c->state == PD_CONN_HELLO && c->deadline_ns < next)
             next = c->deadline_ns;
-        if (idle_deadline(srv, c) < next)
-            next = idle_deadline(srv, c);
+        const uint64_t idle = idle_deadline(srv, c);
+        if (idle < next)
+            next = idle;
         /* Nothing wakes us when a client reaps a full completion ring: look again soon. */
         if (c->state == PD_CONN_READY && c->cq_blocked && now + 1000000u < next)
             next = now + 1000000u;

@@ -3,6 +3,8 @@
 check_LTLIBRARIES += tests/tap/libtap.la
 tests_tap_libtap_la_SOURCES = tests/tap/basic.c tests/tap/basic.h
 TAP_LIBS = tests/tap/libtap.la -lm
+# The shell tests' TAP results (sourced).
+EXTRA_DIST += tests/tap/tap.sh
 
 # The pagedd spawner (tests/tap/pagedd.h) over the tools' one (tools/common/spawn.h): a test
 # that starts a daemon links these ahead of lib/core/libpagedcore.la and $(TAP_LIBS).

@@ -4,11 +4,11 @@
 # SPDX-License-Identifier: MIT
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
+. "$top_srcdir/tests/tap/tap.sh"
 pagedd=$top_builddir/daemon/pagedd
 example=$top_srcdir/daemon/paged.conf.example
 if [ ! -x "$pagedd" ]; then
-    echo "1..0 # SKIP $pagedd is not built"
-    exit 0
+    tap_skip_all "$pagedd is not built"
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/conf-example.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -23,36 +23,27 @@ check() {
     err=$(cat "$tmp/err")
 }
 
-# Prints "ok N - WHAT" when the status STATUS is 0, else "not ok" and the diagnostics DIAG.
-report() {
-    if [ "$2" -eq 0 ]; then
-        echo "ok $1 - $3"
-    else
-        echo "not ok $1 - $3"
-        printf '%s\n' "$4" | sed 's/^/# /'
-    fi
-}
 
 # Every "# key = value" line of the example uncommented; the prose stays a comment.
 sed 's/^# \([a-z][a-z-]* =\)/\1/' "$example" >"$tmp/uncommented"
 : >"$tmp/empty"
 
 check --config "$tmp/uncommented"
-report 1 $(( rc != 0 || ${#err} != 0 )) "the uncommented example parses: exit 0, nothing on stderr" \
+tap_result $(( rc != 0 || ${#err} != 0 )) "the uncommented example parses: exit 0, nothing on stderr" \
     "exit $rc: $err"
 from_example=$out
 
 check --config "$tmp/empty"
 defaults=$out
 [ "$from_example" = "$defaults" ]
-report 2 $? "the uncommented example's settings are the defaults" \
+tap_result $? "the uncommented example's settings are the defaults" \
     "$(printf '%s\n' "$defaults" >"$tmp/defaults"; printf '%s\n' "$from_example" | diff "$tmp/defaults" - )"
 
 # The keys the example names against those pagedd accepts in a file (it prints them all).
 sed -n 's/^\([a-z][a-z-]*\) =.*/\1/p' "$tmp/uncommented" | sort >"$tmp/example-keys"
 printf '%s\n' "$defaults" | sed -n 's/^\([a-z][a-z-]*\) =.*/\1/p' | sort >"$tmp/pagedd-keys"
 diff "$tmp/pagedd-keys" "$tmp/example-keys" >"$tmp/keys-diff"
-report 3 $? "the example names every key pagedd accepts ($(wc -l <"$tmp/pagedd-keys") keys), and no other" \
+tap_result $? "the example names every key pagedd accepts ($(wc -l <"$tmp/pagedd-keys") keys), and no other" \
     "$(cat "$tmp/keys-diff")"
 
 # A bad value: the file, the line and the key named, exit 1.
@@ -62,14 +53,14 @@ line=$(wc -l <"$tmp/bad")
 check --config "$tmp/bad"
 want="pagedd: $tmp/bad:$line: threads: 'many' is not a number from 0 to 1024"
 [ $rc -eq 1 ] && [ "$err" = "$want" ]
-report 4 $? "a bad value: exit 1, \"FILE:$line: threads: ...\"" "exit $rc: $err"
+tap_result $? "a bad value: exit 1, \"FILE:$line: threads: ...\"" "exit $rc: $err"
 
 # The command line wins over the file, and the output reads back as a configuration file.
 check --config "$tmp/uncommented" --threads 3 --socket-mode 0600
 printf '%s\n' "$out" | grep -qx 'threads = 3' && printf '%s\n' "$out" | grep -qx 'socket-mode = 0600'
-report 5 $? "options win over the file: threads = 3, socket-mode = 0600" "$out"
+tap_result $? "options win over the file: threads = 3, socket-mode = 0600" "$out"
 printf '%s\n' "$out" >"$tmp/printed"
 expect=$out
 check --config "$tmp/printed"
 [ $rc -eq 0 ] && [ "$out" = "$expect" ]
-report 6 $? "--check-config's output read back as paged.conf gives the same settings" "exit $rc: $err"
+tap_result $? "--check-config's output read back as paged.conf gives the same settings" "exit $rc: $err"

@@ -7,20 +7,15 @@
 # --prefix=/usr --sysconfdir=/etc, as a distribution configures it, so that systemd's own
 # directories (pkg-config systemd) are the ones chosen. It leaves the tree under test alone.
 top_builddir=${top_builddir:-.}
-# Skips the whole test, saying why.
-skip_all() {
-    echo "1..0 # SKIP $1"
-    exit 0
-}
-command -v make >/dev/null 2>&1 || skip_all "no make on the PATH"
-[ -f "$top_builddir/Makefile" ] || skip_all "$top_builddir is not a configured build tree"
+. "${top_srcdir:-.}/tests/tap/tap.sh"
+command -v make >/dev/null 2>&1 || tap_skip_all "no make on the PATH"
+[ -f "$top_builddir/Makefile" ] || tap_skip_all "$top_builddir is not a configured build tree"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/install-t.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # The harness's make passes its jobs and variables down the environment: the private build
 # takes none of them.
 unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 d=$tmp/dest
-n=0
 
 # Runs a step of the build, its output into $tmp/STEP.log; on failure shows the log's end and
 # bails out. Returns only on success.
@@ -34,27 +29,21 @@ step() {
     fi
 }
 
-# Prints the TAP line for a check: "ok" when the status STATUS is 0; WHAT says what.
-report() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-
 # Reports whether the file FILE exists under the DESTDIR (a regular file, or for -x, a program).
 has() {
     if [ "$1" = -x ]; then
         [ -f "$d$2" ] && [ -x "$d$2" ]
-        report $? "installed program $2"
+        tap_result $? "installed program $2"
     else
         [ -f "$d$1" ]
-        report $? "installed $1"
+        tap_result $? "installed $1"
     fi
 }
 
 # Reports whether FILE is absent from the DESTDIR.
 hasnt() {
     [ ! -e "$d$1" ] && [ ! -L "$d$1" ]
-    report $? "nothing installed as $1"
+    tap_result $? "nothing installed as $1"
 }
 
 echo 1..33
@@ -94,21 +83,21 @@ has /usr/share/man/man5/paged.conf.5
 has /usr/share/man/man7/paged.7
 hasnt /usr/share/man/man3/x-paged_decode.3
 grep -qx '\.so man3/paged_decode\.3' "$d/usr/share/man/man3/paged_append.3"
-report $? "paged_append.3 still names man3/paged_decode.3"
+tap_result $? "paged_append.3 still names man3/paged_decode.3"
 
 # What the programs embed names the renamed programs and the configured directories.
 libs=$d/usr/lib
 help=$(LD_LIBRARY_PATH=$libs "$d/usr/bin/x-paged-demo" --help 2>&1)
 printf '%s\n' "$help" | grep -q -- '--pagedd PATH .*(default /usr/sbin/x-pagedd)$'
-report $? "x-paged-demo runs /usr/sbin/x-pagedd by default"
+tap_result $? "x-paged-demo runs /usr/sbin/x-pagedd by default"
 printf '%s\n' "$help" | grep -q -- '--pactl PATH .*(default /usr/bin/x-pactl)$'
-report $? "x-paged-demo runs /usr/bin/x-pactl by default"
+tap_result $? "x-paged-demo runs /usr/bin/x-pactl by default"
 conf=$(LD_LIBRARY_PATH=$libs "$d/usr/sbin/x-pagedd" --check-config 2>&1 | sed -n 1p)
 case $conf in *" /etc/paged.conf"*) rc=0 ;; *) rc=1 ;; esac
-report $rc "x-pagedd reads /etc/paged.conf (\"$conf\")"
+tap_result $rc "x-pagedd reads /etc/paged.conf (\"$conf\")"
 help=$(LD_LIBRARY_PATH=$libs "$d/usr/libexec/paged/x-paged-bench" --help 2>&1)
 printf '%s\n' "$help" | grep -q 'else /usr/sbin/x-pagedd)'
-report $? "x-paged-bench starts /usr/sbin/x-pagedd when not run from a build tree"
+tap_result $? "x-paged-bench starts /usr/sbin/x-pagedd when not run from a build tree"
 
 # The unit, the sysusers.d and tmpfiles.d entries where systemd looks for them.
 sd() { pkg-config --variable="$1" systemd 2>/dev/null; }
@@ -118,15 +107,15 @@ tmpfilesdir=$(sd tmpfilesdir); tmpfilesdir=${tmpfilesdir:-/usr/lib/tmpfiles.d}
 unit=$d$unitdir/pagedd.service
 has "$unitdir/pagedd.service"
 grep -q '^ExecStart=/usr/sbin/x-pagedd ' "$unit"
-report $? "the unit runs /usr/sbin/x-pagedd"
+tap_result $? "the unit runs /usr/sbin/x-pagedd"
 grep -q '^Documentation=man:x-pagedd(8) ' "$unit"
-report $? "the unit's documentation is x-pagedd(8)"
+tap_result $? "the unit's documentation is x-pagedd(8)"
 grep -qx 'Group=paged' "$unit"
-report $? "the unit runs pagedd in the group paged"
+tap_result $? "the unit runs pagedd in the group paged"
 grep -qx 'g paged -' "$d$sysusersdir/paged.conf"
-report $? "$sysusersdir/paged.conf makes the group paged"
+tap_result $? "$sysusersdir/paged.conf makes the group paged"
 grep -qx 'd /run/paged 0750 root paged -' "$d$tmpfilesdir/paged.conf"
-report $? "$tmpfilesdir/paged.conf makes /run/paged, mode 0750, group paged"
+tap_result $? "$tmpfilesdir/paged.conf makes /run/paged, mode 0750, group paged"
 has /usr/share/doc/paged/examples/paged.conf.example
 
 # install-strip stripped the programs (where readelf can tell).
@@ -134,15 +123,14 @@ if command -v readelf >/dev/null 2>&1; then
     debug=$(for p in /usr/bin/x-pactl /usr/sbin/x-pagedd /usr/libexec/paged/x-paged-bench; do
         readelf -S "$d$p" | grep -q '\.debug_info' && echo "$p"; done)
     [ -z "$debug" ]
-    report $? "install-strip leaves no debug information in the programs ${debug:+(in $debug)}"
+    tap_result $? "install-strip leaves no debug information in the programs ${debug:+(in $debug)}"
 else
-    n=$((n + 1))
-    echo "ok $n # SKIP readelf is not installed"
+    tap_skip "readelf is not installed"
 fi
 
 # make uninstall takes back everything, renamed files included.
 step uninstall make uninstall DESTDIR="$d"
 left=$(find "$d" ! -type d | sed "s|^$d||")
 [ -z "$left" ]
-report $? "make uninstall removes every installed file"
+tap_result $? "make uninstall removes every installed file"
 printf '%s\n' "$left" | sed '/^$/d; s/^/# left: /'
