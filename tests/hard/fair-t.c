@@ -185,25 +185,13 @@ static struct tp_run pactl_status(uid_t uid)
     return r;
 }
 
-/* Returns whether uid can run pactl here at all (`pactl -V`): a build tree under a directory
- * only root may enter is closed to it. */
-static int pactl_runs_as(uid_t uid)
-{
-    struct tp_run r;
-    char *argv[] = { tp_pactl, "-V", NULL };
-    tp_run_as(&r, uid, argv);
-    int runs = r.status == 0;
-    tp_run_free(&r);
-    return runs;
-}
-
 /* Checks that pactl as A is refused naming want (skipped where A cannot run pactl at all), and
  * that pactl as root runs. Returns nothing. */
 static void pactl_cases(const char *stage, const char *want)
 {
     static int a_runs = -1;
     if (a_runs < 0)
-        a_runs = pactl_runs_as(A_UID);
+        a_runs = tp_pactl_runs_as(A_UID);
     if (a_runs) {
         struct tp_run a = pactl_status(A_UID);
         a.err[strcspn(a.err, "\n")] = '\0';    /* its one line, for the test's message */

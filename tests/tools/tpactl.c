@@ -231,6 +231,17 @@ void tp_run_free(struct tp_run *r)
     free(r->err);
 }
 
+/* Returns whether uid can run pactl here; see tpactl.h. */
+int tp_pactl_runs_as(uid_t uid)
+{
+    struct tp_run r;
+    char *argv[] = { tp_pactl, "-V", NULL };
+    tp_run_as(&r, uid, argv);
+    int runs = r.status == 0;
+    tp_run_free(&r);
+    return runs;
+}
+
 /* Parses a run's standard output as one JSON document; returns it or NULL. */
 struct tj *tp_run_json(const struct tp_run *r)
 {

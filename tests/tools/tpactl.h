@@ -77,6 +77,10 @@ void tp_run_as(struct tp_run *r, uid_t uid, char *const argv[]);
 /* Frees a run's output. */
 void tp_run_free(struct tp_run *r);
 
+/* Returns whether user uid can run pactl here at all (`pactl -V`): not where it cannot switch
+ * to uid, nor where a directory above the build tree is closed to that uid. */
+int tp_pactl_runs_as(uid_t uid);
+
 /* Parses a run's standard output as one JSON document; returns it or NULL (with a
  * diagnostic). */
 struct tj *tp_run_json(const struct tp_run *r);
