@@ -30,10 +30,12 @@
  * completions once done() says the ticket's work is finished; batches finish in ticket order.
  *
  * Dependencies (pv_op.wait_off, .signal_off) of ops whose client has a data arena of the
- * backend's own (arenas.data) are the backend's: it holds the batch's work until each
- * waited word is reached (at most batch->dep_timeout_ns, then PAGED_E_TIMEOUT, or late_fn
- * when the batch completed early) and writes each signal word after it. Those of ops whose
- * data arena is the host arena are the engine's, on the host.
+ * backend's own (arenas.data): the backend writes each signal word after the batch's work.
+ * The engine holds a waiting request until its word is reached, looking at host words
+ * itself and at data-arena words through probe(), and hands it over with PCORE_SQE_WAIT
+ * cleared; only under dependency-waits = inline does an op reach run_batch still waiting,
+ * and then the backend holds the batch's work until each waited word is reached (at most
+ * batch->dep_timeout_ns, then PAGED_E_TIMEOUT, or late_fn when the batch completed early).
  *
  * Adding a backend: a folder daemon/NAME/ whose interface header NAME.h declares its open
  * function, a file there defining a const struct pd_backend_ops, and a line in
@@ -121,6 +123,9 @@ struct pd_batch {
     uint32_t fused_appends;       /* APPENDs that rode in their DECODEs' launch (daemon/engine/fuse.h) */
 };
 
+/* What probe() found of a word. */
+enum pd_probe { PD_PROBE_SHORT = 0, PD_PROBE_REACHED = 1, PD_PROBE_PENDING = 2 };
+
 struct pd_backend_ops {
     const char *name;             /* "cpu", "cuda" */
     /* Allocates and zeroes a pool's memory for cache (base ignored); stores the record and
@@ -145,6 +150,12 @@ struct pd_backend_ops {
      * arena (PCORE_SQE_HOST_WORDS) from now on, until arena_destroy; NULL in a backend whose
      * host-arena words the engine handles. Returns PAGED_OK or a paged_error with *cause. */
     int (*host_register)(pd_backend *b, pd_arena *arena, void *host, uint64_t size, char **cause);
+    /* Looks at the dependency word at off in a client's data arena (arena) without making any
+     * device queue wait for it (the engine's isolated waits): returns PD_PROBE_REACHED when it
+     * has reached value (the protocol's wrapping comparison), PD_PROBE_SHORT when the last look
+     * found it short (and starts the next), PD_PROBE_PENDING while a look is on its way, or a
+     * negative paged_error. NULL in a backend whose data arena is the host arena. */
+    int (*probe)(pd_backend *b, pd_arena *arena, uint64_t off, uint32_t value);
     /* Runs the launches of batch in order and returns once every output is visible to its
      * client, with each op's status set: an op's error is its own (a refused launch fails
      * only its ops; a merged launch that is refused is retried op by op), except that a

@@ -42,6 +42,8 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/engine/engine.c \
 	daemon/engine/defer.c \
 	daemon/engine/report.c \
+	daemon/engine/strikes.h \
+	daemon/engine/strikes.c \
 	daemon/cpu/cpu.h \
 	daemon/cpu/workers.h \
 	daemon/cpu/workers.c \
@@ -71,6 +73,8 @@ PD_CUDA_BACKEND_SOURCES = \
 	daemon/cuda/batch.c \
 	daemon/cuda/flight.h \
 	daemon/cuda/flight.c \
+	daemon/cuda/probe.h \
+	daemon/cuda/probe.c \
 	daemon/cuda/mem.h \
 	daemon/cuda/mem.c \
 	daemon/cuda/reaper.h \

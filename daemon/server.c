@@ -419,8 +419,12 @@ static void reload(struct pd_server *srv)
     srv->cfg.hello_timeout_ms = n.hello_timeout_ms;
     srv->cfg.spin_us = n.spin_us;
     srv->cfg.dependency_timeout_ms = n.dependency_timeout_ms;
+    srv->cfg.dependency_waits = n.dependency_waits;
+    srv->cfg.dependency_strikes = n.dependency_strikes;
     srv->engine_env.max_blocks_per_client = n.max_blocks_per_client;
     srv->engine_env.dependency_timeout_ms = n.dependency_timeout_ms;
+    srv->engine_env.dependency_inline = n.dependency_waits == 1;
+    srv->engine_env.dependency_strikes = n.dependency_strikes;
     pd_notify_ready();
 }
 
@@ -711,7 +715,8 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     srv->engine_env = (struct pd_engine_env) {
         .backend = srv->backend, .conns = &srv->conns,
         .max_blocks_per_client = cfg->max_blocks_per_client,
-        .dependency_timeout_ms = cfg->dependency_timeout_ms, .stats = &srv->stats,
+        .dependency_timeout_ms = cfg->dependency_timeout_ms, .dependency_inline = cfg->dependency_waits == 1,
+        .dependency_strikes = cfg->dependency_strikes, .stats = &srv->stats,
         .sigpipe_ignored = sigpipe_ignored, .ctx = srv, .kill = engine_kill,
         .flush_evictions = engine_flush_evictions,
     };

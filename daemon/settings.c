@@ -14,7 +14,7 @@
 #include "daemon/util/log.h"
 
 /* How a key's value is stored in struct pd_config. */
-enum key_type { T_STR, T_BOOL, T_U32, T_U64, T_OCTAL, T_LEVEL, T_BACKEND, T_MEMORY, T_FD };
+enum key_type { T_STR, T_BOOL, T_U32, T_U64, T_OCTAL, T_LEVEL, T_BACKEND, T_MEMORY, T_WAITS, T_FD };
 
 /* The internal table: the public part plus where and how the value is kept. */
 struct key_slot {
@@ -73,6 +73,12 @@ static const struct key_slot keys[] = {
     { { "dependency-timeout", 1, 0, 1, 1, "MS", "fail a request whose wait word is not reached "
         "within MS ms (default 1000)" },
       NUM(T_U32, dependency_timeout_ms, 1, 3600000) },
+    { { "dependency-waits", 1, 0, 1, 1, "isolated|inline", "cuda: where a request waits for its word (default "
+        "isolated: off the GPU, holding up only its client; inline: on the daemon's stream, for trusted clients)" },
+      NUM(T_WAITS, dependency_waits, 0, 1) },
+    { { "dependency-strikes", 1, 0, 1, 1, "N", "refuse the waits of a user whose waits timed out N times in "
+        "the last minute, unless already reached (default 3; 0: never)" },
+      NUM(T_U32, dependency_strikes, 0, 1000) },
     { { "ready-fd", 1, 0, 0, 0, "FD", "write READY to descriptor FD once serving, then close it" },
       NUM(T_FD, ready_fd, 0, 65535) },
 };
@@ -87,17 +93,18 @@ struct choice {
 
 static const struct choice backend_choice = { { "auto", "cpu", "cuda" }, "cpu, cuda or auto" };
 static const struct choice memory_choice = { { "auto", "sealed", "exported" }, "auto, sealed or exported" };
+static const struct choice waits_choice = { { "isolated", "inline", NULL }, "isolated or inline" };
 
-/* Returns the choices of a T_BACKEND or T_MEMORY slot. */
+/* Returns the choices of a T_BACKEND, T_MEMORY or T_WAITS slot. */
 static const struct choice *choice_of(enum key_type t)
 {
-    return t == T_BACKEND ? &backend_choice : &memory_choice;
+    return t == T_BACKEND ? &backend_choice : t == T_MEMORY ? &memory_choice : &waits_choice;
 }
 
 /* Returns the value (index) of word among ch's names, or -1 when it is none of them. */
 static int parse_choice(const struct choice *ch, const char *word)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3 && ch->names[i] != NULL; i++)
         if (strcmp(ch->names[i], word) == 0)
             return i;
     return -1;
@@ -120,6 +127,7 @@ void pd_config_defaults(struct pd_config *cfg, const char *default_config)
     cfg->hello_timeout_ms = 5000;
     cfg->spin_us = 1000;
     cfg->dependency_timeout_ms = 1000;
+    cfg->dependency_strikes = 3;
     cfg->ready_fd = -1;
 }
 
@@ -232,7 +240,8 @@ static int store(struct pd_config *cfg, const struct key_slot *k, const char *va
         return 0;
     }
     case T_BACKEND:
-    case T_MEMORY: {
+    case T_MEMORY:
+    case T_WAITS: {
         const struct choice *ch = choice_of(k->type);
         int i = parse_choice(ch, value);
         if (i < 0) {
@@ -352,6 +361,7 @@ static const char *format(const struct pd_config *cfg, const struct key_slot *k,
     case T_LEVEL: snprintf(buf, size, "%s", pd_log_level_name(*(const enum pd_log_level *) base)); break;
     case T_BACKEND: snprintf(buf, size, "%s", backend_choice.names[*(const enum pd_backend_choice *) base]); break;
     case T_MEMORY: snprintf(buf, size, "%s", memory_choice.names[*(const uint32_t *) base]); break;
+    case T_WAITS: snprintf(buf, size, "%s", waits_choice.names[*(const uint32_t *) base]); break;
     }
     return buf;
 }

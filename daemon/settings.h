@@ -45,6 +45,9 @@ struct pd_config {
     uint32_t control_idle_timeout_ms;/* a control connection silent this long is closed; 0 = never */
     uint32_t spin_us;              /* engine's adaptive spin ceiling before it sleeps */
     uint32_t dependency_timeout_ms;/* longest a request waits for its dep.wait_off word */
+    uint32_t dependency_waits;     /* 0 isolated (the engine looks at the word), 1 inline (cuda: the
+                                    * daemon's stream waits for it) */
+    uint32_t dependency_strikes;   /* timed-out waits in a minute that get a user's waits refused */
     int ready_fd;                  /* command line only: write "READY\n" here when serving */
 };
 

@@ -365,6 +365,7 @@ static int cuda_arena_create(pd_backend *b, uint64_t size, pd_arena **out, struc
     pd_arena *a = pd_calloc(1, sizeof *a);
     if (a == NULL)
         return pd_cu_fail(PAGED_E_NOMEM, cause, "out of memory");
+    pd_cu_look_init(&a->look);
     rc = pd_cu_mem_alloc(&cb->dev, size, "data arena", &a->mem, cause);
     if (rc == PAGED_OK) {
         rc = pd_cu_mem_export(&cb->dev, &a->mem, exp, cause);
@@ -390,6 +391,7 @@ static void cuda_arena_destroy(pd_backend *b, pd_arena *a, void *map, uint64_t m
         return;
     }
     pd_cu_settle(b);
+    pd_cu_look_free(&cb->prober, &a->look);
     /* Nothing queued uses them now; unpinning and freeing take tens of milliseconds, which
      * the reaper's thread spends instead of the engine. The channel is unmapped only after
      * its host arena is unpinned: a new channel mapped at the same address must not meet
@@ -447,6 +449,7 @@ static void cuda_destroy(pd_backend *b)
         cudaStreamSynchronize(cb->stream);
     pd_cu_reaper_stop(&cb->reaper);
     pd_cu_flight_free(&cb->flight);
+    pd_cu_prober_free(&cb->prober);
     if (cb->d_stage != NULL)
         cudaFree(cb->d_stage);
     free(cb->last_stage);
@@ -461,6 +464,19 @@ static void cuda_destroy(pd_backend *b)
     free(b);
 }
 
+/* Looks at a client's dependency word without waiting on the device (probe.h); see backend.h. */
+static int cuda_probe(pd_backend *b, pd_arena *a, uint64_t off, uint32_t value)
+{
+    struct cuda_backend *cb = b->priv;
+    if (!cb->healthy)
+        return PAGED_E_DEVICE;
+    cudaError_t e = cudaSuccess;
+    int seen = pd_cu_look(&cb->prober, &a->look, a->mem.dptr, off, value, &e);
+    if (seen < 0)
+        return e == cudaErrorMemoryAllocation ? PAGED_E_NOMEM : pd_cu_error(cb, "dependency word look", e);
+    return seen == 1 ? PD_PROBE_REACHED : seen == 0 ? PD_PROBE_SHORT : PD_PROBE_PENDING;
+}
+
 static const struct pd_backend_ops cuda_ops = {
     .name = "cuda",
     .pool_create = cuda_pool_create,
@@ -469,6 +485,7 @@ static const struct pd_backend_ops cuda_ops = {
     .arena_create = cuda_arena_create,
     .arena_destroy = cuda_arena_destroy,
     .host_register = cuda_host_register,
+    .probe = cuda_probe,
     .run_batch = pd_cu_run_batch,
     .settle = pd_cu_settle,
     .tick = cuda_tick,

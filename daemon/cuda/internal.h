@@ -46,6 +46,7 @@ struct cuda_backend {
     size_t partner_cap;
     struct pf_scratch fuse_scratch;
     struct pd_cu_flight flight;   /* batches queued and completed early (flight.h) */
+    struct pd_cu_prober prober;   /* looks at clients' dependency words (probe.h) */
     uint64_t dep_timeout_ns;      /* the watchdog's: the last batch's dep_timeout_ns */
     void *ws;                     /* decode/prefill workspace */
     size_t ws_cap;

@@ -24,6 +24,7 @@
 #include <cuda.h>
 
 #include "daemon/backend.h"
+#include "daemon/cuda/probe.h"
 #include "daemon/util/log.h"
 
 /* The driver entry points the backend uses. */
@@ -79,6 +80,7 @@ struct pd_arena {
     struct pd_cu_mem mem;
     void *host;                   /* the client's host arena, once registered (PCORE_SQE_HOST_WORDS) */
     unsigned char *host_dev;      /* its device address then */
+    struct pd_cu_look look;       /* its dependency words' looks (probe.h) */
 };
 
 /*

@@ -194,6 +194,7 @@ void pd_engine_destroy(struct pd_engine *e)
     free(e->groups);
     free(e->next);
     free(e->def);
+    pd_strikes_free(&e->strikes);
     free(e);
 }
 
@@ -292,19 +293,61 @@ static struct eng_client *add_client(struct pd_engine *e, struct pd_conn *c)
 }
 
 /*
- * The host side of PCORE_SQE_WAIT, for a client whose data arena is its host arena (the cpu
- * backend): returns 1 when op's word is reached, 0 when it is not yet (the request stays in
- * the ring and c's later ones behind it), -1 when it has not been for the configured
- * dependency timeout since the engine first found it waiting.
+ * Refuses op's wait: its word is short and c's uid is struck out (strikes.h); logs it once per
+ * strike. Returns PAGED_E_LIMIT.
  */
-static int host_wait(const struct pd_engine *e, struct pd_conn *c, const struct pv_op *op)
+static int refuse_struck(struct pd_engine *e, struct pd_conn *c, uint32_t strikes)
 {
-    const uint32_t *word = (const uint32_t *) (c->ch->arena + op->wait_off);
-    if ((int32_t) (__atomic_load_n(word, __ATOMIC_ACQUIRE) - op->wait_value) >= 0) {
+    if (pd_strikes_warn(&e->strikes, c->uid))
+        pd_clog(c, PD_LOG_WARNING, "uid %u: %u dependency waits timed out less than a minute apart "
+                "(dependency-strikes %u): its waits on words not yet reached are refused for a minute",
+                (unsigned) c->uid, strikes, e->env->dependency_strikes);
+    return PAGED_E_LIMIT;
+}
+
+/*
+ * Looks whether op's PCORE_SQE_WAIT word is reached, without waiting: a word in the host arena
+ * (the cpu backend's data, or PCORE_SQE_HOST_WORDS) by reading it, one in a device data arena
+ * through the backend's probe. Returns 1 when it is (with the flag cleared: nothing is left
+ * for the backend to wait for), 0 while it is not (the request stays in the ring and c's
+ * later ones behind it), or a negative paged_error that fails the request: PAGED_E_TIMEOUT
+ * once it has not been for dependency-timeout since the engine first found it waiting (a
+ * strike against c's uid), PAGED_E_LIMIT when it is short and c's uid is struck out.
+ * Returns 1 leaving the flag for a backend that waits on its device (dependency-waits =
+ * inline, or no probe).
+ */
+static int dep_gate(struct pd_engine *e, struct pd_conn *c, struct pv_op *op)
+{
+    const struct pd_backend *b = e->env->backend;
+    const int host = c->ch->data == NULL || (op->flags & PCORE_SQE_HOST_WORDS);
+    if (!host && (e->env->dependency_inline || b->ops->probe == NULL))
+        return 1;
+    int seen;
+    if (host) {
+        const uint32_t *word = (const uint32_t *) (c->ch->arena + op->wait_off);
+        seen = (int32_t) (__atomic_load_n(word, __ATOMIC_ACQUIRE) - op->wait_value) >= 0 ? PD_PROBE_REACHED
+                                                                                        : PD_PROBE_SHORT;
+    } else {
+        seen = b->ops->probe(e->env->backend, c->ch->data, op->wait_off, op->wait_value);
+        if (seen < 0) {
+            c->dep_since_ns = 0;
+            return seen;
+        }
+    }
+    if (seen == PD_PROBE_REACHED) {
         c->dep_since_ns = 0;
+        op->flags &= ~(uint32_t) PCORE_SQE_WAIT;
         return 1;
     }
     uint64_t now = pcore_now_ns();
+    const uint32_t limit = e->env->dependency_strikes;
+    if (seen == PD_PROBE_SHORT && limit != 0) {
+        const uint32_t n = pd_strikes_count(&e->strikes, c->uid, now);
+        if (n >= limit) {
+            c->dep_since_ns = 0;
+            return refuse_struck(e, c, n);
+        }
+    }
     if (c->dep_since_ns == 0) {
         c->dep_since_ns = now;
         return 0;
@@ -312,7 +355,8 @@ static int host_wait(const struct pd_engine *e, struct pd_conn *c, const struct 
     if (now - c->dep_since_ns < (uint64_t) e->env->dependency_timeout_ms * 1000000u)
         return 0;
     c->dep_since_ns = 0;
-    return -1;
+    pd_strikes_add(&e->strikes, c->uid, now);
+    return PAGED_E_TIMEOUT;
 }
 
 /*
@@ -375,14 +419,14 @@ static uint32_t collect(struct pd_engine *e, struct pd_conn *c, unsigned budget)
             pv_op_free(&it->op);
             break;
         }
-        if (status >= 0 && (sqe.flags & PCORE_SQE_WAIT) && r->rules.host_is_data) {
-            int met = host_wait(e, c, &it->op);
+        if (status >= 0 && (sqe.flags & PCORE_SQE_WAIT)) {
+            int met = dep_gate(e, c, &it->op);
             if (met <= 0)
                 pv_op_free(&it->op);
             if (met == 0)
                 break;
             if (met < 0) {
-                status = PAGED_E_TIMEOUT;
+                status = met;
                 err.field = PCORE_FIELD_WAIT;
                 err.index = 0;
             }

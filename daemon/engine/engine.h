@@ -27,6 +27,10 @@ struct pd_engine_env {
                                        * a pass takes the requests of those that are ready */
     uint64_t max_blocks_per_client;   /* block references one client may hold; 0: no limit */
     uint32_t dependency_timeout_ms;   /* longest a request waits for its dep.wait_off word */
+    int dependency_inline;            /* dependency-waits = inline: a backend with a probe() leaves
+                                       * its clients' words to its device (engine.c, Dependencies) */
+    uint32_t dependency_strikes;      /* timed-out waits within PD_STRIKE_WINDOW_NS that get a uid's
+                                       * unreached waits refused (strikes.h); 0: never */
     struct pd_stats *stats;           /* every completion is counted there */
     int sigpipe_ignored;              /* SIGPIPE is ignored: completion wake-ups need no guard */
     void *ctx;                        /* passed to the callbacks */

@@ -9,6 +9,7 @@
 #include "daemon/conn.h"
 #include "daemon/engine/batch.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/strikes.h"
 #include "daemon/util/knobs.h"
 #include "daemon/engine/validate.h"
 #include "daemon/pool.h"
@@ -109,6 +110,7 @@ struct pd_engine {
     uint64_t woke_at;             /* when the last pass's wake-ups ended (0: none since idle) */
     uint64_t pass_collect_ns;     /* this pass's time in collect, counted if it makes a batch */
     uint64_t slow_logged;         /* when a slow batch was last logged */
+    struct pd_strikes strikes;    /* timed-out waits per uid (strikes.h) */
     /* Clients whose withheld completions were posted and who are still to be woken. */
     struct pd_conn *wake[PD_ENG_WAKES];
     unsigned nwake;

@@ -10,7 +10,7 @@ HARD_CLIENT_LIBS = tests/hard/libhardtest.la tests/service/libsvctest.la $(TAP_P
 	lib/libpaged.la kernels/libpagedcpu.la lib/core/libpagedcore.la $(TAP_LIBS)
 
 HARD_TESTS = tests/hard/torture-t tests/hard/load-t tests/hard/restart-t tests/hard/access-t tests/hard/fair-t \
-	tests/hard/tenants-t tests/hard/sealed-t
+	tests/hard/tenants-t tests/hard/sealed-t tests/hard/stall-t
 check_PROGRAMS += $(HARD_TESTS)
 TESTS += $(HARD_TESTS)
 tests_hard_torture_t_LDADD = $(HARD_CLIENT_LIBS)
@@ -29,10 +29,20 @@ tests_hard_sealed_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 if HAVE_CUDA
 tests_hard_sealed_t_LDADD += $(CUDA_LIBS)
 endif
+# stall-t: a request held on a word never written against a bystander, pactl and SIGTERM, and
+# the strikes that refuse a user's waits; with PAGED_TEST_BACKEND=cuda on the GPU.
+tests_hard_stall_t_SOURCES = tests/hard/stall-t.c $(SVC_CLIENT_SOURCES) tests/service/childrec.c \
+	tests/service/childrec.h $(PACTL_TEST_SOURCES)
+tests_hard_stall_t_LDADD = $(HARD_CLIENT_LIBS)
+tests_hard_stall_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+if HAVE_CUDA
+tests_hard_stall_t_LDADD += $(CUDA_LIBS)
+endif
 
 # The tests exec the daemon (and fair-t pactl): make sure they are built first.
 tests/hard/torture-t.log tests/hard/load-t.log tests/hard/restart-t.log tests/hard/access-t.log \
-	tests/hard/fair-t.log tests/hard/tenants-t.log tests/hard/sealed-t.log: daemon/pagedd tools/pactl
+	tests/hard/fair-t.log tests/hard/tenants-t.log tests/hard/sealed-t.log tests/hard/stall-t.log: daemon/pagedd \
+	tools/pactl
 
 # make check-long: the full-length runs (1000 kills, 64 clients x 10 000 requests).
 check-long: all
