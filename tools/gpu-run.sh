@@ -12,8 +12,9 @@
 # ./gpu-run-out), JOBS (default nproc),
 # CUDA_ARCH (default sm_90a), STEP_TIMEOUT (seconds per step, default 1200), SKIP_CHECK=1,
 # SKIP_GPU_TESTS=1 (the tests run again with the daemon on the GPU), SKIP_SANITIZER=1,
-# SKIP_BENCH=1, SKIP_BENCH_KERNELS=1, SKIP_BENCH_DEPS=1 (the --deps=host and --deps=device service
-# benchmarks), SKIP_MPS=1 (the --deps=device service benchmark once more under MPS, when
+# SKIP_BENCH=1, SKIP_BENCH_KERNELS=1, SKIP_BENCH_ROUNDS=1 (the five rounds of the service
+# benchmark, exported and sealed), SKIP_BENCH_DEPS=1 (the --deps=host and --deps=device service
+# benchmarks, the latter with isolated and inline waits), SKIP_MPS=1 (the --deps=device service benchmark once more under MPS, when
 # nvidia-cuda-mps-control is there), ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
 # then only the service benchmark with exported and with sealed pools).
 set -u
@@ -100,6 +101,13 @@ if [ "${SKIP_GPU_TESTS:-0}" != 1 ]; then
         note "cuda-sealed-t: skipped: tests/hard/sealed-t is not in this tree"
     fi
 fi
+# A request held on a word never written, against a bystander, pactl and SIGTERM, and the
+# strikes, with the daemon on the GPU (make check runs it on the cpu backend).
+if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && [ -f tests/hard/stall-t.c ] && step cuda-stall-build make -j"$jobs" tests/hard/stall-t; then
+    step cuda-stall-t env top_builddir=. PAGED_TEST_BACKEND=cuda tests/hard/stall-t
+    grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)|median round trip|SIGTERM ends' "$logs/cuda-stall-t.log" \
+        | sed "s|^|stall-t: |" | tee -a "$summary"
+fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     step cuda-sanitizer make check-cuda-sanitizer
     tail -n 5 "$logs/cuda-sanitizer.log" | tee -a "$summary"
@@ -120,21 +128,28 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
     # Exported pools (the daemon's choice for the benchmark's owner-only pools), then sealed
     # ones, the same rounds in a daemon of their own.
     rounds=5
-    export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd.log"
-    step bench-service tools/paged-bench service --rounds=$rounds --json "$out/bench-service.json"
-    grep 'engine:' "$logs/bench-pagedd.log" | tee -a "$summary"
-    export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-sealed.log"
-    step bench-service-sealed tools/paged-bench service --rounds=$rounds --sealed \
-        --json "$out/bench-service-sealed.json"
-    grep 'engine:' "$logs/bench-pagedd-sealed.log" | tee -a "$summary"
+    if [ "${SKIP_BENCH_ROUNDS:-0}" != 1 ]; then
+        export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd.log"
+        step bench-service tools/paged-bench service --rounds=$rounds --json "$out/bench-service.json"
+        grep 'engine:' "$logs/bench-pagedd.log" | tee -a "$summary"
+        export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-sealed.log"
+        step bench-service-sealed tools/paged-bench service --rounds=$rounds --sealed \
+            --json "$out/bench-service-sealed.json"
+        grep 'engine:' "$logs/bench-pagedd-sealed.log" | tee -a "$summary"
+    fi
     if [ "${SKIP_BENCH_DEPS:-0}" != 1 ]; then
         for d in host device; do
             export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-deps-$d.log"
             step bench-service-deps-$d tools/paged-bench service --deps=$d --json "$out/bench-service-deps-$d.json"
             grep 'engine:' "$logs/bench-pagedd-deps-$d.log" | tee -a "$summary"
         done
+        # The same device words waited for on the daemon's stream (dependency-waits = inline).
+        export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-deps-inline.log"
+        step bench-service-deps-inline tools/paged-bench service --deps=device --waits=inline \
+            --json "$out/bench-service-deps-inline.json"
+        grep 'engine:' "$logs/bench-pagedd-deps-inline.log" | tee -a "$summary"
     fi
-    for b in kernels service service-sealed service-deps-host service-deps-device; do
+    for b in kernels service service-sealed service-deps-host service-deps-device service-deps-inline; do
         if [ -f "$logs/bench-$b.log" ]; then
             tee -a "$summary" <"$logs/bench-$b.log"
         fi

@@ -42,10 +42,15 @@
  * pass with an idle device would have had. A client is waited for once per posted
  * completion.
  *
- * Dependencies. A request with PCORE_SQE_WAIT whose word is in the host arena (cpu backend)
- * joins a pass only once the word is reached (host_wait), failing with PAGED_E_TIMEOUT after
- * dependency-timeout ms; on the cuda backend the backend gates the batch on the device. Either
- * way a pass's waits come before all of its work and its signals after it, so a waiting
+ * Dependencies. A request with PCORE_SQE_WAIT joins a pass only once its word is reached
+ * (dep_gate): the engine reads a word of the host arena itself and looks at one of a device
+ * data arena through the backend's probe, which copies it without making any device queue
+ * wait; until then the request stays at the head of its ring, holding up its own client and
+ * nobody else, and after dependency-timeout ms it fails with PAGED_E_TIMEOUT, a strike
+ * against its uid (strikes.h). Only under dependency-waits = inline does the cuda backend
+ * gate the batch on the device instead, where a word that never comes holds every client
+ * queued behind it until the watchdog releases it. Either way a pass's waits come before all
+ * of its work and its signals after it, so a waiting
  * request never joins a pass that holds an earlier request of the same client for the
  * backend (the word it waits for may be one the worker writes once that one is done). A
  * batch the backend completed early may still be running: a FREE, FORK or PUBLISH of a

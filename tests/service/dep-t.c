@@ -24,10 +24,12 @@
 /*
  * A real pagedd (--dependency-timeout 300) and libpaged client processes; with
  * PAGED_TEST_BACKEND=cuda the same on the GPU (the children alone touch CUDA: a context does
- * not survive fork).
+ * not survive fork), once with dependency-waits = isolated, the default (the engine holds a
+ * waiting request in its ring until it sees the word reached) and once with inline (the
+ * daemon's stream waits for the word); on the cpu backend every wait is isolated.
  *
  *   chain: a DECODE that waits for word W and signals word X neither runs nor signals while
- *   W is short of its value (its output stays poisoned; on cuda its completion arrives at
+ *   W is short of its value (its output stays poisoned; inline, its completion arrives at
  *   once, since every request of its pass signals), and does both once the client writes W.
  *   Then STEPS x L layers of APPEND (waits for W, signals Y) and DECODE (signals X), all
  *   submitted at once, the client writing W for each layer only after it saw X of the one
@@ -37,14 +39,14 @@
  *   stuck and bystander, at once: stuck waits for a word it never writes, and fails with
  *   PAGED_E_TIMEOUT naming dep.wait_off; meanwhile the bystander's DECODEs all complete and
  *   match the reference. Then late, alone, waits for a host-arena word it never writes and
- *   signals another: on the cpu backend it fails likewise; on cuda it completes when queued,
- *   then the daemon writes the word and disconnects it with an error naming the word.
+ *   signals another: isolated it fails likewise; inline it completes when queued, then the
+ *   daemon writes the word and disconnects it with an error naming the word.
  *
  *   bad: dependency fields the daemon must refuse, each naming the field.
  *
- *   dead: a client exits with a request queued that waits for a word it never wrote (on
- *   cuda: completed early, its wait on the daemon's stream). The daemon must reclaim every
- *   block it held (the watchdog releasing the wait first on cuda) and go on serving.
+ *   dead: a client exits with a request queued that waits for a word it never wrote (inline:
+ *   completed early, its wait on the daemon's stream). The daemon must reclaim every block it
+ *   held (inline, the watchdog releasing the wait first) and go on serving.
  *
  * Children report each check as one line ("1 text" or "0 text") through a pipe; the parent
  * prints TAP.
@@ -69,6 +71,7 @@ static struct pagedd patient, strict;   /* dependency timeouts: PATIENT_MS, TIME
 static struct pagedd *daemon_ = &patient; /* the one the children connect to */
 static uint64_t seed;
 static int use_cuda;
+static int inline_;        /* dependency-waits = inline (cuda): the daemon's stream waits for the words */
 static int out_fd = -1;
 static int ready_fd = -1;  /* stuck: written once it has submitted */
 static const char *who = "parent";
@@ -322,7 +325,7 @@ static void chain_hold(struct client *cl)
     set_word(cl, 0, 4);
     submit_one(cl, &r);
     paged_completion comp;
-    if (use_cuda) {
+    if (inline_) {
         int got = await_one(cl, &comp, WAIT_MS);
         check(got && comp.status == PAGED_OK && comp.tag == 100,
               "a DECODE that waits and signals completes OK as soon as it is queued (status %s)",
@@ -340,7 +343,7 @@ static void chain_hold(struct client *cl)
     set_word(cl, 0, 5);
     int signalled = await_word(cl, 1, 7);
     check(signalled, "once the client writes W = 5, the daemon writes X = 7");
-    if (!use_cuda) {
+    if (!inline_) {
         int got = await_one(cl, &comp, WAIT_MS);
         check(got && comp.status == PAGED_OK && comp.tag == 100, "and the DECODE completes OK (status %s)",
               got ? paged_strerror(comp.status) : "none");
@@ -448,8 +451,8 @@ static void stuck_main(void)
     check(got && comp.status == PAGED_E_TIMEOUT && strcmp(paged_field_name(comp.err_field), "dep.wait_off") == 0,
           "a DECODE waiting for a word never written fails with PAGED_E_TIMEOUT on dep.wait_off (%s, %s)",
           got ? paged_strerror(comp.status) : "none", got ? paged_field_name(comp.err_field) : "-");
-    check(word(&cl, 0) == (use_cuda ? 1u : 0u), "its word is %s (%u)",
-          use_cuda ? "the awaited value: the watchdog wrote it to release the daemon's stream" : "untouched",
+    check(word(&cl, 0) == (inline_ ? 1u : 0u), "its word is %s (%u)",
+          inline_ ? "the awaited value: the watchdog wrote it to release the daemon's stream" : "untouched",
           word(&cl, 0));
 
     check(paged_nop(cl.c) == PAGED_OK, "the client goes on (NOP)");
@@ -471,7 +474,7 @@ static void late_main(void)
     submit_one(&cl, &r);
     paged_completion comp;
     int got = await_one(&cl, &comp, WAIT_MS);
-    if (!use_cuda) {
+    if (!inline_) {
         check(got && comp.status == PAGED_E_TIMEOUT, "a DECODE that waits for a host-arena word never written "
               "and signals fails with PAGED_E_TIMEOUT (%s)", got ? paged_strerror(comp.status) : "none");
         check(word(&cl, 1) == 0, "and its signal word is not written");
@@ -579,7 +582,7 @@ static void dead_main(void)
     r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_off = cl.words_off, .wait_value = 9,
                           .signal_off = cl.words_off + 4, .signal_value = 9 };
     submit_one(&cl, &r);
-    if (use_cuda) {
+    if (inline_) {
         paged_completion comp;
         int got = await_one(&cl, &comp, WAIT_MS);
         check(got && comp.status == PAGED_OK, "its waiting DECODE was queued on the GPU (%s)",
@@ -680,13 +683,13 @@ static void run_children(const char *what, void (*const *fns)(void), int first_r
     }
 }
 
-/* Starts d with the dependency timeout ms and creates pool "dep" on it over *ctl; bails when
- * it cannot. Returns whether the daemon runs the cuda backend. */
-static int start(struct pagedd *d, int ms, struct rc_client *ctl)
+/* Starts d with the dependency timeout ms and dependency-waits mode and creates pool "dep" on
+ * it over *ctl; bails when it cannot. Returns whether the daemon runs the cuda backend. */
+static int start(struct pagedd *d, int ms, const char *mode, struct rc_client *ctl)
 {
     char timeout[16];
     snprintf(timeout, sizeof timeout, "%d", ms);
-    const char *extra[] = { "--threads", "2", "--dependency-timeout", timeout, NULL };
+    const char *extra[] = { "--threads", "2", "--dependency-timeout", timeout, "--dependency-waits", mode, NULL };
     int cuda = aio_start(d, extra);
     int rc = rc_connect(d->socket, "dep-t", PCORE_HELLO_CONTROL, ctl);
     if (rc == 0)
@@ -713,17 +716,24 @@ static void stop(struct pagedd *d, struct rc_client *ctl, const char *name, int 
 }
 
 /* Runs the dependency checks against a patient daemon (bad requests, chains) and then one that
- * times waits out (stuck, late and dead clients); returns 0 (TAP reports the result). */
-int main(void)
+ * times waits out (stuck, late and dead clients), in dependency-waits mode; returns nothing. */
+static void run_mode(const char *mode)
 {
-    seed = tap_seed();
+    static int planned;
     struct rc_client ctl;
-    use_cuda = start(&patient, PATIENT_MS, &ctl);
-    plan_lazy();
+    inline_ = 0;
+    use_cuda = start(&patient, PATIENT_MS, mode, &ctl);
+    if (!planned) {
+        plan_lazy();
+        planned = 1;
+    }
+    inline_ = use_cuda && strcmp(mode, "inline") == 0;
+    diag("dependency-waits = %s", mode);
 
     /* A daemon that would wait a minute: bad requests and correct chains. */
     static void (*const bad[])(void) = { bad_main, NULL };
     static void (*const chain[])(void) = { chain_main, NULL };
+    daemon_ = &patient;
     run_children("bad", bad, 0);
     run_children("chain", chain, 0);
     struct pcore_msg_stats_reply sr;
@@ -734,7 +744,7 @@ int main(void)
     stop(&patient, &ctl, "patient", 0);
 
     /* One that times waits out after TIMEOUT_MS. */
-    start(&strict, TIMEOUT_MS, &ctl);
+    start(&strict, TIMEOUT_MS, mode, &ctl);
     daemon_ = &strict;
     static void (*const pair[])(void) = { stuck_main, bystander_main, NULL };
     run_children("stuck and bystander", pair, 1);
@@ -750,6 +760,16 @@ int main(void)
        "(%u of %d free)", after, N);
     static void (*const again[])(void) = { bystander_main, NULL };
     run_children("after the dead client", again, 0);
-    stop(&strict, &ctl, "strict", use_cuda);
+    stop(&strict, &ctl, "strict", inline_);
+}
+
+/* Runs the checks with isolated waits and, on the cuda backend, inline ones too; returns 0
+ * (TAP reports the result). */
+int main(void)
+{
+    seed = tap_seed();
+    run_mode("isolated");
+    if (use_cuda)
+        run_mode("inline");
     return 0;
 }

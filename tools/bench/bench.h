@@ -34,6 +34,7 @@ struct bench_opts {
     int spin_us;                    /* service: clients' paged_connect_opts.spin_us (0: default) */
     int deps;                       /* service: layers chained by dep words: 0 no, 1 host, 2 device */
     unsigned rounds;                /* service: times the scenario list runs, interleaved (>= 1) */
+    const char *waits;              /* service: the daemon's dependency-waits (NULL: its default) */
     uint32_t pool_memory;           /* service: PAGED_POOL_SEALED or PAGED_POOL_EXPORTED or'ed
                                        into the pools' mode; 0: the daemon's default */
     uint64_t seed;                  /* of every random input */

@@ -23,7 +23,7 @@
 #define BD_LOG_LINES 8
 
 /* Starts the daemon or dies. */
-void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsigned threads)
+void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsigned threads, const char *waits)
 {
     char err[512];
     memset(d, 0, sizeof *d);
@@ -36,7 +36,14 @@ void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsign
 
     char threadarg[32];
     snprintf(threadarg, sizeof threadarg, "--threads=%u", threads);
-    const char *const args[] = { threads ? threadarg : NULL, NULL };
+    char waitsarg[48];
+    snprintf(waitsarg, sizeof waitsarg, "--dependency-waits=%s", waits != NULL ? waits : "");
+    const char *args[3] = { NULL, NULL, NULL };
+    int n = 0;
+    if (threads)
+        args[n++] = threadarg;
+    if (waits != NULL)
+        args[n++] = waitsarg;
     /* A log kept for later (keep_log) is kept for the engine's activity lines, logged at debug
      * unless asked for: asked for, they come without the per-launch debug lines. */
     const char *dest = getenv("PAGED_BENCH_DAEMON_LOG");

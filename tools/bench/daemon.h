@@ -17,10 +17,11 @@ struct bd_daemon {
 /*
  * Starts pagedd (the program at path) in the foreground with --ready-fd, on a socket in a
  * new temporary directory, with no configuration file, backend backend ("cpu", "cuda",
- * "auto") and threads CPU workers (0: its default). Waits up to a minute for READY. Dies
+ * "auto"), threads CPU workers (0: its default) and dependency-waits waits (NULL: its
+ * default). Waits up to a minute for READY. Dies
  * with the daemon's last log lines when it does not get ready.
  */
-void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsigned threads);
+void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsigned threads, const char *waits);
 
 /* Stops the daemon (SIGTERM, then SIGKILL after 20 s) and removes the directory. */
 void bd_stop(struct bd_daemon *d);

@@ -53,6 +53,8 @@ static void usage(FILE *f)
             "                         receives their memory) or exported (default: the\n"
             "                         daemon's choice, exported for the owner-only pools)\n"
             "      --sealed           service: the same as --memory=sealed\n"
+            "      --waits=isolated|inline  service: the daemon's dependency-waits (default:\n"
+            "                         its own, isolated)\n"
             "      --seed=N           seed of every random input (default: from the clock)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n\n"
@@ -91,7 +93,7 @@ static void parse_clients(struct bench_opts *o, const char *s)
 static void parse_args(int argc, char **argv, struct bench_opts *o)
 {
     enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS, OPT_ROUNDS,
-           OPT_MEMORY, OPT_SEALED };
+           OPT_MEMORY, OPT_SEALED, OPT_WAITS };
     static const struct option longopts[] = {
         { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
         { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
@@ -101,6 +103,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         { "seed", required_argument, NULL, OPT_SEED }, { "spin-us", required_argument, NULL, OPT_SPIN },
         { "deps", optional_argument, NULL, OPT_DEPS }, { "rounds", required_argument, NULL, OPT_ROUNDS },
         { "memory", required_argument, NULL, OPT_MEMORY }, { "sealed", no_argument, NULL, OPT_SEALED },
+        { "waits", required_argument, NULL, OPT_WAITS },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
     };
@@ -156,6 +159,11 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
                 bench_die("--memory: sealed or exported, not '%s'", optarg);
             break;
         case OPT_SEALED: o->pool_memory = PAGED_POOL_SEALED; break;
+        case OPT_WAITS:
+            if (strcmp(optarg, "isolated") != 0 && strcmp(optarg, "inline") != 0)
+                bench_die("--waits: isolated or inline, not '%s'", optarg);
+            o->waits = optarg;
+            break;
         case OPT_SEED:
             o->seed = strtoull(optarg, NULL, 0) & ((1ull << 48) - 1);
             seeded = 1;

@@ -446,7 +446,7 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
         bench_die("cannot find this program's path (/proc/self/exe) to start the clients");
     s.self[len] = '\0';
     char built[1100];
-    bd_start(&s.d, pagedd_path(o, s.self, built, sizeof built), daemon_backend(o), o->threads);
+    bd_start(&s.d, pagedd_path(o, s.self, built, sizeof built), daemon_backend(o), o->threads, o->waits);
 
     char err[256] = "";
     paged_connect_opts opts = { .socket_path = s.d.socket, .name = "paged-bench", .timeout_ms = 60000 };
@@ -488,14 +488,15 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
         setenv("PAGED_BENCH_DEPS", o->deps == 2 ? "device" : "host", 1);
     snprintf(title, sizeof title,
              "service: %d-layer decode steps (APPEND + DECODE per layer, 32/8 heads, D 128, bf16) on "
-             "%u-token contexts, %u steps per client; daemon backend %s; pools %s; client wait spin %s; layers "
+             "%u-token contexts, %u steps per client; daemon backend %s; pools %s; client wait spin %s; daemon's "
+             "dependency waits %s; layers "
              "chained %s; in-process: the same kernels called directly, layers back to back (awaited: each by "
              "the host, cuda only)",
              SVC_LAYERS, s.run.context, s.run.steps, s.backend == BENCH_CUDA ? "cuda" : "cpu",
              o->pool_memory == PAGED_POOL_SEALED     ? "sealed (--memory=sealed: no client receives their memory)"
              : o->pool_memory == PAGED_POOL_EXPORTED ? "exported (--memory=exported)"
                                                      : "as the daemon chooses (column memory)",
-             spin,
+             spin, o->waits != NULL ? o->waits : "its default",
              o->deps == 2 ? "through data-arena dependency words on the client's stream (--deps=device; latency: "
                             "until the completion, posted when queued)"
              : o->deps    ? "through host-arena dependency words by the client's CPU (--deps=host; latency: until "
