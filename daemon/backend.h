@@ -154,8 +154,10 @@ struct pd_backend_ops {
      * device queue wait for it (the engine's isolated waits): returns PD_PROBE_REACHED when it
      * has reached value (the protocol's wrapping comparison), PD_PROBE_SHORT when the last look
      * found it short (and starts the next), PD_PROBE_PENDING while a look is on its way, or a
-     * negative paged_error. NULL in a backend whose data arena is the host arena. */
-    int (*probe)(pd_backend *b, pd_arena *arena, uint64_t off, uint32_t value);
+     * negative paged_error. fresh says the request is new: what a look started before it found
+     * does not count for it (its word may have moved since). NULL in a backend whose data
+     * arena is the host arena. */
+    int (*probe)(pd_backend *b, pd_arena *arena, uint64_t off, uint32_t value, int fresh);
     /* Runs the launches of batch in order and returns once every output is visible to its
      * client, with each op's status set: an op's error is its own (a refused launch fails
      * only its ops; a merged launch that is refused is retried op by op), except that a

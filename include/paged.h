@@ -424,13 +424,17 @@ unsigned paged_inflight(const paged_client *c);
  * CPU in between, the fastest way the device it runs on allows (libpaged(3), DEPENDENCIES).
  * stream is a CUstream or cudaStream_t of the primary context of the daemon's device (the
  * CUDA runtime's); NULL is that context's legacy default stream. off is a 4-byte aligned
- * offset of a word in the data arena. Neither call needs the daemon: after a daemon went
- * away, writing a word releases a stream that waits for it.
+ * offset of a word in the data arena, or with PAGED_STREAM_HOST in the host arena (the words
+ * of requests with PAGED_DEP_HOST, which pagedd sees at once without the GPU: the fastest
+ * chain that holds up no other client; libpaged registers the host arena with the device on
+ * first use). Neither call needs the daemon: after a daemon went away, writing a word
+ * releases a stream that waits for it.
  * =========================================================================================*/
 
 #define PAGED_STREAM_AUTO 0x0u    /* by kernels where the device runs under MPS, else MEMOP */
 #define PAGED_STREAM_KERNEL 0x1u  /* a one-thread kernel that polls the word, or writes it */
 #define PAGED_STREAM_MEMOP 0x2u   /* cuStreamWaitValue32, cuStreamWriteValue32 */
+#define PAGED_STREAM_HOST 0x4u    /* the word is in the host arena (since 0.1) */
 
 /* Queues on stream a wait until the word at off satisfies (int32_t) (word - value) >= 0;
  * the stream's later work starts after it and sees what the daemon wrote before the word.

@@ -58,6 +58,8 @@ static void client_free(paged_client *c)
 {
     while (c->pools != NULL)
         pc_pool_free(c->pools);
+    if (c->host_dptr != 0)
+        pc_cuda_host_unmap(c->cuda, c->data_map.device, c->host.base);
     pc_cuda_unmap(c->cuda, &c->data_map);
     pc_cuda_unload(c->cuda);
     if (c->chan != NULL)

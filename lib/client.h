@@ -94,6 +94,7 @@ struct paged_client {
     int data_fd;            /* VMM descriptor until mapped, else -1 */
     uint8_t data_ipc[64];
     struct pc_devmap data_map;
+    uint64_t host_dptr;     /* the host arena's device address once registered (PAGED_STREAM_HOST) */
 
     struct pc_cuda *cuda;   /* the CUDA driver, loaded on first need */
     struct paged_pool *pools;

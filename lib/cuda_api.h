@@ -59,6 +59,8 @@ _Static_assert(sizeof(cu_launch_config) == 56, "CUlaunchConfig is 56 bytes");
 #define CU_DEVICE_ATTRIBUTE_MPS_ENABLED 133
 #define CU_FUNC_ATTRIBUTE_NUM_REGS 4
 #define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+#define CU_MEMHOSTREGISTER_PORTABLE 0x1
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x2
 
 /* Per device: libpaged's dependency-word kernels (cuda_words.c), loaded on first use in the
  * device's primary context and unloaded with the driver. */
@@ -106,6 +108,9 @@ struct pc_cuda {
     cu_result (*launch_kernel)(cu_function, unsigned int, unsigned int, unsigned int, unsigned int,
                                unsigned int, unsigned int, unsigned int, cu_stream, void **, void **);
     cu_result (*launch_kernel_ex)(const cu_launch_config *, cu_function, void **, void **);
+    cu_result (*mem_host_register)(void *, size_t, unsigned int);
+    cu_result (*mem_host_unregister)(void *);
+    cu_result (*mem_host_get_device_pointer)(cu_deviceptr *, void *, unsigned int);
     int num_devices;
     cu_context *primary;    /* per device: the retained primary context, or NULL */
     struct pc_cuda_words *words; /* per device */

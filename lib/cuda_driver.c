@@ -96,6 +96,9 @@ int pc_cuda_load(struct pc_cuda **out, char *err, size_t errlen)
     cu_sym(lib, "cuFuncGetAttribute", NULL, &cu->func_get_attribute);
     cu_sym(lib, "cuLaunchKernel", NULL, &cu->launch_kernel);
     cu_sym(lib, "cuLaunchKernelEx", NULL, &cu->launch_kernel_ex);
+    cu_sym(lib, "cuMemHostRegister_v2", "cuMemHostRegister", &cu->mem_host_register);
+    cu_sym(lib, "cuMemHostUnregister", NULL, &cu->mem_host_unregister);
+    cu_sym(lib, "cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer", &cu->mem_host_get_device_pointer);
     if (!ok) {
         pc_cu_err(err, errlen, "the CUDA driver lacks the VMM and IPC entry points libpaged needs");
         dlclose(lib);
@@ -302,6 +305,42 @@ void pc_cuda_unmap(struct pc_cuda *cu, struct pc_devmap *m)
         pc_cu_leave(cu);
     }
     memset(m, 0, sizeof *m);
+}
+
+/* Registers a host range with a device; see cuda_driver.h. */
+int pc_cuda_host_map(struct pc_cuda *cu, int device, void *host, size_t size, uint64_t *dptr, char *err,
+                     size_t errlen)
+{
+    if (cu->mem_host_register == NULL || cu->mem_host_unregister == NULL || cu->mem_host_get_device_pointer == NULL) {
+        pc_cu_err(err, errlen, "the CUDA driver lacks cuMemHostRegister");
+        return PAGED_E_NOTSUP;
+    }
+    int rc = pc_cu_enter_primary(cu, device, err, errlen);
+    if (rc < 0)
+        return rc;
+    cu_result r = cu->mem_host_register(host, size, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    cu_deviceptr d = 0;
+    if (r == CU_SUCCESS && (r = cu->mem_host_get_device_pointer(&d, host, 0)) != CU_SUCCESS)
+        cu->mem_host_unregister(host);
+    pc_cu_leave(cu);
+    if (r != CU_SUCCESS) {
+        pc_cu_err(err, errlen, "registering the host arena (%zu bytes) with CUDA device %d: %s", size, device,
+                  pc_cu_str(cu, r));
+        return PAGED_E_DEVICE;
+    }
+    *dptr = d;
+    return PAGED_OK;
+}
+
+/* Unregisters a host range; see cuda_driver.h. */
+void pc_cuda_host_unmap(struct pc_cuda *cu, int device, void *host)
+{
+    if (cu == NULL || host == NULL || cu->mem_host_unregister == NULL)
+        return;
+    if (pc_cu_enter_primary(cu, device, NULL, 0) == PAGED_OK) {
+        cu->mem_host_unregister(host);
+        pc_cu_leave(cu);
+    }
 }
 
 /* Copies device to device and waits; see cuda_driver.h. */

@@ -57,6 +57,15 @@ int pc_cuda_map_ipc(struct pc_cuda *cu, int device, const uint8_t handle[64],
 /* Undoes a mapping; a mapping with dptr 0 is ignored. */
 void pc_cuda_unmap(struct pc_cuda *cu, struct pc_devmap *m);
 
+/* Registers size bytes of host memory at host (page-aligned) with device's primary context,
+ * mapped for the device, and stores its device address in *dptr. Returns PAGED_OK,
+ * PAGED_E_NOTSUP (a driver without cuMemHostRegister) or PAGED_E_DEVICE, the reason in err. */
+int pc_cuda_host_map(struct pc_cuda *cu, int device, void *host, size_t size, uint64_t *dptr, char *err,
+                     size_t errlen);
+
+/* Undoes pc_cuda_host_map of host. Returns nothing. */
+void pc_cuda_host_unmap(struct pc_cuda *cu, int device, void *host);
+
 /* Copies n bytes from device address src to dst and waits until the copy is done. The
  * copy is ordered after the caller's work on blocking streams (legacy default stream). */
 int pc_cuda_copy(struct pc_cuda *cu, int device, uint64_t dst, uint64_t src, size_t n,

@@ -21,27 +21,37 @@ static int stream_word(paged_client *c, void *stream, uint64_t off, uint32_t val
                    "wait for and write them from the CPU", fn);
         return PAGED_E_NOTSUP;
     }
-    if ((flags & ~(PAGED_STREAM_KERNEL | PAGED_STREAM_MEMOP)) != 0
-        || flags == (PAGED_STREAM_KERNEL | PAGED_STREAM_MEMOP)) {
-        pc_set_err(c, "%s: flags 0x%x: give PAGED_STREAM_AUTO, PAGED_STREAM_KERNEL or PAGED_STREAM_MEMOP", fn,
-                   flags);
+    const unsigned how = flags & ~(unsigned) PAGED_STREAM_HOST;
+    if ((how & ~(PAGED_STREAM_KERNEL | PAGED_STREAM_MEMOP)) != 0 || how == (PAGED_STREAM_KERNEL | PAGED_STREAM_MEMOP)) {
+        pc_set_err(c, "%s: flags 0x%x: give PAGED_STREAM_AUTO, PAGED_STREAM_KERNEL or PAGED_STREAM_MEMOP, "
+                   "with PAGED_STREAM_HOST or without", fn, flags);
         return PAGED_E_INVAL;
     }
     if (off % 4 != 0) {
         pc_set_err(c, "%s: word offset %llu is not 4-byte aligned", fn, (unsigned long long) off);
         return PAGED_E_INVAL;
     }
-    if (off > c->data.size || c->data.size - off < 4) {
-        pc_set_err(c, "%s: word offset %llu is beyond the data arena (%llu bytes)", fn, (unsigned long long) off,
-                   (unsigned long long) c->data.size);
+    const int host = (flags & PAGED_STREAM_HOST) != 0;
+    const struct pc_arena *arena = host ? &c->host : &c->data;
+    if (off > arena->size || arena->size - off < 4) {
+        pc_set_err(c, "%s: word offset %llu is beyond the %s arena (%llu bytes)", fn, (unsigned long long) off,
+                   host ? "host" : "data", (unsigned long long) arena->size);
         return PAGED_E_INVAL;
     }
     int rc = pc_data_arena_map(c);
     if (rc < 0)
         return rc;
     char why[PC_ERR_MAX - 32] = "";
-    rc = pc_cuda_word(c->cuda, c->data_map.device, stream, c->data_map.dptr + off, value, wait, flags, why,
-                      sizeof why);
+    if (host && c->host_dptr == 0) {
+        rc = pc_cuda_host_map(c->cuda, c->data_map.device, c->host.base, c->host.size, &c->host_dptr, why,
+                              sizeof why);
+        if (rc < 0) {
+            pc_set_err(c, "%s: %s", fn, why);
+            return rc;
+        }
+    }
+    const uint64_t addr = (host ? c->host_dptr : c->data_map.dptr) + off;
+    rc = pc_cuda_word(c->cuda, c->data_map.device, stream, addr, value, wait, how, why, sizeof why);
     if (rc < 0)
         pc_set_err(c, "%s: %s", fn, why);
     return rc;

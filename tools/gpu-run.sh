@@ -13,8 +13,8 @@
 # CUDA_ARCH (default sm_90a), STEP_TIMEOUT (seconds per step, default 1200), SKIP_CHECK=1,
 # SKIP_GPU_TESTS=1 (the tests run again with the daemon on the GPU), SKIP_SANITIZER=1,
 # SKIP_BENCH=1, SKIP_BENCH_KERNELS=1, SKIP_BENCH_ROUNDS=1 (the five rounds of the service
-# benchmark, exported and sealed), SKIP_BENCH_DEPS=1 (the --deps=host and --deps=device service
-# benchmarks, the latter with isolated and inline waits), SKIP_MPS=1 (the --deps=device service benchmark once more under MPS, when
+# benchmark, exported and sealed), SKIP_BENCH_DEPS=1 (the --deps=host, --deps=device and
+# --deps=host-stream service benchmarks, device words with isolated and inline waits), SKIP_MPS=1 (the --deps=device service benchmark once more under MPS, when
 # nvidia-cuda-mps-control is there), ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
 # then only the service benchmark with exported and with sealed pools).
 set -u
@@ -138,7 +138,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
         grep 'engine:' "$logs/bench-pagedd-sealed.log" | tee -a "$summary"
     fi
     if [ "${SKIP_BENCH_DEPS:-0}" != 1 ]; then
-        for d in host device; do
+        for d in host device host-stream; do
             export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-deps-$d.log"
             step bench-service-deps-$d tools/paged-bench service --deps=$d --json "$out/bench-service-deps-$d.json"
             grep 'engine:' "$logs/bench-pagedd-deps-$d.log" | tee -a "$summary"
@@ -149,7 +149,8 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
             --json "$out/bench-service-deps-inline.json"
         grep 'engine:' "$logs/bench-pagedd-deps-inline.log" | tee -a "$summary"
     fi
-    for b in kernels service service-sealed service-deps-host service-deps-device service-deps-inline; do
+    for b in kernels service service-sealed service-deps-host service-deps-device service-deps-host-stream \
+        service-deps-inline; do
         if [ -f "$logs/bench-$b.log" ]; then
             tee -a "$summary" <"$logs/bench-$b.log"
         fi

@@ -465,13 +465,13 @@ static void cuda_destroy(pd_backend *b)
 }
 
 /* Looks at a client's dependency word without waiting on the device (probe.h); see backend.h. */
-static int cuda_probe(pd_backend *b, pd_arena *a, uint64_t off, uint32_t value)
+static int cuda_probe(pd_backend *b, pd_arena *a, uint64_t off, uint32_t value, int fresh)
 {
     struct cuda_backend *cb = b->priv;
     if (!cb->healthy)
         return PAGED_E_DEVICE;
     cudaError_t e = cudaSuccess;
-    int seen = pd_cu_look(&cb->prober, &a->look, a->mem.dptr, off, value, &e);
+    int seen = pd_cu_look(&cb->prober, &a->look, a->mem.dptr, off, value, fresh, &e);
     if (seen < 0)
         return e == cudaErrorMemoryAllocation ? PAGED_E_NOMEM : pd_cu_error(cb, "dependency word look", e);
     return seen == 1 ? PD_PROBE_REACHED : seen == 0 ? PD_PROBE_SHORT : PD_PROBE_PENDING;

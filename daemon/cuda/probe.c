@@ -60,8 +60,12 @@ static cudaError_t look_setup(struct pd_cu_prober *p, struct pd_cu_look *l)
 
 /* Looks at a word; see probe.h. */
 int pd_cu_look(struct pd_cu_prober *p, struct pd_cu_look *l, const unsigned char *dptr, uint64_t off, uint32_t value,
-               cudaError_t *err)
+               int fresh, cudaError_t *err)
 {
+    if (fresh) {
+        l->stale = l->busy;
+        l->fresh = 0;
+    }
     if (l->busy) {
         cudaError_t e = cudaEventQuery(l->done);
         if (e == cudaErrorNotReady)
@@ -71,7 +75,8 @@ int pd_cu_look(struct pd_cu_prober *p, struct pd_cu_look *l, const unsigned char
             *err = e;
             return -1;
         }
-        l->fresh = 1;
+        l->fresh = !l->stale;
+        l->stale = 0;
     }
     int seen = 2;
     if (l->fresh && l->off == off) {
@@ -92,6 +97,7 @@ int pd_cu_look(struct pd_cu_prober *p, struct pd_cu_look *l, const unsigned char
     }
     l->busy = 1;
     l->fresh = 0;
+    l->stale = 0;
     l->off = off;
     p->looks++;
     return seen;

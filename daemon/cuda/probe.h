@@ -29,6 +29,7 @@ struct pd_cu_look {
     uint64_t off;                 /* the word copied by the last look */
     int busy;                     /* a look is on its way */
     int fresh;                    /* the last look finished and its copy was not read yet */
+    int stale;                    /* the look on its way was started for an earlier request */
 };
 
 /* The backend's looks: their stream and the pinned words their copies land in. */
@@ -49,10 +50,11 @@ void pd_cu_look_init(struct pd_cu_look *l);
  * Looks at the word at dptr + off (a device address in a client's data arena): returns 1
  * when a finished look found it at or past value (the wrapping comparison), 0 when one found
  * it short (and starts the next), 2 while a look is on its way (starting one when none is),
- * or -1 with *err set to the runtime's error. See backend.h's probe.
+ * or -1 with *err set to the runtime's error. With fresh, a look already on its way (started
+ * for an earlier request) is disregarded. See backend.h's probe.
  */
 int pd_cu_look(struct pd_cu_prober *p, struct pd_cu_look *l, const unsigned char *dptr, uint64_t off, uint32_t value,
-               cudaError_t *err);
+               int fresh, cudaError_t *err);
 
 /* Waits for l's look, if one is on its way (a copy: microseconds), and gives its event and
  * slot back; the arena may then be freed. Returns nothing. */

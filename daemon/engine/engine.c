@@ -319,21 +319,21 @@ static int refuse_struck(struct pd_engine *e, struct pd_conn *c, uint32_t strike
  * once it has not been for dependency-timeout since the engine first found it waiting (a
  * strike against c's uid), PAGED_E_LIMIT when it is short and c's uid is struck out.
  * Returns 1 leaving the flag for a backend that waits on its device (dependency-waits =
- * inline, or no probe).
+ * inline, or no probe), for every word of a client with a data arena of its own.
  */
 static int dep_gate(struct pd_engine *e, struct pd_conn *c, struct pv_op *op)
 {
     const struct pd_backend *b = e->env->backend;
-    const int host = c->ch->data == NULL || (op->flags & PCORE_SQE_HOST_WORDS);
-    if (!host && (e->env->dependency_inline || b->ops->probe == NULL))
+    if (c->ch->data != NULL && (e->env->dependency_inline || b->ops->probe == NULL))
         return 1;
+    const int host = c->ch->data == NULL || (op->flags & PCORE_SQE_HOST_WORDS);
     int seen;
     if (host) {
         const uint32_t *word = (const uint32_t *) (c->ch->arena + op->wait_off);
         seen = (int32_t) (__atomic_load_n(word, __ATOMIC_ACQUIRE) - op->wait_value) >= 0 ? PD_PROBE_REACHED
                                                                                         : PD_PROBE_SHORT;
     } else {
-        seen = b->ops->probe(e->env->backend, c->ch->data, op->wait_off, op->wait_value);
+        seen = b->ops->probe(e->env->backend, c->ch->data, op->wait_off, op->wait_value, c->dep_since_ns == 0);
         if (seen < 0) {
             c->dep_since_ns = 0;
             return seen;

@@ -32,7 +32,8 @@
  *   of its own queries: a wait that let the copy run early would take an older output (or the
  *   poison), a signal written early would let DECODE i read query set i - 1, and the query
  *   copy of i + 1 would overwrite set i under DECODE i if the wait for X let it by. The words
- *   start 8 short of 2^32, so the chain wraps. Both words end at the last value.
+ *   start 8 short of 2^32, so the chain wraps. Both words end at the last value. The same
+ *   again with the words in the host arena (PAGED_STREAM_HOST, PAGED_DEP_HOST).
  *
  *   hold and release: the stream waits for a word V that nobody writes, then copies a marker
  *   into the arena; after many queries the stream must still be busy and the marker not
@@ -40,9 +41,10 @@
  *   would release its own stream) lets it finish. A wait for a value V already passed does
  *   not hold the stream.
  *
- * and one worker checks the refusals: an unaligned offset, one beyond the data arena, and
- * flags that name both ways or an unknown bit, each PAGED_E_INVAL with the reason. The
- * daemon must end with every block back and exit 0. Children report through childrec.
+ * and one worker checks the refusals: an unaligned offset, one beyond the data arena or the
+ * host arena, and flags that name both ways or an unknown bit, each PAGED_E_INVAL with the
+ * reason. The daemon must end with every block back and exit 0. Children report through
+ * childrec.
  */
 
 #define H 2
@@ -97,17 +99,30 @@ static uint32_t read_word(const struct aio_client *a, uint64_t off, cudaStream_t
     return *pinned;
 }
 
-/* The chain of ITERS DECODEs in one way (see the top); qs and outs are pinned, ITERS sets
- * each. Returns nothing: reports its checks. */
-static void chain(int who, struct aio_decoder *d, unsigned mode, uint64_t words_off, cudaStream_t st,
-                  cudaStream_t st2, float *qs, float *outs, uint32_t *pinned, tap_rng *rng)
+/* Returns word off of the host arena of a (PAGED_STREAM_HOST words). */
+static uint32_t host_word(const struct aio_client *a, uint64_t off)
+{
+    return __atomic_load_n((const uint32_t *) (a->host + off), __ATOMIC_ACQUIRE);
+}
+
+/* The chain of ITERS DECODEs in one way (see the top), its words in the data arena at
+ * words_off or, with host, in the host arena at host_off (PAGED_STREAM_HOST, PAGED_DEP_HOST);
+ * qs and outs are pinned, ITERS sets each. Returns nothing: reports its checks. */
+static void chain(int who, struct aio_decoder *d, unsigned mode, int host, uint64_t words_off, uint64_t host_off,
+                  cudaStream_t st, cudaStream_t st2, float *qs, float *outs, uint32_t *pinned, tap_rng *rng)
 {
     struct aio_client *a = &d->a;
     const size_t nq = (size_t) NSEQ * QH * D;
-    const uint64_t w_off = words_off, x_off = words_off + 4;
-    const char *how = mode_name(mode);
+    const uint64_t w_off = host ? host_off : words_off, x_off = w_off + 4;
+    char how[32];
+    snprintf(how, sizeof how, "%s%s", mode_name(mode), host ? ", host-arena words" : "");
+    if (host)
+        mode |= PAGED_STREAM_HOST;
     uint32_t start[2] = { START, START };
-    if (aio_put(1, a->data, w_off, start, sizeof start) < 0 || aio_poison(1, a->data, d->out_off, nq * 4) < 0)
+    if (host)
+        memcpy(a->host + w_off, start, sizeof start);
+    if ((!host && aio_put(1, a->data, w_off, start, sizeof start) < 0)
+        || aio_poison(1, a->data, d->out_off, nq * 4) < 0)
         cr_fatal("client %d: setting the words", who);
     tap_rng_fill_uniform(rng, qs, nq * ITERS, -1.0, 1.0);
     for (size_t k = 0; k < nq * ITERS; k++)
@@ -127,7 +142,8 @@ static void chain(int who, struct aio_decoder *d, unsigned mode, uint64_t words_
     for (uint32_t i = 1; i <= ITERS; i++) {
         paged_request r = d->req;
         r.tag = i;
-        r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL, .wait_value = START + i,
+        r.dep = (paged_dep) { .flags = PAGED_DEP_WAIT | PAGED_DEP_SIGNAL | (host ? PAGED_DEP_HOST : 0u),
+                              .wait_value = START + i,
                               .signal_value = START + i, .wait_off = w_off, .signal_off = x_off };
         if (paged_prep(a->c, &r) != PAGED_OK)
             cr_fatal("client %d: preparing DECODE %u: %s", who, i, paged_client_error(a->c));
@@ -152,7 +168,8 @@ static void chain(int who, struct aio_decoder *d, unsigned mode, uint64_t words_
         right += aio_decoder_matches(d, QH, qs + (size_t) i * nq, outs + (size_t) i * nq, lens, TOL);
     cr_check(right == ITERS, "client %d, %s: every output copied after its wait matches the reference of its own "
              "queries (%d of %d)", who, how, right, ITERS);
-    uint32_t w = read_word(a, w_off, st2, pinned), x = read_word(a, x_off, st2, pinned);
+    uint32_t w = host ? host_word(a, w_off) : read_word(a, w_off, st2, pinned);
+    uint32_t x = host ? host_word(a, x_off) : read_word(a, x_off, st2, pinned);
     cr_check(w == START + ITERS && x == START + ITERS, "client %d, %s: both words end at %u, past the wrap (W %u, "
              "X %u)", who, how, START + ITERS, w, x);
 }
@@ -199,6 +216,11 @@ static void refusals(int who, struct aio_client *a, cudaStream_t st)
     rc = paged_stream_signal(a->c, st, size, 1, PAGED_STREAM_KERNEL);
     cr_check(rc == PAGED_E_INVAL && strstr(paged_client_error(a->c), "beyond the data arena") != NULL,
              "client %d: an offset past the data arena is refused, saying so (%s)", who, paged_client_error(a->c));
+    size_t hsize = 0;
+    (void) paged_arena_base(a->c, PAGED_ARENA_HOST, &hsize);
+    rc = paged_stream_signal(a->c, st, hsize, 1, PAGED_STREAM_HOST);
+    cr_check(rc == PAGED_E_INVAL && strstr(paged_client_error(a->c), "beyond the host arena") != NULL,
+             "client %d: a host-arena offset past its end is refused, saying so (%s)", who, paged_client_error(a->c));
     rc = paged_stream_wait(a->c, st, 0, 1, PAGED_STREAM_KERNEL | PAGED_STREAM_MEMOP);
     cr_check(rc == PAGED_E_INVAL && strstr(paged_client_error(a->c), "flags 0x3") != NULL,
              "client %d: flags naming both ways are refused (%s)", who, paged_client_error(a->c));
@@ -226,8 +248,9 @@ static void client_main(int who, int cmd_fd)
     snprintf(name, sizeof name, "stream-%d", who);
     if (aio_decoder_open(&d, daemon_.socket, name, "stream", CTX, QH, &rng, q0, why, sizeof why) < 0)
         cr_fatal("client %d: %s", who, why);
-    uint64_t words_off = 0;
-    if (paged_arena_alloc(d.a.c, PAGED_ARENA_DATA, 64, 64, &words_off) != PAGED_OK)
+    uint64_t words_off = 0, host_off = 0;
+    if (paged_arena_alloc(d.a.c, PAGED_ARENA_DATA, 64, 64, &words_off) != PAGED_OK
+        || paged_arena_alloc(d.a.c, PAGED_ARENA_HOST, 64, 64, &host_off) != PAGED_OK)
         cr_fatal("client %d: carving the words: %s", who, paged_client_error(d.a.c));
     cudaStream_t st, st2;
     float *qs = NULL, *outs = NULL;
@@ -242,7 +265,8 @@ static void client_main(int who, int cmd_fd)
     if (who == 0)
         refusals(who, &d.a, st);
     for (int m = 0; m < 3; m++) {
-        chain(who, &d, modes[m], words_off, st, st2, qs, outs, pinned, &rng);
+        chain(who, &d, modes[m], 0, words_off, host_off, st, st2, qs, outs, pinned, &rng);
+        chain(who, &d, modes[m], 1, words_off, host_off, st, st2, qs, outs, pinned, &rng);
         hold_release(who, &d, modes[m], words_off + 16, words_off + 20, st, st2, pinned);
     }
     free(d.ref.base);

@@ -32,7 +32,7 @@ struct bench_opts {
     unsigned steps;                 /* service: timed decode steps per client (0: default) */
     long nops;                      /* service: NOP round trips (0: default) */
     int spin_us;                    /* service: clients' paged_connect_opts.spin_us (0: default) */
-    int deps;                       /* service: layers chained by dep words: 0 no, 1 host, 2 device */
+    int deps;                       /* service: layers chained by dep words: 0 no, 1 host, 2 device, 3 host-stream */
     unsigned rounds;                /* service: times the scenario list runs, interleaved (>= 1) */
     const char *waits;              /* service: the daemon's dependency-waits (NULL: its default) */
     uint32_t pool_memory;           /* service: PAGED_POOL_SEALED or PAGED_POOL_EXPORTED or'ed

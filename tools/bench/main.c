@@ -44,8 +44,10 @@ static void usage(FILE *f)
             "      --nops=N           service: NOP round trips (default 100000; --quick 1000)\n"
             "      --spin-us=N        service: how long the clients' waits spin before they\n"
             "                         sleep, in microseconds (-1: never; default: libpaged's)\n"
-            "      --deps[=host|device]  service: chain the layers through dependency words\n"
-            "                         (in the host arena, the default, or the data arena)\n"
+            "      --deps[=host|device|host-stream]  service: chain the layers through\n"
+            "                         dependency words (in the host arena by the CPU, the\n"
+            "                         default; in the data arena or the host arena by the\n"
+            "                         client's stream)\n"
             "                         instead of awaiting each layer's completion\n"
             "      --rounds=N         service: run every client count N times, interleaved, and\n"
             "                         give the merge ratio's median (default 1)\n"
@@ -148,8 +150,10 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
                 o->deps = 1;
             else if (strcmp(optarg, "device") == 0)
                 o->deps = 2;
+            else if (strcmp(optarg, "host-stream") == 0)
+                o->deps = 3;
             else
-                bench_die("--deps: host or device, not '%s'", optarg);
+                bench_die("--deps: host, device or host-stream, not '%s'", optarg);
             break;
         case OPT_MEMORY:
             o->pool_memory = strcmp(optarg, "sealed") == 0     ? PAGED_POOL_SEALED

@@ -485,7 +485,7 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
         snprintf(spin, sizeof spin, o->spin_us < 0 ? "none" : "%d us", o->spin_us);
     }
     if (o->deps)   /* read by the client processes (client.c) */
-        setenv("PAGED_BENCH_DEPS", o->deps == 2 ? "device" : "host", 1);
+        setenv("PAGED_BENCH_DEPS", o->deps == 3 ? "host-stream" : o->deps == 2 ? "device" : "host", 1);
     snprintf(title, sizeof title,
              "service: %d-layer decode steps (APPEND + DECODE per layer, 32/8 heads, D 128, bf16) on "
              "%u-token contexts, %u steps per client; daemon backend %s; pools %s; client wait spin %s; daemon's "
@@ -497,7 +497,9 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
              : o->pool_memory == PAGED_POOL_EXPORTED ? "exported (--memory=exported)"
                                                      : "as the daemon chooses (column memory)",
              spin, o->waits != NULL ? o->waits : "its default",
-             o->deps == 2 ? "through data-arena dependency words on the client's stream (--deps=device; latency: "
+             o->deps == 3 ? "through host-arena dependency words on the client's stream (--deps=host-stream; "
+                            "latency: until the completion, posted when queued)"
+             : o->deps == 2 ? "through data-arena dependency words on the client's stream (--deps=device; latency: "
                             "until the completion, posted when queued)"
              : o->deps    ? "through host-arena dependency words by the client's CPU (--deps=host; latency: until "
                             "the completion, posted when queued)"
