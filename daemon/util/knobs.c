@@ -143,8 +143,8 @@ static const struct knob_row rows[PD_KNOB_COUNT_] = {
     [PD_KNOB_DEP_KERNELS] = {
         .name = "PAGEDD_DEP_KERNELS", .kind = PD_KNOB_TUNING, .form = FORM_WORD, .words = dep_words,
         .def_text = "1 under MPS, else 0",
-        .doc = "How the cuda backend waits for a pass's dependency words and writes its signal words: "
-               "0 by stream memory operations, 2 by kernels, 1 by kernels for some passes.",
+        .doc = "How the cuda backend waits for a pass's dependency words (under inline waits) and writes its "
+               "signal words: 0 by stream memory operations, 2 by kernels, 1 by kernels for some passes.",
     },
     [PD_KNOB_FUSE] = {
         .name = "PAGEDD_FUSE", .kind = PD_KNOB_TUNING, .form = FORM_WORD, .words = flag_words,

@@ -29,6 +29,16 @@
  * a ring whose indices are made corrupt, whose client must be disconnected through the
  * env's kill callback while the others' requests still complete. It links the engine's
  * library and not the front's: the engine needs no server.
+ *
+ * Then the isolated dependency waits, with a second engine over the cpu backend dressed as
+ * one with data arenas of its own (a probe that reads the word as the cuda backend's copy
+ * would, answering "on its way" at a request's first look, and a run_batch that records
+ * whether an op still waits): a DECODE on a short word stays in its ring while another
+ * client's request completes, runs once the word is written (with no wait left for the
+ * backend, and the output of the same DECODE without one); inline, the probe is never asked
+ * and the backend gets the wait; a word never written fails with PAGED_E_TIMEOUT, and after
+ * dependency-strikes of those the next short word is refused with PAGED_E_LIMIT, though not
+ * on a look started before it; a probe's error fails the request with it.
  */
 
 #define NCLIENTS 3
@@ -47,6 +57,8 @@
 #define OFF_V 65536u
 #define OFF_Q 131072u
 #define OFF_OUT 196608u
+#define OFF_WORD 262144u
+#define OFF_OUT2 262400u
 
 /* One pool of the test: the engine's, and a shadow of its memory for the reference. */
 struct tpool {
@@ -412,6 +424,166 @@ static void check_corrupt(struct pd_engine *e)
     is_int(kills_before + 1, kills.n, "and kills nobody again");
 }
 
+/* The gate phase's backend: the cpu backend's ops with a probe of its own and a run_batch that
+ * records what reaches it. */
+static struct gate {
+    pd_backend b;
+    struct pd_backend_ops ops;
+    const struct pd_backend_ops *cpu;
+    unsigned looks, fresh_looks;  /* probe calls, those with fresh set */
+    int fail;                     /* the probe answers this error instead (0: none) */
+    unsigned waiting_ops, ops_run;/* ops that reached run_batch still waiting, and in all */
+} gate;
+
+/* The gate backend's probe: the word is in the host arena here; a request's first look is on
+ * its way (as a copy would be), later ones read it. Returns a PD_PROBE_* or gate.fail. */
+static int gate_probe(pd_backend *b, pd_arena *arena, uint64_t off, uint32_t value, int fresh)
+{
+    (void) b;
+    (void) arena;
+    gate.looks++;
+    gate.fresh_looks += fresh != 0;
+    if (gate.fail != 0)
+        return gate.fail;
+    if (fresh)
+        return PD_PROBE_PENDING;
+    const uint32_t w = __atomic_load_n((const uint32_t *) (clients[0].c->ch->arena + off), __ATOMIC_ACQUIRE);
+    return (int32_t) (w - value) >= 0 ? PD_PROBE_REACHED : PD_PROBE_SHORT;
+}
+
+/* The gate backend's run_batch: counts the ops still waiting, then runs the cpu backend's.
+ * Returns nothing. */
+static void gate_run(pd_backend *b, struct pd_batch *batch)
+{
+    for (uint32_t i = 0; i < batch->nops; i++)
+        gate.waiting_ops += (batch->ops[i].op->flags & PCORE_SQE_WAIT) != 0;
+    gate.ops_run += batch->nops;
+    gate.cpu->run_batch(b, batch);
+}
+
+/* Queues client 0's DECODE (tag) over its tokens into out_off, waiting for OFF_WORD to reach
+ * value when value is not 0. Returns nothing. */
+static void gate_decode(uint64_t tag, uint32_t value, uint64_t out_off)
+{
+    struct client *k = &clients[0];
+    struct pcore_sqe s = { .opcode = PAGED_OP_DECODE, .pool = k->pool->p->id, .tag = tag, .layer = (int32_t) k->layer };
+    s.u.attn = (struct pcore_req_attn) {
+        .num_seqs = 1, .num_q_heads = k->q_heads, .dtype = PAGED_DTYPE_F32, .bt_stride = k->nblocks, .q_off = OFF_Q,
+        .out_off = out_off, .bt_off = OFF_TABLE, .lens_off = OFF_LENS,
+        .attn = { .sm_scale = 1.0f / sqrtf((float) k->pool->shadow.head_dim) },
+    };
+    if (value != 0) {
+        s.flags |= PCORE_SQE_WAIT;
+        s.dep = (struct pcore_dep_wire) { .wait_off = OFF_WORD, .wait_value = value };
+    }
+    submit(k, &s);
+}
+
+/* Runs passes of e until client 0 has a completion or ms pass (bounded either way); takes it
+ * into *q. Returns whether one came. */
+static int gate_await(struct pd_engine *e, struct pcore_cqe *q, int ms)
+{
+    const uint64_t deadline = (uint64_t) tap_now_ns() + (uint64_t) ms * 1000000u;
+    for (unsigned i = 0; i < 1000000u && (uint64_t) tap_now_ns() < deadline; i++) {
+        pd_engine_pass(e, BUDGET);
+        if (reap(&clients[0], q))
+            return 1;
+    }
+    return 0;
+}
+
+/* Sets client 0's dependency word; returns nothing. */
+static void gate_word(uint32_t v)
+{
+    __atomic_store_n((uint32_t *) (clients[0].arena + OFF_WORD), v, __ATOMIC_RELEASE);
+}
+
+/* The isolated waits (see the top). Returns nothing. */
+static void check_gate(pd_backend *cpu, struct pd_stats *stats)
+{
+    gate.cpu = cpu->ops;
+    gate.ops = *cpu->ops;
+    gate.ops.probe = gate_probe;
+    gate.ops.run_batch = gate_run;
+    gate.b = *cpu;
+    gate.b.ops = &gate.ops;
+    struct client *a = &clients[0], *b = &clients[1];
+    /* A data arena of its own, as far as the engine can tell; the cpu backend runs on the host one. */
+    pd_arena *const fake = (pd_arena *) &gate;
+    a->c->ch->data = fake;
+    struct pd_engine_env env = {
+        .backend = &gate.b, .conns = &conns, .dependency_timeout_ms = 60000, .dependency_strikes = 2,
+        .stats = stats, .ctx = &kills, .kill = on_kill, .flush_evictions = on_flush_evictions,
+    };
+    struct pd_engine *e = pd_engine_create(&env);
+    if (e == NULL)
+        bail("pd_engine_create: out of memory");
+    const size_t n = (size_t) a->q_heads * a->pool->shadow.head_dim;
+    struct pcore_cqe q;
+    int got;
+
+    gate_word(0);
+    gate_decode(600, 0, OFF_OUT);
+    got = gate_await(e, &q, 5000);
+    ok(got && q.status == PAGED_OK, "gate: a DECODE without a wait runs (status %d)", q.status);
+    gate_decode(601, 1, OFF_OUT2);
+    for (int i = 0; i < 5; i++)
+        pd_engine_pass(e, BUDGET);
+    ok(!reap(a, &q), "gate: a DECODE whose word is short stays in its ring over 5 passes");
+    is_int(1, gate.fresh_looks, "gate: its first look was fresh, the later ones not (%u looks)", gate.looks);
+    struct pcore_sqe nop = { .opcode = PAGED_OP_NOP, .tag = 602 };
+    submit(b, &nop);
+    pd_engine_pass(e, BUDGET);
+    ok(reap(b, &q) && q.tag == 602 && q.status == PAGED_OK, "gate: another client's request completes meanwhile");
+    const unsigned ran = gate.ops_run;
+    gate_word(1);
+    got = gate_await(e, &q, 5000);
+    ok(got && q.tag == 601 && q.status == PAGED_OK,
+       "gate: once its word is written the DECODE completes (status %d)", q.status);
+    ok(gate.ops_run == ran + 1 && gate.waiting_ops == 0, "gate: it reached the backend with no wait left (%u waiting)",
+       gate.waiting_ops);
+    is_blob(a->arena + OFF_OUT, a->arena + OFF_OUT2, n * sizeof(float),
+            "gate: its output is the same DECODE's without a wait");
+
+    env.dependency_inline = 1;
+    const unsigned looks = gate.looks;
+    gate_decode(603, 2, OFF_OUT2);
+    got = gate_await(e, &q, 5000);
+    ok(got && q.tag == 603, "gate: inline, a waiting DECODE goes to the backend at once");
+    ok(gate.looks == looks && gate.waiting_ops == 1, "gate: inline, with its wait and no look (%u looks, %u waiting)",
+       gate.looks - looks, gate.waiting_ops);
+    env.dependency_inline = 0;
+
+    env.dependency_timeout_ms = 30;
+    for (int i = 0; i < 2; i++) {
+        gate_decode(604 + (uint64_t) i, 100, OFF_OUT2);
+        got = gate_await(e, &q, 5000);
+        ok(got && q.status == PAGED_E_TIMEOUT && q.err_field == PCORE_FIELD_WAIT,
+           "gate: a word never written times out, on dep.wait_off (strike %d; status %d)", i + 1, q.status);
+    }
+    const unsigned before = gate.looks;
+    gate_decode(606, 100, OFF_OUT2);
+    pd_engine_pass(e, BUDGET);
+    ok(!reap(a, &q), "gate: struck out, a wait whose first look is still on its way is not refused on it");
+    got = gate_await(e, &q, 5000);
+    ok(got && q.status == PAGED_E_LIMIT && q.err_field == PCORE_FIELD_WAIT && gate.looks == before + 2,
+       "gate: the next look finds the word short and the wait is refused with PAGED_E_LIMIT on dep.wait_off "
+       "(status %d, %u looks)", q.status, gate.looks - before);
+    gate_decode(607, 1, OFF_OUT2);
+    got = gate_await(e, &q, 5000);
+    ok(got && q.status == PAGED_OK, "gate: struck out, a wait on a reached word still runs");
+
+    gate.fail = PAGED_E_DEVICE;
+    gate_decode(608, 200, OFF_OUT2);
+    got = gate_await(e, &q, 5000);
+    ok(got && q.status == PAGED_E_DEVICE && q.err_field == PCORE_FIELD_WAIT,
+       "gate: a probe's error fails the request with it, on dep.wait_off (status %d)", q.status);
+    gate.fail = 0;
+    a->c->ch->data = NULL;
+    pd_engine_destroy(e);
+    cpu->late_fn = NULL;
+}
+
 /* Lets client k go, as pd_server_kill and pd_server_sweep would. Returns nothing. */
 static void disconnect(struct client *k)
 {
@@ -432,7 +604,7 @@ static void disconnect(struct client *k)
 /* Runs the cases; returns 0 (TAP says how it went). */
 int main(void)
 {
-    plan(38);
+    plan(53);
     pd_log_set_level(PD_LOG_ERROR);
     tap_rng rng;
     tap_rng_seed(&rng, tap_seed());
@@ -482,6 +654,7 @@ int main(void)
     check_corrupt(e);
     is_int(0, pd_engine_withheld(e), "no completion is withheld at the end");
     is_int(3, (long long) stats.ops[PAGED_OP_DECODE].requests, "env.stats counted the three DECODEs");
+    check_gate(backend, &stats);
 
     for (int i = 0; i < NCLIENTS; i++)
         disconnect(&clients[i]);

@@ -40,6 +40,12 @@ AM_TESTS_ENVIRONMENT += \
 tests_daemon_knobs_t_SOURCES = tests/daemon/knobs-t.c
 tests_daemon_knobs_t_LDADD = $(DAEMON_TEST_LIBS)
 
+# Timed-out dependency waits per uid, driven directly.
+check_PROGRAMS += tests/daemon/strikes-t
+TESTS += tests/daemon/strikes-t
+tests_daemon_strikes_t_SOURCES = tests/daemon/strikes-t.c
+tests_daemon_strikes_t_LDADD = $(DAEMON_TEST_LIBS)
+
 # The per-uid tally of connections, driven directly.
 check_PROGRAMS += tests/daemon/tally-t
 TESTS += tests/daemon/tally-t
