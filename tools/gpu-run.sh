@@ -14,7 +14,8 @@
 # SKIP_GPU_TESTS=1 (the tests run again with the daemon on the GPU), SKIP_SANITIZER=1,
 # SKIP_BENCH=1, SKIP_BENCH_KERNELS=1, SKIP_BENCH_ROUNDS=1 (the five rounds of the service
 # benchmark, exported and sealed), SKIP_BENCH_DEPS=1 (the --deps=host, --deps=device and
-# --deps=host-stream service benchmarks, device words with isolated and inline waits), SKIP_MPS=1 (the --deps=device service benchmark once more under MPS, when
+# --deps=host-stream service benchmarks, device words with isolated and inline waits),
+# SKIP_MPS=1 (dep-t and the chained service benchmarks once more under MPS, when
 # nvidia-cuda-mps-control is there), ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
 # then only the service benchmark with exported and with sealed pools).
 set -u
@@ -171,16 +172,27 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
                     | tee -a "$summary"
             fi
             export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps.log"
-            step bench-service-mps tools/paged-bench service --deps=device --json "$out/bench-service-mps.json"
+            step bench-service-mps tools/paged-bench service --deps=device --waits=inline \
+                --json "$out/bench-service-mps.json"
             # The same with stream memory operations on both sides, as without MPS.
             export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps-memops.log"
             step bench-service-mps-memops env PAGEDD_DEP_KERNELS=0 PAGED_BENCH_DEP_KERNELS=0 \
-                tools/paged-bench service --deps=device --json "$out/bench-service-mps-memops.json"
+                tools/paged-bench service --deps=device --waits=inline --json "$out/bench-service-mps-memops.json"
+            # And with the daemon's default, isolated waits, on data-arena and host-arena words.
+            export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps-isolated.log"
+            step bench-service-mps-isolated tools/paged-bench service --deps=device \
+                --json "$out/bench-service-mps-isolated.json"
+            export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-mps-host-stream.log"
+            step bench-service-mps-host-stream tools/paged-bench service --deps=host-stream \
+                --json "$out/bench-service-mps-host-stream.json"
             echo quit | nvidia-cuda-mps-control
-            note "under MPS (dependency words by kernels):"
+            note "under MPS, inline waits (dependency words by kernels):"
             tee -a "$summary" <"$logs/bench-service-mps.log"
             note "under MPS, by stream memory operations (PAGEDD_DEP_KERNELS=0 PAGED_BENCH_DEP_KERNELS=0):"
             tee -a "$summary" <"$logs/bench-service-mps-memops.log"
+            note "under MPS, isolated waits (data-arena words, then host-arena words by the stream):"
+            tee -a "$summary" <"$logs/bench-service-mps-isolated.log"
+            tee -a "$summary" <"$logs/bench-service-mps-host-stream.log"
         fi
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     fi
