@@ -1,0 +1,173 @@
+# test_client.py: paged.connect, the client as a context manager, pools, blocks and sequences.
+# SPDX-License-Identifier: MIT
+"""Every client, pool and sequence call of the package against a real pagedd."""
+
+import os
+import unittest
+
+import numpy as np
+
+import paged
+from daemon import Pagedd
+
+
+class ClientTest(unittest.TestCase):
+    """Calls on one daemon started for the class."""
+
+    @classmethod
+    def setUpClass(cls):
+        """Starts the daemon."""
+        cls.daemon = Pagedd()
+
+    @classmethod
+    def tearDownClass(cls):
+        """Stops the daemon."""
+        cls.daemon.stop()
+
+    def connect(self, **kw):
+        """Returns a new client of the daemon, closed at the end of the test."""
+        c = paged.connect(self.daemon.socket, name="pytest", **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def pool(self, c, name, **kw):
+        """Creates pool name (2 layers, 2 KV heads, D 64, B 16, f32, 32 blocks) and returns it,
+        destroyed at the end of the test."""
+        geometry = dict(num_layers=2, num_kv_heads=2, head_dim=64, block_size=16, dtype="f32", num_blocks=32)
+        geometry.update(kw)
+        p = c.create_pool(name, **geometry)
+        self.addCleanup(lambda: c.closed or c.destroy_pool(name))
+        return p
+
+    def test_connect_context_manager(self):
+        """connect() gives a client with an id and the cpu backend; nop round-trips; leaving the
+        with block closes it"""
+        with paged.connect(self.daemon.socket, name="pytest") as c:
+            self.assertIsInstance(c, paged.Client)
+            c.nop()
+            self.assertGreater(c.id, 0)
+            self.assertEqual(c.backend, "cpu")
+            self.assertGreaterEqual(c.arena_size, 1 << 20)
+            self.assertFalse(c.closed)
+        self.assertTrue(c.closed)
+        with self.assertRaisesRegex(paged.ClosedError, "client is closed"):
+            c.nop()
+
+    def test_connect_socket_from_environment(self):
+        """connect() without a socket finds the daemon through $PAGED_SOCKET"""
+        old = os.environ.get("PAGED_SOCKET")
+        os.environ["PAGED_SOCKET"] = self.daemon.socket
+        try:
+            with paged.connect(name="env") as c:
+                c.nop()
+        finally:
+            if old is None:
+                del os.environ["PAGED_SOCKET"]
+            else:
+                os.environ["PAGED_SOCKET"] = old
+
+    def test_pool_create_info_attach_destroy(self):
+        """create_pool takes paged_pool_create's parameters, info() reports them, a second client
+        attaches to the same pool, a taken name is ExistsError, destroy_pool removes the name"""
+        c = self.connect()
+        p = c.create_pool("py-life", num_layers=3, num_kv_heads=4, head_dim=128, block_size=8, dtype="f16",
+                          num_blocks=20, mode=0o600)
+        info = p.info()
+        self.assertEqual((info["num_layers"], info["num_kv_heads"], info["head_dim"], info["block_size"],
+                          info["num_blocks"], info["dtype"]), (3, 4, 128, 8, 20, "f16"))
+        self.assertTrue(info["writable"])
+        self.assertEqual(info["bytes"], 3 * 2 * 20 * 4 * 8 * 128 * 2)
+        self.assertEqual(info["mode"] & 0o777, 0o600)
+        with self.assertRaises(paged.ExistsError):
+            c.create_pool("py-life", num_layers=1, num_kv_heads=1, head_dim=64, block_size=16, dtype="f32",
+                          num_blocks=4)
+        c2 = self.connect()
+        with c2.attach_pool("py-life") as p2:
+            self.assertEqual(p2.info()["id"], info["id"])
+        self.assertTrue(p2.detached)
+        c.destroy_pool("py-life")
+        with self.assertRaises(paged.NotFoundError) as e:
+            c2.attach_pool("py-life")
+        self.assertIn("py-life", e.exception.message)
+        p.detach()
+        self.assertTrue(p.detached)
+        with self.assertRaisesRegex(paged.ClosedError, "pool is closed"):
+            p.alloc(1)
+
+    def test_alloc_free(self):
+        """alloc takes distinct blocks in range, all or nothing; free takes lists and int32 arrays"""
+        c = self.connect()
+        p = self.pool(c, "py-blocks", num_blocks=12)
+        ids = p.alloc(5)
+        self.assertEqual(len(set(ids)), 5)
+        self.assertTrue(all(0 <= i < 12 for i in ids))
+        with self.assertRaises(paged.NoSpaceError):
+            p.alloc(8)
+        rest = p.alloc(7)
+        self.assertEqual(sorted(ids + rest), list(range(12)))
+        p.free(ids)
+        p.free(np.array(rest, dtype=np.int32))
+        self.assertEqual(len(p.alloc(12)), 12)
+
+    def test_sequences(self):
+        """extend gives one slot per token in the sequence's blocks; fork shares them; a published
+        prefix is adopted by another sequence; a closed sequence refuses calls"""
+        c = self.connect()
+        p = self.pool(c, "py-seq")
+        s = p.sequence(salt=7)
+        slots = s.extend(20)
+        self.assertEqual(len(s), 20)
+        self.assertEqual(len(s.blocks), 2)
+        self.assertEqual([x // 16 for x in slots], [s.blocks[0]] * 16 + [s.blocks[1]] * 4)
+        self.assertEqual(len(set(slots)), 20)
+        f = s.fork()
+        self.assertEqual((len(f), f.blocks), (20, s.blocks))
+        f.close()
+        tokens = list(range(100, 140))
+        with p.sequence(salt=7) as a:
+            a.extend(tokens=tokens)
+            a.publish()
+            with p.sequence(salt=7) as b:
+                self.assertEqual(b.adopt_prefix(np.array(tokens + [1, 2], dtype=np.int32)), 32)
+                self.assertEqual(b.blocks, a.blocks[:2])
+                self.assertEqual(len(b), 32)
+            with p.sequence(salt=8) as other:
+                self.assertEqual(other.adopt_prefix(tokens), 0)
+        with self.assertRaisesRegex(paged.ClosedError, "sequence is closed"):
+            len(a)
+        with self.assertRaisesRegex(ValueError, "n: 3, but tokens holds 2"):
+            s.extend(3, tokens=[1, 2])
+        with self.assertRaisesRegex(TypeError, "tokens: expected int32, got int64"):
+            s.extend(tokens=np.array([1, 2], dtype=np.int64))
+
+    def test_closed_client_refuses_every_call(self):
+        """after close() every call on the client, its pools and sequences raises ClosedError"""
+        c = paged.connect(self.daemon.socket, name="pytest")
+        p = self.pool(c, "py-closed")
+        s = p.sequence()
+        c.close()
+        c.close()
+        calls = [c.nop, lambda: c.create_pool("x", num_layers=1, num_kv_heads=1, head_dim=64, block_size=16,
+                                               dtype="f32", num_blocks=1),
+                 lambda: c.attach_pool("py-closed"), lambda: c.destroy_pool("py-closed"), lambda: c.empty(4),
+                 lambda: p.alloc(1), lambda: p.free([0]), p.sequence, lambda: s.extend(1),
+                 lambda: p.decode(0, np.zeros((1, 2, 64), np.float32), [[0]], [1]),
+                 lambda: p.append(0, np.zeros((1, 2, 64), np.float32), np.zeros((1, 2, 64), np.float32), [0])]
+        for call in calls:
+            with self.assertRaises(paged.ClosedError):
+                call()
+        with paged.connect(self.daemon.socket, name="cleanup") as d:
+            d.destroy_pool("py-closed")
+
+    def test_close_keeps_exported_memory(self):
+        """an array still viewed after close() stays readable and writable; the client is closed"""
+        c = paged.connect(self.daemon.socket, name="pytest")
+        a = c.empty((4, 4))
+        x = np.from_dlpack(a)
+        np.asarray(a)[:] = 3.0
+        del a
+        c.close()
+        self.assertTrue(c.closed)
+        self.assertTrue((x == 3.0).all())
+        with self.assertRaises(paged.ClosedError):
+            c.empty(1)
