@@ -28,7 +28,8 @@ AS_IF([test "x$enable_python" != xno], [
   python_why="no Python 3.11+ with its headers (Python.h) found"
   for paged_py in $paged_py_candidates; do
     AS_IF([test -x "$paged_py"], [], [continue])
-    paged_py_i=`$paged_py -c 'import sys, sysconfig; print(sysconfig.get_path("include") if sys.version_info >= (3, 11) else "")' 2>/dev/null`
+    paged_py_prog='import sys, sysconfig; print(sysconfig.get_path("include") if sys.version_info >= (3, 11) else "")'
+    paged_py_i=`$paged_py -c "$paged_py_prog" 2>/dev/null`
     AS_IF([test -n "$paged_py_i" && test -f "$paged_py_i/Python.h"], [], [continue])
     AS_IF([test -z "$paged_py_first"], [paged_py_first=$paged_py paged_py_first_inc=$paged_py_i])
     AS_IF([$paged_py -c 'import numpy' >/dev/null 2>&1],

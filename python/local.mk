@@ -1,8 +1,8 @@
-# python/local.mk: the paged Python package's extension module, built into python/build/paged.
+# python/local.mk: the paged Python package's extension module, built into python/staged/paged.
 # SPDX-License-Identifier: MIT
 
 # The C module paged._paged over libpaged, for the limited API of Python 3.11 (abi3), and the
-# package staged beside it in python/build/paged, which the tests put on PYTHONPATH. pip
+# package staged beside it in python/staged/paged, which the tests put on PYTHONPATH. pip
 # builds the same sources with python/setup.py against an installed libpaged.
 PYTHON_MODULE_SOURCES = \
 	python/src/pypaged.h \
@@ -16,8 +16,8 @@ PYTHON_MODULE_SOURCES = \
 	python/src/pool.c \
 	python/src/attn.c \
 	python/src/seq.c
-EXTRA_DIST += $(PYTHON_MODULE_SOURCES) python/paged/__init__.py python/pyproject.toml python/setup.py \
-	python/README.md
+EXTRA_DIST += $(PYTHON_MODULE_SOURCES) python/paged/__init__.py python/paged/_paged.pyi python/paged/py.typed \
+	python/pyproject.toml python/setup.py python/README.md
 if ENABLE_PYTHON
 # A shared module that is never installed by make: -rpath makes libtool build it shared.
 noinst_LTLIBRARIES += python/_paged.la
@@ -25,11 +25,11 @@ python__paged_la_SOURCES = $(PYTHON_MODULE_SOURCES)
 python__paged_la_CPPFLAGS = $(AM_CPPFLAGS) $(PYTHON_CPPFLAGS) -DPy_LIMITED_API=0x030B0000
 python__paged_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/python
 python__paged_la_LIBADD = lib/libpaged.la
-noinst_DATA = python/build/paged/__init__.py python/build/paged/_paged.abi3.so
-python/build/paged/__init__.py: $(srcdir)/python/paged/__init__.py
-	$(AM_V_GEN)$(MKDIR_P) python/build/paged && cp $(srcdir)/python/paged/__init__.py $@
-python/build/paged/_paged.abi3.so: python/_paged.la
-	$(AM_V_GEN)$(MKDIR_P) python/build/paged && cp python/.libs/_paged.so $@
+noinst_DATA = python/staged/paged/__init__.py python/staged/paged/_paged.abi3.so
+python/staged/paged/__init__.py: $(srcdir)/python/paged/__init__.py
+	$(AM_V_GEN)$(MKDIR_P) python/staged/paged && cp $(srcdir)/python/paged/__init__.py $@
+python/staged/paged/_paged.abi3.so: python/_paged.la
+	$(AM_V_GEN)$(MKDIR_P) python/staged/paged && cp python/.libs/_paged.so $@
 CLEANFILES += $(noinst_DATA)
 endif
 # The tests run the module with the interpreter it was built for (empty: not built).

@@ -316,11 +316,11 @@ int pyp_view_stage(pyp_client *c, struct pyp_scratch *s, const struct pyp_view *
 {
     size_t size = 0;
     char *base = paged_arena_base(c->pc, kind, &size);
-    char *p = v->data;
+    uintptr_t b = (uintptr_t) base, p = (uintptr_t) v->data;
     size_t elem = v->dtype >= 0 ? pyp_dtype_size(v->dtype) : 1;
-    if (base != NULL && p >= base && v->nbytes <= size && (size_t) (p - base) <= size - v->nbytes
-        && (size_t) (p - base) % (elem ? elem : 1) == 0) {
-        *off = (uint64_t) (p - base);
+    if (base != NULL && p >= b && v->nbytes <= size && p - b <= size - v->nbytes
+        && (p - b) % (elem ? elem : 1) == 0) {
+        *off = (uint64_t) (p - b);
         return 0;
     }
     if (s->n == PYP_MAX_SCRATCH) {

@@ -175,8 +175,8 @@ class ArrayTest(unittest.TestCase):
             (ValueError, r"block_tables\[1\]: not an int32", lambda: p.decode(0, q, [[0, 2 ** 40]], lens)),
             (TypeError, "seq_lens: expected int32, got f32",
              lambda: p.decode(0, q, bt, np.array(lens, dtype=np.float32))),
-            (ValueError, r"out: expected shape \(1, 4, 64\)", lambda: p.decode(0, q, bt, lens, out=np.empty((2, 4, 64),
-                                                                                                            np.float32))),
+            (ValueError, r"out: expected shape \(1, 4, 64\)",
+             lambda: p.decode(0, q, bt, lens, out=np.empty((2, 4, 64), np.float32))),
             (TypeError, "out: expected f32", lambda: p.decode(0, q, bt, lens, out=np.empty((1, 4, 64)))),
             (ValueError, "out: not a writable array", lambda: p.decode(0, q, bt, lens, out=np.frombuffer(
                 bytes(1024), np.float32).reshape(1, 4, 64))),

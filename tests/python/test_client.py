@@ -171,3 +171,29 @@ class ClientTest(unittest.TestCase):
         self.assertTrue((x == 3.0).all())
         with self.assertRaises(paged.ClosedError):
             c.empty(1)
+
+
+class StubTest(unittest.TestCase):
+    """The type stubs against the module."""
+
+    def test_stubs_name_what_the_module_has(self):
+        """every class, method and property of paged._paged is in _paged.pyi, and nothing more"""
+        import ast
+        from paged import _paged
+        path = os.path.join(os.environ.get("top_srcdir", "."), "python", "paged", "_paged.pyi")
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            declared = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            declared |= {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
+            cls = getattr(_paged, node.name)
+            actual = {name for name in vars(cls) if not name.startswith("__") or name in (
+                "__dlpack__", "__dlpack_device__", "__enter__", "__exit__", "__len__", "__init__")}
+            declared.discard("__init__")
+            actual.discard("__init__")
+            self.assertEqual(declared, actual, node.name)
+        functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        self.assertEqual(functions, {n for n in vars(_paged) if callable(getattr(_paged, n))
+                                     and not isinstance(getattr(_paged, n), type) and not n.startswith("__")})

@@ -4,6 +4,8 @@
 with the code, the field at fault and libpaged's message; a lost daemon ends calls cleanly."""
 
 import os
+import signal
+import threading
 import unittest
 
 import numpy as np
@@ -146,5 +148,39 @@ class DaemonGoneTest(unittest.TestCase):
                 p.alloc(1)
             c.close()
             self.assertTrue(c.closed)
+        finally:
+            d.stop()
+
+    def test_daemon_killed_mid_wait(self):
+        """a decode waiting on a stopped daemon ends with DisconnectedError once the daemon is
+        killed (whether the kill comes before or during its wait), within 20 s, with no crash"""
+        d = Pagedd()
+        try:
+            c = paged.connect(d.socket, name="waiter")
+            p = c.create_pool("py-wait", num_layers=1, num_kv_heads=1, head_dim=64, block_size=16, dtype="f32",
+                              num_blocks=2)
+            s = p.sequence()
+            slots = s.extend(4)
+            kv = np.ones((4, 1, 64), np.float32)
+            p.append(0, kv, kv, slots)
+            outcome = []
+
+            def decode():
+                """Decodes once, noting the exception it ends with."""
+                try:
+                    p.decode(0, np.ones((1, 1, 64), np.float32), [s.blocks], [4])
+                    outcome.append(None)
+                except paged.Error as e:
+                    outcome.append(e)
+
+            d.proc.send_signal(signal.SIGSTOP)
+            t = threading.Thread(target=decode)
+            t.start()
+            d.kill()
+            t.join(20)
+            self.assertFalse(t.is_alive(), "the decode still waits 20 s after the daemon was killed")
+            self.assertEqual(len(outcome), 1)
+            self.assertIsInstance(outcome[0], (paged.DisconnectedError, paged.ShutdownError))
+            c.close()
         finally:
             d.stop()

@@ -68,7 +68,8 @@ for f in README.md HACKING.md BENCHMARKS.md NEWS fuzz/README tests/README python
 done
 clean "the documents and the man pages" "$@" "$top_srcdir"/man/*.[1-8]
 sources=$(cd "$top_srcdir" && find daemon lib kernels tools tests include fuzz python \
-    \( -name corpus -o -name .libs -o -name .deps -o -name __pycache__ -o -path python/build \) -prune -o -type f \
+    \( -name corpus -o -name .libs -o -name .deps -o -name __pycache__ -o -path python/staged \
+       -o -path python/build \) -prune -o -type f \
     \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.sh' -o -name '*.mk' \
        -o -name '*.in' -o -name '*.example' -o -name '*.py' -o -name '*.toml' \) -print | sort)
 set --
