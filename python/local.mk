@@ -15,6 +15,7 @@ PYTHON_MODULE_SOURCES = \
 	python/src/run.c \
 	python/src/pool.c \
 	python/src/attn.c \
+	python/src/blocks.c \
 	python/src/seq.c
 EXTRA_DIST += $(PYTHON_MODULE_SOURCES) python/paged/__init__.py python/paged/_paged.pyi python/paged/py.typed \
 	python/pyproject.toml python/setup.py python/README.md

@@ -15,7 +15,7 @@ The C reference is libpaged(3).
 """
 
 from . import _paged
-from ._paged import ArenaArray, Client, Pool, Sequence
+from ._paged import ArenaArray, Client, Pool, Sequence, hash_blocks
 
 ALL_LAYERS = _paged.ALL_LAYERS
 """``layer`` for :meth:`Pool.append` with keys and values of every layer."""
@@ -26,7 +26,7 @@ POOL_EXPORTED = _paged.POOL_EXPORTED
 
 __all__ = [
     "connect", "Client", "Pool", "Sequence", "ArenaArray", "ALL_LAYERS", "POOL_SHARED_PREFIXES",
-    "POOL_SEALED", "POOL_EXPORTED", "Error", "ClosedError", "version",
+    "POOL_SEALED", "POOL_EXPORTED", "Error", "ClosedError", "version", "hash_blocks", "error_class",
 ]
 
 

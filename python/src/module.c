@@ -142,6 +142,10 @@ static PyMethodDef module_methods[] = {
       "makes the module's exceptions; code None makes ClosedError." },
     { "strerror", py_strerror, METH_O,
       "strerror(code)\n--\n\nReturns libpaged's description of a paged error code." },
+    { "hash_blocks", (PyCFunction) (void (*)(void)) pyp_hash_blocks, METH_VARARGS | METH_KEYWORDS,
+      "hash_blocks(tokens, block_size, *, salt=0, parent=None)\n--\n\nReturns the chained prefix hashes "
+      "(128-bit ints) of the whole blocks of tokens, as the daemon computes them for publish and "
+      "lookup (paged_hash_blocks(3))." },
     { "version", py_version, METH_NOARGS,
       "version()\n--\n\nReturns the version of the libpaged the module runs on." },
     { NULL, NULL, 0, NULL },

@@ -228,6 +228,18 @@ static PyMethodDef pool_methods[] = {
       "NoSpaceError when the pool cannot supply them." },
     { "free", pool_free, METH_VARARGS,
       "free(ids)\n--\n\nDrops one reference to each block in ids (ints: a list or an int32 array)." },
+    { "fork", (PyCFunction) (void (*)(void)) pyp_pool_fork, METH_VARARGS,
+      "fork(ids)\n--\n\nTakes one more reference to each block in ids, which this client holds." },
+    { "copy", (PyCFunction) (void (*)(void)) pyp_pool_copy, METH_VARARGS,
+      "copy(src, dst)\n--\n\nCopies whole blocks (every layer, K and V) src[i] to dst[i]; dst blocks must "
+      "be writable by this client." },
+    { "publish", (PyCFunction) (void (*)(void)) pyp_pool_publish, METH_VARARGS | METH_KEYWORDS,
+      "publish(tokens, ids, *, salt=0, parent=None)\n--\n\nPublishes the full blocks ids, which hold "
+      "tokens (whole blocks of token ids), in the prefix cache, the hash chain continuing from parent "
+      "(None: a prompt's start); returns how many were newly published." },
+    { "lookup", (PyCFunction) (void (*)(void)) pyp_pool_lookup, METH_VARARGS | METH_KEYWORDS,
+      "lookup(tokens, *, salt=0, parent=None)\n--\n\nFinds the longest published prefix of tokens (whole "
+      "blocks) and takes a reference to each block found; returns their ids (a list, maybe empty)." },
     { "sequence", (PyCFunction) (void (*)(void)) pool_sequence, METH_VARARGS | METH_KEYWORDS,
       "sequence(salt=0)\n--\n\nReturns a new empty Sequence; salt is mixed into its prefix hashes." },
     { "append", (PyCFunction) (void (*)(void)) pyp_pool_append, METH_VARARGS | METH_KEYWORDS,

@@ -135,13 +135,18 @@ void pyp_scratch_free(struct pyp_scratch *s);
 int pyp_run(pyp_client *c, paged_request *req, paged_completion *done);
 PyObject *pyp_raise_completion(pyp_client *c, const paged_completion *done, int rc);
 
-/* pool.c, attn.c, seq.c */
+/* pool.c, attn.c, blocks.c, seq.c */
 PyObject *pyp_pool_new(pyp_client *c, paged_pool *pp);
 int pyp_pool_enter(pyp_pool *p);
 int pyp_pool_init_type(PyObject *module);
 PyObject *pyp_pool_append(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_decode(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_prefill(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args);
+PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args);
+PyObject *pyp_pool_publish(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_lookup(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_hash_blocks(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *pyp_seq_new(pyp_pool *p, paged_seq *ps);
 int pyp_seq_init_type(PyObject *module);
 

@@ -109,6 +109,50 @@ class ClientTest(unittest.TestCase):
         p.free(np.array(rest, dtype=np.int32))
         self.assertEqual(len(p.alloc(12)), 12)
 
+    def test_fork_copy_publish_lookup(self):
+        """copy duplicates a block's keys and values; fork adds a reference that one free leaves;
+        publish and lookup share blocks under the hashes hash_blocks computes, per salt and parent"""
+        c = self.connect()
+        p = self.pool(c, "py-prefix")
+        src, dst = p.alloc(2)
+        kv = np.random.default_rng(9).standard_normal((2, 2, 16, 2, 64), dtype=np.float32)
+        p.append(paged.ALL_LAYERS, kv[0], kv[1], [src * 16 + t for t in range(16)])
+        p.copy([src], np.array([dst], dtype=np.int32))
+        q = np.random.default_rng(10).standard_normal((1, 4, 64), dtype=np.float32)
+        a = np.from_dlpack(p.decode(1, q, [[src]], [16]))
+        np.testing.assert_array_equal(np.from_dlpack(p.decode(1, q, [[dst]], [16])), a)
+        p.fork([src])
+        p.free([src])
+        np.testing.assert_array_equal(np.from_dlpack(p.decode(1, q, [[src]], [16])), a)
+        p.free([src])
+        with self.assertRaises(paged.NotHeldError):
+            p.decode(1, q, [[src]], [16])
+        with self.assertRaisesRegex(ValueError, "dst: 2 blocks for 1 in src"):
+            p.copy([dst], [dst, dst])
+
+        tokens = list(range(500, 532))
+        blocks = p.alloc(2)
+        self.assertEqual(p.publish(tokens, blocks, salt=5), 2)
+        self.assertEqual(p.publish(tokens, blocks, salt=5), 0)
+        self.assertEqual(p.lookup(tokens, salt=5), blocks)
+        self.assertEqual(p.lookup(tokens, salt=6), [])
+        self.assertEqual(p.lookup(tokens[:16] + [0] * 16, salt=5), blocks[:1])
+        hashes = paged.hash_blocks(tokens, 16, salt=5)
+        self.assertEqual(len(hashes), 2)
+        self.assertTrue(all(0 < h < 1 << 128 for h in hashes))
+        self.assertEqual(paged.hash_blocks(tokens[16:], 16, salt=5, parent=hashes[0]), hashes[1:])
+        self.assertNotEqual(paged.hash_blocks(tokens, 16, salt=6), hashes)
+        self.assertEqual(paged.hash_blocks(tokens[:20], 16, salt=5), hashes[:1])
+        self.assertEqual(p.lookup(tokens[16:], salt=5, parent=hashes[0]), blocks[1:])
+        with self.assertRaisesRegex(ValueError, "tokens: 20 tokens are not whole blocks of 16"):
+            p.lookup(tokens[:20])
+        with self.assertRaisesRegex(ValueError, "ids: 1 blocks for 2 blocks of tokens"):
+            p.publish(tokens, blocks[:1])
+        with self.assertRaisesRegex(TypeError, "parent: a hash is an int"):
+            p.lookup(tokens, parent="x")
+        with self.assertRaisesRegex(ValueError, "parent: not a 128-bit"):
+            paged.hash_blocks(tokens, 16, parent=-1)
+
     def test_sequences(self):
         """extend gives one slot per token in the sequence's blocks; fork shares them; a published
         prefix is adopted by another sequence; a closed sequence refuses calls"""
