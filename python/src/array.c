@@ -50,6 +50,8 @@ PyObject *pyp_array_new(pyp_client *c, int dtype, int ndim, const int64_t *shape
     }
     Py_INCREF((PyObject *) c);
     a->client = c;
+    a->pool = NULL;
+    a->view_data = NULL;
     a->off = off;
     a->alloc_len = bytes == 0 ? 1 : bytes;
     a->dtype = dtype;
@@ -60,9 +62,34 @@ PyObject *pyp_array_new(pyp_client *c, int dtype, int ndim, const int64_t *shape
     return (PyObject *) a;
 }
 
+/* Makes a read-only view of pool p's memory at data, of dtype and shape; it keeps the pool
+ * attached and its client's mapping while it lives. Returns it, or NULL. */
+PyObject *pyp_array_view(pyp_pool *p, char *data, int dtype, int ndim, const int64_t *shape)
+{
+    pyp_array *a = PyObject_New(pyp_array, pyp_array_type);
+    if (a == NULL)
+        return NULL;
+    Py_INCREF((PyObject *) p);
+    Py_INCREF((PyObject *) p->client);
+    a->client = p->client;
+    a->pool = p;
+    a->view_data = data;
+    a->off = 0;
+    a->alloc_len = 0;
+    a->dtype = dtype;
+    a->ndim = ndim;
+    memset(a->shape, 0, sizeof a->shape);
+    memcpy(a->shape, shape, (size_t) ndim * sizeof shape[0]);
+    p->live_views++;
+    p->client->live_arrays++;
+    return (PyObject *) a;
+}
+
 /* Returns the address of a's first element in this process. */
 void *pyp_array_data(pyp_array *a)
 {
+    if (a->pool != NULL)
+        return a->view_data;
     char *base = paged_arena_base(a->client->pc, PAGED_ARENA_HOST, NULL);
     return base + a->off;
 }
@@ -73,8 +100,12 @@ static void array_dealloc(PyObject *self)
     pyp_array *a = (pyp_array *) self;
     PyTypeObject *tp = Py_TYPE(self);
     pyp_client *c = a->client;
-    if (c->pc != NULL)
+    if (a->pool != NULL) {
+        pyp_pool_view_gone(a->pool);
+        Py_DECREF((PyObject *) a->pool);
+    } else if (c->pc != NULL) {
         pyp_heap_free(&c->heap, a->off, a->alloc_len);
+    }
     pyp_client_array_gone(c);
     Py_DECREF((PyObject *) c);
     PyObject_Free(self);
@@ -216,6 +247,13 @@ static PyObject *array_get_offset(PyObject *self, void *closure)
     return PyLong_FromUnsignedLongLong(((pyp_array *) self)->off);
 }
 
+/* The readonly property: whether the array is a pool layer's read-only view. */
+static PyObject *array_get_readonly(PyObject *self, void *closure)
+{
+    (void) closure;
+    return PyBool_FromLong(((pyp_array *) self)->pool != NULL);
+}
+
 /* The address property: the address of the first element in this process. */
 static PyObject *array_get_address(PyObject *self, void *closure)
 {
@@ -227,8 +265,12 @@ static PyObject *array_get_address(PyObject *self, void *closure)
  * and strides in an allocation of view->internal; returns 0, or -1 with an exception. */
 static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
-    (void) flags;
     pyp_array *a = (pyp_array *) self;
+    if (a->pool != NULL && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+        PyErr_SetString(PyExc_BufferError, "a pool layer's view is read-only");
+        view->obj = NULL;
+        return -1;
+    }
     static char *const formats[] = { [PAGED_DTYPE_F32] = "f", [PAGED_DTYPE_F16] = "e",
                                      [PAGED_DTYPE_BF16] = "H", [PAGED_DTYPE_FP8_E4M3] = "B" };
     Py_ssize_t *dims = malloc(2 * PYP_MAX_DIMS * sizeof *dims);
@@ -246,7 +288,7 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
     view->obj = self;
     Py_INCREF(self);
     view->len = stride;
-    view->readonly = 0;
+    view->readonly = a->pool != NULL;
     view->itemsize = item;
     view->format = a->dtype == PYP_I32 ? "i" : formats[a->dtype];
     view->ndim = a->ndim;
@@ -282,6 +324,8 @@ static PyGetSetDef array_getset[] = {
     { "nbytes", array_get_nbytes, NULL, "The bytes the elements take.", NULL },
     { "offset", array_get_offset, NULL, "The byte offset of the array in the client's arena.", NULL },
     { "address", array_get_address, NULL, "The address of the first element in this process.", NULL },
+    { "readonly", array_get_readonly, NULL, "Whether the array is a read-only view of a pool layer "
+      "(Pool.layer); DLPack cannot say so, so its consumers must not write.", NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };
 

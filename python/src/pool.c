@@ -18,6 +18,8 @@ PyObject *pyp_pool_new(pyp_client *c, paged_pool *pp)
     Py_INCREF((PyObject *) c);
     p->client = c;
     p->pp = pp;
+    p->live_views = 0;
+    p->detach_pending = 0;
     paged_pool_get_info(pp, &p->info);
     return (PyObject *) p;
 }
@@ -26,7 +28,7 @@ PyObject *pyp_pool_new(pyp_client *c, paged_pool *pp)
  * closed) or RuntimeError. */
 int pyp_pool_enter(pyp_pool *p)
 {
-    if (p->pp == NULL) {
+    if (p->pp == NULL || p->detach_pending) {
         pyp_raise_closed("the pool");
         return -1;
     }
@@ -60,14 +62,27 @@ static void pool_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
+/* Notes that one layer view of p is gone; detaches when detach() was called and it was the
+ * last one. Returns nothing. */
+void pyp_pool_view_gone(pyp_pool *p)
+{
+    p->live_views--;
+    if (p->detach_pending && p->live_views == 0 && !p->client->busy)
+        (void) pool_detach_now(p);
+}
+
 /* detach(): drops every block reference the client holds in the pool and frees its
- * sequences; returns None. */
+ * sequences (once no layer view is alive: until then only calls are refused); returns None. */
 static PyObject *pool_detach(PyObject *self, PyObject *unused)
 {
     (void) unused;
     pyp_pool *p = (pyp_pool *) self;
-    if (p->pp == NULL)
+    if (p->pp == NULL || p->detach_pending)
         Py_RETURN_NONE;
+    if (p->live_views > 0) {
+        p->detach_pending = 1;
+        Py_RETURN_NONE;
+    }
     if (pyp_client_enter(p->client) < 0)
         return NULL;
     int rc = pool_detach_now(p);
@@ -94,6 +109,43 @@ static PyObject *pool_exit_ctx(PyObject *self, PyObject *args)
         return NULL;
     Py_DECREF(r);
     Py_RETURN_FALSE;
+}
+
+/* layer(layer): maps the pool on first use and returns read-only views (k, v) of the layer's
+ * keys and values, each [num_blocks, num_kv_heads, block_size, head_dim] (paged(7)'s layout). */
+static PyObject *pool_layer(PyObject *self, PyObject *args)
+{
+    pyp_pool *p = (pyp_pool *) self;
+    int layer;
+    if (!PyArg_ParseTuple(args, "i:layer", &layer))
+        return NULL;
+    const paged_pool_info *i = &p->info;
+    if (layer < 0 || (uint32_t) layer >= i->num_layers) {
+        PyErr_Format(PyExc_ValueError, "layer: %d is not a layer of the pool (0 to %u)", layer, i->num_layers - 1);
+        return NULL;
+    }
+    if (pyp_pool_enter(p) < 0)
+        return NULL;
+    void *base = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = paged_pool_map(p->pp, &base);
+    Py_END_ALLOW_THREADS
+    pyp_client_leave(p->client);
+    if (rc < 0)
+        return pyp_raise_client(p->client, rc);
+    if (paged_client_backend(p->client->pc) == PAGED_BACKEND_CUDA)
+        return pyp_raise(PAGED_E_NOTSUP, NULL, "layer: the paged package views host pools only (the cpu backend)");
+    int64_t shape[4] = { i->num_blocks, i->num_kv_heads, i->block_size, i->head_dim };
+    uint64_t half = (uint64_t) i->num_blocks * i->num_kv_heads * i->block_size * i->head_dim
+                    * paged_dtype_size(i->dtype);
+    char *k = (char *) base + (uint64_t) layer * 2 * half;
+    PyObject *kv = pyp_array_view(p, k, i->dtype, 4, shape);
+    PyObject *vv = kv != NULL ? pyp_array_view(p, k + half, i->dtype, 4, shape) : NULL;
+    PyObject *r = vv != NULL ? PyTuple_Pack(2, kv, vv) : NULL;
+    Py_XDECREF(kv);
+    Py_XDECREF(vv);
+    return r;
 }
 
 /* info(): returns a dict of the pool's geometry and memory (paged_pool_info). */
@@ -211,7 +263,7 @@ static PyObject *pool_get_detached(PyObject *self, void *closure)
 {
     (void) closure;
     pyp_pool *p = (pyp_pool *) self;
-    return PyBool_FromLong(p->pp == NULL || p->client->pc == NULL);
+    return PyBool_FromLong(p->pp == NULL || p->detach_pending || p->client->pc == NULL);
 }
 
 static PyMethodDef pool_methods[] = {
@@ -223,6 +275,12 @@ static PyMethodDef pool_methods[] = {
     { "info", pool_info, METH_NOARGS,
       "info()\n--\n\nReturns a dict of the pool's geometry: id, num_layers, num_kv_heads, head_dim, "
       "block_size, num_blocks, dtype, k_scale, v_scale, writable, owner_uid, mode, bytes." },
+    { "layer", pool_layer, METH_VARARGS,
+      "layer(layer)\n--\n\nReturns read-only views (k, v) of a layer's keys and values in the pool's "
+      "memory, each [num_blocks, num_kv_heads, block_size, head_dim] of the pool's dtype, for other "
+      "libraries' kernels: by DLPack (numpy.from_dlpack) or the buffer protocol (numpy.asarray). "
+      "The pool must be exported (a sealed pool raises PermissionDeniedError); while a view lives the "
+      "pool stays attached." },
     { "alloc", pool_alloc, METH_VARARGS,
       "alloc(count)\n--\n\nTakes count blocks, all or nothing; returns their ids (a list). Raises "
       "NoSpaceError when the pool cannot supply them." },

@@ -49,6 +49,8 @@ typedef struct pyp_pool {
     pyp_client *client;
     paged_pool *pp;           /* NULL once detached */
     paged_pool_info info;
+    Py_ssize_t live_views;    /* layer views alive: the mapping stays until they go */
+    int detach_pending;       /* detach() was called while views were alive */
 } pyp_pool;
 
 /* The Sequence type's object. */
@@ -58,10 +60,13 @@ typedef struct pyp_seq {
     paged_seq *ps;            /* NULL once closed */
 } pyp_seq;
 
-/* The ArenaArray type's object: a tensor in a client's arena. */
+/* The ArenaArray type's object: a tensor in a client's arena, or a read-only view of a
+ * pool layer's keys or values (pool set). */
 typedef struct pyp_array {
     PyObject_HEAD
     pyp_client *client;
+    struct pyp_pool *pool;    /* a layer view's pool, else NULL */
+    char *view_data;          /* a layer view's first element */
     uint64_t off;             /* arena offset */
     uint64_t alloc_len;       /* bytes taken from the heap */
     int dtype;                /* a paged_dtype or PYP_I32 */
@@ -120,6 +125,7 @@ int pyp_client_init_type(PyObject *module);
 
 /* array.c */
 PyObject *pyp_array_new(pyp_client *c, int dtype, int ndim, const int64_t *shape);
+PyObject *pyp_array_view(struct pyp_pool *p, char *data, int dtype, int ndim, const int64_t *shape);
 void *pyp_array_data(pyp_array *a);
 int pyp_array_init_type(PyObject *module);
 
@@ -138,6 +144,7 @@ PyObject *pyp_raise_completion(pyp_client *c, const paged_completion *done, int 
 /* pool.c, attn.c, blocks.c, seq.c */
 PyObject *pyp_pool_new(pyp_client *c, paged_pool *pp);
 int pyp_pool_enter(pyp_pool *p);
+void pyp_pool_view_gone(pyp_pool *p);
 int pyp_pool_init_type(PyObject *module);
 PyObject *pyp_pool_append(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_decode(pyp_pool *p, PyObject *args, PyObject *kw);

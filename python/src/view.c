@@ -248,6 +248,10 @@ int pyp_view_get(struct pyp_view *v, PyObject *obj, const char *arg, int list_dt
         pyp_array *a = (pyp_array *) obj;
         if (a->client->pc == NULL)
             return pyp_raise_closed("the array's client"), -1;
+        if (writable && a->pool != NULL) {
+            PyErr_Format(PyExc_ValueError, "%s: a pool layer's view is read-only", arg);
+            return -1;
+        }
         v->data = pyp_array_data(a);
         v->dtype = a->dtype;
         snprintf(v->dtype_name, sizeof v->dtype_name, "%s", pyp_dtype_name(a->dtype));

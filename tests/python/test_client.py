@@ -153,6 +153,38 @@ class ClientTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "parent: not a 128-bit"):
             paged.hash_blocks(tokens, 16, parent=-1)
 
+    def test_layer_views(self):
+        """layer() views a layer's keys and values in place, read-only, laid out [N, H, B, D];
+        a view keeps a detached pool's memory; a sealed pool has none to view"""
+        c = self.connect()
+        p = self.pool(c, "py-view", num_blocks=8)
+        blocks = p.alloc(2)
+        kv = np.random.default_rng(11).standard_normal((2, 2, 16, 2, 64), dtype=np.float32)
+        p.append(paged.ALL_LAYERS, kv[0], kv[1], [blocks[1] * 16 + t for t in range(16)])
+        k1, v1 = p.layer(1)
+        self.assertEqual((k1.shape, k1.dtype, k1.readonly), ((8, 2, 16, 64), "f32", True))
+        np.testing.assert_array_equal(np.from_dlpack(k1)[blocks[1]], kv[0, 1].transpose(1, 0, 2))
+        values = np.asarray(v1)
+        self.assertFalse(values.flags.writeable)
+        np.testing.assert_array_equal(values[blocks[1]], kv[1, 1].transpose(1, 0, 2))
+        k0, _ = p.layer(0)
+        np.testing.assert_array_equal(np.asarray(k0)[blocks[1]], kv[0, 0].transpose(1, 0, 2))
+        self.assertEqual(k0.address + 2 * k0.nbytes, k1.address)
+        with self.assertRaisesRegex(ValueError, "out: a pool layer's view is read-only"):
+            p.decode(0, np.ones((1, 2, 64), np.float32), [[blocks[1]]], [16], out=k1)
+        with self.assertRaisesRegex(ValueError, "layer: 2 is not a layer"):
+            p.layer(2)
+        p.detach()
+        self.assertTrue(p.detached)
+        with self.assertRaises(paged.ClosedError):
+            p.alloc(1)
+        np.testing.assert_array_equal(values[blocks[1]], kv[1, 1].transpose(1, 0, 2))
+        del k1, v1, k0, values
+        c.nop()
+        sealed = self.pool(c, "py-sealed", mode=0o600 | paged.POOL_SEALED)
+        with self.assertRaises(paged.PermissionDeniedError):
+            sealed.layer(0)
+
     def test_sequences(self):
         """extend gives one slot per token in the sequence's blocks; fork shares them; a published
         prefix is adopted by another sequence; a closed sequence refuses calls"""
