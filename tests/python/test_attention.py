@@ -103,3 +103,26 @@ class AttentionTest(unittest.TestCase):
         ref = attention(q, np.concatenate([k[2], k1[2]]), np.concatenate([v[2], v1[2]]))
         np.testing.assert_allclose(after, ref, rtol=RTOL, atol=ATOL)
         self.assertGreater(np.abs(after - before).max(), 1e-4)
+
+    def test_options_match_numpy(self):
+        """scale, soft cap, ALiBi slopes and a window reach the daemon: decode and prefill match
+        numpy with each option alone and all together"""
+        (a, ka, va), (b, kb, vb) = self.filled(12), self.filled(37)
+        tables = [a.blocks + [0] * (len(b.blocks) - len(a.blocks)), b.blocks]
+        slopes = np.linspace(0.05, 0.4, HQ).astype(np.float32)
+        variants = [dict(scale=0.2), dict(soft_cap=1.5), dict(alibi_slopes=slopes), dict(window=7),
+                    dict(scale=0.3, soft_cap=2.0, alibi_slopes=list(map(float, slopes)), window=5)]
+        for opts in variants:
+            ref_opts = dict(scale=opts.get("scale"), soft_cap=opts.get("soft_cap", 0.0),
+                            alibi=None if "alibi_slopes" not in opts else np.asarray(opts["alibi_slopes"], np.float64),
+                            window=opts.get("window", 0))
+            q = self.rng.standard_normal((2, HQ, D), dtype=np.float32)
+            got = np.from_dlpack(self.p.decode(1, q, tables, [12, 37], **opts))
+            for i, (n, k, v) in enumerate(((12, ka, va), (37, kb, vb))):
+                ref = attention(q[i:i + 1], k[1], v[1], **ref_opts)
+                np.testing.assert_allclose(got[i:i + 1], ref, rtol=RTOL, atol=ATOL, err_msg="decode %s" % opts)
+            q = self.rng.standard_normal((9, HQ, D), dtype=np.float32)
+            got = np.from_dlpack(self.p.prefill(2, q, [0, 3, 9], tables, [12, 37], **opts))
+            for (n, k, v, lo, m) in ((12, ka, va, 0, 3), (37, kb, vb, 3, 6)):
+                ref = attention(q[lo:lo + m], k[2], v[2], positions=list(range(n - m, n)), **ref_opts)
+                np.testing.assert_allclose(got[lo:lo + m], ref, rtol=RTOL, atol=ATOL, err_msg="prefill %s" % opts)
