@@ -213,3 +213,58 @@ class ArrayTest(unittest.TestCase):
         # The client survives all of them.
         self.c.nop()
         np.testing.assert_allclose(np.from_dlpack(self.decode()), np.from_dlpack(self.decode(self.q.copy())))
+
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+@unittest.skipUnless(torch is not None, "torch is not installed")
+class TorchTest(unittest.TestCase):
+    """DLPack with torch's CPU tensors, where torch is installed."""
+
+    @classmethod
+    def setUpClass(cls):
+        """Starts the daemon."""
+        cls.daemon = Pagedd()
+
+    @classmethod
+    def tearDownClass(cls):
+        """Stops the daemon."""
+        cls.daemon.stop()
+
+    def test_torch_round_trip_and_bf16(self):
+        """torch.from_dlpack views an arena array in place; torch tensors (DLPack only) go in as
+        k, v and q of a bf16 pool, and the output matches numpy's attention within bf16 rounding"""
+        from reference import attention
+        with paged.connect(self.daemon.socket, name="torch") as c:
+            a = c.empty((2, 3))
+            t = torch.from_dlpack(a)
+            self.assertEqual(t.data_ptr(), a.address)
+            t.copy_(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+            self.assertEqual(np.asarray(a).tolist(), [[0, 1, 2], [3, 4, 5]])
+            p = c.create_pool("py-torch", num_layers=1, num_kv_heads=2, head_dim=64, block_size=16, dtype="bf16",
+                              num_blocks=8)
+            try:
+                s = p.sequence()
+                slots = s.extend(24)
+                g = torch.Generator().manual_seed(4)
+                k = torch.randn(24, 2, 64, generator=g).to(torch.bfloat16)
+                v = torch.randn(24, 2, 64, generator=g).to(torch.bfloat16)
+                p.append(0, k, v, torch.tensor(slots, dtype=torch.int32))
+                q = torch.randn(1, 4, 64, generator=g).to(torch.bfloat16)
+                out = p.decode(0, q, [s.blocks], [len(s)])
+                self.assertEqual(out.dtype, "bf16")
+                got = torch.from_dlpack(out).float().numpy()
+                ref = attention(q.float().numpy(), k.float().numpy(), v.float().numpy())
+                np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+                with self.assertRaisesRegex(TypeError, "q: expected bf16"):
+                    p.decode(0, q.float(), [s.blocks], [len(s)])
+                with self.assertRaisesRegex(ValueError, "q: not C-contiguous"):
+                    p.decode(0, torch.randn(1, 64, 4).to(torch.bfloat16).transpose(1, 2), [s.blocks], [len(s)])
+                s.close()
+                p.detach()
+            finally:
+                c.destroy_pool("py-torch")
