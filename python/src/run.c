@@ -21,15 +21,18 @@ int pyp_run(pyp_client *c, paged_request *req, paged_completion *done)
         rc = paged_submit(c->pc);
     /* Synchronous use keeps one request in flight, so the completion reaped is ours; any
      * other (none is expected) is skipped, the loop bounded by what can be in flight. */
-    for (unsigned tries = 0; rc >= 0 && tries < 1u << 20; tries++) {
+    int found = 0;
+    for (unsigned tries = 0; rc >= 0 && !found && tries < 1u << 20; tries++) {
         paged_completion e;
         rc = paged_wait(c->pc, &e, 1, -1);
         if (rc == 1 && e.tag == tag) {
             *done = e;
             rc = e.status;
-            break;
+            found = 1;
         }
     }
+    if (rc >= 0 && !found)
+        rc = PAGED_E_PROTO;
     Py_END_ALLOW_THREADS
     return rc;
 }
