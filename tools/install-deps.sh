@@ -6,7 +6,8 @@
 # As root it runs apt-get itself; otherwise through sudo, and says what to do when there is none.
 set -eu
 
-PACKAGES="build-essential autoconf automake libtool pkg-config libxxhash-dev libsystemd-dev mandoc"
+PACKAGES="build-essential autoconf automake libtool pkg-config libxxhash-dev libsystemd-dev mandoc
+    python3-dev python3-numpy"
 
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps.sh: apt-get not found: install these packages (or your system's names for them)" \

@@ -63,14 +63,15 @@ planted "a planted narrative line" \
 
 # The documents, then the comments of every source, script and makefile fragment.
 set --
-for f in README.md HACKING.md BENCHMARKS.md NEWS fuzz/README tests/README; do
+for f in README.md HACKING.md BENCHMARKS.md NEWS fuzz/README tests/README python/README.md; do
     [ -f "$top_srcdir/$f" ] && set -- "$@" "$top_srcdir/$f"
 done
 clean "the documents and the man pages" "$@" "$top_srcdir"/man/*.[1-8]
-sources=$(cd "$top_srcdir" && find daemon lib kernels tools tests include fuzz \
-    \( -name corpus -o -name .libs -o -name .deps \) -prune -o -type f \
+sources=$(cd "$top_srcdir" && find daemon lib kernels tools tests include fuzz python \
+    \( -name corpus -o -name .libs -o -name .deps -o -name __pycache__ -o -path python/staged \
+       -o -path python/build \) -prune -o -type f \
     \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.sh' -o -name '*.mk' \
-       -o -name '*.in' -o -name '*.example' \) -print | sort)
+       -o -name '*.in' -o -name '*.example' -o -name '*.py' -o -name '*.toml' \) -print | sort)
 set --
 for f in $sources Makefile.am configure.ac autogen.sh paged.pc.in m4/paged_cuda.m4 \
         build-aux/nvcc-libtool .ci/run; do

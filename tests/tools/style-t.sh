@@ -45,7 +45,7 @@ else
 fi
 
 n=$((n + 1))
-files=$(cd "$top_srcdir" && find include lib daemon kernels tools tests fuzz \
+files=$(cd "$top_srcdir" && find include lib daemon kernels tools tests fuzz python \
     \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print | sort)
 count=$(printf '%s\n' "$files" | wc -l)
 out=$(cd "$top_srcdir" && style $files)

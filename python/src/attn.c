@@ -1,0 +1,265 @@
+/* attn.c: a pool's APPEND, DECODE and PREFILL: arguments checked, found in or staged into the arena, run. */
+/* SPDX-License-Identifier: MIT */
+#include "pypaged.h"
+
+#include <string.h>
+
+/* The most array arguments one call takes. */
+#define MAX_VIEWS 8
+
+/* One call's arrays, scratch and state, released together. */
+struct call {
+    pyp_pool *pool;
+    struct pyp_view views[MAX_VIEWS];
+    int nviews;
+    struct pyp_scratch scratch;
+    int entered;              /* the client is marked busy */
+};
+
+/* Starts a call on pool p; returns nothing. */
+static void call_begin(struct call *k, pyp_pool *p)
+{
+    memset(k, 0, sizeof *k);
+    k->pool = p;
+    k->scratch.client = p->client;
+}
+
+/* Ends a call: frees its scratch, releases its views, unmarks the client; returns r. */
+static PyObject *call_end(struct call *k, PyObject *r)
+{
+    pyp_scratch_free(&k->scratch);
+    for (int i = 0; i < k->nviews; i++)
+        pyp_view_release(&k->views[i]);
+    if (k->entered)
+        pyp_client_leave(k->pool->client);
+    return r;
+}
+
+/* Sees obj as argument arg of element type dtype (-2: any of the pool's tensor dtypes, which
+ * *dtype then receives) and ndim dimensions of shape (-1: any); returns the view, or NULL
+ * with an exception naming arg. */
+static struct pyp_view *call_view(struct call *k, PyObject *obj, const char *arg, int *dtype, int ndim,
+                                  const int64_t *shape, int writable)
+{
+    struct pyp_view *v = &k->views[k->nviews++];
+    int list = *dtype == PYP_I32 || *dtype == PAGED_DTYPE_F32 ? *dtype : 0;
+    if (pyp_view_get(v, obj, arg, list, writable) < 0 || pyp_view_expect(v, ndim, shape) < 0)
+        return NULL;
+    if (*dtype == -2) {
+        paged_dtype pool = k->pool->info.dtype;
+        int ok = v->dtype == (int) pool
+                 || (pool == PAGED_DTYPE_FP8_E4M3
+                     && (v->dtype == PAGED_DTYPE_F32 || v->dtype == PAGED_DTYPE_F16 || v->dtype == PAGED_DTYPE_BF16));
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s: expected %s (the pool's dtype%s), got %s", arg,
+                         pyp_dtype_name(pool), pool == PAGED_DTYPE_FP8_E4M3 ? ", or f32, f16, bf16" : "",
+                         v->dtype_name);
+            return NULL;
+        }
+        *dtype = v->dtype;
+    } else if (v->dtype != *dtype) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %s, got %s", arg, pyp_dtype_name(*dtype), v->dtype_name);
+        return NULL;
+    }
+    return v;
+}
+
+/* Marks the client busy for the call; returns 0 or -1 with an exception. */
+static int call_enter(struct call *k)
+{
+    if (pyp_pool_enter(k->pool) < 0)
+        return -1;
+    k->entered = 1;
+    return 0;
+}
+
+/* Stages view v into arena kind (the data arena must be host memory); returns 0 or -1. */
+static int call_stage(struct call *k, const struct pyp_view *v, paged_arena_kind kind, uint64_t *off)
+{
+    pyp_client *c = k->pool->client;
+    if (kind == PAGED_ARENA_DATA && paged_client_backend(c->pc) == PAGED_BACKEND_CUDA) {
+        pyp_raise(PAGED_E_NOTSUP, v->arg, "the paged package runs tensors on the cpu backend only");
+        return -1;
+    }
+    return pyp_view_stage(c, &k->scratch, v, kind, off);
+}
+
+/* Runs the call's request; returns 0, or -1 with the request's error raised. */
+static int call_run(struct call *k, paged_request *q)
+{
+    paged_completion done;
+    int rc = pyp_run(k->pool->client, q, &done);
+    if (rc < 0) {
+        pyp_raise_completion(k->pool->client, &done, rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* append(layer, k, v, slots): writes new keys and values into slots; returns None. */
+PyObject *pyp_pool_append(pyp_pool *p, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = { "layer", "k", "v", "slots", NULL };
+    int layer;
+    PyObject *ko, *vo, *so;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOOO:append", kwlist, &layer, &ko, &vo, &so))
+        return NULL;
+    if (p->pp == NULL)
+        return pyp_raise_closed("the pool");
+    struct call k;
+    call_begin(&k, p);
+    const paged_pool_info *i = &p->info;
+    int all = layer == PAGED_ALL_LAYERS, nd = all ? 4 : 3;
+    int64_t shape[4] = { i->num_layers, -1, i->num_kv_heads, i->head_dim };
+    const int64_t *kshape = all ? shape : shape + 1;
+    int dtype = -2, vdtype, i32 = PYP_I32;
+    struct pyp_view *kv = call_view(&k, ko, "k", &dtype, nd, kshape, 0);
+    if (kv == NULL)
+        return call_end(&k, NULL);
+    int64_t n = kv->shape[all ? 1 : 0];
+    shape[1] = n;
+    vdtype = dtype;
+    struct pyp_view *vv = call_view(&k, vo, "v", &vdtype, nd, kshape, 0);
+    struct pyp_view *sv = vv != NULL ? call_view(&k, so, "slots", &i32, 1, &n, 0) : NULL;
+    if (sv == NULL || call_enter(&k) < 0)
+        return call_end(&k, NULL);
+    paged_request q = { .op = PAGED_OP_APPEND, .pool = p->pp, .layer = layer };
+    q.u.append.num_tokens = (uint32_t) n;
+    q.u.append.dtype = (paged_dtype) dtype;
+    if (call_stage(&k, kv, PAGED_ARENA_DATA, &q.u.append.k_off) < 0
+        || call_stage(&k, vv, PAGED_ARENA_DATA, &q.u.append.v_off) < 0
+        || call_stage(&k, sv, PAGED_ARENA_HOST, &q.u.append.slots_off) < 0 || call_run(&k, &q) < 0)
+        return call_end(&k, NULL);
+    Py_INCREF(Py_None);
+    return call_end(&k, Py_None);
+}
+
+/* The arguments of DECODE and PREFILL. */
+struct attn_args {
+    int layer;
+    PyObject *q, *qo_indptr, *block_tables, *seq_lens, *alibi, *out;
+    float scale, soft_cap;
+    int window;
+};
+
+/* Runs DECODE or PREFILL with a; returns out (or a new ArenaArray), or NULL with an
+ * exception naming the argument at fault. */
+static PyObject *attn_call(pyp_pool *p, paged_op op, const struct attn_args *a)
+{
+    if (p->pp == NULL)
+        return pyp_raise_closed("the pool");
+    struct call k;
+    call_begin(&k, p);
+    int dtype = -2, i32 = PYP_I32, f32 = PAGED_DTYPE_F32;
+    int64_t qshape[3] = { -1, -1, p->info.head_dim };
+    struct pyp_view *qv = call_view(&k, a->q, "q", &dtype, 3, qshape, 0);
+    if (qv == NULL)
+        return call_end(&k, NULL);
+    int64_t any = -1;
+    struct pyp_view *lv = call_view(&k, a->seq_lens, "seq_lens", &i32, 1, &any, 0);
+    if (lv == NULL)
+        return call_end(&k, NULL);
+    int64_t ns = lv->shape[0], nind = ns + 1, hq = qv->shape[1];
+    int64_t btshape[2] = { ns, -1 };
+    struct pyp_view *bv = call_view(&k, a->block_tables, "block_tables", &i32, 2, btshape, 0);
+    struct pyp_view *iv = NULL, *av = NULL, *ov = NULL;
+    if (bv == NULL)
+        return call_end(&k, NULL);
+    if (op == PAGED_OP_PREFILL) {
+        iv = call_view(&k, a->qo_indptr, "qo_indptr", &i32, 1, &nind, 0);
+        if (iv == NULL)
+            return call_end(&k, NULL);
+        int32_t total = ((const int32_t *) iv->data)[ns];
+        if (total != qv->shape[0]) {
+            PyErr_Format(PyExc_ValueError, "qo_indptr: its last entry (%d) is not q's rows (%lld)", (int) total,
+                         (long long) qv->shape[0]);
+            return call_end(&k, NULL);
+        }
+    } else if (qv->shape[0] != ns) {
+        PyErr_Format(PyExc_ValueError, "q: %lld rows for %lld sequences (seq_lens); decode takes one each",
+                     (long long) qv->shape[0], (long long) ns);
+        return call_end(&k, NULL);
+    }
+    if (a->alibi != NULL && a->alibi != Py_None
+        && (av = call_view(&k, a->alibi, "alibi_slopes", &f32, 1, &hq, 0)) == NULL)
+        return call_end(&k, NULL);
+    PyObject *result = NULL;
+    if (a->out != NULL && a->out != Py_None) {
+        int odtype = dtype;
+        if ((ov = call_view(&k, a->out, "out", &odtype, 3, qv->shape, 1)) == NULL)
+            return call_end(&k, NULL);
+        Py_INCREF(a->out);
+        result = a->out;
+    } else {
+        if (p->client->pc == NULL || p->client->closed)
+            return call_end(&k, pyp_raise_closed("the client"));
+        if ((result = pyp_array_new(p->client, dtype, 3, qv->shape)) == NULL)
+            return call_end(&k, NULL);
+        ov = &k.views[k.nviews++];
+        if (pyp_view_get(ov, result, "out", 0, 1) < 0) {
+            Py_DECREF(result);
+            return call_end(&k, NULL);
+        }
+    }
+    paged_request q = { .op = op, .pool = p->pp, .layer = a->layer };
+    q.u.attn.num_seqs = (uint32_t) ns;
+    q.u.attn.num_q_heads = (uint32_t) hq;
+    q.u.attn.dtype = (paged_dtype) dtype;
+    q.u.attn.bt_stride = (uint32_t) bv->shape[1];
+    q.u.attn.opts = (paged_attn_opts) { .sm_scale = a->scale, .soft_cap = a->soft_cap, .window = a->window };
+    int ok = call_enter(&k) == 0 && call_stage(&k, qv, PAGED_ARENA_DATA, &q.u.attn.q_off) == 0
+             && call_stage(&k, bv, PAGED_ARENA_HOST, &q.u.attn.block_tables_off) == 0
+             && call_stage(&k, lv, PAGED_ARENA_HOST, &q.u.attn.seq_lens_off) == 0
+             && (iv == NULL || call_stage(&k, iv, PAGED_ARENA_HOST, &q.u.attn.qo_indptr_off) == 0)
+             && (av == NULL || call_stage(&k, av, PAGED_ARENA_HOST, &q.u.attn.opts.alibi_off) == 0);
+    q.u.attn.opts.has_alibi = av != NULL;
+    /* The output is written in place when it is arena memory, else staged and copied back. */
+    int staged_out = ok ? k.scratch.n : 0;
+    ok = ok && call_stage(&k, ov, PAGED_ARENA_DATA, &q.u.attn.out_off) == 0 && call_run(&k, &q) == 0;
+    if (ok && k.scratch.n > staged_out) {
+        char *base = paged_arena_base(p->client->pc, PAGED_ARENA_DATA, NULL);
+        memcpy(ov->data, base + q.u.attn.out_off, (size_t) ov->nbytes);
+    }
+    if (!ok) {
+        Py_DECREF(result);
+        result = NULL;
+    }
+    return call_end(&k, result);
+}
+
+/* Parses DECODE's or PREFILL's arguments into a; returns 0 or -1. */
+static int parse_attn(PyObject *args, PyObject *kw, paged_op op, struct attn_args *a)
+{
+    static char *decode_kw[] = { "layer", "q", "block_tables", "seq_lens", "scale", "soft_cap", "window",
+                                 "alibi_slopes", "out", NULL };
+    static char *prefill_kw[] = { "layer", "q", "qo_indptr", "block_tables", "seq_lens", "scale",
+                                  "soft_cap", "window", "alibi_slopes", "out", NULL };
+    memset(a, 0, sizeof *a);
+    if (op == PAGED_OP_DECODE)
+        return PyArg_ParseTupleAndKeywords(args, kw, "iOOO|$ffiOO:decode", decode_kw, &a->layer, &a->q,
+                                           &a->block_tables, &a->seq_lens, &a->scale, &a->soft_cap,
+                                           &a->window, &a->alibi, &a->out) ? 0 : -1;
+    return PyArg_ParseTupleAndKeywords(args, kw, "iOOOO|$ffiOO:prefill", prefill_kw, &a->layer, &a->q,
+                                       &a->qo_indptr, &a->block_tables, &a->seq_lens, &a->scale,
+                                       &a->soft_cap, &a->window, &a->alibi, &a->out) ? 0 : -1;
+}
+
+/* decode(layer, q, block_tables, seq_lens, ...): one query token per sequence; returns the
+ * output. */
+PyObject *pyp_pool_decode(pyp_pool *p, PyObject *args, PyObject *kw)
+{
+    struct attn_args a;
+    if (parse_attn(args, kw, PAGED_OP_DECODE, &a) < 0)
+        return NULL;
+    return attn_call(p, PAGED_OP_DECODE, &a);
+}
+
+/* prefill(layer, q, qo_indptr, block_tables, seq_lens, ...): ragged query tokens per
+ * sequence; returns the output. */
+PyObject *pyp_pool_prefill(pyp_pool *p, PyObject *args, PyObject *kw)
+{
+    struct attn_args a;
+    if (parse_attn(args, kw, PAGED_OP_PREFILL, &a) < 0)
+        return NULL;
+    return attn_call(p, PAGED_OP_PREFILL, &a);
+}

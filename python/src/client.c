@@ -1,0 +1,398 @@
+/* client.c: the Client type: a connection to pagedd, its pools by name, arena arrays, NOP. */
+/* SPDX-License-Identifier: MIT */
+#include "pypaged.h"
+
+#include <string.h>
+
+PyTypeObject *pyp_client_type;
+
+/* Marks c busy for one call; returns 0, or -1 with ClosedError (closed) or RuntimeError (a
+ * call from another thread is running: a client belongs to one thread at a time). */
+int pyp_client_enter(pyp_client *c)
+{
+    if (c->closed || c->pc == NULL) {
+        pyp_raise_closed("the client");
+        return -1;
+    }
+    if (c->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the client is running a call in another thread: use one client per thread");
+        return -1;
+    }
+    c->busy = 1;
+    return 0;
+}
+
+/* Ends a call begun by pyp_client_enter; returns nothing. */
+void pyp_client_leave(pyp_client *c)
+{
+    c->busy = 0;
+}
+
+/* Closes the connection itself: the daemon frees what the client held and the arenas are
+ * unmapped; returns nothing. */
+static void really_close(pyp_client *c)
+{
+    if (c->pc == NULL)
+        return;
+    pyp_heap_fini(&c->heap);
+    paged_client *pc = c->pc;
+    c->pc = NULL;
+    paged_client_close(pc);
+}
+
+/* Notes that one arena array of c is gone; closes the connection when close() was called
+ * and it was the last one. Returns nothing. */
+void pyp_client_array_gone(pyp_client *c)
+{
+    c->live_arrays--;
+    if (c->closed && c->live_arrays == 0)
+        really_close(c);
+}
+
+/* Client(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0,
+ * sq_entries=0): connects; returns 0, or -1 with paged.Error. */
+static int client_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = { "socket", "name", "host_arena_size", "timeout_ms", "spin_us",
+                              "sq_entries", NULL };
+    pyp_client *c = (pyp_client *) self;
+    const char *socket = NULL, *name = NULL;
+    unsigned long long arena = 0;
+    int timeout_ms = 0, spin_us = 0;
+    unsigned int sq = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zz$KiiI:Client", kwlist, &socket, &name, &arena,
+                                     &timeout_ms, &spin_us, &sq))
+        return -1;
+    if (c->pc != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Client: already connected");
+        return -1;
+    }
+    paged_connect_opts o = { .socket_path = socket, .name = name, .host_arena_size = arena,
+                             .timeout_ms = timeout_ms, .spin_us = spin_us, .sq_entries = sq };
+    char err[256] = "";
+    paged_client *pc = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = paged_client_connect_err(&o, &pc, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        pyp_raise(rc, NULL, err[0] != '\0' ? err : paged_strerror(rc));
+        return -1;
+    }
+    c->pc = pc;
+    c->closed = 0;
+    pyp_heap_init(&c->heap, pc, PAGED_ARENA_HOST);
+    return 0;
+}
+
+/* Frees the client, closing its connection; returns nothing. */
+static void client_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    really_close((pyp_client *) self);
+    freefunc tp_free = (freefunc) PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* close(): closes the client; returns None. */
+static PyObject *client_close(PyObject *self, PyObject *unused)
+{
+    (void) unused;
+    pyp_client *c = (pyp_client *) self;
+    if (c->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "close: a call is running in another thread");
+        return NULL;
+    }
+    c->closed = 1;
+    if (c->live_arrays == 0)
+        really_close(c);
+    Py_RETURN_NONE;
+}
+
+/* __enter__(): returns the client itself. */
+static PyObject *client_enter_ctx(PyObject *self, PyObject *unused)
+{
+    (void) unused;
+    Py_INCREF(self);
+    return self;
+}
+
+/* __exit__(*exc): closes the client; returns False (exceptions propagate). */
+static PyObject *client_exit_ctx(PyObject *self, PyObject *args)
+{
+    (void) args;
+    PyObject *r = client_close(self, NULL);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+/* nop(): one NOP round trip through the rings; returns None. */
+static PyObject *client_nop(PyObject *self, PyObject *unused)
+{
+    (void) unused;
+    pyp_client *c = (pyp_client *) self;
+    if (pyp_client_enter(c) < 0)
+        return NULL;
+    paged_request q = { .op = PAGED_OP_NOP };
+    paged_completion done;
+    int rc = pyp_run(c, &q, &done);
+    pyp_client_leave(c);
+    if (rc < 0)
+        return pyp_raise_completion(c, &done, rc);
+    Py_RETURN_NONE;
+}
+
+/* create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0,
+ * byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0): creates a pool and attaches;
+ * returns the Pool. */
+static PyObject *client_create_pool(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = { "name", "num_layers", "num_kv_heads", "head_dim", "block_size",
+                              "dtype", "num_blocks", "byte_budget", "mode", "k_scale", "v_scale",
+                              NULL };
+    pyp_client *c = (pyp_client *) self;
+    const char *name;
+    unsigned int layers = 0, heads = 0, dim = 0, bsize = 0, nblocks = 0, mode = 0600;
+    unsigned long long budget = 0;
+    PyObject *dtype_obj = NULL;
+    float ks = 0.0f, vs = 0.0f;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$IIIIOIKIff:create_pool", kwlist, &name, &layers,
+                                     &heads, &dim, &bsize, &dtype_obj, &nblocks, &budget, &mode,
+                                     &ks, &vs))
+        return NULL;
+    int dtype;
+    if (dtype_obj == NULL) {
+        PyErr_SetString(PyExc_TypeError, "create_pool: dtype is required ('f32', 'f16', 'bf16', 'fp8_e4m3')");
+        return NULL;
+    }
+    if (pyp_parse_dtype(dtype_obj, "dtype", &dtype) < 0)
+        return NULL;
+    if (dtype == PYP_I32) {
+        PyErr_SetString(PyExc_ValueError, "dtype: int32 is no cache dtype (f32, f16, bf16, fp8_e4m3)");
+        return NULL;
+    }
+    paged_pool_desc d = { .name = name, .num_layers = layers, .num_kv_heads = heads,
+                          .head_dim = dim, .block_size = bsize, .dtype = (paged_dtype) dtype,
+                          .num_blocks = nblocks, .byte_budget = budget, .mode = mode,
+                          .k_scale = ks, .v_scale = vs };
+    if (pyp_client_enter(c) < 0)
+        return NULL;
+    paged_pool *pp = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = paged_pool_create(c->pc, &d, &pp);
+    Py_END_ALLOW_THREADS
+    pyp_client_leave(c);
+    if (rc < 0)
+        return pyp_raise_client(c, rc);
+    return pyp_pool_new(c, pp);
+}
+
+/* attach_pool(name): attaches to an existing pool; returns the Pool. */
+static PyObject *client_attach_pool(PyObject *self, PyObject *args)
+{
+    pyp_client *c = (pyp_client *) self;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s:attach_pool", &name))
+        return NULL;
+    if (pyp_client_enter(c) < 0)
+        return NULL;
+    paged_pool *pp = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = paged_pool_attach(c->pc, name, &pp);
+    Py_END_ALLOW_THREADS
+    pyp_client_leave(c);
+    if (rc < 0)
+        return pyp_raise_client(c, rc);
+    return pyp_pool_new(c, pp);
+}
+
+/* destroy_pool(name): removes a pool's name; returns None. */
+static PyObject *client_destroy_pool(PyObject *self, PyObject *args)
+{
+    pyp_client *c = (pyp_client *) self;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s:destroy_pool", &name))
+        return NULL;
+    if (pyp_client_enter(c) < 0)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = paged_pool_destroy(c->pc, name);
+    Py_END_ALLOW_THREADS
+    pyp_client_leave(c);
+    if (rc < 0)
+        return pyp_raise_client(c, rc);
+    Py_RETURN_NONE;
+}
+
+/* Parses a shape (an int or a sequence of up to PYP_MAX_DIMS non-negative ints) into
+ * shape and *ndim; returns 0, or -1 with an exception naming "shape". */
+static int parse_shape(PyObject *obj, int64_t *shape, int *ndim)
+{
+    if (PyLong_Check(obj)) {
+        shape[0] = PyLong_AsLongLong(obj);
+        *ndim = 1;
+    } else {
+        PyObject *seq = PySequence_Tuple(obj);
+        if (seq == NULL) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "shape: an int or a sequence of ints");
+            return -1;
+        }
+        Py_ssize_t n = PyTuple_Size(seq);
+        if (n < 1 || n > PYP_MAX_DIMS) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "shape: 1 to %d dimensions, not %zd", PYP_MAX_DIMS, n);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            shape[i] = PyLong_AsLongLong(PyTuple_GetItem(seq, i));
+        Py_DECREF(seq);
+        *ndim = (int) n;
+    }
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "shape: an int or a sequence of ints");
+        return -1;
+    }
+    for (int i = 0; i < *ndim; i++)
+        if (shape[i] < 0 || shape[i] > (int64_t) 1 << 40) {
+            PyErr_Format(PyExc_ValueError, "shape: dimension %d is %lld", i, (long long) shape[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* empty(shape, dtype='f32'): a new array in the client's arena, its contents undefined;
+ * returns the ArenaArray. */
+static PyObject *client_empty(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = { "shape", "dtype", NULL };
+    pyp_client *c = (pyp_client *) self;
+    PyObject *shape_obj, *dtype_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:empty", kwlist, &shape_obj, &dtype_obj))
+        return NULL;
+    int64_t shape[PYP_MAX_DIMS];
+    int ndim, dtype = PAGED_DTYPE_F32;
+    if (parse_shape(shape_obj, shape, &ndim) < 0)
+        return NULL;
+    if (dtype_obj != NULL && pyp_parse_dtype(dtype_obj, "dtype", &dtype) < 0)
+        return NULL;
+    if (c->closed || c->pc == NULL)
+        return pyp_raise_closed("the client");
+    return pyp_array_new(c, dtype, ndim, shape);
+}
+
+/* The id property: the daemon's id of this client. */
+static PyObject *client_get_id(PyObject *self, void *closure)
+{
+    (void) closure;
+    pyp_client *c = (pyp_client *) self;
+    if (c->pc == NULL)
+        return pyp_raise_closed("the client");
+    return PyLong_FromUnsignedLong(paged_client_id(c->pc));
+}
+
+/* The backend property: "cpu" or "cuda". */
+static PyObject *client_get_backend(PyObject *self, void *closure)
+{
+    (void) closure;
+    pyp_client *c = (pyp_client *) self;
+    if (c->pc == NULL)
+        return pyp_raise_closed("the client");
+    return PyUnicode_FromString(paged_client_backend(c->pc) == PAGED_BACKEND_CUDA ? "cuda" : "cpu");
+}
+
+/* The closed property: whether close() was called. */
+static PyObject *client_get_closed(PyObject *self, void *closure)
+{
+    (void) closure;
+    return PyBool_FromLong(((pyp_client *) self)->closed || ((pyp_client *) self)->pc == NULL);
+}
+
+/* The arena_size property: the bytes of the host arena. */
+static PyObject *client_get_arena_size(PyObject *self, void *closure)
+{
+    (void) closure;
+    pyp_client *c = (pyp_client *) self;
+    if (c->pc == NULL)
+        return pyp_raise_closed("the client");
+    size_t size = 0;
+    (void) paged_arena_base(c->pc, PAGED_ARENA_HOST, &size);
+    return PyLong_FromSize_t(size);
+}
+
+static PyMethodDef client_methods[] = {
+    { "close", client_close, METH_NOARGS,
+      "close()\n--\n\nCloses the client: every later call raises ClosedError. The daemon frees the "
+      "blocks the client held. Arena arrays still alive keep the memory mapped (and the "
+      "connection open) until the last of them goes." },
+    { "__enter__", client_enter_ctx, METH_NOARGS, "__enter__()\n--\n\nReturns the client." },
+    { "__exit__", client_exit_ctx, METH_VARARGS, "__exit__(*exc)\n--\n\nCloses the client." },
+    { "nop", client_nop, METH_NOARGS,
+      "nop()\n--\n\nSends a NOP request through the rings and waits for its completion." },
+    { "create_pool", (PyCFunction) (void (*)(void)) client_create_pool, METH_VARARGS | METH_KEYWORDS,
+      "create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0, "
+      "byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0)\n--\n\n"
+      "Creates a pool (paged_pool_create(3)'s parameters) and attaches to it; returns the Pool. "
+      "Raises ExistsError when the name is taken, GeometryError or DtypeError naming the field." },
+    { "attach_pool", client_attach_pool, METH_VARARGS,
+      "attach_pool(name)\n--\n\nAttaches to an existing pool; returns the Pool. Raises NotFoundError "
+      "or PermissionDeniedError." },
+    { "destroy_pool", client_destroy_pool, METH_VARARGS,
+      "destroy_pool(name)\n--\n\nRemoves a pool's name (owner or root); its memory goes when the last "
+      "client detaches." },
+    { "empty", (PyCFunction) (void (*)(void)) client_empty, METH_VARARGS | METH_KEYWORDS,
+      "empty(shape, dtype='f32')\n--\n\nReturns a new ArenaArray in the client's arena (contents "
+      "undefined). Requests take such arrays without a copy; numpy.from_dlpack(a) views the same "
+      "memory. Raises NoMemoryError when the arena is full." },
+    { NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef client_getset[] = {
+    { "id", client_get_id, NULL, "The id the daemon gave this client.", NULL },
+    { "backend", client_get_backend, NULL, "The daemon's backend: 'cpu' or 'cuda'.", NULL },
+    { "closed", client_get_closed, NULL, "Whether the client is closed.", NULL },
+    { "arena_size", client_get_arena_size, NULL, "The size of the host arena in bytes.", NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyType_Slot client_slots[] = {
+    { Py_tp_doc, "Client(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0, "
+                 "sq_entries=0)\n--\n\nA connection to pagedd with its own rings and arenas "
+                 "(paged_client_connect(3)); paged.connect() makes one. Not for several threads "
+                 "at once." },
+    { Py_tp_new, PyType_GenericNew },
+    { Py_tp_init, client_init },
+    { Py_tp_dealloc, client_dealloc },
+    { Py_tp_methods, client_methods },
+    { Py_tp_getset, client_getset },
+    { 0, NULL },
+};
+
+static PyType_Spec client_spec = {
+    .name = "paged._paged.Client",
+    .basicsize = sizeof(pyp_client),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = client_slots,
+};
+
+/* Creates the Client type and adds it to module; returns 0 or -1. */
+int pyp_client_init_type(PyObject *module)
+{
+    pyp_client_type = (PyTypeObject *) PyType_FromSpec(&client_spec);
+    if (pyp_client_type == NULL)
+        return -1;
+    Py_INCREF((PyObject *) pyp_client_type);
+    if (PyModule_AddObject(module, "Client", (PyObject *) pyp_client_type) < 0) {
+        Py_DECREF((PyObject *) pyp_client_type);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,160 @@
+/* pypaged.h: the interface between the files of the paged extension module (prefix pyp_). */
+/* SPDX-License-Identifier: MIT */
+#ifndef PYP_PYPAGED_H
+#define PYP_PYPAGED_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "paged.h"
+
+#include "dlpack.h"
+
+/* The most dimensions an array of the module has. */
+#define PYP_MAX_DIMS 4
+
+/* Element types of arrays: paged_dtype's values, and int32 for metadata. */
+#define PYP_I32 100
+
+/* One free extent of an arena heap: [off, off + len). */
+struct pyp_extent {
+    uint64_t off, len;
+};
+
+/* An allocator over one arena of a client: first fit in its free extents, else more of the
+ * arena taken from libpaged's bump pointer, and the extent at the top given back to it. */
+struct pyp_heap {
+    paged_client *pc;
+    paged_arena_kind kind;
+    struct pyp_extent *free;  /* sorted by offset, never adjacent */
+    size_t nfree, cap;
+};
+
+/* The Client type's object: one paged_client and the heaps of its arenas. */
+typedef struct pyp_client {
+    PyObject_HEAD
+    paged_client *pc;         /* NULL once really closed */
+    int closed;               /* close() was called: every call refuses */
+    int busy;                 /* a call is running (with the GIL released) */
+    Py_ssize_t live_arrays;   /* arena arrays alive: the mapping stays until they go */
+    struct pyp_heap heap;     /* the host arena (also the data arena on the cpu backend) */
+} pyp_client;
+
+/* The Pool type's object. */
+typedef struct pyp_pool {
+    PyObject_HEAD
+    pyp_client *client;
+    paged_pool *pp;           /* NULL once detached */
+    paged_pool_info info;
+    Py_ssize_t live_views;    /* layer views alive: the mapping stays until they go */
+    int detach_pending;       /* detach() was called while views were alive */
+} pyp_pool;
+
+/* The Sequence type's object. */
+typedef struct pyp_seq {
+    PyObject_HEAD
+    pyp_pool *pool;
+    paged_seq *ps;            /* NULL once closed */
+} pyp_seq;
+
+/* The ArenaArray type's object: a tensor in a client's arena, or a read-only view of a
+ * pool layer's keys or values (pool set). */
+typedef struct pyp_array {
+    PyObject_HEAD
+    pyp_client *client;
+    struct pyp_pool *pool;    /* a layer view's pool, else NULL */
+    char *view_data;          /* a layer view's first element */
+    uint64_t off;             /* arena offset */
+    uint64_t alloc_len;       /* bytes taken from the heap */
+    int dtype;                /* a paged_dtype or PYP_I32 */
+    int ndim;
+    int64_t shape[PYP_MAX_DIMS];
+} pyp_array;
+
+/* An input array seen through the buffer protocol, DLPack or a list: its memory, element
+ * type and shape, and what to release afterwards. */
+struct pyp_view {
+    const char *arg;          /* the argument's name, for messages */
+    void *data;
+    uint64_t nbytes;
+    int dtype;                /* a paged_dtype, PYP_I32, or -1 for any other */
+    char dtype_name[32];
+    int ndim;
+    int64_t shape[PYP_MAX_DIMS];
+    Py_buffer buf;            /* held when has_buf */
+    int has_buf;
+    pyp_dl_managed *dl;       /* a taken DLPack tensor, its deleter called at release */
+    void *owned;              /* malloc'd copy of a list's elements */
+};
+
+/* Scratch allocations of one call, freed when it ends. */
+#define PYP_MAX_SCRATCH 8
+struct pyp_scratch {
+    pyp_client *client;
+    uint64_t off[PYP_MAX_SCRATCH], len[PYP_MAX_SCRATCH];
+    int n;
+};
+
+extern PyTypeObject *pyp_client_type;
+extern PyTypeObject *pyp_pool_type;
+extern PyTypeObject *pyp_seq_type;
+extern PyTypeObject *pyp_array_type;
+
+/* module.c */
+PyObject *pyp_raise(int code, const char *field, const char *message);
+PyObject *pyp_raise_client(pyp_client *c, int code);
+PyObject *pyp_raise_closed(const char *what);
+const char *pyp_dtype_name(int dtype);
+size_t pyp_dtype_size(int dtype);
+int pyp_parse_dtype(PyObject *obj, const char *arg, int *dtype);
+
+/* heap.c */
+void pyp_heap_init(struct pyp_heap *h, paged_client *pc, paged_arena_kind kind);
+int pyp_heap_alloc(struct pyp_heap *h, uint64_t len, uint64_t align, uint64_t *off);
+void pyp_heap_free(struct pyp_heap *h, uint64_t off, uint64_t len);
+void pyp_heap_fini(struct pyp_heap *h);
+
+/* client.c */
+int pyp_client_enter(pyp_client *c);
+void pyp_client_leave(pyp_client *c);
+void pyp_client_array_gone(pyp_client *c);
+int pyp_client_init_type(PyObject *module);
+
+/* array.c */
+PyObject *pyp_array_new(pyp_client *c, int dtype, int ndim, const int64_t *shape);
+PyObject *pyp_array_view(struct pyp_pool *p, char *data, int dtype, int ndim, const int64_t *shape);
+void *pyp_array_data(pyp_array *a);
+int pyp_array_init_type(PyObject *module);
+
+/* view.c */
+int pyp_view_get(struct pyp_view *v, PyObject *obj, const char *arg, int list_dtype, int writable);
+void pyp_view_release(struct pyp_view *v);
+int pyp_view_expect(const struct pyp_view *v, int ndim, const int64_t *shape);
+int pyp_view_stage(pyp_client *c, struct pyp_scratch *s, const struct pyp_view *v,
+                   paged_arena_kind kind, uint64_t *off);
+void pyp_scratch_free(struct pyp_scratch *s);
+
+/* run.c */
+int pyp_run(pyp_client *c, paged_request *req, paged_completion *done);
+PyObject *pyp_raise_completion(pyp_client *c, const paged_completion *done, int rc);
+
+/* pool.c, attn.c, blocks.c, seq.c */
+PyObject *pyp_pool_new(pyp_client *c, paged_pool *pp);
+int pyp_pool_enter(pyp_pool *p);
+void pyp_pool_view_gone(pyp_pool *p);
+int pyp_pool_init_type(PyObject *module);
+PyObject *pyp_pool_append(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_decode(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_prefill(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args);
+PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args);
+PyObject *pyp_pool_publish(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_lookup(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_hash_blocks(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *pyp_seq_new(pyp_pool *p, paged_seq *ps);
+int pyp_seq_init_type(PyObject *module);
+
+#endif

@@ -1,0 +1,6 @@
+# tests/python/local.mk: the paged Python package's tests, run by one TAP wrapper.
+# SPDX-License-Identifier: MIT
+TESTS += tests/python/python-t.sh
+EXTRA_DIST += tests/python/python-t.sh tests/python/tap.py tests/python/daemon.py tests/python/reference.py \
+	tests/python/test_client.py tests/python/test_arrays.py tests/python/test_attention.py \
+	tests/python/test_errors.py
