@@ -551,12 +551,15 @@ template <int D, typename KT> struct pk_decode_mma_shape {
 };
 
 /* Whether the tensor-core kernel of head dim D and cache type KT serves wide groups with two
- * n-tiles (16 heads per CTA): where the registers its launch bounds leave (168 with four CTAs
- * of 96 threads per SM) hold two sets of queries, accumulators and chunk scores without
- * spilling. Not at D 256 (the accumulators alone would take 128 registers), nor with an fp8
- * cache at D 128, whose chunks of two row tiles double the scores (ptxas spills there). */
+ * n-tiles (16 heads per CTA): where the registers its launch bounds leave hold two sets of
+ * queries, accumulators and chunk scores without spilling, and a warp's ring holds the merge
+ * area of 16 heads. Up to D 128 (168 registers with four CTAs of 96 threads per SM), but not
+ * with an fp8 cache at D 128, whose chunks of two row tiles double the scores (ptxas spills
+ * there); at D 256 with 16-bit caches (two CTAs per SM: 255 registers, no spill), not fp8
+ * ones (their small rings cannot hold the merge area). */
 template <int D, typename KT> struct pk_decode_mma_wide {
-    static constexpr bool value = D < 128 || (D == 128 && pk_decode_mma_shape<D, KT>::RT == 1);
+    static constexpr bool value = D < 128 || (D == 128 && pk_decode_mma_shape<D, KT>::RT == 1)
+                                  || (D == 256 && sizeof(KT) == 2);
 };
 
 /* A warp's merge area in the tensor-core kernel with NTILE n-tiles (in its ring, once the ring

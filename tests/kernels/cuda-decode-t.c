@@ -188,13 +188,14 @@ static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
 
 /* Returns the most query heads one decode CTA serves for a: 16 (the tensor-core kernel's two
  * n-tiles) for groups of more than 8 heads on the tensor-core pairs at head dims up to 128 (but
- * not fp8 caches at 128), else 8. */
+ * not fp8 caches at 128) and at 256 with 16-bit caches, else 8. */
 static int cta_heads_of(const pk_decode_args *a)
 {
     const int group = a->num_q_heads / a->cache.num_kv_heads;
     const int mma = a->cache.dtype != PAGED_DTYPE_F32 && a->q_dtype != PAGED_DTYPE_F32;
     const int32_t d = a->cache.head_dim;
-    const int wide = d < 128 || (d == 128 && a->cache.dtype != PAGED_DTYPE_FP8_E4M3);
+    const int fp8 = a->cache.dtype == PAGED_DTYPE_FP8_E4M3;
+    const int wide = d < 128 || (d == 128 && !fp8) || (d == 256 && !fp8);
     return group > 8 && mma && wide ? 16 : 8;
 }
 
@@ -554,7 +555,7 @@ static void wide_group_cases(tap_rng *rng, int quick)
 /*
  * The tensor-core kernel's two n-tiles (sub-groups of 16 heads): groups of 9 to 71 heads whose
  * sub-groups are whole or not (9 and 12: one CTA; 24: 16 + 8; 48: 3 x 16; 71: 4 x 16 + 7), on
- * every tensor-core pair and head dims 64 to 128 (rotating; fp8 at 128 keeps sub-groups of 8),
+ * every tensor-core pair and every head dim (rotating; fp8 at 128 and 256 keeps sub-groups of 8),
  * the options, forms and the fused append rotating with the case index, every third case on a
  * context long enough to split. Quick runs keep them all.
  */
@@ -565,7 +566,7 @@ static void ntile_cases(tap_rng *rng)
     for (int gi = 0; gi < 5; gi++)
         for (int k = 0; k < 4; k++) {
             const int idx = gi * 4 + k;
-            dcase c = base_case(rng, mma_pairs[k], (gi + k) % 4, idx % 3, 300 + idx);
+            dcase c = base_case(rng, mma_pairs[k], (gi + k) % 5, idx % 3, 300 + idx);
             c.G = ngroups[gi];
             c.H = 1 + idx % 2;
             c.fused = idx % 3 == 1;
