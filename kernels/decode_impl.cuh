@@ -1204,12 +1204,15 @@ static int pk_decode_meta_launch(const pk_decode_args *a, const pk_decode_params
 }
 
 /* Returns the n-tiles of the tensor-core kernel of head dim D and cache type KT for a group of
- * `group` query heads per KV head: 1 up to 8 heads, 2 (sub-groups of 16) for wider groups
- * where pk_decode_mma_wide allows it. */
+ * `group` query heads per KV head: 1 up to 16 heads (sub-groups of 8 beyond 8), 2 (sub-groups
+ * of 16) for wider groups where pk_decode_mma_wide allows it. Up to 16 the sub-groups of 8
+ * keep twice the CTAs in the grid and read the second copy of K/V from L2, which measured
+ * faster on an H200 than one 16-head CTA (BENCHMARKS.md, the group rows); from 32 the copies
+ * each sub-group makes cost more than the wider tiles. */
 template <int D, typename KT>
 static inline int pk_decode_mma_ntile(int group)
 {
-    return pk_decode_mma_wide<D, KT>::value && group > 8 ? 2 : 1;
+    return pk_decode_mma_wide<D, KT>::value && group > 16 ? 2 : 1;
 }
 
 /* Plans, and unless only asked for the plan launches, the partition kernel (see

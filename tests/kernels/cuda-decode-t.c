@@ -36,7 +36,7 @@ static const int32_t block_sizes[] = { 8, 16, 32 };
 static const int32_t groups[] = { 1, 2, 4, 8 };
 /* Group sizes of the wide-group set: every one a CTA serves whole, and wider ones that are
  * split into sub-groups of 8 (the plain kernel, fp8 caches at D 128, D 256; 12: 8 + 4; 71:
- * 8 x 8 + 7) or of 16 (the tensor-core kernel's two n-tiles; 12: one CTA; 71: 4 x 16 + 7). */
+ * 8 x 8 + 7) or of 16 (the tensor-core kernel's two n-tiles, beyond 16 heads; 71: 4 x 16 + 7). */
 static const int32_t wide_groups[] = { 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 48, 64, 71 };
 static const int32_t wide_dims[] = { 0, 3, 4 };          /* indexes into dims: 64, 128, 256 */
 static const int32_t pairs[][2] = {
@@ -187,7 +187,7 @@ static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
 }
 
 /* Returns the most query heads one decode CTA serves for a: 16 (the tensor-core kernel's two
- * n-tiles) for groups of more than 8 heads on the tensor-core pairs at head dims up to 128 (but
+ * n-tiles) for groups of more than 16 heads on the tensor-core pairs at head dims up to 128 (but
  * not fp8 caches at 128) and at 256 with 16-bit caches, else 8. */
 static int cta_heads_of(const pk_decode_args *a)
 {
@@ -196,7 +196,7 @@ static int cta_heads_of(const pk_decode_args *a)
     const int32_t d = a->cache.head_dim;
     const int fp8 = a->cache.dtype == PAGED_DTYPE_FP8_E4M3;
     const int wide = d < 128 || (d == 128 && !fp8) || (d == 256 && !fp8);
-    return group > 8 && mma && wide ? 16 : 8;
+    return group > 16 && mma && wide ? 16 : 8;
 }
 
 /* Returns whether pk_cuda_decode_plan's answer for a (whose workspace is ws bytes, if any)
@@ -554,10 +554,10 @@ static void wide_group_cases(tap_rng *rng, int quick)
 
 /*
  * The tensor-core kernel's two n-tiles (sub-groups of 16 heads): groups of 9 to 71 heads whose
- * sub-groups are whole or not (9 and 12: one CTA; 24: 16 + 8; 48: 3 x 16; 71: 4 x 16 + 7), on
- * every tensor-core pair and every head dim (rotating; fp8 at 128 and 256 keeps sub-groups of 8),
- * the options, forms and the fused append rotating with the case index, every third case on a
- * context long enough to split. Quick runs keep them all.
+ * sub-groups are whole or not (9 and 12 stay in sub-groups of 8; 24: 16 + 8; 48: 3 x 16; 71:
+ * 4 x 16 + 7), on every tensor-core pair and every head dim (rotating; fp8 at 128 and 256 keeps
+ * sub-groups of 8), the options, forms and the fused append rotating with the case index, every
+ * third case on a context long enough to split. Quick runs keep them all.
  */
 static void ntile_cases(tap_rng *rng)
 {
