@@ -262,8 +262,9 @@ static int pk_decode_check_shape(const pk_decode_args *a)
         return rc;
     if (a->num_seqs < 0 || a->bt_stride < 0 || a->num_seqs > INT32_MAX / 2)
         return PAGED_E_INVAL;
-    if ((long long) a->cache.num_kv_heads * pk_decode_subs(a->num_q_heads / a->cache.num_kv_heads) > 65535)
-        return PAGED_E_GEOMETRY;        /* grid dimension y: KV heads x sub-groups */
+    /* The plain kernel's grid dimension y: KV heads x sub-groups of 8 (no kernel has more). */
+    if ((long long) a->cache.num_kv_heads * pk_decode_subs(a->num_q_heads / a->cache.num_kv_heads, 8) > 65535)
+        return PAGED_E_GEOMETRY;
     return 0;
 }
 
@@ -317,8 +318,8 @@ extern "C" int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info 
         return rc;
     out->parts = pl.max_parts;
     out->part_tokens = pl.part_tokens;
-    out->ctas = (long long) a->num_seqs * a->cache.num_kv_heads * pk_decode_subs(a->num_q_heads / a->cache.num_kv_heads)
-                * pl.max_parts;
+    out->ctas = (long long) a->num_seqs * a->cache.num_kv_heads * pl.subs * pl.max_parts;
+    out->cta_heads = pl.cta_heads;
     out->small_rings = pl.small;
     return 0;
 }

@@ -38,6 +38,8 @@ typedef struct pk_decode_plan {
     int max_parts;                  /* partitions of the longest possible context; 1: no split */
     int small;                      /* tensor-core kernel: run with the small rings */
     int meta;                       /* the metadata goes in the kernel's parameters (pk_cuda_decode_meta_inline) */
+    int subs;                       /* CTAs per KV head (pk_decode_subs for the kernel that runs) */
+    int cta_heads;                  /* most query heads one CTA of that kernel serves: 8 or 16 */
 } pk_decode_plan;
 
 /* Kernel arguments of the split-decode reduce kernel. */
@@ -88,15 +90,15 @@ __device__ __forceinline__ T *pk_meta_rebase(T *ptr, const char *base, const uns
 }
 
 
-/* Most query heads one decode CTA serves (its PV slots, its shared query and softmax rows). */
-#define PK_DECODE_MAX_CTA_HEADS 8
-
-/* Returns the CTAs that serve one KV head's group of `group` query heads: 1 up to 8 heads (one
- * CTA for the whole group, as always), else one per sub-group of at most 8 heads. Those CTAs
- * are adjacent in the launch, so their reads of the KV head's keys and values hit L2. */
-static inline int pk_decode_subs(int group)
+/* Returns the CTAs that serve one KV head's group of `group` query heads in a kernel whose CTA
+ * serves up to cta_heads of them (8: the plain kernel, whose PV slots and shared query and
+ * softmax rows hold 8, and the tensor-core kernel with one n-tile; 16: that one with two): 1
+ * for a group that fits (one CTA for the whole group), else one per sub-group of cta_heads
+ * heads, the last one the rest. Those CTAs are adjacent in the launch, so their reads of the
+ * KV head's keys and values hit L2. */
+static inline int pk_decode_subs(int group, int cta_heads)
 {
-    return (group + PK_DECODE_MAX_CTA_HEADS - 1) / PK_DECODE_MAX_CTA_HEADS;
+    return (group + cta_heads - 1) / cta_heads;
 }
 
 /* Returns the first context position a sequence of seq_len tokens attends to: 0, or the

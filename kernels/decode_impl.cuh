@@ -15,11 +15,12 @@
  *
  * One CTA handles one (sequence, KV head, partition) and serves all G query heads of the
  * group, so every K/V byte is read from memory once. A group of more than 8 heads is split into
- * sub-groups of at most 8 (pk_decode_heads_of), one CTA each, side by side in the grid so that
- * the K/V bytes they share are read from memory once and from L2 after. The partition is walked in tiles of
- * T = 32 tokens; a tile's K and V rows ([T][D] each) arrive in shared memory through 16-byte
- * cp.async copies, STAGES tiles deep, so that many bytes are in flight per SM while earlier
- * tiles are computed. Each tile then goes through three phases separated by barriers:
+ * sub-groups of at most 8 (pk_decode_heads_of<8>), one CTA each, side by side in the grid so
+ * that the K/V bytes they share are read from memory once and from L2 after. The partition
+ * is walked in tiles of T = 32 tokens; a tile's K and V rows ([T][D] each) arrive in shared
+ * memory through 16-byte cp.async copies, STAGES tiles deep, so that many bytes are in flight
+ * per SM while earlier tiles are computed. Each tile then goes through three phases separated
+ * by barriers:
  *
  *   QK: 8 lanes per token, each lane a strided set of 16-byte chunks of the K row; the
  *       queries (scaled, as floats) sit in shared memory in a chunk-interleaved layout so the
@@ -86,7 +87,8 @@ struct pk_decode_params {
     float soft_cap;
     int window;
     int bt_stride, num_kv_heads, num_q_heads, group, block_shift;
-    int subs;                       /* CTAs per KV head: sub-groups of at most 8 query heads (1 if G <= 8) */
+    int subs;                       /* CTAs per KV head: sub-groups of at most the kernel's heads per CTA
+                                     * (8, or 16 for the tensor-core kernel's two n-tiles; 1 if G fits) */
     int part_tokens, max_parts;
     int stages;                     /* tensor-core kernel: its shape's STAGES, or 2 (the small rings) */
     /* Fused append (pk_decode_args): the newest token's rows, side by side or per sequence,
@@ -99,16 +101,19 @@ struct pk_decode_params {
     const char *meta_base;
 };
 
-/* The query heads one CTA serves: a whole group of G <= 8, or one sub-group of at most 8 of a
- * wider group (pk_decode_params.subs of them per KV head). */
+/* The query heads one CTA serves: a whole group of G <= HPC (the kernel's heads per CTA), or
+ * one sub-group of at most HPC of a wider group (pk_decode_params.subs of them per KV head). */
 struct pk_decode_heads {
     int h;                          /* the KV head whose keys and values the CTA reads */
-    int g;                          /* query heads served, 1 .. 8 */
+    int g;                          /* query heads served, 1 .. HPC */
     int q0;                         /* the first of them, among the sequence's query heads */
 };
 
 /* Returns the heads of the CTA at index unit_head (KV head * p.subs + sub-group: the sub-groups
- * of one KV head side by side in the launch, so that their reads of the same K/V meet in L2). */
+ * of one KV head side by side in the launch, so that their reads of the same K/V meet in L2)
+ * for a kernel that serves up to HPC query heads per CTA (the sub-groups hold HPC heads each,
+ * the last one the rest). */
+template <int HPC>
 __device__ __forceinline__ pk_decode_heads pk_decode_heads_of(const pk_decode_params &p, int unit_head)
 {
     pk_decode_heads r;
@@ -120,8 +125,8 @@ __device__ __forceinline__ pk_decode_heads pk_decode_heads_of(const pk_decode_pa
     }
     r.h = unit_head / p.subs;
     const int sub = unit_head - r.h * p.subs;
-    r.q0 = r.h * p.group + sub * 8;
-    r.g = min(8, p.group - sub * 8);
+    r.q0 = r.h * p.group + sub * HPC;
+    r.g = min(HPC, p.group - sub * HPC);
     return r;
 }
 
@@ -251,7 +256,7 @@ pk_decode_kernel(const pk_decode_params p)
     pk_grid_dependency_wait();      /* launched early (programmatic): the inputs may be in flight */
     pk_grid_launch_dependents();    /* the reduce may be scheduled once every CTA runs */
     const int seq = blockIdx.x, part = blockIdx.z;
-    const pk_decode_heads heads = WIDE ? pk_decode_heads_of(p, (int) blockIdx.y)
+    const pk_decode_heads heads = WIDE ? pk_decode_heads_of<8>(p, (int) blockIdx.y)
                                        : pk_decode_heads{ (int) blockIdx.y, p.group, (int) blockIdx.y * p.group };
     const int h = heads.h, G = WIDE ? heads.g : p.group;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -413,7 +418,7 @@ pk_decode_kernel(const pk_decode_params p)
     __syncthreads();
 
     /* The heads again, from the grid: their first query head live through the loop spilled (D 80). */
-    const int q0 = WIDE ? pk_decode_heads_of(p, (int) blockIdx.y).q0 : (int) blockIdx.y * p.group;
+    const int q0 = WIDE ? pk_decode_heads_of<8>(p, (int) blockIdx.y).q0 : (int) blockIdx.y * p.group;
     const size_t hq0 = (size_t) seq * p.num_q_heads + (size_t) q0;
     QT *out = nullptr;
     if (nparts == 1)
@@ -442,21 +447,26 @@ pk_decode_kernel(const pk_decode_params p)
  * The same partitions as above (one CTA per sequence, KV head and partition), but the
  * group's dot products and the weighted sum of V run on mma.sync m16n8k16, with the roles
  * turned around so that the tokens, not the query heads, fill the 16 rows: S^T = K Q^T
- * takes a 16-token tile of K as A (straight from shared memory with ldmatrix) and the
- * group's queries as B, whose 8 columns hold up to 8 heads (the largest group built), kept
- * in registers for the whole partition. The softmax
- * then works on the C fragment (each lane holds 2 tokens x 2 heads; a head's 16 tokens sit in
- * the 8 lanes of one column group, 3 shuffles apart); the probabilities are rounded to the
- * mma type and turned from C layout (token rows) into B layout (head columns) with movmatrix,
- * and O^T += V^T P^T takes V (ldmatrix .trans) as A, one 16-dim row tile per mma, into
- * accumulators that stay in registers.
+ * takes a 16-token tile of K as A (straight from shared memory with ldmatrix) and the CTA's
+ * queries as B, kept in registers for the whole partition: NTILE n-tiles of 8 columns, the
+ * CTA's heads 8j .. 8j + 7 in n-tile j. A CTA so serves up to 8 NTILE query heads of one KV
+ * head; every A fragment of K (and of V below) is loaded once by ldmatrix and feeds NTILE
+ * mmas, so that one copy of the K/V bytes into shared memory and one round of ldmatrix serve
+ * all of them. NTILE is 1 for groups of at most 8 heads, 2 (sub-groups of 16) for wider ones
+ * where the registers allow it (pk_decode_mma_wide). The softmax then works on each n-tile's
+ * C fragment (each lane holds 2 tokens x 2 heads of the n-tile; a head's 16 tokens sit in the
+ * 8 lanes of one column group, 3 shuffles apart), with a running maximum and sum per head,
+ * that is per lane and n-tile two of each; the probabilities are rounded to the mma type and
+ * turned from C layout (token rows) into B layout (head columns) with movmatrix, per n-tile,
+ * and O^T += V^T P^T takes V (ldmatrix .trans) as A, one 16-dim row tile per mma, once per
+ * n-tile, into accumulators (one set per n-tile) that stay in registers.
  *
  * Each warp streams its own chunks of 16 tokens (chunks w, w + W, w + 2W, ... of the
  * partition) through its own ring of STAGES shared-memory stages with 16-byte cp.async, so
  * warps never wait for each other until the end, where their (max, sum, output) triples are
  * merged through shared memory (see pk_decode_mma_shape for the ring sizes and the bank
- * layout). Tokens outside [lo, part_end) are zero-filled by the copy (no NaN from stale
- * memory reaches the mma) and masked to -inf.
+ * layout, pk_decode_mma_merge for the merge area). Tokens outside [lo, part_end) are
+ * zero-filled by the copy (no NaN from stale memory reaches the mma) and masked to -inf.
  *
  * fp8 e4m3 widens exactly to f16. Its rows are loaded with the 16-bit ldmatrix as pairs of
  * bytes: for K a lane then holds 4 consecutive dims of one token, which the mma takes in a
@@ -538,10 +548,28 @@ template <int D, typename KT> struct pk_decode_mma_shape {
     static_assert(D % 16 == 0, "head dim must be a whole number of mma k steps");
     static_assert(CH % PK_DECODE_TILE == 0 && CH <= 32, "a chunk is whole mma row tiles, a lane's token each at most");
     static_assert(STAGES >= 2, "a ring needs two stages");
-    /* A warp's merge area (in its ring, once the ring is drained), in floats: the unnormalized
-     * outputs of up to 8 heads, then their maxima, then their sums. */
-    static constexpr int MERGE_M = 8 * D, MERGE_L = MERGE_M + 8, MERGE_BYTES = (MERGE_L + 8) * 4;
-    static_assert(MERGE_BYTES <= WARP_BYTES && (!SMALL || MERGE_BYTES <= SMALL_WARP_BYTES),
+};
+
+/* Whether the tensor-core kernel of head dim D and cache type KT serves wide groups with two
+ * n-tiles (16 heads per CTA): where the registers its launch bounds leave hold two sets of
+ * queries, accumulators and chunk scores without spilling, and a warp's ring holds the merge
+ * area of 16 heads. Up to D 128 (168 registers with four CTAs of 96 threads per SM), but not
+ * with an fp8 cache at D 128, whose chunks of two row tiles double the scores (ptxas spills
+ * there); at D 256 with 16-bit caches (two CTAs per SM: 255 registers, no spill), not fp8
+ * ones (their small rings cannot hold the merge area). */
+template <int D, typename KT> struct pk_decode_mma_wide {
+    static constexpr bool value = D < 128 || (D == 128 && pk_decode_mma_shape<D, KT>::RT == 1)
+                                  || (D == 256 && sizeof(KT) == 2);
+};
+
+/* A warp's merge area in the tensor-core kernel with NTILE n-tiles (in its ring, once the ring
+ * is drained), in floats: the unnormalized outputs of up to 8 NTILE heads ([head][D]), then
+ * their maxima (from M), then their sums (from L). */
+template <int D, typename KT, int NTILE> struct pk_decode_mma_merge {
+    using S = pk_decode_mma_shape<D, KT>;
+    static constexpr int HEADS = 8 * NTILE;
+    static constexpr int M = HEADS * D, L = M + HEADS, BYTES = (L + HEADS) * 4;
+    static_assert(BYTES <= S::WARP_BYTES && (!S::SMALL || BYTES <= S::SMALL_WARP_BYTES),
                   "a warp's merge area fits in its ring");
 };
 
@@ -630,69 +658,82 @@ __device__ __forceinline__ void pk_decode_mma_issue_tiles(const pk_decode_params
 }
 
 /*
- * acc += K Q^T for one k step of an fp8 K chunk: r0 and r1 are a lane's ldmatrix words of
- * the step (4 bytes each: consecutive dims of one token), widened to f16 pairs in the order
- * the queries were loaded in; qb0, qb1 the step's query B fragment.
+ * Fills a with the f16 A fragment of K Q^T for one k step of an fp8 K chunk: r0 and r1 are a
+ * lane's ldmatrix words of the step (4 bytes each: consecutive dims of one token), widened to
+ * f16 pairs in the order the queries were loaded in. Every n-tile's mma of the step takes it.
  */
-__device__ __forceinline__ void pk_decode_qk_fp8(float acc[4], uint32_t r0, uint32_t r1, uint32_t qb0, uint32_t qb1)
+__device__ __forceinline__ void pk_decode_k_fp8(uint32_t a[4], uint32_t r0, uint32_t r1)
 {
-    const uint32_t a[4] = { pk_cvt_e4m3x2<false>(r0), pk_cvt_e4m3x2<false>(r1), pk_cvt_e4m3x2<true>(r0),
-                            pk_cvt_e4m3x2<true>(r1) };
-    pk_mma16816<__half>(acc, a, qb0, qb1);
+    a[0] = pk_cvt_e4m3x2<false>(r0);
+    a[1] = pk_cvt_e4m3x2<false>(r1);
+    a[2] = pk_cvt_e4m3x2<true>(r0);
+    a[3] = pk_cvt_e4m3x2<true>(r1);
 }
 
 /*
- * acc += V^T P^T for one 16-dim row tile of an fp8 V chunk: lo and hi are a lane's .trans
- * ldmatrix words of tokens 0-7 and 8-15 (bytes: dim d of token t, d + 1 of t, d of t + 1,
- * d + 1 of t + 1); rows r and r + 8 of the tile are dims d and d + 1.
+ * Fills a with the f16 A fragment of V^T P^T for one 16-dim row tile of an fp8 V chunk: lo
+ * and hi are a lane's .trans ldmatrix words of tokens 0-7 and 8-15 (bytes: dim d of token t,
+ * d + 1 of t, d of t + 1, d + 1 of t + 1); rows r and r + 8 of the tile are dims d and d + 1.
+ * Every n-tile's mma of the row tile takes it.
  */
-__device__ __forceinline__ void pk_decode_pv_fp8(float acc[4], uint32_t lo, uint32_t hi, uint32_t pb0, uint32_t pb1)
+__device__ __forceinline__ void pk_decode_v_fp8(uint32_t a[4], uint32_t lo, uint32_t hi)
 {
     const uint32_t x = __byte_perm(lo, 0, 0x3120), y = __byte_perm(hi, 0, 0x3120);
-    const uint32_t a[4] = { pk_cvt_e4m3x2<false>(x), pk_cvt_e4m3x2<true>(x), pk_cvt_e4m3x2<false>(y),
-                            pk_cvt_e4m3x2<true>(y) };
-    pk_mma16816<__half>(acc, a, pb0, pb1);
+    a[0] = pk_cvt_e4m3x2<false>(x);
+    a[1] = pk_cvt_e4m3x2<true>(x);
+    a[2] = pk_cvt_e4m3x2<false>(y);
+    a[3] = pk_cvt_e4m3x2<true>(y);
 }
 
 /*
- * The tensor-core decode partition kernel's body (see above; the kernels follow it). Grid
- * (seq x KV head x sub-group, partition), the sub-groups then the heads fastest, so that CTAs
- * running side by side read neighbouring slices of the same pool blocks. Warp w streams chunks w, w + W, w + 2W, ... of
- * the partition. META: p's metadata pointers address the kernel's parameters.
+ * The tensor-core decode partition kernel's body (see above; the kernels follow it) with
+ * NTILE n-tiles of 8 query heads. Grid (seq x KV head x sub-group, partition), the sub-groups
+ * then the heads fastest, so that CTAs running side by side read neighbouring slices of the
+ * same pool blocks. Warp w streams chunks w, w + W, w + 2W, ... of the partition. META: p's
+ * metadata pointers address the kernel's parameters.
  */
-template <int D, typename KT, typename QT, bool META>
+template <int D, typename KT, typename QT, bool META, int NTILE>
 __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
 {
     using S = pk_decode_mma_shape<D, KT>;
+    using MG = pk_decode_mma_merge<D, KT, NTILE>;
     using MT = typename pk_decode_mma_type<KT>::type;
     constexpr int CH = S::CH, RT = S::RT, NKS = S::NKS, W = S::W, STAGES = S::STAGES;
     constexpr bool FP8 = S::FP8;
+    /* One n-tile's QK mmas alternate between two accumulator chains per row tile, so that
+     * consecutive mmas do not wait on each other; with more n-tiles those already alternate,
+     * and one chain each saves the registers. */
+    constexpr bool CHAIN2 = NTILE == 1;
     extern __shared__ __align__(16) unsigned char smem[];
 
     pk_grid_dependency_wait();      /* launched early (programmatic): the inputs may be in flight */
     pk_grid_launch_dependents();    /* the reduce may be scheduled once every CTA runs */
     const int unit_heads = p.num_kv_heads * p.subs;      /* CTAs per sequence and partition */
     const int seq = blockIdx.x / unit_heads, part = blockIdx.y;
-    const pk_decode_heads heads = pk_decode_heads_of(p, (int) blockIdx.x - seq * unit_heads);
+    const pk_decode_heads heads = pk_decode_heads_of<8 * NTILE>(p, (int) blockIdx.x - seq * unit_heads);
     const int h = heads.h, G = heads.g;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int tok = lane % CH;                           /* the chunk token whose row this lane looks up */
 
-    /* The queries as B fragments: lane (r, c) = (lane / 4, lane % 4) holds head r's dims
-     * 2c, 2c + 1 and 2c + 8, 2c + 9 of each k step (fp8: 4c .. 4c + 3, see above). Their loads
-     * go first, so that their trip to memory overlaps the block ids' and the length's instead
-     * of following the ring's fill (ncu: 7% of a 128-CTA grid's stall samples waited on them
-     * there); they are converted once the ring is filled. */
+    /* The queries as B fragments: lane (r, c) = (lane / 4, lane % 4) holds, in n-tile j, head
+     * 8j + r's dims 2c, 2c + 1 and 2c + 8, 2c + 9 of each k step (fp8: 4c .. 4c + 3, see
+     * above); heads past G read the CTA's first head's, zeroed below. Their loads go first, so
+     * their trip to memory overlaps the block ids' and the length's instead of following the
+     * ring's fill (ncu: 7% of a 128-CTA grid's stall samples waited on them there); they are
+     * converted once the ring is filled. */
     const int qr = lane >> 2, qc = lane & 3;
-    QT qraw[NKS][4];
+    QT qraw[NTILE][NKS][4];
     {
         const QT *q = p.q_seq ? (const QT *) p.q_seq[seq] : (const QT *) p.q + (size_t) seq * p.num_q_heads * D;
-        q += (size_t) (heads.q0 + (qr < G ? qr : 0)) * D;
 #pragma unroll
-        for (int ks = 0; ks < NKS; ++ks)
+        for (int j = 0; j < NTILE; ++j) {
+            const QT *qj = q + (size_t) (heads.q0 + (8 * j + qr < G ? 8 * j + qr : 0)) * D;
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                qraw[ks][e] = q[FP8 ? 16 * ks + 4 * qc + e : 16 * ks + 2 * qc + (e & 1) + 8 * (e >> 1)];
+            for (int ks = 0; ks < NKS; ++ks)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    qraw[j][ks][e] = qj[FP8 ? 16 * ks + 4 * qc + e : 16 * ks + 2 * qc + (e & 1) + 8 * (e >> 1)];
+        }
     }
 
     const int32_t *bt = p.block_tables + (size_t) seq * p.bt_stride;
@@ -742,53 +783,72 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
         pk_cp_async_commit();
     }
 
-    float qv[NKS][4];
+    float qv[NTILE][NKS][4];
 #pragma unroll
-    for (int ks = 0; ks < NKS; ++ks)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            qv[ks][e] = qr < G ? pk_to_f32(qraw[ks][e]) : 0.0f;
-    int qexp = 0;
-    if constexpr (!std::is_same<QT, MT>::value) {
-        float amax = 0.0f;
+    for (int j = 0; j < NTILE; ++j)
 #pragma unroll
         for (int ks = 0; ks < NKS; ++ks)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                amax = fmaxf(amax, fabsf(qv[ks][e]));
+                qv[j][ks][e] = 8 * j + qr < G ? pk_to_f32(qraw[j][ks][e]) : 0.0f;
+    int qexp = 0;
+    if constexpr (!std::is_same<QT, MT>::value) {
+        float amax = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NTILE; ++j)
+#pragma unroll
+            for (int ks = 0; ks < NKS; ++ks)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    amax = fmaxf(amax, fabsf(qv[j][ks][e]));
         amax = pk_warp_max(amax);
         int ex = 0;
         frexpf(amax, &ex);                               /* amax < 2^ex */
         qexp = min(max(15 - ex, -100), 100);
 #pragma unroll
-        for (int ks = 0; ks < NKS; ++ks)
+        for (int j = 0; j < NTILE; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                qv[ks][e] = ldexpf(qv[ks][e], qexp);
-    }
-    uint32_t qf[NKS][2];
+            for (int ks = 0; ks < NKS; ++ks)
 #pragma unroll
-    for (int ks = 0; ks < NKS; ++ks) {
-        qf[ks][0] = pk_pack2<MT>(qv[ks][0], qv[ks][1]);
-        qf[ks][1] = pk_pack2<MT>(qv[ks][2], qv[ks][3]);
+                for (int e = 0; e < 4; ++e)
+                    qv[j][ks][e] = ldexpf(qv[j][ks][e], qexp);
     }
+    uint32_t qf[NTILE][NKS][2];
+#pragma unroll
+    for (int j = 0; j < NTILE; ++j)
+#pragma unroll
+        for (int ks = 0; ks < NKS; ++ks) {
+            qf[j][ks][0] = pk_pack2<MT>(qv[j][ks][0], qv[j][ks][1]);
+            qf[j][ks][1] = pk_pack2<MT>(qv[j][ks][2], qv[j][ks][3]);
+        }
 
     const float ss = ldexpf(p.qk_scale, -qexp);         /* logit per unit of the mma's dot product */
     const float ss2 = ss * PK_LOG2E;
     const float cap = p.soft_cap;
     const float *slopes = p.alibi ? p.alibi + heads.q0 : nullptr;
-    const int g0 = 2 * qc, g1 = g0 + 1;                  /* the heads of this lane's C columns */
-    const float sl0 = slopes && g0 < G ? slopes[g0] : 0.0f;
-    const float sl1 = slopes && g1 < G ? slopes[g1] : 0.0f;
+    const int g0 = 2 * qc, g1 = g0 + 1;                  /* the heads of this lane's C columns in each n-tile */
+    float sl0[NTILE], sl1[NTILE];                        /* their ALiBi slopes, per n-tile */
+#pragma unroll
+    for (int j = 0; j < NTILE; ++j) {
+        sl0[j] = slopes && 8 * j + g0 < G ? slopes[8 * j + g0] : 0.0f;
+        sl1[j] = slopes && 8 * j + g1 < G ? slopes[8 * j + g1] : 0.0f;
+    }
     const bool plain = !(cap > 0.0f) && slopes == nullptr;
 
-    float acc[NKS][4];
+    float acc[NTILE][NKS][4];
 #pragma unroll
-    for (int mt = 0; mt < NKS; ++mt)
+    for (int j = 0; j < NTILE; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-            acc[mt][e] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* l: this lane's share */
+        for (int mt = 0; mt < NKS; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                acc[j][mt][e] = 0.0f;
+    float m0[NTILE], m1[NTILE], l0[NTILE], l1[NTILE];    /* per n-tile; l: this lane's share */
+#pragma unroll
+    for (int j = 0; j < NTILE; ++j) {
+        m0[j] = m1[j] = -INFINITY;
+        l0[j] = l1[j] = 0.0f;
+    }
 
     int stage = 0;
     for (int i = 0; i < nw; ++i) {
@@ -817,13 +877,16 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
         const int cs = cs0 + i * cstride;
         stage = stage == stg - 1 ? 0 : stage + 1;
 
-        /* S^T = K Q^T per row tile rt (tokens 16 rt ..), two accumulator chains each. */
-        float c[RT][4], c2[RT][4];
+        /* S^T = K Q^T per n-tile j and row tile rt (tokens 16 rt ..): each A fragment of K
+         * feeds every n-tile's mma; with one n-tile, two accumulator chains (CHAIN2). */
+        float c[NTILE][RT][4], c2[NTILE][RT][4];
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
+        for (int j = 0; j < NTILE; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                c[rt][e] = c2[rt][e] = 0.0f;
+            for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    c[j][rt][e] = c2[j][rt][e] = 0.0f;
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
             const int kr = 16 * rt + (lane & 15);        /* the token row this lane's ldmatrix address names */
@@ -831,14 +894,24 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
 #pragma unroll
                 for (int ks = 0; ks < NKS; ks += 2) {
                     if (ks + 1 < NKS) {
-                        uint32_t r[4];
+                        uint32_t r[4], a[4];
                         pk_ldmatrix_x4(r, kb + pk_decode_unit<D, KT>(kr, ks + (lane >> 4)));
-                        pk_decode_qk_fp8(c[rt], r[0], r[1], qf[ks][0], qf[ks][1]);
-                        pk_decode_qk_fp8(c2[rt], r[2], r[3], qf[ks + 1][0], qf[ks + 1][1]);
+                        pk_decode_k_fp8(a, r[0], r[1]);
+#pragma unroll
+                        for (int j = 0; j < NTILE; ++j)
+                            pk_mma16816<__half>(c[j][rt], a, qf[j][ks][0], qf[j][ks][1]);
+                        pk_decode_k_fp8(a, r[2], r[3]);
+#pragma unroll
+                        for (int j = 0; j < NTILE; ++j)
+                            pk_mma16816<__half>(CHAIN2 ? c2[j][rt] : c[j][rt], a, qf[j][ks + 1][0],
+                                                qf[j][ks + 1][1]);
                     } else {
-                        uint32_t r[2];
+                        uint32_t r[2], a[4];
                         pk_ldmatrix_x2(r, kb + pk_decode_unit<D, KT>(kr, ks));
-                        pk_decode_qk_fp8(c[rt], r[0], r[1], qf[ks][0], qf[ks][1]);
+                        pk_decode_k_fp8(a, r[0], r[1]);
+#pragma unroll
+                        for (int j = 0; j < NTILE; ++j)
+                            pk_mma16816<__half>(c[j][rt], a, qf[j][ks][0], qf[j][ks][1]);
                     }
                 }
             } else {
@@ -846,35 +919,37 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
                 for (int ks = 0; ks < NKS; ++ks) {
                     uint32_t a[4];
                     pk_ldmatrix_x4(a, kb + pk_decode_unit<D, KT>(kr, 2 * ks + (lane >> 4)));
-                    if (ks & 1)
-                        pk_mma16816<MT>(c2[rt], a, qf[ks][0], qf[ks][1]);
-                    else
-                        pk_mma16816<MT>(c[rt], a, qf[ks][0], qf[ks][1]);
+#pragma unroll
+                    for (int j = 0; j < NTILE; ++j)
+                        pk_mma16816<MT>(CHAIN2 && (ks & 1) ? c2[j][rt] : c[j][rt], a, qf[j][ks][0], qf[j][ks][1]);
                 }
             }
         }
 
-        /* Logits in base 2: s[rt][0], s[rt][1] are token 16 rt + qr for heads g0, g1; s[rt][2],
-         * s[rt][3] token 16 rt + qr + 8. */
-        float s[RT][4];
+        /* Logits in base 2: s[j][rt][0], s[j][rt][1] are token 16 rt + qr for heads 8j + g0,
+         * 8j + g1; s[j][rt][2], s[j][rt][3] token 16 rt + qr + 8. */
+        float s[NTILE][RT][4];
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt) {
-            if (plain) {
+        for (int j = 0; j < NTILE; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    s[rt][e] = (c[rt][e] + c2[rt][e]) * ss2;
-            } else {
+            for (int rt = 0; rt < RT; ++rt) {
+                if (plain) {
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    float x = (c[rt][e] + c2[rt][e]) * ss;
-                    if (cap > 0.0f)
-                        x = cap * tanhf(x / cap);
-                    if (slopes)
-                        x += (e & 1 ? sl1 : sl0) * (float) (cs + 16 * rt + qr + 8 * (e >> 1) - (seq_len - 1));
-                    s[rt][e] = x * PK_LOG2E;
+                    for (int e = 0; e < 4; ++e)
+                        s[j][rt][e] = (CHAIN2 ? c[j][rt][e] + c2[j][rt][e] : c[j][rt][e]) * ss2;
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        float x = (CHAIN2 ? c[j][rt][e] + c2[j][rt][e] : c[j][rt][e]) * ss;
+                        if (cap > 0.0f)
+                            x = cap * tanhf(x / cap);
+                        if (slopes)
+                            x += (e & 1 ? sl1[j] : sl0[j])
+                                 * (float) (cs + 16 * rt + qr + 8 * (e >> 1) - (seq_len - 1));
+                        s[j][rt][e] = x * PK_LOG2E;
+                    }
                 }
             }
-        }
         if (cs < lo || cs + CH > part_end) {
 #pragma unroll
             for (int rt = 0; rt < RT; ++rt)
@@ -882,50 +957,66 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
                 for (int e = 0; e < 4; ++e) {
                     const int pos = cs + 16 * rt + qr + 8 * (e >> 1);
                     if (pos < lo || pos >= part_end)
-                        s[rt][e] = -INFINITY;
+#pragma unroll
+                        for (int j = 0; j < NTILE; ++j)
+                            s[j][rt][e] = -INFINITY;
                 }
         }
 
-        /* Online softmax per head over the 8 lanes of a column group, once per chunk. */
-        float mx0 = fmaxf(s[0][0], s[0][2]), mx1 = fmaxf(s[0][1], s[0][3]);
+        /* Online softmax per head over the 8 lanes of a column group, once per chunk and n-tile. */
+        float mx0[NTILE], mx1[NTILE], al0[NTILE], al1[NTILE];
 #pragma unroll
-        for (int rt = 1; rt < RT; ++rt) {
-            mx0 = fmaxf(mx0, fmaxf(s[rt][0], s[rt][2]));
-            mx1 = fmaxf(mx1, fmaxf(s[rt][1], s[rt][3]));
+        for (int j = 0; j < NTILE; ++j) {
+            mx0[j] = fmaxf(s[j][0][0], s[j][0][2]);
+            mx1[j] = fmaxf(s[j][0][1], s[j][0][3]);
+#pragma unroll
+            for (int rt = 1; rt < RT; ++rt) {
+                mx0[j] = fmaxf(mx0[j], fmaxf(s[j][rt][0], s[j][rt][2]));
+                mx1[j] = fmaxf(mx1[j], fmaxf(s[j][rt][1], s[j][rt][3]));
+            }
         }
 #pragma unroll
-        for (int off = 4; off < 32; off <<= 1) {
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-        }
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        const float mu0 = mn0 == -INFINITY ? 0.0f : mn0;   /* all masked so far */
-        const float mu1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float al0 = pk_exp2(m0 - mu0), al1 = pk_exp2(m1 - mu1);
-        m0 = mn0;
-        m1 = mn1;
-        uint32_t pb[RT][2];         /* the probabilities as B fragments: tokens 16 rt + 0-7, + 8-15 */
-        float ps0 = 0.0f, ps1 = 0.0f;
+        for (int off = 4; off < 32; off <<= 1)
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt) {
-            const float p0 = pk_exp2(s[rt][0] - mu0), p1 = pk_exp2(s[rt][1] - mu1);
-            const float p2 = pk_exp2(s[rt][2] - mu0), p3 = pk_exp2(s[rt][3] - mu1);
-            ps0 += p0 + p2;
-            ps1 += p1 + p3;
-            pb[rt][0] = pk_movmatrix_trans(pk_pack2<MT>(p0, p1));
-            pb[rt][1] = pk_movmatrix_trans(pk_pack2<MT>(p2, p3));
+            for (int j = 0; j < NTILE; ++j) {
+                mx0[j] = fmaxf(mx0[j], __shfl_xor_sync(0xffffffffu, mx0[j], off));
+                mx1[j] = fmaxf(mx1[j], __shfl_xor_sync(0xffffffffu, mx1[j], off));
+            }
+        uint32_t pb[NTILE][RT][2];  /* the probabilities as B fragments: tokens 16 rt + 0-7, + 8-15 */
+#pragma unroll
+        for (int j = 0; j < NTILE; ++j) {
+            const float mn0 = fmaxf(m0[j], mx0[j]), mn1 = fmaxf(m1[j], mx1[j]);
+            const float mu0 = mn0 == -INFINITY ? 0.0f : mn0;   /* all masked so far */
+            const float mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+            al0[j] = pk_exp2(m0[j] - mu0);
+            al1[j] = pk_exp2(m1[j] - mu1);
+            m0[j] = mn0;
+            m1[j] = mn1;
+            float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+            for (int rt = 0; rt < RT; ++rt) {
+                const float p0 = pk_exp2(s[j][rt][0] - mu0), p1 = pk_exp2(s[j][rt][1] - mu1);
+                const float p2 = pk_exp2(s[j][rt][2] - mu0), p3 = pk_exp2(s[j][rt][3] - mu1);
+                ps0 += p0 + p2;
+                ps1 += p1 + p3;
+                pb[j][rt][0] = pk_movmatrix_trans(pk_pack2<MT>(p0, p1));
+                pb[j][rt][1] = pk_movmatrix_trans(pk_pack2<MT>(p2, p3));
+            }
+            l0[j] = l0[j] * al0[j] + ps0;
+            l1[j] = l1[j] * al1[j] + ps1;
         }
-        l0 = l0 * al0 + ps0;
-        l1 = l1 * al1 + ps1;
 
-        /* O^T += V^T P^T: lane (r, c) accumulates heads g0, g1 of two dims per row tile. */
+        /* O^T += V^T P^T: lane (r, c) accumulates, per n-tile j, heads 8j + g0, 8j + g1 of two
+         * dims per row tile; each A fragment of V feeds every n-tile's mma. */
 #pragma unroll
-        for (int mt = 0; mt < NKS; ++mt) {
-            acc[mt][0] *= al0;
-            acc[mt][1] *= al1;
-            acc[mt][2] *= al0;
-            acc[mt][3] *= al1;
-        }
+        for (int j = 0; j < NTILE; ++j)
+#pragma unroll
+            for (int mt = 0; mt < NKS; ++mt) {
+                acc[j][mt][0] *= al0[j];
+                acc[j][mt][1] *= al1[j];
+                acc[j][mt][2] *= al0[j];
+                acc[j][mt][3] *= al1[j];
+            }
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
             if constexpr (FP8) {
@@ -933,14 +1024,23 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
                 for (int mt = 0; mt < NKS; mt += 2) {
                     const int vr = 16 * rt + (lane & 15);
                     if (mt + 1 < NKS) {
-                        uint32_t r[4];
+                        uint32_t r[4], a[4];
                         pk_ldmatrix_x4_trans(r, vb + pk_decode_unit<D, KT>(vr, mt + (lane >> 4)));
-                        pk_decode_pv_fp8(acc[mt], r[0], r[1], pb[rt][0], pb[rt][1]);
-                        pk_decode_pv_fp8(acc[mt + 1], r[2], r[3], pb[rt][0], pb[rt][1]);
+                        pk_decode_v_fp8(a, r[0], r[1]);
+#pragma unroll
+                        for (int j = 0; j < NTILE; ++j)
+                            pk_mma16816<__half>(acc[j][mt], a, pb[j][rt][0], pb[j][rt][1]);
+                        pk_decode_v_fp8(a, r[2], r[3]);
+#pragma unroll
+                        for (int j = 0; j < NTILE; ++j)
+                            pk_mma16816<__half>(acc[j][mt + 1], a, pb[j][rt][0], pb[j][rt][1]);
                     } else {
-                        uint32_t r[2];
+                        uint32_t r[2], a[4];
                         pk_ldmatrix_x2_trans(r, vb + pk_decode_unit<D, KT>(vr, mt));
-                        pk_decode_pv_fp8(acc[mt], r[0], r[1], pb[rt][0], pb[rt][1]);
+                        pk_decode_v_fp8(a, r[0], r[1]);
+#pragma unroll
+                        for (int j = 0; j < NTILE; ++j)
+                            pk_mma16816<__half>(acc[j][mt], a, pb[j][rt][0], pb[j][rt][1]);
                     }
                 }
             } else {
@@ -949,7 +1049,9 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
                     uint32_t a[4];
                     pk_ldmatrix_x4_trans(a, vb + pk_decode_unit<D, KT>(16 * rt + ((lane >> 4) << 3) + (lane & 7),
                                                                        2 * mt + ((lane >> 3) & 1)));
-                    pk_mma16816<MT>(acc[mt], a, pb[rt][0], pb[rt][1]);
+#pragma unroll
+                    for (int j = 0; j < NTILE; ++j)
+                        pk_mma16816<MT>(acc[j][mt], a, pb[j][rt][0], pb[j][rt][1]);
                 }
             }
         }
@@ -959,33 +1061,39 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
 
     /* Each warp leaves its (max, sum, unnormalized output) per head in its own ring. */
 #pragma unroll
-    for (int off = 4; off < 32; off <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, off);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, off);
-    }
-    float *ow = (float *) wbuf;     /* [G][D] */
-    float *mw = ow + S::MERGE_M, *lw = ow + S::MERGE_L;
+    for (int off = 4; off < 32; off <<= 1)
 #pragma unroll
-    for (int mt = 0; mt < NKS; ++mt) {
-        const int da = FP8 ? 16 * mt + 2 * qr : 16 * mt + qr;
-        const int db = FP8 ? da + 1 : da + 8;
-        if (g0 < G) {
-            ow[g0 * D + da] = acc[mt][0];
-            ow[g0 * D + db] = acc[mt][2];
+        for (int j = 0; j < NTILE; ++j) {
+            l0[j] += __shfl_xor_sync(0xffffffffu, l0[j], off);
+            l1[j] += __shfl_xor_sync(0xffffffffu, l1[j], off);
         }
-        if (g1 < G) {
-            ow[g1 * D + da] = acc[mt][1];
-            ow[g1 * D + db] = acc[mt][3];
+    float *ow = (float *) wbuf;     /* [G][D] */
+    float *mw = ow + MG::M, *lw = ow + MG::L;
+#pragma unroll
+    for (int j = 0; j < NTILE; ++j) {
+        const int h0 = 8 * j + g0, h1 = h0 + 1;          /* this lane's heads in n-tile j */
+#pragma unroll
+        for (int mt = 0; mt < NKS; ++mt) {
+            const int da = FP8 ? 16 * mt + 2 * qr : 16 * mt + qr;
+            const int db = FP8 ? da + 1 : da + 8;
+            if (h0 < G) {
+                ow[h0 * D + da] = acc[j][mt][0];
+                ow[h0 * D + db] = acc[j][mt][2];
+            }
+            if (h1 < G) {
+                ow[h1 * D + da] = acc[j][mt][1];
+                ow[h1 * D + db] = acc[j][mt][3];
+            }
         }
-    }
-    if (qr == 0) {
-        if (g0 < G) {
-            mw[g0] = m0;
-            lw[g0] = l0;
-        }
-        if (g1 < G) {
-            mw[g1] = m1;
-            lw[g1] = l1;
+        if (qr == 0) {
+            if (h0 < G) {
+                mw[h0] = m0[j];
+                lw[h0] = l0[j];
+            }
+            if (h1 < G) {
+                mw[h1] = m1[j];
+                lw[h1] = l1[j];
+            }
         }
     }
     __syncthreads();
@@ -1000,14 +1108,14 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
         float M = -INFINITY;
 #pragma unroll
         for (int w = 0; w < W; ++w)
-            M = fmaxf(M, ((const float *) (smem + w * warp_bytes))[S::MERGE_M + g]);
+            M = fmaxf(M, ((const float *) (smem + w * warp_bytes))[MG::M + g]);
         const float Mu = M == -INFINITY ? 0.0f : M;
         float L = 0.0f, O = 0.0f;
 #pragma unroll
         for (int w = 0; w < W; ++w) {
             const float *o = (const float *) (smem + w * warp_bytes);
-            const float f = exp2f(o[S::MERGE_M + g] - Mu);
-            L += f * o[S::MERGE_L + g];
+            const float f = exp2f(o[MG::M + g] - Mu);
+            L += f * o[MG::L + g];
             O += f * o[idx];
         }
         if (nparts == 1) {
@@ -1023,17 +1131,17 @@ __device__ __forceinline__ void pk_decode_mma_body(const pk_decode_params &p)
     }
 }
 
-/* The tensor-core decode partition kernel, its metadata in device memory. */
-template <int D, typename KT, typename QT>
+/* The tensor-core decode partition kernel with NTILE n-tiles, its metadata in device memory. */
+template <int D, typename KT, typename QT, int NTILE>
 static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT>::NT, pk_decode_mma_shape<D, KT>::MINB)
 pk_decode_mma_kernel(const pk_decode_params p)
 {
-    pk_decode_mma_body<D, KT, QT, false>(p);
+    pk_decode_mma_body<D, KT, QT, false, NTILE>(p);
 }
 
-/* The tensor-core decode partition kernel, its metadata in its parameters (m): p's metadata
- * pointers, device addresses from p.meta_base on, are moved onto m's bytes. */
-template <int D, typename KT, typename QT, int N>
+/* The tensor-core decode partition kernel with NTILE n-tiles, its metadata in its parameters
+ * (m): p's metadata pointers, device addresses from p.meta_base on, are moved onto m's bytes. */
+template <int D, typename KT, typename QT, int N, int NTILE>
 static __global__ void __launch_bounds__(pk_decode_mma_shape<D, KT>::NT, pk_decode_mma_shape<D, KT>::MINB)
 pk_decode_mma_meta_kernel(const __grid_constant__ pk_decode_params p, const __grid_constant__ pk_decode_meta<N> m)
 {
@@ -1046,14 +1154,16 @@ pk_decode_mma_meta_kernel(const __grid_constant__ pk_decode_params p, const __gr
     r.alibi = pk_meta_rebase(p.alibi, p.meta_base, m.bytes);
     r.new_k_seq = pk_meta_rebase(p.new_k_seq, p.meta_base, m.bytes);
     r.new_v_seq = pk_meta_rebase(p.new_v_seq, p.meta_base, m.bytes);
-    pk_decode_mma_body<D, KT, QT, true>(r);
+    pk_decode_mma_body<D, KT, QT, true, NTILE>(r);
 }
 
-/* Per-device cache of the decode kernel's resident CTAs per SM, one per instance. */
-template <int D, typename KT, typename QT> struct pk_decode_occupancy {
+/* Per-device cache of the decode kernel's resident CTAs per SM, one per instance (NTILE: the
+ * tensor-core kernel's n-tiles; 1 for the plain kernel). */
+template <int D, typename KT, typename QT, int NTILE = 1> struct pk_decode_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
 };
-template <int D, typename KT, typename QT> std::atomic<int> pk_decode_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
+template <int D, typename KT, typename QT, int NTILE>
+std::atomic<int> pk_decode_occupancy<D, KT, QT, NTILE>::cache[PK_MAX_DEVICES];
 
 /* Per-device cache of the plain decode kernel's wide-group variant's resident CTAs per SM, one
  * per instance. */
@@ -1063,46 +1173,62 @@ template <int D, typename KT, typename QT> struct pk_decode_wide_occupancy {
 template <int D, typename KT, typename QT> std::atomic<int> pk_decode_wide_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
 
 /* Per-device cache of the tensor-core decode kernel's resident CTAs per SM with the small
- * rings, one per instance. */
-template <int D, typename KT, typename QT> struct pk_decode_small_occupancy {
+ * rings, one per instance (NTILE: its n-tiles). */
+template <int D, typename KT, typename QT, int NTILE> struct pk_decode_small_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
 };
-template <int D, typename KT, typename QT> std::atomic<int> pk_decode_small_occupancy<D, KT, QT>::cache[PK_MAX_DEVICES];
+template <int D, typename KT, typename QT, int NTILE>
+std::atomic<int> pk_decode_small_occupancy<D, KT, QT, NTILE>::cache[PK_MAX_DEVICES];
 
 /* Per-device cache of the tensor-core decode kernel's resident CTAs per SM with its metadata in
  * its parameters, one per instance (only its shared memory attribute matters). */
-template <int D, typename KT, typename QT, int N> struct pk_decode_meta_occupancy {
+template <int D, typename KT, typename QT, int N, int NTILE> struct pk_decode_meta_occupancy {
     static std::atomic<int> cache[PK_MAX_DEVICES];
 };
-template <int D, typename KT, typename QT, int N>
-std::atomic<int> pk_decode_meta_occupancy<D, KT, QT, N>::cache[PK_MAX_DEVICES];
+template <int D, typename KT, typename QT, int N, int NTILE>
+std::atomic<int> pk_decode_meta_occupancy<D, KT, QT, N, NTILE>::cache[PK_MAX_DEVICES];
 
-/* Launches the tensor-core kernel of a's metadata on grid with parameters p, the metadata in
- * an N-byte parameter; returns 0 or a negative paged_error. */
-template <int D, typename KT, typename QT, int N>
+/* Launches the tensor-core kernel with NTILE n-tiles of a's metadata on grid with parameters
+ * p, the metadata in an N-byte parameter; returns 0 or a negative paged_error. */
+template <int D, typename KT, typename QT, int N, int NTILE>
 static int pk_decode_meta_launch(const pk_decode_args *a, const pk_decode_params &p, dim3 grid, size_t smem,
                                  int dev, cudaStream_t stream)
 {
     using S = pk_decode_mma_shape<D, KT>;
-    const int occ = pk_kernel_prepare(pk_decode_mma_meta_kernel<D, KT, QT, N>, S::NT, S::SMEM, dev,
-                                      pk_decode_meta_occupancy<D, KT, QT, N>::cache);
+    const int occ = pk_kernel_prepare(pk_decode_mma_meta_kernel<D, KT, QT, N, NTILE>, S::NT, S::SMEM, dev,
+                                      pk_decode_meta_occupancy<D, KT, QT, N, NTILE>::cache);
     if (occ < 0)
         return occ;
-    return pk_launch_dependent_args(pk_decode_tuning().pdl, pk_decode_mma_meta_kernel<D, KT, QT, N>, grid,
+    return pk_launch_dependent_args(pk_decode_tuning().pdl, pk_decode_mma_meta_kernel<D, KT, QT, N, NTILE>, grid,
                                     dim3(S::NT), smem, stream, p, pk_decode_meta_of<N>(a));
 }
 
-/* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh). */
-template <int D, typename KT, typename QT>
-int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream, bool launch, pk_decode_plan *plan)
+/* Returns the n-tiles of the tensor-core kernel of head dim D and cache type KT for a group of
+ * `group` query heads per KV head: 1 up to 16 heads (sub-groups of 8 beyond 8), 2 (sub-groups
+ * of 16) for wider groups where pk_decode_mma_wide allows it. Up to 16 the sub-groups of 8
+ * keep twice the CTAs in the grid and read the second copy of K/V from L2, which measured
+ * faster on an H200 than one 16-head CTA (BENCHMARKS.md, the group rows); from 32 the copies
+ * each sub-group makes cost more than the wider tiles. */
+template <int D, typename KT>
+static inline int pk_decode_mma_ntile(int group)
+{
+    return pk_decode_mma_wide<D, KT>::value && group > 16 ? 2 : 1;
+}
+
+/* Plans, and unless only asked for the plan launches, the partition kernel (see
+ * pk_decode_run), the tensor-core one with NTILE n-tiles (1 for the plain kernel). */
+template <int D, typename KT, typename QT, int NTILE>
+static int pk_decode_run_tiles(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream, bool launch,
+                               pk_decode_plan *plan)
 {
     constexpr bool MMA = pk_decode_uses_mma<KT, QT>::value;
+    static_assert(NTILE == 1 || (MMA && pk_decode_mma_wide<D, KT>::value), "two n-tiles only where allowed");
     constexpr int NT = MMA ? pk_decode_mma_shape<D, KT>::NT : pk_decode_shape<D, KT>::NT;
     constexpr int SMEM = MMA ? pk_decode_mma_shape<D, KT>::SMEM : pk_decode_shape<D, KT>::SMEM;
     void (*kernel)(pk_decode_params);
-    const int subs = pk_decode_subs(a->num_q_heads / a->cache.num_kv_heads);
+    const int subs = pk_decode_subs(a->num_q_heads / a->cache.num_kv_heads, MMA ? 8 * NTILE : 8);
     if constexpr (MMA)
-        kernel = pk_decode_mma_kernel<D, KT, QT>;
+        kernel = pk_decode_mma_kernel<D, KT, QT, NTILE>;
     else
         kernel = subs > 1 ? pk_decode_kernel<D, KT, QT, true> : pk_decode_kernel<D, KT, QT, false>;
     /* The fused append lives in the tensor-core kernel only (the f32 one has no registers
@@ -1113,7 +1239,7 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     PK_CUDA_CHECK(cudaGetDevice(&dev));
     const int occ = pk_kernel_prepare(kernel, NT, SMEM, dev,
                                       !MMA && subs > 1 ? pk_decode_wide_occupancy<D, KT, QT>::cache
-                                                       : pk_decode_occupancy<D, KT, QT>::cache);
+                                                       : pk_decode_occupancy<D, KT, QT, NTILE>::cache);
     if (occ < 0)
         return occ;
     const int sms = pk_sm_count(dev);
@@ -1130,7 +1256,7 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
         using S = pk_decode_mma_shape<D, KT>;
         if (S::SMALL) {
             const int fit = pk_kernel_prepare(kernel, NT, S::SMALL_SMEM, dev,
-                                              pk_decode_small_occupancy<D, KT, QT>::cache);
+                                              pk_decode_small_occupancy<D, KT, QT, NTILE>::cache);
             if (fit > occ)
                 small_slots = (long long) sms * fit;
             else if (fit < 0)
@@ -1138,6 +1264,8 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
         }
     }
     pk_decode_make_plan(a, units, (long long) sms * occ, small_slots, ws_limit, plan);
+    plan->subs = subs;
+    plan->cta_heads = MMA ? 8 * NTILE : 8;
     plan->meta = MMA && a->meta_host != nullptr && a->meta_dev != nullptr && a->meta_bytes <= PK_CUDA_DECODE_META_MAX;
     if (!launch)
         return 0;
@@ -1199,10 +1327,23 @@ int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream,
     if constexpr (MMA) {
         if (plan->meta)
             return pk_decode_meta_sized(a->meta_bytes, [&](auto n) {
-                return pk_decode_meta_launch<D, KT, QT, decltype(n)::value>(a, p, grid, smem, dev, stream);
+                return pk_decode_meta_launch<D, KT, QT, decltype(n)::value, NTILE>(a, p, grid, smem, dev, stream);
             });
     }
     return pk_launch_dependent(kernel, grid, dim3(NT), smem, stream, p, pk_decode_tuning().pdl);
+}
+
+/* Plans, and unless only asked for the plan launches, the partition kernel (see decode.cuh):
+ * the tensor-core kernel with the n-tiles pk_decode_mma_ntile gives the group, else with one
+ * (and the plain kernel). */
+template <int D, typename KT, typename QT>
+int pk_decode_run(const pk_decode_args *a, size_t ws_limit, cudaStream_t stream, bool launch, pk_decode_plan *plan)
+{
+    if constexpr (pk_decode_uses_mma<KT, QT>::value && pk_decode_mma_wide<D, KT>::value) {
+        if (pk_decode_mma_ntile<D, KT>(a->num_q_heads / a->cache.num_kv_heads) == 2)
+            return pk_decode_run_tiles<D, KT, QT, 2>(a, ws_limit, stream, launch, plan);
+    }
+    return pk_decode_run_tiles<D, KT, QT, 1>(a, ws_limit, stream, launch, plan);
 }
 
 /* Instantiates the decode of head dim D for every supported (cache, query) dtype pair. */

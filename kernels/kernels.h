@@ -277,6 +277,8 @@ typedef struct pk_decode_plan_info {
     int parts;                    /* partitions of the longest context a table allows (1: no split, no reduce) */
     int part_tokens;              /* tokens per partition */
     long long ctas;               /* CTAs of the partition kernel */
+    int cta_heads;                /* most query heads of one KV head that one of them serves: 8, or 16 (the
+                                   * tensor-core kernel's two n-tiles, for groups of more than 8) */
     int small_rings;              /* 1: the tensor-core kernel's small rings (more CTAs per SM) */
 } pk_decode_plan_info;
 

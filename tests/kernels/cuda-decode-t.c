@@ -25,7 +25,8 @@
  * reference takes the same layers (cpu-decode-t checks that it then gives what each
  * sequence gives alone on its layer). The wide-group set crosses group sizes up to 71 query
  * heads per KV head (1 and 2 KV heads) with every dtype pair (so both partition kernels) and
- * head dims 64, 128 and 256, on short contexts and on long ones that split.
+ * head dims 64, 128 and 256, on short contexts and on long ones that split; the n-tile set
+ * gives the tensor-core kernel's sub-groups of 16 heads every head dim that has them.
  */
 #define MAXSEQS 24
 #define LONG_BUDGET 2500000
@@ -34,7 +35,8 @@ static const int32_t dims[] = { 64, 80, 96, 128, 256 };
 static const int32_t block_sizes[] = { 8, 16, 32 };
 static const int32_t groups[] = { 1, 2, 4, 8 };
 /* Group sizes of the wide-group set: every one a CTA serves whole, and wider ones that are
- * split into sub-groups of 8 (12: 8 + 4; 71: 8 x 8 + 7). */
+ * split into sub-groups of 8 (the plain kernel, fp8 caches at D 128, D 256; 12: 8 + 4; 71:
+ * 8 x 8 + 7) or of 16 (the tensor-core kernel's two n-tiles, beyond 16 heads; 71: 4 x 16 + 7). */
 static const int32_t wide_groups[] = { 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 48, 64, 71 };
 static const int32_t wide_dims[] = { 0, 3, 4 };          /* indexes into dims: 64, 128, 256 */
 static const int32_t pairs[][2] = {
@@ -184,10 +186,24 @@ static void fill_pool(tap_rng *rng, const pk_cache *c, void *pool)
                     kv == 0 ? c->k_scale : c->v_scale);
 }
 
+/* Returns the most query heads one decode CTA serves for a: 16 (the tensor-core kernel's two
+ * n-tiles) for groups of more than 16 heads on the tensor-core pairs at head dims up to 128 (but
+ * not fp8 caches at 128) and at 256 with 16-bit caches, else 8. */
+static int cta_heads_of(const pk_decode_args *a)
+{
+    const int group = a->num_q_heads / a->cache.num_kv_heads;
+    const int mma = a->cache.dtype != PAGED_DTYPE_F32 && a->q_dtype != PAGED_DTYPE_F32;
+    const int32_t d = a->cache.head_dim;
+    const int fp8 = a->cache.dtype == PAGED_DTYPE_FP8_E4M3;
+    const int wide = d < 128 || (d == 128 && !fp8) || (d == 256 && !fp8);
+    return group > 16 && mma && wide ? 16 : 8;
+}
+
 /* Returns whether pk_cuda_decode_plan's answer for a (whose workspace is ws bytes, if any)
  * fits the workspace query and the tables: a split exactly when a workspace is there and asked
- * for, one CTA per (sequence, KV head, sub-group of at most 8 query heads, partition), and
- * partitions of whole tiles covering the longest context the tables allow without one to spare. */
+ * for, one CTA per (sequence, KV head, sub-group of at most cta_heads_of query heads,
+ * partition), and partitions of whole tiles covering the longest context the tables allow
+ * without one to spare. */
 static int plan_agrees(const pk_decode_args *a, size_t ws)
 {
     pk_decode_plan_info pi;
@@ -199,8 +215,9 @@ static int plan_agrees(const pk_decode_args *a, size_t ws)
     int split_expected = a->workspace != NULL && ws > 0;
     if ((pi.parts > 1) != split_expected || pi.part_tokens <= 0 || pi.part_tokens % 16 != 0)
         return 0;
-    const long long subs = (a->num_q_heads / a->cache.num_kv_heads + 7) / 8;    /* CTAs per KV head */
-    if (pi.ctas != (long long) a->num_seqs * a->cache.num_kv_heads * subs * pi.parts)
+    const int heads = cta_heads_of(a);
+    const long long subs = (a->num_q_heads / a->cache.num_kv_heads + heads - 1) / heads;   /* CTAs per KV head */
+    if (pi.cta_heads != heads || pi.ctas != (long long) a->num_seqs * a->cache.num_kv_heads * subs * pi.parts)
         return 0;
     return pi.parts == 1 || ((long long) pi.parts * pi.part_tokens >= span
                              && (long long) (pi.parts - 1) * pi.part_tokens < span);
@@ -535,6 +552,34 @@ static void wide_group_cases(tap_rng *rng, int quick)
         }
 }
 
+/*
+ * The tensor-core kernel's two n-tiles (sub-groups of 16 heads): groups of 9 to 71 heads whose
+ * sub-groups are whole or not (9 and 12 stay in sub-groups of 8; 24: 16 + 8; 48: 3 x 16; 71:
+ * 4 x 16 + 7), on every tensor-core pair and every head dim (rotating; fp8 at 128 and 256 keeps
+ * sub-groups of 8), the options, forms and the fused append rotating with the case index, every
+ * third case on a context long enough to split. Quick runs keep them all.
+ */
+static void ntile_cases(tap_rng *rng)
+{
+    static const int32_t ngroups[] = { 9, 12, 24, 48, 71 };
+    static const int mma_pairs[4] = { 0, 1, 3, 4 };
+    for (int gi = 0; gi < 5; gi++)
+        for (int k = 0; k < 4; k++) {
+            const int idx = gi * 4 + k;
+            dcase c = base_case(rng, mma_pairs[k], (gi + k) % 5, idx % 3, 300 + idx);
+            c.G = ngroups[gi];
+            c.H = 1 + idx % 2;
+            c.fused = idx % 3 == 1;
+            if (idx % 3 == 2) {
+                c.L = 1;
+                c.mixed = 0;
+                int32_t len = LONG_BUDGET / (c.G * c.H * c.D);
+                c.lens[0] = (len > 2000 ? 2000 : len < 700 ? 700 : len) - gu_range(rng, 0, 40);
+            }
+            run_case(rng, &c);
+        }
+}
+
 /* Checks the errors returned for shapes the kernels do not support. */
 static void error_cases(void)
 {
@@ -804,6 +849,7 @@ int main(void)
         run_case(&rng, &c);
     }
     wide_group_cases(&rng, quick);
+    ntile_cases(&rng);
     ok(fused_cases > 0 && fused_cache_same == fused_cases,
        "decode, fused append: the cache holds afterwards exactly what APPEND's reference writes (%d of %d cases)",
        fused_cache_same, fused_cases);

@@ -32,7 +32,7 @@ struct bk_timing {
     double median_us;
     int runs;
     int sets;
-    char plan[48];                /* decode on cuda: how the launch split the work ("" elsewhere) */
+    char plan[64];                /* decode on cuda: how the launch split the work ("" elsewhere) */
 };
 
 /* Times shape s with the pk_cpu_* kernels on the thread pool. Dies on failure. */

@@ -276,11 +276,12 @@ void bk_cuda_time(const struct bench_opts *o, const struct bench_ceilings *c, co
     pk_decode_plan_info plan;
     if (s->op == BK_DECODE && pk_cuda_decode_plan(&g.decode[0], &plan) == 0) {
         const char *rings = plan.small_rings ? ", small rings" : "";
+        const char *wide = plan.cta_heads > 8 ? " of 16 heads" : "";     /* the two n-tiles */
         if (plan.parts > 1)
-            snprintf(t->plan, sizeof t->plan, "%lld CTAs, %d x %d tok%s", plan.ctas, plan.parts,
+            snprintf(t->plan, sizeof t->plan, "%lld CTAs%s, %d x %d tok%s", plan.ctas, wide, plan.parts,
                      plan.part_tokens, rings);
         else
-            snprintf(t->plan, sizeof t->plan, "%lld CTAs%s", plan.ctas, rings);
+            snprintf(t->plan, sizeof t->plan, "%lld CTAs%s%s", plan.ctas, wide, rings);
     }
 
     int runs = o->quick ? 10 : 100, warmup = o->quick ? 3 : 10;
