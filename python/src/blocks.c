@@ -1,23 +1,9 @@
-/* blocks.c: a pool's block calls beyond alloc and free (FORK, COPY, PUBLISH, LOOKUP) and prefix hashes. */
+/* blocks.c: a pool's block calls beyond alloc (FREE, FORK, COPY, PUBLISH, LOOKUP) and prefix hashes. */
 /* SPDX-License-Identifier: MIT */
 #include "pypaged.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Sees obj as a one-dimensional int32 argument arg (an array or a list of ints); returns 0,
- * or -1 with an exception naming arg (release the view either way). */
-static int ints_view(struct pyp_view *v, PyObject *obj, const char *arg)
-{
-    int64_t any = -1;
-    if (pyp_view_get(v, obj, arg, PYP_I32, 0) < 0 || pyp_view_expect(v, 1, &any) < 0)
-        return -1;
-    if (v->dtype != PYP_I32) {
-        PyErr_Format(PyExc_TypeError, "%s: expected int32, got %s", arg, v->dtype_name);
-        return -1;
-    }
-    return 0;
-}
 
 /* Parses a 128-bit prefix hash given as a non-negative int (None: the zero hash) into *h;
  * returns 0, or -1 with an exception naming "parent". */
@@ -64,40 +50,40 @@ static PyObject *hash_int(paged_hash h)
     return r;
 }
 
-/* Makes a list of n ints from v; returns it or NULL. */
-static PyObject *int_list(const int32_t *v, uint32_t n)
-{
-    PyObject *l = PyList_New(n);
-    for (uint32_t i = 0; l != NULL && i < n; i++) {
-        PyObject *x = PyLong_FromLong(v[i]);
-        if (x == NULL || PyList_SetItem(l, i, x) < 0) {
-            Py_DECREF(l);
-            return NULL;
-        }
-    }
-    return l;
-}
-
-/* fork(ids): takes one more reference to each block in ids, already held; returns None. */
-PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args)
+/* Runs fn (paged_free or paged_fork) over the block ids of args (parsed with fmt) with the GIL
+ * released; returns None, or NULL with the exception. */
+static PyObject *ids_call(pyp_pool *p, PyObject *args, const char *fmt,
+                          int (*fn)(paged_pool *, uint32_t, const int32_t *))
 {
     PyObject *obj;
-    if (!PyArg_ParseTuple(args, "O:fork", &obj))
+    if (!PyArg_ParseTuple(args, fmt, &obj))
         return NULL;
     struct pyp_view v;
-    if (ints_view(&v, obj, "ids") < 0 || pyp_pool_enter(p) < 0) {
+    if (pyp_view_ints(&v, obj, "ids") < 0 || pyp_pool_enter(p) < 0) {
         pyp_view_release(&v);
         return NULL;
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = paged_fork(p->pp, (uint32_t) v.shape[0], v.data);
+    rc = fn(p->pp, (uint32_t) v.shape[0], v.data);
     Py_END_ALLOW_THREADS
     pyp_client_leave(p->client);
     pyp_view_release(&v);
     if (rc < 0)
         return pyp_raise_client(p->client, rc);
     Py_RETURN_NONE;
+}
+
+/* free(ids): drops one reference to each block in ids (ints); returns None. */
+PyObject *pyp_pool_free(pyp_pool *p, PyObject *args)
+{
+    return ids_call(p, args, "O:free", paged_free);
+}
+
+/* fork(ids): takes one more reference to each block in ids, already held; returns None. */
+PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args)
+{
+    return ids_call(p, args, "O:fork", paged_fork);
 }
 
 /* copy(src, dst): copies whole blocks src[i] to dst[i] (all layers, K and V); returns None. */
@@ -108,7 +94,7 @@ PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args)
         return NULL;
     struct pyp_view s, d;
     memset(&d, 0, sizeof d);
-    int ok = ints_view(&s, so, "src") == 0 && ints_view(&d, dobj, "dst") == 0;
+    int ok = pyp_view_ints(&s, so, "src") == 0 && pyp_view_ints(&d, dobj, "dst") == 0;
     if (ok && d.shape[0] != s.shape[0]) {
         PyErr_Format(PyExc_ValueError, "dst: %lld blocks for %lld in src", (long long) d.shape[0],
                      (long long) s.shape[0]);
@@ -158,7 +144,7 @@ PyObject *pyp_pool_publish(pyp_pool *p, PyObject *args, PyObject *kw)
         return NULL;
     struct pyp_view t, i;
     memset(&i, 0, sizeof i);
-    int ok = ints_view(&t, to, "tokens") == 0 && ints_view(&i, io, "ids") == 0;
+    int ok = pyp_view_ints(&t, to, "tokens") == 0 && pyp_view_ints(&i, io, "ids") == 0;
     long n = ok ? whole_blocks(p, &t) : -1;
     if (n >= 0 && i.shape[0] != n) {
         PyErr_Format(PyExc_ValueError, "ids: %lld blocks for %ld blocks of tokens", (long long) i.shape[0], n);
@@ -194,7 +180,7 @@ PyObject *pyp_pool_lookup(pyp_pool *p, PyObject *args, PyObject *kw)
     if (parse_hash(parent_obj, &parent) < 0)
         return NULL;
     struct pyp_view t;
-    long n = ints_view(&t, to, "tokens") == 0 ? whole_blocks(p, &t) : -1;
+    long n = pyp_view_ints(&t, to, "tokens") == 0 ? whole_blocks(p, &t) : -1;
     int32_t *ids = n >= 0 ? calloc(n > 0 ? (size_t) n : 1, sizeof *ids) : NULL;
     if (n >= 0 && ids == NULL)
         PyErr_NoMemory();
@@ -209,7 +195,7 @@ PyObject *pyp_pool_lookup(pyp_pool *p, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
     pyp_client_leave(p->client);
     pyp_view_release(&t);
-    PyObject *r = rc < 0 ? pyp_raise_client(p->client, rc) : int_list(ids, (uint32_t) rc);
+    PyObject *r = rc < 0 ? pyp_raise_client(p->client, rc) : pyp_int_list(ids, (uint32_t) rc);
     free(ids);
     return r;
 }
@@ -233,7 +219,7 @@ PyObject *pyp_hash_blocks(PyObject *self, PyObject *args, PyObject *kw)
     struct pyp_view t;
     if (parse_hash(parent_obj, &parent) < 0)
         return NULL;
-    if (ints_view(&t, to, "tokens") < 0) {
+    if (pyp_view_ints(&t, to, "tokens") < 0) {
         pyp_view_release(&t);
         return NULL;
     }

@@ -165,20 +165,6 @@ static PyObject *pool_info(PyObject *self, PyObject *unused)
                          (unsigned long long) i->bytes);
 }
 
-/* Makes a list of n ints from ids; returns it or NULL. */
-static PyObject *int_list(const int32_t *ids, uint32_t n)
-{
-    PyObject *l = PyList_New(n);
-    for (uint32_t i = 0; l != NULL && i < n; i++) {
-        PyObject *x = PyLong_FromLong(ids[i]);
-        if (x == NULL || PyList_SetItem(l, i, x) < 0) {
-            Py_DECREF(l);
-            return NULL;
-        }
-    }
-    return l;
-}
-
 /* alloc(count): takes count blocks, all or nothing; returns their ids as a list. */
 static PyObject *pool_alloc(PyObject *self, PyObject *args)
 {
@@ -202,42 +188,9 @@ static PyObject *pool_alloc(PyObject *self, PyObject *args)
     rc = paged_alloc(p->pp, (uint32_t) count, ids);
     Py_END_ALLOW_THREADS
     pyp_client_leave(p->client);
-    PyObject *r = rc < 0 ? pyp_raise_client(p->client, rc) : int_list(ids, (uint32_t) count);
+    PyObject *r = rc < 0 ? pyp_raise_client(p->client, rc) : pyp_int_list(ids, (uint32_t) count);
     free(ids);
     return r;
-}
-
-/* free(ids): drops one reference to each block in ids (ints); returns None. */
-static PyObject *pool_free(PyObject *self, PyObject *args)
-{
-    pyp_pool *p = (pyp_pool *) self;
-    PyObject *obj;
-    if (!PyArg_ParseTuple(args, "O:free", &obj))
-        return NULL;
-    struct pyp_view v;
-    int64_t any = -1;
-    if (pyp_view_get(&v, obj, "ids", PYP_I32, 0) < 0 || pyp_view_expect(&v, 1, &any) < 0) {
-        pyp_view_release(&v);
-        return NULL;
-    }
-    if (v.dtype != PYP_I32) {
-        PyErr_Format(PyExc_TypeError, "ids: expected int32, got %s", v.dtype_name);
-        pyp_view_release(&v);
-        return NULL;
-    }
-    if (pyp_pool_enter(p) < 0) {
-        pyp_view_release(&v);
-        return NULL;
-    }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = paged_free(p->pp, (uint32_t) v.shape[0], v.data);
-    Py_END_ALLOW_THREADS
-    pyp_client_leave(p->client);
-    pyp_view_release(&v);
-    if (rc < 0)
-        return pyp_raise_client(p->client, rc);
-    Py_RETURN_NONE;
 }
 
 /* sequence(salt=0): a new empty sequence in the pool; returns the Sequence. */
@@ -284,7 +237,7 @@ static PyMethodDef pool_methods[] = {
     { "alloc", pool_alloc, METH_VARARGS,
       "alloc(count)\n--\n\nTakes count blocks, all or nothing; returns their ids (a list). Raises "
       "NoSpaceError when the pool cannot supply them." },
-    { "free", pool_free, METH_VARARGS,
+    { "free", (PyCFunction) (void (*)(void)) pyp_pool_free, METH_VARARGS,
       "free(ids)\n--\n\nDrops one reference to each block in ids (ints: a list or an int32 array)." },
     { "fork", (PyCFunction) (void (*)(void)) pyp_pool_fork, METH_VARARGS,
       "fork(ids)\n--\n\nTakes one more reference to each block in ids, which this client holds." },

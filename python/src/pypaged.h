@@ -133,6 +133,8 @@ int pyp_array_init_type(PyObject *module);
 int pyp_view_get(struct pyp_view *v, PyObject *obj, const char *arg, int list_dtype, int writable);
 void pyp_view_release(struct pyp_view *v);
 int pyp_view_expect(const struct pyp_view *v, int ndim, const int64_t *shape);
+int pyp_view_ints(struct pyp_view *v, PyObject *obj, const char *arg);
+PyObject *pyp_int_list(const int32_t *v, uint32_t n);
 int pyp_view_stage(pyp_client *c, struct pyp_scratch *s, const struct pyp_view *v,
                    paged_arena_kind kind, uint64_t *off);
 void pyp_scratch_free(struct pyp_scratch *s);
@@ -149,6 +151,7 @@ int pyp_pool_init_type(PyObject *module);
 PyObject *pyp_pool_append(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_decode(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_prefill(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_free(pyp_pool *p, PyObject *args);
 PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args);
 PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args);
 PyObject *pyp_pool_publish(pyp_pool *p, PyObject *args, PyObject *kw);

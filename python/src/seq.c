@@ -93,33 +93,6 @@ static PyObject *seq_exit_ctx(PyObject *self, PyObject *args)
     Py_RETURN_FALSE;
 }
 
-/* Makes a list of n ints from v; returns it or NULL. */
-static PyObject *int_list(const int32_t *v, uint32_t n)
-{
-    PyObject *l = PyList_New(n);
-    for (uint32_t i = 0; l != NULL && i < n; i++) {
-        PyObject *x = PyLong_FromLong(v[i]);
-        if (x == NULL || PyList_SetItem(l, i, x) < 0) {
-            Py_DECREF(l);
-            return NULL;
-        }
-    }
-    return l;
-}
-
-/* Sees tokens (ints) as an int32 view; returns 0 or -1 with an exception naming it. */
-static int tokens_view(struct pyp_view *v, PyObject *tokens)
-{
-    int64_t any = -1;
-    if (pyp_view_get(v, tokens, "tokens", PYP_I32, 0) < 0 || pyp_view_expect(v, 1, &any) < 0)
-        return -1;
-    if (v->dtype != PYP_I32) {
-        PyErr_Format(PyExc_TypeError, "tokens: expected int32, got %s", v->dtype_name);
-        return -1;
-    }
-    return 0;
-}
-
 /* extend(n=None, tokens=None): adds n tokens (or len(tokens), whose ids allow prefix
  * caching); returns their slots, a list of n ints to append their keys and values to. */
 static PyObject *seq_extend(PyObject *self, PyObject *args, PyObject *kw)
@@ -132,7 +105,7 @@ static PyObject *seq_extend(PyObject *self, PyObject *args, PyObject *kw)
     struct pyp_view v = { 0 };
     long n = -1;
     if (tok_obj != Py_None) {
-        if (tokens_view(&v, tok_obj) < 0) {
+        if (pyp_view_ints(&v, tok_obj, "tokens") < 0) {
             pyp_view_release(&v);
             return NULL;
         }
@@ -168,7 +141,7 @@ static PyObject *seq_extend(PyObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
     pyp_client_leave(s->pool->client);
     pyp_view_release(&v);
-    PyObject *r = rc < 0 ? pyp_raise_client(s->pool->client, rc) : int_list(slots, (uint32_t) n);
+    PyObject *r = rc < 0 ? pyp_raise_client(s->pool->client, rc) : pyp_int_list(slots, (uint32_t) n);
     free(slots);
     return r;
 }
@@ -182,7 +155,7 @@ static PyObject *seq_adopt_prefix(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O:adopt_prefix", &tok_obj))
         return NULL;
     struct pyp_view v;
-    if (tokens_view(&v, tok_obj) < 0 || seq_enter(s) < 0) {
+    if (pyp_view_ints(&v, tok_obj, "tokens") < 0 || seq_enter(s) < 0) {
         pyp_view_release(&v);
         return NULL;
     }
@@ -252,7 +225,7 @@ static PyObject *seq_get_blocks(PyObject *self, void *closure)
         return pyp_raise_closed("the sequence");
     uint32_t n = 0;
     const int32_t *ids = paged_seq_blocks(s->ps, &n);
-    return int_list(ids, n);
+    return pyp_int_list(ids, n);
 }
 
 static PyMethodDef seq_methods[] = {

@@ -356,3 +356,31 @@ void pyp_scratch_free(struct pyp_scratch *s)
             pyp_heap_free(&s->client->heap, s->off[i], s->len[i]);
     s->n = 0;
 }
+
+/* Sees obj as a one-dimensional int32 argument arg (an array or a list of ints); returns 0,
+ * or -1 with an exception naming arg (release the view either way). */
+int pyp_view_ints(struct pyp_view *v, PyObject *obj, const char *arg)
+{
+    int64_t any = -1;
+    if (pyp_view_get(v, obj, arg, PYP_I32, 0) < 0 || pyp_view_expect(v, 1, &any) < 0)
+        return -1;
+    if (v->dtype != PYP_I32) {
+        PyErr_Format(PyExc_TypeError, "%s: expected int32, got %s", arg, v->dtype_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes a list of n ints from v; returns it or NULL. */
+PyObject *pyp_int_list(const int32_t *v, uint32_t n)
+{
+    PyObject *l = PyList_New(n);
+    for (uint32_t i = 0; l != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromLong(v[i]);
+        if (x == NULL || PyList_SetItem(l, i, x) < 0) {
+            Py_DECREF(l);
+            return NULL;
+        }
+    }
+    return l;
+}

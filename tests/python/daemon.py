@@ -11,6 +11,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import unittest
 
 READY_S = 30
 STOP_S = 20
@@ -88,3 +89,18 @@ class Pagedd:
         """Stops the daemon."""
         self.stop()
         return False
+
+
+class DaemonTest(unittest.TestCase):
+    """A test case whose class shares one daemon, started before its first test, stopped after
+    its last: cls.daemon."""
+
+    @classmethod
+    def setUpClass(cls):
+        """Starts the daemon."""
+        cls.daemon = Pagedd()
+
+    @classmethod
+    def tearDownClass(cls):
+        """Stops the daemon."""
+        cls.daemon.stop()

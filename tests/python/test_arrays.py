@@ -11,7 +11,7 @@ import unittest
 import numpy as np
 
 import paged
-from daemon import Pagedd
+from daemon import DaemonTest
 
 
 class DLPackOnly:
@@ -32,18 +32,8 @@ class DLPackOnly:
         return self.device
 
 
-class ArrayTest(unittest.TestCase):
+class ArrayTest(DaemonTest):
     """Arrays against one daemon, a pool of 2 layers, 2 KV heads, D 64, B 16 (f32)."""
-
-    @classmethod
-    def setUpClass(cls):
-        """Starts the daemon."""
-        cls.daemon = Pagedd()
-
-    @classmethod
-    def tearDownClass(cls):
-        """Stops the daemon."""
-        cls.daemon.stop()
 
     def setUp(self):
         """Connects, makes the pool and a 20-token sequence with random keys and values."""
@@ -222,18 +212,8 @@ except ImportError:
 
 
 @unittest.skipUnless(torch is not None, "torch is not installed")
-class TorchTest(unittest.TestCase):
+class TorchTest(DaemonTest):
     """DLPack with torch's CPU tensors, where torch is installed."""
-
-    @classmethod
-    def setUpClass(cls):
-        """Starts the daemon."""
-        cls.daemon = Pagedd()
-
-    @classmethod
-    def tearDownClass(cls):
-        """Stops the daemon."""
-        cls.daemon.stop()
 
     def test_torch_round_trip_and_bf16(self):
         """torch.from_dlpack views an arena array in place; torch tensors (DLPack only) go in as

@@ -8,25 +8,15 @@ import unittest
 import numpy as np
 
 import paged
-from daemon import Pagedd
+from daemon import DaemonTest
 from reference import attention
 
 L, H, D, B, HQ = 3, 2, 64, 16, 8   # GQA: 4 query heads per KV head
 RTOL, ATOL = 1e-5, 2e-5
 
 
-class AttentionTest(unittest.TestCase):
+class AttentionTest(DaemonTest):
     """Requests on one daemon and an f32 pool."""
-
-    @classmethod
-    def setUpClass(cls):
-        """Starts the daemon."""
-        cls.daemon = Pagedd()
-
-    @classmethod
-    def tearDownClass(cls):
-        """Stops the daemon."""
-        cls.daemon.stop()
 
     def setUp(self):
         """Connects and creates the pool."""

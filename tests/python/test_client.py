@@ -8,21 +8,11 @@ import unittest
 import numpy as np
 
 import paged
-from daemon import Pagedd
+from daemon import DaemonTest
 
 
-class ClientTest(unittest.TestCase):
+class ClientTest(DaemonTest):
     """Calls on one daemon started for the class."""
-
-    @classmethod
-    def setUpClass(cls):
-        """Starts the daemon."""
-        cls.daemon = Pagedd()
-
-    @classmethod
-    def tearDownClass(cls):
-        """Stops the daemon."""
-        cls.daemon.stop()
 
     def connect(self, **kw):
         """Returns a new client of the daemon, closed at the end of the test."""

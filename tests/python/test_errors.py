@@ -12,7 +12,7 @@ import numpy as np
 
 import paged
 from paged import _paged
-from daemon import Pagedd
+from daemon import DaemonTest, Pagedd
 
 
 class ErrorClassTest(unittest.TestCase):
@@ -40,18 +40,8 @@ class ErrorClassTest(unittest.TestCase):
         self.assertIn(path, str(e.exception))
 
 
-class RefusalTest(unittest.TestCase):
+class RefusalTest(DaemonTest):
     """Refusals of one daemon, on a pool of 2 layers, 2 KV heads, D 64, B 16 and 8 blocks."""
-
-    @classmethod
-    def setUpClass(cls):
-        """Starts the daemon."""
-        cls.daemon = Pagedd()
-
-    @classmethod
-    def tearDownClass(cls):
-        """Stops the daemon."""
-        cls.daemon.stop()
 
     def setUp(self):
         """Connects (64 KiB of arena) and creates the pool and a 20-token sequence."""
