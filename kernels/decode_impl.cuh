@@ -452,8 +452,9 @@ pk_decode_kernel(const pk_decode_params p)
  * CTA's heads 8j .. 8j + 7 in n-tile j. A CTA so serves up to 8 NTILE query heads of one KV
  * head; every A fragment of K (and of V below) is loaded once by ldmatrix and feeds NTILE
  * mmas, so that one copy of the K/V bytes into shared memory and one round of ldmatrix serve
- * all of them. NTILE is 1 for groups of at most 8 heads, 2 (sub-groups of 16) for wider ones
- * where the registers allow it (pk_decode_mma_wide). The softmax then works on each n-tile's
+ * all of them. NTILE is 1 for groups of at most 16 heads (sub-groups of 8 beyond 8), 2
+ * (sub-groups of 16) for wider ones where the registers allow it (pk_decode_mma_wide,
+ * pk_decode_mma_ntile). The softmax then works on each n-tile's
  * C fragment (each lane holds 2 tokens x 2 heads of the n-tile; a head's 16 tokens sit in the
  * 8 lanes of one column group, 3 shuffles apart), with a running maximum and sum per head,
  * that is per lane and n-tile two of each; the probabilities are rounded to the mma type and

@@ -278,7 +278,7 @@ typedef struct pk_decode_plan_info {
     int part_tokens;              /* tokens per partition */
     long long ctas;               /* CTAs of the partition kernel */
     int cta_heads;                /* most query heads of one KV head that one of them serves: 8, or 16 (the
-                                   * tensor-core kernel's two n-tiles, for groups of more than 8) */
+                                   * tensor-core kernel's two n-tiles, for groups of more than 16) */
     int small_rings;              /* 1: the tensor-core kernel's small rings (more CTAs per SM) */
 } pk_decode_plan_info;
 
