@@ -74,7 +74,7 @@ static int submit(pyp_request *r, paged_request *req)
     int rc = PAGED_E_AGAIN;
     for (unsigned tries = 0; rc == PAGED_E_AGAIN && tries < 1u << 16; tries++) {
         rc = paged_prep(c->pc, req);
-        if (rc == PAGED_E_AGAIN && c->ninflight > 0) {
+        if (rc == PAGED_E_AGAIN && paged_inflight(c->pc) > 0) {
             int w = pyp_client_pump(c, -1);
             rc = w < 0 ? w : PAGED_E_AGAIN;
         } else if (rc == PAGED_E_AGAIN) {

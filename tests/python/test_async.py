@@ -116,6 +116,22 @@ class AsyncTest(DaemonTest):
                 ref = attention(q[lo:hi], k[layer], v[layer], positions=list(range(lens[i] - (hi - lo), lens[i])))
                 np.testing.assert_allclose(got[lo:hi], ref, rtol=RTOL, atol=ATOL)
 
+    def test_dropped_handles(self):
+        """handles dropped before completing are reaped by a later wait on another and freed,
+        their outputs' arena memory given back"""
+        seqs = [self.filled(8)]
+        for _ in range(3):
+            for _ in range(6):
+                self.submit(seqs, 0)
+            gc.collect()
+            h, q = self.submit(seqs, 1)
+            self.check(h.result(), q, seqs, 1, "after dropped handles")
+            del h
+        self.c.nop()
+        size = self.c.arena_size
+        big = self.c.empty(size // 2 // 4, dtype="int32")
+        self.assertEqual(big.nbytes, size // 2 // 4 * 4)
+
     def test_errors_from_wait(self):
         """a refused decode raises its error from wait() and result(), naming the field; a good
         one in flight beside it still completes"""
