@@ -7,6 +7,7 @@ flight; handles that outlive their input arrays."""
 
 import gc
 import signal
+import threading
 import unittest
 
 import numpy as np
@@ -234,6 +235,35 @@ class StoppedDaemonTest(unittest.TestCase):
         self.assertTrue(h.done())
         np.testing.assert_allclose(np.from_dlpack(h.result()), attention(self.q, self.k, self.v),
                                    rtol=RTOL, atol=ATOL)
+
+    def test_wait_releases_the_gil(self):
+        """another thread runs Python while wait() blocks on a stopped daemon"""
+        started, stop, ticks = threading.Event(), threading.Event(), [0]
+
+        def count():
+            """Counts until told to stop (bounded)."""
+            started.set()
+            for _ in range(1 << 30):
+                if stop.is_set():
+                    break
+                ticks[0] += 1
+
+        self.d.proc.send_signal(signal.SIGSTOP)
+        t = threading.Thread(target=count)
+        try:
+            h = self.p.decode(0, self.q, [self.s.blocks], [12], wait=False)
+            t.start()
+            self.assertTrue(started.wait(20))
+            before = ticks[0]
+            with self.assertRaises(paged.TimedOutError):
+                h.wait(timeout=0.5)
+            self.assertGreater(ticks[0], before)
+        finally:
+            stop.set()
+            if t.is_alive():
+                t.join(20)
+            self.d.proc.send_signal(signal.SIGCONT)
+        h.wait(timeout=30)
 
     def test_daemon_killed_in_flight(self):
         """a handle whose daemon is killed raises DisconnectedError (or ShutdownError) from wait(),
