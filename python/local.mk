@@ -13,6 +13,7 @@ PYTHON_MODULE_SOURCES = \
 	python/src/array.c \
 	python/src/view.c \
 	python/src/run.c \
+	python/src/request.c \
 	python/src/pool.c \
 	python/src/attn.c \
 	python/src/blocks.c \

@@ -15,7 +15,7 @@ The C reference is libpaged(3).
 """
 
 from . import _paged
-from ._paged import ArenaArray, Client, Pool, Sequence, hash_blocks
+from ._paged import ArenaArray, Client, Pool, Request, Sequence, hash_blocks
 
 ALL_LAYERS = _paged.ALL_LAYERS
 """``layer`` for :meth:`Pool.append` with keys and values of every layer."""
@@ -25,7 +25,7 @@ POOL_SEALED = _paged.POOL_SEALED
 POOL_EXPORTED = _paged.POOL_EXPORTED
 
 __all__ = [
-    "connect", "Client", "Pool", "Sequence", "ArenaArray", "ALL_LAYERS", "POOL_SHARED_PREFIXES",
+    "connect", "Client", "Pool", "Sequence", "ArenaArray", "Request", "ALL_LAYERS", "POOL_SHARED_PREFIXES",
     "POOL_SEALED", "POOL_EXPORTED", "Error", "ClosedError", "version", "hash_blocks", "error_class",
 ]
 
@@ -89,11 +89,12 @@ _CODES = [
 
 _BY_CODE = {}
 for _code, _name, _doc in _CODES:
-    _cls = type(_name, (Error,), {"__doc__": _doc + " (paged_error %d)" % _code, "__module__": __name__})
+    _bases = (Error, TimeoutError) if _code == -22 else (Error,)
+    _cls = type(_name, _bases, {"__doc__": _doc + " (paged_error %d)" % _code, "__module__": __name__})
     globals()[_name] = _cls
     _BY_CODE[_code] = _cls
     __all__.append(_name)
-del _code, _name, _doc, _cls
+del _code, _name, _doc, _cls, _bases
 
 
 def error_class(code):

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Types of the C core of the paged package; the docstrings are the module's own."""
 
-from typing import Any, Callable, Optional, Sequence as Seq, Tuple, Union
+from typing import Any, Callable, Literal, Optional, Sequence as Seq, Tuple, Union, overload
 
 ALL_LAYERS: int
 DTYPE_F32: int
@@ -67,15 +67,39 @@ class Pool:
     def publish(self, tokens: IntsLike, ids: IntsLike, *, salt: int = 0, parent: Optional[int] = None) -> int: ...
     def lookup(self, tokens: IntsLike, *, salt: int = 0, parent: Optional[int] = None) -> list[int]: ...
     def sequence(self, salt: int = 0) -> Sequence: ...
-    def append(self, layer: int, k: ArrayLike, v: ArrayLike, slots: IntsLike) -> None: ...
+    @overload
+    def append(self, layer: int, k: ArrayLike, v: ArrayLike, slots: IntsLike, *,
+               wait: Literal[True] = True) -> None: ...
+    @overload
+    def append(self, layer: int, k: ArrayLike, v: ArrayLike, slots: IntsLike, *,
+               wait: Literal[False]) -> "Request": ...
+    @overload
     def decode(self, layer: int, q: ArrayLike, block_tables: IntsLike, seq_lens: IntsLike, *,
                scale: float = 0.0, soft_cap: float = 0.0, window: int = 0,
                alibi_slopes: Optional[Union[ArrayLike, Seq[float]]] = None,
-               out: Optional[ArrayLike] = None) -> Any: ...
+               out: Optional[ArrayLike] = None, wait: Literal[True] = True) -> Any: ...
+    @overload
+    def decode(self, layer: int, q: ArrayLike, block_tables: IntsLike, seq_lens: IntsLike, *,
+               scale: float = 0.0, soft_cap: float = 0.0, window: int = 0,
+               alibi_slopes: Optional[Union[ArrayLike, Seq[float]]] = None,
+               out: Optional[ArrayLike] = None, wait: Literal[False]) -> "Request": ...
+    @overload
     def prefill(self, layer: int, q: ArrayLike, qo_indptr: IntsLike, block_tables: IntsLike,
                 seq_lens: IntsLike, *, scale: float = 0.0, soft_cap: float = 0.0, window: int = 0,
                 alibi_slopes: Optional[Union[ArrayLike, Seq[float]]] = None,
-                out: Optional[ArrayLike] = None) -> Any: ...
+                out: Optional[ArrayLike] = None, wait: Literal[True] = True) -> Any: ...
+    @overload
+    def prefill(self, layer: int, q: ArrayLike, qo_indptr: IntsLike, block_tables: IntsLike,
+                seq_lens: IntsLike, *, scale: float = 0.0, soft_cap: float = 0.0, window: int = 0,
+                alibi_slopes: Optional[Union[ArrayLike, Seq[float]]] = None,
+                out: Optional[ArrayLike] = None, wait: Literal[False]) -> "Request": ...
+
+
+class Request:
+    tag: int
+    def done(self) -> bool: ...
+    def wait(self, timeout: Optional[float] = None) -> None: ...
+    def result(self, timeout: Optional[float] = None) -> Any: ...
 
 
 class Client:

@@ -4,32 +4,28 @@
 
 #include <string.h>
 
-/* The most array arguments one call takes. */
-#define MAX_VIEWS 8
-
-/* One call's arrays, scratch and state, released together. */
+/* One call's state: its request, which holds the call's arrays and scratch (until the call
+ * fails, or the request completes once submitted), and whether the client is marked busy. */
 struct call {
     pyp_pool *pool;
-    struct pyp_view views[MAX_VIEWS];
-    int nviews;
-    struct pyp_scratch scratch;
-    int entered;              /* the client is marked busy */
+    pyp_request *req;
+    int entered;
 };
 
-/* Starts a call on pool p; returns nothing. */
-static void call_begin(struct call *k, pyp_pool *p)
+/* Starts a call on pool p; returns 0, or -1 with MemoryError. */
+static int call_begin(struct call *k, pyp_pool *p)
 {
     memset(k, 0, sizeof *k);
     k->pool = p;
-    k->scratch.client = p->client;
+    k->req = pyp_request_new(p->client);
+    return k->req != NULL ? 0 : -1;
 }
 
-/* Ends a call: frees its scratch, releases its views, unmarks the client; returns r. */
+/* Ends a call: drops its reference to the request (which frees the scratch and releases the
+ * views unless the request is in flight), unmarks the client; returns r. */
 static PyObject *call_end(struct call *k, PyObject *r)
 {
-    pyp_scratch_free(&k->scratch);
-    for (int i = 0; i < k->nviews; i++)
-        pyp_view_release(&k->views[i]);
+    Py_XDECREF((PyObject *) k->req);
     if (k->entered)
         pyp_client_leave(k->pool->client);
     return r;
@@ -41,7 +37,7 @@ static PyObject *call_end(struct call *k, PyObject *r)
 static struct pyp_view *call_view(struct call *k, PyObject *obj, const char *arg, int *dtype, int ndim,
                                   const int64_t *shape, int writable)
 {
-    struct pyp_view *v = &k->views[k->nviews++];
+    struct pyp_view *v = &k->req->views[k->req->nviews++];
     int list = *dtype == PYP_I32 || *dtype == PAGED_DTYPE_F32 ? *dtype : 0;
     if (pyp_view_get(v, obj, arg, list, writable) < 0 || pyp_view_expect(v, ndim, shape) < 0)
         return NULL;
@@ -81,33 +77,31 @@ static int call_stage(struct call *k, const struct pyp_view *v, paged_arena_kind
         pyp_raise(PAGED_E_NOTSUP, v->arg, "the paged package runs tensors on the cpu backend only");
         return -1;
     }
-    return pyp_view_stage(c, &k->scratch, v, kind, off);
+    return pyp_view_stage(c, &k->req->scratch, v, kind, off);
 }
 
-/* Runs the call's request; returns 0, or -1 with the request's error raised. */
-static int call_run(struct call *k, paged_request *q)
+/* Submits the call's request q, its result (None for append) kept by the request; returns
+ * the result once complete (wait) or the Request (not wait), or NULL with the error raised. */
+static PyObject *call_submit(struct call *k, paged_request *q, PyObject *result, int wait)
 {
-    paged_completion done;
-    int rc = pyp_run(k->pool->client, q, &done);
-    if (rc < 0) {
-        pyp_raise_completion(k->pool->client, &done, rc);
-        return -1;
-    }
-    return 0;
+    k->req->result = result;
+    return pyp_request_run(k->req, q, wait);
 }
 
-/* append(layer, k, v, slots): writes new keys and values into slots; returns None. */
+/* append(layer, k, v, slots, *, wait=True): writes new keys and values into slots; returns
+ * None, or with wait=False the Request at once. */
 PyObject *pyp_pool_append(pyp_pool *p, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = { "layer", "k", "v", "slots", NULL };
-    int layer;
+    static char *kwlist[] = { "layer", "k", "v", "slots", "wait", NULL };
+    int layer, wait = 1;
     PyObject *ko, *vo, *so;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOOO:append", kwlist, &layer, &ko, &vo, &so))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOOO|$p:append", kwlist, &layer, &ko, &vo, &so, &wait))
         return NULL;
     if (p->pp == NULL)
         return pyp_raise_closed("the pool");
     struct call k;
-    call_begin(&k, p);
+    if (call_begin(&k, p) < 0)
+        return call_end(&k, NULL);
     const paged_pool_info *i = &p->info;
     int all = layer == PAGED_ALL_LAYERS, nd = all ? 4 : 3;
     int64_t shape[4] = { i->num_layers, -1, i->num_kv_heads, i->head_dim };
@@ -128,10 +122,10 @@ PyObject *pyp_pool_append(pyp_pool *p, PyObject *args, PyObject *kw)
     q.u.append.dtype = (paged_dtype) dtype;
     if (call_stage(&k, kv, PAGED_ARENA_DATA, &q.u.append.k_off) < 0
         || call_stage(&k, vv, PAGED_ARENA_DATA, &q.u.append.v_off) < 0
-        || call_stage(&k, sv, PAGED_ARENA_HOST, &q.u.append.slots_off) < 0 || call_run(&k, &q) < 0)
+        || call_stage(&k, sv, PAGED_ARENA_HOST, &q.u.append.slots_off) < 0)
         return call_end(&k, NULL);
     Py_INCREF(Py_None);
-    return call_end(&k, Py_None);
+    return call_end(&k, call_submit(&k, &q, Py_None, wait));
 }
 
 /* The arguments of DECODE and PREFILL. */
@@ -140,16 +134,18 @@ struct attn_args {
     PyObject *q, *qo_indptr, *block_tables, *seq_lens, *alibi, *out;
     float scale, soft_cap;
     int window;
+    int wait;
 };
 
-/* Runs DECODE or PREFILL with a; returns out (or a new ArenaArray), or NULL with an
- * exception naming the argument at fault. */
+/* Runs DECODE or PREFILL with a; returns out (or a new ArenaArray), with a->wait false the
+ * Request at once, or NULL with an exception naming the argument at fault. */
 static PyObject *attn_call(pyp_pool *p, paged_op op, const struct attn_args *a)
 {
     if (p->pp == NULL)
         return pyp_raise_closed("the pool");
     struct call k;
-    call_begin(&k, p);
+    if (call_begin(&k, p) < 0)
+        return call_end(&k, NULL);
     int dtype = -2, i32 = PYP_I32, f32 = PAGED_DTYPE_F32;
     int64_t qshape[3] = { -1, -1, p->info.head_dim };
     struct pyp_view *qv = call_view(&k, a->q, "q", &dtype, 3, qshape, 0);
@@ -195,7 +191,7 @@ static PyObject *attn_call(pyp_pool *p, paged_op op, const struct attn_args *a)
             return call_end(&k, pyp_raise_closed("the client"));
         if ((result = pyp_array_new(p->client, dtype, 3, qv->shape)) == NULL)
             return call_end(&k, NULL);
-        ov = &k.views[k.nviews++];
+        ov = &k.req->views[k.req->nviews++];
         if (pyp_view_get(ov, result, "out", 0, 1) < 0) {
             Py_DECREF(result);
             return call_end(&k, NULL);
@@ -214,38 +210,40 @@ static PyObject *attn_call(pyp_pool *p, paged_op op, const struct attn_args *a)
              && (av == NULL || call_stage(&k, av, PAGED_ARENA_HOST, &q.u.attn.opts.alibi_off) == 0);
     q.u.attn.opts.has_alibi = av != NULL;
     /* The output is written in place when it is arena memory, else staged and copied back. */
-    int staged_out = ok ? k.scratch.n : 0;
-    ok = ok && call_stage(&k, ov, PAGED_ARENA_DATA, &q.u.attn.out_off) == 0 && call_run(&k, &q) == 0;
-    if (ok && k.scratch.n > staged_out) {
-        char *base = paged_arena_base(p->client->pc, PAGED_ARENA_DATA, NULL);
-        memcpy(ov->data, base + q.u.attn.out_off, (size_t) ov->nbytes);
-    }
+    int staged_out = ok ? k.req->scratch.n : 0;
+    ok = ok && call_stage(&k, ov, PAGED_ARENA_DATA, &q.u.attn.out_off) == 0;
     if (!ok) {
         Py_DECREF(result);
-        result = NULL;
+        return call_end(&k, NULL);
     }
-    return call_end(&k, result);
+    if (k.req->scratch.n > staged_out) {
+        k.req->copy_to = ov->data;
+        k.req->copy_off = q.u.attn.out_off;
+        k.req->copy_len = ov->nbytes;
+    }
+    return call_end(&k, call_submit(&k, &q, result, a->wait));
 }
 
 /* Parses DECODE's or PREFILL's arguments into a; returns 0 or -1. */
 static int parse_attn(PyObject *args, PyObject *kw, paged_op op, struct attn_args *a)
 {
     static char *decode_kw[] = { "layer", "q", "block_tables", "seq_lens", "scale", "soft_cap", "window",
-                                 "alibi_slopes", "out", NULL };
+                                 "alibi_slopes", "out", "wait", NULL };
     static char *prefill_kw[] = { "layer", "q", "qo_indptr", "block_tables", "seq_lens", "scale",
-                                  "soft_cap", "window", "alibi_slopes", "out", NULL };
+                                  "soft_cap", "window", "alibi_slopes", "out", "wait", NULL };
     memset(a, 0, sizeof *a);
+    a->wait = 1;
     if (op == PAGED_OP_DECODE)
-        return PyArg_ParseTupleAndKeywords(args, kw, "iOOO|$ffiOO:decode", decode_kw, &a->layer, &a->q,
+        return PyArg_ParseTupleAndKeywords(args, kw, "iOOO|$ffiOOp:decode", decode_kw, &a->layer, &a->q,
                                            &a->block_tables, &a->seq_lens, &a->scale, &a->soft_cap,
-                                           &a->window, &a->alibi, &a->out) ? 0 : -1;
-    return PyArg_ParseTupleAndKeywords(args, kw, "iOOOO|$ffiOO:prefill", prefill_kw, &a->layer, &a->q,
+                                           &a->window, &a->alibi, &a->out, &a->wait) ? 0 : -1;
+    return PyArg_ParseTupleAndKeywords(args, kw, "iOOOO|$ffiOOp:prefill", prefill_kw, &a->layer, &a->q,
                                        &a->qo_indptr, &a->block_tables, &a->seq_lens, &a->scale,
-                                       &a->soft_cap, &a->window, &a->alibi, &a->out) ? 0 : -1;
+                                       &a->soft_cap, &a->window, &a->alibi, &a->out, &a->wait) ? 0 : -1;
 }
 
-/* decode(layer, q, block_tables, seq_lens, ...): one query token per sequence; returns the
- * output. */
+/* decode(layer, q, block_tables, seq_lens, ..., wait=True): one query token per sequence;
+ * returns the output, or with wait=False the Request at once. */
 PyObject *pyp_pool_decode(pyp_pool *p, PyObject *args, PyObject *kw)
 {
     struct attn_args a;
@@ -254,8 +252,8 @@ PyObject *pyp_pool_decode(pyp_pool *p, PyObject *args, PyObject *kw)
     return attn_call(p, PAGED_OP_DECODE, &a);
 }
 
-/* prefill(layer, q, qo_indptr, block_tables, seq_lens, ...): ragged query tokens per
- * sequence; returns the output. */
+/* prefill(layer, q, qo_indptr, block_tables, seq_lens, ..., wait=True): ragged query tokens
+ * per sequence; returns the output, or with wait=False the Request at once. */
 PyObject *pyp_pool_prefill(pyp_pool *p, PyObject *args, PyObject *kw)
 {
     struct attn_args a;

@@ -35,6 +35,9 @@ static void really_close(pyp_client *c)
 {
     if (c->pc == NULL)
         return;
+    pyp_client_abandon(c);
+    if (c->pc == NULL)
+        return; /* the requests' arrays were the last ones, and closed it */
     pyp_heap_fini(&c->heap);
     paged_client *pc = c->pc;
     c->pc = NULL;
@@ -91,6 +94,7 @@ static void client_dealloc(PyObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     really_close((pyp_client *) self);
+    PyMem_Free(((pyp_client *) self)->inflight);
     freefunc tp_free = (freefunc) PyType_GetSlot(tp, Py_tp_free);
     tp_free(self);
     Py_DECREF(tp);
@@ -106,6 +110,7 @@ static PyObject *client_close(PyObject *self, PyObject *unused)
         return NULL;
     }
     c->closed = 1;
+    pyp_client_abandon(c);
     if (c->live_arrays == 0)
         really_close(c);
     Py_RETURN_NONE;
@@ -138,12 +143,11 @@ static PyObject *client_nop(PyObject *self, PyObject *unused)
     if (pyp_client_enter(c) < 0)
         return NULL;
     paged_request q = { .op = PAGED_OP_NOP };
-    paged_completion done;
-    int rc = pyp_run(c, &q, &done);
+    pyp_request *r = pyp_request_new(c);
+    PyObject *out = r != NULL ? pyp_request_run(r, &q, 1) : NULL;
+    Py_XDECREF((PyObject *) r);
     pyp_client_leave(c);
-    if (rc < 0)
-        return pyp_raise_completion(c, &done, rc);
-    Py_RETURN_NONE;
+    return out;
 }
 
 /* create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0,

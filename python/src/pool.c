@@ -254,21 +254,24 @@ static PyMethodDef pool_methods[] = {
     { "sequence", (PyCFunction) (void (*)(void)) pool_sequence, METH_VARARGS | METH_KEYWORDS,
       "sequence(salt=0)\n--\n\nReturns a new empty Sequence; salt is mixed into its prefix hashes." },
     { "append", (PyCFunction) (void (*)(void)) pyp_pool_append, METH_VARARGS | METH_KEYWORDS,
-      "append(layer, k, v, slots)\n--\n\nWrites new keys and values into slots. k and v are "
-      "[n, num_kv_heads, head_dim] for one layer, or [num_layers, n, num_kv_heads, head_dim] with "
+      "append(layer, k, v, slots, *, wait=True)\n--\n\nWrites new keys and values into slots. k and v "
+      "are [n, num_kv_heads, head_dim] for one layer, or [num_layers, n, num_kv_heads, head_dim] with "
       "layer=paged.ALL_LAYERS, of the pool's dtype; slots holds n ints (-1 skips a token). Arrays "
-      "already in the client's arena go without a copy." },
+      "already in the client's arena go without a copy. Returns None, or with wait=False a Request "
+      "at once." },
     { "decode", (PyCFunction) (void (*)(void)) pyp_pool_decode, METH_VARARGS | METH_KEYWORDS,
       "decode(layer, q, block_tables, seq_lens, *, scale=0.0, soft_cap=0.0, window=0, "
-      "alibi_slopes=None, out=None)\n--\n\nOne query token per sequence: q is [num_seqs, "
+      "alibi_slopes=None, out=None, wait=True)\n--\n\nOne query token per sequence: q is [num_seqs, "
       "num_q_heads, head_dim]; block_tables [num_seqs, *] ints (lists of rows are padded); "
       "seq_lens the context lengths, new token included. Returns out, or a new ArenaArray shaped "
-      "as q. scale 0 means 1/sqrt(head_dim)." },
+      "as q; with wait=False a Request at once, whose result() returns it. scale 0 means "
+      "1/sqrt(head_dim)." },
     { "prefill", (PyCFunction) (void (*)(void)) pyp_pool_prefill, METH_VARARGS | METH_KEYWORDS,
       "prefill(layer, q, qo_indptr, block_tables, seq_lens, *, scale=0.0, soft_cap=0.0, window=0, "
-      "alibi_slopes=None, out=None)\n--\n\nSeveral query tokens per sequence, causal at the end of "
-      "each context: q is [total, num_q_heads, head_dim], sequence i's rows qo_indptr[i] to "
-      "qo_indptr[i + 1]. Returns out, or a new ArenaArray shaped as q." },
+      "alibi_slopes=None, out=None, wait=True)\n--\n\nSeveral query tokens per sequence, causal at the "
+      "end of each context: q is [total, num_q_heads, head_dim], sequence i's rows qo_indptr[i] to "
+      "qo_indptr[i + 1]. Returns out, or a new ArenaArray shaped as q; with wait=False a Request at "
+      "once, whose result() returns it." },
     { NULL, NULL, 0, NULL },
 };
 

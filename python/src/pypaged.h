@@ -41,6 +41,8 @@ typedef struct pyp_client {
     int busy;                 /* a call is running (with the GIL released) */
     Py_ssize_t live_arrays;   /* arena arrays alive: the mapping stays until they go */
     struct pyp_heap heap;     /* the host arena (also the data arena on the cpu backend) */
+    struct pyp_request **inflight; /* submitted requests not yet complete, each referenced */
+    size_t ninflight, inflight_cap;
 } pyp_client;
 
 /* The Pool type's object. */
@@ -98,10 +100,35 @@ struct pyp_scratch {
     int n;
 };
 
+/* The most array arguments one request holds. */
+#define PYP_MAX_VIEWS 8
+
+/* States of a Request. */
+enum { PYP_REQ_NEW, PYP_REQ_INFLIGHT, PYP_REQ_DONE, PYP_REQ_FAILED, PYP_REQ_CLOSED };
+
+/* The Request type's object: one request submitted through a client's rings and what it
+ * keeps alive until its completion is reaped (its input views, scratch arena memory, the
+ * output array and where a staged output is copied back). */
+typedef struct pyp_request {
+    PyObject_HEAD
+    pyp_client *client;
+    uint64_t tag;             /* matches the completion to this handle */
+    int state;                /* PYP_REQ_* */
+    int submit_rc;            /* PYP_REQ_FAILED: the error of preparing or submitting */
+    paged_completion done;    /* PYP_REQ_DONE: the completion */
+    PyObject *result;         /* what result() returns once done (None for append) */
+    struct pyp_view views[PYP_MAX_VIEWS];
+    int nviews;
+    struct pyp_scratch scratch;
+    void *copy_to;            /* a staged output's caller memory, or NULL */
+    uint64_t copy_off, copy_len;
+} pyp_request;
+
 extern PyTypeObject *pyp_client_type;
 extern PyTypeObject *pyp_pool_type;
 extern PyTypeObject *pyp_seq_type;
 extern PyTypeObject *pyp_array_type;
+extern PyTypeObject *pyp_request_type;
 
 /* module.c */
 PyObject *pyp_raise(int code, const char *field, const char *message);
@@ -140,8 +167,20 @@ int pyp_view_stage(pyp_client *c, struct pyp_scratch *s, const struct pyp_view *
 void pyp_scratch_free(struct pyp_scratch *s);
 
 /* run.c */
-int pyp_run(pyp_client *c, paged_request *req, paged_completion *done);
 PyObject *pyp_raise_completion(pyp_client *c, const paged_completion *done, int rc);
+int pyp_client_track(pyp_client *c, pyp_request *r);
+void pyp_client_untrack(pyp_client *c, pyp_request *r);
+int pyp_client_pump(pyp_client *c, int timeout_ms);
+void pyp_client_abandon(pyp_client *c);
+
+/* request.c */
+pyp_request *pyp_request_new(pyp_client *c);
+PyObject *pyp_request_run(pyp_request *r, paged_request *req, int wait);
+int pyp_request_wait(pyp_request *r, double timeout_s);
+PyObject *pyp_request_outcome(pyp_request *r);
+void pyp_request_complete(pyp_request *r, const paged_completion *done);
+void pyp_request_abandon(pyp_request *r);
+int pyp_request_init_type(PyObject *module);
 
 /* pool.c, attn.c, blocks.c, seq.c */
 PyObject *pyp_pool_new(pyp_client *c, paged_pool *pp);

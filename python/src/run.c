@@ -1,40 +1,93 @@
-/* run.c: one request through the client's rings, waited for with the GIL released, and its error raised. */
+/* run.c: completions reaped from a client's ring and routed by tag to their requests, and a request's error raised. */
 /* SPDX-License-Identifier: MIT */
 #include "pypaged.h"
 
 #include <string.h>
 
-/* Prepares req, submits it and waits for its completion (the GIL released meanwhile), which
- * lands in *done; a daemon that goes away ends the wait. Returns the completion's status, or
- * the error of preparing, submitting or waiting (done->status is then 1). */
-int pyp_run(pyp_client *c, paged_request *req, paged_completion *done)
+/* The most completions one reap takes. */
+#define REAP_MAX 32
+
+/* Adds r to c's in-flight requests, which keep a reference to it until its completion is
+ * reaped or the client is closed; returns 0, or -1 with MemoryError. */
+int pyp_client_track(pyp_client *c, pyp_request *r)
 {
-    static uint64_t next_tag = 1;
-    uint64_t tag = next_tag++;
-    req->tag = tag;
-    memset(done, 0, sizeof *done);
-    done->status = 1;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = paged_prep(c->pc, req);
-    if (rc == PAGED_OK)
-        rc = paged_submit(c->pc);
-    /* Synchronous use keeps one request in flight, so the completion reaped is ours; any
-     * other (none is expected) is skipped, the loop bounded by what can be in flight. */
-    int found = 0;
-    for (unsigned tries = 0; rc >= 0 && !found && tries < 1u << 20; tries++) {
-        paged_completion e;
-        rc = paged_wait(c->pc, &e, 1, -1);
-        if (rc == 1 && e.tag == tag) {
-            *done = e;
-            rc = e.status;
-            found = 1;
+    if (c->ninflight == c->inflight_cap) {
+        size_t cap = c->inflight_cap != 0 ? 2 * c->inflight_cap : 16;
+        pyp_request **grown = PyMem_Realloc(c->inflight, cap * sizeof *grown);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
         }
+        c->inflight = grown;
+        c->inflight_cap = cap;
     }
-    if (rc >= 0 && !found)
-        rc = PAGED_E_PROTO;
-    Py_END_ALLOW_THREADS
+    Py_INCREF((PyObject *) r);
+    c->inflight[c->ninflight++] = r;
+    return 0;
+}
+
+/* Removes r from c's in-flight requests, dropping their reference; returns nothing. */
+void pyp_client_untrack(pyp_client *c, pyp_request *r)
+{
+    for (size_t j = 0; j < c->ninflight; j++)
+        if (c->inflight[j] == r) {
+            c->inflight[j] = c->inflight[--c->ninflight];
+            Py_DECREF((PyObject *) r);
+            return;
+        }
+}
+
+/* Hands each of the n completions in e to the in-flight request of c whose tag it carries
+ * (one with no such request is dropped); returns nothing. */
+static void route(pyp_client *c, const paged_completion *e, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < c->ninflight; j++) {
+            pyp_request *r = c->inflight[j];
+            if (r->tag != e[i].tag)
+                continue;
+            c->inflight[j] = c->inflight[--c->ninflight];
+            pyp_request_complete(r, &e[i]);
+            Py_DECREF((PyObject *) r);
+            break;
+        }
+}
+
+/* Reaps c's ready completions (timeout_ms 0: without blocking; else waiting up to
+ * timeout_ms, < 0 forever, with the GIL released) and routes them to their requests.
+ * Returns how many were reaped, or libpaged's error (PAGED_E_TIMEOUT, a connection error). */
+int pyp_client_pump(pyp_client *c, int timeout_ms)
+{
+    paged_completion e[REAP_MAX];
+    int rc;
+    if (c->pc == NULL)
+        return PAGED_E_DISCONNECTED;
+    if (timeout_ms == 0) {
+        rc = paged_reap(c->pc, e, REAP_MAX);
+    } else {
+        paged_client *pc = c->pc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = paged_wait(pc, e, REAP_MAX, timeout_ms);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc > 0)
+        route(c, e, rc);
     return rc;
+}
+
+/* Ends every in-flight request of c as closed (their handles' waits raise ClosedError),
+ * releasing what they kept; returns nothing. */
+void pyp_client_abandon(pyp_client *c)
+{
+    pyp_request **list = c->inflight;
+    size_t n = c->ninflight;
+    c->inflight = NULL;
+    c->ninflight = c->inflight_cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        pyp_request_abandon(list[i]);
+        Py_DECREF((PyObject *) list[i]);
+    }
+    PyMem_Free(list);
 }
 
 /* Returns whether a request field is a scalar, whose messages name no element. */
@@ -48,9 +101,9 @@ static int scalar_field(const char *field)
     return 0;
 }
 
-/* Raises the error of a request that pyp_run ran: from its completion, "decode:
- * block_tables[3]: ..." with the field at fault, or else libpaged's message for the call.
- * Returns NULL. */
+/* Raises the error of a request: from its completion, "decode: block_tables[3]: ..." with
+ * the field at fault, or else (done->status differs from rc: preparing or submitting failed)
+ * libpaged's message for the call. Returns NULL. */
 PyObject *pyp_raise_completion(pyp_client *c, const paged_completion *done, int rc)
 {
     if (done->status != rc || done->err_field == 0 || paged_field_name(done->err_field) == NULL) {
