@@ -113,7 +113,9 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     step cuda-sanitizer make check-cuda-sanitizer
     tail -n 5 "$logs/cuda-sanitizer.log" | tee -a "$summary"
     cp tests/kernels/*.memcheck.log tests/kernels/*.racecheck.log "$logs/" 2>/dev/null
-    # libpaged's word kernels run in the workers' processes: the whole service test, every process.
+    # libpaged's word kernels run in the workers' processes: the whole service test, every process
+    # (built here too: make check, which builds it, may have been skipped).
+    step cuda-stream-build make -j"$jobs" tests/service/cuda-stream-t
     for tool in memcheck racecheck; do
         step "stream-$tool" env top_builddir=. compute-sanitizer --tool "$tool" --target-processes all \
             --error-exitcode 99 tests/service/cuda-stream-t
