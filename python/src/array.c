@@ -352,13 +352,5 @@ static PyType_Spec array_spec = {
 /* Creates the ArenaArray type and adds it to module; returns 0 or -1. */
 int pyp_array_init_type(PyObject *module)
 {
-    pyp_array_type = (PyTypeObject *) PyType_FromSpec(&array_spec);
-    if (pyp_array_type == NULL)
-        return -1;
-    Py_INCREF((PyObject *) pyp_array_type);
-    if (PyModule_AddObject(module, "ArenaArray", (PyObject *) pyp_array_type) < 0) {
-        Py_DECREF((PyObject *) pyp_array_type);
-        return -1;
-    }
-    return 0;
+    return pyp_add_type(module, &array_spec, "ArenaArray", &pyp_array_type);
 }

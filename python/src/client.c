@@ -116,23 +116,11 @@ static PyObject *client_close(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* __enter__(): returns the client itself. */
-static PyObject *client_enter_ctx(PyObject *self, PyObject *unused)
-{
-    (void) unused;
-    Py_INCREF(self);
-    return self;
-}
-
 /* __exit__(*exc): closes the client; returns False (exceptions propagate). */
 static PyObject *client_exit_ctx(PyObject *self, PyObject *args)
 {
     (void) args;
-    PyObject *r = client_close(self, NULL);
-    if (r == NULL)
-        return NULL;
-    Py_DECREF(r);
-    Py_RETURN_FALSE;
+    return pyp_ctx_exit(client_close(self, NULL));
 }
 
 /* nop(): one NOP round trip through the rings; returns None. */
@@ -337,7 +325,7 @@ static PyMethodDef client_methods[] = {
       "close()\n--\n\nCloses the client: every later call raises ClosedError. The daemon frees the "
       "blocks the client held. Arena arrays still alive keep the memory mapped (and the "
       "connection open) until the last of them goes." },
-    { "__enter__", client_enter_ctx, METH_NOARGS, "__enter__()\n--\n\nReturns the client." },
+    { "__enter__", pyp_ctx_enter, METH_NOARGS, "__enter__()\n--\n\nReturns the client." },
     { "__exit__", client_exit_ctx, METH_VARARGS, "__exit__(*exc)\n--\n\nCloses the client." },
     { "nop", client_nop, METH_NOARGS,
       "nop()\n--\n\nSends a NOP request through the rings and waits for its completion." },
@@ -390,13 +378,5 @@ static PyType_Spec client_spec = {
 /* Creates the Client type and adds it to module; returns 0 or -1. */
 int pyp_client_init_type(PyObject *module)
 {
-    pyp_client_type = (PyTypeObject *) PyType_FromSpec(&client_spec);
-    if (pyp_client_type == NULL)
-        return -1;
-    Py_INCREF((PyObject *) pyp_client_type);
-    if (PyModule_AddObject(module, "Client", (PyObject *) pyp_client_type) < 0) {
-        Py_DECREF((PyObject *) pyp_client_type);
-        return -1;
-    }
-    return 0;
+    return pyp_add_type(module, &client_spec, "Client", &pyp_client_type);
 }

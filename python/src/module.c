@@ -177,6 +177,39 @@ static struct PyModuleDef module_def = {
     .m_methods = module_methods,
 };
 
+/* Creates the type of spec, stores it in *type and adds it to module as name; returns 0, or -1
+ * with an exception. */
+int pyp_add_type(PyObject *module, PyType_Spec *spec, const char *name, PyTypeObject **type)
+{
+    *type = (PyTypeObject *) PyType_FromSpec(spec);
+    if (*type == NULL)
+        return -1;
+    Py_INCREF((PyObject *) *type);
+    if (PyModule_AddObject(module, name, (PyObject *) *type) < 0) {
+        Py_DECREF((PyObject *) *type);
+        return -1;
+    }
+    return 0;
+}
+
+/* __enter__() of the module's context managers: returns the object itself. */
+PyObject *pyp_ctx_enter(PyObject *self, PyObject *unused)
+{
+    (void) unused;
+    Py_INCREF(self);
+    return self;
+}
+
+/* The end of their __exit__: closed is what their close (or detach) returned. Returns False,
+ * so that exceptions propagate, or NULL when closing raised. */
+PyObject *pyp_ctx_exit(PyObject *closed)
+{
+    if (closed == NULL)
+        return NULL;
+    Py_DECREF(closed);
+    Py_RETURN_FALSE;
+}
+
 PyMODINIT_FUNC PyInit__paged(void);
 
 /* Creates the module; returns it, or NULL with an exception. */

@@ -92,23 +92,11 @@ static PyObject *pool_detach(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* __enter__(): returns the pool itself. */
-static PyObject *pool_enter_ctx(PyObject *self, PyObject *unused)
-{
-    (void) unused;
-    Py_INCREF(self);
-    return self;
-}
-
 /* __exit__(*exc): detaches the pool; returns False. */
 static PyObject *pool_exit_ctx(PyObject *self, PyObject *args)
 {
     (void) args;
-    PyObject *r = pool_detach(self, NULL);
-    if (r == NULL)
-        return NULL;
-    Py_DECREF(r);
-    Py_RETURN_FALSE;
+    return pyp_ctx_exit(pool_detach(self, NULL));
 }
 
 /* layer(layer): maps the pool on first use and returns read-only views (k, v) of the layer's
@@ -223,7 +211,7 @@ static PyMethodDef pool_methods[] = {
     { "detach", pool_detach, METH_NOARGS,
       "detach()\n--\n\nDetaches: the daemon drops every block reference this client holds in the "
       "pool, and the pool's sequences end. Later calls raise ClosedError." },
-    { "__enter__", pool_enter_ctx, METH_NOARGS, "__enter__()\n--\n\nReturns the pool." },
+    { "__enter__", pyp_ctx_enter, METH_NOARGS, "__enter__()\n--\n\nReturns the pool." },
     { "__exit__", pool_exit_ctx, METH_VARARGS, "__exit__(*exc)\n--\n\nDetaches the pool." },
     { "info", pool_info, METH_NOARGS,
       "info()\n--\n\nReturns a dict of the pool's geometry: id, num_layers, num_kv_heads, head_dim, "
@@ -300,13 +288,5 @@ static PyType_Spec pool_spec = {
 /* Creates the Pool type and adds it to module; returns 0 or -1. */
 int pyp_pool_init_type(PyObject *module)
 {
-    pyp_pool_type = (PyTypeObject *) PyType_FromSpec(&pool_spec);
-    if (pyp_pool_type == NULL)
-        return -1;
-    Py_INCREF((PyObject *) pyp_pool_type);
-    if (PyModule_AddObject(module, "Pool", (PyObject *) pyp_pool_type) < 0) {
-        Py_DECREF((PyObject *) pyp_pool_type);
-        return -1;
-    }
-    return 0;
+    return pyp_add_type(module, &pool_spec, "Pool", &pyp_pool_type);
 }

@@ -137,6 +137,9 @@ PyObject *pyp_raise_closed(const char *what);
 const char *pyp_dtype_name(int dtype);
 size_t pyp_dtype_size(int dtype);
 int pyp_parse_dtype(PyObject *obj, const char *arg, int *dtype);
+int pyp_add_type(PyObject *module, PyType_Spec *spec, const char *name, PyTypeObject **type);
+PyObject *pyp_ctx_enter(PyObject *self, PyObject *unused);
+PyObject *pyp_ctx_exit(PyObject *closed);
 
 /* heap.c */
 void pyp_heap_init(struct pyp_heap *h, paged_client *pc, paged_arena_kind kind);

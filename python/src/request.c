@@ -303,13 +303,5 @@ static PyType_Spec request_spec = {
 /* Creates the Request type and adds it to module; returns 0 or -1. */
 int pyp_request_init_type(PyObject *module)
 {
-    pyp_request_type = (PyTypeObject *) PyType_FromSpec(&request_spec);
-    if (pyp_request_type == NULL)
-        return -1;
-    Py_INCREF((PyObject *) pyp_request_type);
-    if (PyModule_AddObject(module, "Request", (PyObject *) pyp_request_type) < 0) {
-        Py_DECREF((PyObject *) pyp_request_type);
-        return -1;
-    }
-    return 0;
+    return pyp_add_type(module, &request_spec, "Request", &pyp_request_type);
 }

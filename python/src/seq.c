@@ -74,23 +74,11 @@ static PyObject *seq_close(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* __enter__(): returns the sequence itself. */
-static PyObject *seq_enter_ctx(PyObject *self, PyObject *unused)
-{
-    (void) unused;
-    Py_INCREF(self);
-    return self;
-}
-
 /* __exit__(*exc): closes the sequence; returns False. */
 static PyObject *seq_exit_ctx(PyObject *self, PyObject *args)
 {
     (void) args;
-    PyObject *r = seq_close(self, NULL);
-    if (r == NULL)
-        return NULL;
-    Py_DECREF(r);
-    Py_RETURN_FALSE;
+    return pyp_ctx_exit(seq_close(self, NULL));
 }
 
 /* extend(n=None, tokens=None): adds n tokens (or len(tokens), whose ids allow prefix
@@ -230,7 +218,7 @@ static PyObject *seq_get_blocks(PyObject *self, void *closure)
 
 static PyMethodDef seq_methods[] = {
     { "close", seq_close, METH_NOARGS, "close()\n--\n\nFrees the sequence's block references." },
-    { "__enter__", seq_enter_ctx, METH_NOARGS, "__enter__()\n--\n\nReturns the sequence." },
+    { "__enter__", pyp_ctx_enter, METH_NOARGS, "__enter__()\n--\n\nReturns the sequence." },
     { "__exit__", seq_exit_ctx, METH_VARARGS, "__exit__(*exc)\n--\n\nCloses the sequence." },
     { "extend", (PyCFunction) (void (*)(void)) seq_extend, METH_VARARGS | METH_KEYWORDS,
       "extend(n=None, tokens=None)\n--\n\nAdds n tokens (or the token ids in tokens, which prefix "
@@ -271,13 +259,5 @@ static PyType_Spec seq_spec = {
 /* Creates the Sequence type and adds it to module; returns 0 or -1. */
 int pyp_seq_init_type(PyObject *module)
 {
-    pyp_seq_type = (PyTypeObject *) PyType_FromSpec(&seq_spec);
-    if (pyp_seq_type == NULL)
-        return -1;
-    Py_INCREF((PyObject *) pyp_seq_type);
-    if (PyModule_AddObject(module, "Sequence", (PyObject *) pyp_seq_type) < 0) {
-        Py_DECREF((PyObject *) pyp_seq_type);
-        return -1;
-    }
-    return 0;
+    return pyp_add_type(module, &seq_spec, "Sequence", &pyp_seq_type);
 }
