@@ -92,17 +92,22 @@ static void open_decoder(struct decoder *c, const char *name, uint64_t salt)
         cr_fatal("%s: carving its word: %s", name, paged_client_error(c->d.a.c));
 }
 
-/* Runs one DECODE of c (poisoned output first) with tag; returns its status, or exits when it
- * was not answered. Sets *right when it completed OK and matches the reference. */
-static int decode_once(struct decoder *c, uint64_t tag, int *right)
+/* Runs one DECODE of c (poisoned output first) with tag, waiting for c's word to reach value
+ * when value is not 0; returns its status, or exits when it was not answered. Sets *right when
+ * it completed OK and matches the reference, and *field (field may be NULL) to the field its
+ * completion names. */
+static int decode_once(struct decoder *c, uint64_t tag, uint32_t value, int *right, const char **field)
 {
     *right = 0;
-    c->d.req.dep = (paged_dep) { 0 };
+    c->d.req.dep = value != 0 ? (paged_dep) { .flags = PAGED_DEP_WAIT, .wait_off = c->word_off, .wait_value = value }
+                              : (paged_dep) { 0 };
     if (aio_poison(use_cuda, c->d.a.data, c->d.out_off, sizeof c->out) < 0)
         cr_fatal("poisoning an output");
     paged_completion comp;
     if (aio_decoder_call(&c->d, tag, &comp) < 0)
         cr_fatal("DECODE %llu was not answered: %s", (unsigned long long) tag, paged_client_error(c->d.a.c));
+    if (field != NULL)
+        *field = paged_field_name(comp.err_field);
     if (comp.status == PAGED_OK)
         *right = aio_get(use_cuda, c->d.a.data, c->d.out_off, c->out, sizeof c->out) == 0
                  && aio_decoder_matches(&c->d, QH, c->q, c->out, c->lens, TOL);
@@ -125,7 +130,7 @@ static uint64_t decode_rounds(struct decoder *c, uint64_t tag0, int *right)
     for (int i = 0; i < ROUNDS; i++) {
         int r = 0;
         uint64_t t0 = hard_now_ns();
-        decode_once(c, tag0 + (uint64_t) i, &r);
+        decode_once(c, tag0 + (uint64_t) i, 0, &r, NULL);
         rtt[i] = hard_now_ns() - t0;
         *right += r;
     }
@@ -191,27 +196,6 @@ static void held_client(int who, int cmd_fd)
     holder_main(cmd_fd);
 }
 
-/* Submits a DECODE of c waiting for its word to reach value and returns its completion's
- * status, its field in *field. */
-static int wait_decode(struct decoder *c, uint64_t tag, uint32_t value, const char **field, int *right)
-{
-    c->d.req.dep = (paged_dep) { .flags = PAGED_DEP_WAIT, .wait_off = c->word_off, .wait_value = value };
-    *right = 0;
-    if (aio_poison(use_cuda, c->d.a.data, c->d.out_off, sizeof c->out) < 0)
-        cr_fatal("poisoning an output");
-    c->d.req.tag = tag;
-    paged_completion comp;
-    int k = paged_prep(c->d.a.c, &c->d.req) == PAGED_OK && paged_submit(c->d.a.c) >= 0
-                ? paged_wait(c->d.a.c, &comp, 1, WAIT_MS) : -1;
-    if (k != 1)
-        cr_fatal("a waiting DECODE was not answered: %s", paged_client_error(c->d.a.c));
-    *field = paged_field_name(comp.err_field);
-    if (comp.status == PAGED_OK)
-        *right = aio_get(use_cuda, c->d.a.data, c->d.out_off, c->out, sizeof c->out) == 0
-                 && aio_decoder_matches(&c->d, QH, c->q, c->out, c->lens, TOL);
-    return comp.status;
-}
-
 /* The striker (who 0 of the strikes phase): waits that time out, then are refused, also after
  * a reconnection; a reached word still runs. Returns nothing (exits). */
 static void striker_client(int who, int cmd_fd)
@@ -223,12 +207,12 @@ static void striker_client(int who, int cmd_fd)
     const char *field = NULL;
     int right = 0;
     for (int i = 0; i < STRIKES; i++) {
-        int st = wait_decode(&c, 400 + (uint64_t) i, 1, &field, &right);
+        int st = decode_once(&c, 400 + (uint64_t) i, 1, &right, &field);
         cr_check(st == PAGED_E_TIMEOUT && field != NULL && strcmp(field, "dep.wait_off") == 0,
                  "striker: wait %d on a word never written times out (%s on %s)", i + 1, paged_strerror(st), field);
     }
     uint64_t t0 = hard_now_ns();
-    int st = wait_decode(&c, 410, 1, &field, &right);
+    int st = decode_once(&c, 410, 1, &right, &field);
     double ms = (double) (hard_now_ns() - t0) / 1e6;
     cr_check(st == PAGED_E_LIMIT && field != NULL && strcmp(field, "dep.wait_off") == 0,
              "striker: after %d timeouts its next wait on a short word is refused (%s on %s, after %.0f ms; the "
@@ -236,7 +220,7 @@ static void striker_client(int who, int cmd_fd)
     const uint32_t one = 1;
     if (aio_put(use_cuda, c.d.a.data, c.word_off, &one, 4) < 0)
         cr_fatal("striker: writing its word");
-    st = wait_decode(&c, 411, 1, &field, &right);
+    st = decode_once(&c, 411, 1, &right, &field);
     cr_check(st == PAGED_OK && right, "striker: a wait on a word already reached still runs, matching "
              "pk_ref_decode (%s)", paged_strerror(st));
     paged_client_close(c.d.a.c);
@@ -244,11 +228,11 @@ static void striker_client(int who, int cmd_fd)
 
     static struct decoder again;
     open_decoder(&again, "striker-again", 4);
-    st = wait_decode(&again, 420, 1, &field, &right);
+    st = decode_once(&again, 420, 1, &right, &field);
     cr_check(st == PAGED_E_LIMIT, "striker: reconnected, the same user's wait on a short word is refused still (%s)",
              paged_strerror(st));
     int r = 0;
-    st = decode_once(&again, 421, &r);
+    st = decode_once(&again, 421, 0, &r, NULL);
     cr_check(st == PAGED_OK && r, "striker: its DECODEs without a wait run (%s)", paged_strerror(st));
     cr_send(REC_DONE, 1, 0, NULL);
     paged_client_close(again.d.a.c);
