@@ -15,6 +15,16 @@ enum bench_backend {
     BENCH_CUDA = 2,
 };
 
+/* How the service's layers are chained (--deps): awaited, or through dependency words in the
+ * host arena written by the client's CPU, in the data arena, or in the host arena written by
+ * the client's stream. */
+enum bench_deps {
+    BENCH_DEPS_NONE = 0,
+    BENCH_DEPS_HOST = 1,
+    BENCH_DEPS_DEVICE = 2,
+    BENCH_DEPS_HOST_STREAM = 3,
+};
+
 #define BENCH_MAX_CLIENT_COUNTS 8
 #define BENCH_MAX_ROUNDS 50          /* --rounds */
 
@@ -32,7 +42,7 @@ struct bench_opts {
     unsigned steps;                 /* service: timed decode steps per client (0: default) */
     long nops;                      /* service: NOP round trips (0: default) */
     int spin_us;                    /* service: clients' paged_connect_opts.spin_us (0: default) */
-    int deps;                       /* service: layers chained by dep words: 0 no, 1 host, 2 device, 3 host-stream */
+    enum bench_deps deps;           /* service: layers chained by dependency words (--deps) */
     unsigned rounds;                /* service: times the scenario list runs, interleaved (>= 1) */
     const char *waits;              /* service: the daemon's dependency-waits (NULL: its default) */
     uint32_t pool_memory;           /* service: PAGED_POOL_SEALED or PAGED_POOL_EXPORTED or'ed
@@ -75,6 +85,13 @@ void bench_cpu_ceilings(const struct bench_opts *o, struct bench_ceilings *c);
 
 /* Prints "paged-bench: " and the message to stderr and exits 1. */
 void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Returns the --deps word of a chaining other than BENCH_DEPS_NONE ("host", "device",
+ * "host-stream"), or NULL. */
+const char *bench_deps_name(enum bench_deps d);
+
+/* Returns the chaining a --deps word names, or BENCH_DEPS_NONE when it names none. */
+enum bench_deps bench_deps_parse(const char *word);
 
 /* Returns malloc(n) (at least 1 byte), or dies naming what it was for. */
 void *bench_alloc(size_t n, const char *what);

@@ -59,8 +59,7 @@ struct client {
     uint64_t tables_off, lens_off, slots_off, pslots_off;  /* host arena */
     uint64_t q_off[SVC_LAYERS], out_off[SVC_LAYERS], k_off[SVC_LAYERS], v_off[SVC_LAYERS];
     uint64_t pk_off, pv_off;       /* prompt chunk K and V, [layers][chunk][H][D] */
-    int deps;                      /* --deps: 0 none, 1 host-arena words by the CPU, 2 data-arena
-                                    * words, 3 host-arena words by the stream */
+    enum bench_deps deps;          /* --deps */
     uint64_t words_off;            /* --deps: W, X, Y in the arena deps says */
     uint32_t *words;               /* their host address (host words, or the cpu backend) */
     void *stream;                  /* --deps=device on cuda: the client's own stream */
@@ -244,8 +243,9 @@ static void setup(struct client *cl, const char *socket, const char *pool_name, 
         fill_data(cl, cl->v_off[l], (size_t) r->batch * kvrow / SVC_ELEM, s + 3);
     }
     const char *deps = getenv("PAGED_BENCH_DEPS");   /* --deps, set by the parent */
-    cl->deps = deps == NULL ? 0 : strcmp(deps, "device") == 0 ? 2 : strcmp(deps, "host-stream") == 0 ? 3 : 1;
-    if (cl->deps == 1 || cl->deps == 3) {
+    cl->deps = deps == NULL ? BENCH_DEPS_NONE : bench_deps_parse(deps);
+    const int host_words = cl->deps == BENCH_DEPS_HOST || cl->deps == BENCH_DEPS_HOST_STREAM;
+    if (host_words) {
         cl->words_off = carve(cl, PAGED_ARENA_HOST, 64);
         cl->words = (uint32_t *) (cl->host + cl->words_off);
         memset(cl->words, 0, 64);
@@ -256,12 +256,12 @@ static void setup(struct client *cl, const char *socket, const char *pool_name, 
         cl->words = cl->cuda ? NULL : (uint32_t *) (cl->data + cl->words_off);
     }
 #ifdef HAVE_CUDA
-    if (cl->cuda && cl->deps >= 2) {
+    if (cl->cuda && (cl->deps == BENCH_DEPS_DEVICE || cl->deps == BENCH_DEPS_HOST_STREAM)) {
         cudaStream_t st;
         bg_check((int) cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "client %u: a stream", cl->index);
         cl->stream = st;
-        cl->word_flags = stream_word_flags() | (cl->deps == 3 ? PAGED_STREAM_HOST : 0);
-        if (cl->deps == 3)
+        cl->word_flags = stream_word_flags() | (host_words ? PAGED_STREAM_HOST : 0);
+        if (host_words)
             cl->words = NULL;   /* reached through the stream, like data-arena words */
     }
 #endif
@@ -451,7 +451,7 @@ static void deps_loop(struct client *cl, int64_t *lat, int64_t *step_ns, struct 
     const struct svc_run *r = &cl->run;
     int64_t t_sub[2 * SVC_LAYERS];
     size_t nlat = 0;
-    const unsigned hostw = cl->deps == 1 || cl->deps == 3 ? PAGED_DEP_HOST : 0;
+    const unsigned hostw = cl->deps == BENCH_DEPS_HOST || cl->deps == BENCH_DEPS_HOST_STREAM ? PAGED_DEP_HOST : 0;
     uint32_t v = 0;
     for (unsigned step = 0; step < r->warmup + r->steps; step++) {
         int timed = step >= r->warmup;

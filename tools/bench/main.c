@@ -146,13 +146,8 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
                 bench_die("--spin-us: at most 1000000, not %s", optarg);
             break;
         case OPT_DEPS:
-            if (optarg == NULL || strcmp(optarg, "host") == 0)
-                o->deps = 1;
-            else if (strcmp(optarg, "device") == 0)
-                o->deps = 2;
-            else if (strcmp(optarg, "host-stream") == 0)
-                o->deps = 3;
-            else
+            o->deps = optarg == NULL ? BENCH_DEPS_HOST : bench_deps_parse(optarg);
+            if (o->deps == BENCH_DEPS_NONE)
                 bench_die("--deps: host, device or host-stream, not '%s'", optarg);
             break;
         case OPT_MEMORY:

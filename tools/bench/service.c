@@ -234,6 +234,25 @@ static void await_ready(int ready_r, unsigned n, const pid_t *pids, const char *
     }
 }
 
+/* Returns how the service's title says its layers are chained (--deps). */
+static const char *chain_text(enum bench_deps d)
+{
+    switch (d) {
+    case BENCH_DEPS_HOST_STREAM:
+        return "through host-arena dependency words on the client's stream (--deps=host-stream; latency: until "
+               "the completion, posted when queued)";
+    case BENCH_DEPS_DEVICE:
+        return "through data-arena dependency words on the client's stream (--deps=device; latency: until the "
+               "completion, posted when queued)";
+    case BENCH_DEPS_HOST:
+        return "through host-arena dependency words by the client's CPU (--deps=host; latency: until the "
+               "completion, posted when queued)";
+    case BENCH_DEPS_NONE:
+        break;
+    }
+    return "by the client (each layer's completion awaited)";
+}
+
 /* Returns how a pool with mode word mode keeps its memory: "sealed" (PAGED_POOL_SEALED) or
  * "exported" (PAGED_POOL_EXPORTED, or neither bit, as a daemon older than the attribute
  * reports). */
@@ -485,7 +504,7 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
         snprintf(spin, sizeof spin, o->spin_us < 0 ? "none" : "%d us", o->spin_us);
     }
     if (o->deps)   /* read by the client processes (client.c) */
-        setenv("PAGED_BENCH_DEPS", o->deps == 3 ? "host-stream" : o->deps == 2 ? "device" : "host", 1);
+        setenv("PAGED_BENCH_DEPS", bench_deps_name(o->deps), 1);
     snprintf(title, sizeof title,
              "service: %d-layer decode steps (APPEND + DECODE per layer, 32/8 heads, D 128, bf16) on "
              "%u-token contexts, %u steps per client; daemon backend %s; pools %s; client wait spin %s; daemon's "
@@ -497,13 +516,7 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
              : o->pool_memory == PAGED_POOL_EXPORTED ? "exported (--memory=exported)"
                                                      : "as the daemon chooses (column memory)",
              spin, o->waits != NULL ? o->waits : "its default",
-             o->deps == 3 ? "through host-arena dependency words on the client's stream (--deps=host-stream; "
-                            "latency: until the completion, posted when queued)"
-             : o->deps == 2 ? "through data-arena dependency words on the client's stream (--deps=device; latency: "
-                            "until the completion, posted when queued)"
-             : o->deps    ? "through host-arena dependency words by the client's CPU (--deps=host; latency: until "
-                            "the completion, posted when queued)"
-                          : "by the client (each layer's completion awaited)");
+             chain_text(o->deps));
     struct br_table *t = br_table(r, "service", title);
     if (o->rounds > 1)
         br_col(t, "round", "round", 0, 0);

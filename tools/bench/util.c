@@ -105,3 +105,21 @@ unsigned bench_online_cpus(void)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned) n : 1u;
 }
+
+/* The --deps words, by enum bench_deps. */
+static const char *const deps_names[] = { NULL, "host", "device", "host-stream" };
+
+/* Returns a chaining's --deps word; see bench.h. */
+const char *bench_deps_name(enum bench_deps d)
+{
+    return (unsigned) d < sizeof deps_names / sizeof deps_names[0] ? deps_names[d] : NULL;
+}
+
+/* Parses a --deps word; see bench.h. */
+enum bench_deps bench_deps_parse(const char *word)
+{
+    for (int d = BENCH_DEPS_HOST; d <= BENCH_DEPS_HOST_STREAM; d++)
+        if (strcmp(word, deps_names[d]) == 0)
+            return (enum bench_deps) d;
+    return BENCH_DEPS_NONE;
+}
