@@ -105,7 +105,8 @@ struct pd_conn {
     uint64_t engine_pass;              /* engine: the last pass that looked at its requests */
     uint64_t engine_decode_pass;       /* engine: the last pass that took a DECODE of it */
     uint64_t dep_since_ns;             /* engine: when its next request began waiting for its
-                                        * dep word on the host (0: it is not waiting) */
+                                        * dep word (0: it is not waiting) */
+    uint64_t dep_looked_ns;            /* engine: when it last looked at that request's device word */
     int dep_late;                      /* a waited word timed out after its completion was
                                         * posted: disconnect it (dep_off, dep_value say which) */
     int early_inflight;                /* a batch completed early held its requests: settle

@@ -297,6 +297,12 @@ static struct eng_client *add_client(struct pd_engine *e, struct pd_conn *c)
     return r;
 }
 
+/* A device word still short this long after its request began waiting is looked at (a copy
+ * from the device, backend.h's probe) at most once per PD_LOOK_GAP_NS: a word that comes late
+ * costs its client that much more, and the engine's passes stop issuing copies for it. */
+#define PD_LOOK_SLOW_NS 1000000u
+#define PD_LOOK_GAP_NS 100000u
+
 /*
  * Refuses op's wait: its word is short and c's uid is struck out (strikes.h); logs it once per
  * strike. Returns PAGED_E_LIMIT.
@@ -333,10 +339,16 @@ static int dep_gate(struct pd_engine *e, struct pd_conn *c, struct pv_op *op)
         seen = (int32_t) (__atomic_load_n(word, __ATOMIC_ACQUIRE) - op->wait_value) >= 0 ? PD_PROBE_REACHED
                                                                                         : PD_PROBE_SHORT;
     } else {
-        seen = b->ops->probe(e->env->backend, c->ch->data, op->wait_off, op->wait_value, c->dep_since_ns == 0);
-        if (seen < 0) {
-            c->dep_since_ns = 0;
-            return seen;
+        const uint64_t t = pcore_now_ns();
+        if (c->dep_since_ns != 0 && t - c->dep_since_ns > PD_LOOK_SLOW_NS && t - c->dep_looked_ns < PD_LOOK_GAP_NS) {
+            seen = PD_PROBE_PENDING;    /* a slow word: looked at no more often than every PD_LOOK_GAP_NS */
+        } else {
+            c->dep_looked_ns = t;
+            seen = b->ops->probe(e->env->backend, c->ch->data, op->wait_off, op->wait_value, c->dep_since_ns == 0);
+            if (seen < 0) {
+                c->dep_since_ns = 0;
+                return seen;
+            }
         }
     }
     if (seen == PD_PROBE_REACHED) {
