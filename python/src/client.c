@@ -281,6 +281,38 @@ static PyObject *client_empty(PyObject *self, PyObject *args, PyObject *kw)
     return pyp_array_new(c, dtype, ndim, shape);
 }
 
+/* stats(): the daemon's request statistics (paged_stats); returns a dict of op name to a
+ * dict of requests, errors, tokens, bytes, latency_p50_ns, latency_p99_ns. */
+static PyObject *client_stats(PyObject *self, PyObject *unused)
+{
+    (void) unused;
+    pyp_client *c = (pyp_client *) self;
+    if (pyp_client_enter(c) < 0)
+        return NULL;
+    paged_op_stats st[PAGED_OP_LOOKUP + 1];
+    int n;
+    Py_BEGIN_ALLOW_THREADS
+    n = paged_stats(c->pc, st, PAGED_OP_LOOKUP + 1);
+    Py_END_ALLOW_THREADS
+    pyp_client_leave(c);
+    if (n < 0)
+        return pyp_raise_client(c, n);
+    PyObject *d = PyDict_New();
+    for (int op = 0; d != NULL && op < n && op <= PAGED_OP_LOOKUP; op++) {
+        const paged_op_stats *s = &st[op];
+        PyObject *e = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "requests", (unsigned long long) s->requests,
+                                    "errors", (unsigned long long) s->errors, "tokens",
+                                    (unsigned long long) s->tokens, "bytes", (unsigned long long) s->bytes,
+                                    "latency_p50_ns", (unsigned long long) s->latency_p50_ns,
+                                    "latency_p99_ns", (unsigned long long) s->latency_p99_ns);
+        const char *name = paged_op_name((paged_op) op);
+        if (e == NULL || name == NULL || PyDict_SetItemString(d, name, e) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(e);
+    }
+    return d;
+}
+
 /* The id property: the daemon's id of this client. */
 static PyObject *client_get_id(PyObject *self, void *closure)
 {
@@ -344,6 +376,11 @@ static PyMethodDef client_methods[] = {
       "empty(shape, dtype='f32')\n--\n\nReturns a new ArenaArray in the client's arena (contents "
       "undefined). Requests take such arrays without a copy; numpy.from_dlpack(a) views the same "
       "memory. Raises NoMemoryError when the arena is full." },
+    { "stats", client_stats, METH_NOARGS,
+      "stats()\n--\n\nReturns the daemon's request statistics since it started, over all its "
+      "clients (paged_stats(3)): a dict from op name ('nop', 'append', 'decode', ...) to a dict of "
+      "requests, errors, tokens, bytes, latency_p50_ns and latency_p99_ns. The counts only grow: "
+      "the difference of two calls is what the daemon did in between." },
     { NULL, NULL, 0, NULL },
 };
 
