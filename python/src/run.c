@@ -3,6 +3,7 @@
 #include "pypaged.h"
 
 #include <string.h>
+#include <time.h>
 
 /* The most completions one reap takes. */
 #define REAP_MAX 32
@@ -72,7 +73,68 @@ int pyp_client_pump(pyp_client *c, int timeout_ms)
     }
     if (rc > 0)
         route(c, e, rc);
+    pyp_client_retire(c, 0);
     return rc;
+}
+
+/* How long closing a client waits for its streams to pass its requests' words. */
+#define DRAIN_S 10
+
+/* Waits, the GIL released, until r's memory may be released or DRAIN_S seconds pass;
+ * returns nothing. */
+static void await_released(pyp_request *r)
+{
+    struct timespec start, now, pause = { 0, 20000 };
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    /* Bounded by the clock: at most DRAIN_S seconds of 20-microsecond pauses. */
+    for (unsigned n = 0; !pyp_request_released(r) && n < DRAIN_S * 50000u; n++) {
+        Py_BEGIN_ALLOW_THREADS
+        nanosleep(&pause, NULL);
+        Py_END_ALLOW_THREADS
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= DRAIN_S)
+            break;
+    }
+}
+
+/* Keeps complete request r, referenced, until its caller's stream is done with its memory
+ * (pyp_client_retire); returns 0, or -1 after waiting for the stream here when the list
+ * cannot grow (the caller then releases r itself). */
+int pyp_client_retire_later(pyp_client *c, pyp_request *r)
+{
+    if (c->nretiring == c->retiring_cap) {
+        size_t cap = c->retiring_cap != 0 ? 2 * c->retiring_cap : 16;
+        pyp_request **grown = PyMem_Realloc(c->retiring, cap * sizeof *grown);
+        if (grown == NULL) {
+            await_released(r);
+            return -1;
+        }
+        c->retiring = grown;
+        c->retiring_cap = cap;
+    }
+    Py_INCREF((PyObject *) r);
+    c->retiring[c->nretiring++] = r;
+    return 0;
+}
+
+/* Releases the memory of c's retiring requests whose streams are done with it; with
+ * drain, of all of them, waiting up to DRAIN_S seconds for each (the client is closing).
+ * Returns nothing. */
+void pyp_client_retire(pyp_client *c, int drain)
+{
+    for (size_t j = 0; j < c->nretiring;) {
+        pyp_request *r = c->retiring[j];
+        if (drain)
+            await_released(r);
+        if (!drain && !pyp_request_released(r)) {
+            j++;
+            continue;
+        }
+        /* Out of the list first: the release may run a tensor's deleter, which may call back. */
+        c->retiring[j] = c->retiring[--c->nretiring];
+        pyp_request_release(r);
+        Py_DECREF((PyObject *) r);
+    }
 }
 
 /* Ends every in-flight request of c as closed (their handles' waits raise ClosedError),
