@@ -30,9 +30,9 @@ static int call_begin(struct call *k, pyp_pool *p)
 static void call_fail_on_stream(struct call *k)
 {
     pyp_request *r = k->req;
-    struct pyp_sync *s = &r->sync;
-    if (r == NULL || !s->on || r->state != PYP_REQ_NEW || k->pool->client->pc == NULL)
+    if (r == NULL || !r->sync.on || r->state != PYP_REQ_NEW || k->pool->client->pc == NULL)
         return;
+    struct pyp_sync *s = &r->sync;
     s->release_off = PYP_WORD_IN(s);
     if (!s->signalled
         && paged_stream_signal(k->pool->client->pc, s->stream, PYP_WORD_IN(s), s->value, PAGED_STREAM_HOST) < 0)

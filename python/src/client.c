@@ -156,6 +156,8 @@ static PyObject *client_close(PyObject *self, PyObject *unused)
     }
     c->closed = 1;
     pyp_client_abandon(c);
+    /* Requests kept for their streams hold arrays: release them now, the streams past them. */
+    pyp_client_retire(c, 1);
     if (c->live_arrays == 0)
         really_close(c);
     Py_RETURN_NONE;

@@ -30,6 +30,7 @@ static struct {
     char why[200];
     cu_result (*init)(unsigned);
     cu_result (*device_get)(cu_device *, int);
+    cu_result (*device_get_count)(int *);
     cu_result (*primary_retain)(cu_context *, cu_device);
     cu_result (*ctx_push)(cu_context);
     cu_result (*ctx_pop)(cu_context *);
@@ -61,6 +62,7 @@ static int load(void)
         if (lib == NULL) {
             snprintf(drv.why, sizeof drv.why, "the CUDA driver cannot be loaded: %s", dlerror());
         } else if (!(sym(lib, "cuInit", NULL, &drv.init) && sym(lib, "cuDeviceGet", NULL, &drv.device_get)
+                     && sym(lib, "cuDeviceGetCount", NULL, &drv.device_get_count)
                      && sym(lib, "cuDevicePrimaryCtxRetain", NULL, &drv.primary_retain)
                      && sym(lib, "cuCtxPushCurrent_v2", "cuCtxPushCurrent", &drv.ctx_push)
                      && sym(lib, "cuCtxPopCurrent_v2", "cuCtxPopCurrent", &drv.ctx_pop)
@@ -93,14 +95,18 @@ static int fail(const char *what, cu_result r)
     return -1;
 }
 
-/* Stores the ordinal of the device that device address p is memory of; returns 0, or -1
- * with an exception. */
+/* Stores the ordinal of the device that device address p is memory of (the only device,
+ * when the driver cannot say and the process sees one); returns 0, or -1 with an exception. */
 int pyp_cuda_device_of(const void *p, int *ordinal)
 {
     if (load() < 0)
         return -1;
-    int dev = -1;
+    int dev = -1, count = 0;
     cu_result r = drv.pointer_get_attribute(&dev, CU_POINTER_DEVICE_ORDINAL, (cu_deviceptr) (uintptr_t) p);
+    if (r != 0 && drv.device_get_count(&count) == 0 && count == 1) {
+        dev = 0;
+        r = 0;
+    }
     if (r != 0)
         return fail("finding the device of the data arena", r);
     *ordinal = dev;
@@ -186,8 +192,11 @@ int pyp_cuda_stream(PyObject *obj, int device, void **stream, const char *arg)
         Py_XDECREF(cuda);
         h = s != NULL ? PyObject_GetAttrString(s, "cuda_stream") : NULL;
         Py_XDECREF(s);
-        if (h == NULL)
-            return -1;
+        if (h == NULL) {
+            /* A torch without CUDA: its streams are none of ours, the legacy default stream is. */
+            PyErr_Clear();
+            return 0;
+        }
     } else if (PyLong_Check(obj)) {
         Py_INCREF(obj);
         h = obj;

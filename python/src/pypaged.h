@@ -127,8 +127,8 @@ struct pyp_scratch {
  * (in the request's scratch): the caller's stream writes the first once the inputs are
  * there, the daemon the second once the outputs are, the caller's stream the third after a
  * staged output's copy. value is what each is written; the request's memory may be reused
- * once the word at release_off reaches it (HACKING.md, "The cuda path of the Python
- * module"). */
+ * once the word at release_off reaches it (HACKING.md, Python, "Stream ordering through
+ * host-arena words" and the paragraphs after it). */
 struct pyp_sync {
     int on;
     int signalled;            /* the input word's write is queued on the stream */
