@@ -77,23 +77,27 @@ int pyp_client_pump(pyp_client *c, int timeout_ms)
     return rc;
 }
 
-/* How long closing a client waits for its streams to pass its requests' words. */
+/* How long closing a client waits in all for its streams to pass its requests' words. */
 #define DRAIN_S 10
 
-/* Waits, the GIL released, until r's memory may be released or DRAIN_S seconds pass;
- * returns nothing. */
-static void await_released(pyp_request *r)
+/* Returns a monotonic clock's seconds. */
+static double now_s(void)
 {
-    struct timespec start, now, pause = { 0, 20000 };
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    /* Bounded by the clock: at most DRAIN_S seconds of 20-microsecond pauses. */
-    for (unsigned n = 0; !pyp_request_released(r) && n < DRAIN_S * 50000u; n++) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+/* Waits, the GIL released, until r's memory may be released or the monotonic clock passes
+ * deadline (seconds); returns nothing. */
+static void await_released(pyp_request *r, double deadline)
+{
+    struct timespec pause = { 0, 20000 };
+    /* Bounded by the clock, and by a count of 20-microsecond pauses should it stand still. */
+    for (unsigned n = 0; !pyp_request_released(r) && n < DRAIN_S * 50000u && now_s() < deadline; n++) {
         Py_BEGIN_ALLOW_THREADS
         nanosleep(&pause, NULL);
         Py_END_ALLOW_THREADS
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec >= DRAIN_S)
-            break;
     }
 }
 
@@ -106,7 +110,7 @@ int pyp_client_retire_later(pyp_client *c, pyp_request *r)
         size_t cap = c->retiring_cap != 0 ? 2 * c->retiring_cap : 16;
         pyp_request **grown = PyMem_Realloc(c->retiring, cap * sizeof *grown);
         if (grown == NULL) {
-            await_released(r);
+            await_released(r, now_s() + DRAIN_S);
             return -1;
         }
         c->retiring = grown;
@@ -118,14 +122,15 @@ int pyp_client_retire_later(pyp_client *c, pyp_request *r)
 }
 
 /* Releases the memory of c's retiring requests whose streams are done with it; with
- * drain, of all of them, waiting up to DRAIN_S seconds for each (the client is closing).
- * Returns nothing. */
+ * drain, of all of them, waiting up to DRAIN_S seconds in all for their streams (the client
+ * is closing). Returns nothing. */
 void pyp_client_retire(pyp_client *c, int drain)
 {
+    double deadline = drain && c->nretiring > 0 ? now_s() + DRAIN_S : 0;
     for (size_t j = 0; j < c->nretiring;) {
         pyp_request *r = c->retiring[j];
         if (drain)
-            await_released(r);
+            await_released(r, deadline);
         if (!drain && !pyp_request_released(r)) {
             j++;
             continue;

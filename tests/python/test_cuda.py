@@ -293,6 +293,7 @@ class CudaTest(DaemonTest):
         p = self.pool("py-cuda-fail", "f32")
         q = self.randn(1, HQ, D)
         s = torch.cuda.Stream(self.cuda)
+        s.wait_stream(torch.cuda.current_stream(self.cuda))
         with torch.cuda.stream(s):
             r = p.decode(0, q, [[63]], [5], wait=False)
             after = q * 2
