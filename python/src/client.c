@@ -73,8 +73,9 @@ static void really_close(pyp_client *c)
     pyp_client_abandon(c);
     if (c->pc == NULL)
         return; /* the requests' arrays were the last ones, and closed it */
-    pyp_client_retire(c, 1);
-    if (c->pc == NULL)
+    /* A stream that still uses the arenas would fault on unmapped memory, poisoning its
+     * context: such a client stays connected, its memory mapped, for the process's life. */
+    if (pyp_client_retire(c, 1) > 0 || c->pc == NULL)
         return;
     pyp_heap_fini(&c->heap);
     pyp_heap_fini(&c->dheap);
@@ -128,6 +129,7 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
     c->cuda = paged_client_backend(pc) == PAGED_BACKEND_CUDA;
     c->device = -1;
     c->word_seq = 0;
+    c->drain_expired = 0;
     pyp_heap_init(&c->heap, pc, PAGED_ARENA_HOST);
     pyp_heap_init(&c->dheap, pc, PAGED_ARENA_DATA);
     return 0;

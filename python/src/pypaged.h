@@ -50,6 +50,7 @@ typedef struct pyp_client {
     struct pyp_request **retiring; /* cuda: complete requests whose streams may still use
                                       their memory, each referenced (run.c) */
     size_t nretiring, retiring_cap;
+    int drain_expired;        /* closing waited for those streams in vain once */
 } pyp_client;
 
 /* The Pool type's object. */
@@ -229,7 +230,7 @@ void pyp_client_untrack(pyp_client *c, pyp_request *r);
 int pyp_client_pump(pyp_client *c, int timeout_ms);
 void pyp_client_abandon(pyp_client *c);
 int pyp_client_retire_later(pyp_client *c, pyp_request *r);
-void pyp_client_retire(pyp_client *c, int drain);
+size_t pyp_client_retire(pyp_client *c, int drain);
 
 /* request.c */
 pyp_request *pyp_request_new(pyp_client *c);

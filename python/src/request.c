@@ -23,10 +23,22 @@ pyp_request *pyp_request_new(pyp_client *c)
     return r;
 }
 
+/* Unmarks r's output array as written by r: the output word goes with r's scratch, and the
+ * array must not wait for whatever takes that memory next. Returns nothing. */
+static void forget_ready(pyp_request *r)
+{
+    if (r->sync.on && r->result != NULL && PyObject_TypeCheck(r->result, pyp_array_type)) {
+        pyp_array *a = (pyp_array *) r->result;
+        if (a->has_ready && a->ready_off == PYP_WORD_OUT(&r->sync) && a->ready_value == r->sync.value)
+            a->has_ready = 0;
+    }
+}
+
 /* Releases what r kept for its request: scratch arena memory (its dependency words with
  * it) and input views; returns nothing. */
 static void release(pyp_request *r)
 {
+    forget_ready(r);
     r->sync.on = 0;
     pyp_scratch_free(&r->scratch);
     r->scratch.n = 0;
@@ -80,8 +92,10 @@ void pyp_request_complete(pyp_request *r, const paged_completion *done)
         char *base = paged_arena_base(r->client->pc, PAGED_ARENA_DATA, NULL);
         memcpy(r->copy_to, base + r->copy_off, (size_t) r->copy_len);
     }
-    if (done->status < 0)
+    if (done->status < 0) {
         release_stream(r);
+        forget_ready(r);
+    }
     release_when_done(r);
     if (done->status < 0)
         Py_CLEAR(r->result);
@@ -92,6 +106,7 @@ void pyp_request_abandon(pyp_request *r)
 {
     r->state = PYP_REQ_CLOSED;
     release_stream(r);
+    forget_ready(r);
     release_when_done(r);
     Py_CLEAR(r->result);
 }

@@ -78,7 +78,7 @@ int pyp_client_pump(pyp_client *c, int timeout_ms)
 }
 
 /* How long closing a client waits in all for its streams to pass its requests' words. */
-#define DRAIN_S 10
+#define DRAIN_S 60
 
 /* Returns a monotonic clock's seconds. */
 static double now_s(void)
@@ -122,16 +122,18 @@ int pyp_client_retire_later(pyp_client *c, pyp_request *r)
 }
 
 /* Releases the memory of c's retiring requests whose streams are done with it; with
- * drain, of all of them, waiting up to DRAIN_S seconds in all for their streams (the client
- * is closing). Returns nothing. */
-void pyp_client_retire(pyp_client *c, int drain)
+ * drain (the client is closing), waits up to DRAIN_S seconds in all for the streams of the
+ * others first, once: a stream still short of a word then keeps its request, and its
+ * memory mapped. Returns how many requests are left retiring. */
+size_t pyp_client_retire(pyp_client *c, int drain)
 {
-    double deadline = drain && c->nretiring > 0 ? now_s() + DRAIN_S : 0;
+    double deadline = drain && !c->drain_expired ? now_s() + DRAIN_S : 0;
     for (size_t j = 0; j < c->nretiring;) {
         pyp_request *r = c->retiring[j];
         if (drain)
             await_released(r, deadline);
-        if (!drain && !pyp_request_released(r)) {
+        if (!pyp_request_released(r)) {
+            c->drain_expired |= drain;
             j++;
             continue;
         }
@@ -140,6 +142,7 @@ void pyp_client_retire(pyp_client *c, int drain)
         pyp_request_release(r);
         Py_DECREF((PyObject *) r);
     }
+    return c->nretiring;
 }
 
 /* Ends every in-flight request of c as closed (their handles' waits raise ClosedError),
