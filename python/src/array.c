@@ -411,7 +411,7 @@ static PyType_Slot array_slots[] = {
                  "torch.from_dlpack() view its memory, and so do numpy.asarray() and memoryview() "
                  "(the buffer protocol, writable; bf16 shows as uint16, fp8 as uint8). On the cuda "
                  "backend a data-arena array is device memory: torch.from_dlpack() views it as a "
-                 "CUDA tensor, and numpy and the buffer protocol refuse it." },
+                 "CUDA tensor; the buffer protocol and numpy.from_dlpack refuse it." },
     { Py_tp_dealloc, array_dealloc },
     { Py_tp_methods, array_methods },
     { Py_tp_getset, array_getset },

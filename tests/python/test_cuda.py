@@ -99,8 +99,8 @@ class CudaTest(DaemonTest):
         return seqs, kv
 
     def test_arena_arrays_are_device_memory(self):
-        """empty() is CUDA memory of the daemon's device that torch views in place; numpy and the
-        buffer protocol refuse it; host=True gives host memory"""
+        """empty() is CUDA memory of the daemon's device that torch views in place;
+        numpy.from_dlpack and the buffer protocol refuse it; host=True gives host memory"""
         a = self.c.empty((3, 5), "f16")
         self.assertEqual(a.__dlpack_device__(), (2, self.dev))
         t = torch.from_dlpack(a)
@@ -110,7 +110,9 @@ class CudaTest(DaemonTest):
         t.copy_(x)
         self.assertTrue(torch.equal(torch.from_dlpack(a), x))
         with self.assertRaisesRegex(BufferError, "CUDA device"):
-            np.asarray(a)
+            memoryview(a)
+        with self.assertRaises((BufferError, RuntimeError, TypeError, ValueError)):
+            np.from_dlpack(a)
         with self.assertRaisesRegex(BufferError, "dl_device"):
             a.__dlpack__(dl_device=(1, 0))
         h = self.c.empty(4, "int32", host=True)
