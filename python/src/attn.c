@@ -79,16 +79,17 @@ static int call_stream(struct call *k, PyObject *stream)
     return 0;
 }
 
-/* Sees obj as argument arg of element type dtype (-2: any of the pool's tensor dtypes, which
- * *dtype then receives: a data argument, device memory on the cuda backend) and ndim
- * dimensions of shape (-1: any); returns the view, or NULL with an exception naming arg. */
-static struct pyp_view *call_view(struct call *k, PyObject *obj, const char *arg, int *dtype, int ndim,
-                                  const int64_t *shape, int writable)
+/* Sees obj as argument arg of element type dtype and ndim dimensions of shape (-1: any):
+ * a data argument (a tensor: device memory on the cuda backend) when data is set, else host
+ * memory. A data argument's dtype -2 takes any of the pool's tensor dtypes, which *dtype then
+ * receives. Returns the view, or NULL with an exception naming arg. */
+static struct pyp_view *call_view_of(struct call *k, PyObject *obj, const char *arg, int *dtype, int ndim,
+                                     const int64_t *shape, int writable, int data)
 {
     struct pyp_view *v = &k->req->views[k->req->nviews++];
     int list = *dtype == PYP_I32 || *dtype == PAGED_DTYPE_F32 ? *dtype : 0;
-    int got = *dtype == -2 ? pyp_view_get_data(v, obj, arg, list, writable, k->dev)
-                           : pyp_view_get(v, obj, arg, list, writable);
+    int got = data ? pyp_view_get_data(v, obj, arg, list, writable, k->dev)
+                   : pyp_view_get(v, obj, arg, list, writable);
     if (got < 0 || pyp_view_expect(v, ndim, shape) < 0)
         return NULL;
     if (*dtype == -2) {
@@ -108,6 +109,20 @@ static struct pyp_view *call_view(struct call *k, PyObject *obj, const char *arg
         return NULL;
     }
     return v;
+}
+
+/* Sees obj as host-memory argument arg (call_view_of); returns the view or NULL. */
+static struct pyp_view *call_view(struct call *k, PyObject *obj, const char *arg, int *dtype, int ndim,
+                                  const int64_t *shape, int writable)
+{
+    return call_view_of(k, obj, arg, dtype, ndim, shape, writable, 0);
+}
+
+/* Sees obj as tensor argument arg (call_view_of): q, k, v, out; returns the view or NULL. */
+static struct pyp_view *call_tensor(struct call *k, PyObject *obj, const char *arg, int *dtype, int ndim,
+                                    const int64_t *shape, int writable)
+{
+    return call_view_of(k, obj, arg, dtype, ndim, shape, writable, 1);
 }
 
 /* Marks the client busy for the call and, on the cuda backend, releases the memory of
@@ -197,13 +212,13 @@ PyObject *pyp_pool_append(pyp_pool *p, PyObject *args, PyObject *kw)
     int64_t shape[4] = { i->num_layers, -1, i->num_kv_heads, i->head_dim };
     const int64_t *kshape = all ? shape : shape + 1;
     int dtype = -2, vdtype, i32 = PYP_I32;
-    struct pyp_view *kv = call_view(&k, ko, "k", &dtype, nd, kshape, 0);
+    struct pyp_view *kv = call_tensor(&k, ko, "k", &dtype, nd, kshape, 0);
     if (kv == NULL)
         return call_end(&k, NULL);
     int64_t n = kv->shape[all ? 1 : 0];
     shape[1] = n;
     vdtype = dtype;
-    struct pyp_view *vv = call_view(&k, vo, "v", &vdtype, nd, kshape, 0);
+    struct pyp_view *vv = call_tensor(&k, vo, "v", &vdtype, nd, kshape, 0);
     struct pyp_view *sv = vv != NULL ? call_view(&k, so, "slots", &i32, 1, &n, 0) : NULL;
     if (sv == NULL || call_enter(&k) < 0)
         return call_end(&k, NULL);
@@ -238,7 +253,7 @@ static PyObject *attn_call(pyp_pool *p, paged_op op, const struct attn_args *a)
         return call_end(&k, NULL);
     int dtype = -2, i32 = PYP_I32, f32 = PAGED_DTYPE_F32;
     int64_t qshape[3] = { -1, -1, p->info.head_dim };
-    struct pyp_view *qv = call_view(&k, a->q, "q", &dtype, 3, qshape, 0);
+    struct pyp_view *qv = call_tensor(&k, a->q, "q", &dtype, 3, qshape, 0);
     if (qv == NULL)
         return call_end(&k, NULL);
     int64_t any = -1;
@@ -272,7 +287,7 @@ static PyObject *attn_call(pyp_pool *p, paged_op op, const struct attn_args *a)
     PyObject *result = NULL;
     if (a->out != NULL && a->out != Py_None) {
         int odtype = dtype;
-        if ((ov = call_view(&k, a->out, "out", &odtype, 3, qv->shape, 1)) == NULL)
+        if ((ov = call_tensor(&k, a->out, "out", &odtype, 3, qv->shape, 1)) == NULL)
             return call_end(&k, NULL);
         Py_INCREF(a->out);
         result = a->out;
