@@ -170,6 +170,22 @@ const char *paged_client_error(const paged_client *c);
  * nothing: call paged_reap until it returns 0, then poll. Do not read it. */
 int paged_client_fd(const paged_client *c);
 
+/* One op's counters in the daemon, over all its clients since it started (since 0.1). */
+typedef struct paged_op_stats {
+    uint64_t requests;        /* requests of the op completed */
+    uint64_t errors;          /* of them, failed */
+    uint64_t tokens;          /* tokens appended or attended */
+    uint64_t bytes;           /* bytes of keys and values read or written */
+    uint64_t latency_p50_ns;  /* service time, submission seen to completion posted: median */
+    uint64_t latency_p99_ns;  /* and 99th percentile */
+} paged_op_stats;
+
+/* Asks the daemon for its request statistics: out[op] receives the counters of each
+ * paged_op the daemon counts, up to max_ops entries (out may be NULL when max_ops is 0).
+ * Returns the number of ops the daemon counts, which may exceed max_ops, or PAGED_E_INVAL,
+ * PAGED_E_TIMEOUT, PAGED_E_PROTO or a connection error (since 0.1). */
+int paged_stats(paged_client *c, paged_op_stats *out, unsigned max_ops);
+
 /* ===========================================================================================
  * Pools: named KV caches of fixed geometry, owned by a uid with a file-like mode.
  * =========================================================================================*/

@@ -17,6 +17,7 @@ lib_libpaged_la_SOURCES = \
 	lib/seq.c \
 	lib/names.c \
 	lib/version.c \
+	lib/stats.c \
 	lib/stream.c \
 	lib/cuda_api.h \
 	lib/cuda_driver.h \

@@ -19,6 +19,7 @@ notrans_dist_man_MANS = \
 	man/paged_prep.3 \
 	man/paged_decode.3 \
 	man/paged_seq_create.3 \
+	man/paged_stats.3 \
 	man/paged_stream_wait.3 \
 	man/paged_strerror.3 \
 	man/paged.conf.5 \

@@ -12,6 +12,7 @@ PYTHON_MODULE_SOURCES = \
 	python/src/client.c \
 	python/src/array.c \
 	python/src/view.c \
+	python/src/cuda.c \
 	python/src/run.c \
 	python/src/request.c \
 	python/src/pool.c \

@@ -34,7 +34,7 @@ setup(
         include_dirs=[w[2:] for w in cflags if w.startswith("-I")],
         define_macros=[("Py_LIMITED_API", "0x030B0000")],
         extra_compile_args=["-std=gnu17"] + [w for w in cflags if not w.startswith("-I")],
-        libraries=[w[2:] for w in libs if w.startswith("-l")],
+        libraries=[w[2:] for w in libs if w.startswith("-l")] + ["dl"],
         library_dirs=libdirs,
         runtime_library_dirs=libdirs,
         py_limited_api=True,

@@ -9,7 +9,9 @@ daemon. Tensors cross without a copy when they live in the client's arena:
 :meth:`Client.empty` makes such an :class:`ArenaArray`, and decode and prefill return their
 outputs as one; ``numpy.from_dlpack(a)`` (or ``torch.from_dlpack``) views the same memory.
 Any other array (DLPack or the buffer protocol, C-contiguous) is accepted too and copied
-into the arena for the call. Failures of libpaged or the daemon raise a subclass of
+into the arena for the call. On the cuda backend the data arena is device memory: tensors
+are CUDA tensors (``torch.from_dlpack``), copied on the caller's CUDA stream, and a
+``stream`` argument orders each request with the work on that stream. Failures of libpaged or the daemon raise a subclass of
 :class:`Error`; wrong arguments raise ``TypeError`` or ``ValueError`` naming the argument.
 The C reference is libpaged(3).
 """
@@ -112,14 +114,16 @@ def _make_error(code, field, message):
 _paged._set_error_factory(_make_error)
 
 
-def connect(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0, sq_entries=0):
+def connect(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0, sq_entries=0,
+            data_arena_size=0):
     """Connects to pagedd and returns a :class:`Client`, to use as a context manager.
 
     ``socket`` is the daemon's socket path (None: ``$PAGED_SOCKET``, else
     ``$XDG_RUNTIME_DIR/paged/pagedd.sock``, else ``/run/paged/pagedd.sock``); ``name`` is
     shown by pactl (None: the program's name). ``host_arena_size`` (bytes, 0: 64 MiB),
+    ``data_arena_size`` (the device arena on the cuda backend, bytes, 0: 256 MiB),
     ``timeout_ms`` (control calls, 0: 10 s), ``spin_us`` and ``sq_entries`` are
     paged_client_connect(3)'s options. Raises NotConnectedError when no daemon listens.
     """
     return Client(socket, name, host_arena_size=host_arena_size, timeout_ms=timeout_ms,
-                  spin_us=spin_us, sq_entries=sq_entries)
+                  spin_us=spin_us, sq_entries=sq_entries, data_arena_size=data_arena_size)

@@ -26,26 +26,45 @@ static uint64_t array_bytes(int dtype, int ndim, const int64_t *shape)
     return n;
 }
 
-/* Makes a new array of dtype and shape in c's arena; returns it, or NULL with NoMemoryError
- * (the arena is full) or ValueError. */
-PyObject *pyp_array_new(pyp_client *c, int dtype, int ndim, const int64_t *shape)
+/* Sets the fields of a new array that every kind shares; returns nothing. */
+static void array_init(pyp_array *a, int dtype, int ndim, const int64_t *shape)
+{
+    a->dtype = dtype;
+    a->ndim = ndim;
+    memset(a->shape, 0, sizeof a->shape);
+    memcpy(a->shape, shape, (size_t) ndim * sizeof shape[0]);
+    a->has_ready = 0;
+    a->ready_value = 0;
+    a->ready_off = 0;
+    a->ready_stream = NULL;
+}
+
+/* Makes a new array of dtype and shape in c's arena kind (device memory for the data arena
+ * on the cuda backend); returns it, or NULL with NoMemoryError (the arena is full),
+ * ValueError, or the error of mapping the data arena. */
+PyObject *pyp_array_new(pyp_client *c, int kind, int dtype, int ndim, const int64_t *shape)
 {
     uint64_t bytes = array_bytes(dtype, ndim, shape);
     if (bytes == 0 && PyErr_Occurred())
         return NULL;
+    int device = -1;
+    if (kind == PAGED_ARENA_DATA && c->cuda && (device = pyp_client_device(c)) < 0)
+        return NULL;
+    struct pyp_heap *h = pyp_client_heap(c, kind);
     uint64_t off;
-    int rc = pyp_heap_alloc(&c->heap, bytes, 64, &off);
+    pyp_client_retire(c, 0);
+    int rc = pyp_heap_alloc(h, bytes, 64, &off);
     if (rc < 0) {
         char msg[160];
         size_t size = 0;
-        (void) paged_arena_base(c->pc, PAGED_ARENA_HOST, &size);
-        snprintf(msg, sizeof msg, "the arena (%zu bytes) has no room for %llu more bytes", size,
-                 (unsigned long long) bytes);
+        (void) paged_arena_base(c->pc, (paged_arena_kind) h->kind, &size);
+        snprintf(msg, sizeof msg, "the %sarena (%zu bytes) has no room for %llu more bytes",
+                 device >= 0 ? "data " : "", size, (unsigned long long) bytes);
         return pyp_raise(rc, NULL, msg);
     }
     pyp_array *a = PyObject_New(pyp_array, pyp_array_type);
     if (a == NULL) {
-        pyp_heap_free(&c->heap, off, bytes == 0 ? 1 : bytes);
+        pyp_heap_free(h, off, bytes == 0 ? 1 : bytes);
         return NULL;
     }
     Py_INCREF((PyObject *) c);
@@ -54,17 +73,17 @@ PyObject *pyp_array_new(pyp_client *c, int dtype, int ndim, const int64_t *shape
     a->view_data = NULL;
     a->off = off;
     a->alloc_len = bytes == 0 ? 1 : bytes;
-    a->dtype = dtype;
-    a->ndim = ndim;
-    memset(a->shape, 0, sizeof a->shape);
-    memcpy(a->shape, shape, (size_t) ndim * sizeof shape[0]);
+    a->kind = h->kind;
+    a->device = device;
+    array_init(a, dtype, ndim, shape);
     c->live_arrays++;
     return (PyObject *) a;
 }
 
-/* Makes a read-only view of pool p's memory at data, of dtype and shape; it keeps the pool
- * attached and its client's mapping while it lives. Returns it, or NULL. */
-PyObject *pyp_array_view(pyp_pool *p, char *data, int dtype, int ndim, const int64_t *shape)
+/* Makes a read-only view of pool p's memory at data (device memory of CUDA device device,
+ * or host memory: -1), of dtype and shape; it keeps the pool attached and its client's
+ * mapping while it lives. Returns it, or NULL. */
+PyObject *pyp_array_view(pyp_pool *p, char *data, int device, int dtype, int ndim, const int64_t *shape)
 {
     pyp_array *a = PyObject_New(pyp_array, pyp_array_type);
     if (a == NULL)
@@ -76,10 +95,9 @@ PyObject *pyp_array_view(pyp_pool *p, char *data, int dtype, int ndim, const int
     a->view_data = data;
     a->off = 0;
     a->alloc_len = 0;
-    a->dtype = dtype;
-    a->ndim = ndim;
-    memset(a->shape, 0, sizeof a->shape);
-    memcpy(a->shape, shape, (size_t) ndim * sizeof shape[0]);
+    a->kind = PAGED_ARENA_DATA;
+    a->device = device;
+    array_init(a, dtype, ndim, shape);
     p->live_views++;
     p->client->live_arrays++;
     return (PyObject *) a;
@@ -90,7 +108,7 @@ void *pyp_array_data(pyp_array *a)
 {
     if (a->pool != NULL)
         return a->view_data;
-    char *base = paged_arena_base(a->client->pc, PAGED_ARENA_HOST, NULL);
+    char *base = paged_arena_base(a->client->pc, (paged_arena_kind) a->kind, NULL);
     return base + a->off;
 }
 
@@ -104,7 +122,7 @@ static void array_dealloc(PyObject *self)
         pyp_pool_view_gone(a->pool);
         Py_DECREF((PyObject *) a->pool);
     } else if (c->pc != NULL) {
-        pyp_heap_free(&c->heap, a->off, a->alloc_len);
+        pyp_heap_free(pyp_client_heap(c, a->kind), a->off, a->alloc_len);
     }
     pyp_client_array_gone(c);
     Py_DECREF((PyObject *) c);
@@ -147,6 +165,43 @@ static void dl_dtype(int dtype, pyp_dl_dtype *out)
         out->code = PYP_DL_INT;
 }
 
+/* Orders the consumer's stream (DLPack's stream argument: None or 1 the legacy default
+ * stream, 2 the per-thread one, -1 no ordering, else a cudaStream_t) after the request
+ * that writes device array a, unless that request is known done or the stream already
+ * waits for it; returns 0, or -1 with BufferError or the error of queueing the wait. */
+static int order_on(pyp_array *a, PyObject *stream)
+{
+    void *s = NULL;
+    if (stream != Py_None) {
+        long long n = PyLong_AsLongLong(stream);
+        if (n == -1 && PyErr_Occurred())
+            return -1;
+        if (n == 0 || n < -1) {
+            PyErr_Format(PyExc_BufferError, "stream: %lld is no CUDA stream of DLPack (None, -1, 1, 2 or a "
+                         "cudaStream_t)", n);
+            return -1;
+        }
+        if (n == -1)
+            return 0;
+        s = n == 1 ? NULL : (void *) (uintptr_t) n;
+    }
+    if (!a->has_ready || a->client->pc == NULL)
+        return 0;
+    const uint32_t *w = pyp_client_word(a->client, a->ready_off);
+    if ((int32_t) (__atomic_load_n(w, __ATOMIC_ACQUIRE) - a->ready_value) >= 0) {
+        a->has_ready = 0;
+        return 0;
+    }
+    if (s == a->ready_stream)
+        return 0;
+    int rc = paged_stream_wait(a->client->pc, s, a->ready_off, a->ready_value, PAGED_STREAM_HOST);
+    if (rc < 0) {
+        pyp_raise_client(a->client, rc);
+        return -1;
+    }
+    return 0;
+}
+
 /* __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None): returns a
  * "dltensor" capsule viewing the array's memory (no copy); the array lives as long as the
  * consumer's tensor does. */
@@ -158,7 +213,8 @@ static PyObject *array_dlpack(PyObject *self, PyObject *args, PyObject *kw)
                                      &dl_device, &copy))
         return NULL;
     (void) max_version;
-    if (stream != Py_None) {
+    pyp_array *a = (pyp_array *) self;
+    if (a->device < 0 && stream != Py_None) {
         PyErr_SetString(PyExc_BufferError, "stream: host memory takes stream=None");
         return NULL;
     }
@@ -170,12 +226,18 @@ static PyObject *array_dlpack(PyObject *self, PyObject *args, PyObject *kw)
         int type = -1, id = -1;
         if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &type, &id))
             return NULL;
-        if (type != PYP_DL_CPU) {
+        if (a->device < 0 && type != PYP_DL_CPU) {
             PyErr_Format(PyExc_BufferError, "dl_device: the array is on the cpu, not device type %d", type);
             return NULL;
         }
+        if (a->device >= 0 && (type != PYP_DL_CUDA || id != a->device)) {
+            PyErr_Format(PyExc_BufferError, "dl_device: the array is memory of CUDA device %d, not (%d, %d); "
+                         "copy it with torch", a->device, type, id);
+            return NULL;
+        }
     }
-    pyp_array *a = (pyp_array *) self;
+    if (a->device >= 0 && order_on(a, stream) < 0)
+        return NULL;
     struct export *x = calloc(1, sizeof *x);
     if (x == NULL)
         return PyErr_NoMemory();
@@ -186,7 +248,8 @@ static PyObject *array_dlpack(PyObject *self, PyObject *args, PyObject *kw)
         stride *= a->shape[i];
     }
     x->m.dl_tensor = (pyp_dl_tensor) {
-        .data = pyp_array_data(a), .device = { PYP_DL_CPU, 0 }, .ndim = a->ndim,
+        .data = pyp_array_data(a), .ndim = a->ndim,
+        .device = { a->device >= 0 ? PYP_DL_CUDA : PYP_DL_CPU, a->device >= 0 ? a->device : 0 },
         .shape = x->shape, .strides = x->strides, .byte_offset = 0,
     };
     dl_dtype(a->dtype, &x->m.dl_tensor.dtype);
@@ -201,11 +264,13 @@ static PyObject *array_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     return capsule;
 }
 
-/* __dlpack_device__(): returns (1, 0), the cpu. */
+/* __dlpack_device__(): returns (1, 0), the cpu, or (2, ordinal) for device memory. */
 static PyObject *array_dlpack_device(PyObject *self, PyObject *unused)
 {
-    (void) self;
     (void) unused;
+    pyp_array *a = (pyp_array *) self;
+    if (a->device >= 0)
+        return Py_BuildValue("(ii)", PYP_DL_CUDA, a->device);
     return Py_BuildValue("(ii)", PYP_DL_CPU, 0);
 }
 
@@ -266,6 +331,12 @@ static PyObject *array_get_address(PyObject *self, void *closure)
 static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     pyp_array *a = (pyp_array *) self;
+    if (a->device >= 0) {
+        PyErr_Format(PyExc_BufferError, "the array is memory of CUDA device %d, which numpy and the buffer "
+                     "protocol cannot read: view it with torch.from_dlpack", a->device);
+        view->obj = NULL;
+        return -1;
+    }
     if (a->pool != NULL && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
         PyErr_SetString(PyExc_BufferError, "a pool layer's view is read-only");
         view->obj = NULL;
@@ -311,9 +382,13 @@ static PyMethodDef array_methods[] = {
     { "__dlpack__", (PyCFunction) (void (*)(void)) array_dlpack, METH_VARARGS | METH_KEYWORDS,
       "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
       "Returns a 'dltensor' capsule that views the array's arena memory, no copy; the array "
-      "stays alive until the consumer's tensor is deleted." },
+      "stays alive until the consumer's tensor is deleted. For device memory, stream is the "
+      "consumer's CUDA stream (DLPack's convention: None or 1 the legacy default stream, 2 the "
+      "per-thread one, -1 none, else a cudaStream_t): when a request still writes the array, "
+      "the stream is made to wait for it." },
     { "__dlpack_device__", array_dlpack_device, METH_NOARGS,
-      "__dlpack_device__()\n--\n\nReturns (1, 0): the array is host memory (the cpu)." },
+      "__dlpack_device__()\n--\n\nReturns (1, 0) for host memory (the cpu), or (2, ordinal) for "
+      "memory of the CUDA device of that ordinal (the data arena on the cuda backend)." },
     { NULL, NULL, 0, NULL },
 };
 
@@ -323,7 +398,8 @@ static PyGetSetDef array_getset[] = {
       "or 'int32'.", NULL },
     { "nbytes", array_get_nbytes, NULL, "The bytes the elements take.", NULL },
     { "offset", array_get_offset, NULL, "The byte offset of the array in the client's arena.", NULL },
-    { "address", array_get_address, NULL, "The address of the first element in this process.", NULL },
+    { "address", array_get_address, NULL, "The address of the first element in this process (a device "
+      "address for device memory).", NULL },
     { "readonly", array_get_readonly, NULL, "Whether the array is a read-only view of a pool layer "
       "(Pool.layer); DLPack cannot say so, so its consumers must not write.", NULL },
     { NULL, NULL, NULL, NULL, NULL },
@@ -333,7 +409,9 @@ static PyType_Slot array_slots[] = {
     { Py_tp_doc, "A C-contiguous tensor in a client's arena, made by Client.empty() or returned by "
                  "decode and prefill. Requests take it without a copy; numpy.from_dlpack() and "
                  "torch.from_dlpack() view its memory, and so do numpy.asarray() and memoryview() "
-                 "(the buffer protocol, writable; bf16 shows as uint16, fp8 as uint8)." },
+                 "(the buffer protocol, writable; bf16 shows as uint16, fp8 as uint8). On the cuda "
+                 "backend a data-arena array is device memory: torch.from_dlpack() views it as a "
+                 "CUDA tensor; the buffer protocol and numpy.from_dlpack refuse it." },
     { Py_tp_dealloc, array_dealloc },
     { Py_tp_methods, array_methods },
     { Py_tp_getset, array_getset },

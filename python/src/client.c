@@ -29,8 +29,43 @@ void pyp_client_leave(pyp_client *c)
     c->busy = 0;
 }
 
+/* Returns the heap of c's arena kind: the data arena's own on the cuda backend, else the
+ * host arena's (the same memory on the cpu backend). */
+struct pyp_heap *pyp_client_heap(pyp_client *c, int kind)
+{
+    return kind == PAGED_ARENA_DATA && c->cuda ? &c->dheap : &c->heap;
+}
+
+/* Returns the CUDA device ordinal of c's data arena (mapping it on first use), or -1 with
+ * the error raised. */
+int pyp_client_device(pyp_client *c)
+{
+    if (c->device >= 0)
+        return c->device;
+    if (c->pc == NULL) {
+        pyp_raise_closed("the client");
+        return -1;
+    }
+    void *base = paged_arena_base(c->pc, PAGED_ARENA_DATA, NULL);
+    if (base == NULL) {
+        pyp_raise_client(c, PAGED_E_DEVICE);
+        return -1;
+    }
+    int dev = -1;
+    if (pyp_cuda_device_of(base, &dev) < 0)
+        return -1;
+    c->device = dev;
+    return dev;
+}
+
+/* Returns the 32-bit word at offset off of c's host arena (a dependency word). */
+uint32_t *pyp_client_word(pyp_client *c, uint64_t off)
+{
+    return (uint32_t *) ((char *) paged_arena_base(c->pc, PAGED_ARENA_HOST, NULL) + off);
+}
+
 /* Closes the connection itself: the daemon frees what the client held and the arenas are
- * unmapped; returns nothing. */
+ * unmapped (once no stream of the client's requests uses them); returns nothing. */
 static void really_close(pyp_client *c)
 {
     if (c->pc == NULL)
@@ -38,7 +73,12 @@ static void really_close(pyp_client *c)
     pyp_client_abandon(c);
     if (c->pc == NULL)
         return; /* the requests' arrays were the last ones, and closed it */
+    /* A stream that still uses the arenas would fault on unmapped memory, poisoning its
+     * context: such a client stays connected, its memory mapped, for the process's life. */
+    if (pyp_client_retire(c, 1) > 0 || c->pc == NULL)
+        return;
     pyp_heap_fini(&c->heap);
+    pyp_heap_fini(&c->dheap);
     paged_client *pc = c->pc;
     c->pc = NULL;
     paged_client_close(pc);
@@ -54,25 +94,26 @@ void pyp_client_array_gone(pyp_client *c)
 }
 
 /* Client(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0,
- * sq_entries=0): connects; returns 0, or -1 with paged.Error. */
+ * sq_entries=0, data_arena_size=0): connects; returns 0, or -1 with paged.Error. */
 static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = { "socket", "name", "host_arena_size", "timeout_ms", "spin_us",
-                              "sq_entries", NULL };
+                              "sq_entries", "data_arena_size", NULL };
     pyp_client *c = (pyp_client *) self;
     const char *socket = NULL, *name = NULL;
-    unsigned long long arena = 0;
+    unsigned long long arena = 0, data_arena = 0;
     int timeout_ms = 0, spin_us = 0;
     unsigned int sq = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zz$KiiI:Client", kwlist, &socket, &name, &arena,
-                                     &timeout_ms, &spin_us, &sq))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zz$KiiIK:Client", kwlist, &socket, &name, &arena,
+                                     &timeout_ms, &spin_us, &sq, &data_arena))
         return -1;
     if (c->pc != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Client: already connected");
         return -1;
     }
     paged_connect_opts o = { .socket_path = socket, .name = name, .host_arena_size = arena,
-                             .timeout_ms = timeout_ms, .spin_us = spin_us, .sq_entries = sq };
+                             .data_arena_size = data_arena, .timeout_ms = timeout_ms,
+                             .spin_us = spin_us, .sq_entries = sq };
     char err[256] = "";
     paged_client *pc = NULL;
     int rc;
@@ -85,7 +126,12 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
     }
     c->pc = pc;
     c->closed = 0;
+    c->cuda = paged_client_backend(pc) == PAGED_BACKEND_CUDA;
+    c->device = -1;
+    c->word_seq = 0;
+    c->drain_expired = 0;
     pyp_heap_init(&c->heap, pc, PAGED_ARENA_HOST);
+    pyp_heap_init(&c->dheap, pc, PAGED_ARENA_DATA);
     return 0;
 }
 
@@ -95,6 +141,7 @@ static void client_dealloc(PyObject *self)
     PyTypeObject *tp = Py_TYPE(self);
     really_close((pyp_client *) self);
     PyMem_Free(((pyp_client *) self)->inflight);
+    PyMem_Free(((pyp_client *) self)->retiring);
     freefunc tp_free = (freefunc) PyType_GetSlot(tp, Py_tp_free);
     tp_free(self);
     Py_DECREF(tp);
@@ -111,6 +158,8 @@ static PyObject *client_close(PyObject *self, PyObject *unused)
     }
     c->closed = 1;
     pyp_client_abandon(c);
+    /* Requests kept for their streams hold arrays: release them now, the streams past them. */
+    pyp_client_retire(c, 1);
     if (c->live_arrays == 0)
         really_close(c);
     Py_RETURN_NONE;
@@ -261,14 +310,15 @@ static int parse_shape(PyObject *obj, int64_t *shape, int *ndim)
     return 0;
 }
 
-/* empty(shape, dtype='f32'): a new array in the client's arena, its contents undefined;
- * returns the ArenaArray. */
+/* empty(shape, dtype='f32', *, host=False): a new array in the client's data arena (the
+ * host arena with host), its contents undefined; returns the ArenaArray. */
 static PyObject *client_empty(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = { "shape", "dtype", NULL };
+    static char *kwlist[] = { "shape", "dtype", "host", NULL };
     pyp_client *c = (pyp_client *) self;
     PyObject *shape_obj, *dtype_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:empty", kwlist, &shape_obj, &dtype_obj))
+    int host = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$p:empty", kwlist, &shape_obj, &dtype_obj, &host))
         return NULL;
     int64_t shape[PYP_MAX_DIMS];
     int ndim, dtype = PAGED_DTYPE_F32;
@@ -278,7 +328,39 @@ static PyObject *client_empty(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     if (c->closed || c->pc == NULL)
         return pyp_raise_closed("the client");
-    return pyp_array_new(c, dtype, ndim, shape);
+    return pyp_array_new(c, host ? PAGED_ARENA_HOST : PAGED_ARENA_DATA, dtype, ndim, shape);
+}
+
+/* stats(): the daemon's request statistics (paged_stats); returns a dict of op name to a
+ * dict of requests, errors, tokens, bytes, latency_p50_ns, latency_p99_ns. */
+static PyObject *client_stats(PyObject *self, PyObject *unused)
+{
+    (void) unused;
+    pyp_client *c = (pyp_client *) self;
+    if (pyp_client_enter(c) < 0)
+        return NULL;
+    paged_op_stats st[PAGED_OP_LOOKUP + 1];
+    int n;
+    Py_BEGIN_ALLOW_THREADS
+    n = paged_stats(c->pc, st, PAGED_OP_LOOKUP + 1);
+    Py_END_ALLOW_THREADS
+    pyp_client_leave(c);
+    if (n < 0)
+        return pyp_raise_client(c, n);
+    PyObject *d = PyDict_New();
+    for (int op = 0; d != NULL && op < n && op <= PAGED_OP_LOOKUP; op++) {
+        const paged_op_stats *s = &st[op];
+        PyObject *e = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "requests", (unsigned long long) s->requests,
+                                    "errors", (unsigned long long) s->errors, "tokens",
+                                    (unsigned long long) s->tokens, "bytes", (unsigned long long) s->bytes,
+                                    "latency_p50_ns", (unsigned long long) s->latency_p50_ns,
+                                    "latency_p99_ns", (unsigned long long) s->latency_p99_ns);
+        const char *name = paged_op_name((paged_op) op);
+        if (e == NULL || name == NULL || PyDict_SetItemString(d, name, e) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(e);
+    }
+    return d;
 }
 
 /* The id property: the daemon's id of this client. */
@@ -341,9 +423,17 @@ static PyMethodDef client_methods[] = {
       "destroy_pool(name)\n--\n\nRemoves a pool's name (owner or root); its memory goes when the last "
       "client detaches." },
     { "empty", (PyCFunction) (void (*)(void)) client_empty, METH_VARARGS | METH_KEYWORDS,
-      "empty(shape, dtype='f32')\n--\n\nReturns a new ArenaArray in the client's arena (contents "
-      "undefined). Requests take such arrays without a copy; numpy.from_dlpack(a) views the same "
-      "memory. Raises NoMemoryError when the arena is full." },
+      "empty(shape, dtype='f32', *, host=False)\n--\n\nReturns a new ArenaArray in the client's "
+      "data arena (contents undefined): device memory on the cuda backend, which "
+      "torch.from_dlpack(a) views as a CUDA tensor; host memory on the cpu backend, which "
+      "numpy.from_dlpack(a) views. host=True takes it from the host arena, where metadata "
+      "(block tables, lengths, slots) goes without a copy on either backend. Requests take such "
+      "arrays without a copy. Raises NoMemoryError when the arena is full." },
+    { "stats", client_stats, METH_NOARGS,
+      "stats()\n--\n\nReturns the daemon's request statistics since it started, over all its "
+      "clients (paged_stats(3)): a dict from op name ('nop', 'append', 'decode', ...) to a dict of "
+      "requests, errors, tokens, bytes, latency_p50_ns and latency_p99_ns. The counts only grow: "
+      "the difference of two calls is what the daemon did in between." },
     { NULL, NULL, 0, NULL },
 };
 
@@ -357,7 +447,7 @@ static PyGetSetDef client_getset[] = {
 
 static PyType_Slot client_slots[] = {
     { Py_tp_doc, "Client(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0, "
-                 "sq_entries=0)\n--\n\nA connection to pagedd with its own rings and arenas "
+                 "sq_entries=0, data_arena_size=0)\n--\n\nA connection to pagedd with its own rings and arenas "
                  "(paged_client_connect(3)); paged.connect() makes one. Not for several threads "
                  "at once." },
     { Py_tp_new, PyType_GenericNew },

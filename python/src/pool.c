@@ -100,7 +100,8 @@ static PyObject *pool_exit_ctx(PyObject *self, PyObject *args)
 }
 
 /* layer(layer): maps the pool on first use and returns read-only views (k, v) of the layer's
- * keys and values, each [num_blocks, num_kv_heads, block_size, head_dim] (paged(7)'s layout). */
+ * keys and values, each [num_blocks, num_kv_heads, block_size, head_dim] (paged(7)'s layout):
+ * host memory on the cpu backend, memory of the data arena's CUDA device on the cuda one. */
 static PyObject *pool_layer(PyObject *self, PyObject *args)
 {
     pyp_pool *p = (pyp_pool *) self;
@@ -122,14 +123,15 @@ static PyObject *pool_layer(PyObject *self, PyObject *args)
     pyp_client_leave(p->client);
     if (rc < 0)
         return pyp_raise_client(p->client, rc);
-    if (paged_client_backend(p->client->pc) == PAGED_BACKEND_CUDA)
-        return pyp_raise(PAGED_E_NOTSUP, NULL, "layer: the paged package views host pools only (the cpu backend)");
+    int device = -1;
+    if (p->client->cuda && (device = pyp_client_device(p->client)) < 0)
+        return NULL; /* the pool lives on the daemon's device, the data arena's */
     int64_t shape[4] = { i->num_blocks, i->num_kv_heads, i->block_size, i->head_dim };
     uint64_t half = (uint64_t) i->num_blocks * i->num_kv_heads * i->block_size * i->head_dim
                     * paged_dtype_size(i->dtype);
     char *k = (char *) base + (uint64_t) layer * 2 * half;
-    PyObject *kv = pyp_array_view(p, k, i->dtype, 4, shape);
-    PyObject *vv = kv != NULL ? pyp_array_view(p, k + half, i->dtype, 4, shape) : NULL;
+    PyObject *kv = pyp_array_view(p, k, device, i->dtype, 4, shape);
+    PyObject *vv = kv != NULL ? pyp_array_view(p, k + half, device, i->dtype, 4, shape) : NULL;
     PyObject *r = vv != NULL ? PyTuple_Pack(2, kv, vv) : NULL;
     Py_XDECREF(kv);
     Py_XDECREF(vv);
@@ -219,7 +221,9 @@ static PyMethodDef pool_methods[] = {
     { "layer", pool_layer, METH_VARARGS,
       "layer(layer)\n--\n\nReturns read-only views (k, v) of a layer's keys and values in the pool's "
       "memory, each [num_blocks, num_kv_heads, block_size, head_dim] of the pool's dtype, for other "
-      "libraries' kernels: by DLPack (numpy.from_dlpack) or the buffer protocol (numpy.asarray). "
+      "libraries' kernels: by DLPack (numpy.from_dlpack) or the buffer protocol (numpy.asarray); on "
+      "the cuda backend device memory, viewed by torch.from_dlpack as CUDA tensors (kernels such as "
+      "FlashInfer's read them in place; order them after the appends with the stream argument). "
       "The pool must be exported (a sealed pool raises PermissionDeniedError); while a view lives the "
       "pool stays attached." },
     { "alloc", pool_alloc, METH_VARARGS,
@@ -242,24 +246,29 @@ static PyMethodDef pool_methods[] = {
     { "sequence", (PyCFunction) (void (*)(void)) pool_sequence, METH_VARARGS | METH_KEYWORDS,
       "sequence(salt=0)\n--\n\nReturns a new empty Sequence; salt is mixed into its prefix hashes." },
     { "append", (PyCFunction) (void (*)(void)) pyp_pool_append, METH_VARARGS | METH_KEYWORDS,
-      "append(layer, k, v, slots, *, wait=True)\n--\n\nWrites new keys and values into slots. k and v "
-      "are [n, num_kv_heads, head_dim] for one layer, or [num_layers, n, num_kv_heads, head_dim] with "
-      "layer=paged.ALL_LAYERS, of the pool's dtype; slots holds n ints (-1 skips a token). Arrays "
-      "already in the client's arena go without a copy. Returns None, or with wait=False a Request "
-      "at once." },
+      "append(layer, k, v, slots, *, wait=True, stream=None)\n--\n\nWrites new keys and values into "
+      "slots. k and v are [n, num_kv_heads, head_dim] for one layer, or [num_layers, n, num_kv_heads, "
+      "head_dim] with layer=paged.ALL_LAYERS, of the pool's dtype; slots holds n ints (-1 skips a "
+      "token). Arrays already in the client's arena go without a copy. Returns None, or with "
+      "wait=False a Request at once. On the cuda backend k and v are CUDA tensors of the daemon's "
+      "device (others are copied into the arena on the stream), and the append runs after the work "
+      "queued on stream before the call, and before the work queued on it after (None: torch's "
+      "current stream when torch is imported, else the legacy default stream; an int cudaStream_t; "
+      "an object with __cuda_stream__ or .cuda_stream). On the cpu backend stream must be None." },
     { "decode", (PyCFunction) (void (*)(void)) pyp_pool_decode, METH_VARARGS | METH_KEYWORDS,
       "decode(layer, q, block_tables, seq_lens, *, scale=0.0, soft_cap=0.0, window=0, "
-      "alibi_slopes=None, out=None, wait=True)\n--\n\nOne query token per sequence: q is [num_seqs, "
-      "num_q_heads, head_dim]; block_tables [num_seqs, *] ints (lists of rows are padded); "
-      "seq_lens the context lengths, new token included. Returns out, or a new ArenaArray shaped "
-      "as q; with wait=False a Request at once, whose result() returns it. scale 0 means "
-      "1/sqrt(head_dim)." },
+      "alibi_slopes=None, out=None, wait=True, stream=None)\n--\n\nOne query token per sequence: q "
+      "is [num_seqs, num_q_heads, head_dim]; block_tables [num_seqs, *] ints (lists of rows are "
+      "padded); seq_lens the context lengths, new token included. Returns out, or a new ArenaArray "
+      "shaped as q; with wait=False a Request at once, whose result() returns it. scale 0 means "
+      "1/sqrt(head_dim). On the cuda backend q and out are CUDA tensors and stream orders the "
+      "request as for append; the metadata stays host memory." },
     { "prefill", (PyCFunction) (void (*)(void)) pyp_pool_prefill, METH_VARARGS | METH_KEYWORDS,
       "prefill(layer, q, qo_indptr, block_tables, seq_lens, *, scale=0.0, soft_cap=0.0, window=0, "
-      "alibi_slopes=None, out=None, wait=True)\n--\n\nSeveral query tokens per sequence, causal at the "
-      "end of each context: q is [total, num_q_heads, head_dim], sequence i's rows qo_indptr[i] to "
-      "qo_indptr[i + 1]. Returns out, or a new ArenaArray shaped as q; with wait=False a Request at "
-      "once, whose result() returns it." },
+      "alibi_slopes=None, out=None, wait=True, stream=None)\n--\n\nSeveral query tokens per "
+      "sequence, causal at the end of each context: q is [total, num_q_heads, head_dim], sequence i's "
+      "rows qo_indptr[i] to qo_indptr[i + 1]. Returns out, or a new ArenaArray shaped as q; with "
+      "wait=False a Request at once, whose result() returns it. stream as for decode." },
     { NULL, NULL, 0, NULL },
 };
 

@@ -41,8 +41,16 @@ typedef struct pyp_client {
     int busy;                 /* a call is running (with the GIL released) */
     Py_ssize_t live_arrays;   /* arena arrays alive: the mapping stays until they go */
     struct pyp_heap heap;     /* the host arena (also the data arena on the cpu backend) */
+    struct pyp_heap dheap;    /* the data arena on the cuda backend (device memory) */
+    int cuda;                 /* the daemon runs the cuda backend */
+    int device;               /* cuda: the data arena's CUDA device ordinal, -1 until known */
+    uint32_t word_seq;        /* cuda: the last dependency word value handed out */
     struct pyp_request **inflight; /* submitted requests not yet complete, each referenced */
     size_t ninflight, inflight_cap;
+    struct pyp_request **retiring; /* cuda: complete requests whose streams may still use
+                                      their memory, each referenced (run.c) */
+    size_t nretiring, retiring_cap;
+    int drain_expired;        /* closing waited for those streams in vain once */
 } pyp_client;
 
 /* The Pool type's object. */
@@ -71,9 +79,15 @@ typedef struct pyp_array {
     char *view_data;          /* a layer view's first element */
     uint64_t off;             /* arena offset */
     uint64_t alloc_len;       /* bytes taken from the heap */
+    int kind;                 /* the arena: PAGED_ARENA_HOST or PAGED_ARENA_DATA */
+    int device;               /* CUDA device ordinal of device memory, or -1: host memory */
     int dtype;                /* a paged_dtype or PYP_I32 */
     int ndim;
     int64_t shape[PYP_MAX_DIMS];
+    int has_ready;            /* a request writes it: ready when its host word is reached */
+    uint32_t ready_value;
+    uint64_t ready_off;       /* the word's host-arena offset */
+    void *ready_stream;       /* the stream already ordered after the word */
 } pyp_array;
 
 /* An input array seen through the buffer protocol, DLPack or a list: its memory, element
@@ -90,6 +104,15 @@ struct pyp_view {
     int has_buf;
     pyp_dl_managed *dl;       /* a taken DLPack tensor, its deleter called at release */
     void *owned;              /* malloc'd copy of a list's elements */
+    PyObject *owner;          /* an ArenaArray seen, referenced until release */
+    int device;               /* CUDA device ordinal of device memory, or -1: host memory */
+};
+
+/* How a request's data arguments are seen on the cuda backend: on which device, and the
+ * stream their producers are asked to order them on (DLPack's stream argument). */
+struct pyp_devctx {
+    int device;
+    void *stream;
 };
 
 /* Scratch allocations of one call, freed when it ends. */
@@ -97,8 +120,27 @@ struct pyp_view {
 struct pyp_scratch {
     pyp_client *client;
     uint64_t off[PYP_MAX_SCRATCH], len[PYP_MAX_SCRATCH];
+    int kind[PYP_MAX_SCRATCH];
     int n;
 };
+
+/* A cuda request's dependency words, three 32-bit words of one host-arena allocation at off
+ * (in the request's scratch): the caller's stream writes the first once the inputs are
+ * there, the daemon the second once the outputs are, the caller's stream the third after a
+ * staged output's copy. value is what each is written; the request's memory may be reused
+ * once the word at release_off reaches it (HACKING.md, Python, "Stream ordering through
+ * host-arena words" and the paragraphs after it). */
+struct pyp_sync {
+    int on;
+    int signalled;            /* the input word's write is queued on the stream */
+    uint32_t value;
+    uint64_t off;
+    uint64_t release_off;
+    void *stream;
+};
+#define PYP_WORD_IN(s) ((s)->off)
+#define PYP_WORD_OUT(s) ((s)->off + 4)
+#define PYP_WORD_COPIED(s) ((s)->off + 8)
 
 /* The most array arguments one request holds. */
 #define PYP_MAX_VIEWS 8
@@ -122,6 +164,7 @@ typedef struct pyp_request {
     struct pyp_scratch scratch;
     void *copy_to;            /* a staged output's caller memory, or NULL */
     uint64_t copy_off, copy_len;
+    struct pyp_sync sync;     /* cuda: the dependency words */
 } pyp_request;
 
 extern PyTypeObject *pyp_client_type;
@@ -141,6 +184,11 @@ int pyp_add_type(PyObject *module, PyType_Spec *spec, const char *name, PyTypeOb
 PyObject *pyp_ctx_enter(PyObject *self, PyObject *unused);
 PyObject *pyp_ctx_exit(PyObject *closed);
 
+/* cuda.c */
+int pyp_cuda_device_of(const void *p, int *ordinal);
+int pyp_cuda_copy(int device, void *dst, const void *src, uint64_t n, void *stream, const char *arg);
+int pyp_cuda_stream(PyObject *obj, int device, void **stream, const char *arg);
+
 /* heap.c */
 void pyp_heap_init(struct pyp_heap *h, paged_client *pc, paged_arena_kind kind);
 int pyp_heap_alloc(struct pyp_heap *h, uint64_t len, uint64_t align, uint64_t *off);
@@ -152,21 +200,27 @@ int pyp_client_enter(pyp_client *c);
 void pyp_client_leave(pyp_client *c);
 void pyp_client_array_gone(pyp_client *c);
 int pyp_client_init_type(PyObject *module);
+struct pyp_heap *pyp_client_heap(pyp_client *c, int kind);
+int pyp_client_device(pyp_client *c);
+uint32_t *pyp_client_word(pyp_client *c, uint64_t off);
 
 /* array.c */
-PyObject *pyp_array_new(pyp_client *c, int dtype, int ndim, const int64_t *shape);
-PyObject *pyp_array_view(struct pyp_pool *p, char *data, int dtype, int ndim, const int64_t *shape);
+PyObject *pyp_array_new(pyp_client *c, int kind, int dtype, int ndim, const int64_t *shape);
+PyObject *pyp_array_view(struct pyp_pool *p, char *data, int device, int dtype, int ndim, const int64_t *shape);
 void *pyp_array_data(pyp_array *a);
 int pyp_array_init_type(PyObject *module);
 
 /* view.c */
 int pyp_view_get(struct pyp_view *v, PyObject *obj, const char *arg, int list_dtype, int writable);
+int pyp_view_get_data(struct pyp_view *v, PyObject *obj, const char *arg, int list_dtype, int writable,
+                      const struct pyp_devctx *dev);
 void pyp_view_release(struct pyp_view *v);
 int pyp_view_expect(const struct pyp_view *v, int ndim, const int64_t *shape);
 int pyp_view_ints(struct pyp_view *v, PyObject *obj, const char *arg);
 PyObject *pyp_int_list(const int32_t *v, uint32_t n);
 int pyp_view_stage(pyp_client *c, struct pyp_scratch *s, const struct pyp_view *v,
-                   paged_arena_kind kind, uint64_t *off);
+                   paged_arena_kind kind, const struct pyp_devctx *dev, uint64_t *off);
+int pyp_scratch_alloc(struct pyp_scratch *s, paged_arena_kind kind, uint64_t len, const char *arg, uint64_t *off);
 void pyp_scratch_free(struct pyp_scratch *s);
 
 /* run.c */
@@ -175,6 +229,8 @@ int pyp_client_track(pyp_client *c, pyp_request *r);
 void pyp_client_untrack(pyp_client *c, pyp_request *r);
 int pyp_client_pump(pyp_client *c, int timeout_ms);
 void pyp_client_abandon(pyp_client *c);
+int pyp_client_retire_later(pyp_client *c, pyp_request *r);
+size_t pyp_client_retire(pyp_client *c, int drain);
 
 /* request.c */
 pyp_request *pyp_request_new(pyp_client *c);
@@ -183,6 +239,8 @@ int pyp_request_wait(pyp_request *r, double timeout_s);
 PyObject *pyp_request_outcome(pyp_request *r);
 void pyp_request_complete(pyp_request *r, const paged_completion *done);
 void pyp_request_abandon(pyp_request *r);
+int pyp_request_released(pyp_request *r);
+void pyp_request_release(pyp_request *r);
 int pyp_request_init_type(PyObject *module);
 
 /* pool.c, attn.c, blocks.c, seq.c */

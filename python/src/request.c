@@ -23,9 +23,23 @@ pyp_request *pyp_request_new(pyp_client *c)
     return r;
 }
 
-/* Releases what r kept for its request: scratch arena memory and input views; returns nothing. */
+/* Unmarks r's output array as written by r: the output word goes with r's scratch, and the
+ * array must not wait for whatever takes that memory next. Returns nothing. */
+static void forget_ready(pyp_request *r)
+{
+    if (r->sync.on && r->result != NULL && PyObject_TypeCheck(r->result, pyp_array_type)) {
+        pyp_array *a = (pyp_array *) r->result;
+        if (a->has_ready && a->ready_off == PYP_WORD_OUT(&r->sync) && a->ready_value == r->sync.value)
+            a->has_ready = 0;
+    }
+}
+
+/* Releases what r kept for its request: scratch arena memory (its dependency words with
+ * it) and input views; returns nothing. */
 static void release(pyp_request *r)
 {
+    forget_ready(r);
+    r->sync.on = 0;
     pyp_scratch_free(&r->scratch);
     r->scratch.n = 0;
     for (int i = 0; i < r->nviews; i++)
@@ -34,17 +48,55 @@ static void release(pyp_request *r)
     r->copy_to = NULL;
 }
 
+/* Returns whether what r kept may be released: it has no dependency words, or the one its
+ * caller's stream writes last has been written (the stream is done with the request's
+ * memory, and so is the daemon, whose word the stream waited for before). */
+int pyp_request_released(pyp_request *r)
+{
+    if (!r->sync.on || r->client->pc == NULL)
+        return 1;
+    uint32_t w = __atomic_load_n(pyp_client_word(r->client, r->sync.release_off), __ATOMIC_ACQUIRE);
+    return (int32_t) (w - r->sync.value) >= 0;
+}
+
+/* Releases what r kept (the caller made sure its streams are done with it); returns nothing. */
+void pyp_request_release(pyp_request *r)
+{
+    release(r);
+}
+
+/* Releases what r kept now, or once its stream is done with it (the client's retiring
+ * list); returns nothing. */
+static void release_when_done(pyp_request *r)
+{
+    if (pyp_request_released(r) || pyp_client_retire_later(r->client, r) < 0)
+        release(r);
+}
+
+/* Writes r's output word from the host, as the daemon does when the request succeeds, so
+ * that the caller's stream that waits for it goes on; returns nothing. */
+static void release_stream(pyp_request *r)
+{
+    if (r->sync.on && r->client->pc != NULL)
+        __atomic_store_n(pyp_client_word(r->client, PYP_WORD_OUT(&r->sync)), r->sync.value, __ATOMIC_RELEASE);
+}
+
 /* Records r's completion: copies a staged output back to the caller's memory when it
- * succeeded, then releases what the request kept; returns nothing. */
+ * succeeded (the cpu backend: on cuda the caller's stream copies it), releases the stream
+ * of a failed cuda request, then releases what the request kept; returns nothing. */
 void pyp_request_complete(pyp_request *r, const paged_completion *done)
 {
     r->done = *done;
     r->state = PYP_REQ_DONE;
-    if (done->status >= 0 && r->copy_to != NULL && r->client->pc != NULL) {
+    if (done->status >= 0 && r->copy_to != NULL && !r->sync.on && r->client->pc != NULL) {
         char *base = paged_arena_base(r->client->pc, PAGED_ARENA_DATA, NULL);
         memcpy(r->copy_to, base + r->copy_off, (size_t) r->copy_len);
     }
-    release(r);
+    if (done->status < 0) {
+        release_stream(r);
+        forget_ready(r);
+    }
+    release_when_done(r);
     if (done->status < 0)
         Py_CLEAR(r->result);
 }
@@ -53,7 +105,9 @@ void pyp_request_complete(pyp_request *r, const paged_completion *done)
 void pyp_request_abandon(pyp_request *r)
 {
     r->state = PYP_REQ_CLOSED;
-    release(r);
+    release_stream(r);
+    forget_ready(r);
+    release_when_done(r);
     Py_CLEAR(r->result);
 }
 
@@ -87,7 +141,9 @@ static int submit(pyp_request *r, paged_request *req)
         pyp_client_untrack(c, r);
         r->state = PYP_REQ_FAILED;
         r->submit_rc = rc;
-        release(r);
+        /* The stream's last word is the input one: nothing waits for the output word. */
+        r->sync.release_off = PYP_WORD_IN(&r->sync);
+        release_when_done(r);
         pyp_raise_completion(c, &r->done, rc);
         return -1;
     }
@@ -159,11 +215,43 @@ PyObject *pyp_request_outcome(pyp_request *r)
     }
 }
 
+/* Orders the caller's stream of a submitted cuda request r after it: the stream waits for
+ * the output word, copies a staged output to the caller's tensor, and writes the word that
+ * releases the request's memory. Returns 0, or -1 with the error raised (the request stays
+ * in flight). */
+static int order_after(pyp_request *r)
+{
+    pyp_client *c = r->client;
+    struct pyp_sync *s = &r->sync;
+    int rc = paged_stream_wait(c->pc, s->stream, PYP_WORD_OUT(s), s->value, PAGED_STREAM_HOST);
+    if (rc < 0) {
+        s->release_off = PYP_WORD_OUT(s);
+        pyp_raise_client(c, rc);
+        return -1;
+    }
+    if (r->copy_to != NULL) {
+        char *base = paged_arena_base(c->pc, PAGED_ARENA_DATA, NULL);
+        if (pyp_cuda_copy(c->device, r->copy_to, base + r->copy_off, r->copy_len, s->stream, "out") < 0) {
+            s->release_off = PYP_WORD_OUT(s);
+            return -1;
+        }
+    }
+    rc = paged_stream_signal(c->pc, s->stream, PYP_WORD_COPIED(s), s->value, PAGED_STREAM_HOST);
+    if (rc < 0) {
+        s->release_off = PYP_WORD_OUT(s);
+        pyp_raise_client(c, rc);
+        return -1;
+    }
+    return 0;
+}
+
 /* Submits req as r's request; with wait, waits for it (the client already entered) and
  * returns its outcome, else returns r itself (a new reference). NULL with the error raised. */
 PyObject *pyp_request_run(pyp_request *r, paged_request *req, int wait)
 {
     if (submit(r, req) < 0)
+        return NULL;
+    if (r->sync.on && order_after(r) < 0)
         return NULL;
     if (!wait) {
         Py_INCREF((PyObject *) r);

@@ -3,6 +3,7 @@
 #include "pypaged.h"
 
 #include <string.h>
+#include <time.h>
 
 /* The most completions one reap takes. */
 #define REAP_MAX 32
@@ -72,7 +73,76 @@ int pyp_client_pump(pyp_client *c, int timeout_ms)
     }
     if (rc > 0)
         route(c, e, rc);
+    pyp_client_retire(c, 0);
     return rc;
+}
+
+/* How long closing a client waits in all for its streams to pass its requests' words. */
+#define DRAIN_S 60
+
+/* Returns a monotonic clock's seconds. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+/* Waits, the GIL released, until r's memory may be released or the monotonic clock passes
+ * deadline (seconds); returns nothing. */
+static void await_released(pyp_request *r, double deadline)
+{
+    struct timespec pause = { 0, 20000 };
+    /* Bounded by the clock, and by a count of 20-microsecond pauses should it stand still. */
+    for (unsigned n = 0; !pyp_request_released(r) && n < DRAIN_S * 50000u && now_s() < deadline; n++) {
+        Py_BEGIN_ALLOW_THREADS
+        nanosleep(&pause, NULL);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+/* Keeps complete request r, referenced, until its caller's stream is done with its memory
+ * (pyp_client_retire); returns 0, or -1 after waiting for the stream here when the list
+ * cannot grow (the caller then releases r itself). */
+int pyp_client_retire_later(pyp_client *c, pyp_request *r)
+{
+    if (c->nretiring == c->retiring_cap) {
+        size_t cap = c->retiring_cap != 0 ? 2 * c->retiring_cap : 16;
+        pyp_request **grown = PyMem_Realloc(c->retiring, cap * sizeof *grown);
+        if (grown == NULL) {
+            await_released(r, now_s() + DRAIN_S);
+            return -1;
+        }
+        c->retiring = grown;
+        c->retiring_cap = cap;
+    }
+    Py_INCREF((PyObject *) r);
+    c->retiring[c->nretiring++] = r;
+    return 0;
+}
+
+/* Releases the memory of c's retiring requests whose streams are done with it; with
+ * drain (the client is closing), waits up to DRAIN_S seconds in all for the streams of the
+ * others first, once: a stream still short of a word then keeps its request, and its
+ * memory mapped. Returns how many requests are left retiring. */
+size_t pyp_client_retire(pyp_client *c, int drain)
+{
+    double deadline = drain && !c->drain_expired ? now_s() + DRAIN_S : 0;
+    for (size_t j = 0; j < c->nretiring;) {
+        pyp_request *r = c->retiring[j];
+        if (drain)
+            await_released(r, deadline);
+        if (!pyp_request_released(r)) {
+            c->drain_expired |= drain;
+            j++;
+            continue;
+        }
+        /* Out of the list first: the release may run a tensor's deleter, which may call back. */
+        c->retiring[j] = c->retiring[--c->nretiring];
+        pyp_request_release(r);
+        Py_DECREF((PyObject *) r);
+    }
+    return c->nretiring;
 }
 
 /* Ends every in-flight request of c as closed (their handles' waits raise ClosedError),

@@ -116,13 +116,65 @@ static int dlpack_on_host(struct pyp_view *v, PyObject *obj)
     return 0;
 }
 
-/* Reads obj through DLPack, taking its capsule (the deleter runs at release); returns 0,
- * or -1 with an exception naming the argument. */
-static int view_dlpack(struct pyp_view *v, PyObject *obj)
+/* Says that argument v is not memory of dev's CUDA device (what: where it is); returns -1
+ * with a TypeError. */
+static int not_on_device(const struct pyp_view *v, const struct pyp_devctx *dev, const char *what)
 {
-    if (dlpack_on_host(v, obj) < 0)
+    PyErr_Format(PyExc_TypeError, "%s: %s; on the cuda backend tensors are CUDA memory of device %d "
+                 "(torch: .to('cuda:%d'), or an array of Client.empty)", v->arg, what, dev->device, dev->device);
+    return -1;
+}
+
+/* Checks that obj's __dlpack_device__ is CUDA device dev->device; returns 0, or -1 with a
+ * TypeError naming the argument and the device. */
+static int dlpack_on_device(struct pyp_view *v, PyObject *obj, const struct pyp_devctx *dev)
+{
+    PyObject *d = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+    int type = -1, id = -1;
+    int ok = d != NULL && PyArg_ParseTuple(d, "ii", &type, &id);
+    Py_XDECREF(d);
+    if (!ok) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: __dlpack_device__ did not return (type, id)", v->arg);
         return -1;
-    PyObject *capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
+    }
+    char what[80];
+    if (type == PYP_DL_CPU || type == PYP_DL_CUDA_HOST)
+        return not_on_device(v, dev, "a tensor in host memory (the cpu)");
+    if (type != PYP_DL_CUDA) {
+        snprintf(what, sizeof what, "a tensor on DLPack device type %d", type);
+        return not_on_device(v, dev, what);
+    }
+    if (id != dev->device) {
+        snprintf(what, sizeof what, "a tensor on CUDA device %d", id);
+        return not_on_device(v, dev, what);
+    }
+    v->device = id;
+    return 0;
+}
+
+/* Reads obj through DLPack, taking its capsule (the deleter runs at release); dev (NULL: a
+ * host argument) says which CUDA device it must be on and the stream its producer orders it
+ * on. Returns 0, or -1 with an exception naming the argument. */
+static int view_dlpack(struct pyp_view *v, PyObject *obj, const struct pyp_devctx *dev)
+{
+    PyObject *capsule;
+    if (dev == NULL) {
+        if (dlpack_on_host(v, obj) < 0)
+            return -1;
+        capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
+    } else {
+        if (dlpack_on_device(v, obj, dev) < 0)
+            return -1;
+        /* DLPack names the legacy default stream 1, where a cudaStream_t of it is 0. */
+        PyObject *args = PyTuple_New(0), *kw = Py_BuildValue("{s:K}", "stream", dev->stream == NULL
+                                                             ? 1ull : (unsigned long long) (uintptr_t) dev->stream);
+        PyObject *fn = PyObject_GetAttrString(obj, "__dlpack__");
+        capsule = args != NULL && kw != NULL && fn != NULL ? PyObject_Call(fn, args, kw) : NULL;
+        Py_XDECREF(args);
+        Py_XDECREF(kw);
+        Py_XDECREF(fn);
+    }
     if (capsule == NULL)
         return -1;
     pyp_dl_managed *m = PyCapsule_GetPointer(capsule, PYP_DL_NAME);
@@ -237,13 +289,16 @@ static int view_list(struct pyp_view *v, PyObject *obj, int dtype)
 
 /* Sees obj as an array for argument arg: an ArenaArray, a buffer-protocol object, a DLPack
  * object, or (list_dtype PYP_I32 or PAGED_DTYPE_F32; 0: not taken) a list or tuple of
- * numbers. writable asks for memory the call may write. Returns 0, or -1 with a TypeError or
- * ValueError naming arg; release the view either way. */
-int pyp_view_get(struct pyp_view *v, PyObject *obj, const char *arg, int list_dtype, int writable)
+ * numbers. writable asks for memory the call may write. dev NULL asks for host memory, else
+ * for memory of dev's CUDA device. Returns 0, or -1 with a TypeError or ValueError naming
+ * arg; release the view either way. */
+static int view_any(struct pyp_view *v, PyObject *obj, const char *arg, int list_dtype, int writable,
+                    const struct pyp_devctx *dev)
 {
     memset(v, 0, sizeof *v);
     v->arg = arg;
     v->dtype = -1;
+    v->device = -1;
     if (PyObject_TypeCheck(obj, pyp_array_type)) {
         pyp_array *a = (pyp_array *) obj;
         if (a->client->pc == NULL)
@@ -252,6 +307,20 @@ int pyp_view_get(struct pyp_view *v, PyObject *obj, const char *arg, int list_dt
             PyErr_Format(PyExc_ValueError, "%s: a pool layer's view is read-only", arg);
             return -1;
         }
+        if (dev == NULL && a->device >= 0) {
+            PyErr_Format(PyExc_TypeError, "%s: an array in device memory; this argument is host memory (a "
+                         "list, or an int32 array of Client.empty(..., host=True))", arg);
+            return -1;
+        }
+        if (dev != NULL && a->device != dev->device) {
+            char what[64];
+            snprintf(what, sizeof what, a->device < 0 ? "an array in host memory" : "an array on CUDA device %d",
+                     a->device);
+            return not_on_device(v, dev, what);
+        }
+        Py_INCREF(obj);
+        v->owner = obj;
+        v->device = a->device;
         v->data = pyp_array_data(a);
         v->dtype = a->dtype;
         snprintf(v->dtype_name, sizeof v->dtype_name, "%s", pyp_dtype_name(a->dtype));
@@ -263,15 +332,34 @@ int pyp_view_get(struct pyp_view *v, PyObject *obj, const char *arg, int list_dt
         }
         return 0;
     }
+    if (dev != NULL && PyObject_CheckBuffer(obj))
+        return not_on_device(v, dev, "host memory (the buffer protocol: numpy, bytes)");
     if (PyObject_CheckBuffer(obj))
         return view_buffer(v, obj, writable);
     if (PyObject_HasAttrString(obj, "__dlpack__"))
-        return view_dlpack(v, obj);
+        return view_dlpack(v, obj, dev);
+    if (dev != NULL && (PyList_Check(obj) || PyTuple_Check(obj)))
+        return not_on_device(v, dev, "a list");
     if (list_dtype != 0 && (PyList_Check(obj) || PyTuple_Check(obj)))
         return view_list(v, obj, list_dtype);
     PyErr_Format(PyExc_TypeError, "%s: expected an array (DLPack or buffer protocol)%s", arg,
                  list_dtype != 0 ? " or a list" : "");
     return -1;
+}
+
+/* Sees obj as a host-memory argument arg (view_any); returns 0 or -1. */
+int pyp_view_get(struct pyp_view *v, PyObject *obj, const char *arg, int list_dtype, int writable)
+{
+    return view_any(v, obj, arg, list_dtype, writable, NULL);
+}
+
+/* Sees obj as a data argument arg: host memory when dev is NULL (the cpu backend), else
+ * memory of dev's CUDA device, its producer asked to order it on dev's stream; returns 0 or
+ * -1 (view_any). */
+int pyp_view_get_data(struct pyp_view *v, PyObject *obj, const char *arg, int list_dtype, int writable,
+                      const struct pyp_devctx *dev)
+{
+    return view_any(v, obj, arg, list_dtype, writable, dev);
 }
 
 /* Releases what a view holds: the buffer, the DLPack tensor, the list's copy; returns
@@ -286,6 +374,7 @@ void pyp_view_release(struct pyp_view *v)
     v->dl = NULL;
     free(v->owned);
     v->owned = NULL;
+    Py_CLEAR(v->owner);
 }
 
 /* Checks the view's dimensions against ndim and shape (-1: any); returns 0, or -1 with a
@@ -314,9 +403,11 @@ int pyp_view_expect(const struct pyp_view *v, int ndim, const int64_t *shape)
 }
 
 /* Finds the view's memory in c's arena of kind (no copy) or copies it into a scratch
- * allocation of s; stores the arena offset. Returns 0, or -1 with NoMemoryError. */
+ * allocation of s: with memcpy, or for device memory (dev not NULL) by a copy queued on
+ * dev's stream. Stores the arena offset. Returns 0, or -1 with NoMemoryError or the error of
+ * queueing the copy. */
 int pyp_view_stage(pyp_client *c, struct pyp_scratch *s, const struct pyp_view *v,
-                   paged_arena_kind kind, uint64_t *off)
+                   paged_arena_kind kind, const struct pyp_devctx *dev, uint64_t *off)
 {
     size_t size = 0;
     char *base = paged_arena_base(c->pc, kind, &size);
@@ -327,23 +418,39 @@ int pyp_view_stage(pyp_client *c, struct pyp_scratch *s, const struct pyp_view *
         *off = (uint64_t) (p - b);
         return 0;
     }
+    uint64_t len = v->nbytes ? v->nbytes : 1;
+    if (pyp_scratch_alloc(s, kind, len, v->arg, off) < 0)
+        return -1;
+    if (dev != NULL)
+        return pyp_cuda_copy(dev->device, base + *off, v->data, v->nbytes, dev->stream, v->arg);
+    if (v->nbytes > 0)
+        memcpy(base + *off, v->data, (size_t) v->nbytes);
+    return 0;
+}
+
+/* Takes len bytes of c's arena kind for the call, freed with the scratch; stores the offset.
+ * Returns 0, or -1 with NoMemoryError naming arg. */
+int pyp_scratch_alloc(struct pyp_scratch *s, paged_arena_kind kind, uint64_t len, const char *arg, uint64_t *off)
+{
+    pyp_client *c = s->client;
     if (s->n == PYP_MAX_SCRATCH) {
         PyErr_SetString(PyExc_RuntimeError, "too many arguments to stage");
         return -1;
     }
-    uint64_t len = v->nbytes ? v->nbytes : 1;
-    int rc = pyp_heap_alloc(&c->heap, len, 64, off);
+    struct pyp_heap *h = pyp_client_heap(c, kind);
+    int rc = pyp_heap_alloc(h, len, 64, off);
     if (rc < 0) {
+        size_t size = 0;
+        (void) paged_arena_base(c->pc, (paged_arena_kind) h->kind, &size);
         char msg[160];
-        snprintf(msg, sizeof msg, "%s: the arena (%zu bytes) has no room to copy %llu bytes in", v->arg,
-                 size, (unsigned long long) v->nbytes);
-        pyp_raise(rc, v->arg, msg);
+        snprintf(msg, sizeof msg, "%s: the %sarena (%zu bytes) has no room for %llu more bytes", arg,
+                 h->kind == PAGED_ARENA_DATA ? "data " : "", size, (unsigned long long) len);
+        pyp_raise(rc, arg, msg);
         return -1;
     }
-    if (v->nbytes > 0)
-        memcpy(base + *off, v->data, (size_t) v->nbytes);
     s->off[s->n] = *off;
     s->len[s->n] = len;
+    s->kind[s->n] = h->kind;
     s->n++;
     return 0;
 }
@@ -353,7 +460,7 @@ void pyp_scratch_free(struct pyp_scratch *s)
 {
     for (int i = s->n - 1; i >= 0; i--)
         if (s->client->pc != NULL)
-            pyp_heap_free(&s->client->heap, s->off[i], s->len[i]);
+            pyp_heap_free(pyp_client_heap(s->client, s->kind[i]), s->off[i], s->len[i]);
     s->n = 0;
 }
 

@@ -1,8 +1,9 @@
 # daemon.py: a real pagedd for the Python tests, on a temporary socket, ready when started, always stopped.
 # SPDX-License-Identifier: MIT
 """Starts pagedd as the C tests do (tests/tap/pagedd.c): --foreground, a temporary socket,
---ready-fd on a pipe read until READY (no sleeps), the cpu backend unless
-$PAGED_TEST_BACKEND says otherwise, and SIGTERM then SIGKILL at the end."""
+--ready-fd on a pipe read until READY (no sleeps), the backend a test class asks for (by
+default the cpu one, whose host-memory semantics the tests check; None: what
+$PAGED_TEST_BACKEND says, else cpu), and SIGTERM then SIGKILL at the end."""
 
 import os
 import select
@@ -20,13 +21,14 @@ STOP_S = 20
 class Pagedd:
     """A pagedd process of the test run; use as a context manager."""
 
-    def __init__(self, *args):
-        """Starts pagedd with extra options args; raises RuntimeError if it is not ready in time."""
+    def __init__(self, *args, backend=None):
+        """Starts pagedd with extra options args on backend (None: $PAGED_TEST_BACKEND, else cpu);
+        raises RuntimeError if it is not ready in time."""
         top = os.environ.get("top_builddir", ".")
         self.dir = tempfile.mkdtemp(prefix="paged-pytest")
         self.socket = os.path.join(self.dir, "pagedd.sock")
         self.log = os.path.join(self.dir, "pagedd.log")
-        backend = os.environ.get("PAGED_TEST_BACKEND") or "cpu"
+        backend = backend or os.environ.get("PAGED_TEST_BACKEND") or "cpu"
         rfd, wfd = os.pipe()
         argv = [os.path.join(top, "daemon", "pagedd"), "--foreground", "--ready-fd=%d" % wfd,
                 "--socket", self.socket, "--backend=" + backend, "--config", "/dev/null", *args]
@@ -93,12 +95,14 @@ class Pagedd:
 
 class DaemonTest(unittest.TestCase):
     """A test case whose class shares one daemon, started before its first test, stopped after
-    its last: cls.daemon."""
+    its last: cls.daemon, of cls.backend."""
+
+    backend = "cpu"
 
     @classmethod
     def setUpClass(cls):
         """Starts the daemon."""
-        cls.daemon = Pagedd()
+        cls.daemon = Pagedd(backend=cls.backend)
 
     @classmethod
     def tearDownClass(cls):

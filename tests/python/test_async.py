@@ -203,7 +203,7 @@ class StoppedDaemonTest(unittest.TestCase):
 
     def setUp(self):
         """Starts a daemon of its own, connects, and appends 12 tokens to a sequence."""
-        self.d = Pagedd()
+        self.d = Pagedd(backend="cpu")
         self.addCleanup(self.d.stop)
         self.c = paged.connect(self.d.socket, name="stopped")
         self.addCleanup(self.c.close)

@@ -238,6 +238,42 @@ class ClientTest(DaemonTest):
         with self.assertRaises(paged.ClosedError):
             c.empty(1)
 
+    def test_stats_count_what_the_client_did(self):
+        """stats() reports per-op counts of the daemon that grow by the requests the test made,
+        errors included, with latencies"""
+        c = self.connect()
+        p = self.pool(c, "py-stats")
+        before = c.stats()
+        self.assertIn("decode", before)
+        self.assertEqual(set(before["nop"]), {"requests", "errors", "tokens", "bytes", "latency_p50_ns",
+                                              "latency_p99_ns"})
+        rng = np.random.default_rng()
+        n = int(rng.integers(3, 9))
+        for _ in range(n):
+            c.nop()
+        blocks = p.alloc(1)
+        kv = rng.standard_normal((2, 5, 2, 64)).astype(np.float32)
+        p.append(0, kv[0], kv[1], [blocks[0] * 16 + t for t in range(5)])
+        p.decode(0, rng.standard_normal((1, 4, 64)).astype(np.float32), [blocks], [5])
+        with self.assertRaises(paged.Error):
+            p.decode(0, np.ones((1, 4, 64), np.float32), [[31]], [5])
+        after = c.stats()
+
+        def grew(op, key):
+            return after[op][key] - before[op][key]
+
+        self.assertEqual(grew("nop", "requests"), n)
+        self.assertEqual(grew("alloc", "requests"), 1)
+        self.assertEqual(grew("append", "requests"), 1)
+        self.assertEqual(grew("append", "tokens"), 5)
+        self.assertEqual(grew("decode", "requests"), 2)
+        self.assertEqual(grew("decode", "errors"), 1)
+        self.assertEqual(grew("prefill", "requests"), 0)
+        self.assertGreater(after["decode"]["latency_p99_ns"], 0)
+        c.close()
+        with self.assertRaises(paged.ClosedError):
+            c.stats()
+
 
 class StubTest(unittest.TestCase):
     """The type stubs against the module."""

@@ -125,7 +125,7 @@ class DaemonGoneTest(unittest.TestCase):
     def test_daemon_killed(self):
         """after the daemon is killed, requests raise DisconnectedError (or ShutdownError) and
         the interpreter goes on; the client then closes"""
-        d = Pagedd()
+        d = Pagedd(backend="cpu")
         try:
             c = paged.connect(d.socket, name="orphan")
             p = c.create_pool("py-gone", num_layers=1, num_kv_heads=1, head_dim=64, block_size=16, dtype="f32",
@@ -144,7 +144,7 @@ class DaemonGoneTest(unittest.TestCase):
     def test_daemon_killed_mid_wait(self):
         """a decode waiting on a stopped daemon ends with DisconnectedError once the daemon is
         killed (whether the kill comes before or during its wait), within 20 s, with no crash"""
-        d = Pagedd()
+        d = Pagedd(backend="cpu")
         try:
             c = paged.connect(d.socket, name="waiter")
             p = c.create_pool("py-wait", num_layers=1, num_kv_heads=1, head_dim=64, block_size=16, dtype="f32",

@@ -14,7 +14,7 @@ SVC_TEST_LIBS = tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) lib/core/libpaged
 
 check_PROGRAMS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
 	tests/service/control-t tests/service/spinhint-t tests/service/fdlimit-t tests/service/memlimit-t \
-	tests/service/replyfail-t tests/service/rewrite-t
+	tests/service/replyfail-t tests/service/rewrite-t tests/service/stats-t
 tests_service_badinput_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_replyfail_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_spinhint_t_LDADD = tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) lib/libpaged.la \
@@ -22,6 +22,8 @@ tests_service_spinhint_t_LDADD = tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) 
 # A libpaged client that rewrites an entry it submitted, against a frozen daemon.
 tests_service_rewrite_t_LDADD = tests/service/libsvctest.la $(TAP_PAGEDD_LIBS) lib/libpaged.la \
 	lib/core/libpagedcore.la $(TAP_LIBS)
+# paged_stats between requests of known ops.
+tests_service_stats_t_LDADD = $(TAP_PAGEDD_LIBS) lib/libpaged.la lib/core/libpagedcore.la $(TAP_LIBS)
 tests_service_reclaim_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_daemon_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_control_t_LDADD = $(SVC_TEST_LIBS)
@@ -29,12 +31,13 @@ tests_service_fdlimit_t_LDADD = $(SVC_TEST_LIBS)
 tests_service_memlimit_t_LDADD = $(SVC_TEST_LIBS)
 TESTS += tests/service/badinput-t tests/service/reclaim-t tests/service/daemon-t \
 	tests/service/control-t tests/service/spinhint-t tests/service/fdlimit-t tests/service/memlimit-t \
-	tests/service/replyfail-t tests/service/rewrite-t
+	tests/service/replyfail-t tests/service/rewrite-t tests/service/stats-t
 
 # The tests exec the daemon: make sure it is built first.
 tests/service/badinput-t.log tests/service/reclaim-t.log tests/service/daemon-t.log \
 	tests/service/control-t.log tests/service/spinhint-t.log tests/service/fdlimit-t.log \
-	tests/service/memlimit-t.log tests/service/replyfail-t.log tests/service/rewrite-t.log: daemon/pagedd
+	tests/service/memlimit-t.log tests/service/replyfail-t.log tests/service/rewrite-t.log \
+	tests/service/stats-t.log: daemon/pagedd
 
 # The libpaged client-process tests below share their helpers, libraries and flags; with
 # PAGED_TEST_BACKEND=cuda their clients fill device arenas through the CUDA runtime.
