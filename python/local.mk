@@ -18,7 +18,17 @@ PYTHON_MODULE_SOURCES = \
 	python/src/attn.c \
 	python/src/blocks.c \
 	python/src/seq.c
-EXTRA_DIST += $(PYTHON_MODULE_SOURCES) python/paged/__init__.py python/paged/_paged.pyi python/paged/py.typed \
+# The package's Python files, staged beside the module (one rule for all of them).
+PYTHON_PACKAGE_FILES = \
+	python/paged/__init__.py \
+	python/paged/llama/__init__.py \
+	python/paged/llama/attention.py \
+	python/paged/llama/generate.py \
+	python/paged/llama/model.py \
+	python/paged/llama/ops.py \
+	python/paged/llama/tokenizer.py \
+	python/paged/llama/weights.py
+EXTRA_DIST += $(PYTHON_MODULE_SOURCES) $(PYTHON_PACKAGE_FILES) python/paged/_paged.pyi python/paged/py.typed \
 	python/pyproject.toml python/setup.py python/README.md
 if ENABLE_PYTHON
 # A shared module that is never installed by make: -rpath makes libtool build it shared.
@@ -27,9 +37,9 @@ python__paged_la_SOURCES = $(PYTHON_MODULE_SOURCES)
 python__paged_la_CPPFLAGS = $(AM_CPPFLAGS) $(PYTHON_CPPFLAGS) -DPy_LIMITED_API=0x030B0000
 python__paged_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/python
 python__paged_la_LIBADD = lib/libpaged.la
-noinst_DATA = python/staged/paged/__init__.py python/staged/paged/_paged.abi3.so
-python/staged/paged/__init__.py: $(srcdir)/python/paged/__init__.py
-	$(AM_V_GEN)$(MKDIR_P) python/staged/paged && cp $(srcdir)/python/paged/__init__.py $@
+noinst_DATA = $(PYTHON_PACKAGE_FILES:python/paged/%=python/staged/paged/%) python/staged/paged/_paged.abi3.so
+python/staged/paged/%.py: $(srcdir)/python/paged/%.py
+	$(AM_V_GEN)$(MKDIR_P) $(@D) && cp $< $@
 python/staged/paged/_paged.abi3.so: python/_paged.la
 	$(AM_V_GEN)$(MKDIR_P) python/staged/paged && cp python/.libs/_paged.so $@
 CLEANFILES += $(noinst_DATA)
