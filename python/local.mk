@@ -23,11 +23,15 @@ PYTHON_PACKAGE_FILES = \
 	python/paged/__init__.py \
 	python/paged/llama/__init__.py \
 	python/paged/llama/attention.py \
+	python/paged/llama/demo.py \
 	python/paged/llama/generate.py \
 	python/paged/llama/model.py \
 	python/paged/llama/ops.py \
+	python/paged/llama/pagedd.py \
+	python/paged/llama/prompts.py \
 	python/paged/llama/tokenizer.py \
-	python/paged/llama/weights.py
+	python/paged/llama/weights.py \
+	python/paged/llama/worker.py
 EXTRA_DIST += $(PYTHON_MODULE_SOURCES) $(PYTHON_PACKAGE_FILES) python/paged/_paged.pyi python/paged/py.typed \
 	python/pyproject.toml python/setup.py python/README.md
 if ENABLE_PYTHON
@@ -43,6 +47,18 @@ python/staged/paged/%.py: $(srcdir)/python/paged/%.py
 python/staged/paged/_paged.abi3.so: python/_paged.la
 	$(AM_V_GEN)$(MKDIR_P) python/staged/paged && cp python/.libs/_paged.so $@
 CLEANFILES += $(noinst_DATA)
+
+# `make demo-model`: SmolLM2-135M-Instruct answering four questions through the build tree's
+# pagedd (python/paged/llama/demo.py); DEMO_MODEL_FLAGS adds its options (--backend=cuda, ...).
+# One BLAS thread per worker: the four workers share the cores.
+demo-model: $(noinst_DATA) daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
+	$(AM_V_at)PYTHONPATH='$(abs_top_builddir)/python/staged' LD_LIBRARY_PATH='$(abs_top_builddir)/lib/.libs' \
+	  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m paged.llama.demo \
+	  --pagedd '$(abs_top_builddir)/daemon/pagedd' --pactl '$(abs_top_builddir)/tools/pactl' $(DEMO_MODEL_FLAGS)
+else
+demo-model:
+	@echo "make demo-model needs the Python module (configure found no Python 3.11+ with its headers)" >&2; exit 1
 endif
+.PHONY: demo-model
 # The tests run the module with the interpreter it was built for (empty: not built).
 AM_TESTS_ENVIRONMENT += PAGED_PYTHON='$(PYTHON)'; export PAGED_PYTHON;
