@@ -11,5 +11,5 @@ QUESTIONS = [
     ("What is the capital of France?", "Paris"),
     ("Which planet is known as the red planet?", "Mars"),
     ("What gas do plants absorb from the air?", "carbon"),
-    ("Who wrote the play Romeo and Juliet?", "Shakespeare"),
+    ("Which ocean is the largest on Earth?", "Pacific"),
 ]
