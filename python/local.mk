@@ -34,6 +34,8 @@ PYTHON_PACKAGE_FILES = \
 	python/paged/llama/worker.py
 EXTRA_DIST += $(PYTHON_MODULE_SOURCES) $(PYTHON_PACKAGE_FILES) python/paged/_paged.pyi python/paged/py.typed \
 	python/pyproject.toml python/setup.py python/README.md
+# The model benchmark (GPU, or tiny on the cpu backend), run with the staged package.
+EXTRA_DIST += tools/bench-model.py
 if ENABLE_PYTHON
 # A shared module that is never installed by make: -rpath makes libtool build it shared.
 noinst_LTLIBRARIES += python/_paged.la
