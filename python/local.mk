@@ -57,10 +57,17 @@ demo-model: $(noinst_DATA) daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
 	$(AM_V_at)PYTHONPATH='$(abs_top_builddir)/python/staged' LD_LIBRARY_PATH='$(abs_top_builddir)/lib/.libs' \
 	  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m paged.llama.demo \
 	  --pagedd '$(abs_top_builddir)/daemon/pagedd' --pactl '$(abs_top_builddir)/tools/pactl' $(DEMO_MODEL_FLAGS)
+
+# `make bench-model`: tools/bench-model.py with the build tree's pagedd; BENCH_MODEL_FLAGS adds
+# its options (--device cuda on a GPU machine).
+bench-model: $(noinst_DATA) daemon/pagedd$(EXEEXT)
+	$(AM_V_at)PYTHONPATH='$(abs_top_builddir)/python/staged' LD_LIBRARY_PATH='$(abs_top_builddir)/lib/.libs' \
+	  PYTHONDONTWRITEBYTECODE=1 $(PYTHON) $(srcdir)/tools/bench-model.py \
+	  --pagedd '$(abs_top_builddir)/daemon/pagedd' $(BENCH_MODEL_FLAGS)
 else
-demo-model:
-	@echo "make demo-model needs the Python module (configure found no Python 3.11+ with its headers)" >&2; exit 1
+demo-model bench-model:
+	@echo "make $@ needs the Python module (configure found no Python 3.11+ with its headers)" >&2; exit 1
 endif
-.PHONY: demo-model
+.PHONY: demo-model bench-model
 # The tests run the module with the interpreter it was built for (empty: not built).
 AM_TESTS_ENVIRONMENT += PAGED_PYTHON='$(PYTHON)'; export PAGED_PYTHON;

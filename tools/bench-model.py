@@ -11,11 +11,10 @@ loaded the weights (numpy) and never touched torch, so CUDA starts in the childr
 processes of a measurement prefill, meet at a pipe barrier, then time --new-tokens steps.
 Prints a table and, last, one JSON document (also written to --json).
 
-On the GPU (the build's pagedd with the cuda backend):
-  PYTHONPATH=python/staged LD_LIBRARY_PATH=lib/.libs python3 tools/bench-model.py \\
-      --pagedd daemon/pagedd --device cuda
-Tiny, on the cpu backend with torch on the host:
-  ... tools/bench-model.py --pagedd daemon/pagedd --prompt-len 16 --new-tokens 4 --batches 1,2 --workers 2
+From the build tree, with the build's pagedd and the staged package:
+  make bench-model BENCH_MODEL_FLAGS='--device cuda'                 (a GPU machine)
+  make bench-model BENCH_MODEL_FLAGS='--prompt-len 16 --new-tokens 4 --batches 1,2 --workers 2'
+                                                                     (tiny, cpu backend, torch on the host)
 """
 
 import argparse
