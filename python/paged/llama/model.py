@@ -46,7 +46,7 @@ class Llama:
             qkv = h @ w["%d.qkv" % i].T
             q = self.rope(qkv[:, :hq * d].reshape(n, hq, d), cos, sin)
             k = self.rope(qkv[:, hq * d:(hq + hkv) * d].reshape(n, hkv, d), cos, sin)
-            v = ops.cat([qkv[:, (hq + hkv) * d:].reshape(n, hkv, d)], 0)   # a contiguous copy
+            v = ops.contiguous(qkv[:, (hq + hkv) * d:].reshape(n, hkv, d))
             o = attention(i, q, k, v)
             x = x + o.reshape(n, hq * d) @ w["%d.o" % i].T
             h = ops.rms_norm(x, w["%d.ffn_norm" % i], c.eps)

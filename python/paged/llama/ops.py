@@ -34,6 +34,10 @@ class NumpyOps:
         """Returns the arrays xs joined along axis."""
         return np.concatenate(xs, axis=axis)
 
+    def contiguous(self, x):
+        """Returns x in C order (x itself when it already is)."""
+        return np.ascontiguousarray(x)
+
     def rms_norm(self, x, w, eps):
         """Returns x / sqrt(mean(x^2, last axis) + eps) * w."""
         return x * (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)) * w
@@ -113,6 +117,10 @@ class TorchOps:
     def cat(self, xs, axis):
         """Returns the tensors xs joined along axis."""
         return self.torch.cat(xs, dim=axis)
+
+    def contiguous(self, x):
+        """Returns x in C order (x itself when it already is)."""
+        return x.contiguous()
 
     def rms_norm(self, x, w, eps):
         """Returns x / sqrt(mean(x^2, last dim) + eps) * w."""
