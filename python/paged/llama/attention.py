@@ -140,7 +140,8 @@ class LocalAttention:
         self.spans = []
         for s, toks in zip(seqs, tokens):
             if s.length + len(toks) > self.capacity:
-                raise ValueError("tokens: %d past the capacity of %d tokens" % (s.length + len(toks), self.capacity))
+                raise ValueError("tokens: %d past the capacity of %d tokens"
+                                 % (s.length + len(toks), self.capacity))
             self.spans.append((s.row, s.length, s.length + len(toks)))
             s.length += len(toks)
         rows = [r for r, _, _ in self.spans]

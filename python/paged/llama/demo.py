@@ -21,7 +21,7 @@ from . import prompts
 from . import worker
 from .pagedd import Daemon
 
-LINE = 64   # a worker's pending text is printed once it holds this much (at a word's end)
+LINE = 40   # a worker's pending text is printed once it holds this much (at a word's end)
 
 
 def parse(argv):
@@ -34,8 +34,9 @@ def parse(argv):
                                                              "torch on cuda)")
     p.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"], help="the pool's dtype")
     p.add_argument("--max-new", type=int, default=48, help="new tokens per answer at most (default 48)")
-    p.add_argument("--workers", type=int, default=len(prompts.QUESTIONS), choices=range(1, len(prompts.QUESTIONS) + 1),
-                   metavar="N", help="how many workers (1 to %d)" % len(prompts.QUESTIONS))
+    n = len(prompts.QUESTIONS)
+    p.add_argument("--workers", type=int, default=n, choices=range(1, n + 1), metavar="N",
+                   help="how many workers (1 to %d)" % n)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a worker's wait may take at most")
     a = p.parse_args(argv)
     a.ops = a.ops or ("torch" if a.backend == "cuda" else "numpy")
@@ -117,7 +118,10 @@ def collect(report_r, count, deadline):
             r = json.loads(line)
             w, ev = r["w"], r["ev"]
             results[w][ev] = r
-            if ev == "prefill":
+            if ev == "prefill" and r["published"]:
+                print("  [worker %d] prompt of %d tokens: %d prefilled; published the system turn's first %d"
+                      % (w, r["prompt"], r["computed"], r["published"]), flush=True)
+            elif ev == "prefill":
                 print("  [worker %d] prompt of %d tokens: %d adopted from the published prefix, %d prefilled"
                       % (w, r["prompt"], r["adopted"], r["computed"]), flush=True)
             elif ev == "text":

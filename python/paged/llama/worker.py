@@ -94,7 +94,8 @@ def run(index, count, bundle, opts, socket, pipes, question):
             logits = gen.step([seq], [prompt[adopted:]])
         ops.synchronize()
         t1 = time.monotonic()
-        rep.send("prefill", prompt=len(prompt), prefix=len(prefix), adopted=adopted,
+        published = len(prefix) // opts.block_size * opts.block_size if index == 0 else 0
+        rep.send("prefill", prompt=len(prompt), prefix=len(prefix), adopted=adopted, published=published,
                  computed=len(prompt) - adopted, secs=t1 - t0)
         stream = TextStream(tok)
 
