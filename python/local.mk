@@ -53,16 +53,17 @@ CLEANFILES += $(noinst_DATA)
 
 # `make demo-model`: SmolLM2-135M-Instruct answering four questions through the build tree's
 # pagedd (python/paged/llama/demo.py); DEMO_MODEL_FLAGS adds its options (--backend=cuda, ...).
+# The caller's PYTHONPATH and LD_LIBRARY_PATH follow the build tree's (a model file elsewhere).
 # One BLAS thread per worker: the four workers share the cores.
 demo-model: $(noinst_DATA) daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
-	$(AM_V_at)PYTHONPATH='$(abs_top_builddir)/python/staged' LD_LIBRARY_PATH='$(abs_top_builddir)/lib/.libs' \
+	$(AM_V_at)PYTHONPATH='$(abs_top_builddir)/python/staged'$${PYTHONPATH:+:$$PYTHONPATH} LD_LIBRARY_PATH='$(abs_top_builddir)/lib/.libs'$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 	  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m paged.llama.demo \
 	  --pagedd '$(abs_top_builddir)/daemon/pagedd' --pactl '$(abs_top_builddir)/tools/pactl' $(DEMO_MODEL_FLAGS)
 
 # `make bench-model`: tools/bench-model.py with the build tree's pagedd; BENCH_MODEL_FLAGS adds
 # its options (--device cuda on a GPU machine).
 bench-model: $(noinst_DATA) daemon/pagedd$(EXEEXT)
-	$(AM_V_at)PYTHONPATH='$(abs_top_builddir)/python/staged' LD_LIBRARY_PATH='$(abs_top_builddir)/lib/.libs' \
+	$(AM_V_at)PYTHONPATH='$(abs_top_builddir)/python/staged'$${PYTHONPATH:+:$$PYTHONPATH} LD_LIBRARY_PATH='$(abs_top_builddir)/lib/.libs'$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 	  PYTHONDONTWRITEBYTECODE=1 $(PYTHON) $(srcdir)/tools/bench-model.py \
 	  --pagedd '$(abs_top_builddir)/daemon/pagedd' $(BENCH_MODEL_FLAGS)
 else
