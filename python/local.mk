@@ -32,7 +32,8 @@ PYTHON_PACKAGE_FILES = \
 	python/paged/llama/prompts.py \
 	python/paged/llama/tokenizer.py \
 	python/paged/llama/weights.py \
-	python/paged/llama/worker.py
+	python/paged/llama/worker.py \
+	python/paged/transformers.py
 EXTRA_DIST += $(PYTHON_MODULE_SOURCES) $(PYTHON_PACKAGE_FILES) python/paged/_paged.pyi python/paged/py.typed \
 	python/pyproject.toml python/setup.py python/README.md
 # The model benchmark (GPU, or tiny on the cpu backend), run with the staged package.
