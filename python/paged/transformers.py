@@ -146,6 +146,7 @@ class PagedLayer(CacheLayerMixin):
     def reset(self):
         """Forgets the positions seen."""
         self.seen = 0
+        self.is_initialized = False
 
     def reorder_cache(self, beam_idx):
         """Refuses: beam search is not supported."""
@@ -346,6 +347,8 @@ class PagedCache(Cache):
                 raise ValueError("batch: the cache has %d rows, the input %d" % (self.batch, key.shape[0]))
             self.batch = key.shape[0]
             self.sequences = [self.pool.sequence() for _ in range(self.batch)]
+            for layer in self.layers:
+                layer.is_initialized = True
         elif key.shape[0] != self.batch:
             raise ValueError("batch: the cache has %d rows, the input %d" % (self.batch, key.shape[0]))
 
