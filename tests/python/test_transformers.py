@@ -4,8 +4,8 @@
 run with attn_implementation="paged" and a PagedCache on a real pagedd, compared with the same
 model run with "sdpa" in the process: greedy generate() gives the same tokens (one row, and a
 left-padded batch of two), teacher-forced logits agree within f32 rounding (prefill, prefill
-after history, decode), a bf16 model with a bf16 pool stays within the bf16 model's own
-rounding; refusals are clear. Skips when torch, transformers, gguf, accelerate or the GGUF
+after history, decode), bf16 and f16 models with pools of their dtype stay within the 16-bit
+model's own rounding; refusals are clear. Skips when torch, transformers, gguf, accelerate or the GGUF
 file is missing. With PAGED_TEST_BACKEND=cuda the daemon runs the cuda backend and the model
 runs on the GPU (the device follows the client's backend)."""
 
@@ -28,9 +28,10 @@ NEW_TOKENS = 24
 # the 49152-way head amplify to about 1e-4 on logits of magnitude 40. 2e-3 leaves a margin of
 # 20; a wrong token, position, scale or head mapping moves logits by whole units.
 F32_ATOL = 2e-3
-# bf16: two bf16 evaluations of one model, each within E (the in-process bf16 model's largest
-# distance from the f32 model) of the f32 logits, are within 2E of each other.
-BF16_FACTOR = 2.0
+# bf16 and f16: two evaluations of one model in the 16-bit dtype, each within E (the in-process
+# 16-bit model's largest distance from the f32 model) of the f32 logits, are within 2E of each
+# other; likewise for the mean distance.
+LOW_FACTOR = 2.0
 
 
 @unittest.skipIf(WHY is not None, WHY or "")
@@ -118,28 +119,30 @@ class TransformersTest(DaemonTest):
         self.assertGreater(ref[real].abs().max().item(), 1.0, "the logits are not near zero")
         self.assertTrue(torch.equal(got.argmax(-1)[real], ref.argmax(-1)[real]), "top-1 tokens")
 
-    def test_logits_bf16(self):
-        """a bf16 model with a bf16 pool: teacher-forced logits of a padded batch of two are within
-        twice the in-process bf16 model's own distance from the f32 logits, largest and mean"""
+    def test_logits_16bit(self):
+        """a bf16 model with a bf16 pool, and an f16 model with an f16 pool: teacher-forced logits of
+        a padded batch of two are within twice the in-process model's own distance from the f32
+        logits, largest and mean"""
         ids, mask = self.encode(hf_model.PROMPTS[:2])
         cont = hf_model.generate(self.model, "paged", ids, mask, NEW_TOKENS, past_key_values=self.cache())
         full = hf_model.extend_mask(mask, cont)
         f32 = hf_model.logits(self.model, "sdpa", cont, full)
-        bf16 = copy.deepcopy(self.model).to(torch.bfloat16)
-        ref = hf_model.logits(bf16, "sdpa", cont, full)
-        cache = self.cache(bf16)
-        got = hf_model.logits(bf16, "paged", cont, full, past_key_values=cache)
-        self.assertEqual(cache.pool.info()["dtype"], "bf16")
         real = full.bool()
-        rounding = (ref - f32)[real].abs().max().item()
-        diff = (got - ref)[real].abs().max().item()
-        self.assertGreater(rounding, 0.0, "bf16 rounds")
-        self.assertLessEqual(diff, BF16_FACTOR * rounding, "largest logit difference (bf16 rounding %.3f)" % rounding)
-        mean = (ref - f32)[real].abs().mean().item()
-        self.assertLessEqual((got - ref)[real].abs().mean().item(), BF16_FACTOR * mean,
-                             "mean logit difference (bf16 rounding %.4f)" % mean)
-        agree = (got.argmax(-1) == ref.argmax(-1))[real].float().mean().item()
-        self.assertGreaterEqual(agree, 0.95, "top-1 agreement with the in-process bf16 model")
+        for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+            low = copy.deepcopy(self.model).to(dtype)
+            ref = hf_model.logits(low, "sdpa", cont, full)
+            cache = self.cache(low)
+            got = hf_model.logits(low, "paged", cont, full, past_key_values=cache)
+            self.assertEqual(cache.pool.info()["dtype"], name)
+            rounding = (ref - f32)[real].abs().max().item()
+            self.assertGreater(rounding, 0.0, "%s rounds" % name)
+            self.assertLessEqual((got - ref)[real].abs().max().item(), LOW_FACTOR * rounding,
+                                 "%s: largest logit difference (rounding %.3f)" % (name, rounding))
+            mean = (ref - f32)[real].abs().mean().item()
+            self.assertLessEqual((got - ref)[real].abs().mean().item(), LOW_FACTOR * mean,
+                                 "%s: mean logit difference (rounding %.4f)" % (name, mean))
+            agree = (got.argmax(-1) == ref.argmax(-1))[real].float().mean().item()
+            self.assertGreaterEqual(agree, 0.95, "%s: top-1 agreement with the in-process model" % name)
 
     def test_sequences_freed(self):
         """closing a cache over a pool of 8 blocks frees its sequences' blocks; reset() starts
