@@ -22,9 +22,9 @@ query positions are zeros.
 
 Supported: decoder-only causal attention without sliding windows, soft caps, sinks, position
 biases or dropout; float32, bfloat16 and float16 models, whose dtype the pool must have; head
-dims the pool takes (64, 80, 96, 128, 256); 2D padding masks. Refused with an error naming
-why: anything else, beam search and other cache reordering, cropping, and a forward without
-a :class:`PagedCache`. Tensors live where the client's backend runs attention: the CPU for
+dims the pool takes (64, 80, 96, 128, 256); 2D padding masks; beam search (the chosen rows'
+sequences forked, copy on write). Refused with an error naming why: anything else, cropping
+and row selection, and a forward without a :class:`PagedCache`. Tensors live where the client's backend runs attention: the CPU for
 the cpu backend, the CUDA device for the cuda backend (:func:`device`).
 """
 
@@ -149,8 +149,7 @@ class PagedLayer(CacheLayerMixin):
         self.is_initialized = False
 
     def reorder_cache(self, beam_idx):
-        """Refuses: beam search is not supported."""
-        raise NotImplementedError("PagedCache does not reorder its sequences (beam search)")
+        """Does nothing: PagedCache.reorder_cache reorders the sequences, which every layer shares."""
 
     def crop(self, tokens_to_remove):
         """Refuses: the pool's sequences only grow."""
@@ -294,8 +293,17 @@ class PagedCache(Cache):
         self._free()
 
     def reorder_cache(self, beam_idx):
-        """Refuses: beam search is not supported."""
-        raise NotImplementedError("PagedCache does not reorder its sequences (beam search); use num_beams=1")
+        """Makes row i a copy of row beam_idx[i] (beam search): forks of the sequences, which
+        share their blocks until one of them writes (copy on write); the old ones are closed."""
+        if self.sequences is None:
+            return
+        picks = [int(i) for i in beam_idx.tolist()]
+        if len(picks) != self.batch or not all(0 <= i < self.batch for i in picks):
+            raise ValueError("beam_idx: %s does not pick %d rows of %d" % (picks, self.batch, self.batch))
+        old = self.sequences
+        self.sequences = [old[i].fork() for i in picks]
+        for s in old:
+            s.close()
 
     def crop(self, tokens_to_remove):
         """Refuses: the pool's sequences only grow."""

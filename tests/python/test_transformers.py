@@ -98,6 +98,17 @@ class TransformersTest(DaemonTest):
         real = mask.sum(dim=1).tolist()
         self.assertEqual([len(s) for s in cache.sequences], [n + NEW_TOKENS - 1 for n in real])
 
+    def test_beam_search(self):
+        """beam search (3 beams) over a left-padded batch of two gives sdpa's tokens: reorder_cache
+        forks the chosen rows' sequences, copy on write"""
+        ids, mask = self.encode(hf_model.PROMPTS[:2])
+        ref = hf_model.generate(self.model, "sdpa", ids, mask, 12, num_beams=3)
+        cache = self.cache()
+        got = hf_model.generate(self.model, "paged", ids, mask, 12, num_beams=3, past_key_values=cache)
+        self.assertEqual(got.tolist(), ref.tolist(), "%r against %r" % (
+            self.tok.batch_decode(got[:, ids.shape[1]:]), self.tok.batch_decode(ref[:, ids.shape[1]:])))
+        self.assertEqual(len(cache.sequences), 6)
+
     def test_logits_f32(self):
         """teacher-forced f32 logits of a padded batch of two agree with sdpa's within 2e-3 at every
         real position: a prefill of the prompts, a prefill of 3 tokens after them, a decode of 1"""
@@ -173,7 +184,7 @@ class TransformersTest(DaemonTest):
 
     def test_refusals(self):
         """a forward without a PagedCache, a pool of another dtype, a closed client, a batch that
-        does not fit, beam search and unsupported configs are refused, saying why"""
+        does not fit, cropping and unsupported configs are refused, saying why"""
         ids, mask = self.encode(hf_model.PROMPTS[:1])
         with self.assertRaisesRegex(RuntimeError, "PagedCache"):
             hf_model.logits(self.model, "paged", ids, mask)
@@ -184,9 +195,8 @@ class TransformersTest(DaemonTest):
             hf_model.logits(self.model, "paged", ids, mask, past_key_values=pt.PagedCache(pool, self.model.config))
         with self.assertRaisesRegex(ValueError, "batch"):
             hf_model.logits(self.model, "paged", ids, mask, past_key_values=self.cache(batch_size=2))
-        with self.assertRaisesRegex(NotImplementedError, "beam"):
-            hf_model.generate(self.model, "paged", torch.cat([ids, ids]), torch.cat([mask, mask]), 2,
-                              past_key_values=self.cache(), num_beams=2)
+        with self.assertRaisesRegex(NotImplementedError, "crop"):
+            self.cache().crop(1)
         with paged.connect(self.daemon.socket, name="hf-closed") as other:
             cache = pt.PagedCache(other, self.model.config)
         with self.assertRaises(paged.ClosedError):
