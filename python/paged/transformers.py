@@ -21,7 +21,9 @@ causal, with the module's scaling and any number of query heads per KV head. Out
 query positions are zeros.
 
 Supported: decoder-only causal attention without sliding windows, soft caps, sinks, position
-biases or dropout; float32, bfloat16 and float16 models, whose dtype the pool must have; head
+biases or dropout; float32, bfloat16 and float16 models, with a pool of their dtype or of
+another of the three (``PagedCache(..., dtype=torch.bfloat16)`` keeps a float32 model's keys and
+values in bfloat16: they, the queries and the outputs cross rounded to the pool's dtype); head
 dims the pool takes (64, 80, 96, 128, 256); 2D padding masks; beam search (the chosen rows'
 sequences forked, copy on write). Refused with an error naming why: anything else, cropping
 and row selection, and a forward without a :class:`PagedCache`. Tensors live where the client's backend runs attention: the CPU for
@@ -46,8 +48,9 @@ DEFAULT_BYTE_BUDGET = 256 << 20
 """The pool size a :class:`PagedCache` made from a client gives its pool when neither
 ``num_blocks`` nor ``byte_budget`` is given."""
 
-# torch's floating dtypes and the pool dtypes of the same element type.
+# torch's floating dtypes and the pool dtypes of the same element type, and back.
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+_TORCH = {name: dtype for dtype, name in _DTYPES.items()}
 
 # The cache whose update() ran last on this thread, the layer and the key tensor it returned,
 # for the attention function that follows it in the module's forward.
@@ -220,24 +223,28 @@ class PagedCache(Cache):
     with ``attn_implementation="paged"``.
 
     ``source`` is a :class:`paged.Client`, and then the cache creates its own pool at the first
-    forward (:func:`create_pool`, named ``name`` or a fresh name, dtype the model's, with
-    ``block_size``, ``num_blocks``, ``byte_budget``) and destroys it at :meth:`close`; or a
-    :class:`paged.Pool` this client is attached to, whose geometry must match ``config`` and
-    whose dtype must be the model's. ``batch_size`` (None: the first forward's) fixes the
+    forward (:func:`create_pool`, named ``name`` or a fresh name, of torch ``dtype`` (None:
+    the model's), with ``block_size``, ``num_blocks``, ``byte_budget``) and destroys it at
+    :meth:`close`; or a :class:`paged.Pool` this client is attached to, whose geometry must
+    match ``config``. A pool of f32, bf16 or f16 serves a model of any of the three: keys,
+    values and queries are rounded to the pool's dtype on their way in, and the outputs come
+    back in the model's. ``batch_size`` (None: the first forward's) fixes the
     number of rows. The sequences are made at the first forward and freed by :meth:`close`,
     :meth:`reset`, or when the cache is garbage. A context manager: leaving it closes.
     """
 
     def __init__(self, source, config, batch_size=None, *, name=None, block_size=16, num_blocks=0,
-                 byte_budget=0):
+                 byte_budget=0, dtype=None):
         """Makes an empty cache over source (a Client or a Pool) for a model of config."""
+        if dtype is not None:
+            pool_dtype(dtype)
         self.num_layers, self.num_kv_heads, self.head_dim = _geometry(config)
         super().__init__(layers=[PagedLayer() for _ in range(self.num_layers)])
         if isinstance(source, paged.Client):
             self.client, self.pool = source, None
             self.backend = source.backend
             self._pool_args = dict(name=name or "hf-%d-%d" % (os.getpid(), next(_names)), block_size=block_size,
-                                   num_blocks=num_blocks, byte_budget=byte_budget)
+                                   num_blocks=num_blocks, byte_budget=byte_budget, dtype=dtype)
         elif isinstance(source, paged.Pool):
             self.client, self.pool, self.backend, self._pool_args = None, source, None, None
             info = source.info()
@@ -253,6 +260,7 @@ class PagedCache(Cache):
         self.config = config
         self.batch = batch_size
         self.sequences = None
+        self.kv_dtype = None
         self.closed = False
         self._step = None
 
@@ -336,7 +344,7 @@ class PagedCache(Cache):
     def _prepare(self, key):
         """Creates the pool and the sequences at the first forward, checking key's batch, dtype
         and device against them; raises ValueError or TypeError naming what disagrees."""
-        dtype = pool_dtype(key.dtype)
+        pool_dtype(key.dtype)
         if self.backend is not None:
             want = "cuda" if self.backend == "cuda" else "cpu"
             if key.device.type != want:
@@ -344,12 +352,13 @@ class PagedCache(Cache):
                                 % (key.device.type, self.backend, want))
         if self.pool is None:
             a = self._pool_args
-            self.pool = create_pool(self.client, a["name"], self.config, key.dtype, block_size=a["block_size"],
-                                    num_blocks=a["num_blocks"], byte_budget=a["byte_budget"])
+            self.pool = create_pool(self.client, a["name"], self.config, a["dtype"] or key.dtype,
+                                    block_size=a["block_size"], num_blocks=a["num_blocks"],
+                                    byte_budget=a["byte_budget"])
         have = self.pool.info()["dtype"]
-        if have != dtype:
-            raise TypeError("the model computes in %s, the pool holds %s: create the pool with dtype=%r"
-                            % (key.dtype, have, dtype))
+        if have not in _TORCH:
+            raise TypeError("the pool holds %s; a model's keys and values go in an f32, bf16 or f16 pool" % have)
+        self.kv_dtype = _TORCH[have]
         if self.sequences is None:
             if self.batch is not None and key.shape[0] != self.batch:
                 raise ValueError("batch: the cache has %d rows, the input %d" % (self.batch, key.shape[0]))
@@ -383,13 +392,14 @@ class PagedCache(Cache):
         self._prepare(key)
         batch, q_heads, length, head_dim = query.shape
         step = self._step_for(layer, mask, batch, length, query.device)
-        k = key.transpose(1, 2).reshape(batch * length, self.num_kv_heads, head_dim).contiguous()
-        v = value.transpose(1, 2).reshape(batch * length, self.num_kv_heads, head_dim).contiguous()
+        kv = self.kv_dtype
+        k = key.transpose(1, 2).reshape(batch * length, self.num_kv_heads, head_dim).to(kv).contiguous()
+        v = value.transpose(1, 2).reshape(batch * length, self.num_kv_heads, head_dim).to(kv).contiguous()
         self.pool.append(layer, k, v, step.slots)
         step.layers_done.add(layer)
         self.layers[layer].seen += length
         q = query.transpose(1, 2).reshape(batch * length, q_heads, head_dim)
-        q = (q if step.index is None else q.index_select(0, step.index)).contiguous()
+        q = (q if step.index is None else q.index_select(0, step.index)).to(kv).contiguous()
         if not step.rows:
             return torch.zeros(batch, length, q_heads, head_dim, dtype=query.dtype, device=query.device)
         if step.decode:
@@ -398,7 +408,7 @@ class PagedCache(Cache):
             out = self.pool.prefill(layer, q, step.indptr, step.tables, step.lens, scale=scaling)
         # The output is the client's arena memory, a heap extent of its own that lives as long as
         # the tensor viewing it: nothing reuses it, so it needs no copy.
-        out = torch.from_dlpack(out)
+        out = torch.from_dlpack(out).to(query.dtype)
         if step.index is not None:
             full = torch.zeros(batch * length, q_heads, head_dim, dtype=out.dtype, device=out.device)
             out = full.index_copy_(0, step.index, out)

@@ -93,3 +93,31 @@ def extend_mask(mask, ids):
     import torch
     more = ids.shape[1] - mask.shape[1]
     return torch.cat([mask, torch.ones(mask.shape[0], more, dtype=mask.dtype, device=mask.device)], dim=1)
+
+
+ROUNDED_SDPA = "sdpa_bf16_inputs"
+"""The in-process reference of a float32 model over a bf16 pool: sdpa on the queries, keys and
+values rounded to bf16 as the pool stores them and the daemon reads them, its output rounded
+to bf16 as the daemon writes it (registered by :func:`register_rounded_sdpa`)."""
+
+
+def register_rounded_sdpa():
+    """Registers :data:`ROUNDED_SDPA` with transformers' attention and mask interfaces; returns its name."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    def rounded(t):
+        """Returns t rounded to bf16, in its own dtype."""
+        return t.to(torch.bfloat16).to(t.dtype)
+
+    def attention(module, query, key, value, attention_mask, **kwargs):
+        """sdpa over bf16-rounded inputs, its output rounded to bf16."""
+        out, weights = sdpa_attention_forward(module, rounded(query), rounded(key), rounded(value), attention_mask,
+                                              **kwargs)
+        return rounded(out), weights
+
+    AttentionInterface.register(ROUNDED_SDPA, attention)
+    AttentionMaskInterface.register(ROUNDED_SDPA, sdpa_mask)
+    return ROUNDED_SDPA

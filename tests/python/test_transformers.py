@@ -155,6 +155,29 @@ class TransformersTest(DaemonTest):
             agree = (got.argmax(-1) == ref.argmax(-1))[real].float().mean().item()
             self.assertGreaterEqual(agree, 0.95, "%s: top-1 agreement with the in-process model" % name)
 
+    def test_bf16_pool_f32_model(self):
+        """an f32 model over a bf16 pool (PagedCache dtype=bfloat16): teacher-forced logits of a padded
+        batch of two against in-process sdpa over f32 keys and values agree on the top-1 token
+        at 99% of positions and are within twice what rounding sdpa's inputs and output to bf16
+        moves them (largest and mean)"""
+        ids, mask = self.encode(hf_model.PROMPTS[:2])
+        cont = hf_model.generate(self.model, "paged", ids, mask, NEW_TOKENS, past_key_values=self.cache())
+        full = hf_model.extend_mask(mask, cont)
+        real = full.bool()
+        f32 = hf_model.logits(self.model, "sdpa", cont, full)
+        rounded = hf_model.logits(self.model, hf_model.register_rounded_sdpa(), cont, full)
+        cache = pt.PagedCache(self.client, self.model.config, dtype=torch.bfloat16)
+        self.addCleanup(cache.close)
+        got = hf_model.logits(self.model, "paged", cont, full, past_key_values=cache)
+        self.assertEqual(cache.pool.info()["dtype"], "bf16")
+        rounding = (rounded - f32)[real].abs()
+        self.assertGreater(rounding.max().item(), 0.0, "bf16 inputs move the logits")
+        diff = (got - f32)[real].abs()
+        self.assertLessEqual(diff.max().item(), LOW_FACTOR * rounding.max().item(), "largest logit difference")
+        self.assertLessEqual(diff.mean().item(), LOW_FACTOR * rounding.mean().item(), "mean logit difference")
+        agree = (got.argmax(-1) == f32.argmax(-1))[real].float().mean().item()
+        self.assertGreaterEqual(agree, 0.99, "top-1 agreement with the in-process f32 reference")
+
     def test_sequences_freed(self):
         """closing a cache over a pool of 8 blocks frees its sequences' blocks; reset() starts
         over; a cache that made its own pool destroys it"""
@@ -183,16 +206,20 @@ class TransformersTest(DaemonTest):
             hf_model.logits(self.model, "paged", ids, mask, past_key_values=own)
 
     def test_refusals(self):
-        """a forward without a PagedCache, a pool of another dtype, a closed client, a batch that
+        """a forward without a PagedCache, an fp8 pool, a float64 pool dtype, a closed client, a batch that
         does not fit, cropping and unsupported configs are refused, saying why"""
         ids, mask = self.encode(hf_model.PROMPTS[:1])
         with self.assertRaisesRegex(RuntimeError, "PagedCache"):
             hf_model.logits(self.model, "paged", ids, mask)
-        pool = pt.create_pool(self.client, "hf-bf16", self.model.config, torch.bfloat16, num_blocks=16)
-        self.addCleanup(lambda: self.client.destroy_pool("hf-bf16"))
+        layers, kv_heads, head_dim = pt._geometry(self.model.config)
+        pool = self.client.create_pool("hf-fp8", num_layers=layers, num_kv_heads=kv_heads, head_dim=head_dim,
+                                       block_size=16, dtype="fp8_e4m3", num_blocks=16, k_scale=1.0, v_scale=1.0)
+        self.addCleanup(lambda: self.client.destroy_pool("hf-fp8"))
         self.addCleanup(pool.detach)
-        with self.assertRaisesRegex(TypeError, "float32.*bf16"):
+        with self.assertRaisesRegex(TypeError, "fp8_e4m3"):
             hf_model.logits(self.model, "paged", ids, mask, past_key_values=pt.PagedCache(pool, self.model.config))
+        with self.assertRaisesRegex(ValueError, "dtype"):
+            pt.PagedCache(self.client, self.model.config, dtype=torch.float64)
         with self.assertRaisesRegex(ValueError, "batch"):
             hf_model.logits(self.model, "paged", ids, mask, past_key_values=self.cache(batch_size=2))
         with self.assertRaisesRegex(NotImplementedError, "crop"):

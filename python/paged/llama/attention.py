@@ -36,8 +36,10 @@ class PagedAttention:
 
     def __init__(self, pool, ops, scale):
         """Takes the pool (its geometry the model's: layers, KV heads, head dim), the ops whose
-        arrays the model passes, and the softmax scale."""
+        arrays the model passes, and the softmax scale. A pool of f16 or bf16 stores the keys and
+        values rounded to its dtype; queries go in and outputs come back the same way."""
         self.pool, self.ops, self.scale = pool, ops, scale
+        self.dtype = pool.info()["dtype"]
 
     def new_sequence(self):
         """Returns a new, empty sequence of the pool."""
@@ -79,6 +81,8 @@ class PagedAttention:
     def __call__(self, layer, q, k, v):
         """Appends the step's keys and values of layer and returns its attention output, computed
         by the daemon (decode or prefill): the output's memory, as an array of the ops."""
+        if self.dtype != "f32":
+            q, k, v = (self.ops.cast(x, self.dtype) for x in (q, k, v))
         pending = self.pool.append(layer, k, v, self.slots, wait=False)
         try:
             if self.is_decode:
@@ -87,7 +91,8 @@ class PagedAttention:
                 out = self.pool.prefill(layer, q, self.indptr, self.tables, self.lens, scale=self.scale)
         finally:
             pending.wait()   # the append's own error, if any, explains the attention's
-        return self.ops.from_dlpack(out)
+        out = self.ops.from_dlpack(out)
+        return out if self.dtype == "f32" else self.ops.cast(out, "f32")
 
 
 class LocalSequence:

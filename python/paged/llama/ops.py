@@ -26,6 +26,15 @@ class NumpyOps:
         """Returns the DLPack object a (an ArenaArray) as an array, sharing its memory."""
         return np.from_dlpack(a)
 
+    def cast(self, x, dtype):
+        """Returns x in the pool dtype named dtype ("f32" or "f16": numpy has no bfloat16),
+        x itself when it already is; raises ValueError for "bf16"."""
+        want = {"f32": np.float32, "f16": np.float16}.get(dtype)
+        if want is None:
+            raise ValueError("dtype: numpy arrays have no %s; run the model with torch ops for a %s pool"
+                             % (dtype, dtype))
+        return x if x.dtype == want else np.ascontiguousarray(x, dtype=want)
+
     def empty(self, shape):
         """Returns an uninitialized float32 array of shape."""
         return np.empty(shape, dtype=np.float32)
@@ -109,6 +118,12 @@ class TorchOps:
         """Returns the DLPack object a (an ArenaArray, host or device memory) as a tensor sharing
         its memory."""
         return self.torch.from_dlpack(a)
+
+    def cast(self, x, dtype):
+        """Returns x in the pool dtype named dtype ("f32", "f16", "bf16"), x itself when it
+        already is."""
+        t = self.torch
+        return x.to({"f32": t.float32, "f16": t.float16, "bf16": t.bfloat16}[dtype]).contiguous()
 
     def empty(self, shape):
         """Returns an uninitialized float32 tensor of shape on the device."""
