@@ -22,13 +22,13 @@ PYTHON_MODULE_SOURCES = \
 # The package's Python files, staged beside the module (one rule for all of them).
 PYTHON_PACKAGE_FILES = \
 	python/paged/__init__.py \
+	python/paged/daemon.py \
 	python/paged/llama/__init__.py \
 	python/paged/llama/attention.py \
 	python/paged/llama/demo.py \
 	python/paged/llama/generate.py \
 	python/paged/llama/model.py \
 	python/paged/llama/ops.py \
-	python/paged/llama/pagedd.py \
 	python/paged/llama/prompts.py \
 	python/paged/llama/tokenizer.py \
 	python/paged/llama/weights.py \

@@ -30,7 +30,7 @@ import numpy as np
 
 import paged
 import paged.llama as pl
-from paged.llama.pagedd import Daemon
+from paged.daemon import Daemon
 
 BARRIER_S = 600.0   # the longest a process waits for the others (model loading on a busy host)
 WARMUP = 2          # decode steps before the timed ones

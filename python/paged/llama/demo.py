@@ -19,7 +19,7 @@ import traceback
 from . import load
 from . import prompts
 from . import worker
-from .pagedd import Daemon
+from ..daemon import Daemon
 
 LINE = 40   # a worker's pending text is printed once it holds this much (at a word's end)
 

@@ -1,4 +1,4 @@
-# pagedd.py: starts a pagedd for a program (the demo, the benchmark) on a private socket, ready when started.
+# daemon.py: starts a pagedd for a program (a demo, a benchmark, a test) on a private socket, ready when started.
 # SPDX-License-Identifier: MIT
 """A :class:`Daemon` runs pagedd in the foreground on a socket in a new temporary directory,
 waits for its READY line on a ``--ready-fd`` pipe (no sleeps), and stops it with SIGTERM
@@ -67,16 +67,21 @@ class Daemon:
         except OSError:
             return ""
 
+    def kill(self, signo=signal.SIGKILL):
+        """Sends signo to the daemon (unless it already ended) and reaps it, with SIGKILL after
+        stop_s; returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signo)
+        try:
+            return self.proc.wait(self.stop_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
     def close(self):
         """Stops the daemon (SIGTERM, then SIGKILL after stop_s) and removes its directory;
         returns its exit status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            status = self.proc.wait(self.stop_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            status = self.proc.wait()
+        status = self.kill(signal.SIGTERM)
         shutil.rmtree(self.dir, ignore_errors=True)
         return status
 
