@@ -33,7 +33,12 @@ def gguf_path():
 
 
 def missing():
-    """Returns why the transformers tests cannot run (a package or the model file missing), or None."""
+    """Returns why the transformers tests cannot run (a package or the model file missing, or
+    the ASan runtime preloaded), or None."""
+    if os.environ.get("PAGED_TEST_ASAN"):
+        # A CUDA build of torch checks for a device by throwing a C++ exception, which ASan's
+        # __cxa_throw interceptor aborts on when the runtime was preloaded into the interpreter.
+        return "the ASan runtime is preloaded (--enable-sanitizers): torch's C++ exceptions abort under it"
     for module, package in (("torch", "torch"), ("transformers", "transformers"), ("gguf", "gguf"),
                             ("accelerate", "accelerate (transformers' GGUF loader needs it)")):
         if importlib.util.find_spec(module) is None:

@@ -18,13 +18,14 @@ top_builddir=${top_builddir:-.}
 
 # A module built with --enable-sanitizers needs the ASan runtime loaded first, which an
 # interpreter built without it does not do; the interpreter's own allocations, kept until
-# exit by design, are no leaks of ours.
+# exit by design, are no leaks of ours. PAGED_TEST_ASAN tells the tests that cannot run so.
 asan=$(ldd "$top_builddir/python/staged/paged/_paged.abi3.so" 2>/dev/null |
     sed -n 's/.*=> \(\/[^ ]*libasan[^ ]*\).*/\1/p')
 if [ -n "$asan" ]; then
     LD_PRELOAD="$asan${LD_PRELOAD:+:$LD_PRELOAD}"
     ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-    export LD_PRELOAD ASAN_OPTIONS
+    PAGED_TEST_ASAN=1
+    export LD_PRELOAD ASAN_OPTIONS PAGED_TEST_ASAN
 fi
 PYTHONPATH="$top_builddir/python/staged${PYTHONPATH:+:$PYTHONPATH}"
 LD_LIBRARY_PATH="$top_builddir/lib/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
