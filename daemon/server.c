@@ -473,10 +473,24 @@ static uint64_t idle_deadline(const struct pd_server *srv, const struct pd_conn 
     return c->active_ns + (uint64_t) srv->cfg.control_idle_timeout_ms * 1000000u;
 }
 
+/* Drops every pool's cached blocks whose time to live passed, announcing each pool's count
+ * as an EXPIRE event; returns nothing. */
+static void expire_pools(struct pd_server *srv)
+{
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
+        uint32_t n = pd_pool_expire(p);
+        if (n != 0) {
+            pd_log(PD_LOG_DEBUG, "pool '%s': %u cached blocks expired", p->name, n);
+            pd_events_announce(srv, PCORE_EVENT_EXPIRE, NULL, p->name, n);
+        }
+    }
+}
+
 /* Drops connections past their HELLO deadline, closes idle control connections (telling
- * them why) and resumes accepting; returns nothing. */
+ * them why), resumes accepting and expires cached blocks; returns nothing. */
 static void check_timers(struct pd_server *srv, uint64_t now)
 {
+    expire_pools(srv);
     if (srv->accept_paused_until != 0 && now >= srv->accept_paused_until) {
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->listen_watch };
         epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev);
@@ -501,6 +515,11 @@ static int next_timeout(struct pd_server *srv, uint64_t now)
     uint64_t next = UINT64_MAX;
     if (srv->accept_paused_until != 0)
         next = srv->accept_paused_until;
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
+        const uint64_t at = pd_pool_next_expiry(p);
+        if (at < next)
+            next = at;
+    }
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
         if (c->state == PD_CONN_HELLO && c->deadline_ns < next)
             next = c->deadline_ns;

@@ -1,0 +1,320 @@
+/* prefixctl-t.c: the prefix cache's controls against a real pagedd and client processes: pins, unpins, eviction by prefix, time to live, token counters. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/core/clock.h"
+#include "lib/core/proto.h"
+#include "paged.h"
+#include "tests/service/rawclient.h"
+#include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
+
+/* The pool: 1 layer, 1 KV head, head_dim 64, blocks of 16, f32, 32 blocks. Pin limits: a
+ * quarter of the blocks per uid (root: none), half per pool. */
+#define B 16
+#define N 32
+#define NB 4             /* blocks of a prompt */
+#define SALT 7u
+#define POOL "prefixctl"
+#define TTL_MS 300u
+
+enum { P_PINNED, P_OTHER, P_EVICTED, P_EXPIRING, P_LONG, NPROMPTS };
+
+static struct pagedd daemon_;
+static int32_t prompts[NPROMPTS][N * B];   /* long enough for the pool limit's prompt */
+static uint64_t asked_tokens, hit_tokens;  /* what this test's LOOKUPs asked for and found */
+
+/* Connects a libpaged client; returns it or NULL. */
+static paged_client *connect_client(const char *name)
+{
+    paged_connect_opts o = { .socket_path = daemon_.socket, .name = name, .timeout_ms = 10000 };
+    paged_client *c = NULL;
+    return paged_client_connect(&o, &c) == PAGED_OK ? c : NULL;
+}
+
+/* What a child process does: fills res[0..4) from its own client of POOL. */
+typedef void child_fn(paged_pool *p, int *res, int arg);
+
+/* Runs fn in a child process with a client of its own attached to POOL; copies its four
+ * results to res (-999 for those it could not report). Returns nothing. */
+static void in_child(child_fn *fn, int arg, int *res)
+{
+    int fds[2];
+    for (int i = 0; i < 4; i++)
+        res[i] = -999;
+    if (pipe(fds) != 0)
+        bail("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        bail("fork");
+    if (pid == 0) {
+        close(fds[0]);
+        int out[4] = { -999, -999, -999, -999 };
+        paged_client *c = connect_client("child");
+        paged_pool *p = NULL;
+        if (c != NULL && paged_pool_attach(c, POOL, &p) == PAGED_OK)
+            fn(p, out, arg);
+        paged_client_close(c);
+        _exit(write(fds[1], out, sizeof out) == (ssize_t) sizeof out ? 0 : 1);
+    }
+    close(fds[1]);
+    ssize_t n = read(fds[0], res, 4 * sizeof *res);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (n != (ssize_t) (4 * sizeof *res) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        diag("child %ld: read %zd bytes, status %#x", (long) pid, n, status);
+}
+
+/* Child: publishes prompt arg's first NB blocks (res[0]: how many) and goes, leaving them cached. */
+static void child_publish(paged_pool *p, int *res, int arg)
+{
+    int32_t ids[NB];
+    if (paged_alloc(p, NB, ids) == PAGED_OK)
+        res[0] = paged_publish(p, NULL, SALT, NB, prompts[arg], ids);
+}
+
+/* Child: publishes N / 2 + 1 blocks of prompt arg (res[0]) and goes. */
+static void child_publish_long(paged_pool *p, int *res, int arg)
+{
+    int32_t ids[N / 2 + 1];
+    if (paged_alloc(p, N / 2 + 1, ids) == PAGED_OK)
+        res[0] = paged_publish(p, NULL, SALT, N / 2 + 1, prompts[arg], ids);
+}
+
+/* Child: takes arg blocks (res[0]: the status), one more (res[1]), then looks up the pinned
+ * and the other prompt (res[2], res[3]: blocks found, asking NB of each). */
+static void child_pressure(paged_pool *p, int *res, int arg)
+{
+    static int32_t ids[N + 1], found[NB];
+    res[0] = paged_alloc(p, (uint32_t) arg, ids);
+    res[1] = paged_alloc(p, 1, ids + arg);
+    res[2] = paged_lookup(p, NULL, SALT, NB, prompts[P_PINNED], found);
+    res[3] = paged_lookup(p, NULL, SALT, NB, prompts[P_OTHER], found);
+}
+
+/* Child: looks prompt arg up (res[0]: blocks found, asking NB). */
+static void child_lookup(paged_pool *p, int *res, int arg)
+{
+    int32_t found[NB];
+    res[0] = paged_lookup(p, NULL, SALT, NB, prompts[arg], found);
+}
+
+/* Counts a child's lookups of NB blocks that found the given numbers (negative: none ran). */
+static void count_lookup(int found)
+{
+    if (found < 0)
+        return;
+    asked_tokens += NB * B;
+    hit_tokens += (uint64_t) found * B;
+}
+
+/* rc_pool_item_until's condition: want blocks cached. */
+static int cached_is(const struct pcore_pool_item *it, uint32_t want)
+{
+    return it->cached == want && it->referenced == 0;
+}
+
+/* Waits until POOL has want cached blocks and none referenced (a child that left is
+ * reclaimed by the daemon after it went); reports it. */
+static void wait_cached(struct rc_client *ctl, uint32_t want, const char *what)
+{
+    struct pcore_pool_item it;
+    int rc = rc_pool_item_until(ctl, POOL, cached_is, want, 10000, &it);
+    if (!ok(rc == 0, "%s: %u blocks cached", what, want))
+        diag("cached %u, referenced %u", it.cached, it.referenced);
+}
+
+/* Returns POOL's LIST item (zeroed when it cannot be had). */
+static struct pcore_pool_item pool_item(struct rc_client *ctl)
+{
+    struct pcore_pool_item it;
+    memset(&it, 0, sizeof it);
+    if (rc_pool_item(ctl, POOL, &it) != 0)
+        diag("no LIST item for " POOL);
+    return it;
+}
+
+/* Waits for the next event of type on sub (10 s at most); returns 1 with *e, or 0. */
+static int next_event_of(struct rc_client *sub, uint32_t type, struct pcore_msg_event *e)
+{
+    for (int i = 0; i < 64; i++) {
+        if (rc_wait_msg(sub, PCORE_MSG_EVENT, 10000, e, sizeof *e) != 1)
+            return 0;
+        if (e->event == type)
+            return 1;
+    }
+    return 0;
+}
+
+/* A pinned prefix survives the pressure that evicts every other cached block; unpinned, it
+ * is evicted as any other. */
+static void test_pin(paged_pool *p, struct rc_client *ctl)
+{
+    int res[4];
+    in_child(child_publish, P_PINNED, res);
+    is_int(NB, res[0], "publisher: prompt A published");
+    in_child(child_publish, P_OTHER, res);
+    is_int(NB, res[0], "publisher: prompt B published");
+    wait_cached(ctl, 2 * NB, "both publishers gone");
+    is_int(NB, paged_prefix_pin(p, NULL, SALT, NB, prompts[P_PINNED]), "pin: prompt A's 4 blocks pinned");
+    struct pcore_pool_item it = pool_item(ctl);
+    ok(it.pinned == NB && it.cached == 2 * NB, "pin: LIST says 4 pinned of 8 cached (%u, %u)", it.pinned,
+       it.cached);
+    in_child(child_pressure, N - NB, res);
+    is_int(PAGED_OK, res[0], "pressure: a client takes every block but the pinned ones");
+    is_int(PAGED_E_NOSPC, res[1], "pressure: one more is refused: pinned blocks are not evicted");
+    is_int(NB, res[2], "pressure: the pinned prompt is still found");
+    is_int(0, res[3], "pressure: the other prompt was evicted");
+    count_lookup(res[2]);
+    count_lookup(res[3]);
+    wait_cached(ctl, NB, "pressure gone");
+    /* The pressure's client looked the pinned prompt up: referenced and released, it must be
+     * pinned still. */
+    in_child(child_pressure, N - NB, res);
+    ok(res[0] == PAGED_OK && res[1] == PAGED_E_NOSPC && res[2] == NB,
+       "pressure again: the pinned prompt, looked up and released, still survives (%d, %d, %d)", res[0], res[1],
+       res[2]);
+    count_lookup(res[2]);
+    count_lookup(res[3]);
+    wait_cached(ctl, NB, "second pressure gone");
+
+    is_int(NB, paged_prefix_unpin(p, NULL, SALT, NB, prompts[P_PINNED]), "unpin: prompt A unpinned");
+    it = pool_item(ctl);
+    is_int(0, it.pinned, "unpin: LIST says none pinned");
+    in_child(child_pressure, N, res);
+    is_int(PAGED_OK, res[0], "unpinned: a client takes the whole pool");
+    is_int(0, res[2], "unpinned: prompt A was evicted to make room");
+    count_lookup(res[2]);
+    count_lookup(res[3]);
+    wait_cached(ctl, 0, "unpinned pressure gone");
+}
+
+/* Pins are limited per pool (and per uid but root's). */
+static void test_limits(paged_pool *p, struct rc_client *ctl)
+{
+    int res[4];
+    in_child(child_publish_long, P_LONG, res);
+    is_int(N / 2 + 1, res[0], "limits: a prompt of 17 blocks published");
+    wait_cached(ctl, N / 2 + 1, "limits: its publisher gone");
+    is_int(PAGED_E_LIMIT, paged_prefix_pin(p, NULL, SALT, N / 2 + 1, prompts[P_LONG]),
+           "limits: pinning 17 of 32 blocks passes the pool's limit of 16");
+    is_int(0, (int) pool_item(ctl).pinned, "limits: nothing pinned by the refusal");
+    if (geteuid() != 0)
+        is_int(PAGED_E_LIMIT, paged_prefix_pin(p, NULL, SALT, N / 4 + 1, prompts[P_LONG]),
+               "limits: pinning 9 blocks passes a uid's limit of 8");
+    else
+        is_int(N / 4 + 1, paged_prefix_pin(p, NULL, SALT, N / 4 + 1, prompts[P_LONG]),
+               "limits: root pins 9 blocks, past a uid's limit of 8");
+    is_int(N / 2 + 1, paged_prefix_evict(p, NULL, SALT, N / 2 + 1, prompts[P_LONG]),
+           "limits: the long prompt evicted, pins and all");
+    struct pcore_pool_item it = pool_item(ctl);
+    ok(it.pinned == 0 && it.cached == 0 && it.free == N, "limits: nothing pinned or cached, all free");
+}
+
+/* Eviction by prefix frees the prompt's cached blocks and tells subscribers. */
+static void test_evict(paged_pool *p, struct rc_client *ctl, struct rc_client *sub)
+{
+    int res[4];
+    in_child(child_publish, P_EVICTED, res);
+    is_int(NB, res[0], "evict: prompt C published");
+    wait_cached(ctl, NB, "evict: its publisher gone");
+    is_int(NB, paged_prefix_evict(p, NULL, SALT, NB, prompts[P_EVICTED]), "evict: prompt C's 4 blocks found");
+    struct pcore_msg_event e;
+    ok(next_event_of(sub, PCORE_EVENT_EVICT, &e) && e.count == NB && strcmp(e.pool, POOL) == 0,
+       "evict: subscribers hear of 4 blocks evicted from " POOL);
+    is_int(NB, (int) pool_item(ctl).free - (N - NB), "evict: its blocks are free");
+    in_child(child_lookup, P_EVICTED, res);
+    is_int(0, res[0], "evict: prompt C is no longer found");
+    count_lookup(res[0]);
+    is_int(0, paged_prefix_evict(p, NULL, SALT, NB, prompts[P_EVICTED]), "evict: again, nothing found");
+    int32_t bad[NB * B];
+    memset(bad, 0, sizeof bad);
+    is_int(PAGED_E_INVAL, paged_prefix_pin(p, NULL, SALT, 0, bad), "args: 0 blocks refused");
+}
+
+/* A cached block is dropped its time to live after its last reference went, a pinned one
+ * is not; the pool counts what expired. */
+static void test_ttl(paged_client *c, paged_pool *p, struct rc_client *ctl, struct rc_client *sub)
+{
+    int res[4];
+    in_child(child_publish, P_PINNED, res);
+    is_int(NB, res[0], "ttl: prompt A published again");
+    wait_cached(ctl, NB, "ttl: its publisher gone");
+    is_int(NB, paged_prefix_pin(p, NULL, SALT, NB, prompts[P_PINNED]), "ttl: prompt A pinned");
+    is_int(PAGED_OK, paged_pool_set_ttl(c, POOL, TTL_MS), "ttl: the owner sets a ttl of 300 ms");
+    is_int(TTL_MS, (int) pool_item(ctl).ttl_ms, "ttl: LIST shows it");
+    is_int(PAGED_E_INVAL, paged_pool_set_ttl(c, POOL, 31ull * 24 * 3600 * 1000), "ttl: 31 days refused");
+    is_int(PAGED_E_NOENT, paged_pool_set_ttl(c, "nosuchpool", 1), "ttl: an unknown pool refused");
+    uint64_t t0 = pcore_now_ns();
+    in_child(child_publish, P_EXPIRING, res);
+    is_int(NB, res[0], "ttl: prompt D published");
+    struct pcore_msg_event e;
+    int heard = next_event_of(sub, PCORE_EVENT_EXPIRE, &e);
+    uint64_t waited_ms = (pcore_now_ns() - t0) / 1000000u;
+    ok(heard && e.count == NB && strcmp(e.pool, POOL) == 0, "ttl: subscribers hear of 4 blocks expired");
+    ok(waited_ms >= TTL_MS, "ttl: not before the ttl (%llu ms after the publisher started)",
+       (unsigned long long) waited_ms);
+    struct pcore_pool_item it = pool_item(ctl);
+    ok(it.expired == NB && it.cached == NB && it.pinned == NB,
+       "ttl: 4 expired, the 4 pinned still cached (%llu, %u, %u)", (unsigned long long) it.expired, it.cached,
+       it.pinned);
+    in_child(child_lookup, P_EXPIRING, res);
+    is_int(0, res[0], "ttl: the expired prompt is not found");
+    count_lookup(res[0]);
+    in_child(child_lookup, P_PINNED, res);
+    is_int(NB, res[0], "ttl: the pinned prompt is");
+    count_lookup(res[0]);
+    is_int(PAGED_OK, paged_pool_set_ttl(c, POOL, 0), "ttl: set back to none");
+}
+
+/* The pool's token counters say what the test's lookups asked for and found. */
+static void test_counters(struct rc_client *ctl)
+{
+    struct pcore_pool_item it = pool_item(ctl);
+    ok(it.lookup_tokens == asked_tokens && it.hit_tokens == hit_tokens,
+       "counters: %llu tokens looked up, %llu found, as the test counted (%llu, %llu)",
+       (unsigned long long) it.lookup_tokens, (unsigned long long) it.hit_tokens,
+       (unsigned long long) asked_tokens, (unsigned long long) hit_tokens);
+    ok(asked_tokens > hit_tokens && hit_tokens > 0, "counters: the test both hit and missed");
+}
+
+/* Runs the cases against a real daemon; returns 0 (TAP reports the results). */
+int main(void)
+{
+    plan_lazy();
+    for (int k = 0; k < NPROMPTS; k++)
+        for (int i = 0; i < N * B; i++)
+            prompts[k][i] = 1000 * (k + 1) + i;
+    if (pagedd_start(&daemon_, NULL, NULL, NULL) != 0)
+        bail("pagedd did not start");
+    paged_client *c = connect_client("owner");
+    struct rc_client ctl, sub;
+    if (c == NULL || rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0
+        || rc_connect(daemon_.socket, "sub", PCORE_HELLO_CONTROL, &sub) != 0)
+        bail("cannot connect");
+    struct pcore_msg_hdr h = { PCORE_MSG_SUBSCRIBE, 0, 0, sizeof h }, reply;
+    if (rc_control(&sub, &h, sizeof h, &reply, sizeof reply, NULL) != (long) sizeof reply)
+        bail("cannot subscribe");
+    paged_pool_desc d = { .name = POOL, .num_layers = 1, .num_kv_heads = 1, .head_dim = 64, .block_size = B,
+                          .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600 };
+    paged_pool *p = NULL;
+    if (paged_pool_create(c, &d, &p) != PAGED_OK)
+        bail("cannot create the pool: %s", paged_client_error(c));
+    test_pin(p, &ctl);
+    test_limits(p, &ctl);
+    test_evict(p, &ctl, &sub);
+    test_ttl(c, p, &ctl, &sub);
+    test_counters(&ctl);
+    rc_close(&sub);
+    rc_close(&ctl);
+    paged_client_close(c);
+    is_int(0, pagedd_stop(&daemon_), "the daemon exits 0");
+    return 0;
+}
