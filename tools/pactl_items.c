@@ -75,6 +75,11 @@ void items_pool_json(struct json *j, const char *key, const struct pcore_pool_it
     json_u64(j, "evictions", p->evictions);
     json_u64(j, "lookups", p->lookups);
     json_u64(j, "lookup_hits", p->lookup_hits);
+    json_u64(j, "lookup_tokens", p->lookup_tokens);
+    json_u64(j, "hit_tokens", p->hit_tokens);
+    json_u64(j, "expired", p->expired);
+    json_u64(j, "pinned", p->pinned);
+    json_u64(j, "ttl_ms", p->ttl_ms);
     json_end(j);
 }
 

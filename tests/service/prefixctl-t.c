@@ -1,4 +1,4 @@
-/* prefixctl-t.c: the prefix cache's controls against a real pagedd and client processes: pins, unpins, eviction by prefix, time to live, token counters. */
+/* prefixctl-t.c: the prefix cache's controls with a real pagedd and client processes: pins, eviction, ttl. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
