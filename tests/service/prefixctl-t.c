@@ -285,6 +285,73 @@ static void test_counters(struct rc_client *ctl)
     ok(asked_tokens > hit_tokens && hit_tokens > 0, "counters: the test both hit and missed");
 }
 
+/* A PREFIX message with room for two hashes. */
+struct prefix2 {
+    struct pcore_msg_prefix m;
+    paged_hash h[2];
+};
+
+/* Sends the first len bytes of *msg on ctl; returns the status (0 for an OK) and checks that
+ * the daemon's message names what (NULL: any message). */
+static int send_prefix(struct rc_client *ctl, struct prefix2 *msg, size_t len, const char *what)
+{
+    struct pcore_msg_hdr reply;
+    msg->m.hdr.type = PCORE_MSG_PREFIX;
+    msg->m.hdr.len = (uint32_t) len;
+    long rc = rc_control(ctl, msg, len, &reply, sizeof reply, NULL);
+    if (rc < 0 && what != NULL && strstr(ctl->errmsg, what) == NULL) {
+        diag("the daemon said '%s', not '%s'", ctl->errmsg, what);
+        return 1;
+    }
+    return rc < 0 ? (int) rc : 0;
+}
+
+/* Every malformed PREFIX is refused, naming the field; the daemon goes on. */
+static void test_refusals(struct rc_client *ctl)
+{
+    struct prefix2 good, m;
+    memset(&good, 0, sizeof good);
+    good.m.op = PCORE_PREFIX_PIN;
+    good.m.count = 1;
+    snprintf(good.m.name, sizeof good.m.name, "%s", POOL);
+    const size_t one = sizeof good.m + sizeof good.h[0];
+    m = good;
+    is_int(0, send_prefix(ctl, &m, one, NULL), "PREFIX pin of an unknown hash: OK");
+    m = good;
+    m.m.op = 9;
+    is_int(PAGED_E_INVAL, send_prefix(ctl, &m, one, "op 9 unknown"), "PREFIX op 9: refused naming op");
+    m = good;
+    m.m.reserved = 1;
+    is_int(PAGED_E_INVAL, send_prefix(ctl, &m, one, "reserved"), "PREFIX reserved 1: refused");
+    m = good;
+    m.m.count = 2;
+    is_int(PAGED_E_PROTO, send_prefix(ctl, &m, one, "count 2 does not match"), "PREFIX count past its bytes");
+    is_int(PAGED_E_PROTO, send_prefix(ctl, &m, one + 3, "count 2 does not match"), "PREFIX of a partial hash");
+    m = good;
+    m.m.count = 0;
+    is_int(PAGED_E_INVAL, send_prefix(ctl, &m, sizeof m.m, "count 0 not from 1"), "PREFIX pin of 0 hashes");
+    m = good;
+    m.m.ttl_ms = 5;
+    is_int(PAGED_E_INVAL, send_prefix(ctl, &m, one, "ttl_ms is 5"), "PREFIX pin with a ttl: refused");
+    m = good;
+    m.m.op = PCORE_PREFIX_TTL;
+    is_int(PAGED_E_INVAL, send_prefix(ctl, &m, one, "ttl: count 1"), "PREFIX ttl with a hash: refused");
+    m.m.count = 0;
+    m.m.ttl_ms = PCORE_PREFIX_MAX_TTL_MS + 1;
+    is_int(PAGED_E_INVAL, send_prefix(ctl, &m, sizeof m.m, "over"), "PREFIX ttl over 30 days: refused");
+    m = good;
+    m.m.name[0] = '\0';
+    m.m.pool_id = 999;
+    is_int(PAGED_E_NOENT, send_prefix(ctl, &m, one, "no such pool with id 999"), "PREFIX of pool id 999");
+    m = good;
+    memset(m.m.name, 'x', sizeof m.m.name);
+    is_int(PAGED_E_PROTO, send_prefix(ctl, &m, one, "not NUL-terminated"), "PREFIX name unterminated");
+    m = good;
+    is_int(PAGED_E_PROTO, send_prefix(ctl, &m, sizeof m.m - 8, "PREFIX is"), "PREFIX shorter than its fixed part");
+    m = good;
+    is_int(0, send_prefix(ctl, &m, one, NULL), "after every refusal the daemon still answers PREFIX");
+}
+
 /* Runs the cases against a real daemon; returns 0 (TAP reports the results). */
 int main(void)
 {
@@ -312,6 +379,7 @@ int main(void)
     test_evict(p, &ctl, &sub);
     test_ttl(c, p, &ctl, &sub);
     test_counters(&ctl);
+    test_refusals(&ctl);
     rc_close(&sub);
     rc_close(&ctl);
     paged_client_close(c);
