@@ -290,6 +290,7 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         free(cause);
         return;
     }
+    p->ttl_ns = (uint64_t) srv->cfg.prefix_ttl_ms * 1000000u;
     /* A pool its creator cannot be attached to is not made at all. */
     const int writable = (m.flags & PCORE_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
     struct pd_export ex;

@@ -311,6 +311,12 @@ void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it)
     it->pinned = c.pinned;
 }
 
+/* Returns percent % of p's blocks, rounded down. */
+uint32_t pd_pool_share(const struct pd_pool *p, uint32_t percent)
+{
+    return (uint32_t) ((uint64_t) p->geom.num_blocks * (percent > 100 ? 100 : percent) / 100u);
+}
+
 /* Drops p's expired cached blocks, not counting them as evictions to announce; returns how many. */
 uint32_t pd_pool_expire(struct pd_pool *p)
 {

@@ -53,11 +53,8 @@ struct pd_pool {
     struct pd_pool *next;
 };
 
-/* Pin limits: a uid other than root keeps at most num_blocks / PD_PIN_UID_DIV of a pool's
- * blocks pinned, and all uids together at most num_blocks / PD_PIN_POOL_DIV, so that pinned
- * prefixes never leave a pool without room for its clients' sequences. */
-#define PD_PIN_UID_DIV 4u
-#define PD_PIN_POOL_DIV 2u
+/* Returns percent % of p's blocks, rounded down: a pin limit (pin-limit-uid, pin-limit-pool). */
+uint32_t pd_pool_share(const struct pd_pool *p, uint32_t percent);
 
 /* Drops p's cached blocks whose time to live passed. Returns how many. */
 uint32_t pd_pool_expire(struct pd_pool *p);

@@ -96,17 +96,16 @@ static void set_ttl(struct pd_conn *c, struct pd_pool *p, const struct pcore_msg
 
 /* Sends the error of a refused PIN, UNPIN or EVICT (rc) on p; returns nothing. */
 static void refuse(struct pd_conn *c, struct pd_pool *p, const struct pcore_msg_prefix *m, int rc,
-                   uint32_t found, uint32_t bad, uint32_t limit)
+                   uint32_t found, uint32_t bad, uint32_t limit, uint32_t pool_limit)
 {
     const char *op = op_name(m->op);
     pa_counts counts;
     pa_get_counts(p->alloc, &counts);
     if (rc == PAGED_E_LIMIT)
         pd_conn_error(c, m->hdr.seq, PAGED_E_LIMIT,
-                      "pool '%s': pinning a prefix of %u blocks would pass uid %u's pin limit (%u blocks, %u "
-                      "pinned) or the pool's (%u, %u pinned)", p->name, found, (unsigned) c->uid, limit,
-                      pa_pinned_by(p->alloc, (uint32_t) c->uid), p->geom.num_blocks / PD_PIN_POOL_DIV,
-                      counts.pinned);
+                      "pool '%s': pinning %u blocks passes a limit: uid %u has %u pinned of %u "
+                      "(pin-limit-uid), the pool %u of %u (pin-limit-pool)", p->name, found, (unsigned) c->uid,
+                      pa_pinned_by(p->alloc, (uint32_t) c->uid), limit, counts.pinned, pool_limit);
     else if (rc == PAGED_E_PERM)
         pd_conn_error(c, m->hdr.seq, PAGED_E_PERM,
                       "pool '%s': %s: hashes[%u] is pinned by another uid; only it, the pool's owner "
@@ -143,13 +142,13 @@ void pd_prefixctl_handle(struct pd_server *srv, struct pd_conn *c, const void *b
     memcpy(hashes, (const unsigned char *) buf + sizeof m, (size_t) m.count * sizeof *hashes);
     const uint32_t tenant = pd_pool_tenant(p, c->uid);
     const int any = c->uid == 0 || c->uid == p->owner_uid;
-    const uint32_t limit = c->uid == 0 ? UINT32_MAX : p->geom.num_blocks / PD_PIN_UID_DIV;
+    const uint32_t limit = c->uid == 0 ? UINT32_MAX : pd_pool_share(p, srv->cfg.pin_limit_uid);
+    const uint32_t pool_limit = pd_pool_share(p, srv->cfg.pin_limit_pool);
     uint32_t found = 0, bad = 0, evicted_before = p->evicted_pending;
     int rc;
     switch (m.op) {
     case PCORE_PREFIX_PIN:
-        rc = pa_pin(p->alloc, tenant, m.count, hashes, (uint32_t) c->uid, limit,
-                    p->geom.num_blocks / PD_PIN_POOL_DIV, &found);
+        rc = pa_pin(p->alloc, tenant, m.count, hashes, (uint32_t) c->uid, limit, pool_limit, &found);
         break;
     case PCORE_PREFIX_UNPIN:
         rc = pa_unpin(p->alloc, tenant, m.count, hashes, (uint32_t) c->uid, any, &bad);
@@ -160,7 +159,7 @@ void pd_prefixctl_handle(struct pd_server *srv, struct pd_conn *c, const void *b
     }
     free(hashes);
     if (rc < 0) {
-        refuse(c, p, &m, rc, found, bad, limit);
+        refuse(c, p, &m, rc, found, bad, limit, pool_limit);
         return;
     }
     pd_clog(c, PD_LOG_INFO, "pool '%s': %s of a prefix of %u blocks: %d found", p->name, op_name(m.op), m.count,

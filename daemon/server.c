@@ -421,6 +421,9 @@ static void reload(struct pd_server *srv)
     srv->cfg.dependency_timeout_ms = n.dependency_timeout_ms;
     srv->cfg.dependency_waits = n.dependency_waits;
     srv->cfg.dependency_strikes = n.dependency_strikes;
+    srv->cfg.prefix_ttl_ms = n.prefix_ttl_ms;
+    srv->cfg.pin_limit_uid = n.pin_limit_uid;
+    srv->cfg.pin_limit_pool = n.pin_limit_pool;
     srv->engine_env.max_blocks_per_client = n.max_blocks_per_client;
     srv->engine_env.dependency_timeout_ms = n.dependency_timeout_ms;
     srv->engine_env.dependency_inline = n.dependency_waits == 1;

@@ -541,8 +541,8 @@ int paged_lookup(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_
  * =========================================================================================*/
 
 /* Pins the prefix: its blocks are never evicted, to make room or by the time to live, until
- * unpinned. Pins count against a limit per uid (a quarter of the pool's blocks; root has
- * none) and per pool (half its blocks): PAGED_E_LIMIT pins nothing (since 0.1). */
+ * unpinned. Pins count against a limit per uid (by default a quarter of the pool's blocks;
+ * root has none) and per pool (half its blocks): PAGED_E_LIMIT pins nothing (since 0.1). */
 int paged_prefix_pin(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
                      const int32_t *tokens);
 

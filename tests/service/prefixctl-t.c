@@ -16,7 +16,7 @@
 #include "tests/tap/pagedd.h"
 
 /* The pool: 1 layer, 1 KV head, head_dim 64, blocks of 16, f32, 32 blocks. Pin limits: a
- * quarter of the blocks per uid (root: none), half per pool. */
+ * quarter of the blocks per uid (root: none), half per pool, as pagedd's defaults. */
 #define B 16
 #define N 32
 #define NB 4             /* blocks of a prompt */
@@ -197,7 +197,7 @@ static void test_pin(paged_pool *p, struct rc_client *ctl)
 }
 
 /* Pins are limited per pool (and per uid but root's). */
-static void test_limits(paged_pool *p, struct rc_client *ctl)
+static void test_limits(paged_client *c, paged_pool *p, struct rc_client *ctl)
 {
     int res[4];
     in_child(child_publish_long, P_LONG, res);
@@ -205,6 +205,8 @@ static void test_limits(paged_pool *p, struct rc_client *ctl)
     wait_cached(ctl, N / 2 + 1, "limits: its publisher gone");
     is_int(PAGED_E_LIMIT, paged_prefix_pin(p, NULL, SALT, N / 2 + 1, prompts[P_LONG]),
            "limits: pinning 17 of 32 blocks passes the pool's limit of 16");
+    ok(strstr(paged_client_error(c), "(pin-limit-pool)") != NULL,
+       "limits: the refusal names the setting (%s)", paged_client_error(c));
     is_int(0, (int) pool_item(ctl).pinned, "limits: nothing pinned by the refusal");
     if (geteuid() != 0)
         is_int(PAGED_E_LIMIT, paged_prefix_pin(p, NULL, SALT, N / 4 + 1, prompts[P_LONG]),
@@ -375,7 +377,7 @@ int main(void)
     if (paged_pool_create(c, &d, &p) != PAGED_OK)
         bail("cannot create the pool: %s", paged_client_error(c));
     test_pin(p, &ctl);
-    test_limits(p, &ctl);
+    test_limits(c, p, &ctl);
     test_evict(p, &ctl, &sub);
     test_ttl(c, p, &ctl, &sub);
     test_counters(&ctl);

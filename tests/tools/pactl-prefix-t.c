@@ -84,7 +84,7 @@ static void make_prompt(paged_client *c)
 int main(void)
 {
     tp_init(&daemon_);
-    const char *const args[] = { "--threads", "1", "--log-level", "warning", NULL };
+    const char *const args[] = { "--threads", "1", "--log-level", "warning", "--prefix-ttl=45000", NULL };
     tp_start_daemon(&daemon_, args);
     paged_connect_opts o = { .socket_path = daemon_.socket, .name = "maker", .timeout_ms = 10000 };
     paged_client *c = NULL;
@@ -94,6 +94,7 @@ int main(void)
 
     ok(info_num("lookup_tokens") == (NB + 2 + NB) * B && info_num("hit_tokens") == 2 * NB * B,
        "info: 160 tokens looked up, 128 found");
+    is_int(45000, (int) info_num("ttl_ms"), "info: a new pool's ttl is prefix-ttl's 45000 ms");
     is_int(NB, (int) prefix_cmd("pin"), "pin: a prefix of 4 blocks pinned");
     is_int(NB, (int) info_num("pinned"), "info: 4 pinned");
     int status;
