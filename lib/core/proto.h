@@ -469,6 +469,8 @@ struct pcore_block_item {
     uint32_t num_holders;
     uint32_t tenant;           /* published: the publisher's uid, or UINT32_MAX for a pool's
                                   shared prefix scope */
+    uint32_t pinned;           /* never evicted until unpinned */
+    uint32_t pinner_uid;       /* who pinned it; UINT32_MAX when not pinned or withheld */
 };
 
 struct pcore_msg_list_items {

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "paged.h"
 #include "tests/tap/basic.h"
@@ -52,6 +53,28 @@ static double prefix_cmd(const char *cmd)
     return v;
 }
 
+/* Returns how many of POOL's blocks `pactl list blocks` shows pinned by this uid, in state
+ * "pinned", or -1 when it failed. */
+static int count_pinned_blocks(void)
+{
+    int status, n = 0;
+    struct tj *j = pactl_json(&status, "list", "blocks", POOL, NULL, NULL, NULL, NULL);
+    const struct tj *blocks = tj_get(j, "blocks");
+    if (blocks == NULL) {
+        tj_free(j);
+        return -1;
+    }
+    for (size_t i = 0; i < blocks->count; i++) {
+        const struct tj *b = tj_at(blocks, i);
+        const char *state = tj_str(b, "state");
+        if (state != NULL && strcmp(state, "pinned") == 0 && tj_get(b, "pinned")->boolean
+            && tj_num(b, "pinner_uid") == (double) geteuid())
+            n++;
+    }
+    tj_free(j);
+    return n;
+}
+
 /* Makes POOL with a prompt of NB blocks published and cached by client c; fills hex. */
 static void make_prompt(paged_client *c)
 {
@@ -97,6 +120,7 @@ int main(void)
     is_int(45000, (int) info_num("ttl_ms"), "info: a new pool's ttl is prefix-ttl's 45000 ms");
     is_int(NB, (int) prefix_cmd("pin"), "pin: a prefix of 4 blocks pinned");
     is_int(NB, (int) info_num("pinned"), "info: 4 pinned");
+    is_int(NB, count_pinned_blocks(), "list blocks: 4 blocks in state pinned, pinned by the test's uid");
     int status;
     struct tj *j = pactl_json(&status, "evict", POOL, NULL, NULL, NULL, NULL, NULL);
     is_int(0, j != NULL ? (int) tj_num(j, "evicted") : -1, "evict of the pool: pinned blocks stay");
