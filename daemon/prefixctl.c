@@ -74,7 +74,7 @@ static int check_fields(struct pd_conn *c, const struct pcore_msg_prefix *m, siz
     if (m->ttl_ms != 0)
         return pd_conn_error(c, seq, PAGED_E_INVAL, "PREFIX %s: ttl_ms is %llu, not 0", op_name(m->op),
                              (unsigned long long) m->ttl_ms), -1;
-    if (m->count == 0 || m->count > PCORE_PREFIX_MAX_HASHES)
+    if ((m->count == 0 && m->op != PCORE_PREFIX_UNPIN) || m->count > PCORE_PREFIX_MAX_HASHES)
         return pd_conn_error(c, seq, PAGED_E_INVAL, "PREFIX %s: count %u not from 1 to %u", op_name(m->op),
                              m->count, PCORE_PREFIX_MAX_HASHES), -1;
     return 0;
@@ -133,6 +133,14 @@ void pd_prefixctl_handle(struct pd_server *srv, struct pd_conn *c, const void *b
                       p->name, (unsigned) p->owner_uid, p->geom.mode, (unsigned) c->uid);
         return;
     }
+    const uint32_t tenant = pd_pool_tenant(p, c->uid);
+    const int any = c->uid == 0 || c->uid == p->owner_uid;
+    if (m.op == PCORE_PREFIX_UNPIN && m.count == 0) {
+        uint32_t n = pa_unpin_all(p->alloc, (uint32_t) c->uid, any);
+        pd_clog(c, PD_LOG_INFO, "pool '%s': unpinned %u blocks (%s pins)", p->name, n, any ? "every" : "its own");
+        pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, (int32_t) (n > INT32_MAX ? INT32_MAX : n));
+        return;
+    }
     /* A private copy: the packet buffer's alignment is not paged_hash's. */
     paged_hash *hashes = pd_malloc((size_t) m.count * sizeof *hashes);
     if (hashes == NULL) {
@@ -140,8 +148,6 @@ void pd_prefixctl_handle(struct pd_server *srv, struct pd_conn *c, const void *b
         return;
     }
     memcpy(hashes, (const unsigned char *) buf + sizeof m, (size_t) m.count * sizeof *hashes);
-    const uint32_t tenant = pd_pool_tenant(p, c->uid);
-    const int any = c->uid == 0 || c->uid == p->owner_uid;
     const uint32_t limit = c->uid == 0 ? UINT32_MAX : pd_pool_share(p, srv->cfg.pin_limit_uid);
     const uint32_t pool_limit = pd_pool_share(p, srv->cfg.pin_limit_pool);
     uint32_t found = 0, bad = 0, evicted_before = p->evicted_pending;

@@ -547,7 +547,9 @@ int paged_prefix_pin(paged_pool *p, const paged_hash *parent, uint64_t salt, uin
                      const int32_t *tokens);
 
 /* Drops the prefix's pins; its blocks age from now on as any cached block. A pin is the
- * pinning uid's to drop, or the pool owner's or root's: PAGED_E_PERM drops none (since 0.1). */
+ * pinning uid's to drop, or the pool owner's or root's: PAGED_E_PERM drops none. With
+ * num_blocks 0 (tokens unused) it drops every pin the caller may drop, its own or, for the
+ * pool's owner and root, everyone's, and returns how many (since 0.1). */
 int paged_prefix_unpin(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
                        const int32_t *tokens);
 

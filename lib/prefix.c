@@ -39,6 +39,13 @@ static int prefix_tokens(paged_pool *p, uint32_t op, const paged_hash *parent, u
         return PAGED_E_INVAL;
     paged_client *c = p->c;
     c->err[0] = '\0';
+    if (op == PCORE_PREFIX_UNPIN && num_blocks == 0) {
+        struct pcore_msg_prefix m;
+        memset(&m, 0, sizeof m);
+        m.op = op;
+        m.pool_id = p->info.id;
+        return prefix_call(c, &m, NULL, 0);
+    }
     if (num_blocks == 0 || num_blocks > PCORE_PREFIX_MAX_HASHES || tokens == NULL) {
         pc_set_err(c, "num_blocks %u not from 1 to %u, or tokens NULL", num_blocks, PCORE_PREFIX_MAX_HASHES);
         return PAGED_E_INVAL;
@@ -71,7 +78,8 @@ int paged_prefix_pin(paged_pool *p, const paged_hash *parent, uint64_t salt, uin
     return prefix_tokens(p, PCORE_PREFIX_PIN, parent, salt, num_blocks, tokens);
 }
 
-/* Drops the pins of the longest cached prefix of tokens; returns its length or an error. */
+/* Drops the pins of the longest cached prefix of tokens (num_blocks 0: every pin the caller
+ * may drop); returns its length (how many pins) or an error. */
 int paged_prefix_unpin(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
                        const int32_t *tokens)
 {

@@ -169,7 +169,8 @@ void items_block_row(const struct pcore_block_item *b, const struct pactl_list *
     else if (b->num_holders == 0)
         snprintf(holders, sizeof holders, "-");
     printf("%-16s %7d %5u %-10s %-32s %-10s  %s\n", pool, (int) b->block, (unsigned) b->refcount,
-           b->refcount > 0 ? "referenced" : b->pinned ? "pinned" : "cached", hash, block_scope(scope, sizeof scope, b), holders);
+           b->refcount > 0 ? "referenced" : b->pinned ? "pinned" : "cached", hash,
+           block_scope(scope, sizeof scope, b), holders);
 }
 
 /* Writes one block as a JSON object. */

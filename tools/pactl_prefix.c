@@ -48,9 +48,9 @@ int pactl_prefix_run(struct pactl_ctx *ctx, const char *cmd, uint32_t op, const 
     char *cause = NULL, name[PCORE_NAME_MAX];
     if (strlen(pool) >= PCORE_NAME_MAX)
         return pactl_usage_error("%s: pool name longer than %u bytes", cmd, PCORE_NAME_MAX - 1);
-    if (argc < 1 || argc > (int) PCORE_PREFIX_MAX_HASHES)
+    if ((argc < 1 && op != PCORE_PREFIX_UNPIN) || argc > (int) PCORE_PREFIX_MAX_HASHES)
         return pactl_usage_error("%s: 1 to %u hashes", cmd, PCORE_PREFIX_MAX_HASHES);
-    paged_hash *hashes = calloc((size_t) argc, sizeof *hashes);
+    paged_hash *hashes = calloc(argc > 0 ? (size_t) argc : 1, sizeof *hashes);
     if (hashes == NULL)
         return pactl_fail(pactl_cause("no memory for %d hashes", argc));
     for (int i = 0; i < argc; i++)
@@ -69,6 +69,9 @@ int pactl_prefix_run(struct pactl_ctx *ctx, const char *cmd, uint32_t op, const 
         return rc;
     if (ctx->format == PACTL_FORMAT_JSON)
         pactl_pool_json(pool, "blocks", found);
+    else if (argc == 0)
+        printf("%s %u block%s of pool '%s'\n", done, (unsigned) found, found == 1 ? "" : "s",
+               fmt_safe(name, sizeof name, pool, PCORE_NAME_MAX));
     else
         printf("%s a prefix of %u block%s of pool '%s'\n", done, (unsigned) found, found == 1 ? "" : "s",
                fmt_safe(name, sizeof name, pool, PCORE_NAME_MAX));

@@ -9,7 +9,8 @@
 
 /*
  * For command cmd: checks the pool name and the hashes (argv[0..argc), each 32 hex digits as
- * `pactl list blocks` shows them, in the prefix's order), connects, sends PREFIX op and
+ * `pactl list blocks` shows them, in the prefix's order; none only for unpin: every pin the
+ * caller may drop), connects, sends PREFIX op and
  * prints the answer ("pinned a prefix of 4 blocks of pool 'p'", or its JSON with key
  * "blocks"). Returns the exit status.
  */

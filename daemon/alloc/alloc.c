@@ -929,6 +929,18 @@ int pa_unpin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes,
     return (int) found;
 }
 
+/* Drops every pin of who (any: everyone's); returns how many, in time linear in the pool. */
+uint32_t pa_unpin_all(pa_alloc *a, uint32_t who, int any)
+{
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < a->nblocks && a->npinned > 0; b++)
+        if (a->blocks[b].pinned && (any || a->blocks[b].pinner == who)) {
+            unpin_block(a, (int32_t) b);
+            n++;
+        }
+    return n;
+}
+
 /* Takes the published blocks of hashes under tenant out of the prefix index. */
 int pa_evict_prefix(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who,
                     int any, uint32_t *bad)

@@ -155,6 +155,9 @@ int pa_pin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, u
  * changed. */
 int pa_unpin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who, int any,
              uint32_t *bad);
+/* Drops every pin of who, or with any every pin, in block order (idle blocks go on the LRU
+ * list in that order). Returns how many, in time linear in the pool's size. */
+uint32_t pa_unpin_all(pa_alloc *a, uint32_t who, int any);
 /* Takes the longest prefix of hashes published under tenant out of the prefix index, pins
  * and all (the pins' rule as pa_unpin's): its unreferenced blocks go to the free list (the
  * evict hook called), referenced ones when their last holder frees them. Returns the

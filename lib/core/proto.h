@@ -347,7 +347,9 @@ struct pcore_msg_pool_ref {     /* POOL_DETACH (pool_id) and POOL_DESTROY, EVICT
 
 /* PREFIX's ops: the prefix cache's controls. PIN, UNPIN and EVICT act on the longest prefix of
  * the chain of hashes published in the caller's prefix scope (up to the first hash not
- * found) and answer its length; TTL sets the pool's time to live and answers 0. */
+ * found) and answer its length; UNPIN with no hashes drops every pin the caller may drop
+ * (its own; every pin for the pool's owner and root) and answers how many; TTL sets the
+ * pool's time to live and answers 0. */
 enum pcore_prefix_op {
     PCORE_PREFIX_PIN = 1,      /* never evict or expire its blocks until unpinned */
     PCORE_PREFIX_UNPIN = 2,    /* drop their pins: they age and are evicted as any cached block */
@@ -361,7 +363,8 @@ enum pcore_prefix_op {
 struct pcore_msg_prefix {      /* followed by count paged_hash */
     struct pcore_msg_hdr hdr;
     uint32_t op;               /* enum pcore_prefix_op */
-    uint32_t count;            /* hashes that follow: up to PCORE_PREFIX_MAX_HASHES; 0 for TTL */
+    uint32_t count;            /* hashes that follow: up to PCORE_PREFIX_MAX_HASHES; 0 for TTL
+                                  and for UNPIN of every pin */
     uint32_t pool_id;          /* the pool, when name is "" */
     uint32_t reserved;         /* zero */
     uint64_t ttl_ms;           /* TTL: milliseconds, up to PCORE_PREFIX_MAX_TTL_MS; others: zero */

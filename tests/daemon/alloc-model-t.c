@@ -856,6 +856,21 @@ static void op_unpin(run *r)
     uint32_t len = pick_chain(r, us, hashes, &t);
     uint32_t p = (uint32_t) tap_rng_below(&r->rng, NPIN);
     bool any = tap_rng_below(&r->rng, 3) == 0;
+    if (tap_rng_below(&r->rng, 8) == 0) {
+        /* Every pin of p (any: everyone's), in block order. */
+        uint32_t want = 0;
+        uint32_t got = pa_unpin_all(r->a, pinner_ids[p], any);
+        for (uint32_t b = 0; b < m->n; b++)
+            if (m->pinned[b] && (any || m->pinner[b] == p)) {
+                model_unpin(m, (int32_t) b);
+                touch(r, (int32_t) b);
+                want++;
+            }
+        if (got != want)
+            fail(r, F_RESULT, "pa_unpin_all = %" PRIu32 ", model %" PRIu32, got, want);
+        r->unpins++;
+        return;
+    }
     uint32_t found = model_found(m, us, len), want_bad = 0, bad = UINT32_MAX;
     int want = model_check_unpin(m, us, found, p, any, &want_bad);
     if (want == 0)

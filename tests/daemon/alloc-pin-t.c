@@ -143,6 +143,14 @@ static void test_pin_rules(void)
     is_int(NB, pa_unpin(a, TEN, NB, h2, UA, 1, NULL), "owner: with any, UB's pins are dropped");
     is_int(0, pa_pinned_by(a, UB), "owner: UB has none left");
     is_int(PAGED_E_INVAL, pa_pin(a, TEN, 1, NULL, UA, NOLIMIT, NOLIMIT, NULL), "args: NULL hashes refused");
+    pa_pin(a, TEN, NB, h2, UB, NOLIMIT, NOLIMIT, NULL);
+    is_int(NB, pa_unpin_all(a, UB, 0), "unpin all: UB's 4 pins dropped");
+    pa_get_counts(a, &c);
+    ok(c.pinned == 2 * NB && pa_pinned_by(a, UA) == 2 * NB, "unpin all: UA's 8 pins stay");
+    is_int(0, pa_unpin_all(a, UB, 0), "unpin all: UB has none left");
+    is_int(2 * NB, pa_unpin_all(a, UB, 1), "unpin all with any: everyone's dropped");
+    pa_get_counts(a, &c);
+    ok(c.pinned == 0 && c.cached == 3 * NB, "unpin all: nothing pinned, every block cached again");
     check_consistent(a, "rules");
     pa_destroy(a);
 }

@@ -274,6 +274,8 @@ static void test_ttl(paged_client *c, paged_pool *p, struct rc_client *ctl, stru
     is_int(NB, res[0], "ttl: the pinned prompt is");
     count_lookup(res[0]);
     is_int(PAGED_OK, paged_pool_set_ttl(c, POOL, 0), "ttl: set back to none");
+    is_int(NB, paged_prefix_unpin(p, NULL, 0, 0, NULL), "unpin all: the owner drops the 4 pins left");
+    is_int(0, (int) pool_item(ctl).pinned, "unpin all: none pinned");
 }
 
 /* The pool's token counters say what the test's lookups asked for and found. */

@@ -126,6 +126,10 @@ int main(void)
     is_int(0, j != NULL ? (int) tj_num(j, "evicted") : -1, "evict of the pool: pinned blocks stay");
     tj_free(j);
     is_int(NB, (int) prefix_cmd("unpin"), "unpin: the prefix unpinned");
+    is_int(NB, (int) prefix_cmd("pin"), "pin: pinned again");
+    j = pactl_json(&status, "unpin", POOL, NULL, NULL, NULL, NULL, NULL);
+    is_int(NB, j != NULL ? (int) tj_num(j, "blocks") : -1, "unpin POOL: every pin dropped, 4");
+    tj_free(j);
     is_int(0, (int) info_num("pinned"), "info: none pinned");
     j = pactl_json(&status, "ttl", POOL, "60000", NULL, NULL, NULL, NULL);
     is_int(60000, j != NULL ? (int) tj_num(j, "ttl_ms") : -1, "ttl: set to 60000 ms");
