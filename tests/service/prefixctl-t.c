@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,15 +40,20 @@ static paged_client *connect_client(const char *name)
     return paged_client_connect(&o, &c) == PAGED_OK ? c : NULL;
 }
 
-/* What a child process does: fills res[0..4) from its own client of POOL. */
+/* What a child process does: fills res[0..NRES) from its own client c, attached to a pool p. */
 typedef void child_fn(paged_pool *p, int *res, int arg);
+#define NRES 8
 
-/* Runs fn in a child process with a client of its own attached to POOL; copies its four
- * results to res (-999 for those it could not report). Returns nothing. */
-static void in_child(child_fn *fn, int arg, int *res)
+/* The uid of the other user of the cross-uid case: nobody. */
+#define OTHER_UID 65534
+
+/* Runs fn in a child process, as uid ((uid_t) -1: the test's), with a client of its own
+ * attached to pool; copies its NRES results to res (-999 for those it could not report).
+ * Returns the child's exit status: 77 when it could not become uid. */
+static int in_child_as(uid_t uid, const char *pool, child_fn *fn, int arg, int *res)
 {
     int fds[2];
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NRES; i++)
         res[i] = -999;
     if (pipe(fds) != 0)
         bail("pipe");
@@ -55,21 +62,34 @@ static void in_child(child_fn *fn, int arg, int *res)
         bail("fork");
     if (pid == 0) {
         close(fds[0]);
-        int out[4] = { -999, -999, -999, -999 };
+        int out[NRES];
+        for (int i = 0; i < NRES; i++)
+            out[i] = -999;
+        if (uid != (uid_t) -1 && (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0))
+            _exit(77);
         paged_client *c = connect_client("child");
         paged_pool *p = NULL;
-        if (c != NULL && paged_pool_attach(c, POOL, &p) == PAGED_OK)
+        if (c != NULL && paged_pool_attach(c, pool, &p) == PAGED_OK)
             fn(p, out, arg);
         paged_client_close(c);
         _exit(write(fds[1], out, sizeof out) == (ssize_t) sizeof out ? 0 : 1);
     }
     close(fds[1]);
-    ssize_t n = read(fds[0], res, 4 * sizeof *res);
+    ssize_t n = read(fds[0], res, NRES * sizeof *res);
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    if (n != (ssize_t) (4 * sizeof *res) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+        return 77;
+    if (n != (ssize_t) (NRES * sizeof *res) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         diag("child %ld: read %zd bytes, status %#x", (long) pid, n, status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* in_child_as as the test's uid on POOL. Returns nothing. */
+static void in_child(child_fn *fn, int arg, int *res)
+{
+    in_child_as((uid_t) -1, POOL, fn, arg, res);
 }
 
 /* Child: publishes prompt arg's first NB blocks (res[0]: how many) and goes, leaving them cached. */
@@ -157,7 +177,7 @@ static int next_event_of(struct rc_client *sub, uint32_t type, struct pcore_msg_
  * is evicted as any other. */
 static void test_pin(paged_pool *p, struct rc_client *ctl)
 {
-    int res[4];
+    int res[NRES];
     in_child(child_publish, P_PINNED, res);
     is_int(NB, res[0], "publisher: prompt A published");
     in_child(child_publish, P_OTHER, res);
@@ -199,7 +219,7 @@ static void test_pin(paged_pool *p, struct rc_client *ctl)
 /* Pins are limited per pool (and per uid but root's). */
 static void test_limits(paged_client *c, paged_pool *p, struct rc_client *ctl)
 {
-    int res[4];
+    int res[NRES];
     in_child(child_publish_long, P_LONG, res);
     is_int(N / 2 + 1, res[0], "limits: a prompt of 17 blocks published");
     wait_cached(ctl, N / 2 + 1, "limits: its publisher gone");
@@ -223,7 +243,7 @@ static void test_limits(paged_client *c, paged_pool *p, struct rc_client *ctl)
 /* Eviction by prefix frees the prompt's cached blocks and tells subscribers. */
 static void test_evict(paged_pool *p, struct rc_client *ctl, struct rc_client *sub)
 {
-    int res[4];
+    int res[NRES];
     in_child(child_publish, P_EVICTED, res);
     is_int(NB, res[0], "evict: prompt C published");
     wait_cached(ctl, NB, "evict: its publisher gone");
@@ -245,7 +265,7 @@ static void test_evict(paged_pool *p, struct rc_client *ctl, struct rc_client *s
  * is not; the pool counts what expired. */
 static void test_ttl(paged_client *c, paged_pool *p, struct rc_client *ctl, struct rc_client *sub)
 {
-    int res[4];
+    int res[NRES];
     in_child(child_publish, P_PINNED, res);
     is_int(NB, res[0], "ttl: prompt A published again");
     wait_cached(ctl, NB, "ttl: its publisher gone");
@@ -276,6 +296,78 @@ static void test_ttl(paged_client *c, paged_pool *p, struct rc_client *ctl, stru
     is_int(PAGED_OK, paged_pool_set_ttl(c, POOL, 0), "ttl: set back to none");
     is_int(NB, paged_prefix_unpin(p, NULL, 0, 0, NULL), "unpin all: the owner drops the 4 pins left");
     is_int(0, (int) pool_item(ctl).pinned, "unpin all: none pinned");
+}
+
+/* Child, as another uid, in a pool of shared prefixes where root pinned prompt A: tries
+ * to drop root's pins (res[0] unpin, res[1] evict), to set the ttl (res[2]), to pin 9 blocks
+ * of the long prompt past its limit of 8 (res[3]), pins 4 of them (res[4]), and pins in a
+ * pool it may only read (res[5]). */
+static void child_other_uid(paged_pool *p, int *res, int arg)
+{
+    (void) arg;
+    paged_client *c = connect_client("other-2");
+    paged_pool *ro = NULL;
+    res[0] = paged_prefix_unpin(p, NULL, SALT, NB, prompts[P_PINNED]);
+    res[1] = paged_prefix_evict(p, NULL, SALT, NB, prompts[P_PINNED]);
+    res[2] = c != NULL ? paged_pool_set_ttl(c, "xpool", 5) : -999;
+    res[3] = paged_prefix_pin(p, NULL, SALT, N / 4 + 1, prompts[P_LONG]);
+    res[4] = paged_prefix_pin(p, NULL, SALT, NB, prompts[P_LONG]);
+    if (c != NULL && paged_pool_attach(c, "ropool", &ro) == PAGED_OK)
+        res[5] = paged_prefix_pin(ro, NULL, SALT, NB, prompts[P_PINNED]);
+    paged_client_close(c);
+}
+
+/* Child, as root, on the pool it is attached to: publishes prompt A and 9 blocks of the long
+ * prompt (res[0], res[1]). */
+static void child_publish_two(paged_pool *p, int *res, int arg)
+{
+    (void) arg;
+    int32_t ids[N / 4 + 1];
+    if (paged_alloc(p, NB, ids) == PAGED_OK)
+        res[0] = paged_publish(p, NULL, SALT, NB, prompts[P_PINNED], ids);
+    if (paged_alloc(p, N / 4 + 1, ids) == PAGED_OK)
+        res[1] = paged_publish(p, NULL, SALT, N / 4 + 1, prompts[P_LONG], ids);
+}
+
+/* Another uid may not drop root's pins nor set the ttl, is held to its pin limit, may not pin
+ * in a pool it cannot write; the owner's unpin of no prefix drops every uid's pins. */
+static void test_other_uid(paged_client *c)
+{
+    if (geteuid() != 0) {
+        skip(10, "not root: no second uid to try");
+        return;
+    }
+    paged_pool_desc d = { .name = "xpool", .num_layers = 1, .num_kv_heads = 1, .head_dim = 64, .block_size = B,
+                          .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0666 | PAGED_POOL_SHARED_PREFIXES };
+    paged_pool *x = NULL, *ro = NULL;
+    if (paged_pool_create(c, &d, &x) != PAGED_OK)
+        bail("cannot create xpool: %s", paged_client_error(c));
+    d.name = "ropool";
+    d.mode = 0644;
+    if (paged_pool_create(c, &d, &ro) != PAGED_OK)
+        bail("cannot create ropool: %s", paged_client_error(c));
+    int res[NRES];
+    in_child_as((uid_t) -1, "xpool", child_publish_two, 0, res);
+    in_child_as((uid_t) -1, "ropool", child_publish_two, 0, res + 2);
+    ok(res[0] == NB && res[1] == N / 4 + 1 && res[2] == NB, "other uid: root published the prompts");
+    is_int(NB, paged_prefix_pin(x, NULL, SALT, NB, prompts[P_PINNED]), "other uid: root pins prompt A");
+    if (in_child_as(OTHER_UID, "xpool", child_other_uid, 0, res) == 77) {
+        skip(8, "root, but setuid to nobody (%d) is refused here", OTHER_UID);
+        return;
+    }
+    is_int(PAGED_E_PERM, res[0], "other uid: may not unpin root's pins");
+    is_int(PAGED_E_PERM, res[1], "other uid: may not evict root's pinned prefix");
+    is_int(PAGED_E_PERM, res[2], "other uid: may not set the ttl of a pool it does not own");
+    is_int(PAGED_E_LIMIT, res[3], "other uid: 9 blocks pass its pin limit of 8");
+    is_int(NB, res[4], "other uid: pins 4 blocks within it");
+    is_int(PAGED_E_PERM, res[5], "other uid: may not pin in a pool it may only read");
+    struct pcore_pool_item it;
+    struct rc_client ctl;
+    if (rc_connect(daemon_.socket, "ctl2", PCORE_HELLO_CONTROL, &ctl) != 0 || rc_pool_item(&ctl, "xpool", &it) != 0)
+        bail("no LIST item for xpool");
+    rc_close(&ctl);
+    is_int(2 * NB, (int) it.pinned, "other uid: 8 blocks pinned in xpool, 4 each");
+    is_int(2 * NB, paged_prefix_unpin(x, NULL, 0, 0, NULL), "the owner's unpin of no prefix drops both uids' pins");
 }
 
 /* The pool's token counters say what the test's lookups asked for and found. */
@@ -363,7 +455,12 @@ int main(void)
     for (int k = 0; k < NPROMPTS; k++)
         for (int i = 0; i < N * B; i++)
             prompts[k][i] = 1000 * (k + 1) + i;
-    if (pagedd_start(&daemon_, NULL, NULL, NULL) != 0)
+    /* Another uid must reach the socket: a world-searchable directory, a 0666 socket. */
+    pagedd_mkdir(&daemon_);
+    if (chmod(daemon_.dir, 0755) != 0)
+        sysbail("chmod %s", daemon_.dir);
+    const char *const args[] = { "--socket-mode=0666", NULL };
+    if (pagedd_start(&daemon_, args, NULL, NULL) != 0)
         bail("pagedd did not start");
     paged_client *c = connect_client("owner");
     struct rc_client ctl, sub;
@@ -384,6 +481,7 @@ int main(void)
     test_ttl(c, p, &ctl, &sub);
     test_counters(&ctl);
     test_refusals(&ctl);
+    test_other_uid(c);
     rc_close(&sub);
     rc_close(&ctl);
     paged_client_close(c);
