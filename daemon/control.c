@@ -12,6 +12,7 @@
 
 #include "daemon/events.h"
 #include "daemon/list.h"
+#include "daemon/prefixctl.h"
 #include "daemon/server.h"
 #include "lib/core/ring.h"
 #include "lib/core/utf8.h"
@@ -289,6 +290,7 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         free(cause);
         return;
     }
+    p->ttl_ns = (uint64_t) srv->cfg.prefix_ttl_ms * 1000000u;
     /* A pool its creator cannot be attached to is not made at all. */
     const int writable = (m.flags & PCORE_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
     struct pd_export ex;
@@ -519,28 +521,38 @@ static void on_list(struct pd_server *srv, struct pd_conn *c, const void *buf)
     pd_list_start(srv, c, &m);
 }
 
-/* One control message type: its name, exact length (or an older, shorter form's: 0 for none)
- * and handler. */
+/* PREFIX: its length and count are checked in prefixctl.c. Returns nothing. */
+static void on_prefix(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct pcore_msg_hdr h;
+    memcpy(&h, buf, sizeof h);
+    pd_prefixctl_handle(srv, c, buf, h.len);
+}
+
+/* One control message type: its name, exact length (or an older, shorter form's: 0 for none;
+ * with trailing items, the length of the fixed part and the item's size), and handler. */
 struct control_entry {
     uint32_t type;
     const char *name;
     size_t len;
     size_t short_len;
     void (*fn)(struct pd_server *srv, struct pd_conn *c, const void *buf);
+    size_t item;              /* a trailing array's element size; 0: none */
 };
 
 static const struct control_entry table[] = {
-    { PCORE_MSG_POOL_CREATE, "POOL_CREATE", sizeof(struct pcore_msg_pool_create), 0, on_pool_create },
-    { PCORE_MSG_POOL_ATTACH, "POOL_ATTACH", sizeof(struct pcore_msg_pool_attach), 0, on_pool_attach },
-    { PCORE_MSG_POOL_DETACH, "POOL_DETACH", sizeof(struct pcore_msg_pool_ref), 0, on_pool_detach },
-    { PCORE_MSG_POOL_DESTROY, "POOL_DESTROY", sizeof(struct pcore_msg_pool_ref), 0, on_pool_destroy },
-    { PCORE_MSG_STATUS, "STATUS", sizeof(struct pcore_msg_hdr), 0, on_status },
-    { PCORE_MSG_LIST, "LIST", sizeof(struct pcore_msg_list), 0, on_list },
-    { PCORE_MSG_STATS, "STATS", sizeof(struct pcore_msg_hdr), 0, on_stats },
+    { PCORE_MSG_POOL_CREATE, "POOL_CREATE", sizeof(struct pcore_msg_pool_create), 0, on_pool_create, 0 },
+    { PCORE_MSG_POOL_ATTACH, "POOL_ATTACH", sizeof(struct pcore_msg_pool_attach), 0, on_pool_attach, 0 },
+    { PCORE_MSG_POOL_DETACH, "POOL_DETACH", sizeof(struct pcore_msg_pool_ref), 0, on_pool_detach, 0 },
+    { PCORE_MSG_POOL_DESTROY, "POOL_DESTROY", sizeof(struct pcore_msg_pool_ref), 0, on_pool_destroy, 0 },
+    { PCORE_MSG_STATUS, "STATUS", sizeof(struct pcore_msg_hdr), 0, on_status, 0 },
+    { PCORE_MSG_LIST, "LIST", sizeof(struct pcore_msg_list), 0, on_list, 0 },
+    { PCORE_MSG_STATS, "STATS", sizeof(struct pcore_msg_hdr), 0, on_stats, 0 },
     { PCORE_MSG_SUBSCRIBE, "SUBSCRIBE", sizeof(struct pcore_msg_subscribe), sizeof(struct pcore_msg_hdr),
-      on_subscribe },
-    { PCORE_MSG_KILL_CLIENT, "KILL_CLIENT", sizeof(struct pcore_msg_kill), 0, on_kill },
-    { PCORE_MSG_EVICT, "EVICT", sizeof(struct pcore_msg_pool_ref), 0, on_evict },
+      on_subscribe, 0 },
+    { PCORE_MSG_KILL_CLIENT, "KILL_CLIENT", sizeof(struct pcore_msg_kill), 0, on_kill, 0 },
+    { PCORE_MSG_EVICT, "EVICT", sizeof(struct pcore_msg_pool_ref), 0, on_evict, 0 },
+    { PCORE_MSG_PREFIX, "PREFIX", sizeof(struct pcore_msg_prefix), 0, on_prefix, sizeof(paged_hash) },
 };
 
 /* Checks and dispatches one control message; returns nothing. */
@@ -565,6 +577,10 @@ void pd_control_handle(struct pd_server *srv, struct pd_conn *c, const void *buf
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (table[i].type != h.type)
             continue;
+        if (table[i].item != 0 && len >= table[i].len) {
+            table[i].fn(srv, c, buf);
+            return;
+        }
         if (len != table[i].len && (table[i].short_len == 0 || len != table[i].short_len)) {
             pd_conn_error(c, h.seq, PAGED_E_PROTO, "%s is %zu bytes, expected %zu", table[i].name, len,
                           table[i].len);

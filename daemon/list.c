@@ -168,6 +168,8 @@ static uint32_t fill(struct pd_server *srv, struct pd_conn *c, void *items, uint
                 if (it->published == PCORE_BLOCK_PUBLISHED)
                     it->hash = bi.hash;
             }
+            it->pinned = (uint32_t) bi.pinned;
+            it->pinner_uid = bi.pinned && it->published == PCORE_BLOCK_PUBLISHED ? bi.pinner : UINT32_MAX;
             struct holders_ctx hc = { it };
             pa_block_holders(p->alloc, b, add_holder, &hc);
         }

@@ -58,6 +58,8 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/tally.c \
 	daemon/control.h \
 	daemon/control.c \
+	daemon/prefixctl.h \
+	daemon/prefixctl.c \
 	daemon/list.h \
 	daemon/list.c \
 	daemon/events.h \

@@ -250,6 +250,7 @@ int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd
         return rc;
     }
     pa_set_evict_hook(p->alloc, on_evict, p);
+    pa_set_clock(p->alloc, pcore_now_ns);
     pa_set_index_seed(p->alloc, index_seed(p));
     *out = p;
     return PAGED_OK;
@@ -303,4 +304,31 @@ void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it)
     it->evictions = c.evictions;
     it->lookups = c.lookups;
     it->lookup_hits = c.lookup_hits;
+    it->lookup_tokens = c.lookup_blocks * p->geom.block_size;
+    it->hit_tokens = c.lookup_hits * p->geom.block_size;
+    it->expired = p->expired;
+    it->ttl_ms = p->ttl_ns / 1000000u;
+    it->pinned = c.pinned;
+}
+
+/* Returns percent % of p's blocks, rounded down. */
+uint32_t pd_pool_share(const struct pd_pool *p, uint32_t percent)
+{
+    return (uint32_t) ((uint64_t) p->geom.num_blocks * (percent > 100 ? 100 : percent) / 100u);
+}
+
+/* Drops p's expired cached blocks, not counting them as evictions to announce; returns how many. */
+uint32_t pd_pool_expire(struct pd_pool *p)
+{
+    uint32_t pending = p->evicted_pending;
+    uint32_t n = pa_expire(p->alloc, p->ttl_ns);
+    p->evicted_pending = pending;
+    p->expired += n;
+    return n;
+}
+
+/* Returns when p's next cached block expires, or UINT64_MAX. */
+uint64_t pd_pool_next_expiry(const struct pd_pool *p)
+{
+    return pa_next_expiry(p->alloc, p->ttl_ns);
 }

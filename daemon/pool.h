@@ -48,8 +48,19 @@ struct pd_pool {
     uint32_t attached;       /* clients attached */
     int destroyed;           /* name removed; freed at the last detach */
     uint32_t evicted_pending;/* evictions not yet announced as an event */
+    uint64_t ttl_ns;         /* time to live of a cached unpinned block; 0: none */
+    uint64_t expired;        /* cached blocks dropped by the time to live */
     struct pd_pool *next;
 };
+
+/* Returns percent % of p's blocks, rounded down: a pin limit (pin-limit-uid, pin-limit-pool). */
+uint32_t pd_pool_share(const struct pd_pool *p, uint32_t percent);
+
+/* Drops p's cached blocks whose time to live passed. Returns how many. */
+uint32_t pd_pool_expire(struct pd_pool *p);
+
+/* Returns when p's next cached block expires (pcore_now_ns time), or UINT64_MAX. */
+uint64_t pd_pool_next_expiry(const struct pd_pool *p);
 
 /*
  * Checks a POOL_CREATE's name and geometry (pure: no allocation, no I/O). mem_limit is the

@@ -421,6 +421,9 @@ static void reload(struct pd_server *srv)
     srv->cfg.dependency_timeout_ms = n.dependency_timeout_ms;
     srv->cfg.dependency_waits = n.dependency_waits;
     srv->cfg.dependency_strikes = n.dependency_strikes;
+    srv->cfg.prefix_ttl_ms = n.prefix_ttl_ms;
+    srv->cfg.pin_limit_uid = n.pin_limit_uid;
+    srv->cfg.pin_limit_pool = n.pin_limit_pool;
     srv->engine_env.max_blocks_per_client = n.max_blocks_per_client;
     srv->engine_env.dependency_timeout_ms = n.dependency_timeout_ms;
     srv->engine_env.dependency_inline = n.dependency_waits == 1;
@@ -473,10 +476,24 @@ static uint64_t idle_deadline(const struct pd_server *srv, const struct pd_conn 
     return c->active_ns + (uint64_t) srv->cfg.control_idle_timeout_ms * 1000000u;
 }
 
+/* Drops every pool's cached blocks whose time to live passed, announcing each pool's count
+ * as an EXPIRE event; returns nothing. */
+static void expire_pools(struct pd_server *srv)
+{
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
+        uint32_t n = pd_pool_expire(p);
+        if (n != 0) {
+            pd_log(PD_LOG_DEBUG, "pool '%s': %u cached blocks expired", p->name, n);
+            pd_events_announce(srv, PCORE_EVENT_EXPIRE, NULL, p->name, n);
+        }
+    }
+}
+
 /* Drops connections past their HELLO deadline, closes idle control connections (telling
- * them why) and resumes accepting; returns nothing. */
+ * them why), resumes accepting and expires cached blocks; returns nothing. */
 static void check_timers(struct pd_server *srv, uint64_t now)
 {
+    expire_pools(srv);
     if (srv->accept_paused_until != 0 && now >= srv->accept_paused_until) {
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->listen_watch };
         epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev);
@@ -501,6 +518,11 @@ static int next_timeout(struct pd_server *srv, uint64_t now)
     uint64_t next = UINT64_MAX;
     if (srv->accept_paused_until != 0)
         next = srv->accept_paused_until;
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
+        const uint64_t at = pd_pool_next_expiry(p);
+        if (at < next)
+            next = at;
+    }
     for (struct pd_conn *c = srv->conns; c != NULL; c = c->next) {
         if (c->state == PD_CONN_HELLO && c->deadline_ns < next)
             next = c->deadline_ns;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "daemon/util/log.h"
+#include "lib/core/proto.h"
 
 /* How a key's value is stored in struct pd_config. */
 enum key_type { T_STR, T_BOOL, T_U32, T_U64, T_OCTAL, T_LEVEL, T_BACKEND, T_MEMORY, T_WAITS, T_FD };
@@ -79,6 +80,15 @@ static const struct key_slot keys[] = {
     { { "dependency-strikes", 1, 0, 1, 1, "N", "refuse the waits of a user whose waits timed out N times in "
         "the last minute, unless already reached (default 3; 0: never)" },
       NUM(T_U32, dependency_strikes, 0, 1000) },
+    { { "prefix-ttl", 1, 0, 1, 1, "MS", "a new pool drops a cached prefix block nobody pinned MS ms after its "
+        "last use (default 0: never; pactl ttl changes a pool's)" },
+      NUM(T_U32, prefix_ttl_ms, 0, PCORE_PREFIX_MAX_TTL_MS) },
+    { { "pin-limit-uid", 1, 0, 1, 1, "PERCENT", "most of a pool's blocks one user but root may keep pinned "
+        "(default 25)" },
+      NUM(T_U32, pin_limit_uid, 0, 100) },
+    { { "pin-limit-pool", 1, 0, 1, 1, "PERCENT", "most of a pool's blocks all users together may keep pinned "
+        "(default 50)" },
+      NUM(T_U32, pin_limit_pool, 0, 100) },
     { { "ready-fd", 1, 0, 0, 0, "FD", "write READY to descriptor FD once serving, then close it" },
       NUM(T_FD, ready_fd, 0, 65535) },
 };
@@ -128,6 +138,8 @@ void pd_config_defaults(struct pd_config *cfg, const char *default_config)
     cfg->spin_us = 1000;
     cfg->dependency_timeout_ms = 1000;
     cfg->dependency_strikes = 3;
+    cfg->pin_limit_uid = 25;
+    cfg->pin_limit_pool = 50;
     cfg->ready_fd = -1;
 }
 

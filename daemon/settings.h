@@ -48,6 +48,9 @@ struct pd_config {
     uint32_t dependency_waits;     /* 0 isolated (the engine looks at the word), 1 inline (cuda: the
                                     * daemon's stream waits for it) */
     uint32_t dependency_strikes;   /* timed-out waits in a minute that get a user's waits refused */
+    uint32_t prefix_ttl_ms;        /* a new pool's time to live of cached blocks; 0 = none */
+    uint32_t pin_limit_uid;        /* percent of a pool's blocks one uid but root may keep pinned */
+    uint32_t pin_limit_pool;       /* percent of a pool's blocks all uids together may keep pinned */
     int ready_fd;                  /* command line only: write "READY\n" here when serving */
 };
 

@@ -143,6 +143,29 @@ static void pool_ref(struct buf *b, uint32_t type, uint32_t seq, uint32_t id, co
     rec(b, &m, sizeof m);
 }
 
+/* Appends a PREFIX record of op on pool name (or id) with n hashes (seeded by h) and ttl_ms;
+ * returns nothing. */
+static void prefix(struct buf *b, uint32_t seq, uint32_t op, uint32_t id, const char *name, uint32_t n,
+                   uint64_t h, uint64_t ttl_ms)
+{
+    unsigned char m[sizeof(struct pcore_msg_prefix) + 4 * sizeof(paged_hash)];
+    struct pcore_msg_prefix p;
+    memset(&p, 0, sizeof p);
+    size_t len = sizeof p + (size_t) n * sizeof(paged_hash);
+    p.hdr = (struct pcore_msg_hdr) { PCORE_MSG_PREFIX, seq, 0, (uint32_t) len };
+    p.op = op;
+    p.count = n;
+    p.pool_id = id;
+    p.ttl_ms = ttl_ms;
+    snprintf(p.name, sizeof p.name, "%s", name);
+    memcpy(m, &p, sizeof p);
+    for (uint32_t i = 0; i < n && i < 4; i++) {
+        paged_hash x = { h + i, ~(h + i) };
+        memcpy(m + sizeof p + i * sizeof x, &x, sizeof x);
+    }
+    rec(b, m, len);
+}
+
 /* Appends a bare header record (STATUS, STATS, SUBSCRIBE); returns nothing. */
 static void bare(struct buf *b, uint32_t type, uint32_t seq)
 {
@@ -275,6 +298,20 @@ static void control_seeds(void)
     list(&b, 7, PCORE_LIST_POOLS, "");
     kill_client(&b, 8, 2);
     emit("control", "root-destroy-kill", &b);
+
+    /* The prefix cache's controls: pin, unpin, evict a prefix, ttl; refusals of each field. */
+    b = cstart(OWNER | BYSTANDER);
+    hello(&b, PCORE_HELLO_CONTROL, 0, 0, "prefix");
+    prefix(&b, 2, PCORE_PREFIX_PIN, 0, "base", 2, 1, 0);
+    prefix(&b, 3, PCORE_PREFIX_UNPIN, 0, "base", 2, 1, 0);
+    prefix(&b, 4, PCORE_PREFIX_EVICT, 1, "", 1, 1, 0);
+    prefix(&b, 5, PCORE_PREFIX_TTL, 0, "base", 0, 0, 1000);
+    prefix(&b, 6, PCORE_PREFIX_TTL, 0, "base", 0, 0, PCORE_PREFIX_MAX_TTL_MS + 1);
+    prefix(&b, 7, 9, 0, "base", 1, 1, 0);
+    prefix(&b, 8, PCORE_PREFIX_PIN, 0, "base", 0, 0, 0);
+    prefix(&b, 9, PCORE_PREFIX_PIN, 0, "no-such", 1, 1, 0);
+    prefix(&b, 10, PCORE_PREFIX_TTL, 0, "base", 1, 1, 5);
+    emit("control", "prefix-controls", &b);
 
     /* A stranger is refused everything on the base pool and the bystander. */
     b = cstart(STRANGER | BYSTANDER);

@@ -533,6 +533,39 @@ int paged_lookup(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_
                  const int32_t *tokens, int32_t *ids);
 
 /* ===========================================================================================
+ * The prefix cache's controls (paged_prefix_pin(3)). PIN, UNPIN and EVICT name a prefix as
+ * LOOKUP does, by its tokens (the library hashes them), and act in this uid's prefix scope
+ * (all uids' with PAGED_POOL_SHARED_PREFIXES) on the longest prefix of them cached, up to the
+ * first block not found; each needs write permission on the pool and returns that prefix's
+ * length in blocks (0: none cached), or an error. num_blocks is 1 to 4000.
+ * =========================================================================================*/
+
+/* Pins the prefix: its blocks are never evicted, to make room or by the time to live, until
+ * unpinned. Pins count against a limit per uid (by default a quarter of the pool's blocks;
+ * root has none) and per pool (half its blocks): PAGED_E_LIMIT pins nothing (since 0.1). */
+int paged_prefix_pin(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
+                     const int32_t *tokens);
+
+/* Drops the prefix's pins; its blocks age from now on as any cached block. A pin is the
+ * pinning uid's to drop, or the pool owner's or root's: PAGED_E_PERM drops none. With
+ * num_blocks 0 (tokens unused) it drops every pin the caller may drop, its own or, for the
+ * pool's owner and root, everyone's, and returns how many (since 0.1). */
+int paged_prefix_unpin(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
+                       const int32_t *tokens);
+
+/* Takes the prefix out of the cache, its pins too (as paged_prefix_unpin allows): no LOOKUP
+ * finds it again; unreferenced blocks are free at once, referenced ones when their holders
+ * free them (since 0.1). */
+int paged_prefix_evict(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
+                       const int32_t *tokens);
+
+/* Sets the pool's time to live (the pool's owner or root): a cached block nobody references
+ * and nobody pinned is dropped ttl_ms milliseconds after its last reference went; 0, a new
+ * pool's, keeps it until room is needed. Up to 30 days. Returns PAGED_OK, PAGED_E_PERM,
+ * PAGED_E_NOENT or PAGED_E_INVAL (since 0.1). */
+int paged_pool_set_ttl(paged_client *c, const char *name, uint64_t ttl_ms);
+
+/* ===========================================================================================
  * Sequences: the library keeps a sequence's block table and slots as tokens are added.
  * =========================================================================================*/
 

@@ -10,6 +10,7 @@ lib_libpaged_la_SOURCES = \
 	lib/client.c \
 	lib/control.c \
 	lib/pool.c \
+	lib/prefix.c \
 	lib/arena.c \
 	lib/submit.c \
 	lib/encode.c \

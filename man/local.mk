@@ -20,6 +20,7 @@ notrans_dist_man_MANS = \
 	man/paged_decode.3 \
 	man/paged_seq_create.3 \
 	man/paged_stats.3 \
+	man/paged_prefix_pin.3 \
 	man/paged_stream_wait.3 \
 	man/paged_strerror.3 \
 	man/paged.conf.5 \
@@ -57,7 +58,10 @@ notrans_dist_man_MANS += \
 	man/paged_pool_detach.3 \
 	man/paged_pool_get_info.3 \
 	man/paged_pool_map.3 \
+	man/paged_pool_set_ttl.3 \
 	man/paged_prefill.3 \
+	man/paged_prefix_evict.3 \
+	man/paged_prefix_unpin.3 \
 	man/paged_publish.3 \
 	man/paged_reap.3 \
 	man/paged_seq_adopt_prefix.3 \

@@ -31,6 +31,10 @@ tools_pactl_SOURCES = \
 	tools/pactl_cmd_subscribe.c \
 	tools/pactl_cmd_kill_client.c \
 	tools/pactl_cmd_evict.c \
+	tools/pactl_cmd_pin.c \
+	tools/pactl_cmd_ttl.c \
+	tools/pactl_prefix.h \
+	tools/pactl_prefix.c \
 	tools/pactl_cmd_destroy.c
 tools_pactl_LDADD = lib/core/libpagedcore.la
 

@@ -22,6 +22,9 @@ static const struct pactl_cmd *const pactl_cmds[] = {
     &pactl_cmd_subscribe,
     &pactl_cmd_kill_client,
     &pactl_cmd_evict,
+    &pactl_cmd_pin,
+    &pactl_cmd_unpin,
+    &pactl_cmd_ttl,
     &pactl_cmd_destroy,
 };
 #define PACTL_NUM_CMDS (sizeof pactl_cmds / sizeof pactl_cmds[0])

@@ -51,6 +51,9 @@ extern const struct pactl_cmd pactl_cmd_subscribe;
 extern const struct pactl_cmd pactl_cmd_kill_client;
 extern const struct pactl_cmd pactl_cmd_evict;
 extern const struct pactl_cmd pactl_cmd_destroy;
+extern const struct pactl_cmd pactl_cmd_pin;
+extern const struct pactl_cmd pactl_cmd_unpin;
+extern const struct pactl_cmd pactl_cmd_ttl;
 
 /* Connects ctx to the daemon. Returns 0, or prints why not and returns -1. */
 int pactl_connect(struct pactl_ctx *ctx);

@@ -1,4 +1,4 @@
-/* pactl_cmd_evict.c: pactl evict: drop a pool's cached prefix blocks that nobody references. */
+/* pactl_cmd_evict.c: pactl evict: drop a pool's cached prefix blocks that nobody references, or one prefix. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -6,12 +6,14 @@
 
 #include "tools/pactl_fmt.h"
 #include "tools/pactl_pool.h"
+#include "tools/pactl_prefix.h"
 #include "tools/pactl.h"
 
-/* Runs "evict POOL"; returns the exit status. */
+/* Runs "evict POOL [HASH...]"; returns the exit status. */
 static int evict_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
-    (void) argc;
+    if (argc > 1)
+        return pactl_prefix_run(ctx, "evict", PCORE_PREFIX_EVICT, "evicted", argv[0], argc - 1, argv + 1);
     char name[PCORE_NAME_MAX];
     uint32_t evicted;
     int rc = pactl_pool_call(ctx, "evict", PCORE_MSG_EVICT, argv[0], &evicted);
@@ -28,10 +30,10 @@ static int evict_exec(struct pactl_ctx *ctx, int argc, char **argv)
 const struct pactl_cmd pactl_cmd_evict = {
     .name = "evict",
     .options = "",
-    .args = "pool",
+    .args = "pool [hash...]",
     .needs = "a pool name",
-    .summary = "drop the pool's unreferenced cached prefix blocks",
+    .summary = "drop the pool's unreferenced cached prefix blocks, or one prefix (its block hashes)",
     .min_args = 1,
-    .max_args = 1,
+    .max_args = 1 + (int) PCORE_PREFIX_MAX_HASHES,
     .exec = evict_exec,
 };

@@ -40,7 +40,16 @@ static void info_text(const struct pcore_pool_item *p)
            (p->mode & PAGED_POOL_SEALED) ? "no client receives the memory; every access is a request"
                                          : "attaching clients receive the memory and may map it");
     printf("prefix cache   %" PRIu64 " lookups, %" PRIu64 " blocks found, %" PRIu64
-           " evicted\n", p->lookups, p->lookup_hits, p->evictions);
+           " evicted (%" PRIu64 " by the ttl)\n", p->lookups, p->lookup_hits, p->evictions, p->expired);
+    printf("tokens         %" PRIu64 " looked up, %" PRIu64 " found", p->lookup_tokens, p->hit_tokens);
+    if (p->lookup_tokens > 0)
+        printf(" (%.1f%%)", 100.0 * (double) p->hit_tokens / (double) p->lookup_tokens);
+    printf("\n");
+    printf("pinned         %u blocks\n", (unsigned) p->pinned);
+    if (p->ttl_ms == 0)
+        printf("ttl            none: cached blocks stay until room is needed\n");
+    else
+        printf("ttl            %" PRIu64 " ms after a cached block's last use\n", p->ttl_ms);
 }
 
 /* Runs "info POOL"; returns the exit status. */

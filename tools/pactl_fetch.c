@@ -41,6 +41,34 @@ int pactl_fetch_pool_ref(struct pactl_conn *c, uint32_t type, const char *pool, 
     return 0;
 }
 
+/* Sends PREFIX op with hashes and reads its OK's count; returns 0 or -1 with *cause. */
+int pactl_fetch_prefix(struct pactl_conn *c, uint32_t op, const char *pool, const paged_hash *hashes, uint32_t n,
+                       uint64_t ttl_ms, uint32_t *count, char **cause)
+{
+    static unsigned char buf[sizeof(struct pcore_msg_prefix) + PCORE_PREFIX_MAX_HASHES * sizeof(paged_hash)];
+    struct pcore_msg_prefix req;
+    size_t len;
+    if (n > PCORE_PREFIX_MAX_HASHES) {
+        *cause = pactl_cause("%u hashes: at most %u", (unsigned) n, PCORE_PREFIX_MAX_HASHES);
+        return -1;
+    }
+    memset(&req, 0, sizeof req);
+    req.hdr.type = PCORE_MSG_PREFIX;
+    req.op = op;
+    req.count = n;
+    req.ttl_ms = ttl_ms;
+    snprintf(req.name, sizeof req.name, "%s", pool);
+    memcpy(buf, &req, sizeof req);
+    if (n > 0)
+        memcpy(buf + sizeof req, hashes, (size_t) n * sizeof *hashes);
+    const struct pcore_msg_hdr *h = pactl_conn_call(c, buf, sizeof req + (size_t) n * sizeof *hashes,
+                                                    PCORE_MSG_OK, sizeof *h, &len, cause);
+    if (h == NULL)
+        return -1;
+    *count = h->status > 0 ? (uint32_t) h->status : 0;
+    return 0;
+}
+
 /* Sends STATS and copies the reply; returns 0 or -1 with *cause. */
 int pactl_fetch_stats(struct pactl_conn *c, struct pcore_msg_stats_reply *out, char **cause)
 {

@@ -36,6 +36,11 @@ int pactl_fetch_list(struct pactl_conn *c, uint32_t what, const char *name,
  * with the OK's count in *count (clients still attached, blocks evicted), or -1 with *cause
  * (the daemon's own words where it refused).
  */
+/* Sends PREFIX op for pool by name with n hashes (ttl_ms for the TTL op) and reads its OK's
+ * count; returns 0 or -1 with *cause. */
+int pactl_fetch_prefix(struct pactl_conn *c, uint32_t op, const char *pool, const paged_hash *hashes, uint32_t n,
+                       uint64_t ttl_ms, uint32_t *count, char **cause);
+
 int pactl_fetch_pool_ref(struct pactl_conn *c, uint32_t type, const char *pool, uint32_t *count,
                          char **cause);
 

@@ -75,6 +75,11 @@ void items_pool_json(struct json *j, const char *key, const struct pcore_pool_it
     json_u64(j, "evictions", p->evictions);
     json_u64(j, "lookups", p->lookups);
     json_u64(j, "lookup_hits", p->lookup_hits);
+    json_u64(j, "lookup_tokens", p->lookup_tokens);
+    json_u64(j, "hit_tokens", p->hit_tokens);
+    json_u64(j, "expired", p->expired);
+    json_u64(j, "pinned", p->pinned);
+    json_u64(j, "ttl_ms", p->ttl_ms);
     json_end(j);
 }
 
@@ -164,7 +169,8 @@ void items_block_row(const struct pcore_block_item *b, const struct pactl_list *
     else if (b->num_holders == 0)
         snprintf(holders, sizeof holders, "-");
     printf("%-16s %7d %5u %-10s %-32s %-10s  %s\n", pool, (int) b->block, (unsigned) b->refcount,
-           b->refcount > 0 ? "referenced" : "cached", hash, block_scope(scope, sizeof scope, b), holders);
+           b->refcount > 0 ? "referenced" : b->pinned ? "pinned" : "cached", hash,
+           block_scope(scope, sizeof scope, b), holders);
 }
 
 /* Writes one block as a JSON object. */
@@ -181,7 +187,12 @@ void items_block_json(struct json *j, const struct pcore_block_item *b,
         json_null(j, "pool");
     json_i64(j, "block", b->block);
     json_u64(j, "refcount", b->refcount);
-    json_str(j, "state", b->refcount > 0 ? "referenced" : "cached");
+    json_str(j, "state", b->refcount > 0 ? "referenced" : b->pinned ? "pinned" : "cached");
+    json_bool(j, "pinned", b->pinned != 0);
+    if (b->pinned && b->pinner_uid != UINT32_MAX)
+        json_u64(j, "pinner_uid", b->pinner_uid);
+    else
+        json_null(j, "pinner_uid");
     json_bool(j, "published", b->published != 0);
     if (b->published == PCORE_BLOCK_PUBLISHED)
         json_str(j, "hash", fmt_hash(hash, sizeof hash, &b->hash));

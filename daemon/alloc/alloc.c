@@ -17,8 +17,9 @@
 #define NIL UINT32_MAX
 _Static_assert(NIL == PD_MAP_EMPTY, "the maps' empty value is the allocator's NIL");
 
-/* Block states (see alloc.h). */
-enum { ST_FREE = 0, ST_REFERENCED = 1, ST_CACHED = 2 };
+/* Block states (see alloc.h). A pinned block with no references is ST_PINNED: cached, but off
+ * the LRU list, so neither an allocation nor a sweep evicts it. */
+enum { ST_FREE = 0, ST_REFERENCED = 1, ST_CACHED = 2, ST_PINNED = 3 };
 
 /*
  * One block. The hash and tenant live here, not in the index, so that an index slot can stay
@@ -32,8 +33,11 @@ typedef struct pa_block {
     uint32_t refs;            /* first reference record of this block, or NIL */
     int32_t lru_prev;         /* LRU links while cached, -1 at the ends */
     int32_t lru_next;
+    uint64_t cached_ns;       /* the allocator's clock when it went on the LRU list */
+    uint32_t pinner;          /* who pinned it, while pinned */
     uint8_t state;
     uint8_t published;
+    uint8_t pinned;           /* never evicted (pa_pin); only a published block is pinned */
 } pa_block;
 
 /*
@@ -92,7 +96,12 @@ struct pa_alloc {
 
     pa_evict_fn *evict_fn;
     void *evict_ctx;
-    uint64_t evictions, lookups, lookup_hits;
+    uint64_t evictions, lookups, lookup_hits, lookup_blocks;
+
+    pa_clock_fn *clock;       /* stamps blocks entering the LRU (TTL); NULL: always 0 */
+    uint32_t npinned;         /* pinned blocks, referenced or not */
+    uint32_t npinned_idle;    /* of them, ST_PINNED (no references) */
+    pd_u64map pin_map;        /* pinner -> blocks it has pinned */
 };
 
 /* ---- prefix index ------------------------------------------------------------------------- */
@@ -174,6 +183,7 @@ static void index_del(pa_alloc *a, int32_t b)
 static void lru_push(pa_alloc *a, int32_t b)
 {
     pa_block *blk = &a->blocks[b];
+    blk->cached_ns = a->clock != NULL ? a->clock() : 0;
     blk->lru_prev = a->lru_tail;
     blk->lru_next = -1;
     if (a->lru_tail >= 0)
@@ -314,7 +324,10 @@ static void holder_drop(pa_alloc *a, uint32_t h)
 static void block_unreferenced(pa_alloc *a, int32_t b)
 {
     pa_block *blk = &a->blocks[b];
-    if (blk->published) {
+    if (blk->pinned) {
+        blk->state = ST_PINNED;
+        a->npinned_idle++;
+    } else if (blk->published) {
         blk->state = ST_CACHED;
         lru_push(a, b);
     } else {
@@ -403,10 +416,9 @@ static void ref_drop_one(pa_alloc *a, uint32_t r)
         holder_drop(a, h);
 }
 
-/* Evicts the least recently used cached block to the free list; calls the hook. */
-static void evict_one(pa_alloc *a)
+/* Evicts cached block b (on the LRU list) to the free list; calls the hook. */
+static void evict_block(pa_alloc *a, int32_t b)
 {
-    int32_t b = a->lru_head;
     pa_block *blk = &a->blocks[b];
     paged_hash hash = blk->hash;
     lru_unlink(a, b);
@@ -419,6 +431,12 @@ static void evict_one(pa_alloc *a)
     a->evictions++;
     if (a->evict_fn != NULL)
         a->evict_fn(a->evict_ctx, b, &hash);
+}
+
+/* Evicts the least recently used cached block to the free list; calls the hook. */
+static void evict_one(pa_alloc *a)
+{
+    evict_block(a, a->lru_head);
 }
 
 /* ---- array validation --------------------------------------------------------------------- */
@@ -487,7 +505,8 @@ pa_alloc *pa_create(uint32_t num_blocks)
     a->scratch = pd_calloc(num_blocks, sizeof *a->scratch);
     a->index = pd_malloc(index_cap * sizeof *a->index);
     if (a->blocks == NULL || a->free_stack == NULL || a->scratch == NULL || a->index == NULL
-        || pd_map_init(&a->holder_map, 16) < 0 || pd_map_init(&a->pair_map, 64) < 0) {
+        || pd_map_init(&a->holder_map, 16) < 0 || pd_map_init(&a->pair_map, 64) < 0
+        || pd_map_init(&a->pin_map, 16) < 0) {
         pa_destroy(a);
         return NULL;
     }
@@ -516,6 +535,7 @@ void pa_destroy(pa_alloc *a)
     free(a->holders);
     pd_map_free(&a->holder_map);
     pd_map_free(&a->pair_map);
+    pd_map_free(&a->pin_map);
     for (uint32_t h = 0; h < a->bits_cap; h++)
         free(a->held_bits[h]);
     free(a->held_bits);
@@ -675,6 +695,7 @@ uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, co
     a->lookups++;
     if (n == 0 || hashes == NULL || out == NULL)
         return 0;
+    a->lookup_blocks += n;
     uint32_t h = holder_find(a, holder);
     uint32_t found;
     for (found = 0; found < n; found++) {
@@ -691,6 +712,9 @@ uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, co
             h = holder_make(a, holder);
         if (blk->state == ST_CACHED) {
             lru_unlink(a, b);
+            blk->state = ST_REFERENCED;
+        } else if (blk->state == ST_PINNED) {
+            a->npinned_idle--;
             blk->state = ST_REFERENCED;
         }
         ref_add(a, h, b, 1);
@@ -737,11 +761,13 @@ uint32_t pa_evict_cached(pa_alloc *a)
 void pa_get_counts(const pa_alloc *a, pa_counts *out)
 {
     out->free = a->nfree;
-    out->cached = a->ncached;
-    out->referenced = a->nblocks - a->nfree - a->ncached;
+    out->cached = a->ncached + a->npinned_idle;
+    out->referenced = a->nblocks - a->nfree - out->cached;
     out->evictions = a->evictions;
     out->lookups = a->lookups;
     out->lookup_hits = a->lookup_hits;
+    out->lookup_blocks = a->lookup_blocks;
+    out->pinned = a->npinned;
 }
 
 /* Returns the number of blocks. */
@@ -761,6 +787,8 @@ int pa_block_info_get(const pa_alloc *a, int32_t block, pa_block_info *info)
     info->published = blk->published;
     info->hash = blk->hash;
     info->tenant = blk->tenant;
+    info->pinned = blk->pinned;
+    info->pinner = blk->pinner;
     return 0;
 }
 
@@ -774,12 +802,205 @@ void pa_block_holders(const pa_alloc *a, int32_t block,
         fn(ctx, a->holders[a->refs[r].holder].id, a->refs[r].count);
 }
 
+/* ---- pins, time to live, eviction by prefix ---------------------------------------------- */
+
+/* Sets the clock that stamps blocks entering the LRU list. */
+void pa_set_clock(pa_alloc *a, pa_clock_fn *clock)
+{
+    a->clock = clock;
+}
+
+/* Returns how many blocks of the chain hashes[0..n) are published under tenant, counting up to
+ * the first miss. */
+static uint32_t prefix_found(const pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes)
+{
+    uint32_t i = 0;
+    while (i < n && index_find(a, &hashes[i], tenant) >= 0)
+        i++;
+    return i;
+}
+
+/* Returns the blocks pinner has pinned. */
+uint32_t pa_pinned_by(const pa_alloc *a, uint32_t pinner)
+{
+    uint32_t v = pd_map_get(&a->pin_map, pinner);
+    return v == PD_MAP_EMPTY ? 0 : v;
+}
+
+/* Pins block b (published, not pinned) for pinner, whose pin_map entry is reserved. */
+static void pin_block(pa_alloc *a, int32_t b, uint32_t pinner)
+{
+    pa_block *blk = &a->blocks[b];
+    uint32_t had = pa_pinned_by(a, pinner);
+    if (had == 0)
+        pd_map_put(&a->pin_map, pinner, 1);
+    else
+        a->pin_map.slots[pd_map_slot_of(&a->pin_map, pinner)].val = had + 1;
+    blk->pinned = 1;
+    blk->pinner = pinner;
+    a->npinned++;
+    if (blk->state == ST_CACHED) {
+        lru_unlink(a, b);
+        blk->state = ST_PINNED;
+        a->npinned_idle++;
+    }
+}
+
+/* Drops block b's pin; an idle block goes on the LRU list as most recently used. */
+static void unpin_block(pa_alloc *a, int32_t b)
+{
+    pa_block *blk = &a->blocks[b];
+    uint32_t had = pa_pinned_by(a, blk->pinner);
+    if (had <= 1)
+        pd_map_del(&a->pin_map, blk->pinner);
+    else
+        a->pin_map.slots[pd_map_slot_of(&a->pin_map, blk->pinner)].val = had - 1;
+    blk->pinned = 0;
+    blk->pinner = 0;
+    a->npinned--;
+    if (blk->state == ST_PINNED) {
+        a->npinned_idle--;
+        blk->state = ST_CACHED;
+        lru_push(a, b);
+    }
+}
+
+/* Pins the longest published prefix of hashes under tenant for pinner, within the limits. */
+int pa_pin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t pinner,
+           uint32_t pinner_limit, uint32_t pool_limit, uint32_t *found_out)
+{
+    if (n > 0 && hashes == NULL)
+        return PAGED_E_INVAL;
+    uint32_t found = prefix_found(a, tenant, n, hashes);
+    uint32_t fresh = 0;
+    for (uint32_t i = 0; i < found; i++) {
+        int32_t b = index_find(a, &hashes[i], tenant);
+        if (!a->blocks[b].pinned && a->scratch[b]++ == 0)
+            fresh++;
+    }
+    for (uint32_t i = 0; i < found; i++)
+        a->scratch[index_find(a, &hashes[i], tenant)] = 0;
+    if (found_out != NULL)
+        *found_out = found;
+    if ((uint64_t) pa_pinned_by(a, pinner) + fresh > pinner_limit
+        || (uint64_t) a->npinned + fresh > pool_limit)
+        return PAGED_E_LIMIT;
+    if (fresh > 0 && pd_map_reserve(&a->pin_map, 1) < 0)
+        return PAGED_E_NOMEM;
+    for (uint32_t i = 0; i < found; i++) {
+        int32_t b = index_find(a, &hashes[i], tenant);
+        if (!a->blocks[b].pinned)
+            pin_block(a, b, pinner);
+    }
+    return (int) found;
+}
+
+/* Checks that who may drop the pins among the first found blocks of hashes (any: whoever
+ * pinned them); returns 0 or PAGED_E_PERM with the index in *bad. */
+static int check_unpin(const pa_alloc *a, uint32_t tenant, uint32_t found, const paged_hash *hashes,
+                       uint32_t who, int any, uint32_t *bad)
+{
+    for (uint32_t i = 0; i < found && !any; i++) {
+        const pa_block *blk = &a->blocks[index_find(a, &hashes[i], tenant)];
+        if (blk->pinned && blk->pinner != who) {
+            if (bad != NULL)
+                *bad = i;
+            return PAGED_E_PERM;
+        }
+    }
+    return 0;
+}
+
+/* Drops the pins of the longest published prefix of hashes under tenant. */
+int pa_unpin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who, int any,
+             uint32_t *bad)
+{
+    if (n > 0 && hashes == NULL)
+        return PAGED_E_INVAL;
+    uint32_t found = prefix_found(a, tenant, n, hashes);
+    int err = check_unpin(a, tenant, found, hashes, who, any, bad);
+    if (err < 0)
+        return err;
+    for (uint32_t i = 0; i < found; i++) {
+        int32_t b = index_find(a, &hashes[i], tenant);
+        if (a->blocks[b].pinned)
+            unpin_block(a, b);
+    }
+    return (int) found;
+}
+
+/* Drops every pin of who (any: everyone's); returns how many, in time linear in the pool. */
+uint32_t pa_unpin_all(pa_alloc *a, uint32_t who, int any)
+{
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < a->nblocks && a->npinned > 0; b++)
+        if (a->blocks[b].pinned && (any || a->blocks[b].pinner == who)) {
+            unpin_block(a, (int32_t) b);
+            n++;
+        }
+    return n;
+}
+
+/* Takes the published blocks of hashes under tenant out of the prefix index. */
+int pa_evict_prefix(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who,
+                    int any, uint32_t *bad)
+{
+    if (n > 0 && hashes == NULL)
+        return PAGED_E_INVAL;
+    uint32_t found = prefix_found(a, tenant, n, hashes);
+    int err = check_unpin(a, tenant, found, hashes, who, any, bad);
+    if (err < 0)
+        return err;
+    /* Back to front: each block is looked up before any other of the chain leaves the index. */
+    for (uint32_t i = found; i-- > 0;) {
+        int32_t b = index_find(a, &hashes[i], tenant);
+        if (b < 0)
+            continue;          /* a hash named twice */
+        pa_block *blk = &a->blocks[b];
+        if (blk->pinned)
+            unpin_block(a, b);
+        if (blk->state == ST_CACHED) {
+            evict_block(a, b);
+            continue;
+        }
+        /* Referenced: no longer findable; it goes to the free list when its last holder frees it. */
+        index_del(a, b);
+        blk->published = 0;
+        blk->hash = (paged_hash) { 0, 0 };
+        blk->tenant = 0;
+    }
+    return (int) found;
+}
+
+/* Evicts cached blocks that went on the LRU list ttl_ns or more before the clock's now. */
+uint32_t pa_expire(pa_alloc *a, uint64_t ttl_ns)
+{
+    if (ttl_ns == 0 || a->clock == NULL)
+        return 0;
+    uint64_t now = a->clock();
+    uint32_t n = 0;
+    while (a->lru_head >= 0 && now - a->blocks[a->lru_head].cached_ns >= ttl_ns) {
+        evict_one(a);
+        n++;
+    }
+    return n;
+}
+
+/* Returns when the oldest cached block expires under ttl_ns, or UINT64_MAX. */
+uint64_t pa_next_expiry(const pa_alloc *a, uint64_t ttl_ns)
+{
+    if (ttl_ns == 0 || a->clock == NULL || a->lru_head < 0)
+        return UINT64_MAX;
+    uint64_t at = a->blocks[a->lru_head].cached_ns + ttl_ns;
+    return at < ttl_ns ? UINT64_MAX : at;
+}
+
 /* ---- consistency check -------------------------------------------------------------------- */
 
 /* Checks the block lists, LRU and free stack against the block states; returns a problem or NULL. */
 static const char *check_blocks(const pa_alloc *a, uint8_t *mark)
 {
-    uint32_t nfree = 0, ncached = 0, npub = 0;
+    uint32_t nfree = 0, ncached = 0, npub = 0, npinned = 0, nidle = 0;
     for (uint32_t b = 0; b < a->nblocks; b++) {
         const pa_block *blk = &a->blocks[b];
         uint64_t sum = 0;
@@ -800,6 +1021,11 @@ static const char *check_blocks(const pa_alloc *a, uint8_t *mark)
             return "a block's refcount differs from its holders' references";
         if (nrec != blk->holders)
             return "a block's holder count differs from its holder list";
+        if (blk->pinned) {
+            npinned++;
+            if (!blk->published)
+                return "a pinned block is not published";
+        }
         if (blk->published) {
             npub++;
             if (index_find(a, &blk->hash, blk->tenant) != (int32_t) b)
@@ -817,8 +1043,13 @@ static const char *check_blocks(const pa_alloc *a, uint8_t *mark)
             break;
         case ST_CACHED:
             ncached++;
-            if (blk->refcount != 0 || !blk->published)
-                return "a cached block is referenced or unpublished";
+            if (blk->refcount != 0 || !blk->published || blk->pinned)
+                return "a cached block is referenced, unpublished or pinned";
+            break;
+        case ST_PINNED:
+            nidle++;
+            if (blk->refcount != 0 || !blk->pinned)
+                return "an idle pinned block is referenced or not pinned";
             break;
         default:
             return "a block has an unknown state";
@@ -826,6 +1057,17 @@ static const char *check_blocks(const pa_alloc *a, uint8_t *mark)
     }
     if (nfree != a->nfree || ncached != a->ncached)
         return "the free or cached count differs from the block states";
+    if (npinned != a->npinned || nidle != a->npinned_idle)
+        return "the pinned counts differ from the blocks";
+    uint64_t charged = 0;
+    for (uint32_t i = 0; i <= a->pin_map.mask; i++)
+        if (a->pin_map.slots[i].val != PD_MAP_EMPTY) {
+            if (a->pin_map.slots[i].val == 0)
+                return "a pinner with no pins is in the pin map";
+            charged += a->pin_map.slots[i].val;
+        }
+    if (charged != npinned)
+        return "the pinners' counts differ from the pinned blocks";
     for (uint32_t i = 0; i < a->nfree; i++) {
         int32_t b = a->free_stack[i];
         if (!block_ok(a, b) || a->blocks[b].state != ST_FREE || mark[b]++)

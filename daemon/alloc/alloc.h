@@ -10,7 +10,11 @@
  *   referenced  refcount > 0; each reference belongs to one holder (a client id), and a
  *               holder may hold several references to one block (a forked sequence);
  *   cached      refcount 0 but published in the prefix index: findable by LOOKUP until it
- *               is evicted, least recently used first, when the free list runs out.
+ *               is evicted, least recently used first, when the free list runs out, or
+ *               expires (pa_expire);
+ *   pinned      refcount 0, published and pinned (pa_pin): findable, off the LRU list,
+ *               never evicted nor expired until unpinned. A referenced block may be pinned
+ *               too; it becomes this rather than cached when its last reference goes.
  * A published block stays published (immutable) while referenced; when its last reference
  * goes it becomes cached rather than free. free + referenced + cached == num_blocks always.
  *
@@ -45,9 +49,14 @@
 
 typedef struct pa_alloc pa_alloc;
 
-/* Called for each cached block evicted, by an allocation or pa_evict_cached (for events and
- * stats), after the block is on the free list; it must not call back into the allocator. */
+/* Called for each cached block evicted, by an allocation, pa_evict_cached, pa_evict_prefix or
+ * pa_expire (for events and stats), after the block is on the free list; it must not call back
+ * into the allocator. */
 typedef void pa_evict_fn(void *ctx, int32_t block, const paged_hash *hash);
+
+/* The allocator's clock for time to live, in nanoseconds, never going back (pagedd:
+ * pcore_now_ns; the tests: a clock of their own). */
+typedef uint64_t pa_clock_fn(void);
 
 /* Per-block information for listings. */
 typedef struct pa_block_info {
@@ -56,15 +65,19 @@ typedef struct pa_block_info {
     int published;            /* in the prefix index */
     paged_hash hash;          /* valid when published */
     uint32_t tenant;          /* the scope it was published in; valid when published */
+    int pinned;               /* never evicted until unpinned */
+    uint32_t pinner;          /* who pinned it; valid when pinned */
 } pa_block_info;
 
 typedef struct pa_counts {
     uint32_t free;
     uint32_t referenced;
-    uint32_t cached;
+    uint32_t cached;          /* refcount 0 and published, pinned ones included */
+    uint32_t pinned;          /* pinned, referenced or not */
     uint64_t evictions;       /* cached blocks evicted so far */
     uint64_t lookups;         /* LOOKUP calls */
     uint64_t lookup_hits;     /* blocks found by LOOKUP */
+    uint64_t lookup_blocks;   /* blocks LOOKUP calls asked for */
 } pa_counts;
 
 /* Creates an allocator of num_blocks (1 to INT32_MAX) blocks, all free; a fresh one hands
@@ -120,6 +133,45 @@ uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, co
 uint32_t pa_release_holder(pa_alloc *a, uint32_t holder);
 /* Evicts every cached (unreferenced, published) block. Returns how many. */
 uint32_t pa_evict_cached(pa_alloc *a);
+
+/* Sets the clock that stamps a block when it goes on the LRU list (NULL, the default: no
+ * clock, and pa_expire evicts nothing). */
+void pa_set_clock(pa_alloc *a, pa_clock_fn *clock);
+
+/*
+ * Pins, for pinner, the longest prefix of the chain hashes[0..n) published under tenant (up
+ * to the first hash not in the index), so that none of its blocks is evicted or expires
+ * until unpinned; a block pinned already keeps its pinner. Refuses with PAGED_E_LIMIT,
+ * pinning nothing, when the blocks it would newly pin would take pinner past pinner_limit
+ * or the pool past pool_limit pinned blocks (UINT32_MAX: no limit). Stores the prefix's
+ * length in *found (if not NULL) either way. Returns that length, or PAGED_E_LIMIT,
+ * PAGED_E_NOMEM or PAGED_E_INVAL with nothing changed.
+ */
+int pa_pin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t pinner,
+           uint32_t pinner_limit, uint32_t pool_limit, uint32_t *found);
+/* Drops the pins of the longest prefix of hashes published under tenant: an idle block goes
+ * on the LRU list as the most recently used. Only the pins of who, unless any. Returns the
+ * prefix's length, or PAGED_E_PERM (*bad: the first block pinned by another) with nothing
+ * changed. */
+int pa_unpin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who, int any,
+             uint32_t *bad);
+/* Drops every pin of who, or with any every pin, in block order (idle blocks go on the LRU
+ * list in that order). Returns how many, in time linear in the pool's size. */
+uint32_t pa_unpin_all(pa_alloc *a, uint32_t who, int any);
+/* Takes the longest prefix of hashes published under tenant out of the prefix index, pins
+ * and all (the pins' rule as pa_unpin's): its unreferenced blocks go to the free list (the
+ * evict hook called), referenced ones when their last holder frees them. Returns the
+ * prefix's length or PAGED_E_PERM with nothing changed. */
+int pa_evict_prefix(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who,
+                    int any, uint32_t *bad);
+/* Returns how many blocks pinner has pinned. */
+uint32_t pa_pinned_by(const pa_alloc *a, uint32_t pinner);
+/* Evicts, oldest first, the cached blocks that went on the LRU list ttl_ns or more before the
+ * clock's now (ttl_ns 0: none). Returns how many. */
+uint32_t pa_expire(pa_alloc *a, uint64_t ttl_ns);
+/* Returns the clock time at which the oldest cached block expires under ttl_ns, or
+ * UINT64_MAX (none cached, ttl_ns 0, no clock). */
+uint64_t pa_next_expiry(const pa_alloc *a, uint64_t ttl_ns);
 
 /* Fills the counters. */
 void pa_get_counts(const pa_alloc *a, pa_counts *out);

@@ -239,6 +239,7 @@ enum pcore_msg_type {
     PCORE_MSG_EVENT = 28,
     PCORE_MSG_KILL_CLIENT = 29, /* -> OK */
     PCORE_MSG_EVICT = 30,       /* -> OK, status = blocks evicted */
+    PCORE_MSG_PREFIX = 31,      /* struct pcore_msg_prefix + hashes -> OK, status as its op says */
 };
 
 #define PCORE_HELLO_MAGIC 0x4f4c4548u     /* "HELO" */
@@ -344,6 +345,38 @@ struct pcore_msg_pool_ref {     /* POOL_DETACH (pool_id) and POOL_DESTROY, EVICT
     char name[PCORE_NAME_MAX];
 };
 
+/* PREFIX's ops: the prefix cache's controls. PIN, UNPIN and EVICT act on the longest prefix of
+ * the chain of hashes published in the caller's prefix scope (up to the first hash not
+ * found) and answer its length; UNPIN with no hashes drops every pin the caller may drop
+ * (its own; every pin for the pool's owner and root) and answers how many; TTL sets the
+ * pool's time to live and answers 0. */
+enum pcore_prefix_op {
+    PCORE_PREFIX_PIN = 1,      /* never evict or expire its blocks until unpinned */
+    PCORE_PREFIX_UNPIN = 2,    /* drop their pins: they age and are evicted as any cached block */
+    PCORE_PREFIX_EVICT = 3,    /* take them out of the cache (their pins too) */
+    PCORE_PREFIX_TTL = 4,      /* ttl_ms: how long a cached unpinned block stays; 0: no limit */
+};
+
+/* The most hashes one PREFIX carries (the message stays under PCORE_MSG_MAX). */
+#define PCORE_PREFIX_MAX_HASHES 4000u
+
+struct pcore_msg_prefix {      /* followed by count paged_hash */
+    struct pcore_msg_hdr hdr;
+    uint32_t op;               /* enum pcore_prefix_op */
+    uint32_t count;            /* hashes that follow: up to PCORE_PREFIX_MAX_HASHES; 0 for TTL
+                                  and for UNPIN of every pin */
+    uint32_t pool_id;          /* the pool, when name is "" */
+    uint32_t reserved;         /* zero */
+    uint64_t ttl_ms;           /* TTL: milliseconds, up to PCORE_PREFIX_MAX_TTL_MS; others: zero */
+    char name[PCORE_NAME_MAX]; /* the pool by name, or "" */
+};
+
+_Static_assert(sizeof(struct pcore_msg_prefix) + PCORE_PREFIX_MAX_HASHES * sizeof(paged_hash) <= PCORE_MSG_MAX,
+               "a PREFIX with the most hashes fits a packet");
+
+/* The longest time to live: 30 days. */
+#define PCORE_PREFIX_MAX_TTL_MS (30ull * 24 * 3600 * 1000)
+
 /* SUBSCRIBE with options; a bare header asks for the same with flags 0. */
 #define PCORE_SUBSCRIBE_INSPECT 0x1u       /* also the connects and disconnects of inspection
                                               connections (PCORE_HELLO_INSPECT) */
@@ -400,6 +433,12 @@ struct pcore_pool_item {
     uint64_t bytes;
     uint64_t evictions;
     uint64_t lookups, lookup_hits;
+    uint64_t lookup_tokens;    /* tokens LOOKUPs asked for (blocks times block_size) */
+    uint64_t hit_tokens;       /* of them, found */
+    uint64_t expired;          /* cached blocks dropped by the time to live */
+    uint64_t ttl_ms;           /* the pool's time to live; 0: none */
+    uint32_t pinned;           /* blocks pinned, referenced or not */
+    uint32_t reserved;
 };
 
 struct pcore_client_item {
@@ -433,6 +472,8 @@ struct pcore_block_item {
     uint32_t num_holders;
     uint32_t tenant;           /* published: the publisher's uid, or UINT32_MAX for a pool's
                                   shared prefix scope */
+    uint32_t pinned;           /* never evicted until unpinned */
+    uint32_t pinner_uid;       /* who pinned it; UINT32_MAX when not pinned or withheld */
 };
 
 struct pcore_msg_list_items {
@@ -487,6 +528,7 @@ enum pcore_event_type {
     PCORE_EVENT_ATTACH = 6,
     PCORE_EVENT_DETACH = 7,
     PCORE_EVENT_LOST = 8,      /* count events this subscriber missed: it did not read them in time */
+    PCORE_EVENT_EXPIRE = 9,    /* count cached blocks of pool dropped by its time to live */
 };
 
 struct pcore_msg_event {

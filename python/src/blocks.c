@@ -200,6 +200,64 @@ PyObject *pyp_pool_lookup(pyp_pool *p, PyObject *args, PyObject *kw)
     return r;
 }
 
+/* The calls of the prefix cache's controls that take a prefix. */
+typedef int prefix_fn(paged_pool *p, const paged_hash *parent, uint64_t salt, uint32_t num_blocks,
+                      const int32_t *tokens);
+
+/* Runs fn (paged_prefix_pin, _unpin or _evict) on tokens' whole blocks, named as for lookup;
+ * tokens None (unpin only, allow_none) drops every pin the caller may drop. Returns the
+ * count as an int, or NULL with the error raised. */
+static PyObject *prefix_call(pyp_pool *p, PyObject *args, PyObject *kw, prefix_fn *fn, const char *format,
+                             int allow_none)
+{
+    static char *kwlist[] = { "tokens", "salt", "parent", NULL };
+    PyObject *to = Py_None, *parent_obj = NULL;
+    unsigned long long salt = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, format, kwlist, &to, &salt, &parent_obj))
+        return NULL;
+    paged_hash parent;
+    if (parse_hash(parent_obj, &parent) < 0)
+        return NULL;
+    struct pyp_view t;
+    memset(&t, 0, sizeof t);
+    long n = 0;
+    if (to != Py_None || !allow_none)
+        n = pyp_view_ints(&t, to, "tokens") == 0 ? whole_blocks(p, &t) : -1;
+    if (n < 0 || pyp_pool_enter(p) < 0) {
+        pyp_view_release(&t);
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fn(p->pp, &parent, salt, (uint32_t) n, n > 0 ? t.data : NULL);
+    Py_END_ALLOW_THREADS
+    pyp_client_leave(p->client);
+    pyp_view_release(&t);
+    if (rc < 0)
+        return pyp_raise_client(p->client, rc);
+    return PyLong_FromLong(rc);
+}
+
+/* pin(tokens, *, salt=0, parent=None): pins the longest cached prefix; returns its length. */
+PyObject *pyp_pool_pin(pyp_pool *p, PyObject *args, PyObject *kw)
+{
+    return prefix_call(p, args, kw, paged_prefix_pin, "O|$KO:pin", 0);
+}
+
+/* unpin(tokens=None, *, salt=0, parent=None): drops a prefix's pins, or every pin the caller
+ * may drop; returns the prefix's length or the pins dropped. */
+PyObject *pyp_pool_unpin(pyp_pool *p, PyObject *args, PyObject *kw)
+{
+    return prefix_call(p, args, kw, paged_prefix_unpin, "|O$KO:unpin", 1);
+}
+
+/* evict_prefix(tokens, *, salt=0, parent=None): takes the longest cached prefix out of the
+ * cache; returns its length. */
+PyObject *pyp_pool_evict_prefix(pyp_pool *p, PyObject *args, PyObject *kw)
+{
+    return prefix_call(p, args, kw, paged_prefix_evict, "O|$KO:evict_prefix", 0);
+}
+
 /* hash_blocks(tokens, block_size, *, salt=0, parent=None): the chained prefix hashes of the
  * whole blocks of tokens, as the daemon computes them; returns a list of ints. */
 PyObject *pyp_hash_blocks(PyObject *self, PyObject *args, PyObject *kw)

@@ -272,6 +272,26 @@ static PyObject *client_destroy_pool(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* set_pool_ttl(name, ms): sets a pool's time to live (its owner or root); returns None. */
+static PyObject *client_set_pool_ttl(PyObject *self, PyObject *args)
+{
+    pyp_client *c = (pyp_client *) self;
+    const char *name;
+    unsigned long long ms;
+    if (!PyArg_ParseTuple(args, "sK:set_pool_ttl", &name, &ms))
+        return NULL;
+    if (pyp_client_enter(c) < 0)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = paged_pool_set_ttl(c->pc, name, ms);
+    Py_END_ALLOW_THREADS
+    pyp_client_leave(c);
+    if (rc < 0)
+        return pyp_raise_client(c, rc);
+    Py_RETURN_NONE;
+}
+
 /* Parses a shape (an int or a sequence of up to PYP_MAX_DIMS non-negative ints) into
  * shape and *ndim; returns 0, or -1 with an exception naming "shape". */
 static int parse_shape(PyObject *obj, int64_t *shape, int *ndim)
@@ -422,6 +442,9 @@ static PyMethodDef client_methods[] = {
     { "destroy_pool", client_destroy_pool, METH_VARARGS,
       "destroy_pool(name)\n--\n\nRemoves a pool's name (owner or root); its memory goes when the last "
       "client detaches." },
+    { "set_pool_ttl", client_set_pool_ttl, METH_VARARGS,
+      "set_pool_ttl(name, ms)\n--\n\nSets a pool's time to live (its owner or root): a cached prefix "
+      "block nobody references or pinned is dropped ms milliseconds after its last use; 0: never." },
     { "empty", (PyCFunction) (void (*)(void)) client_empty, METH_VARARGS | METH_KEYWORDS,
       "empty(shape, dtype='f32', *, host=False)\n--\n\nReturns a new ArenaArray in the client's "
       "data arena (contents undefined): device memory on the cuda backend, which "

@@ -243,6 +243,17 @@ static PyMethodDef pool_methods[] = {
     { "lookup", (PyCFunction) (void (*)(void)) pyp_pool_lookup, METH_VARARGS | METH_KEYWORDS,
       "lookup(tokens, *, salt=0, parent=None)\n--\n\nFinds the longest published prefix of tokens (whole "
       "blocks) and takes a reference to each block found; returns their ids (a list, maybe empty)." },
+    { "pin", (PyCFunction) (void (*)(void)) pyp_pool_pin, METH_VARARGS | METH_KEYWORDS,
+      "pin(tokens, *, salt=0, parent=None)\n--\n\nPins the longest cached prefix of tokens (whole blocks, "
+      "named as for lookup) so that it is never evicted until unpinned; returns its length in blocks. "
+      "Raises LimitError past the pin limits." },
+    { "unpin", (PyCFunction) (void (*)(void)) pyp_pool_unpin, METH_VARARGS | METH_KEYWORDS,
+      "unpin(tokens=None, *, salt=0, parent=None)\n--\n\nDrops the pins of the longest cached prefix of "
+      "tokens and returns its length; with tokens None drops every pin this uid may drop and returns "
+      "how many." },
+    { "evict_prefix", (PyCFunction) (void (*)(void)) pyp_pool_evict_prefix, METH_VARARGS | METH_KEYWORDS,
+      "evict_prefix(tokens, *, salt=0, parent=None)\n--\n\nTakes the longest cached prefix of tokens out "
+      "of the cache, pins too; returns its length in blocks." },
     { "sequence", (PyCFunction) (void (*)(void)) pool_sequence, METH_VARARGS | METH_KEYWORDS,
       "sequence(salt=0)\n--\n\nReturns a new empty Sequence; salt is mixed into its prefix hashes." },
     { "append", (PyCFunction) (void (*)(void)) pyp_pool_append, METH_VARARGS | METH_KEYWORDS,

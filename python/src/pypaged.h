@@ -256,6 +256,10 @@ PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args);
 PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args);
 PyObject *pyp_pool_publish(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_lookup(pyp_pool *p, PyObject *args, PyObject *kw);
+/* Pool.pin, Pool.unpin and Pool.evict_prefix: the prefix cache's controls (blocks.c). */
+PyObject *pyp_pool_pin(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_unpin(pyp_pool *p, PyObject *args, PyObject *kw);
+PyObject *pyp_pool_evict_prefix(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_hash_blocks(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *pyp_seq_new(pyp_pool *p, paged_seq *ps);
 int pyp_seq_init_type(PyObject *module);

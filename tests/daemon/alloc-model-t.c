@@ -1,4 +1,4 @@
-/* alloc-model-t.c: the block allocator against a plain reference model over random operations. */
+/* alloc-model-t.c: the block allocator against a plain reference model over random operations, pins and ttl too. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -24,7 +24,20 @@ static const uint32_t holder_ids[NHOLD] = {
     0, 1, 42, 1000003, 0x7fffffffu, 0xdeadbeefu, 0xffffffffu,
 };
 
-enum { M_FREE, M_REF, M_CACHED };
+enum { M_FREE, M_REF, M_CACHED, M_PINNED };
+
+/* Pinners: uid-like ids, one of them root's. */
+#define NPIN 3
+static const uint32_t pinner_ids[NPIN] = { 0, 1000, 1001 };
+
+/* The allocator's clock in these runs: one tick per operation. */
+static uint64_t fake_now;
+
+/* Returns the runs' clock. */
+static uint64_t fake_clock(void)
+{
+    return fake_now;
+}
 
 /* The invariant families, one TAP line each. */
 enum family {
@@ -41,7 +54,7 @@ static const char *const family_what[F_COUNT] = {
     "no lookup returns an evicted or unpublished block",
     "an operation that fails changes nothing",
     "pa_writable (the copy-on-write decision) matches the model",
-    "published state, hashes and tenants match the model",
+    "published state, hashes, tenants and pins match the model",
     "pa_check finds every internal structure consistent",
 };
 
@@ -61,6 +74,11 @@ typedef struct model {
     int32_t block_of[NUNIV];          /* the block published under a universe hash, or -1 */
     int32_t lru[MAXN];
     uint32_t nlru;
+    uint64_t stamp[MAXN];             /* the clock when it went on the LRU */
+    uint8_t pinned[MAXN];
+    uint32_t pinner[MAXN];            /* pinner_ids index while pinned */
+    uint32_t pinned_by[NPIN];
+    uint32_t npinned, npin_idle;
     uint32_t nfree;
     uint64_t clock;
     uint64_t evictions, lookups, hits;
@@ -86,6 +104,8 @@ typedef struct run {
     bool failed[F_COUNT];
     char first[F_COUNT][320];
     uint64_t errors, nospc, releases, evict_alls, writable_yes, thorough_checks;
+    uint64_t pins, unpins, prefix_evictions, expiries;
+    bool may_evict;                   /* the current operation may call the eviction hook */
     double free_share, cached_share;  /* summed over operations, for the diagnostic */
 } run;
 
@@ -200,12 +220,23 @@ static void model_add_ref(model *m, int h, int32_t b)
     m->state[b] = M_REF;
 }
 
-/* Moves block b, whose last reference went, to the LRU's recent end or to the free set. */
+/* Puts cached block b at the LRU's recent end, stamped now. */
+static void model_lru_push(model *m, int32_t b)
+{
+    m->state[b] = M_CACHED;
+    m->stamp[b] = fake_now;
+    m->lru[m->nlru++] = b;
+}
+
+/* Moves block b, whose last reference went, aside (pinned), to the LRU's recent end or to
+ * the free set. */
 static void model_unreferenced(model *m, int32_t b)
 {
-    if (m->hash_of[b] >= 0) {
-        m->state[b] = M_CACHED;
-        m->lru[m->nlru++] = b;
+    if (m->pinned[b]) {
+        m->state[b] = M_PINNED;
+        m->npin_idle++;
+    } else if (m->hash_of[b] >= 0) {
+        model_lru_push(m, b);
     } else {
         m->state[b] = M_FREE;
         m->nfree++;
@@ -258,6 +289,9 @@ static void check_block(run *r, int32_t b)
         sum += got;
         nh += got > 0;
     }
+    if ((info.pinned != 0) != (m->pinned[b] != 0) || (m->pinned[b] && info.pinner != pinner_ids[m->pinner[b]]))
+        fail(r, state_family(r, F_PUBLISHED), "block %d pinned %d by %" PRIu32 ", model %d by %" PRIu32, b,
+             info.pinned, info.pinner, m->pinned[b], pinner_ids[m->pinner[b]]);
     if (info.refcount != sum)
         fail(r, F_REFCOUNT, "block %d refcount %" PRIu32 " but its holders hold %" PRIu64,
              b, info.refcount, sum);
@@ -282,9 +316,14 @@ static void check_counts(run *r)
     if ((uint64_t) c.free + c.referenced + c.cached != m->n)
         fail(r, F_COUNTS, "free %" PRIu32 " + referenced %" PRIu32 " + cached %" PRIu32
              " != %" PRIu32, c.free, c.referenced, c.cached, m->n);
-    if (c.free != m->nfree || c.cached != m->nlru)
-        fail(r, state_family(r, F_COUNTS), "free %" PRIu32 " cached %" PRIu32 ", model %" PRIu32
-             " and %" PRIu32, c.free, c.cached, m->nfree, m->nlru);
+    if (c.free != m->nfree || c.cached != m->nlru + m->npin_idle || c.pinned != m->npinned)
+        fail(r, state_family(r, F_COUNTS), "free %" PRIu32 " cached %" PRIu32 " pinned %" PRIu32 ", model %"
+             PRIu32 ", %" PRIu32 " and %" PRIu32, c.free, c.cached, c.pinned, m->nfree, m->nlru + m->npin_idle,
+             m->npinned);
+    for (int i = 0; i < NPIN; i++)
+        if (pa_pinned_by(r->a, pinner_ids[i]) != m->pinned_by[i])
+            fail(r, state_family(r, F_COUNTS), "pa_pinned_by(%" PRIu32 ") = %" PRIu32 ", model %" PRIu32,
+                 pinner_ids[i], pa_pinned_by(r->a, pinner_ids[i]), m->pinned_by[i]);
     if (c.evictions != m->evictions || c.lookups != m->lookups || c.lookup_hits != m->hits)
         fail(r, state_family(r, F_COUNTS), "evictions %" PRIu64 " lookups %" PRIu64 " hits %"
              PRIu64 ", model %" PRIu64 ", %" PRIu64 ", %" PRIu64, c.evictions, c.lookups,
@@ -649,6 +688,8 @@ static void op_lookup(run *r, int h)
         }
         if (m->state[b] == M_CACHED)
             model_lru_remove(m, b);
+        else if (m->state[b] == M_PINNED)
+            m->npin_idle--;
         model_add_ref(m, h, b);
         touch(r, b);
     }
@@ -708,6 +749,215 @@ static void op_evict_all(run *r)
     r->evict_alls++;
 }
 
+/* Picks a chain of keys of one tenant as op_lookup does: fills us and hashes, returns its
+ * length and the tenant's index in *t. */
+static uint32_t pick_chain(run *r, uint32_t *us, paged_hash *hashes, uint32_t *t)
+{
+    uint32_t len = (uint32_t) tap_rng_below(&r->rng, MAXARR + 1);
+    for (uint32_t i = 0; i < len; i++)
+        us[i] = tap_rng_below(&r->rng, 6) != 0 ? pick_published_hash(r)
+                                               : (uint32_t) tap_rng_below(&r->rng, r->nuniv);
+    *t = len > 0 ? us[0] % 2 : 0;
+    for (uint32_t i = 0; i < len; i++) {
+        us[i] = us[i] / 2 * 2 + *t;
+        hashes[i] = *key_hash(r, us[i]);
+    }
+    return len;
+}
+
+/* Returns how many keys of the chain are published, up to the first that is not. */
+static uint32_t model_found(const model *m, const uint32_t *us, uint32_t len)
+{
+    uint32_t i = 0;
+    while (i < len && m->block_of[us[i]] >= 0)
+        i++;
+    return i;
+}
+
+/* Drops block b's pin in the model. */
+static void model_unpin(model *m, int32_t b)
+{
+    m->pinned_by[m->pinner[b]]--;
+    m->pinned[b] = 0;
+    m->npinned--;
+    if (m->state[b] == M_PINNED) {
+        m->npin_idle--;
+        model_lru_push(m, b);
+    }
+}
+
+/* Pins a chain for a random pinner under random limits. */
+static void op_pin(run *r)
+{
+    model *m = &r->m;
+    uint32_t us[MAXARR], t;
+    paged_hash hashes[MAXARR];
+    uint32_t len = pick_chain(r, us, hashes, &t);
+    uint32_t p = (uint32_t) tap_rng_below(&r->rng, NPIN);
+    uint32_t limit_u = tap_rng_below(&r->rng, 2) ? UINT32_MAX : (uint32_t) tap_rng_below(&r->rng, m->n / 4 + 1);
+    uint32_t limit_p = tap_rng_below(&r->rng, 2) ? UINT32_MAX : m->n / 2;
+    uint32_t found = model_found(m, us, len), fresh = 0;
+    uint8_t seen[MAXN] = { 0 };
+    for (uint32_t i = 0; i < found; i++) {
+        int32_t b = m->block_of[us[i]];
+        if (!m->pinned[b] && !seen[b]++)
+            fresh++;
+    }
+    int want = (int) found;
+    if ((uint64_t) m->pinned_by[p] + fresh > limit_u || (uint64_t) m->npinned + fresh > limit_p)
+        want = PAGED_E_LIMIT;
+    uint32_t got_found = UINT32_MAX;
+    int rc = pa_pin(r->a, key_tenant(t), len, hashes, pinner_ids[p], limit_u, limit_p, &got_found);
+    if (!check_rc(r, "pa_pin", rc, want, 0, 0))
+        return;
+    if (got_found != found)
+        fail(r, F_RESULT, "pa_pin stored a prefix of %" PRIu32 ", model %" PRIu32, got_found, found);
+    if (want < 0)
+        return;
+    for (uint32_t i = 0; i < found; i++) {
+        int32_t b = m->block_of[us[i]];
+        touch(r, b);
+        if (m->pinned[b])
+            continue;
+        m->pinned[b] = 1;
+        m->pinner[b] = p;
+        m->pinned_by[p]++;
+        m->npinned++;
+        if (m->state[b] == M_CACHED) {
+            model_lru_remove(m, b);
+            m->state[b] = M_PINNED;
+            m->npin_idle++;
+        }
+    }
+    r->pins++;
+}
+
+/* Returns PAGED_E_PERM with the index in *bad when a block of the chain's first found keys is
+ * pinned by another than pinner p and any is false; else 0. */
+static int model_check_unpin(const model *m, const uint32_t *us, uint32_t found, uint32_t p, bool any,
+                             uint32_t *bad)
+{
+    for (uint32_t i = 0; i < found && !any; i++) {
+        int32_t b = m->block_of[us[i]];
+        if (m->pinned[b] && m->pinner[b] != p) {
+            *bad = i;
+            return PAGED_E_PERM;
+        }
+    }
+    return 0;
+}
+
+/* Unpins a chain as a random pinner, at times allowed to drop anyone's pins. */
+static void op_unpin(run *r)
+{
+    model *m = &r->m;
+    uint32_t us[MAXARR], t;
+    paged_hash hashes[MAXARR];
+    uint32_t len = pick_chain(r, us, hashes, &t);
+    uint32_t p = (uint32_t) tap_rng_below(&r->rng, NPIN);
+    bool any = tap_rng_below(&r->rng, 3) == 0;
+    if (tap_rng_below(&r->rng, 8) == 0) {
+        /* Every pin of p (any: everyone's), in block order. */
+        uint32_t want = 0;
+        uint32_t got = pa_unpin_all(r->a, pinner_ids[p], any);
+        for (uint32_t b = 0; b < m->n; b++)
+            if (m->pinned[b] && (any || m->pinner[b] == p)) {
+                model_unpin(m, (int32_t) b);
+                touch(r, (int32_t) b);
+                want++;
+            }
+        if (got != want)
+            fail(r, F_RESULT, "pa_unpin_all = %" PRIu32 ", model %" PRIu32, got, want);
+        r->unpins++;
+        return;
+    }
+    uint32_t found = model_found(m, us, len), want_bad = 0, bad = UINT32_MAX;
+    int want = model_check_unpin(m, us, found, p, any, &want_bad);
+    if (want == 0)
+        want = (int) found;
+    int rc = pa_unpin(r->a, key_tenant(t), len, hashes, pinner_ids[p], any, &bad);
+    if (!check_rc(r, "pa_unpin", rc, want, bad, want_bad) || want < 0)
+        return;
+    for (uint32_t i = 0; i < found; i++) {
+        int32_t b = m->block_of[us[i]];
+        touch(r, b);
+        if (m->pinned[b])
+            model_unpin(m, b);
+    }
+    r->unpins++;
+}
+
+/* Checks that the hook's i-th eviction was block b with its hash (before the model drops it). */
+static void expect_evicted(run *r, uint32_t i, int32_t b, const char *what)
+{
+    if (i >= r->nev || r->ev_block[i] != b || !hash_eq(&r->ev_hash[i], key_hash(r, (uint32_t) r->m.hash_of[b])))
+        fail(r, F_EVICT, "%s: eviction %" PRIu32 " was block %d, model %d", what, i,
+             i < r->nev ? r->ev_block[i] : -1, b);
+}
+
+/* Evicts a chain by prefix as a random pinner: cached blocks freed back to front, referenced
+ * ones unpublished. */
+static void op_evict_prefix(run *r)
+{
+    model *m = &r->m;
+    uint32_t us[MAXARR], t;
+    paged_hash hashes[MAXARR];
+    uint32_t len = pick_chain(r, us, hashes, &t);
+    uint32_t p = (uint32_t) tap_rng_below(&r->rng, NPIN);
+    bool any = tap_rng_below(&r->rng, 2) == 0;
+    uint32_t found = model_found(m, us, len), want_bad = 0, bad = UINT32_MAX;
+    int want = model_check_unpin(m, us, found, p, any, &want_bad);
+    if (want == 0)
+        want = (int) found;
+    r->may_evict = true;
+    int rc = pa_evict_prefix(r->a, key_tenant(t), len, hashes, pinner_ids[p], any, &bad);
+    if (!check_rc(r, "pa_evict_prefix", rc, want, bad, want_bad) || want < 0)
+        return;
+    uint32_t k = 0;
+    for (uint32_t i = found; i-- > 0;) {
+        int32_t b = m->block_of[us[i]];
+        if (b < 0)
+            continue;
+        touch(r, b);
+        if (m->pinned[b])
+            model_unpin(m, b);
+        if (m->state[b] == M_CACHED) {
+            expect_evicted(r, k++, b, "pa_evict_prefix");
+            model_lru_remove(m, b);
+            m->state[b] = M_FREE;
+            m->nfree++;
+            m->evictions++;
+        }
+        m->block_of[m->hash_of[b]] = -1;
+        m->hash_of[b] = -1;
+    }
+    if (r->nev != k)
+        fail(r, F_EVICT, "pa_evict_prefix called the hook %" PRIu32 " times, model %" PRIu32, r->nev, k);
+    r->prefix_evictions++;
+}
+
+/* Expires cached blocks under a random time to live: the LRU's oldest, in order. */
+static void op_expire(run *r)
+{
+    model *m = &r->m;
+    uint64_t ttl = tap_rng_below(&r->rng, 4) == 0 ? 0 : 1 + tap_rng_below(&r->rng, 1000);
+    r->may_evict = true;
+    uint32_t got = pa_expire(r->a, ttl);
+    uint64_t next = pa_next_expiry(r->a, ttl);
+    uint32_t k = 0;
+    while (ttl != 0 && m->nlru > 0 && fake_now - m->stamp[m->lru[0]] >= ttl) {
+        expect_evicted(r, k++, m->lru[0], "pa_expire");
+        touch(r, model_evict(m));
+    }
+    if (got != k || r->nev != k)
+        fail(r, F_EVICT, "pa_expire(%" PRIu64 ") = %" PRIu32 " with %" PRIu32 " hook calls, model %" PRIu32, ttl,
+             got, r->nev, k);
+    uint64_t want_next = ttl == 0 || m->nlru == 0 ? UINT64_MAX : m->stamp[m->lru[0]] + ttl;
+    if (next != want_next)
+        fail(r, F_EVICT, "pa_next_expiry(%" PRIu64 ") = %" PRIu64 ", model %" PRIu64, ttl, next, want_next);
+    r->expiries += k;
+}
+
 /* Asks the copy-on-write question for a random (holder, block), at times out of range. */
 static void op_writable(run *r, int h)
 {
@@ -756,12 +1006,16 @@ static void step(run *r)
     r->ev_overflow = false;
     r->ntouched = 0;
     r->op_failed = false;
+    r->may_evict = false;
+    fake_now++;
     /* Weights (per mille) that keep a fair share of the pool free and cached, so that
      * allocations both succeed and evict, and lookups both hit and miss. */
     uint64_t dice = tap_rng_below(&r->rng, 1000);
     int h = pick_holder(r, dice >= 180 && dice < 680);
-    if (dice < 180)
+    if (dice < 180) {
+        r->may_evict = true;
         op_alloc(r, h);
+    }
     else if (dice < 480)
         op_free(r, h);
     else if (dice < 530)
@@ -772,14 +1026,23 @@ static void step(run *r)
         op_lookup(r, h);
     else if (dice < 830)
         op_release(r, h);
-    else if (dice < 832)
+    else if (dice < 832) {
+        r->may_evict = true;
         op_evict_all(r);
+    } else if (dice < 862)
+        op_pin(r);
+    else if (dice < 892)
+        op_unpin(r);
+    else if (dice < 902)
+        op_evict_prefix(r);
+    else if (dice < 912)
+        op_expire(r);
     else if (dice < 985)
         op_writable(r, h);
     else
         op_bad_queries(r, h);
-    if (r->nev > 0 && dice >= 180 && !(dice >= 830 && dice < 832))
-        fail(r, F_EVICT, "an operation other than alloc or evict called the eviction hook");
+    if (r->nev > 0 && !r->may_evict)
+        fail(r, F_EVICT, "an operation that does not evict called the eviction hook");
     check_counts(r);
     r->free_share += (double) r->m.nfree / r->m.n;
     r->cached_share += (double) r->m.nlru / r->m.n;
@@ -794,6 +1057,7 @@ static void run_phase(run *r, uint32_t n, uint64_t ops)
     if (r->a == NULL)
         bail("pa_create(%" PRIu32 ") failed", n);
     pa_set_evict_hook(r->a, on_evict, r);
+    pa_set_clock(r->a, fake_clock);
     model_init(&r->m, n);
     make_universe(r);
     for (uint64_t i = 0; i < ops && !r->stop; i++, r->op++) {
@@ -813,7 +1077,7 @@ int main(void)
     static run r;
     r.seed = tap_seed();
     tap_rng_seed(&r.rng, r.seed);
-    plan(F_COUNT + 4);
+    plan(F_COUNT + 5);
 
     uint64_t evictions = 0, lookups = 0, hits = 0;
     uint32_t sizes[PHASES] = { 0 };
@@ -842,6 +1106,10 @@ int main(void)
        ") happened often", evictions, r.nospc);
     ok(hits >= 10000 && hits < lookups * MAXARR, "lookups hit often (%" PRIu64 ") and missed too",
        hits);
+    diag("%" PRIu64 " pins, %" PRIu64 " unpins, %" PRIu64 " evictions by prefix, %" PRIu64 " blocks expired",
+         r.pins, r.unpins, r.prefix_evictions, r.expiries);
+    ok(r.pins >= 1000 && r.unpins >= 1000 && r.prefix_evictions >= 1000 && r.expiries >= 1000,
+       "pins, unpins, evictions by prefix and expiries were exercised");
     ok(r.errors >= 10000 && r.writable_yes >= 1000, "invalid operations (%" PRIu64
        ") and writable blocks (%" PRIu64 ") were exercised", r.errors, r.writable_yes);
     return 0;

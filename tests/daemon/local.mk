@@ -3,13 +3,15 @@
 
 DAEMON_TEST_LIBS = daemon/libpagedengine.la lib/core/libpagedcore.la $(TAP_LIBS)
 
-check_PROGRAMS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
+check_PROGRAMS += tests/daemon/alloc-t tests/daemon/alloc-pin-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
 	tests/daemon/batch-t tests/daemon/fuse-t tests/daemon/knobs-t
-TESTS += tests/daemon/alloc-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
+TESTS += tests/daemon/alloc-t tests/daemon/alloc-pin-t tests/daemon/alloc-model-t tests/daemon/prefix-hash-t \
 	tests/daemon/batch-t tests/daemon/fuse-t tests/daemon/knobs-t tests/daemon/knobs-refuse-t.sh
 EXTRA_DIST += tests/daemon/knobs-refuse-t.sh
 tests_daemon_alloc_t_SOURCES = tests/daemon/alloc-t.c
 tests_daemon_alloc_t_LDADD = $(DAEMON_TEST_LIBS)
+tests_daemon_alloc_pin_t_SOURCES = tests/daemon/alloc-pin-t.c
+tests_daemon_alloc_pin_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_alloc_model_t_SOURCES = tests/daemon/alloc-model-t.c
 tests_daemon_alloc_model_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_prefix_hash_t_SOURCES = tests/daemon/prefix-hash-t.c

@@ -99,6 +99,37 @@ class ClientTest(DaemonTest):
         p.free(np.array(rest, dtype=np.int32))
         self.assertEqual(len(p.alloc(12)), 12)
 
+    def test_prefix_controls(self):
+        """a pinned prefix survives an allocation of every other block and goes once unpinned;
+        evict_prefix drops it; the pool's pin limit holds; set_pool_ttl names its pool"""
+        c = self.connect()
+        p = self.pool(c, "py-pins")
+        tokens = list(range(700, 764))
+        blocks = p.alloc(4)
+        self.assertEqual(p.publish(tokens, blocks), 4)
+        p.free(blocks)
+        self.assertEqual(p.pin(tokens), 4)
+        rest = p.alloc(28)
+        with self.assertRaises(paged.NoSpaceError):
+            p.alloc(1)
+        p.free(rest)
+        self.assertEqual(p.unpin(), 4)
+        self.assertEqual(p.unpin(tokens), 4)
+        self.assertEqual(p.evict_prefix(tokens), 4)
+        self.assertEqual(p.lookup(tokens), [])
+        self.assertEqual(p.pin(tokens), 0)
+        long = list(range(1000, 1000 + 17 * 16))
+        ids = p.alloc(17)
+        self.assertEqual(p.publish(long, ids), 17)
+        with self.assertRaises(paged.LimitError):
+            p.pin(long)
+        p.free(ids)
+        with self.assertRaisesRegex(ValueError, "tokens: 5 tokens are not whole blocks"):
+            p.pin([1, 2, 3, 4, 5])
+        self.assertIsNone(c.set_pool_ttl("py-pins", 60000))
+        with self.assertRaises(paged.NotFoundError):
+            c.set_pool_ttl("no-such-pool", 1)
+
     def test_fork_copy_publish_lookup(self):
         """copy duplicates a block's keys and values; fork adds a reference that one free leaves;
         publish and lookup share blocks under the hashes hash_blocks computes, per salt and parent"""
