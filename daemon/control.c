@@ -379,27 +379,34 @@ static void on_pool_detach(struct pd_server *srv, struct pd_conn *c, const void 
     pd_conn_error(c, m.hdr.seq, PAGED_E_NOENT, "not attached to a pool with id %u", m.pool_id);
 }
 
-/* Finds the pool a pool_ref names (by name, else by id), for DESTROY and EVICT. Sends the
- * error and returns NULL when there is none. */
+/* Finds the pool a request names: by name when name is not empty, else by id. Sends the
+ * error (answering seq) and returns NULL when there is none. */
+struct pd_pool *pd_control_find_pool(struct pd_server *srv, struct pd_conn *c, uint32_t seq, const char *name,
+                                     uint32_t pool_id)
+{
+    char why[PCORE_ERRMSG_MAX];
+    if (name[0] == '\0') {
+        for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+            if (!p->destroyed && p->id == pool_id)
+                return p;
+        pd_conn_error(c, seq, PAGED_E_NOENT, "no such pool with id %u", pool_id);
+        return NULL;
+    }
+    if (pd_pool_check_name(name, why, sizeof why) < 0) {
+        pd_conn_error(c, seq, PAGED_E_INVAL, "%s", why);
+        return NULL;
+    }
+    struct pd_pool *p = pool_by_name(srv, name);
+    if (p == NULL)
+        pd_conn_error(c, seq, PAGED_E_NOENT, "no such pool '%s'", name);
+    return p;
+}
+
+/* Finds the pool a pool_ref names, for DESTROY and EVICT (pd_control_find_pool). */
 static struct pd_pool *ref_pool(struct pd_server *srv, struct pd_conn *c,
                                 const struct pcore_msg_pool_ref *m)
 {
-    char why[PCORE_ERRMSG_MAX];
-    if (m->name[0] == '\0') {
-        for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
-            if (!p->destroyed && p->id == m->pool_id)
-                return p;
-        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no such pool with id %u", m->pool_id);
-        return NULL;
-    }
-    if (pd_pool_check_name(m->name, why, sizeof why) < 0) {
-        pd_conn_error(c, m->hdr.seq, PAGED_E_INVAL, "%s", why);
-        return NULL;
-    }
-    struct pd_pool *p = pool_by_name(srv, m->name);
-    if (p == NULL)
-        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no such pool '%s'", m->name);
-    return p;
+    return pd_control_find_pool(srv, c, m->hdr.seq, m->name, m->pool_id);
 }
 
 /* POOL_DESTROY: owner or root; the name goes now, the memory at the last detach. The OK's

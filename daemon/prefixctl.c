@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/control.h"
 #include "daemon/events.h"
 #include "daemon/server.h"
 #include "daemon/util/heap.h"
@@ -24,26 +25,10 @@ static const char *op_name(uint32_t op)
     }
 }
 
-/* Finds the pool m names (by name, else by id); sends the error and returns NULL when none. */
+/* Finds the pool m names (pd_control_find_pool). */
 static struct pd_pool *find_pool(struct pd_server *srv, struct pd_conn *c, const struct pcore_msg_prefix *m)
 {
-    char why[PCORE_ERRMSG_MAX];
-    if (m->name[0] == '\0') {
-        for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
-            if (!p->destroyed && p->id == m->pool_id)
-                return p;
-        pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no such pool with id %u", m->pool_id);
-        return NULL;
-    }
-    if (pd_pool_check_name(m->name, why, sizeof why) < 0) {
-        pd_conn_error(c, m->hdr.seq, PAGED_E_INVAL, "%s", why);
-        return NULL;
-    }
-    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
-        if (!p->destroyed && strcmp(p->name, m->name) == 0)
-            return p;
-    pd_conn_error(c, m->hdr.seq, PAGED_E_NOENT, "no such pool '%s'", m->name);
-    return NULL;
+    return pd_control_find_pool(srv, c, m->hdr.seq, m->name, m->pool_id);
 }
 
 /* Checks the fixed fields against the op and the hashes' count against len; sends the error

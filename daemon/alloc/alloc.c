@@ -911,14 +911,24 @@ static int check_unpin(const pa_alloc *a, uint32_t tenant, uint32_t found, const
     return 0;
 }
 
+/* Finds the longest published prefix of hashes under tenant and checks that who (any: the
+ * pool's owner or root) may drop its pins (check_unpin); stores its length in blocks.
+ * Returns 0 or the error (bad: the block at fault). */
+static int unpinnable_prefix(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who,
+                             int any, uint32_t *bad, uint32_t *found)
+{
+    if (n > 0 && hashes == NULL)
+        return PAGED_E_INVAL;
+    *found = prefix_found(a, tenant, n, hashes);
+    return check_unpin(a, tenant, *found, hashes, who, any, bad);
+}
+
 /* Drops the pins of the longest published prefix of hashes under tenant. */
 int pa_unpin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who, int any,
              uint32_t *bad)
 {
-    if (n > 0 && hashes == NULL)
-        return PAGED_E_INVAL;
-    uint32_t found = prefix_found(a, tenant, n, hashes);
-    int err = check_unpin(a, tenant, found, hashes, who, any, bad);
+    uint32_t found;
+    int err = unpinnable_prefix(a, tenant, n, hashes, who, any, bad, &found);
     if (err < 0)
         return err;
     for (uint32_t i = 0; i < found; i++) {
@@ -945,10 +955,8 @@ uint32_t pa_unpin_all(pa_alloc *a, uint32_t who, int any)
 int pa_evict_prefix(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who,
                     int any, uint32_t *bad)
 {
-    if (n > 0 && hashes == NULL)
-        return PAGED_E_INVAL;
-    uint32_t found = prefix_found(a, tenant, n, hashes);
-    int err = check_unpin(a, tenant, found, hashes, who, any, bad);
+    uint32_t found;
+    int err = unpinnable_prefix(a, tenant, n, hashes, who, any, bad, &found);
     if (err < 0)
         return err;
     /* Back to front: each block is looked up before any other of the chain leaves the index. */
