@@ -346,10 +346,10 @@ static void test_other_uid(paged_client *c)
     d.mode = 0644;
     if (paged_pool_create(c, &d, &ro) != PAGED_OK)
         bail("cannot create ropool: %s", paged_client_error(c));
-    int res[NRES];
+    int res[NRES], ro_res[NRES];
     in_child_as((uid_t) -1, "xpool", child_publish_two, 0, res);
-    in_child_as((uid_t) -1, "ropool", child_publish_two, 0, res + 2);
-    ok(res[0] == NB && res[1] == N / 4 + 1 && res[2] == NB, "other uid: root published the prompts");
+    in_child_as((uid_t) -1, "ropool", child_publish_two, 0, ro_res);
+    ok(res[0] == NB && res[1] == N / 4 + 1 && ro_res[0] == NB, "other uid: root published the prompts");
     is_int(NB, paged_prefix_pin(x, NULL, SALT, NB, prompts[P_PINNED]), "other uid: root pins prompt A");
     if (in_child_as(OTHER_UID, "xpool", child_other_uid, 0, res) == 77) {
         skip(8, "root, but setuid to nobody (%d) is refused here", OTHER_UID);
