@@ -39,13 +39,12 @@ static int prefix_tokens(paged_pool *p, uint32_t op, const paged_hash *parent, u
         return PAGED_E_INVAL;
     paged_client *c = p->c;
     c->err[0] = '\0';
-    if (op == PCORE_PREFIX_UNPIN && num_blocks == 0) {
-        struct pcore_msg_prefix m;
-        memset(&m, 0, sizeof m);
-        m.op = op;
-        m.pool_id = p->info.id;
+    struct pcore_msg_prefix m;
+    memset(&m, 0, sizeof m);
+    m.op = op;
+    m.pool_id = p->info.id;
+    if (op == PCORE_PREFIX_UNPIN && num_blocks == 0)
         return prefix_call(c, &m, NULL, 0);
-    }
     if (num_blocks == 0 || num_blocks > PCORE_PREFIX_MAX_HASHES || tokens == NULL) {
         pc_set_err(c, "num_blocks %u not from 1 to %u, or tokens NULL", num_blocks, PCORE_PREFIX_MAX_HASHES);
         return PAGED_E_INVAL;
@@ -56,17 +55,11 @@ static int prefix_tokens(paged_pool *p, uint32_t op, const paged_hash *parent, u
         return PAGED_E_NOMEM;
     }
     const uint32_t bs = p->info.block_size;
-    long n = paged_hash_blocks(parent, tokens, (size_t) num_blocks * bs, bs, salt, hashes);
     int rc = PAGED_E_INVAL;
-    if (n == (long) num_blocks) {
-        struct pcore_msg_prefix m;
-        memset(&m, 0, sizeof m);
-        m.op = op;
-        m.pool_id = p->info.id;
+    if (paged_hash_blocks(parent, tokens, (size_t) num_blocks * bs, bs, salt, hashes) == (long) num_blocks)
         rc = prefix_call(c, &m, hashes, num_blocks);
-    } else {
+    else
         pc_set_err(c, "cannot hash %u blocks of %u tokens", num_blocks, bs);
-    }
     free(hashes);
     return rc;
 }

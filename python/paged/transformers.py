@@ -156,7 +156,7 @@ class PagedLayer(CacheLayerMixin):
 
     def crop(self, tokens_to_remove):
         """Refuses: the pool's sequences only grow."""
-        raise NotImplementedError("PagedCache cannot crop its sequences")
+        raise NotImplementedError("PagedCache cannot crop its sequences (assisted or speculative decoding)")
 
     def batch_repeat_interleave(self, repeats):
         """Refuses: rows cannot be repeated once filled."""
@@ -313,17 +313,8 @@ class PagedCache(Cache):
         for s in old:
             s.close()
 
-    def crop(self, tokens_to_remove):
-        """Refuses: the pool's sequences only grow."""
-        raise NotImplementedError("PagedCache cannot crop its sequences (assisted or speculative decoding)")
-
-    def batch_repeat_interleave(self, repeats):
-        """Refuses: rows cannot be repeated once filled."""
-        raise NotImplementedError("PagedCache cannot repeat its rows")
-
-    def batch_select_indices(self, indices):
-        """Refuses: rows cannot be selected once filled."""
-        raise NotImplementedError("PagedCache cannot select rows")
+    # crop, batch_repeat_interleave and batch_select_indices are transformers' Cache's, which
+    # asks every layer: PagedLayer refuses them.
 
     @property
     def batch_size(self):
