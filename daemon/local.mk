@@ -25,6 +25,8 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/stats.c \
 	daemon/pool.h \
 	daemon/pool.c \
+	daemon/blocklog.h \
+	daemon/blocklog.c \
 	daemon/conn.h \
 	daemon/conn.c \
 	daemon/backend.h \

@@ -213,13 +213,22 @@ static uint64_t index_seed(const struct pd_pool *p)
     return XXH3_64bits(parts, sizeof parts);
 }
 
-/* Counts an eviction for the next event; the allocator's hook. */
-static void on_evict(void *ctx, int32_t block, const paged_hash *hash)
+/* Counts an eviction for the next event and records the block's removal; the allocator's
+ * hook. */
+static void on_evict(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash)
 {
     (void) block;
-    (void) hash;
     struct pd_pool *p = ctx;
     p->evicted_pending++;
+    pd_blocklog_add(&p->blocklog, PD_BLOCK_REMOVED, PD_TIER_POOL, tenant, hash);
+}
+
+/* Records a newly published block; the allocator's hook. */
+static void on_publish(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash)
+{
+    (void) block;
+    struct pd_pool *p = ctx;
+    pd_blocklog_add(&p->blocklog, PD_BLOCK_STORED, PD_TIER_POOL, tenant, hash);
 }
 
 /* Creates a pool; returns PAGED_OK and *out or an error with *cause. */
@@ -250,6 +259,7 @@ int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd
         return rc;
     }
     pa_set_evict_hook(p->alloc, on_evict, p);
+    pa_set_publish_hook(p->alloc, on_publish, p);
     pa_set_clock(p->alloc, pcore_now_ns);
     pa_set_index_seed(p->alloc, index_seed(p));
     *out = p;
@@ -263,6 +273,7 @@ void pd_pool_free(pd_backend *b, struct pd_pool *p)
         return;
     b->ops->pool_destroy(b, p->mem);
     pa_destroy(p->alloc);
+    pd_blocklog_free(&p->blocklog);
     free(p);
 }
 

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "daemon/alloc/alloc.h"
+#include "daemon/blocklog.h"
 #include "daemon/backend.h"
 #include "kernels/kernels.h"
 #include "lib/core/proto.h"
@@ -50,6 +51,7 @@ struct pd_pool {
     uint32_t evicted_pending;/* evictions not yet announced as an event */
     uint64_t ttl_ns;         /* time to live of a cached unpinned block; 0: none */
     uint64_t expired;        /* cached blocks dropped by the time to live */
+    struct pd_blocklog blocklog; /* prefix-block events for subscribers, sent each pass */
     struct pd_pool *next;
 };
 

@@ -102,8 +102,9 @@ struct item {
 /* ---- setup */
 
 /* The allocator's eviction hook: counts for the engine's event, as pool.c's does. */
-static void on_evict(void *ctx, int32_t block, const paged_hash *hash)
+static void on_evict(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash)
 {
+    (void) tenant;
     (void) block;
     (void) hash;
     struct pd_pool *p = ctx;

@@ -96,6 +96,8 @@ struct pa_alloc {
 
     pa_evict_fn *evict_fn;
     void *evict_ctx;
+    pa_publish_fn *publish_fn;
+    void *publish_ctx;
     uint64_t evictions, lookups, lookup_hits, lookup_blocks;
 
     pa_clock_fn *clock;       /* stamps blocks entering the LRU (TTL); NULL: always 0 */
@@ -421,6 +423,7 @@ static void evict_block(pa_alloc *a, int32_t b)
 {
     pa_block *blk = &a->blocks[b];
     paged_hash hash = blk->hash;
+    uint32_t tenant = blk->tenant;
     lru_unlink(a, b);
     index_del(a, b);
     blk->published = 0;
@@ -430,7 +433,7 @@ static void evict_block(pa_alloc *a, int32_t b)
     a->free_stack[a->nfree++] = b;
     a->evictions++;
     if (a->evict_fn != NULL)
-        a->evict_fn(a->evict_ctx, b, &hash);
+        a->evict_fn(a->evict_ctx, b, tenant, &hash);
 }
 
 /* Evicts the least recently used cached block to the free list; calls the hook. */
@@ -547,6 +550,19 @@ void pa_set_evict_hook(pa_alloc *a, pa_evict_fn *fn, void *ctx)
 {
     a->evict_fn = fn;
     a->evict_ctx = ctx;
+}
+
+/* Sets the publication hook; see alloc.h. */
+void pa_set_publish_hook(pa_alloc *a, pa_publish_fn *fn, void *ctx)
+{
+    a->publish_fn = fn;
+    a->publish_ctx = ctx;
+}
+
+/* Returns the block published under (tenant, hash) or -1; see alloc.h. */
+int32_t pa_find(const pa_alloc *a, uint32_t tenant, const paged_hash *hash)
+{
+    return index_find(a, hash, tenant);
 }
 
 /* Keys the places of index entries with seed and re-enters every published block under its
@@ -684,6 +700,8 @@ int pa_publish(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const 
         blk->published = 1;
         index_put(a, ids[i]);
         published++;
+        if (a->publish_fn != NULL)
+            a->publish_fn(a->publish_ctx, ids[i], tenant, &hashes[i]);
     }
     return published;
 }

@@ -50,9 +50,14 @@
 typedef struct pa_alloc pa_alloc;
 
 /* Called for each cached block evicted, by an allocation, pa_evict_cached, pa_evict_prefix or
- * pa_expire (for events and stats), after the block is on the free list; it must not call back
- * into the allocator. */
-typedef void pa_evict_fn(void *ctx, int32_t block, const paged_hash *hash);
+ * pa_expire (for events, stats and the tiers), after the block is on the free list but before
+ * anything can write it: the block's memory still holds what was published, under tenant and
+ * hash. It must not call back into the allocator. */
+typedef void pa_evict_fn(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash);
+
+/* Called for each block pa_publish newly publishes under tenant and hash (for events); it must
+ * not call back into the allocator. */
+typedef void pa_publish_fn(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash);
 
 /* The allocator's clock for time to live, in nanoseconds, never going back (pagedd:
  * pcore_now_ns; the tests: a clock of their own). */
@@ -87,6 +92,10 @@ pa_alloc *pa_create(uint32_t num_blocks);
 void pa_destroy(pa_alloc *a);
 /* Sets the eviction hook (NULL for none). */
 void pa_set_evict_hook(pa_alloc *a, pa_evict_fn *fn, void *ctx);
+/* Sets the publication hook (NULL for none). */
+void pa_set_publish_hook(pa_alloc *a, pa_publish_fn *fn, void *ctx);
+/* Returns the block published under (tenant, hash), or -1. Changes nothing. */
+int32_t pa_find(const pa_alloc *a, uint32_t tenant, const paged_hash *hash);
 /* Keys where prefix index entries sit with seed (a fresh allocator's is 0) and re-enters the
  * published blocks, in time linear in the allocator's size. pagedd gives each pool a random
  * seed, so no client can predict which entries share a probe sequence. */

@@ -141,8 +141,9 @@ static bool hash_eq(const paged_hash *x, const paged_hash *y)
 }
 
 /* The eviction hook: records the block and hash in the run. */
-static void on_evict(void *ctx, int32_t block, const paged_hash *hash)
+static void on_evict(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash)
 {
+    (void) tenant;
     run *r = ctx;
     if (r->nev > MAXN) {
         r->ev_overflow = true;

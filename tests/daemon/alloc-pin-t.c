@@ -25,8 +25,9 @@ static uint64_t fake_clock(void)
 }
 
 /* Counts evictions the hook reports. */
-static void on_evict(void *ctx, int32_t block, const paged_hash *hash)
+static void on_evict(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash)
 {
+    (void) tenant;
     (void) block;
     (void) hash;
     (*(uint32_t *) ctx)++;

@@ -22,8 +22,9 @@ typedef struct evictions {
 } evictions;
 
 /* Records one eviction. */
-static void on_evict(void *ctx, int32_t block, const paged_hash *hash)
+static void on_evict(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash)
 {
+    (void) tenant;
     evictions *ev = ctx;
     if (ev->n < 16) {
         ev->block[ev->n] = block;
