@@ -21,6 +21,12 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/alloc/alloc.c \
 	daemon/alloc/u64map.h \
 	daemon/alloc/u64map.c \
+	daemon/tier/keymap.h \
+	daemon/tier/keymap.c \
+	daemon/tier/host.h \
+	daemon/tier/host.c \
+	daemon/tier/file.h \
+	daemon/tier/file.c \
 	daemon/stats.h \
 	daemon/stats.c \
 	daemon/pool.h \

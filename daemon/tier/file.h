@@ -43,8 +43,9 @@ typedef void pt_file_out_fn(void *ctx, uint32_t tenant, const paged_hash *hash);
  * and matches g and whose size is the header's plus unit_bytes, and deleting every other
  * file there (counted in *dropped if not NULL; temporary files of an interrupted write among
  * them). capacity_bytes bounds the bytes of unit files kept (0: no bound); the oldest beyond
- * it are deleted. Returns the tier, or NULL with why (NUL-terminated, naming the path and
- * the system's error).
+ * it are deleted (not counted in *dropped). Returns the tier, or NULL with why
+ * (NUL-terminated, naming the path and the system's error) and errno set (EINVAL: a name
+ * not of 1 to 200 of [A-Za-z0-9._-], or a unit_bytes of 0).
  */
 pt_file *pt_file_open(const char *dir, uint32_t uid, const char *name, const pt_geom *g,
                       uint64_t capacity_bytes, uint32_t *dropped, char *why, size_t whylen);
@@ -61,7 +62,8 @@ int pt_file_has(const pt_file *f, uint32_t tenant, const paged_hash *hash);
  * Writes unit (unit_bytes) as the file of (tenant, hash), replacing one there, then deletes
  * the least recently used files while the tier is over its capacity (never the one just
  * written), calling out for each. Returns 0, or PAGED_E_SYSTEM (why: the path and error; the
- * tier as it was, no partial file left) or PAGED_E_NOSPC (one unit exceeds the capacity).
+ * tier as it was, no partial file left), PAGED_E_NOSPC (one unit exceeds the capacity) or
+ * PAGED_E_NOMEM (the index cannot grow; nothing written).
  */
 int pt_file_put(pt_file *f, uint32_t tenant, const paged_hash *hash, const void *unit,
                 pt_file_out_fn *out, void *ctx, char *why, size_t whylen);
@@ -72,7 +74,9 @@ int pt_file_put(pt_file *f, uint32_t tenant, const paged_hash *hash, const void 
  * Returns 0, or PAGED_E_NOENT (no such unit); for a file that is
  * missing, short, or fails a check, deletes it, drops it from the index, calls out, and
  * returns PAGED_E_PROTO with why naming the file and what failed ("checksum mismatch",
- * "truncated: 1000 of 1064 bytes"). buf's contents are unspecified after an error.
+ * "truncated: 1000 of 1064 bytes"). A file that cannot be opened for a reason of the
+ * system's (EMFILE, EACCES) stays, and the call returns PAGED_E_SYSTEM with why. buf's
+ * contents are unspecified after an error.
  */
 int pt_file_get(pt_file *f, uint32_t tenant, const paged_hash *hash, void *buf,
                 pt_file_out_fn *out, void *ctx, char *why, size_t whylen);
