@@ -180,6 +180,19 @@ struct pd_backend_ops {
     /* Logs the backend's own measurements since the last call at level, if it keeps any (the
      * engine calls it when it logs its own activity, once idle, at that level). NULL: none. */
     void (*report)(pd_backend *b, enum pd_log_level level);
+    /* Allocates size bytes of zeroed host memory for a pool's host tier, pinned where the
+     * device copies to and from it (cuda). Returns PAGED_OK or a paged_error with *cause.
+     * NULL: the tiers map anonymous memory themselves. */
+    int (*host_alloc)(pd_backend *b, uint64_t size, void **out, char **cause);
+    /* Frees what host_alloc gave (size: as asked). */
+    void (*host_free)(pd_backend *b, void *p, uint64_t size);
+    /* Copies n blocks of a pool into units of host memory (to_units) or units into blocks, every
+     * layer's keys then values (daemon/tier/tiers.h), after everything queued before it and
+     * before anything queued after it, and returns once the copies are done. Returns PAGED_OK
+     * or a paged_error with *cause. NULL: the pool's memory is host memory (cpu), and the
+     * tiers copy it themselves. */
+    int (*units_copy)(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
+                      const int32_t *blocks, unsigned char *const *units, char **cause);
     /* Fills *out. */
     void (*info)(pd_backend *b, struct pd_backend_info *out);
     /* Frees the backend (pools and arenas are gone by then). */

@@ -256,6 +256,35 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
         pd_server_kill(srv, c, PD_LOG_INFO, "gone before its POOL_REPLY");
 }
 
+/* Gives new pool p the host tier its creation message m asks for (or paged.conf's
+ * host-tier-mb) and the file tier behind it. Returns PAGED_OK or an error with *cause. */
+static int add_tiers(struct pd_server *srv, struct pd_pool *p, const struct pcore_msg_pool_create *m,
+                     char **cause)
+{
+    const uint64_t mib = 1024u * 1024u;
+    uint64_t bytes = m->host_tier_bytes != 0 ? m->host_tier_bytes : srv->cfg.host_tier_mb * mib;
+    if (bytes > srv->cfg.host_tier_max_mb * mib) {
+        char buf[160];
+        snprintf(buf, sizeof buf, "host tier of %llu bytes exceeds host-tier-max-mb (%llu MiB)",
+                 (unsigned long long) bytes, (unsigned long long) srv->cfg.host_tier_max_mb);
+        *cause = strdup(buf);
+        return PAGED_E_LIMIT;
+    }
+    uint64_t units = bytes / p->geom.block_bytes;
+    const struct pd_tiers_spec spec = {
+        .host_units = units > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t) units,
+        .file_dir = srv->cfg.file_tier, .file_bytes = srv->cfg.file_tier_mb * mib,
+        .owner_uid = (uint32_t) p->owner_uid, .pool_name = p->name,
+        .k_scale = p->geom.k_scale, .v_scale = p->geom.v_scale,
+    };
+    int rc = pd_pool_add_tiers(srv->backend, p, &spec, cause);
+    if (rc == PAGED_OK && p->tiers != NULL)
+        pd_log(PD_LOG_INFO, "pool '%s': host tier of %u units of %llu bytes%s%s", p->name, spec.host_units,
+               (unsigned long long) p->geom.block_bytes, p->tiers->file != NULL ? ", file tier in " : "",
+               p->tiers->file != NULL ? srv->cfg.file_tier : "");
+    return rc;
+}
+
 /* POOL_CREATE: checks, creates, attaches the creator. Returns nothing. */
 static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
@@ -291,6 +320,13 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         return;
     }
     p->ttl_ns = (uint64_t) srv->cfg.prefix_ttl_ms * 1000000u;
+    rc = add_tiers(srv, p, &m, &cause);
+    if (rc < 0) {
+        pd_conn_error(c, m.hdr.seq, rc, "pool '%s': %s", m.name, cause != NULL ? cause : "no tiers");
+        free(cause);
+        pd_pool_free(srv->backend, p);
+        return;
+    }
     /* A pool its creator cannot be attached to is not made at all. */
     const int writable = (m.flags & PCORE_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
     struct pd_export ex;
@@ -448,6 +484,7 @@ static void on_evict(struct pd_server *srv, struct pd_conn *c, const void *buf)
     }
     p->evicted_pending = 0;
     uint32_t n = pa_evict_cached(p->alloc);
+    pd_tiers_flush(p->tiers);
     p->evicted_pending = 0;
     pd_clog(c, PD_LOG_INFO, "evicted %u cached blocks of pool '%s'", n, p->name);
     pd_events_announce(srv, PCORE_EVENT_EVICT, c, p->name, n);

@@ -33,6 +33,8 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/pool.c \
 	daemon/blocklog.h \
 	daemon/blocklog.c \
+	daemon/tier/tiers.h \
+	daemon/tier/tiers.c \
 	daemon/conn.h \
 	daemon/conn.c \
 	daemon/backend.h \
@@ -91,6 +93,8 @@ PD_CUDA_BACKEND_SOURCES = \
 	daemon/cuda/reaper.c \
 	daemon/cuda/stage.h \
 	daemon/cuda/stage.c \
+	daemon/cuda/units.h \
+	daemon/cuda/units.c \
 	daemon/cuda/backend.c
 if HAVE_CUDA
 daemon_libpagedengine_la_SOURCES += $(PD_CUDA_BACKEND_SOURCES)

@@ -105,6 +105,8 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
     if ((m->mode & memory_bits) == memory_bits)
         return refuse(PAGED_E_INVAL, why, whylen,
                       "mode %#o has both PAGED_POOL_SEALED and PAGED_POOL_EXPORTED: one at most", m->mode);
+    if (m->reserved != 0)
+        return refuse(PAGED_E_INVAL, why, whylen, "reserved field %#x is not 0", m->reserved);
     if ((m->flags & ~PCORE_ATTACH_WRITE) != 0)
         return refuse(PAGED_E_INVAL, why, whylen, "flags %#x unknown (PCORE_ATTACH_WRITE = 1)", m->flags);
     g->k_scale = 1.0f;
@@ -217,10 +219,12 @@ static uint64_t index_seed(const struct pd_pool *p)
  * hook. */
 static void on_evict(void *ctx, int32_t block, uint32_t tenant, const paged_hash *hash)
 {
-    (void) block;
     struct pd_pool *p = ctx;
     p->evicted_pending++;
-    pd_blocklog_add(&p->blocklog, PD_BLOCK_REMOVED, PD_TIER_POOL, tenant, hash);
+    if (p->tiers != NULL)
+        pd_tiers_evicted(p->tiers, block, tenant, hash);
+    else
+        pd_blocklog_add(&p->blocklog, PD_BLOCK_REMOVED, PD_TIER_POOL, tenant, hash);
 }
 
 /* Records a newly published block; the allocator's hook. */
@@ -271,6 +275,7 @@ void pd_pool_free(pd_backend *b, struct pd_pool *p)
 {
     if (p == NULL)
         return;
+    pd_tiers_destroy(p->tiers, 0);
     b->ops->pool_destroy(b, p->mem);
     pa_destroy(p->alloc);
     pd_blocklog_free(&p->blocklog);
@@ -287,7 +292,20 @@ void pd_pool_release(struct pd_pool **pools, uint32_t *n_pools, pd_backend *b, s
         }
     (*n_pools)--;
     pd_log(PD_LOG_INFO, "pool '%s' (id %u) freed", p->name, p->id);
+    /* Its name was removed: so are the units it wrote to the file tier. */
+    if (p->destroyed) {
+        pd_tiers_destroy(p->tiers, 1);
+        p->tiers = NULL;
+    }
     pd_pool_free(b, p);
+}
+
+/* Gives p the tiers spec describes; see pool.h. */
+int pd_pool_add_tiers(pd_backend *b, struct pd_pool *p, const struct pd_tiers_spec *spec, char **cause)
+{
+    if (spec->host_units == 0)
+        return PAGED_OK;
+    return pd_tiers_create(b, p->mem, &p->cache, p->alloc, &p->blocklog, spec, &p->tiers, cause);
 }
 
 /* Fills a LIST item; returns nothing. */
@@ -320,6 +338,8 @@ void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it)
     it->expired = p->expired;
     it->ttl_ms = p->ttl_ns / 1000000u;
     it->pinned = c.pinned;
+    if (p->tiers != NULL)
+        pd_tiers_item(p->tiers, p->geom.block_size, it);
 }
 
 /* Returns percent % of p's blocks, rounded down. */
@@ -332,7 +352,12 @@ uint32_t pd_pool_share(const struct pd_pool *p, uint32_t percent)
 uint32_t pd_pool_expire(struct pd_pool *p)
 {
     uint32_t pending = p->evicted_pending;
+    if (p->tiers != NULL)
+        p->tiers->dropping = 1;
     uint32_t n = pa_expire(p->alloc, p->ttl_ns);
+    if (p->tiers != NULL)
+        p->tiers->dropping = 0;
+    n += pd_tiers_expire(p->tiers, pcore_now_ns(), p->ttl_ns);
     p->evicted_pending = pending;
     p->expired += n;
     return n;
@@ -341,5 +366,6 @@ uint32_t pd_pool_expire(struct pd_pool *p)
 /* Returns when p's next cached block expires, or UINT64_MAX. */
 uint64_t pd_pool_next_expiry(const struct pd_pool *p)
 {
-    return pa_next_expiry(p->alloc, p->ttl_ns);
+    uint64_t pool = pa_next_expiry(p->alloc, p->ttl_ns), host = pd_tiers_next_expiry(p->tiers, p->ttl_ns);
+    return pool < host ? pool : host;
 }

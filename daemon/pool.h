@@ -9,6 +9,7 @@
 
 #include "daemon/alloc/alloc.h"
 #include "daemon/blocklog.h"
+#include "daemon/tier/tiers.h"
 #include "daemon/backend.h"
 #include "kernels/kernels.h"
 #include "lib/core/proto.h"
@@ -52,6 +53,7 @@ struct pd_pool {
     uint64_t ttl_ns;         /* time to live of a cached unpinned block; 0: none */
     uint64_t expired;        /* cached blocks dropped by the time to live */
     struct pd_blocklog blocklog; /* prefix-block events for subscribers, sent each pass */
+    struct pd_tiers *tiers;  /* host and file tiers; NULL: none */
     struct pd_pool *next;
 };
 
@@ -106,11 +108,16 @@ const char *pd_pool_prefixes_name(const struct pd_pool *p);
 int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd_pool_geom *g,
                    uid_t uid, gid_t gid, struct pd_pool **out, char **cause);
 
-/* Frees a pool and its memory. */
+/* Gives a new pool p the host tier (and file tier) spec describes; nothing when its host_units
+ * is 0. Returns PAGED_OK or an error with *cause. */
+int pd_pool_add_tiers(pd_backend *b, struct pd_pool *p, const struct pd_tiers_spec *spec, char **cause);
+
+/* Frees a pool and its memory (its file tier's units stay for the next daemon). */
 void pd_pool_free(pd_backend *b, struct pd_pool *p);
 
 /* Unlinks p from the list that starts at *pools, whose length *n_pools counts, logs that it
- * is freed and frees it with its memory of backend b (a destroyed pool at its last detach).
+ * is freed and frees it with its memory of backend b (a destroyed pool at its last detach,
+ * whose file tier's units are deleted too).
  * Returns nothing. */
 void pd_pool_release(struct pd_pool **pools, uint32_t *n_pools, pd_backend *b, struct pd_pool *p);
 

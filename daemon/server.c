@@ -424,6 +424,10 @@ static void reload(struct pd_server *srv)
     srv->cfg.prefix_ttl_ms = n.prefix_ttl_ms;
     srv->cfg.pin_limit_uid = n.pin_limit_uid;
     srv->cfg.pin_limit_pool = n.pin_limit_pool;
+    srv->cfg.host_tier_mb = n.host_tier_mb;
+    srv->cfg.host_tier_max_mb = n.host_tier_max_mb;
+    memcpy(srv->cfg.file_tier, n.file_tier, sizeof srv->cfg.file_tier);
+    srv->cfg.file_tier_mb = n.file_tier_mb;
     srv->engine_env.max_blocks_per_client = n.max_blocks_per_client;
     srv->engine_env.dependency_timeout_ms = n.dependency_timeout_ms;
     srv->engine_env.dependency_inline = n.dependency_waits == 1;

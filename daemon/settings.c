@@ -89,6 +89,16 @@ static const struct key_slot keys[] = {
     { { "pin-limit-pool", 1, 0, 1, 1, "PERCENT", "most of a pool's blocks all users together may keep pinned "
         "(default 50)" },
       NUM(T_U32, pin_limit_pool, 0, 100) },
+    { { "host-tier-mb", 1, 0, 1, 1, "MIB", "host memory behind a new pool for the published blocks it evicts, "
+        "when its creator names none (default 0: none)" },
+      NUM(T_U64, host_tier_mb, 0, UINT32_MAX) },
+    { { "host-tier-max-mb", 1, 0, 1, 1, "MIB", "the largest host tier a pool's creator may ask for "
+        "(default 4096)" },
+      NUM(T_U64, host_tier_max_mb, 0, UINT32_MAX) },
+    { { "file-tier", 1, 0, 1, 1, "DIR", "keep the units a pool's host tier pushes out in files under DIR, "
+        "for later and for the next daemon (default: none)" }, STR(file_tier) },
+    { { "file-tier-mb", 1, 0, 1, 1, "MIB", "most MiB of unit files one pool keeps (default 0: no bound)" },
+      NUM(T_U64, file_tier_mb, 0, UINT32_MAX) },
     { { "ready-fd", 1, 0, 0, 0, "FD", "write READY to descriptor FD once serving, then close it" },
       NUM(T_FD, ready_fd, 0, 65535) },
 };
@@ -140,6 +150,7 @@ void pd_config_defaults(struct pd_config *cfg, const char *default_config)
     cfg->dependency_strikes = 3;
     cfg->pin_limit_uid = 25;
     cfg->pin_limit_pool = 50;
+    cfg->host_tier_max_mb = 4096;
     cfg->ready_fd = -1;
 }
 

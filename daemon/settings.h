@@ -51,6 +51,10 @@ struct pd_config {
     uint32_t prefix_ttl_ms;        /* a new pool's time to live of cached blocks; 0 = none */
     uint32_t pin_limit_uid;        /* percent of a pool's blocks one uid but root may keep pinned */
     uint32_t pin_limit_pool;       /* percent of a pool's blocks all uids together may keep pinned */
+    uint64_t host_tier_mb;         /* a new pool's host tier when its creator names none; 0 = none */
+    uint64_t host_tier_max_mb;     /* the largest host tier a pool's creator may ask for */
+    char file_tier[PD_PATH_MAX];   /* the file tier's directory; "" = none */
+    uint64_t file_tier_mb;         /* most MiB of unit files per pool; 0 = no bound */
     int ready_fd;                  /* command line only: write "READY\n" here when serving */
 };
 

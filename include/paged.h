@@ -224,6 +224,10 @@ typedef struct paged_pool_desc {
                                  finds what any uid published; without, only its own. */
     float k_scale;            /* fp8 caches: stored = value / k_scale; 0: 1.0 */
     float v_scale;            /* fp8 caches: likewise for V */
+    uint64_t host_tier_bytes; /* host memory behind the pool for the published blocks it
+                                 evicts, reloaded when a LOOKUP asks for them (paged(7),
+                                 TIERS); 0: the daemon's default, paged.conf's host-tier-mb
+                                 (since 0.2) */
 } paged_pool_desc;
 
 /* Where a pool's memory is and how it is laid out (since 0.1). */

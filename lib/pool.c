@@ -127,6 +127,7 @@ int paged_pool_create(paged_client *c, const paged_pool_desc *d, paged_pool **ou
     m.dtype = (uint32_t) d->dtype;
     m.num_blocks = d->num_blocks;
     m.byte_budget = d->byte_budget;
+    m.host_tier_bytes = d->host_tier_bytes;
     m.mode = d->mode != 0 ? d->mode : 0600;
     m.k_scale = d->k_scale != 0.0f ? d->k_scale : 1.0f;
     m.v_scale = d->v_scale != 0.0f ? d->v_scale : 1.0f;

@@ -12,6 +12,23 @@
 #include "tools/pactl_json.h"
 #include "tools/pactl.h"
 
+/* Prints the lines about a pool's host and file tiers. */
+static void tiers_text(const struct pcore_pool_item *p, uint64_t block_bytes)
+{
+    char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF];
+    printf("host tier      %u of %u units stored (%s of %s)\n", (unsigned) p->host_stored, (unsigned) p->host_units,
+           fmt_bytes(a, sizeof a, block_bytes * p->host_stored), fmt_bytes(b, sizeof b, block_bytes * p->host_units));
+    if (p->file_units > 0 || p->written_bytes > 0)
+        printf("file tier      %u units (%s)\n", (unsigned) p->file_units, fmt_bytes(a, sizeof a, p->file_bytes));
+    printf("tier traffic   %s offloaded, %s written to files, %s reloaded\n",
+           fmt_bytes(a, sizeof a, p->offloaded_bytes), fmt_bytes(b, sizeof b, p->written_bytes),
+           fmt_bytes(c, sizeof c, p->reloaded_bytes));
+    printf("reloads        %" PRIu64 ", %.3f ms each on average\n", p->reloads,
+           p->reloads > 0 ? (double) p->reload_ns / 1e6 / (double) p->reloads : 0.0);
+    printf("tier losses    %" PRIu64 " units dropped, %" PRIu64 " damaged files refused, %" PRIu64
+           " failed copies or writes\n", p->tier_dropped, p->tier_damaged, p->tier_failures);
+}
+
 /* Prints one pool as "key  value" lines. */
 static void info_text(const struct pcore_pool_item *p)
 {
@@ -41,10 +58,16 @@ static void info_text(const struct pcore_pool_item *p)
                                          : "attaching clients receive the memory and may map it");
     printf("prefix cache   %" PRIu64 " lookups, %" PRIu64 " blocks found, %" PRIu64
            " evicted (%" PRIu64 " by the ttl)\n", p->lookups, p->lookup_hits, p->evictions, p->expired);
-    printf("tokens         %" PRIu64 " looked up, %" PRIu64 " found", p->lookup_tokens, p->hit_tokens);
+    const uint64_t hits = p->hit_tokens + p->host_hit_tokens + p->file_hit_tokens;
+    printf("tokens         %" PRIu64 " looked up, %" PRIu64 " found", p->lookup_tokens, hits);
     if (p->lookup_tokens > 0)
-        printf(" (%.1f%%)", 100.0 * (double) p->hit_tokens / (double) p->lookup_tokens);
+        printf(" (%.1f%%)", 100.0 * (double) hits / (double) p->lookup_tokens);
+    if (p->host_units > 0)
+        printf(": %" PRIu64 " in the pool, %" PRIu64 " in the host tier, %" PRIu64 " in the file tier",
+               p->hit_tokens, p->host_hit_tokens, p->file_hit_tokens);
     printf("\n");
+    if (p->host_units > 0)
+        tiers_text(p, block_bytes);
     printf("pinned         %u blocks\n", (unsigned) p->pinned);
     if (p->ttl_ms == 0)
         printf("ttl            none: cached blocks stay until room is needed\n");

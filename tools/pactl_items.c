@@ -80,6 +80,20 @@ void items_pool_json(struct json *j, const char *key, const struct pcore_pool_it
     json_u64(j, "expired", p->expired);
     json_u64(j, "pinned", p->pinned);
     json_u64(j, "ttl_ms", p->ttl_ms);
+    json_u64(j, "host_units", p->host_units);
+    json_u64(j, "host_stored", p->host_stored);
+    json_u64(j, "file_units", p->file_units);
+    json_u64(j, "file_bytes", p->file_bytes);
+    json_u64(j, "host_hit_tokens", p->host_hit_tokens);
+    json_u64(j, "file_hit_tokens", p->file_hit_tokens);
+    json_u64(j, "offloaded_bytes", p->offloaded_bytes);
+    json_u64(j, "written_bytes", p->written_bytes);
+    json_u64(j, "reloaded_bytes", p->reloaded_bytes);
+    json_u64(j, "reloads", p->reloads);
+    json_u64(j, "reload_ns", p->reload_ns);
+    json_u64(j, "tier_dropped", p->tier_dropped);
+    json_u64(j, "tier_damaged", p->tier_damaged);
+    json_u64(j, "tier_failures", p->tier_failures);
     json_end(j);
 }
 

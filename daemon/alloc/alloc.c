@@ -714,6 +714,16 @@ uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, co
     if (n == 0 || hashes == NULL || out == NULL)
         return 0;
     a->lookup_blocks += n;
+    return pa_lookup_continue(a, holder, tenant, n, hashes, out);
+}
+
+/* Takes references to the longest prefix as pa_lookup, counting its hits only; returns its
+ * length. */
+uint32_t pa_lookup_continue(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const paged_hash *hashes,
+                            int32_t *out)
+{
+    if (n == 0 || hashes == NULL || out == NULL)
+        return 0;
     uint32_t h = holder_find(a, holder);
     uint32_t found;
     for (found = 0; found < n; found++) {

@@ -137,6 +137,10 @@ int pa_publish(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const 
  * lookup per call and one hit per block found. */
 uint32_t pa_lookup(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const paged_hash *hashes,
                    int32_t *out);
+/* The same as pa_lookup for the rest of a chain that a LOOKUP already counted (the tiers
+ * reloaded the blocks before it): counts its hits, not a lookup nor the blocks asked for. */
+uint32_t pa_lookup_continue(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const paged_hash *hashes,
+                            int32_t *out);
 
 /* Drops every reference holder has, in time linear in what it held. Returns how many. */
 uint32_t pa_release_holder(pa_alloc *a, uint32_t holder);

@@ -239,12 +239,15 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
             return PAGED_E_NOMEM;
         if (op->opcode == PAGED_OP_ALLOC) {
             rc = pa_alloc_blocks(p->alloc, c->id, op->count, ids);
+            pd_tiers_flush(p->tiers);   /* the blocks it evicted, before anyone writes them */
             if (rc == PAGED_OK)
                 cqe->count = op->count;
             else
                 blame(cqe, rc, PCORE_FIELD_COUNT, 0);
-        } else
-            cqe->count = pa_lookup(p->alloc, c->id, op->pool->tenant, op->count, op->hashes, ids);
+        } else {
+            uint32_t found = pa_lookup(p->alloc, c->id, op->pool->tenant, op->count, op->hashes, ids);
+            cqe->count = pd_tiers_lookup(p->tiers, c->id, op->pool->tenant, op->count, op->hashes, ids, found);
+        }
         if (rc == PAGED_OK && cqe->count != 0)
             memcpy(c->ch->arena + op->out_ids_off, ids, (size_t) cqe->count * 4);
         free(ids);

@@ -312,6 +312,8 @@ struct pcore_msg_pool_create {
     float k_scale;
     float v_scale;
     uint32_t flags;            /* PCORE_ATTACH_* for the creator's own attachment */
+    uint32_t reserved;         /* 0 */
+    uint64_t host_tier_bytes;  /* 0: the daemon's default */
 };
 
 struct pcore_msg_pool_attach {
@@ -439,6 +441,22 @@ struct pcore_pool_item {
     uint64_t ttl_ms;           /* the pool's time to live; 0: none */
     uint32_t pinned;           /* blocks pinned, referenced or not */
     uint32_t reserved;
+    /* The host and file tiers (all 0 where the pool has none). */
+    uint32_t host_units;       /* the host tier's capacity, in units of one block */
+    uint32_t host_stored;      /* units stored there */
+    uint32_t file_units;       /* unit files of the pool */
+    uint32_t tier_reserved;
+    uint64_t file_bytes;       /* their size */
+    uint64_t host_hit_tokens;  /* tokens LOOKUPs reloaded from the host tier */
+    uint64_t file_hit_tokens;  /* from the file tier */
+    uint64_t offloaded_bytes;  /* copied from the pool to the host tier */
+    uint64_t written_bytes;    /* written from the host tier to files */
+    uint64_t reloaded_bytes;   /* copied back into the pool */
+    uint64_t reloads;          /* LOOKUPs that reloaded blocks */
+    uint64_t reload_ns;        /* their time reloading, summed */
+    uint64_t tier_dropped;     /* units dropped: no room below, expired, evicted, a failed copy */
+    uint64_t tier_damaged;     /* unit files refused: short or failing a check */
+    uint64_t tier_failures;    /* copies and writes that failed */
 };
 
 struct pcore_client_item {

@@ -50,9 +50,9 @@ SVC_CLIENT_CPPFLAGS += $(CUDA_CPPFLAGS)
 SVC_CLIENT_LIBS += $(CUDA_LIBS)
 endif
 check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t \
-	tests/service/allocfail-t tests/service/prefixctl-t
+	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t
 TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t \
-	tests/service/allocfail-t tests/service/prefixctl-t
+	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t
 
 # The same two with the cpu backend's deferred batches done only 2 ms after they ran, as on a
 # GPU (PAGEDD_CPU_DONE_US): burst E's ring order then depends on the engine withholding the
@@ -92,6 +92,10 @@ tests_service_allocfail_t_SOURCES = tests/service/allocfail-t.c $(SVC_CLIENT_SOU
 tests_service_allocfail_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_allocfail_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_allocfail_t_DEPENDENCIES = daemon/pagedd
+tests_service_tiers_t_SOURCES = tests/service/tiers-t.c
+tests_service_tiers_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_tiers_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+EXTRA_tests_service_tiers_t_DEPENDENCIES = daemon/pagedd
 tests_service_prefixctl_t_SOURCES = tests/service/prefixctl-t.c
 tests_service_prefixctl_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_prefixctl_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)

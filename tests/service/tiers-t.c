@@ -1,0 +1,410 @@
+/* tiers-t.c: the host and file tiers with a real pagedd and client processes: offload, reload, restart, damage. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/core/proto.h"
+#include "paged.h"
+#include "tests/service/rawclient.h"
+#include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
+
+/* The pool: 2 layers, 2 KV heads, head_dim 64, blocks of 16 tokens, f32, 8 blocks; a unit
+ * (one block, every layer's K and V) is 2 * 2 * 2 * 16 * 64 * 4 = 32 KiB, and the host tier
+ * holds 4 of them. */
+#define L 2
+#define H 2
+#define D 64
+#define B 16
+#define N 8
+#define NB 4                     /* blocks of a prompt */
+#define HOST_UNITS 4
+#define PIECE (H * B * D)        /* floats of one block of one layer's K or V */
+#define UNIT (L * 2 * PIECE)     /* floats of a unit */
+#define SALT 11u
+#define POOL "tiers"
+
+enum { P_A, P_B, NPROMPTS };
+
+/* What the test knows of each prompt: its tokens, its blocks' bytes as published (unit
+ * layout), and one decode per layer over them with a fixed query. */
+struct prompt {
+    int32_t tokens[NB * B];
+    float units[NB][UNIT];
+    float q[L][H * D];
+    float out[L][H * D];
+};
+
+/* What a child reports through shared memory. */
+struct report {
+    int found;                  /* LOOKUP's result */
+    int same_bytes;             /* the blocks found hold the published bytes */
+    int same_decode;            /* decodes over them equal the published decodes bit for bit */
+    int status;                 /* the first failing call's status, else 0 */
+};
+
+static struct pagedd daemon_;
+static char file_dir[512];
+static struct prompt *prompts;   /* shared with children (MAP_SHARED) */
+static struct report *report;
+
+/* Returns a float of a fixed-seed sequence in [-1, 1). */
+static float rnd(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float) ((double) (*s >> 40) / (double) (1ull << 24) * 2.0 - 1.0);
+}
+
+/* Connects a libpaged client; returns it or NULL. */
+static paged_client *connect_client(const char *name)
+{
+    paged_connect_opts o = { .socket_path = daemon_.socket, .name = name, .timeout_ms = 10000 };
+    paged_client *c = NULL;
+    return paged_client_connect(&o, &c) == PAGED_OK ? c : NULL;
+}
+
+/* Copies block id of a mapped pool into a unit (every layer's K then V). */
+static void read_unit(const float *base, int32_t id, float *unit)
+{
+    for (int pl = 0; pl < L * 2; pl++)
+        memcpy(unit + (size_t) pl * PIECE, base + ((size_t) pl * N + (size_t) id) * PIECE, PIECE * sizeof *unit);
+}
+
+/* Decodes prompt pr's query over the NB blocks ids at every layer into out; returns the
+ * first failing status or PAGED_OK. */
+static int decode_over(paged_pool *p, const struct prompt *pr, const int32_t *ids, float out[L][H * D])
+{
+    const int32_t len = NB * B;
+    for (int l = 0; l < L; l++) {
+        paged_attn_args a = {
+            .num_seqs = 1, .num_q_heads = H, .dtype = PAGED_DTYPE_F32, .q = pr->q[l], .out = out[l],
+            .block_tables = ids, .bt_stride = NB, .seq_lens = &len, .sm_scale = 0.125f,
+        };
+        int rc = paged_decode(p, l, &a);
+        if (rc != PAGED_OK)
+            return rc;
+    }
+    return PAGED_OK;
+}
+
+/* Fills prompt k with fresh tokens, keys, values and queries, writes it into NB new blocks of
+ * p, records what the blocks hold and what decoding over them gives, publishes them and
+ * frees them, leaving them cached. Returns PAGED_OK or the first failing status. */
+static int publish_prompt(paged_pool *p, int k, uint64_t seed)
+{
+    struct prompt *pr = &prompts[k];
+    uint64_t s = seed;
+    for (int i = 0; i < NB * B; i++)
+        pr->tokens[i] = (int32_t) (1000 * (k + 1) + i);
+    int32_t ids[NB], slots[NB * B];
+    int rc = paged_alloc(p, NB, ids);
+    if (rc != PAGED_OK)
+        return rc;
+    for (int i = 0; i < NB * B; i++)
+        slots[i] = ids[i / B] * B + i % B;
+    static float kv[2][NB * B * H * D];
+    for (int l = 0; l < L && rc == PAGED_OK; l++) {
+        for (size_t i = 0; i < NB * B * H * D; i++) {
+            kv[0][i] = rnd(&s);
+            kv[1][i] = rnd(&s);
+        }
+        for (int i = 0; i < H * D; i++)
+            pr->q[l][i] = rnd(&s);
+        rc = paged_append(p, l, NB * B, PAGED_DTYPE_F32, kv[0], kv[1], slots);
+    }
+    void *base = NULL;
+    if (rc == PAGED_OK)
+        rc = paged_pool_map(p, &base);
+    if (rc == PAGED_OK) {
+        for (int b = 0; b < NB; b++)
+            read_unit(base, ids[b], pr->units[b]);
+        rc = decode_over(p, pr, ids, pr->out);
+    }
+    if (rc == PAGED_OK && paged_publish(p, NULL, SALT, NB, pr->tokens, ids) != NB)
+        rc = PAGED_E_INVAL;
+    int frc = paged_free(p, NB, ids);
+    return rc != PAGED_OK ? rc : frc;
+}
+
+/* Child: looks prompt k up and checks what it found against what was published, into *report. */
+static void child_check(paged_pool *p, int k)
+{
+    const struct prompt *pr = &prompts[k];
+    int32_t ids[NB];
+    report->found = paged_lookup(p, NULL, SALT, NB, pr->tokens, ids);
+    if (report->found <= 0)
+        return;
+    void *base = NULL;
+    report->status = paged_pool_map(p, &base);
+    if (report->status != PAGED_OK)
+        return;
+    static float unit[UNIT];
+    report->same_bytes = 1;
+    for (int b = 0; b < report->found; b++) {
+        read_unit(base, ids[b], unit);
+        if (memcmp(unit, pr->units[b], sizeof unit) != 0)
+            report->same_bytes = 0;
+    }
+    if (report->found == NB) {
+        float out[L][H * D];
+        report->status = decode_over(p, pr, ids, out);
+        report->same_decode = report->status == PAGED_OK && memcmp(out, pr->out, sizeof out) == 0;
+    }
+}
+
+/* Child: takes every block of the pool (pushing whatever is cached out to the tiers), then
+ * lets them go; report->status is the allocation's. */
+static void child_pressure(paged_pool *p, int k)
+{
+    (void) k;
+    int32_t ids[N];
+    report->status = paged_alloc(p, N, ids);
+    if (report->status == PAGED_OK)
+        report->status = paged_free(p, N, ids);
+}
+
+/* Runs fn(pool, k) in a child process with a client of its own attached to POOL, after
+ * clearing the report. Returns the child's exit status (0: it ran). */
+static int in_child(void (*fn)(paged_pool *, int), int k)
+{
+    memset(report, 0, sizeof *report);
+    report->found = -999;
+    pid_t pid = fork();
+    if (pid < 0)
+        bail("fork");
+    if (pid == 0) {
+        paged_client *c = connect_client("tiers-child");
+        paged_pool *p = NULL;
+        int rc = c != NULL ? paged_pool_attach(c, POOL, &p) : PAGED_E_NOTCONN;
+        if (rc == PAGED_OK)
+            fn(p, k);
+        else
+            report->status = rc;
+        paged_client_close(c);
+        _exit(rc == PAGED_OK ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* rc_pool_item_until's conditions. */
+static int host_stored_is(const struct pcore_pool_item *it, uint32_t want)
+{
+    return it->host_stored == want && it->referenced == 0;
+}
+
+/* Returns POOL's LIST item (zeroed when it cannot be had). */
+static struct pcore_pool_item pool_item(struct rc_client *ctl)
+{
+    struct pcore_pool_item it;
+    memset(&it, 0, sizeof it);
+    if (rc_pool_item(ctl, POOL, &it) != 0)
+        diag("no LIST item for " POOL);
+    return it;
+}
+
+/* Waits until POOL's host tier stores want units and nothing is referenced; reports it. */
+static struct pcore_pool_item wait_host(struct rc_client *ctl, uint32_t want, const char *what)
+{
+    struct pcore_pool_item it;
+    int rc = rc_pool_item_until(ctl, POOL, host_stored_is, want, 10000, &it);
+    if (!ok(rc == 0, "%s: the host tier stores %u units", what, want))
+        diag("host_stored %u, referenced %u", it.host_stored, it.referenced);
+    return it;
+}
+
+/* Creates POOL with a host tier of HOST_UNITS units on client c; returns the status. */
+static int create_pool(paged_client *c, paged_pool **p)
+{
+    paged_pool_desc d = {
+        .name = POOL, .num_layers = L, .num_kv_heads = H, .head_dim = D, .block_size = B,
+        .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600,
+        .host_tier_bytes = (uint64_t) HOST_UNITS * UNIT * sizeof(float),
+    };
+    return paged_pool_create(c, &d, p);
+}
+
+/* Checks a child's look-up of prompt k: want blocks found, with the published bytes, and
+ * (all found) the published decodes. */
+static void check_found(int k, int want, const char *what)
+{
+    in_child(child_check, k);
+    is_int(want, report->found, "%s: LOOKUP finds %d blocks", what, want);
+    if (want > 0)
+        ok(report->same_bytes, "%s: they hold the published bytes, bit for bit", what);
+    if (want == NB)
+        ok(report->same_decode, "%s: decoding over them gives the published outputs, bit for bit (status %d)",
+           what, report->status);
+}
+
+/* Starts the daemon with the file tier; bails when it does not start. */
+static void start_daemon(void)
+{
+    char arg[600];
+    snprintf(arg, sizeof arg, "--file-tier=%s", file_dir);
+    const char *args[] = { arg, NULL };
+    if (pagedd_start(&daemon_, args, NULL, NULL) != 0)
+        bail("pagedd did not start");
+}
+
+/* Writes the path of the unit file of block b of prompt k (in the test's uid's scope) to
+ * path. Returns nothing. */
+static void unit_file(int k, int b, char *path, size_t len)
+{
+    paged_hash h[NB];
+    paged_hash_blocks(NULL, prompts[k].tokens, NB * B, B, SALT, h);
+    snprintf(path, len, "%s/%u-%s/%08x-%016llx%016llx.unit", file_dir, (unsigned) getuid(), POOL,
+             (unsigned) getuid(), (unsigned long long) h[b].hi, (unsigned long long) h[b].lo);
+}
+
+/* Offload to the host tier and reload from it: bit-identical, same decode, counted. */
+static void test_host(paged_pool *p, struct rc_client *ctl)
+{
+    is_int(PAGED_OK, publish_prompt(p, P_A, 1), "host: prompt A written, decoded and published");
+    struct pcore_pool_item it = pool_item(ctl);
+    ok(it.host_units == HOST_UNITS && it.host_stored == 0 && it.cached == NB,
+       "host: LIST shows a host tier of %d units, empty, and A's %d blocks cached", HOST_UNITS, NB);
+    in_child(child_pressure, 0);
+    is_int(PAGED_OK, report->status, "host: a client takes the whole pool");
+    it = wait_host(ctl, NB, "host: A pushed out of the pool");
+    ok(it.offloaded_bytes == (uint64_t) NB * UNIT * sizeof(float) && it.cached == 0,
+       "host: %d units' bytes offloaded (%llu), nothing cached in the pool", NB,
+       (unsigned long long) it.offloaded_bytes);
+    check_found(P_A, NB, "host reload");
+    it = wait_host(ctl, 0, "host reload");
+    ok(it.host_hit_tokens == NB * B && it.reloads == 1 && it.reloaded_bytes == it.offloaded_bytes,
+       "host reload: counted: %d tokens from the host tier, one reload, the bytes back (%llu, %llu, %llu)",
+       NB * B, (unsigned long long) it.host_hit_tokens, (unsigned long long) it.reloads,
+       (unsigned long long) it.reloaded_bytes);
+    ok(it.cached == NB, "host reload: A's blocks are published in the pool again (%u cached)", it.cached);
+}
+
+/* Through the host tier to the file tier and back. */
+static void test_file(paged_pool *p, struct rc_client *ctl)
+{
+    is_int(PAGED_OK, publish_prompt(p, P_B, 2), "file: prompt B written and published");
+    /* A (older) leaves the pool first, then B; B's units push A's out of the host tier. */
+    in_child(child_pressure, 0);
+    is_int(PAGED_OK, report->status, "file: a client takes the whole pool");
+    struct pcore_pool_item it = wait_host(ctl, NB, "file: B in the host tier");
+    ok(it.file_units == NB && it.written_bytes == (uint64_t) NB * UNIT * sizeof(float),
+       "file: A's %d units written to files (%u files, %llu bytes)", NB, it.file_units,
+       (unsigned long long) it.written_bytes);
+    check_found(P_A, NB, "file reload");
+    it = pool_item(ctl);
+    is_int(NB * B, (int) it.file_hit_tokens, "file reload: %d tokens counted from the file tier", NB * B);
+    check_found(P_B, NB, "file: B from the host tier");
+}
+
+/* A restarted daemon serves the file tier; damaged files are refused. */
+static void test_restart(void)
+{
+    /* A's units are in files (the file tier keeps what it wrote after a reload); what the
+     * pool and the host tier held goes with the daemon. */
+    is_int(0, WEXITSTATUS(pagedd_stop(&daemon_)), "restart: the daemon stops");
+    start_daemon();
+    paged_client *c = connect_client("tiers-restart");
+    paged_pool *p = NULL;
+    is_int(PAGED_OK, c != NULL ? create_pool(c, &p) : PAGED_E_NOTCONN, "restart: the pool created again");
+    struct rc_client ctl;
+    if (rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
+        bail("control connection");
+    struct pcore_pool_item it = pool_item(&ctl);
+    ok(it.file_units >= NB, "restart: the file tier's units are found (%u)", it.file_units);
+    check_found(P_A, NB, "restart: A from the files");
+
+    /* Damage: stop, flip a payload byte of one file and truncate another, start again. */
+    is_int(0, WEXITSTATUS(pagedd_stop(&daemon_)), "damage: the daemon stops");
+    rc_close(&ctl);
+    paged_client_close(c);
+    char path[1024];
+    int flipped = 0, truncated = 0;
+    unit_file(P_A, 1, path, sizeof path);
+    int fd = open(path, O_RDWR);
+    struct stat st;
+    unsigned char byte;
+    if (fd >= 0 && fstat(fd, &st) == 0 && pread(fd, &byte, 1, st.st_size - 7) == 1) {
+        byte ^= 0x20;
+        flipped = pwrite(fd, &byte, 1, st.st_size - 7) == 1;
+    }
+    if (fd >= 0)
+        close(fd);
+    unit_file(P_A, 3, path, sizeof path);
+    truncated = stat(path, &st) == 0 && truncate(path, st.st_size - 100) == 0;
+    ok(flipped && truncated, "damage: the payload of A's second block's file flipped, its fourth's truncated");
+    start_daemon();
+    c = connect_client("tiers-damage");
+    is_int(PAGED_OK, c != NULL ? create_pool(c, &p) : PAGED_E_NOTCONN, "damage: the pool created again");
+    if (rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
+        bail("control connection");
+    it = pool_item(&ctl);
+    ok(it.tier_damaged == 1, "damage: the truncated file was refused when the pool opened its tier (%llu)",
+       (unsigned long long) it.tier_damaged);
+    in_child(child_check, P_A);
+    is_int(1, report->found, "damage: A is found up to its damaged second block");
+    ok(report->same_bytes, "damage: what A finds holds the published bytes");
+    it = pool_item(&ctl);
+    ok(it.tier_damaged == 2, "damage: the flipped file was refused at its reload (%llu damaged)",
+       (unsigned long long) it.tier_damaged);
+    ok(pagedd_log_contains(&daemon_, "checksum"), "damage: the log names the checksum");
+
+    /* Evict by prefix takes A out of every tier. */
+    int found = paged_prefix_evict(p, NULL, SALT, NB, prompts[P_A].tokens);
+    ok(found >= 0, "evict: A's prefix evicted (%d blocks)", found);
+    check_found(P_A, 0, "evict");
+    rc_close(&ctl);
+    paged_client_close(c);
+}
+
+/* A host tier past host-tier-max-mb is refused, naming the setting. */
+static void test_limit(paged_client *c)
+{
+    paged_pool_desc d = {
+        .name = "too-big", .num_layers = L, .num_kv_heads = H, .head_dim = D, .block_size = B,
+        .dtype = PAGED_DTYPE_F32, .num_blocks = N, .host_tier_bytes = 8192ull << 20,
+    };
+    paged_pool *p = NULL;
+    is_int(PAGED_E_LIMIT, paged_pool_create(c, &d, &p), "limit: an 8 GiB host tier is refused");
+    ok(strstr(paged_client_error(c), "host-tier-max-mb") != NULL, "limit: the error names host-tier-max-mb (%s)",
+       paged_client_error(c));
+}
+
+/* Runs the tests. */
+int main(void)
+{
+    plan_lazy();
+    prompts = mmap(NULL, sizeof *prompts * NPROMPTS, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    report = mmap(NULL, sizeof *report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (prompts == MAP_FAILED || report == MAP_FAILED)
+        bail("mmap");
+    pagedd_mkdir(&daemon_);
+    snprintf(file_dir, sizeof file_dir, "%s/units", daemon_.dir);
+    if (mkdir(file_dir, 0700) != 0)
+        bail("mkdir %s", file_dir);
+    start_daemon();
+    paged_client *c = connect_client("tiers");
+    paged_pool *p = NULL;
+    if (c == NULL || create_pool(c, &p) != PAGED_OK)
+        bail("cannot create the pool: %s", c != NULL ? paged_client_error(c) : "no connection");
+    struct rc_client ctl;
+    if (rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
+        bail("control connection");
+    test_host(p, &ctl);
+    test_file(p, &ctl);
+    test_limit(c);
+    rc_close(&ctl);
+    paged_client_close(c);
+    test_restart();
+    pagedd_stop(&daemon_);
+    pagedd_cleanup(&daemon_);
+    return 0;
+}
