@@ -91,6 +91,7 @@ void items_pool_json(struct json *j, const char *key, const struct pcore_pool_it
     json_u64(j, "reloaded_bytes", p->reloaded_bytes);
     json_u64(j, "reloads", p->reloads);
     json_u64(j, "reload_ns", p->reload_ns);
+    json_u64(j, "offload_ns", p->offload_ns);
     json_u64(j, "tier_dropped", p->tier_dropped);
     json_u64(j, "tier_damaged", p->tier_damaged);
     json_u64(j, "tier_failures", p->tier_failures);

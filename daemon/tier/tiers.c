@@ -95,7 +95,9 @@ static void flush(struct pd_tiers *t, int in_callback)
     if (units != NULL) {
         for (uint32_t i = 0; i < t->npend; i++)
             units[i] = slot_mem(t, t->pend_slot[i]);
+        const uint64_t t0 = pcore_now_ns();
         rc = copy_units(t, 1, t->npend, t->pend_block, units);
+        t->counts.offload_ns += pcore_now_ns() - t0;
         free(units);
     }
     const uint32_t n = t->npend;
@@ -356,6 +358,7 @@ void pd_tiers_item(const struct pd_tiers *t, uint32_t block_size, struct pcore_p
     it->reloaded_bytes = (c->reloaded_host + c->reloaded_file) * t->unit_bytes;
     it->reloads = c->reloads;
     it->reload_ns = c->reload_ns;
+    it->offload_ns = c->offload_ns;
     it->tier_dropped = c->dropped;
     it->tier_damaged = c->damaged;
     it->tier_failures = c->failures;

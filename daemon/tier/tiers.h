@@ -34,6 +34,7 @@
 /* What a pool's tiers did since it was created. */
 struct pd_tier_counts {
     uint64_t offloaded;         /* blocks copied from the pool to the host tier */
+    uint64_t offload_ns;        /* time those copies took, summed */
     uint64_t written;           /* units written from the host tier to the file tier */
     uint64_t reloaded_host;     /* blocks a LOOKUP reloaded from the host tier */
     uint64_t reloaded_file;     /* of the file tier (through the host tier) */

@@ -457,6 +457,7 @@ struct pcore_pool_item {
     uint64_t tier_dropped;     /* units dropped: no room below, expired, evicted, a failed copy */
     uint64_t tier_damaged;     /* unit files refused: short or failing a check */
     uint64_t tier_failures;    /* copies and writes that failed */
+    uint64_t offload_ns;       /* time the offload copies took, summed */
 };
 
 struct pcore_client_item {
