@@ -719,6 +719,7 @@ int pt_file_get(pt_file *f, uint32_t tenant, const paged_hash *hash, void *buf,
         return PAGED_E_SYSTEM;
     } else {
         bad = read_unit_file(f, fd, tenant, hash, buf, what, sizeof what);
+        /* The modification time carries this use across a restart; best effort. */
         if (bad == NULL)
             futimens(fd, NULL);
         close(fd);

@@ -30,7 +30,7 @@ typedef struct pt_host pt_host;
 typedef void pt_host_out_fn(void *ctx, int32_t slot, uint32_t tenant, const paged_hash *hash);
 
 /* Creates an index of capacity slots (0 allowed: a tier that stores nothing). Returns NULL
- * when out of memory. */
+ * when out of memory or capacity exceeds 2^30. */
 pt_host *pt_host_create(uint32_t capacity);
 /* Frees it; NULL is ignored. */
 void pt_host_destroy(pt_host *h);

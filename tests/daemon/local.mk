@@ -42,6 +42,14 @@ AM_TESTS_ENVIRONMENT += \
 tests_daemon_knobs_t_SOURCES = tests/daemon/knobs-t.c
 tests_daemon_knobs_t_LDADD = $(DAEMON_TEST_LIBS)
 
+# The tiers below a pool, driven directly: the host tier's index and the file tier.
+check_PROGRAMS += tests/daemon/tier-host-t tests/daemon/tier-file-t
+TESTS += tests/daemon/tier-host-t tests/daemon/tier-file-t
+tests_daemon_tier_host_t_SOURCES = tests/daemon/tier-host-t.c
+tests_daemon_tier_host_t_LDADD = $(DAEMON_TEST_LIBS)
+tests_daemon_tier_file_t_SOURCES = tests/daemon/tier-file-t.c
+tests_daemon_tier_file_t_LDADD = $(DAEMON_TEST_LIBS)
+
 # Timed-out dependency waits per uid, driven directly.
 check_PROGRAMS += tests/daemon/strikes-t
 TESTS += tests/daemon/strikes-t
