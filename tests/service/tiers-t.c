@@ -11,6 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "lib/core/proto.h"
 #include "paged.h"
 #include "tests/service/rawclient.h"
@@ -32,7 +36,7 @@
 #define SALT 11u
 #define POOL "tiers"
 
-enum { P_A, P_B, NPROMPTS };
+enum { P_A, P_B, P_C, NPROMPTS };
 
 /* What the test knows of each prompt: its tokens, its blocks' bytes as published (unit
  * layout), and one decode per layer over them with a fixed query. */
@@ -51,7 +55,17 @@ struct report {
     int status;                 /* the first failing call's status, else 0 */
 };
 
+/* What the two children of the race report through shared memory. */
+struct race {
+    int reloader_done;          /* set by the reloader when it ends (atomic) */
+    int rounds, rounds_ok;      /* the reloader's rounds, and those whose reload was whole and right */
+    int decodes, decodes_same;  /* the racer's decodes, and those equal to its prompt's outputs */
+    int racer_status, reloader_status;
+};
+
 static struct pagedd daemon_;
+static struct race *race;
+static int on_cuda;              /* the daemon runs the cuda backend: tensors are device memory */
 static char file_dir[512];
 static struct prompt *prompts;   /* shared with children (MAP_SHARED) */
 static struct report *report;
@@ -63,6 +77,42 @@ static float rnd(uint64_t *s)
     return (float) ((double) (*s >> 40) / (double) (1ull << 24) * 2.0 - 1.0);
 }
 
+/* Returns a pointer the synchronous calls take for bytes of data (NULL: an output): data
+ * itself on the cpu backend, a device copy of it on cuda. Bails on failure. */
+static void *arg_in(const void *data, size_t bytes)
+{
+    if (!on_cuda)
+        return (void *) data;
+#ifdef HAVE_CUDA
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes) != cudaSuccess || (data != NULL && cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice) != cudaSuccess))
+        bail("cudaMalloc or cudaMemcpy of %zu bytes", bytes);
+    return d;
+#else
+    (void) bytes;
+    bail("a cuda daemon, and this test built without CUDA");
+#endif
+}
+
+/* Copies bytes at arg (what arg_in gave, or pool memory mapped here) to host memory dst and
+ * frees arg when it was arg_in's copy (owned). Returns nothing. */
+static void arg_out(void *dst, const void *arg, size_t bytes, int owned)
+{
+    if (!on_cuda) {
+        if (dst != NULL && dst != arg)
+            memcpy(dst, arg, bytes);
+        return;
+    }
+#ifdef HAVE_CUDA
+    if (dst != NULL && cudaMemcpy(dst, arg, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+        bail("cudaMemcpy of %zu bytes", bytes);
+    if (owned)
+        cudaFree((void *) arg);
+#else
+    (void) dst, (void) owned;
+#endif
+}
+
 /* Connects a libpaged client; returns it or NULL. */
 static paged_client *connect_client(const char *name)
 {
@@ -71,11 +121,12 @@ static paged_client *connect_client(const char *name)
     return paged_client_connect(&o, &c) == PAGED_OK ? c : NULL;
 }
 
-/* Copies block id of a mapped pool into a unit (every layer's K then V). */
+/* Copies block id of a mapped pool (host or device memory) into a unit (every layer's K then
+ * V). Returns nothing. */
 static void read_unit(const float *base, int32_t id, float *unit)
 {
     for (int pl = 0; pl < L * 2; pl++)
-        memcpy(unit + (size_t) pl * PIECE, base + ((size_t) pl * N + (size_t) id) * PIECE, PIECE * sizeof *unit);
+        arg_out(unit + (size_t) pl * PIECE, base + ((size_t) pl * N + (size_t) id) * PIECE, PIECE * sizeof *unit, 0);
 }
 
 /* Decodes prompt pr's query over the NB blocks ids at every layer into out; returns the
@@ -84,11 +135,14 @@ static int decode_over(paged_pool *p, const struct prompt *pr, const int32_t *id
 {
     const int32_t len = NB * B;
     for (int l = 0; l < L; l++) {
+        void *q = arg_in(pr->q[l], sizeof pr->q[l]), *o = on_cuda ? arg_in(NULL, sizeof out[l]) : out[l];
         paged_attn_args a = {
-            .num_seqs = 1, .num_q_heads = H, .dtype = PAGED_DTYPE_F32, .q = pr->q[l], .out = out[l],
+            .num_seqs = 1, .num_q_heads = H, .dtype = PAGED_DTYPE_F32, .q = q, .out = o,
             .block_tables = ids, .bt_stride = NB, .seq_lens = &len, .sm_scale = 0.125f,
         };
         int rc = paged_decode(p, l, &a);
+        arg_out(NULL, q, sizeof pr->q[l], q != pr->q[l]);
+        arg_out(out[l], o, sizeof out[l], o != out[l]);
         if (rc != PAGED_OK)
             return rc;
     }
@@ -118,7 +172,10 @@ static int publish_prompt(paged_pool *p, int k, uint64_t seed)
         }
         for (int i = 0; i < H * D; i++)
             pr->q[l][i] = rnd(&s);
-        rc = paged_append(p, l, NB * B, PAGED_DTYPE_F32, kv[0], kv[1], slots);
+        void *dk = arg_in(kv[0], sizeof kv[0]), *dv = arg_in(kv[1], sizeof kv[1]);
+        rc = paged_append(p, l, NB * B, PAGED_DTYPE_F32, dk, dv, slots);
+        arg_out(NULL, dk, sizeof kv[0], dk != kv[0]);
+        arg_out(NULL, dv, sizeof kv[1], dv != kv[1]);
     }
     void *base = NULL;
     if (rc == PAGED_OK)
@@ -132,6 +189,13 @@ static int publish_prompt(paged_pool *p, int k, uint64_t seed)
         rc = PAGED_E_INVAL;
     int frc = paged_free(p, NB, ids);
     return rc != PAGED_OK ? rc : frc;
+}
+
+/* Child: publishes prompt k (report->status). CUDA is used in child processes only: a
+ * process that forks must not have set it up. */
+static void child_publish(paged_pool *p, int k)
+{
+    report->status = publish_prompt(p, k, (uint64_t) k + 1);
 }
 
 /* Child: looks prompt k up and checks what it found against what was published, into *report. */
@@ -267,9 +331,10 @@ static void unit_file(int k, int b, char *path, size_t len)
 }
 
 /* Offload to the host tier and reload from it: bit-identical, same decode, counted. */
-static void test_host(paged_pool *p, struct rc_client *ctl)
+static void test_host(struct rc_client *ctl)
 {
-    is_int(PAGED_OK, publish_prompt(p, P_A, 1), "host: prompt A written, decoded and published");
+    in_child(child_publish, P_A);
+    is_int(PAGED_OK, report->status, "host: prompt A written, decoded and published");
     struct pcore_pool_item it = pool_item(ctl);
     ok(it.host_units == HOST_UNITS && it.host_stored == 0 && it.cached == NB,
        "host: LIST shows a host tier of %d units, empty, and A's %d blocks cached", HOST_UNITS, NB);
@@ -289,9 +354,10 @@ static void test_host(paged_pool *p, struct rc_client *ctl)
 }
 
 /* Through the host tier to the file tier and back. */
-static void test_file(paged_pool *p, struct rc_client *ctl)
+static void test_file(struct rc_client *ctl)
 {
-    is_int(PAGED_OK, publish_prompt(p, P_B, 2), "file: prompt B written and published");
+    in_child(child_publish, P_B);
+    is_int(PAGED_OK, report->status, "file: prompt B written and published");
     /* A (older) leaves the pool first, then B; B's units push A's out of the host tier. */
     in_child(child_pressure, 0);
     is_int(PAGED_OK, report->status, "file: a client takes the whole pool");
@@ -365,6 +431,135 @@ static void test_restart(void)
     paged_client_close(c);
 }
 
+/* The racer: publishes prompt C, holds it, and decodes over it until the reloader is done
+ * (at most 20000 times), counting the decodes equal to the published outputs; writes a byte
+ * to ready once it holds C. */
+static void racer(paged_pool *p, int ready)
+{
+    const struct prompt *pr = &prompts[P_C];
+    int32_t ids[NB];
+    race->racer_status = publish_prompt(p, P_C, 3);
+    if (race->racer_status == PAGED_OK && paged_lookup(p, NULL, SALT, NB, pr->tokens, ids) != NB)
+        race->racer_status = PAGED_E_NOENT;
+    if (write(ready, "r", 1) != 1 || race->racer_status != PAGED_OK)
+        return;
+    for (int i = 0; i < 20000 && !__atomic_load_n(&race->reloader_done, __ATOMIC_ACQUIRE); i++) {
+        float out[L][H * D];
+        int rc = decode_over(p, pr, ids, out);
+        race->decodes++;
+        race->decodes_same += rc == PAGED_OK && memcmp(out, pr->out, sizeof out) == 0;
+    }
+}
+
+/* The reloader: 16 rounds of looking A up (reloading it), checking it and letting it go, then
+ * pushing it out of the pool again; sets reloader_done at the end. */
+static void reloader(paged_pool *p)
+{
+    const struct prompt *pr = &prompts[P_A];
+    void *base = NULL;
+    race->reloader_status = paged_pool_map(p, &base);
+    for (int r = 0; r < 16 && race->reloader_status == PAGED_OK; r++) {
+        int32_t ids[NB], take[N - NB];
+        race->rounds++;
+        int found = paged_lookup(p, NULL, SALT, NB, pr->tokens, ids), same = found == NB;
+        static float unit[UNIT];
+        for (int b = 0; b < found; b++) {
+            read_unit(base, ids[b], unit);
+            same = same && memcmp(unit, pr->units[b], sizeof unit) == 0;
+        }
+        race->rounds_ok += same;
+        if (found > 0)
+            (void) paged_free(p, (uint32_t) found, ids);
+        race->reloader_status = paged_alloc(p, N - NB, take);
+        if (race->reloader_status == PAGED_OK)
+            race->reloader_status = paged_free(p, N - NB, take);
+    }
+    __atomic_store_n(&race->reloader_done, 1, __ATOMIC_RELEASE);
+}
+
+/* Forks a child with a client of its own attached to POOL running the racer (ready: the pipe
+ * it writes to) or the reloader (ready < 0). Returns its pid. */
+static pid_t spawn_racer(int ready)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        bail("fork");
+    if (pid == 0) {
+        paged_client *c = connect_client(ready >= 0 ? "racer" : "reloader");
+        paged_pool *p = NULL;
+        int rc = c != NULL ? paged_pool_attach(c, POOL, &p) : PAGED_E_NOTCONN;
+        if (rc == PAGED_OK && ready >= 0)
+            racer(p, ready);
+        else if (rc == PAGED_OK)
+            reloader(p);
+        else if (ready >= 0)
+            race->racer_status = rc;
+        else
+            race->reloader_status = rc;
+        if (ready >= 0 && rc != PAGED_OK)
+            (void) write(ready, "r", 1);
+        paged_client_close(c);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Reloads racing with another client's decodes: neither sees the other's work. */
+static void test_race(struct rc_client *ctl)
+{
+    memset(race, 0, sizeof *race);
+    int fds[2];
+    if (pipe(fds) != 0)
+        bail("pipe");
+    pid_t r = spawn_racer(fds[1]);
+    char byte;
+    if (read(fds[0], &byte, 1) != 1)
+        diag("the racer wrote nothing");
+    close(fds[0]);
+    close(fds[1]);
+    pid_t l = spawn_racer(-1);
+    waitpid(l, NULL, 0);
+    waitpid(r, NULL, 0);
+    is_int(PAGED_OK, race->racer_status, "race: the racer published and holds prompt C");
+    is_int(PAGED_OK, race->reloader_status, "race: the reloader's calls succeeded");
+    ok(race->rounds == 16 && race->rounds_ok == 16, "race: 16 of 16 reloads of A were whole and right (%d of %d)",
+       race->rounds_ok, race->rounds);
+    ok(race->decodes > 0 && race->decodes_same == race->decodes,
+       "race: all %d of the racer's decodes over C, made meanwhile, gave C's outputs", race->decodes);
+    struct pcore_pool_item it;
+    int rc = rc_pool_item_until(ctl, POOL, host_stored_is, NB, 10000, &it);
+    ok(rc == 0 && it.free + it.cached == N, "race: afterwards nothing is held and no block is lost (%u free, %u cached)",
+       it.free, it.cached);
+}
+
+/* rc_pool_item_until's condition: nothing in the pool or the host tier. */
+static int all_dropped(const struct pcore_pool_item *it, uint32_t want)
+{
+    (void) want;
+    return it->cached == 0 && it->referenced == 0 && it->host_stored == 0;
+}
+
+/* The pool's time to live drops units from the host tier too; the file tier keeps its own. */
+static void test_ttl(paged_client *c, struct rc_client *ctl)
+{
+    /* A's and B's blocks are in the pool and in files; push them to the host tier first. */
+    in_child(child_pressure, 0);
+    is_int(PAGED_OK, report->status, "ttl: a client pushes A and B out of the pool");
+    struct pcore_pool_item before = wait_host(ctl, NB, "ttl: the host tier full"), it;
+    is_int(PAGED_OK, paged_pool_set_ttl(c, POOL, 200), "ttl: the pool's time to live set to 200 ms");
+    int rc = rc_pool_item_until(ctl, POOL, all_dropped, 0, 10000, &it);
+    ok(rc == 0, "ttl: the pool and the host tier drop what they held (%u cached, %u units)", it.cached,
+       it.host_stored);
+    ok(it.file_units == before.file_units, "ttl: the file tier keeps its %u units (%u)", before.file_units,
+       it.file_units);
+    is_int(PAGED_OK, paged_pool_set_ttl(c, POOL, 0), "ttl: back to none");
+    check_found(P_A, NB, "ttl: A comes back from its files");
+    check_found(P_B, NB, "ttl: B comes back from its files");
+    it = pool_item(ctl);
+    is_int(2 * NB * B, (int) (it.file_hit_tokens - before.file_hit_tokens),
+           "ttl: both counted as tokens found in the file tier");
+}
+
 /* A host tier past host-tier-max-mb is refused, naming the setting. */
 static void test_limit(paged_client *c)
 {
@@ -384,7 +579,8 @@ int main(void)
     plan_lazy();
     prompts = mmap(NULL, sizeof *prompts * NPROMPTS, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     report = mmap(NULL, sizeof *report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (prompts == MAP_FAILED || report == MAP_FAILED)
+    race = mmap(NULL, sizeof *race, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (prompts == MAP_FAILED || report == MAP_FAILED || race == MAP_FAILED)
         bail("mmap");
     pagedd_mkdir(&daemon_);
     snprintf(file_dir, sizeof file_dir, "%s/units", daemon_.dir);
@@ -398,9 +594,12 @@ int main(void)
     struct rc_client ctl;
     if (rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
         bail("control connection");
-    test_host(p, &ctl);
-    test_file(p, &ctl);
+    on_cuda = paged_client_backend(c) == PAGED_BACKEND_CUDA;
+    test_host(&ctl);
+    test_file(&ctl);
     test_limit(c);
+    test_ttl(c, &ctl);
+    test_race(&ctl);
     rc_close(&ctl);
     paged_client_close(c);
     test_restart();
