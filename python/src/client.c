@@ -188,22 +188,22 @@ static PyObject *client_nop(PyObject *self, PyObject *unused)
 }
 
 /* create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0,
- * byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0): creates a pool and attaches;
- * returns the Pool. */
+ * byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0, host_tier_bytes=0): creates a pool and
+ * attaches; returns the Pool. */
 static PyObject *client_create_pool(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = { "name", "num_layers", "num_kv_heads", "head_dim", "block_size",
                               "dtype", "num_blocks", "byte_budget", "mode", "k_scale", "v_scale",
-                              NULL };
+                              "host_tier_bytes", NULL };
     pyp_client *c = (pyp_client *) self;
     const char *name;
     unsigned int layers = 0, heads = 0, dim = 0, bsize = 0, nblocks = 0, mode = 0600;
-    unsigned long long budget = 0;
+    unsigned long long budget = 0, host_tier = 0;
     PyObject *dtype_obj = NULL;
     float ks = 0.0f, vs = 0.0f;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$IIIIOIKIff:create_pool", kwlist, &name, &layers,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$IIIIOIKIffK:create_pool", kwlist, &name, &layers,
                                      &heads, &dim, &bsize, &dtype_obj, &nblocks, &budget, &mode,
-                                     &ks, &vs))
+                                     &ks, &vs, &host_tier))
         return NULL;
     int dtype;
     if (dtype_obj == NULL) {
@@ -219,7 +219,7 @@ static PyObject *client_create_pool(PyObject *self, PyObject *args, PyObject *kw
     paged_pool_desc d = { .name = name, .num_layers = layers, .num_kv_heads = heads,
                           .head_dim = dim, .block_size = bsize, .dtype = (paged_dtype) dtype,
                           .num_blocks = nblocks, .byte_budget = budget, .mode = mode,
-                          .k_scale = ks, .v_scale = vs };
+                          .k_scale = ks, .v_scale = vs, .host_tier_bytes = host_tier };
     if (pyp_client_enter(c) < 0)
         return NULL;
     paged_pool *pp = NULL;
@@ -433,7 +433,7 @@ static PyMethodDef client_methods[] = {
       "nop()\n--\n\nSends a NOP request through the rings and waits for its completion." },
     { "create_pool", (PyCFunction) (void (*)(void)) client_create_pool, METH_VARARGS | METH_KEYWORDS,
       "create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0, "
-      "byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0)\n--\n\n"
+      "byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0, host_tier_bytes=0)\n--\n\n"
       "Creates a pool (paged_pool_create(3)'s parameters) and attaches to it; returns the Pool. "
       "Raises ExistsError when the name is taken, GeometryError or DtypeError naming the field." },
     { "attach_pool", client_attach_pool, METH_VARARGS,

@@ -130,6 +130,31 @@ class ClientTest(DaemonTest):
         with self.assertRaises(paged.NotFoundError):
             c.set_pool_ttl("no-such-pool", 1)
 
+    def test_host_tier(self):
+        """a pool created with host_tier_bytes keeps the prefix an allocation pushes out, and
+        lookup brings it back with the same keys and values; too large a tier is LimitError"""
+        c = self.connect()
+        unit = 2 * 2 * 2 * 16 * 64 * 4
+        p = self.pool(c, "py-tier", num_blocks=8, host_tier_bytes=4 * unit)
+        tokens = list(range(300, 364))
+        blocks = p.alloc(4)
+        kv = np.random.default_rng(12).standard_normal((2, 2, 64, 2, 64), dtype=np.float32)
+        slots = [blocks[t // 16] * 16 + t % 16 for t in range(64)]
+        p.append(paged.ALL_LAYERS, kv[0], kv[1], slots)
+        self.assertEqual(p.publish(tokens, blocks), 4)
+        p.free(blocks)
+        p.free(p.alloc(8))
+        found = p.lookup(tokens)
+        self.assertEqual(len(found), 4)
+        for layer in range(2):
+            k, v = (np.asarray(a) for a in p.layer(layer))
+            for i, b in enumerate(found):
+                np.testing.assert_array_equal(k[b], kv[0, layer, 16 * i:16 * i + 16].transpose(1, 0, 2))
+                np.testing.assert_array_equal(v[b], kv[1, layer, 16 * i:16 * i + 16].transpose(1, 0, 2))
+        p.free(found)
+        with self.assertRaisesRegex(paged.LimitError, "host-tier-max-mb"):
+            self.pool(c, "py-tier-big", num_blocks=8, host_tier_bytes=1 << 40)
+
     def test_fork_copy_publish_lookup(self):
         """copy duplicates a block's keys and values; fork adds a reference that one free leaves;
         publish and lookup share blocks under the hashes hash_blocks computes, per salt and parent"""
