@@ -101,6 +101,7 @@ struct pd_conn {
     struct pd_attach *att;
     uint32_t natt, catt;
     uint64_t requests, errors;
+    struct pcore_prefix_stats prefix;  /* its LOOKUPs and what its ALLOCs pushed to host tiers */
     int cq_blocked;                    /* submissions wait for completion space */
     uint64_t engine_pass;              /* engine: the last pass that looked at its requests */
     uint64_t engine_decode_pass;       /* engine: the last pass that took a DECODE of it */

@@ -52,6 +52,7 @@ void pd_reply_stats(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
     r.num_ops = PCORE_OP_COUNT_;
     pd_stats_fill(&srv->stats, r.ops);
     pd_engine_stats(srv->engine, &r.engine);
+    r.prefix = c->prefix;
     pd_conn_send(c, &r, sizeof r, NULL, 0, 0);
 }
 
@@ -139,6 +140,7 @@ static uint32_t fill(struct pd_server *srv, struct pd_conn *c, void *items, uint
             it->blocks = pd_conn_held(k);
             it->requests = k->requests;
             it->errors = k->errors;
+            it->prefix = k->prefix;
             it->connected_ns = pcore_now_ns() - k->connected_ns;
             it->control_only = (uint32_t) k->control_only;
             it->nospin = (uint32_t) k->nospin;

@@ -221,6 +221,21 @@ static int blame(struct pcore_cqe *cqe, int rc, uint32_t field, uint32_t index)
     return rc;
 }
 
+/* Adds a LOOKUP of asked blocks of pool p that found found, got of them reloaded from the
+ * tiers, to client c's figures. Returns nothing. */
+static void count_lookup(struct pd_conn *c, const struct pd_pool *p, uint32_t asked, uint32_t found,
+                         const struct pd_tier_reload *got)
+{
+    const uint64_t bs = p->geom.block_size;
+    c->prefix.lookups++;
+    c->prefix.lookup_tokens += asked * bs;
+    c->prefix.pool_hit_tokens += (found - got->host - got->file) * bs;
+    c->prefix.host_hit_tokens += got->host * bs;
+    c->prefix.file_hit_tokens += got->file * bs;
+    c->prefix.reloaded_bytes += (uint64_t) (got->host + got->file) * p->geom.block_bytes;
+    c->prefix.reload_ns += got->ns;
+}
+
 /* Runs a validated allocator op (NOP, ALLOC, FREE, FORK, PUBLISH, LOOKUP) now. Returns the
  * status and sets cqe's count and error fields. */
 static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *op,
@@ -238,15 +253,21 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
         if (ids == NULL)
             return PAGED_E_NOMEM;
         if (op->opcode == PAGED_OP_ALLOC) {
+            const uint64_t offloaded = p->tiers != NULL ? p->tiers->counts.offloaded : 0;
             rc = pa_alloc_blocks(p->alloc, c->id, op->count, ids);
             pd_tiers_flush(p->tiers);   /* the blocks it evicted, before anyone writes them */
+            if (p->tiers != NULL)
+                c->prefix.offloaded_bytes += (p->tiers->counts.offloaded - offloaded) * p->geom.block_bytes;
             if (rc == PAGED_OK)
                 cqe->count = op->count;
             else
                 blame(cqe, rc, PCORE_FIELD_COUNT, 0);
         } else {
             uint32_t found = pa_lookup(p->alloc, c->id, op->pool->tenant, op->count, op->hashes, ids);
-            cqe->count = pd_tiers_lookup(p->tiers, c->id, op->pool->tenant, op->count, op->hashes, ids, found);
+            struct pd_tier_reload got;
+            cqe->count = pd_tiers_lookup(p->tiers, c->id, op->pool->tenant, op->count, op->hashes, ids, found,
+                                         &got);
+            count_lookup(c, p, op->count, cqe->count, &got);
         }
         if (rc == PAGED_OK && cqe->count != 0)
             memcpy(c->ch->arena + op->out_ids_off, ids, (size_t) cqe->count * 4);

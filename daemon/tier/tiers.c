@@ -262,10 +262,15 @@ static int reload_round(struct pd_tiers *t, uint32_t holder, uint32_t tenant, ui
 
 /* Continues a LOOKUP from the tiers; see tiers.h. */
 uint32_t pd_tiers_lookup(struct pd_tiers *t, uint32_t holder, uint32_t tenant, uint32_t n,
-                         const paged_hash *hashes, int32_t *ids, uint32_t found)
+                         const paged_hash *hashes, int32_t *ids, uint32_t found, struct pd_tier_reload *got)
 {
+    struct pd_tier_reload none;
+    if (got == NULL)
+        got = &none;
+    memset(got, 0, sizeof *got);
     if (t == NULL || t->host_units == 0 || found >= n)
         return found;
+    const uint64_t host0 = t->counts.reloaded_host, file0 = t->counts.reloaded_file;
     int32_t *slots = pd_malloc((size_t) t->host_units * sizeof *slots);
     uint8_t *from_file = pd_malloc(t->host_units);
     if (slots == NULL || from_file == NULL) {
@@ -285,8 +290,11 @@ uint32_t pd_tiers_lookup(struct pd_tiers *t, uint32_t holder, uint32_t tenant, u
         found += pa_lookup_continue(t->alloc, holder, tenant, n - found, hashes + found, ids + found);
     }
     if (reloaded) {
+        got->ns = pcore_now_ns() - t0;
+        got->host = (uint32_t) (t->counts.reloaded_host - host0);
+        got->file = (uint32_t) (t->counts.reloaded_file - file0);
         t->counts.reloads++;
-        t->counts.reload_ns += pcore_now_ns() - t0;
+        t->counts.reload_ns += got->ns;
     }
     free(slots);
     free(from_file);

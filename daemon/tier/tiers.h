@@ -94,11 +94,18 @@ void pd_tiers_evicted(struct pd_tiers *t, int32_t block, uint32_t tenant, const 
 /* Runs the pending offload copies. Returns nothing (a failed copy drops its units). */
 void pd_tiers_flush(struct pd_tiers *t);
 
+/* What one pd_tiers_lookup brought back: blocks reloaded from each tier, and the time it took. */
+struct pd_tier_reload {
+    uint32_t host, file;
+    uint64_t ns;
+};
+
 /* Continues a LOOKUP of holder that found hashes[0..found) in the pool: reloads the next
  * blocks of the chain from the tiers (and takes those after them still in the pool), writing
- * their ids to ids[found..). Returns the length of the prefix now held (found or more). */
+ * their ids to ids[found..) and what it reloaded to *got (zeroed first; may be NULL). Returns
+ * the length of the prefix now held (found or more). */
 uint32_t pd_tiers_lookup(struct pd_tiers *t, uint32_t holder, uint32_t tenant, uint32_t n,
-                         const paged_hash *hashes, int32_t *ids, uint32_t found);
+                         const paged_hash *hashes, int32_t *ids, uint32_t found, struct pd_tier_reload *got);
 
 /* Evict by prefix, after the pool dropped the first known blocks of the chain hashes[0..n)
  * published under tenant: drops those from the host and file tiers too, and then the longest

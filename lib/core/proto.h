@@ -460,6 +460,20 @@ struct pcore_pool_item {
     uint64_t offload_ns;       /* time the offload copies took, summed */
 };
 
+/* One connection's prefix-cache figures since it connected: what its LOOKUPs asked for and
+ * found in the pool and in each tier, what its reloads moved and took, and what its ALLOCs
+ * pushed out to host tiers. */
+struct pcore_prefix_stats {
+    uint64_t lookups;
+    uint64_t lookup_tokens;
+    uint64_t pool_hit_tokens;
+    uint64_t host_hit_tokens;
+    uint64_t file_hit_tokens;
+    uint64_t reloaded_bytes;
+    uint64_t reload_ns;
+    uint64_t offloaded_bytes;
+};
+
 struct pcore_client_item {
     uint32_t id;
     uint32_t pid;
@@ -472,6 +486,7 @@ struct pcore_client_item {
     uint32_t control_only;
     uint32_t nospin;           /* told not to spin in its waits (the daemon's spin hint) */
     char name[PCORE_NAME_MAX];
+    struct pcore_prefix_stats prefix;
 };
 
 /* A block item's published field. */
@@ -536,6 +551,7 @@ struct pcore_msg_stats_reply {
     uint32_t reserved;
     struct pcore_op_stats ops[PCORE_OP_COUNT_];
     struct pcore_engine_stats engine;
+    struct pcore_prefix_stats prefix;  /* the asking connection's own */
 };
 
 enum pcore_event_type {
