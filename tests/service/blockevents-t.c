@@ -283,7 +283,8 @@ static void test_stream(paged_events *blocks, paged_events *plain, struct rc_cli
            "paged_prefix_evict of A's last two blocks");
     n = collect(blocks, got, 2, &lost);
     /* The allocator takes a prefix out back to front. */
-    ok(n == 2 && entries_are(got, 1, PAGED_BLOCK_REMOVED, me, P_A, 3) && entries_are(got + 1, 1, PAGED_BLOCK_REMOVED, me, P_A, 2),
+    ok(n == 2 && entries_are(got, 1, PAGED_BLOCK_REMOVED, me, P_A, 3)
+           && entries_are(got + 1, 1, PAGED_BLOCK_REMOVED, me, P_A, 2),
        "REMOVED for exactly those two, in the order they went (the last first)");
 
     is_int(2, (int) evict_pool(ctl), "EVICT of the pool evicts A's first two blocks");
