@@ -201,13 +201,19 @@ static void flush_blocks_to(struct pd_server *srv, struct pd_conn *k, struct pd_
  * events.h. */
 void pd_events_flush_blocks(struct pd_server *srv, struct pd_pool *p)
 {
+    /* A subscriber killed while its events are sent may release pools, which flush: the
+     * log being sent is sent once. */
+    static const struct pd_pool *flushing;
     struct pd_blocklog *log = &p->blocklog;
-    if (log->n == 0 && log->lost == 0)
+    if ((log->n == 0 && log->lost == 0) || flushing == p)
         return;
     static struct blocks_msg m;
+    const struct pd_pool *outer = flushing;
+    flushing = p;
     make_event(&m.e, PCORE_EVENT_BLOCKS, NULL, p->name, 0);
     for (struct pd_conn *k = srv->conns; k != NULL; k = k->next)
         if (block_subscriber(k))
             flush_blocks_to(srv, k, p, &m);
     pd_blocklog_clear(log);
+    flushing = outer;
 }
