@@ -327,6 +327,7 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         pd_pool_free(srv->backend, p);
         return;
     }
+    p->blocklog.enabled = srv->block_events;
     /* A pool its creator cannot be attached to is not made at all. */
     const int writable = (m.flags & PCORE_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
     struct pd_export ex;
@@ -397,6 +398,7 @@ static void detach(struct pd_server *srv, struct pd_conn *c, uint32_t i)
     pd_clog(c, PD_LOG_INFO, "detached from pool '%s' (id %u), %u block references released", p->name,
             p->id, released);
     pd_events_announce(srv, PCORE_EVENT_DETACH, c, p->name, released);
+    pd_events_flush_blocks(srv, p);
     if (p->destroyed && p->attached == 0)
         pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
 }
@@ -464,6 +466,7 @@ static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void
     pd_clog(c, PD_LOG_INFO, "destroyed pool '%s' (id %u, %u clients still attached)", p->name, p->id,
             attached);
     pd_events_announce(srv, PCORE_EVENT_POOL_DESTROY, c, p->name, attached);
+    pd_events_flush_blocks(srv, p);
     if (attached == 0)
         pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
     pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, (int32_t) (attached > INT32_MAX ? INT32_MAX : attached));
@@ -488,6 +491,7 @@ static void on_evict(struct pd_server *srv, struct pd_conn *c, const void *buf)
     p->evicted_pending = 0;
     pd_clog(c, PD_LOG_INFO, "evicted %u cached blocks of pool '%s'", n, p->name);
     pd_events_announce(srv, PCORE_EVENT_EVICT, c, p->name, n);
+    pd_events_flush_blocks(srv, p);
     pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, (int32_t) (n > INT32_MAX ? INT32_MAX : n));
 }
 
@@ -518,18 +522,23 @@ static void on_kill(struct pd_server *srv, struct pd_conn *c, const void *buf)
 /* SUBSCRIBE: events from now on; a bare header has flags 0. Returns nothing. */
 static void on_subscribe(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
-    (void) srv;
     struct pcore_msg_subscribe m;
     memset(&m, 0, sizeof m);
     memcpy(&m.hdr, buf, sizeof m.hdr);
     if (m.hdr.len == sizeof m)
         memcpy(&m, buf, sizeof m);
-    if ((m.flags & ~PCORE_SUBSCRIBE_INSPECT) != 0) {
-        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "SUBSCRIBE flags 0x%x unknown", m.flags);
+    if ((m.flags & ~(PCORE_SUBSCRIBE_INSPECT | PCORE_SUBSCRIBE_BLOCKS)) != 0) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "SUBSCRIBE flags 0x%x unknown (inspect 0x%x, blocks 0x%x)",
+                      m.flags, PCORE_SUBSCRIBE_INSPECT, PCORE_SUBSCRIBE_BLOCKS);
+        return;
+    }
+    if (m.reserved != 0) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "SUBSCRIBE reserved is %u, not 0", m.reserved);
         return;
     }
     c->subscribed = 1;
     c->subscribe_flags = m.flags;
+    pd_events_blocks_update(srv);
     pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, 0);
 }
 

@@ -24,4 +24,19 @@ void pd_events_report_lost(struct pd_server *srv, struct pd_conn *c);
 /* Announces the evictions a pool's allocator counted since the last call. Returns nothing. */
 void pd_events_flush_evictions(struct pd_server *srv, struct pd_pool *p);
 
+/* Returns whether a ready subscriber asked for block events (PCORE_SUBSCRIBE_BLOCKS). */
+int pd_events_blocks_wanted(const struct pd_server *srv);
+
+/* Sets every pool's block log enabled exactly while a ready subscriber asks for block events
+ * (clearing the logs when nobody does any more); called when such a subscriber comes or
+ * goes. Returns nothing. */
+void pd_events_blocks_update(struct pd_server *srv);
+
+/* Sends the block events p's log recorded since the last call to every block subscriber, in
+ * order, as BLOCKS events of at most PCORE_EVENT_MAX_BLOCKS entries: to one that is neither
+ * root nor the daemon's uid only the entries of its own prefix scope (pd_pool_may_see_tenant).
+ * The entries the log could not record, and those of messages a slow subscriber could not
+ * queue, reach it as a LOST event that counts them. Clears the log. Returns nothing. */
+void pd_events_flush_blocks(struct pd_server *srv, struct pd_pool *p);
+
 #endif

@@ -103,15 +103,11 @@ static void add_holder(void *ctx, uint32_t holder, uint32_t refs)
     h->it->num_holders++;
 }
 
-/*
- * Returns whether the lister c may see the hash of a block of p published as bi: a hash tells
- * whoever can compute hashes of candidate prompts what was sent, so it is shown only in the
- * scope it was published in, and to root and the daemon's own uid, who can read the daemon's
- * memory anyway.
- */
+/* Returns whether the lister c may see the hash of a block of p published as bi
+ * (pd_pool_may_see_tenant). */
 static int may_see_hash(const struct pd_conn *c, const struct pd_pool *p, const pa_block_info *bi)
 {
-    return c->uid == 0 || c->uid == geteuid() || pd_pool_tenant(p, c->uid) == bi->tenant;
+    return pd_pool_may_see_tenant(p, c->uid, bi->tenant);
 }
 
 /* Fills up to max items of the list at c's cursor into items, advancing it. Returns the

@@ -182,6 +182,12 @@ uint32_t pd_pool_tenant(const struct pd_pool *p, uid_t uid)
     return p->geom.shared_prefixes ? PD_TENANT_SHARED : (uint32_t) uid;
 }
 
+/* Returns whether uid may see the hashes of p's blocks of scope tenant. */
+int pd_pool_may_see_tenant(const struct pd_pool *p, uid_t uid, uint32_t tenant)
+{
+    return uid == 0 || uid == geteuid() || pd_pool_tenant(p, uid) == tenant;
+}
+
 /* Returns p's mode with its prefix sharing and memory bits. */
 uint32_t pd_pool_mode_word(const struct pd_pool *p)
 {

@@ -91,6 +91,12 @@ int pd_pool_may(const struct pd_pool *p, uid_t uid, gid_t gid, int want_write);
  * PD_TENANT_SHARED when the owner made the pool's prefixes shared. */
 uint32_t pd_pool_tenant(const struct pd_pool *p, uid_t uid);
 
+/* Returns whether a client of uid may see what happens to the blocks of p published in
+ * prefix scope tenant (their hashes): in its own scope (pd_pool_tenant), or everywhere for
+ * root and the daemon's own uid, who can read the daemon's memory anyway. A hash tells whoever
+ * can compute hashes of candidate prompts what was sent. */
+int pd_pool_may_see_tenant(const struct pd_pool *p, uid_t uid, uint32_t tenant);
+
 /* Returns p's mode as the wire and paged_pool_info carry it: the permission bits, with
  * PAGED_POOL_SHARED_PREFIXES when its prefixes are shared, and PAGED_POOL_SEALED or
  * PAGED_POOL_EXPORTED (exactly one). */

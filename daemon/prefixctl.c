@@ -167,5 +167,6 @@ void pd_prefixctl_handle(struct pd_server *srv, struct pd_conn *c, const void *b
         p->evicted_pending = evicted_before;
         pd_events_announce(srv, PCORE_EVENT_EVICT, c, p->name, n);
     }
+    pd_events_flush_blocks(srv, p);
     pd_conn_reply(c, PCORE_MSG_OK, m.hdr.seq, rc);
 }

@@ -101,6 +101,8 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     uint64_t t0 = pcore_now_ns();
     enum pd_conn_state was = c->state;
     c->state = PD_CONN_DEAD;
+    if (c->subscribed && (c->subscribe_flags & PCORE_SUBSCRIBE_BLOCKS) != 0)
+        pd_events_blocks_update(srv);
     pd_tally_remove(&srv->tally, c->uid, was == PD_CONN_HELLO ? PD_TALLY_PENDING
                     : c->control_only ? PD_TALLY_CONTROL : PD_TALLY_CLIENT);
     if (was == PD_CONN_READY && !c->control_only)
@@ -115,6 +117,7 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
         released += pa_release_holder(p->alloc, c->id);
         c->natt--;
         p->attached--;
+        pd_events_flush_blocks(srv, p);
         if (p->destroyed && p->attached == 0)
             pd_pool_release(&srv->pools, &srv->n_pools, srv->backend, p);
     }
@@ -490,6 +493,7 @@ static void expire_pools(struct pd_server *srv)
             pd_log(PD_LOG_DEBUG, "pool '%s': %u cached blocks expired", p->name, n);
             pd_events_announce(srv, PCORE_EVENT_EXPIRE, NULL, p->name, n);
         }
+        pd_events_flush_blocks(srv, p);
     }
 }
 
@@ -653,12 +657,14 @@ static void engine_kill(void *ctx, struct pd_conn *c, enum pd_log_level level, c
 }
 
 /* The engine's flush_evictions (ctx: the server): announces every pool's evictions since the
- * last call. Returns nothing. */
+ * last call and sends its block events. Returns nothing. */
 static void engine_flush_evictions(void *ctx)
 {
     struct pd_server *srv = ctx;
-    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next) {
         pd_events_flush_evictions(srv, p);
+        pd_events_flush_blocks(srv, p);
+    }
 }
 
 /* Returns how many CPUs this process may run on (its affinity mask: a cpuset, taskset or

@@ -37,6 +37,7 @@ struct pd_server {
     uint32_t n_pools;
     uint32_t next_pool_id;
     uint64_t mem_limit;               /* most bytes of one pool (host memory on cpu) */
+    int block_events;                 /* a subscriber asked for block events: pools record them */
     struct pd_stats stats;
     struct pd_engine *engine;         /* the request engine (daemon/engine/engine.h) */
     struct pd_engine_env engine_env;  /* what it works with: these connections, stats, backend */

@@ -604,6 +604,92 @@ int paged_seq_publish(paged_seq *s);
  * the first write to either) (since 0.1). */
 int paged_seq_fork(paged_seq *s, paged_seq **out);
 
+/* ===========================================================================================
+ * Events: what happens in the daemon, as it happens, on a connection of its own (a control
+ * connection, as pactl subscribe's): clients and pools coming and going, evictions and, with
+ * PAGED_EVENTS_BLOCKS, what happens to each published prefix block, for a router that sends
+ * each prompt where its prefix is cached. A handle belongs to one thread at a time.
+ * =========================================================================================*/
+
+typedef struct paged_events paged_events;
+
+/* paged_events_open's flags. */
+#define PAGED_EVENTS_INSPECT 0x1u  /* also the connects and disconnects of pactl's own connections */
+#define PAGED_EVENTS_BLOCKS 0x2u   /* also PAGED_EVENT_BLOCKS: each prefix block stored, moved, removed */
+
+/* An event's type (paged_event.type). */
+typedef enum paged_event_type {
+    PAGED_EVENT_CONNECT = 1,       /* a client connected */
+    PAGED_EVENT_DISCONNECT = 2,    /* a client went; count: block references released */
+    PAGED_EVENT_POOL_CREATE = 3,   /* count: the pool's blocks */
+    PAGED_EVENT_POOL_DESTROY = 4,  /* count: clients still attached; its blocks are gone with it */
+    PAGED_EVENT_EVICT = 5,         /* count: cached blocks evicted from the pool */
+    PAGED_EVENT_ATTACH = 6,
+    PAGED_EVENT_DETACH = 7,        /* count: block references released */
+    PAGED_EVENT_LOST = 8,          /* count: events missed (not read in time), each block entry
+                                      counting as one: the picture has a gap */
+    PAGED_EVENT_EXPIRE = 9,        /* count: cached blocks dropped by the pool's time to live */
+    PAGED_EVENT_BLOCKS = 10,       /* blocks[num_blocks]: what happened to prefix blocks, in order */
+} paged_event_type;
+
+/* What happened to a block (paged_block_event.action). */
+#define PAGED_BLOCK_STORED 1u      /* published in the pool: LOOKUP finds it there */
+#define PAGED_BLOCK_OFFLOADED 2u   /* moved down to tier (host memory, or a file) */
+#define PAGED_BLOCK_RELOADED 3u    /* brought back into the pool from tier */
+#define PAGED_BLOCK_REMOVED 4u     /* gone from the daemon; tier: the last one that held it */
+
+/* Where a block is (paged_block_event.tier). */
+#define PAGED_TIER_POOL 0u         /* the pool's own memory (GPU memory on the cuda backend) */
+#define PAGED_TIER_HOST 1u
+#define PAGED_TIER_FILE 2u
+
+/* One prefix block's change. */
+typedef struct paged_block_event {
+    uint32_t action;           /* PAGED_BLOCK_* */
+    uint32_t tier;             /* PAGED_TIER_* */
+    uint32_t tenant;           /* the publisher's uid, or UINT32_MAX: the pool's shared prefix scope */
+    paged_hash hash;           /* as paged_hash_blocks computes it */
+} paged_block_event;
+
+/* One event. */
+typedef struct paged_event {
+    uint32_t type;             /* paged_event_type */
+    uint32_t client_id;        /* the client it is about, or 0 */
+    uint32_t pid;              /* that client's process id, or 0 */
+    uint32_t count;            /* as the type says; BLOCKS: num_blocks */
+    uint64_t time_ns;          /* when, CLOCK_REALTIME nanoseconds */
+    char client_name[64];      /* the client's name (UTF-8, NUL-terminated), or "" */
+    char pool[64];             /* the pool's name, or "" */
+    const paged_block_event *blocks; /* BLOCKS: the entries, valid until the next call on the
+                                        handle; otherwise NULL */
+    uint32_t num_blocks;
+} paged_event;
+
+/*
+ * Connects to pagedd at socket_path (NULL: as paged_connect_opts.socket_path says) and
+ * subscribes to its events, with flags PAGED_EVENTS_* (since 0.1). A subscriber that is
+ * neither root nor the daemon's uid receives only the block events of the prefix scope its
+ * uid has in each pool. Returns PAGED_OK with *out, or PAGED_E_NOTCONN, PAGED_E_PERM,
+ * PAGED_E_INVAL (unknown flags), PAGED_E_NOTSUP (a daemon without block events),
+ * PAGED_E_LIMIT, PAGED_E_VERSION, PAGED_E_PROTO, PAGED_E_TIMEOUT, PAGED_E_NOMEM or
+ * PAGED_E_SYSTEM, with *out NULL.
+ */
+int paged_events_open(const char *socket_path, unsigned flags, paged_events **out);
+
+/* Waits up to timeout_ms (-1: forever, 0: not at all) for the next event and stores it in
+ * *out. Returns PAGED_OK, PAGED_E_TIMEOUT, PAGED_E_SHUTDOWN (the daemon is shutting down),
+ * PAGED_E_DISCONNECTED, or PAGED_E_PROTO for a malformed event (since 0.1). */
+int paged_events_next(paged_events *ev, paged_event *out, int timeout_ms);
+
+/* Returns a descriptor that polls readable when an event may wait, or -1 for NULL (since 0.1). */
+int paged_events_fd(const paged_events *ev);
+
+/* Returns the reason of the handle's last error, or "" (since 0.1). */
+const char *paged_events_error(const paged_events *ev);
+
+/* Closes the connection and frees the handle; NULL is ignored (since 0.1). */
+void paged_events_close(paged_events *ev);
+
 #ifdef __cplusplus
 }
 #endif

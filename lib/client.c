@@ -238,35 +238,44 @@ static void connect_cause(paged_client *c, const char *path, int rc, int err)
     }
 }
 
-/* Does the whole connection on a fresh client; returns PAGED_OK or an error (c->err says). */
-static int do_connect(paged_client *c, const paged_connect_opts *o)
+/* Connects c's socket, non-blocking, to socket_path (NULL: the default path). Returns PAGED_OK
+ * or an error (c->err says). */
+static int open_socket(paged_client *c, const char *socket_path)
 {
     char path[128];
-    if (o->socket_path != NULL) {
-        if (strlen(o->socket_path) >= sizeof path) {
+    if (socket_path != NULL) {
+        if (strlen(socket_path) >= sizeof path) {
             pc_set_err(c, "socket path is too long");
             return PAGED_E_INVAL;
         }
-        snprintf(path, sizeof path, "%s", o->socket_path);
+        snprintf(path, sizeof path, "%s", socket_path);
     } else if (pcore_sock_client_path(path, sizeof path) < 0) {
         pc_set_err(c, "the default socket path is too long");
         return PAGED_E_INVAL;
     }
+    c->sock = pcore_sock_connect(path);
+    if (c->sock < 0) {
+        int rc = c->sock;
+        c->sock = -1;
+        connect_cause(c, path, rc, errno);
+        return rc;
+    }
+    return set_nonblock(c->sock);
+}
+
+/* Does the whole connection on a fresh client; returns PAGED_OK or an error (c->err says). */
+static int do_connect(paged_client *c, const paged_connect_opts *o)
+{
     c->timeout_ms = o->timeout_ms == 0 ? PC_DEFAULT_TIMEOUT_MS : o->timeout_ms < 0 ? -1 : o->timeout_ms;
 
     struct pcore_msg_hello hello;
     int rc = fill_hello(c, o, &hello);
     if (rc < 0)
         return rc;
-    c->sock = pcore_sock_connect(path);
-    if (c->sock < 0) {
-        rc = c->sock;
-        c->sock = -1;
-        connect_cause(c, path, rc, errno);
+    rc = open_socket(c, o->socket_path);
+    if (rc < 0)
         return rc;
-    }
-    if (set_nonblock(c->sock) < 0)
-        return PAGED_E_SYSTEM;
+
 
     struct pcore_msg_welcome w;
     int fds[PSOCK_MAX_FDS], nfds = 0;
@@ -331,6 +340,62 @@ int paged_client_connect_err(const paged_connect_opts *opts, paged_client **out,
         pcore_waiter_init(&c->waiter, opts->spin_us < 0 ? 0 : (uint32_t) opts->spin_us * 1000u);
     }
     int rc = do_connect(c, opts != NULL ? opts : &defaults);
+    if (rc < 0) {
+        if (errbuf != NULL && errbuf_size > 0)
+            snprintf(errbuf, errbuf_size, "%s", c->err[0] != '\0' ? c->err : paged_strerror(rc));
+        client_free(c);
+        return rc;
+    }
+    c->err[0] = '\0';
+    *out = c;
+    return PAGED_OK;
+}
+
+/* Says HELLO as a control-only client on a fresh client; returns PAGED_OK or an error (c->err
+ * says). */
+static int do_connect_control(paged_client *c, const char *socket_path, const char *name)
+{
+    c->timeout_ms = PC_DEFAULT_TIMEOUT_MS;
+    struct pcore_msg_hello hello;
+    memset(&hello, 0, sizeof hello);
+    hello.hdr.type = PCORE_MSG_HELLO;
+    hello.magic = PCORE_HELLO_MAGIC;
+    hello.version = PCORE_PROTO_VERSION;
+    hello.flags = PCORE_HELLO_CONTROL;
+    hello.pid = (uint32_t) getpid();
+    pcore_utf8_clean(hello.name, sizeof hello.name, name, SIZE_MAX);
+    int rc = open_socket(c, socket_path);
+    if (rc < 0)
+        return rc;
+    struct pcore_msg_welcome w;
+    int fds[PSOCK_MAX_FDS], nfds = 0;
+    rc = pc_ctl_call(c, &hello, sizeof hello, PCORE_MSG_WELCOME, &w, sizeof w, fds, PSOCK_MAX_FDS, &nfds);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (w.version != PCORE_PROTO_VERSION) {
+        pc_set_err(c, "the daemon speaks protocol version %u, this library %u", w.version, PCORE_PROTO_VERSION);
+        return PAGED_E_VERSION;
+    }
+    if (nfds != 0 || w.num_fds != 0) {
+        pc_set_err(c, "WELCOME to a control connection carried %d descriptors", nfds);
+        return PAGED_E_PROTO;
+    }
+    c->id = w.client_id;
+    c->backend = (paged_backend) w.backend;
+    return PAGED_OK;
+}
+
+/* Connects a control-only client; see client.h. */
+int pc_connect_control(const char *socket_path, const char *name, paged_client **out, char *errbuf,
+                       size_t errbuf_size)
+{
+    *out = NULL;
+    paged_client *c = client_new();
+    if (c == NULL)
+        return PAGED_E_NOMEM;
+    int rc = do_connect_control(c, socket_path, name);
     if (rc < 0) {
         if (errbuf != NULL && errbuf_size > 0)
             snprintf(errbuf, errbuf_size, "%s", c->err[0] != '\0' ? c->err : paged_strerror(rc));

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "paged.h"
 #include "lib/core/proto.h"
@@ -132,6 +133,14 @@ struct paged_seq {
     int last_shared;        /* the partial last block may be referenced elsewhere (fork) */
 };
 
+/* ---- client.c: connecting. */
+
+/* Connects to pagedd at socket_path (NULL: the default path) as a control-only client (no
+ * channel, no arenas) named name, for control calls only. Returns PAGED_OK with *out, or an
+ * error with its reason in errbuf (where not NULL) and *out NULL. */
+int pc_connect_control(const char *socket_path, const char *name, paged_client **out, char *errbuf,
+                       size_t errbuf_size);
+
 /* ---- control.c: the socket. */
 
 /* Sets c->err from a format. */
@@ -159,6 +168,13 @@ int pc_ctl_call(paged_client *c, void *msg, size_t len, uint32_t want, void *rep
  * (0 when the connection is fine).
  */
 int pc_conn_check(paged_client *c);
+
+/*
+ * Waits up to timeout_ms (-1: forever) for the next EVENT and leaves it in c->msgbuf,
+ * handling anything else the daemon sends as pc_conn_check does. Returns its length (at
+ * least a header whose len matches), PAGED_E_TIMEOUT, or the connection's error.
+ */
+ssize_t pc_ctl_next_event(paged_client *c, int timeout_ms);
 
 /* ---- submit.c: slots and rings. */
 

@@ -215,3 +215,34 @@ int pc_ctl_call(paged_client *c, void *msg, size_t len, uint32_t want, void *rep
         return PAGED_OK;
     }
 }
+
+/* Waits for the next EVENT; see client.h. */
+ssize_t pc_ctl_next_event(paged_client *c, int timeout_ms)
+{
+    uint64_t deadline = pc_deadline(timeout_ms);
+    /* Bounded by the deadline: each turn either returns or reads a message. */
+    for (;;) {
+        if (c->dead != 0)
+            return c->dead;
+        int fds[PSOCK_MAX_FDS], nfds = 0;
+        ssize_t n = recv_one(c, fds, PSOCK_MAX_FDS, &nfds);
+        if (n == PAGED_E_AGAIN) {
+            int rc = pcore_sock_wait_readable(c->sock, pc_ms_left(deadline));
+            if (rc == PAGED_E_TIMEOUT)
+                return PAGED_E_TIMEOUT;
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (n < 0) {
+            if (c->dead != 0)
+                return c->dead;
+            return n;
+        }
+        close_fds(fds, nfds);
+        const struct pcore_msg_hdr *h = (const void *) c->msgbuf;
+        if (h->type == PCORE_MSG_EVENT)
+            return n;
+        handle_unsolicited(c, h, (size_t) n);
+    }
+}

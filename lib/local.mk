@@ -20,6 +20,7 @@ lib_libpaged_la_SOURCES = \
 	lib/version.c \
 	lib/stats.c \
 	lib/stream.c \
+	lib/events.c \
 	lib/cuda_api.h \
 	lib/cuda_driver.h \
 	lib/cuda_driver.c \

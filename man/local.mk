@@ -21,6 +21,7 @@ notrans_dist_man_MANS = \
 	man/paged_seq_create.3 \
 	man/paged_stats.3 \
 	man/paged_prefix_pin.3 \
+	man/paged_events_open.3 \
 	man/paged_stream_wait.3 \
 	man/paged_strerror.3 \
 	man/paged.conf.5 \
@@ -45,6 +46,10 @@ notrans_dist_man_MANS += \
 	man/paged_copy.3 \
 	man/paged_dtype_name.3 \
 	man/paged_dtype_size.3 \
+	man/paged_events_close.3 \
+	man/paged_events_error.3 \
+	man/paged_events_fd.3 \
+	man/paged_events_next.3 \
 	man/paged_field_name.3 \
 	man/paged_fork.3 \
 	man/paged_free.3 \

@@ -51,6 +51,7 @@ static void usage(FILE *fp)
           "                        $XDG_RUNTIME_DIR/paged/pagedd.sock, /run/paged/pagedd.sock)\n"
           "  -f, --format FORMAT   text (default) or json\n"
           "  -a, --all             subscribe: show pactl's own connections too\n"
+          "  -b, --blocks          subscribe: show what happens to each prefix block too\n"
           "  -h, --help            print this help and exit\n"
           "  -V, --version         print pactl's version and exit\n"
           "\n"
@@ -164,6 +165,7 @@ int main(int argc, char **argv)
         { "socket", required_argument, NULL, 's' },
         { "format", required_argument, NULL, 'f' },
         { "all", no_argument, NULL, 'a' },
+        { "blocks", no_argument, NULL, 'b' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -176,7 +178,7 @@ int main(int argc, char **argv)
     /* getopt moves the options after the command ahead of it; "--" ends them, for an
      * argument that starts with '-'. The leading ':' tells a missing argument apart. */
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":s:f:ahV", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":s:f:abhV", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
             ctx.socket_path = optarg;
@@ -191,6 +193,9 @@ int main(int argc, char **argv)
             break;
         case 'a':
             ctx.all = 1;
+            break;
+        case 'b':
+            ctx.blocks = 1;
             break;
         case 'h':
             usage(stdout);
@@ -213,6 +218,11 @@ int main(int argc, char **argv)
         return usage_line_error("unknown command '%s'", argv[optind]);
     if (ctx.all && strchr(cmd->options, 'a') == NULL) {
         fprintf(stderr, "pactl: -a (--all) is an option of subscribe, not of %s\n", cmd->name);
+        usage_cmd(stderr, cmd);
+        return PACTL_EXIT_USAGE;
+    }
+    if (ctx.blocks && strchr(cmd->options, 'b') == NULL) {
+        fprintf(stderr, "pactl: -b (--blocks) is an option of subscribe, not of %s\n", cmd->name);
         usage_cmd(stderr, cmd);
         return PACTL_EXIT_USAGE;
     }

@@ -20,6 +20,7 @@ struct pactl_ctx {
     const char *socket_path;
     enum pactl_format format;
     int all;                      /* -a: subscribe shows inspection connections too */
+    int blocks;                   /* -b: subscribe shows block events too */
     int connected;
     struct pactl_conn conn;
 };

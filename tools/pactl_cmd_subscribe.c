@@ -73,6 +73,84 @@ static void event_print(const struct pactl_ctx *ctx, const char *type, const str
         event_text(type, e);
 }
 
+/* Returns the name of a block event's action, as pactl prints it. */
+static const char *block_action_name(uint32_t action)
+{
+    switch (action) {
+    case PAGED_BLOCK_STORED: return "stored";
+    case PAGED_BLOCK_OFFLOADED: return "offloaded";
+    case PAGED_BLOCK_RELOADED: return "reloaded";
+    case PAGED_BLOCK_REMOVED: return "removed";
+    default: return "unknown";
+    }
+}
+
+/* Returns the name of a block event's tier, as pactl prints it. */
+static const char *block_tier_name(uint32_t tier)
+{
+    switch (tier) {
+    case PAGED_TIER_POOL: return "pool";
+    case PAGED_TIER_HOST: return "host";
+    case PAGED_TIER_FILE: return "file";
+    default: return "unknown";
+    }
+}
+
+/* Prints one entry of a BLOCKS event e as a line of text: the time, "blocks", the pool, the
+ * action, the tier, the tenant (a uid, or "shared") and the hash. */
+static void block_text(const struct pcore_msg_event *e, const struct pcore_block_entry *b)
+{
+    char when[FMT_BUF], hash[FMT_BUF], tenant[16];
+    if (b->tenant == UINT32_MAX)
+        snprintf(tenant, sizeof tenant, "shared");
+    else
+        snprintf(tenant, sizeof tenant, "%u", (unsigned) b->tenant);
+    printf("%s %-12s pool ", fmt_time(when, sizeof when, e->time_ns), "blocks");
+    print_quoted(e->pool, sizeof e->pool);
+    printf(" action %s tier %s tenant %s hash %s\n", block_action_name(b->action), block_tier_name(b->tier),
+           tenant, fmt_hash(hash, sizeof hash, &b->hash));
+}
+
+/* Prints one entry of a BLOCKS event e as a JSON object on its own line; tenant is null for
+ * a pool's shared prefix scope. */
+static void block_json(const struct pcore_msg_event *e, const struct pcore_block_entry *b)
+{
+    char hash[FMT_BUF];
+    struct json j;
+    json_init(&j, stdout);
+    json_object_begin(&j, NULL);
+    json_str(&j, "event", "blocks");
+    json_u64(&j, "time_ns", e->time_ns);
+    json_strn(&j, "pool", e->pool, sizeof e->pool);
+    json_str(&j, "action", block_action_name(b->action));
+    json_str(&j, "tier", block_tier_name(b->tier));
+    if (b->tenant == UINT32_MAX)
+        json_null(&j, "tenant");
+    else
+        json_u64(&j, "tenant", b->tenant);
+    json_str(&j, "hash", fmt_hash(hash, sizeof hash, &b->hash));
+    json_end(&j);
+}
+
+/* Prints a BLOCKS event of len bytes, one line per entry. Returns 0, or -1 when its count
+ * and length disagree. */
+static int blocks_print(const struct pactl_ctx *ctx, const struct pcore_msg_event *e, size_t len)
+{
+    const size_t fixed = sizeof *e;
+    if (e->count > PCORE_EVENT_MAX_BLOCKS || len != fixed + (size_t) e->count * sizeof(struct pcore_block_entry))
+        return -1;
+    for (uint32_t i = 0; i < e->count; i++) {
+        struct pcore_block_entry b;
+        memcpy(&b, (const unsigned char *) e + fixed + (size_t) i * sizeof b, sizeof b);
+        if (ctx->format == PACTL_FORMAT_JSON)
+            block_json(e, &b);
+        else
+            block_text(e, &b);
+    }
+    fflush(stdout);
+    return 0;
+}
+
 /* Prints the daemon's shutdown notice as a last event, "shutdown", at the time it came,
  * with the fields of the others (about no client and no pool). */
 static void event_shutdown(const struct pactl_ctx *ctx)
@@ -127,7 +205,12 @@ static int subscribe_loop(struct pactl_ctx *ctx, const sigset_t *waitmask)
         if (len < sizeof(struct pcore_msg_event))
             return pactl_fail(pactl_cause("malformed event from the daemon (%zu bytes)", len));
         const struct pcore_msg_event *e = (const struct pcore_msg_event *) h;
-        event_print(ctx, fmt_event(e->event), e);
+        if (e->event == PCORE_EVENT_BLOCKS) {
+            if (blocks_print(ctx, e, len) < 0)
+                return pactl_fail(pactl_cause("malformed blocks event from the daemon (%zu bytes, %u entries)",
+                                              len, (unsigned) e->count));
+        } else
+            event_print(ctx, fmt_event(e->event), e);
         if (ferror(stdout))
             return pactl_finish_output();
     }
@@ -138,10 +221,11 @@ static int subscribe_exec(struct pactl_ctx *ctx, int argc, char **argv)
 {
     (void) argc;
     (void) argv;
-    /* Without -a the bare header (flags 0), which a daemon that predates the flags takes too. */
+    /* Without options the bare header (flags 0), which a daemon that predates the flags takes too. */
     struct pcore_msg_subscribe req = { .hdr.type = PCORE_MSG_SUBSCRIBE,
-                                       .flags = ctx->all ? PCORE_SUBSCRIBE_INSPECT : 0 };
-    size_t req_len = ctx->all ? sizeof req : sizeof req.hdr;
+                                       .flags = (ctx->all ? PCORE_SUBSCRIBE_INSPECT : 0)
+                                                | (ctx->blocks ? PCORE_SUBSCRIBE_BLOCKS : 0) };
+    size_t req_len = req.flags != 0 ? sizeof req : sizeof req.hdr;
     struct sigaction sa;
     sigset_t block, waitmask;
     char *cause = NULL;
@@ -170,9 +254,9 @@ static int subscribe_exec(struct pactl_ctx *ctx, int argc, char **argv)
 
 const struct pactl_cmd pactl_cmd_subscribe = {
     .name = "subscribe",
-    .options = "a",
+    .options = "ab",
     .args = "",
-    .summary = "print events as they happen (-a: pactl's own connections too)",
+    .summary = "print events as they happen (-a: pactl's own connections too; -b: prefix blocks)",
     .min_args = 0,
     .max_args = 0,
     .exec = subscribe_exec,

@@ -163,6 +163,7 @@ const char *fmt_event(uint32_t event)
     case PCORE_EVENT_DETACH: return "detach";
     case PCORE_EVENT_LOST: return "lost";
     case PCORE_EVENT_EXPIRE: return "expire";
+    case PCORE_EVENT_BLOCKS: return "blocks";
     default: return "unknown";
     }
 }

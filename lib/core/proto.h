@@ -382,6 +382,8 @@ _Static_assert(sizeof(struct pcore_msg_prefix) + PCORE_PREFIX_MAX_HASHES * sizeo
 /* SUBSCRIBE with options; a bare header asks for the same with flags 0. */
 #define PCORE_SUBSCRIBE_INSPECT 0x1u       /* also the connects and disconnects of inspection
                                               connections (PCORE_HELLO_INSPECT) */
+#define PCORE_SUBSCRIBE_BLOCKS 0x2u        /* also BLOCKS events: what happens to each prefix
+                                              block (stored, offloaded, reloaded, removed) */
 struct pcore_msg_subscribe {
     struct pcore_msg_hdr hdr;
     uint32_t flags;            /* PCORE_SUBSCRIBE_* */
@@ -564,6 +566,8 @@ enum pcore_event_type {
     PCORE_EVENT_DETACH = 7,
     PCORE_EVENT_LOST = 8,      /* count events this subscriber missed: it did not read them in time */
     PCORE_EVENT_EXPIRE = 9,    /* count cached blocks of pool dropped by its time to live */
+    PCORE_EVENT_BLOCKS = 10,   /* count struct pcore_block_entry of pool follow (subscribers
+                                  with PCORE_SUBSCRIBE_BLOCKS only) */
 };
 
 struct pcore_msg_event {
@@ -576,5 +580,27 @@ struct pcore_msg_event {
     char client_name[PCORE_NAME_MAX];
     char pool[PCORE_NAME_MAX];
 };
+
+/*
+ * A BLOCKS event is struct pcore_msg_event followed by count entries (1 to
+ * PCORE_EVENT_MAX_BLOCKS), hdr.len covering them; a pass's entries of one pool take as many
+ * messages as they need, in the order the blocks changed. client_id, pid and client_name are
+ * zero. A subscriber that is neither root nor the daemon's uid receives only the entries of
+ * the prefix scope its uid has in the pool (its own uid, or the shared scope of a pool with
+ * shared prefixes).
+ */
+#define PCORE_EVENT_MAX_BLOCKS 256u
+
+struct pcore_block_entry {
+    uint8_t action;            /* PAGED_BLOCK_STORED, _OFFLOADED, _RELOADED, _REMOVED */
+    uint8_t tier;              /* PAGED_TIER_POOL, _HOST, _FILE */
+    uint16_t reserved;         /* zero */
+    uint32_t tenant;           /* the publisher's uid, or UINT32_MAX for a pool's shared prefix scope */
+    paged_hash hash;
+};
+
+_Static_assert(sizeof(struct pcore_block_entry) == 24, "a block entry is 24 bytes");
+_Static_assert(sizeof(struct pcore_msg_event) + PCORE_EVENT_MAX_BLOCKS * sizeof(struct pcore_block_entry)
+               <= PCORE_MSG_MAX, "a BLOCKS event with the most entries fits a packet");
 
 #endif

@@ -50,9 +50,9 @@ SVC_CLIENT_CPPFLAGS += $(CUDA_CPPFLAGS)
 SVC_CLIENT_LIBS += $(CUDA_LIBS)
 endif
 check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t \
-	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t
+	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t tests/service/blockevents-t
 TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t \
-	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t
+	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t tests/service/blockevents-t
 
 # The same two with the cpu backend's deferred batches done only 2 ms after they ran, as on a
 # GPU (PAGEDD_CPU_DONE_US): burst E's ring order then depends on the engine withholding the
@@ -100,6 +100,12 @@ tests_service_prefixctl_t_SOURCES = tests/service/prefixctl-t.c
 tests_service_prefixctl_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_prefixctl_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_prefixctl_t_DEPENDENCIES = daemon/pagedd
+# Block events (paged_events, SUBSCRIBE's blocks flag): what subscribers of each scope see, and
+# pactl subscribe --blocks.
+tests_service_blockevents_t_SOURCES = tests/service/blockevents-t.c
+tests_service_blockevents_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_blockevents_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+EXTRA_tests_service_blockevents_t_DEPENDENCIES = daemon/pagedd tools/pactl
 
 # DECODEs of several client processes merged into one launch.
 tests_service_merge_t_SOURCES = tests/service/merge-t.c $(SVC_CLIENT_SOURCES) \
