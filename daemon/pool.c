@@ -238,7 +238,8 @@ static void on_publish(void *ctx, int32_t block, uint32_t tenant, const paged_ha
 {
     (void) block;
     struct pd_pool *p = ctx;
-    pd_blocklog_add(&p->blocklog, PD_BLOCK_STORED, PD_TIER_POOL, tenant, hash);
+    if (p->tiers == NULL || !p->tiers->reloading)
+        pd_blocklog_add(&p->blocklog, PD_BLOCK_STORED, PD_TIER_POOL, tenant, hash);
 }
 
 /* Creates a pool; returns PAGED_OK and *out or an error with *cause. */

@@ -250,7 +250,9 @@ static int reload_round(struct pd_tiers *t, uint32_t holder, uint32_t tenant, ui
             continue;
         }
         (void) pt_host_release(t->host, slots[i]);
+        t->reloading = 1;   /* a block back, not a new one: RELOADED, not STORED */
         (void) pa_publish(t->alloc, holder, tenant, 1, &ids[i], &hashes[i], NULL);
+        t->reloading = 0;
         pd_blocklog_add(t->log, PD_BLOCK_RELOADED, from_file[i] ? PD_TIER_FILE : PD_TIER_HOST, tenant, &hashes[i]);
         if (from_file[i])
             t->counts.reloaded_file++;

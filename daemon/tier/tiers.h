@@ -57,6 +57,7 @@ struct pd_tiers {
     uint32_t host_units;
     pt_file *file;              /* NULL: none */
     int dropping;               /* evictions drop blocks (expiry, evict by prefix) */
+    int reloading;              /* publications are reloads (no STORED event) */
     /* Offloads whose copy is pending: block i goes to slot i. */
     int32_t *pend_block, *pend_slot;
     uint32_t npend;

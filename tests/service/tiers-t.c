@@ -330,21 +330,79 @@ static void unit_file(int k, int b, char *path, size_t len)
              (unsigned) getuid(), (unsigned long long) h[b].hi, (unsigned long long) h[b].lo);
 }
 
+/* One block event the test expects: what, where, and which block of which prompt. */
+struct want {
+    uint32_t action, tier;
+    int prompt, block;
+};
+
+static paged_events *sub;        /* a block-event subscriber for the whole first daemon */
+
+/* Reads block events from sub until it has n entries (10 s at most) and checks that they are
+ * exactly want[0..n) in some order: each expected entry once, nothing else. Reports it. */
+static void expect_events(const struct want *want, int n, const char *what)
+{
+    paged_block_event got[64];
+    int have = 0, bad = 0;
+    for (int rounds = 0; have < n && rounds < 64; rounds++) {
+        paged_event e;
+        if (paged_events_next(sub, &e, 10000) != PAGED_OK)
+            break;
+        if (e.type != PAGED_EVENT_BLOCKS || strcmp(e.pool, POOL) != 0)
+            continue;
+        for (uint32_t i = 0; i < e.num_blocks; i++)
+            if (have < 64)
+                got[have++] = e.blocks[i];
+            else
+                bad++;
+    }
+    int used[64] = { 0 };
+    for (int w = 0; w < n; w++) {
+        paged_hash h[NB];
+        paged_hash_blocks(NULL, prompts[want[w].prompt].tokens, NB * B, B, SALT, h);
+        int match = -1;
+        for (int g = 0; g < have && match < 0; g++)
+            if (!used[g] && got[g].action == want[w].action && got[g].tier == want[w].tier
+                && got[g].tenant == (uint32_t) getuid() && got[g].hash.lo == h[want[w].block].lo
+                && got[g].hash.hi == h[want[w].block].hi)
+                match = g;
+        if (match < 0) {
+            if (bad++ == 0)
+                diag("%s: no event %u tier %u for block %d of prompt %d", what, want[w].action, want[w].tier,
+                     want[w].block, want[w].prompt);
+        } else
+            used[match] = 1;
+    }
+    ok(bad == 0 && have == n, "%s: the block events are exactly the %d expected (%d read)", what, n, have);
+}
+
+/* Fills want with one entry (action, tier) for each block of prompt; returns NB. */
+static int each_block(struct want *want, uint32_t action, uint32_t tier, int prompt)
+{
+    for (int b = 0; b < NB; b++)
+        want[b] = (struct want) { action, tier, prompt, b };
+    return NB;
+}
+
 /* Offload to the host tier and reload from it: bit-identical, same decode, counted. */
 static void test_host(struct rc_client *ctl)
 {
+    struct want want[32];
     in_child(child_publish, P_A);
     is_int(PAGED_OK, report->status, "host: prompt A written, decoded and published");
+    expect_events(want, each_block(want, PAGED_BLOCK_STORED, PAGED_TIER_POOL, P_A), "host: publish");
     struct pcore_pool_item it = pool_item(ctl);
     ok(it.host_units == HOST_UNITS && it.host_stored == 0 && it.cached == NB,
        "host: LIST shows a host tier of %d units, empty, and A's %d blocks cached", HOST_UNITS, NB);
     in_child(child_pressure, 0);
     is_int(PAGED_OK, report->status, "host: a client takes the whole pool");
     it = wait_host(ctl, NB, "host: A pushed out of the pool");
+    expect_events(want, each_block(want, PAGED_BLOCK_OFFLOADED, PAGED_TIER_HOST, P_A), "host: offload");
     ok(it.offloaded_bytes == (uint64_t) NB * UNIT * sizeof(float) && it.cached == 0,
        "host: %d units' bytes offloaded (%llu), nothing cached in the pool", NB,
        (unsigned long long) it.offloaded_bytes);
     check_found(P_A, NB, "host reload");
+    expect_events(want, each_block(want, PAGED_BLOCK_RELOADED, PAGED_TIER_HOST, P_A), "host reload");
     it = wait_host(ctl, 0, "host reload");
     ok(it.host_hit_tokens == NB * B && it.reloads == 1 && it.reloaded_bytes == it.offloaded_bytes,
        "host reload: counted: %d tokens from the host tier, one reload, the bytes back (%llu, %llu, %llu)",
@@ -356,19 +414,31 @@ static void test_host(struct rc_client *ctl)
 /* Through the host tier to the file tier and back. */
 static void test_file(struct rc_client *ctl)
 {
+    struct want want[32];
+    int n;
     in_child(child_publish, P_B);
     is_int(PAGED_OK, report->status, "file: prompt B written and published");
+    expect_events(want, each_block(want, PAGED_BLOCK_STORED, PAGED_TIER_POOL, P_B), "file: publish B");
     /* A (older) leaves the pool first, then B; B's units push A's out of the host tier. */
     in_child(child_pressure, 0);
     is_int(PAGED_OK, report->status, "file: a client takes the whole pool");
     struct pcore_pool_item it = wait_host(ctl, NB, "file: B in the host tier");
+    n = each_block(want, PAGED_BLOCK_OFFLOADED, PAGED_TIER_HOST, P_A);
+    n += each_block(want + n, PAGED_BLOCK_OFFLOADED, PAGED_TIER_HOST, P_B);
+    n += each_block(want + n, PAGED_BLOCK_OFFLOADED, PAGED_TIER_FILE, P_A);
+    expect_events(want, n, "file: A to files through the host tier, B to the host tier");
     ok(it.file_units == NB && it.written_bytes == (uint64_t) NB * UNIT * sizeof(float),
        "file: A's %d units written to files (%u files, %llu bytes)", NB, it.file_units,
        (unsigned long long) it.written_bytes);
     check_found(P_A, NB, "file reload");
+    /* A's units come back through the host tier, pushing B's out to files. */
+    n = each_block(want, PAGED_BLOCK_OFFLOADED, PAGED_TIER_FILE, P_B);
+    n += each_block(want + n, PAGED_BLOCK_RELOADED, PAGED_TIER_FILE, P_A);
+    expect_events(want, n, "file reload");
     it = pool_item(ctl);
     is_int(NB * B, (int) it.file_hit_tokens, "file reload: %d tokens counted from the file tier", NB * B);
-    check_found(P_B, NB, "file: B from the host tier");
+    check_found(P_B, NB, "file: B, pushed on to files meanwhile");
+    expect_events(want, each_block(want, PAGED_BLOCK_RELOADED, PAGED_TIER_FILE, P_B), "file: B reloaded");
 }
 
 /* A restarted daemon serves the file tier; damaged files are refused. */
@@ -595,9 +665,12 @@ int main(void)
     if (rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
         bail("control connection");
     on_cuda = paged_client_backend(c) == PAGED_BACKEND_CUDA;
+    if (paged_events_open(daemon_.socket, PAGED_EVENTS_BLOCKS, &sub) != PAGED_OK)
+        bail("cannot subscribe to block events");
     test_host(&ctl);
     test_file(&ctl);
     test_limit(c);
+    paged_events_close(sub);
     test_ttl(c, &ctl);
     test_race(&ctl);
     rc_close(&ctl);
