@@ -447,6 +447,28 @@ static struct pd_pool *ref_pool(struct pd_server *srv, struct pd_conn *c,
     return pd_control_find_pool(srv, c, m->hdr.seq, m->name, m->pool_id);
 }
 
+/* POOL_STATS: one pool's counters, for a client that may read the pool. Returns nothing. */
+static void on_pool_stats(struct pd_server *srv, struct pd_conn *c, const void *buf)
+{
+    struct pcore_msg_pool_ref m;
+    memcpy(&m, buf, sizeof m);
+    struct pd_pool *p = ref_pool(srv, c, &m);
+    if (p == NULL)
+        return;
+    if (!pd_pool_may(p, c->uid, c->gid, 0)) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_PERM, "pool '%s' (owner uid %u, mode %04o) is not readable by uid %u",
+                      p->name, (unsigned) p->owner_uid, p->geom.mode, (unsigned) c->uid);
+        return;
+    }
+    struct pcore_msg_pool_stats_reply r;
+    memset(&r, 0, sizeof r);
+    r.hdr.type = PCORE_MSG_POOL_STATS_REPLY;
+    r.hdr.seq = m.hdr.seq;
+    r.hdr.len = sizeof r;
+    pd_pool_item(p, &r.item);
+    pd_conn_send(c, &r, sizeof r, NULL, 0, 0);
+}
+
 /* POOL_DESTROY: owner or root; the name goes now, the memory at the last detach. The OK's
  * status is the number of clients still attached. */
 static void on_pool_destroy(struct pd_server *srv, struct pd_conn *c, const void *buf)
@@ -598,6 +620,7 @@ static const struct control_entry table[] = {
     { PCORE_MSG_POOL_ATTACH, "POOL_ATTACH", sizeof(struct pcore_msg_pool_attach), 0, on_pool_attach, 0 },
     { PCORE_MSG_POOL_DETACH, "POOL_DETACH", sizeof(struct pcore_msg_pool_ref), 0, on_pool_detach, 0 },
     { PCORE_MSG_POOL_DESTROY, "POOL_DESTROY", sizeof(struct pcore_msg_pool_ref), 0, on_pool_destroy, 0 },
+    { PCORE_MSG_POOL_STATS, "POOL_STATS", sizeof(struct pcore_msg_pool_ref), 0, on_pool_stats, 0 },
     { PCORE_MSG_STATUS, "STATUS", sizeof(struct pcore_msg_hdr), 0, on_status, 0 },
     { PCORE_MSG_LIST, "LIST", sizeof(struct pcore_msg_list), 0, on_list, 0 },
     { PCORE_MSG_STATS, "STATS", sizeof(struct pcore_msg_hdr), 0, on_stats, 0 },

@@ -186,6 +186,22 @@ typedef struct paged_op_stats {
  * PAGED_E_TIMEOUT, PAGED_E_PROTO or a connection error (since 0.1). */
 int paged_stats(paged_client *c, paged_op_stats *out, unsigned max_ops);
 
+/* This client's prefix-cache figures since it connected, over all its pools (since 0.1). */
+typedef struct paged_prefix_counts {
+    uint64_t lookups;         /* LOOKUP requests */
+    uint64_t lookup_tokens;   /* tokens they asked for (blocks times block_size) */
+    uint64_t pool_hit_tokens; /* of them, found in the pools */
+    uint64_t host_hit_tokens; /* reloaded from host tiers */
+    uint64_t file_hit_tokens; /* reloaded from file tiers */
+    uint64_t reloaded_bytes;  /* bytes those reloads copied back */
+    uint64_t reload_ns;       /* time they took, summed */
+    uint64_t offloaded_bytes; /* bytes this client's ALLOCs pushed out to host tiers */
+} paged_prefix_counts;
+
+/* Asks the daemon for this client's prefix-cache figures. Returns PAGED_OK, PAGED_E_INVAL or
+ * a connection error (since 0.1). */
+int paged_prefix_stats(paged_client *c, paged_prefix_counts *out);
+
 /* ===========================================================================================
  * Pools: named KV caches of fixed geometry, owned by a uid with a file-like mode.
  * =========================================================================================*/
@@ -227,7 +243,7 @@ typedef struct paged_pool_desc {
     uint64_t host_tier_bytes; /* host memory behind the pool for the published blocks it
                                  evicts, reloaded when a LOOKUP asks for them (paged(7),
                                  TIERS); 0: the daemon's default, paged.conf's host-tier-mb
-                                 (since 0.2) */
+                                 (since 0.1) */
 } paged_pool_desc;
 
 /* Where a pool's memory is and how it is laid out (since 0.1). */
@@ -262,6 +278,36 @@ int paged_pool_detach(paged_pool *p);
 /* Removes a pool's name (owner or root only); its memory goes when the last client
  * detaches, as with an unlinked file. Returns PAGED_OK, PAGED_E_NOENT or PAGED_E_PERM (since 0.1). */
 int paged_pool_destroy(paged_client *c, const char *name);
+
+/* A pool's counters, over all its clients since it was created, as pactl info shows them
+ * (since 0.1). The tiers' fields are 0 for a pool without tiers. */
+typedef struct paged_pool_counts {
+    uint32_t free, referenced, cached, pinned;   /* blocks in each state now */
+    uint64_t lookups;         /* LOOKUP requests */
+    uint64_t lookup_tokens;   /* tokens they asked for */
+    uint64_t pool_hit_tokens; /* found in the pool */
+    uint64_t host_hit_tokens; /* reloaded from the host tier */
+    uint64_t file_hit_tokens; /* reloaded from the file tier */
+    uint64_t evictions;       /* cached blocks evicted from the pool (offloaded or dropped) */
+    uint64_t expired;         /* cached blocks and host units dropped by the time to live */
+    uint32_t host_units;      /* the host tier's capacity, in blocks */
+    uint32_t host_stored;     /* blocks stored there now */
+    uint32_t file_units;      /* unit files now */
+    uint64_t file_bytes;      /* their size on disk */
+    uint64_t offloaded_bytes; /* copied from the pool to the host tier */
+    uint64_t offload_ns;      /* time those copies took */
+    uint64_t written_bytes;   /* written from the host tier to files */
+    uint64_t reloaded_bytes;  /* copied back into the pool */
+    uint64_t reloads;         /* LOOKUPs that reloaded blocks */
+    uint64_t reload_ns;       /* time they spent reloading */
+    uint64_t tier_dropped;    /* units dropped: no room below, expired, evicted, a failed copy */
+    uint64_t tier_damaged;    /* unit files refused: short or failing a check */
+    uint64_t tier_failures;   /* copies and writes that failed */
+} paged_pool_counts;
+
+/* Asks the daemon for an attached pool's counters. Returns PAGED_OK, PAGED_E_INVAL,
+ * PAGED_E_NOENT (the pool was destroyed), PAGED_E_PERM or a connection error (since 0.1). */
+int paged_pool_stats(paged_pool *p, paged_pool_counts *out);
 
 /* Fills *info for an attached pool (since 0.1). */
 void paged_pool_get_info(const paged_pool *p, paged_pool_info *info);

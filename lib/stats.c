@@ -1,4 +1,4 @@
-/* stats.c: the daemon's request statistics, per op, as paged_stats(3) reports them. */
+/* stats.c: the daemon's counters: per op (paged_stats), per client and per pool of the prefix cache. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -32,4 +32,57 @@ int paged_stats(paged_client *c, paged_op_stats *out, unsigned max_ops)
             .latency_p99_ns = r.ops[i].latency_p99_ns,
         };
     return (int) n;
+}
+
+/* Asks the daemon for this client's prefix-cache figures; returns PAGED_OK or an error. */
+int paged_prefix_stats(paged_client *c, paged_prefix_counts *out)
+{
+    if (c == NULL || out == NULL)
+        return PAGED_E_INVAL;
+    c->err[0] = '\0';
+    struct pcore_msg_hdr req;
+    memset(&req, 0, sizeof req);
+    req.type = PCORE_MSG_STATS;
+    struct pcore_msg_stats_reply r;
+    int fds[PSOCK_MAX_FDS], nfds = 0;
+    int rc = pc_ctl_call(c, &req, sizeof req, PCORE_MSG_STATS_REPLY, &r, sizeof r, fds, 0, &nfds);
+    if (rc < 0)
+        return rc;
+    *out = (paged_prefix_counts) {
+        .lookups = r.prefix.lookups, .lookup_tokens = r.prefix.lookup_tokens,
+        .pool_hit_tokens = r.prefix.pool_hit_tokens, .host_hit_tokens = r.prefix.host_hit_tokens,
+        .file_hit_tokens = r.prefix.file_hit_tokens, .reloaded_bytes = r.prefix.reloaded_bytes,
+        .reload_ns = r.prefix.reload_ns, .offloaded_bytes = r.prefix.offloaded_bytes,
+    };
+    return PAGED_OK;
+}
+
+/* Asks the daemon for an attached pool's counters; returns PAGED_OK or an error. */
+int paged_pool_stats(paged_pool *p, paged_pool_counts *out)
+{
+    if (p == NULL || out == NULL)
+        return PAGED_E_INVAL;
+    paged_client *c = p->c;
+    c->err[0] = '\0';
+    struct pcore_msg_pool_ref req;
+    memset(&req, 0, sizeof req);
+    req.hdr.type = PCORE_MSG_POOL_STATS;
+    req.pool_id = p->info.id;
+    struct pcore_msg_pool_stats_reply r;
+    int fds[PSOCK_MAX_FDS], nfds = 0;
+    int rc = pc_ctl_call(c, &req, sizeof req, PCORE_MSG_POOL_STATS_REPLY, &r, sizeof r, fds, 0, &nfds);
+    if (rc < 0)
+        return rc;
+    const struct pcore_pool_item *it = &r.item;
+    *out = (paged_pool_counts) {
+        .free = it->free, .referenced = it->referenced, .cached = it->cached, .pinned = it->pinned,
+        .lookups = it->lookups, .lookup_tokens = it->lookup_tokens, .pool_hit_tokens = it->hit_tokens,
+        .host_hit_tokens = it->host_hit_tokens, .file_hit_tokens = it->file_hit_tokens,
+        .evictions = it->evictions, .expired = it->expired, .host_units = it->host_units,
+        .host_stored = it->host_stored, .file_units = it->file_units, .file_bytes = it->file_bytes,
+        .offloaded_bytes = it->offloaded_bytes, .offload_ns = it->offload_ns, .written_bytes = it->written_bytes,
+        .reloaded_bytes = it->reloaded_bytes, .reloads = it->reloads, .reload_ns = it->reload_ns,
+        .tier_dropped = it->tier_dropped, .tier_damaged = it->tier_damaged, .tier_failures = it->tier_failures,
+    };
+    return PAGED_OK;
 }

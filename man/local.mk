@@ -20,6 +20,7 @@ notrans_dist_man_MANS = \
 	man/paged_decode.3 \
 	man/paged_seq_create.3 \
 	man/paged_stats.3 \
+	man/paged_pool_stats.3 \
 	man/paged_prefix_pin.3 \
 	man/paged_events_open.3 \
 	man/paged_stream_wait.3 \
@@ -66,6 +67,7 @@ notrans_dist_man_MANS += \
 	man/paged_pool_set_ttl.3 \
 	man/paged_prefill.3 \
 	man/paged_prefix_evict.3 \
+	man/paged_prefix_stats.3 \
 	man/paged_prefix_unpin.3 \
 	man/paged_publish.3 \
 	man/paged_reap.3 \

@@ -240,6 +240,8 @@ enum pcore_msg_type {
     PCORE_MSG_KILL_CLIENT = 29, /* -> OK */
     PCORE_MSG_EVICT = 30,       /* -> OK, status = blocks evicted */
     PCORE_MSG_PREFIX = 31,      /* struct pcore_msg_prefix + hashes -> OK, status as its op says */
+    PCORE_MSG_POOL_STATS = 32,  /* struct pcore_msg_pool_ref (name) -> POOL_STATS_REPLY */
+    PCORE_MSG_POOL_STATS_REPLY = 33,
 };
 
 #define PCORE_HELLO_MAGIC 0x4f4c4548u     /* "HELO" */
@@ -474,6 +476,12 @@ struct pcore_prefix_stats {
     uint64_t reloaded_bytes;
     uint64_t reload_ns;
     uint64_t offloaded_bytes;
+};
+
+/* POOL_STATS_REPLY: one pool's LIST item, for a client that may read the pool. */
+struct pcore_msg_pool_stats_reply {
+    struct pcore_msg_hdr hdr;
+    struct pcore_pool_item item;
 };
 
 struct pcore_client_item {

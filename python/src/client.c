@@ -452,6 +452,10 @@ static PyMethodDef client_methods[] = {
       "numpy.from_dlpack(a) views. host=True takes it from the host arena, where metadata "
       "(block tables, lengths, slots) goes without a copy on either backend. Requests take such "
       "arrays without a copy. Raises NoMemoryError when the arena is full." },
+    { "prefix_stats", (PyCFunction) (void (*)(void)) pyp_client_prefix_stats, METH_NOARGS,
+      "prefix_stats()\n--\n\nReturns this client's own prefix-cache figures since it connected "
+      "(paged_prefix_stats(3)) as a dict of ints: lookups, lookup_tokens, pool_hit_tokens, "
+      "host_hit_tokens, file_hit_tokens, reloaded_bytes, reload_ns, offloaded_bytes." },
     { "stats", client_stats, METH_NOARGS,
       "stats()\n--\n\nReturns the daemon's request statistics since it started, over all its "
       "clients (paged_stats(3)): a dict from op name ('nop', 'append', 'decode', ...) to a dict of "

@@ -218,6 +218,13 @@ static PyMethodDef pool_methods[] = {
     { "info", pool_info, METH_NOARGS,
       "info()\n--\n\nReturns a dict of the pool's geometry: id, num_layers, num_kv_heads, head_dim, "
       "block_size, num_blocks, dtype, k_scale, v_scale, writable, owner_uid, mode, bytes." },
+    { "stats", (PyCFunction) (void (*)(void)) pyp_pool_stats, METH_NOARGS,
+      "stats()\n--\n\nReturns the pool's counters (paged_pool_stats(3)) as a dict of ints: the blocks "
+      "free, referenced, cached and pinned; lookups, lookup_tokens and the tokens found in the pool, the "
+      "host tier and the file tier (pool_hit_tokens, host_hit_tokens, file_hit_tokens); evictions, "
+      "expired; and the tiers' host_units, host_stored, file_units, file_bytes, offloaded_bytes, "
+      "offload_ns, written_bytes, reloaded_bytes, reloads, reload_ns, tier_dropped, tier_damaged, "
+      "tier_failures." },
     { "layer", pool_layer, METH_VARARGS,
       "layer(layer)\n--\n\nReturns read-only views (k, v) of a layer's keys and values in the pool's "
       "memory, each [num_blocks, num_kv_heads, block_size, head_dim] of the pool's dtype, for other "

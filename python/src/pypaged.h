@@ -261,6 +261,9 @@ PyObject *pyp_pool_pin(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_unpin(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_evict_prefix(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_hash_blocks(PyObject *self, PyObject *args, PyObject *kw);
+/* Pool.stats and Client.prefix_stats: the prefix cache's counters (counts.c). */
+PyObject *pyp_pool_stats(pyp_pool *p);
+PyObject *pyp_client_prefix_stats(pyp_client *c);
 PyObject *pyp_seq_new(pyp_pool *p, paged_seq *ps);
 int pyp_seq_init_type(PyObject *module);
 

@@ -152,6 +152,12 @@ class ClientTest(DaemonTest):
                 np.testing.assert_array_equal(k[b], kv[0, layer, 16 * i:16 * i + 16].transpose(1, 0, 2))
                 np.testing.assert_array_equal(v[b], kv[1, layer, 16 * i:16 * i + 16].transpose(1, 0, 2))
         p.free(found)
+        stats = p.stats()
+        self.assertEqual((stats["host_units"], stats["host_hit_tokens"], stats["reloads"]), (4, 64, 1))
+        self.assertEqual(stats["offloaded_bytes"], 4 * unit)
+        mine = c.prefix_stats()
+        self.assertEqual((mine["lookups"], mine["lookup_tokens"], mine["host_hit_tokens"]), (1, 64, 64))
+        self.assertEqual((mine["reloaded_bytes"], mine["offloaded_bytes"]), (4 * unit, 4 * unit))
         with self.assertRaisesRegex(paged.LimitError, "host-tier-max-mb"):
             self.pool(c, "py-tier-big", num_blocks=8, host_tier_bytes=1 << 40)
 

@@ -53,6 +53,7 @@ struct report {
     int same_bytes;             /* the blocks found hold the published bytes */
     int same_decode;            /* decodes over them equal the published decodes bit for bit */
     int status;                 /* the first failing call's status, else 0 */
+    paged_prefix_counts mine;   /* the child's own prefix figures after its LOOKUP */
 };
 
 /* What the two children of the race report through shared memory. */
@@ -69,6 +70,7 @@ static int on_cuda;              /* the daemon runs the cuda backend: tensors ar
 static char file_dir[512];
 static struct prompt *prompts;   /* shared with children (MAP_SHARED) */
 static struct report *report;
+static paged_client *child_client;   /* in a child of in_child: its own client */
 
 /* Returns a float of a fixed-seed sequence in [-1, 1). */
 static float rnd(uint64_t *s)
@@ -204,6 +206,8 @@ static void child_check(paged_pool *p, int k)
     const struct prompt *pr = &prompts[k];
     int32_t ids[NB];
     report->found = paged_lookup(p, NULL, SALT, NB, pr->tokens, ids);
+    if (paged_prefix_stats(child_client, &report->mine) != PAGED_OK)
+        report->status = PAGED_E_PROTO;
     if (report->found <= 0)
         return;
     void *base = NULL;
@@ -246,6 +250,7 @@ static int in_child(void (*fn)(paged_pool *, int), int k)
         bail("fork");
     if (pid == 0) {
         paged_client *c = connect_client("tiers-child");
+        child_client = c;
         paged_pool *p = NULL;
         int rc = c != NULL ? paged_pool_attach(c, POOL, &p) : PAGED_E_NOTCONN;
         if (rc == PAGED_OK)
@@ -385,7 +390,7 @@ static int each_block(struct want *want, uint32_t action, uint32_t tier, int pro
 }
 
 /* Offload to the host tier and reload from it: bit-identical, same decode, counted. */
-static void test_host(struct rc_client *ctl)
+static void test_host(paged_pool *p, struct rc_client *ctl)
 {
     struct want want[32];
     in_child(child_publish, P_A);
@@ -402,6 +407,9 @@ static void test_host(struct rc_client *ctl)
        "host: %d units' bytes offloaded (%llu), nothing cached in the pool", NB,
        (unsigned long long) it.offloaded_bytes);
     check_found(P_A, NB, "host reload");
+    ok(report->mine.lookups == 1 && report->mine.lookup_tokens == NB * B && report->mine.host_hit_tokens == NB * B
+           && report->mine.pool_hit_tokens == 0 && report->mine.reloaded_bytes == (uint64_t) NB * UNIT * sizeof(float),
+       "host reload: the client's own figures: one lookup of %d tokens, all from the host tier", NB * B);
     expect_events(want, each_block(want, PAGED_BLOCK_RELOADED, PAGED_TIER_HOST, P_A), "host reload");
     it = wait_host(ctl, 0, "host reload");
     ok(it.host_hit_tokens == NB * B && it.reloads == 1 && it.reloaded_bytes == it.offloaded_bytes,
@@ -409,6 +417,11 @@ static void test_host(struct rc_client *ctl)
        NB * B, (unsigned long long) it.host_hit_tokens, (unsigned long long) it.reloads,
        (unsigned long long) it.reloaded_bytes);
     ok(it.cached == NB, "host reload: A's blocks are published in the pool again (%u cached)", it.cached);
+    paged_pool_counts pc;
+    int rc = paged_pool_stats(p, &pc);
+    ok(rc == PAGED_OK && pc.host_hit_tokens == it.host_hit_tokens && pc.offloaded_bytes == it.offloaded_bytes
+           && pc.reloads == 1 && pc.host_units == HOST_UNITS && pc.cached == NB && pc.lookup_tokens == it.lookup_tokens,
+       "host reload: paged_pool_stats says what LIST says (%d)", rc);
 }
 
 /* Through the host tier to the file tier and back. */
@@ -431,6 +444,8 @@ static void test_file(struct rc_client *ctl)
        "file: A's %d units written to files (%u files, %llu bytes)", NB, it.file_units,
        (unsigned long long) it.written_bytes);
     check_found(P_A, NB, "file reload");
+    ok(report->mine.file_hit_tokens == NB * B && report->mine.host_hit_tokens == 0,
+       "file reload: the client's own figures count %d tokens from the file tier", NB * B);
     /* A's units come back through the host tier, pushing B's out to files. */
     n = each_block(want, PAGED_BLOCK_OFFLOADED, PAGED_TIER_FILE, P_B);
     n += each_block(want + n, PAGED_BLOCK_RELOADED, PAGED_TIER_FILE, P_A);
@@ -667,7 +682,7 @@ int main(void)
     on_cuda = paged_client_backend(c) == PAGED_BACKEND_CUDA;
     if (paged_events_open(daemon_.socket, PAGED_EVENTS_BLOCKS, &sub) != PAGED_OK)
         bail("cannot subscribe to block events");
-    test_host(&ctl);
+    test_host(p, &ctl);
     test_file(&ctl);
     test_limit(c);
     paged_events_close(sub);
