@@ -18,11 +18,24 @@ static unsigned char *slot_mem(const struct pd_tiers *t, int32_t s)
     return t->host_mem + (uint64_t) s * t->unit_bytes;
 }
 
-/* Returns whether (tenant, hash) is still anywhere in the pool or its tiers. */
+/* Returns whether (tenant, hash) is still anywhere in the pool or its tiers, a slot a reload
+ * round has taken included. */
 static int still_held(const struct pd_tiers *t, uint32_t tenant, const paged_hash *hash)
 {
-    return pa_find(t->alloc, tenant, hash) >= 0 || pt_host_find(t->host, tenant, hash) >= 0
-           || (t->file != NULL && pt_file_has(t->file, tenant, hash));
+    if (pa_find(t->alloc, tenant, hash) >= 0 || pt_host_find(t->host, tenant, hash) >= 0
+        || (t->file != NULL && pt_file_has(t->file, tenant, hash)))
+        return 1;
+    /* A unit a reload round has taken is out of the host tier's index but not gone: it is
+     * reloaded or put back. Without this, a file trim of its copy while the round staged the
+     * next unit logged REMOVED, and a reload refused for space then put it back unannounced. */
+    for (uint32_t i = 0; i < t->round_n; i++) {
+        uint32_t taken_tenant;
+        paged_hash taken_hash;
+        if (pt_host_slot_key(t->host, t->round_slots[i], &taken_tenant, &taken_hash) == 0 && taken_tenant == tenant
+            && taken_hash.lo == hash->lo && taken_hash.hi == hash->hi)
+            return 1;
+    }
+    return 0;
 }
 
 /* Records that a unit left tier, gone from the daemon unless another tier holds it still. */
@@ -121,6 +134,15 @@ void pd_tiers_flush(struct pd_tiers *t)
         flush(t, 0);
 }
 
+/* The file tier's trim: a unit file dropped to keep the tier within its capacity (ctx: the
+ * tiers). Counts it and records its removal where no other tier holds it. Returns nothing. */
+static void file_out(void *ctx, uint32_t tenant, const paged_hash *hash)
+{
+    struct pd_tiers *t = ctx;
+    t->counts.dropped++;
+    note_gone(t, PD_TIER_FILE, tenant, hash);
+}
+
 /* The host tier's push-out: writes the unit at slot to the file tier, or drops it. Called by
  * pt_host_put, pt_host_expire and pt_host_drop_all (ctx: the tiers) before the slot is
  * reused; a pending copy into the slot runs first. */
@@ -133,7 +155,9 @@ static void host_out(void *ctx, int32_t slot, uint32_t tenant, const paged_hash 
     t->slot_bad[slot] = 0;
     if (t->file != NULL && !t->dropping && !bad) {
         char why[256];
-        int rc = pt_file_put(t->file, tenant, hash, slot_mem(t, slot), NULL, NULL, why, sizeof why);
+        /* file_out hears of the units the write pushes out of the file tier: without it a unit
+         * dropped there for room left no REMOVED event, and subscribers kept it listed. */
+        int rc = pt_file_put(t->file, tenant, hash, slot_mem(t, slot), file_out, t, why, sizeof why);
         if (rc == PAGED_OK) {
             t->counts.written++;
             pd_blocklog_add(t->log, PD_BLOCK_OFFLOADED, PD_TIER_FILE, tenant, hash);
@@ -223,6 +247,8 @@ static uint32_t gather_round(struct pd_tiers *t, uint32_t tenant, uint32_t n, co
         if (s < 0)
             break;
         slots[r++] = s;
+        t->round_slots = slots;
+        t->round_n = r;
     }
     return r;
 }
@@ -259,6 +285,7 @@ static int reload_round(struct pd_tiers *t, uint32_t holder, uint32_t tenant, ui
         else
             t->counts.reloaded_host++;
     }
+    t->round_n = 0;
     return rc;
 }
 

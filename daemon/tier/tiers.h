@@ -63,6 +63,10 @@ struct pd_tiers {
     uint32_t npend;
     uint8_t *slot_pending;      /* per host slot: its copy is pending */
     uint8_t *slot_bad;          /* per host slot: its copy failed; dropped at the next chance */
+    /* The host slots a LOOKUP's reload round has taken so far: out of the host tier's index but
+     * still held (they go back to it if the reload fails). */
+    const int32_t *round_slots;
+    uint32_t round_n;
     struct pd_tier_counts counts;
 };
 

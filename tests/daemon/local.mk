@@ -56,6 +56,12 @@ TESTS += tests/daemon/strikes-t
 tests_daemon_strikes_t_SOURCES = tests/daemon/strikes-t.c
 tests_daemon_strikes_t_LDADD = $(DAEMON_TEST_LIBS)
 
+# A pool's allocator and tiers (host, file) against a reference model, driven directly.
+check_PROGRAMS += tests/daemon/tiers-model-t
+TESTS += tests/daemon/tiers-model-t
+tests_daemon_tiers_model_t_SOURCES = tests/daemon/tiers-model-t.c
+tests_daemon_tiers_model_t_LDADD = $(DAEMON_TEST_LIBS)
+
 # The per-uid tally of connections, driven directly.
 check_PROGRAMS += tests/daemon/tally-t
 TESTS += tests/daemon/tally-t
