@@ -14,6 +14,7 @@
 
 #include "daemon/cuda/cuda.h"
 #include "daemon/cuda/internal.h"
+#include "daemon/cuda/units.h"
 #include "daemon/engine/merged.h"
 #include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
@@ -492,6 +493,9 @@ static const struct pd_backend_ops cuda_ops = {
     .done = cuda_done,
     .room = cuda_room,
     .report = cuda_report,
+    .host_alloc = pd_cu_host_alloc,
+    .host_free = pd_cu_host_free,
+    .units_copy = pd_cu_units_copy,
     .info = cuda_info,
     .destroy = cuda_destroy,
 };
