@@ -145,14 +145,8 @@ void pd_prefixctl_handle(struct pd_server *srv, struct pd_conn *c, const void *b
         rc = pa_unpin(p->alloc, tenant, m.count, hashes, (uint32_t) c->uid, any, &bad);
         break;
     default:
-        if (p->tiers != NULL)
-            p->tiers->dropping = 1;
-        rc = pa_evict_prefix(p->alloc, tenant, m.count, hashes, (uint32_t) c->uid, any, &bad);
-        if (p->tiers != NULL) {
-            p->tiers->dropping = 0;
-            if (rc >= 0)
-                rc = (int) pd_tiers_remove(p->tiers, tenant, m.count, hashes, (uint32_t) rc);
-        }
+        rc = pd_tiers_evict_prefix(p->tiers, p->alloc, &p->blocklog, tenant, m.count, hashes, (uint32_t) c->uid,
+                                   any, &bad);
         break;
     }
     free(hashes);

@@ -357,6 +357,43 @@ uint32_t pd_tiers_remove(struct pd_tiers *t, uint32_t tenant, uint32_t n, const 
     return i > known ? i : known;
 }
 
+/* Evicts a prefix from the pool and the tiers, announcing the blocks in use; see tiers.h. */
+int pd_tiers_evict_prefix(struct pd_tiers *t, pa_alloc *a, struct pd_blocklog *log, uint32_t tenant, uint32_t n,
+                          const paged_hash *hashes, uint32_t who, int any, uint32_t *bad)
+{
+    uint8_t *in_use = pd_calloc(n > 0 ? n : 1, 1);
+    if (in_use == NULL)
+        return PAGED_E_NOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        pa_block_info bi;
+        int32_t b = pa_find(a, tenant, &hashes[i]);
+        if (b < 0 || pa_block_info_get(a, b, &bi) < 0)
+            break;
+        in_use[i] = bi.refcount > 0;
+    }
+    if (t != NULL)
+        t->dropping = 1;
+    int rc = pa_evict_prefix(a, tenant, n, hashes, who, any, bad);
+    if (t != NULL)
+        t->dropping = 0;
+    /* Before the tiers drop their copies: a block they hold too is announced as they drop it. */
+    for (int i = 0; i < rc; i++)
+        if (in_use[i])
+            pd_tiers_note_gone(t, log, PD_TIER_POOL, tenant, &hashes[i]);
+    free(in_use);
+    if (rc >= 0 && t != NULL)
+        rc = (int) pd_tiers_remove(t, tenant, n, hashes, (uint32_t) rc);
+    return rc;
+}
+
+/* Records a block gone from tier unless a tier holds it still; see tiers.h. */
+void pd_tiers_note_gone(const struct pd_tiers *t, struct pd_blocklog *log, enum pd_block_tier tier, uint32_t tenant,
+                        const paged_hash *hash)
+{
+    if (t == NULL || !still_held(t, tenant, hash))
+        pd_blocklog_add(log, PD_BLOCK_REMOVED, tier, tenant, hash);
+}
+
 /* Drops the host tier's expired units; see tiers.h. */
 uint32_t pd_tiers_expire(struct pd_tiers *t, uint64_t now, uint64_t ttl_ns)
 {

@@ -112,12 +112,26 @@ struct pd_tier_reload {
 uint32_t pd_tiers_lookup(struct pd_tiers *t, uint32_t holder, uint32_t tenant, uint32_t n,
                          const paged_hash *hashes, int32_t *ids, uint32_t found, struct pd_tier_reload *got);
 
+/* Evict by prefix (PREFIX EVICT): takes the longest prefix of hashes published under tenant out
+ * of allocator a as pa_evict_prefix does for who (any: every pin may go), then out of t's
+ * tiers (pd_tiers_remove; t may be NULL), recording in log a REMOVED event for each block of
+ * it still in use, which the eviction hook does not see (it goes to the free list when its
+ * last holder frees it). Returns the length dropped, or PAGED_E_PERM (*bad) or
+ * PAGED_E_NOMEM with nothing changed. */
+int pd_tiers_evict_prefix(struct pd_tiers *t, pa_alloc *a, struct pd_blocklog *log, uint32_t tenant, uint32_t n,
+                          const paged_hash *hashes, uint32_t who, int any, uint32_t *bad);
+
 /* Evict by prefix, after the pool dropped the first known blocks of the chain hashes[0..n)
  * published under tenant: drops those from the host and file tiers too, and then the longest
  * run of the chain's next blocks that either tier holds. Returns the length of the prefix
  * dropped (known or more). */
 uint32_t pd_tiers_remove(struct pd_tiers *t, uint32_t tenant, uint32_t n, const paged_hash *hashes,
                          uint32_t known);
+
+/* Records in log that (tenant, hash) left tier, as REMOVED unless one of t's tiers still
+ * holds it (t NULL: a pool without tiers, always). Returns nothing. */
+void pd_tiers_note_gone(const struct pd_tiers *t, struct pd_blocklog *log, enum pd_block_tier tier, uint32_t tenant,
+                        const paged_hash *hash);
 
 /* Drops the host tier's units stored ttl_ns or more before now. Returns how many. */
 uint32_t pd_tiers_expire(struct pd_tiers *t, uint64_t now, uint64_t ttl_ns);

@@ -797,7 +797,13 @@ static void op_lookup(run *r, int h)
         return;
     uint32_t ten = key_tenant(keys[0]);
     uint32_t found = pa_lookup(r->a, holder_ids[h], ten, n, hashes, ids);
-    uint32_t got = pd_tiers_lookup(r->t, holder_ids[h], ten, n, hashes, ids, found);
+    struct pd_tier_reload split;
+    const uint64_t host0 = r->t->counts.reloaded_host, file0 = r->t->counts.reloaded_file;
+    uint32_t got = pd_tiers_lookup(r->t, holder_ids[h], ten, n, hashes, ids, found, &split);
+    if (split.host != r->t->counts.reloaded_host - host0 || split.file != r->t->counts.reloaded_file - file0
+        || split.host + split.file > got - found)
+        fail(r, "pd_tiers_lookup says it reloaded %" PRIu32 " from the host tier and %" PRIu32
+             " from files of %" PRIu32 " found past the pool", split.host, split.file, got - found);
     model *m = &r->m;
     uint32_t m_found = m_pool_prefix(m, h, n, keys, 0, want);
     if (found != m_found)
@@ -838,16 +844,12 @@ static void op_evict_prefix(run *r)
     paged_hash hashes[CHAIN];
     pick_chain(r, n, keys, hashes);
     uint32_t ten = key_tenant(keys[0]);
-    r->t->dropping = 1;
-    int known = pa_evict_prefix(r->a, ten, n, hashes, 0, 1, NULL);
-    r->t->dropping = 0;
-    uint32_t dropped = known >= 0 ? pd_tiers_remove(r->t, ten, n, hashes, (uint32_t) known) : 0;
+    int dropped = pd_tiers_evict_prefix(r->t, r->a, r->t->log, ten, n, hashes, 0, 1, NULL);
     model *m = &r->m;
     uint32_t m_known = 0;
     while (m_known < n && m->key_block[keys[m_known]] >= 0)
         m_known++;
-    if (known != (int) m_known)
-        fail(r, "pa_evict_prefix of %" PRIu32 " returned %d, model %" PRIu32, n, known, m_known);
+    bool referenced[CHAIN] = { false };
     for (uint32_t i = m_known; i-- > 0;) {
         int32_t k = keys[i], b = m->key_block[k];
         if (m_refs(m, b) == 0) {
@@ -855,11 +857,15 @@ static void op_evict_prefix(run *r)
                 fail(r, "evicting a prefix did not evict cached block %d first", b);
             m_replay_eviction(r, true, 0);
         } else {
-            /* Referenced: it leaves the index with no hook call (and no event). */
+            /* Referenced: it leaves the index with no hook call; REMOVED unless a tier has it. */
             m->key_block[k] = -1;
             m->block_key[b] = -1;
+            referenced[i] = true;
         }
     }
+    for (uint32_t j = 0; j < m_known; j++)
+        if (referenced[j])
+            note_left(r, PD_TIER_POOL, keys[j]);
     uint32_t i;
     for (i = 0; i < n; i++) {
         int32_t k = keys[i];
@@ -872,8 +878,8 @@ static void op_evict_prefix(run *r)
         note_left(r, in_file ? PD_TIER_FILE : PD_TIER_HOST, k);
     }
     uint32_t m_dropped = i > m_known ? i : m_known;
-    if (dropped != m_dropped)
-        fail(r, "pd_tiers_remove of %" PRIu32 " returned %" PRIu32 ", model %" PRIu32, n, dropped, m_dropped);
+    if (dropped != (int) m_dropped)
+        fail(r, "pd_tiers_evict_prefix of %" PRIu32 " returned %d, model %" PRIu32, n, dropped, m_dropped);
     r->removed_prefix += m_dropped;
 }
 
