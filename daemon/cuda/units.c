@@ -51,9 +51,11 @@ int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int
     unsigned char *base = mem->mem.dptr;
     for (uint32_t i = 0; i < n; i++) {
         unsigned char *dev = base + (size_t) blocks[i] * piece;
-        cudaError_t e = to_units
-                            ? cudaMemcpy2DAsync(units[i], piece, dev, pitch, piece, rows, cudaMemcpyDeviceToHost, cb->stream)
-                            : cudaMemcpy2DAsync(dev, pitch, units[i], piece, piece, rows, cudaMemcpyHostToDevice, cb->stream);
+        cudaError_t e;
+        if (to_units)
+            e = cudaMemcpy2DAsync(units[i], piece, dev, pitch, piece, rows, cudaMemcpyDeviceToHost, cb->stream);
+        else
+            e = cudaMemcpy2DAsync(dev, pitch, units[i], piece, piece, rows, cudaMemcpyHostToDevice, cb->stream);
         if (e != cudaSuccess) {
             int rc = pd_cu_error(cb, to_units ? "offload copy" : "reload copy", e);
             pd_cu_settle(b);

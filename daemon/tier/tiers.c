@@ -221,14 +221,17 @@ static int32_t stage_from_file(struct pd_tiers *t, uint32_t tenant, const paged_
     return s;
 }
 
-/* Takes from the tiers the units of hashes[0..n) in order, up to the host tier's capacity,
- * stopping at the first that is in neither tier or is in the pool; their slots go to slots
- * and whether each came from the file tier to from_file. Returns how many. */
+/* Takes from the tiers the units of hashes[0..n) in order, up to half the host tier (at least
+ * one), stopping at the first that is in neither tier or is in the pool; their slots go to
+ * slots and whether each came from the file tier to from_file. Returns how many. The other
+ * half keeps room for the blocks the round's allocation evicts: each of them needs a slot
+ * that is not taken, or it would be dropped with a file tier behind. */
 static uint32_t gather_round(struct pd_tiers *t, uint32_t tenant, uint32_t n, const paged_hash *hashes,
                              int32_t *slots, uint8_t *from_file)
 {
+    const uint32_t most = t->host_units > 1 ? t->host_units / 2 : 1;
     uint32_t r = 0;
-    while (r < n && r < t->host_units) {
+    while (r < n && r < most) {
         const paged_hash *h = &hashes[r];
         if (pa_find(t->alloc, tenant, h) >= 0)
             break;

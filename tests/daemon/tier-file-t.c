@@ -1,4 +1,4 @@
-/* tier-file-t.c: the file tier: round trips, restarts, damaged and foreign files, capacity, purge, bad directories and names. */
+/* tier-file-t.c: the file tier: round trips, restarts, damaged and foreign files, capacity, purge, bad names. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

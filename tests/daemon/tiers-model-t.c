@@ -27,6 +27,7 @@
 #define BLOCK_SIZE 8
 #define NBLOCKS 16
 #define HOST_UNITS 5
+#define ROUND_UNITS 2            /* a reload round takes at most half the host tier */
 #define FILE_UNITS 6
 #define PIECE_BYTES ((size_t) NHEADS * BLOCK_SIZE * HEAD_DIM * sizeof (float))
 #define NPLANES (2 * NLAYERS)
@@ -725,7 +726,7 @@ static uint32_t m_tiers_lookup(run *r, int h, uint32_t n, const int32_t *keys, u
         int32_t taken[HOST_UNITS];
         bool from_file[HOST_UNITS];
         uint32_t nt = 0;
-        while (found + nt < n && nt < HOST_UNITS) {
+        while (found + nt < n && nt < ROUND_UNITS) {
             int32_t k = keys[found + nt];
             if (m->key_block[k] >= 0)
                 break;
@@ -1087,7 +1088,8 @@ static void run_one(run *r, int index, uint64_t seed)
     };
     r->log.enabled = 1;
     const char *tmp = getenv("TMPDIR");
-    snprintf(r->dir, sizeof r->dir, "%s/tiers-model-XXXXXX", tmp != NULL && *tmp != '\0' && strlen(tmp) < 30 ? tmp : "/tmp");
+    const int tmp_ok = tmp != NULL && *tmp != '\0' && strlen(tmp) < 30;
+    snprintf(r->dir, sizeof r->dir, "%s/tiers-model-XXXXXX", tmp_ok ? tmp : "/tmp");
     if (mkdtemp(r->dir) == NULL)
         bail("mkdtemp %s failed", r->dir);
     snprintf(r->pool_dir, sizeof r->pool_dir, "%s/1000-model", r->dir);
@@ -1135,8 +1137,8 @@ int main(void)
         reloaded_file += r.reloaded_file + r.m.reloaded_file;
         ops += r.op;
     }
-    diag("the tiers' counters, summed: %" PRIu64 " offloaded, %" PRIu64 " written, %" PRIu64 " reloaded from host, %" PRIu64
-         " from file", offloaded, written, reloaded_host, reloaded_file);
+    diag("the tiers' counters, summed: %" PRIu64 " offloaded, %" PRIu64 " written, %" PRIu64
+         " reloaded from host, %" PRIu64 " from file", offloaded, written, reloaded_host, reloaded_file);
     ok(ops == (uint64_t) RUNS * OPS_PER_RUN, "%" PRIu64 " operations in all", ops);
     ok(lookups >= 1000 && reloaded_host >= 20 && reloaded_file >= 20 && trims > 0 && expired > 0 && removed > 0,
        "lookups, reloads from both tiers, file trims, host expiry and evictions by prefix were exercised");
