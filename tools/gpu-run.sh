@@ -18,11 +18,14 @@
 # benchmark, exported and sealed), SKIP_BENCH_DEPS=1 (the --deps=host, --deps=device and
 # --deps=host-stream service benchmarks, device words with isolated and inline waits),
 # SKIP_MPS=1 (dep-t and the chained service benchmarks once more under MPS, when
-# nvidia-cuda-mps-control is there), ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
+# nvidia-cuda-mps-control is there), SKIP_BENCH_TIERS=1 (the tiers benchmark, its file tier
+# in a temporary directory under TIERS_DIR, default /var/tmp: local disk, not tmpfs),
+# ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
 # then only the service benchmark with exported and with sealed pools).
 set -u
 if [ "${ONLY_BENCH_SERVICE:-0}" = 1 ]; then
     SKIP_CHECK=1 SKIP_GPU_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH_KERNELS=1 SKIP_BENCH_DEPS=1 SKIP_MPS=1
+    SKIP_BENCH_TIERS=1
 fi
 tarball=$1
 deps=${2:-}
@@ -220,6 +223,17 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
             tee -a "$summary" <"$logs/bench-service-mps-host-stream.log"
         fi
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+    # The host and file tiers against the copy and disk rates of the same run.
+    if [ "${SKIP_BENCH_TIERS:-0}" != 1 ]; then
+        if tiers_dir=$(mktemp -d "${TIERS_DIR:-/var/tmp}/paged-tiers.XXXXXX"); then
+            export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-tiers.log"
+            step bench-tiers tools/paged-bench tiers --file-tier="$tiers_dir" --json "$out/bench-tiers.json"
+            rm -rf "$tiers_dir"
+            tee -a "$summary" <"$logs/bench-tiers.log"
+        else
+            note "bench-tiers: no temporary directory under ${TIERS_DIR:-/var/tmp}"
+        fi
     fi
 fi
 tar -czf "$out/logs.tar.gz" -C "$logs" .

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench-t.sh: paged-bench --quick all runs (CPU backend, or the GPU where there is one) and prints and writes finite positive figures.
+# bench-t.sh: paged-bench --quick all (and tiers) runs (CPU backend, or the GPU where there is one) and prints and writes finite positive figures.
 # SPDX-License-Identifier: MIT
 top_builddir=${top_builddir:-.}
 bench=$top_builddir/tools/paged-bench
@@ -11,7 +11,7 @@ for p in "$bench" "$check" "$pagedd"; do
         exit 0
     fi
 done
-echo 1..9
+echo 1..10
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-t.XXXXXX") || { echo "Bail out! mktemp failed"; exit 1; }
 trap 'rm -rf "$tmp"' EXIT
 
@@ -83,3 +83,13 @@ rows=$(awk '$1 == "clients" { on = 1; next } on && NF >= 10 { print $3 } NF == 0
 [ $rc -eq 0 ] && grep -q '^service: .*; pools sealed ' "$tmp/sealed" && [ "$rows" = "sealed " ] \
     && "$check" "$tmp/sealed.json" service >/dev/null
 ok $? 9 "paged-bench --sealed: the title and every row's memory say sealed (got: $rows), and the JSON checks"
+
+# Tiers: the cpu backend's host and file tiers, their three tables and summary, the JSON strict
+# (the run itself fails on a short reload or a PREFILL over a reloaded prefix that differs).
+"$bench" --quick --backend=cpu --json "$tmp/tiers.json" --pagedd "$pagedd" --file-tier="$tmp" tiers \
+    >"$tmp/tiers" 2>&1
+rc=$?
+sed 's/^/# /' "$tmp/tiers"
+[ $rc -eq 0 ] && grep -q 'recompute.s mean TTFT over the host tier' "$tmp/tiers" \
+    && "$check" "$tmp/tiers.json" tiers_limits tiers_transfer tiers_ttft >/dev/null
+ok $? 10 "paged-bench --quick tiers: exits 0 (got $rc), prints the TTFT summary, and the JSON checks"

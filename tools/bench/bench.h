@@ -48,7 +48,12 @@ struct bench_opts {
     uint32_t pool_memory;           /* service: PAGED_POOL_SEALED or PAGED_POOL_EXPORTED or'ed
                                        into the pools' mode; 0: the daemon's default */
     uint64_t seed;                  /* of every random input */
-    int do_kernels, do_service;
+    unsigned tier_prompts;          /* tiers: system prompts of the TTFT workload (0: default) */
+    unsigned tier_tokens;           /* tiers: tokens of each (0: default) */
+    unsigned tier_suffix;           /* tiers: tokens of each request's own suffix (0: default) */
+    unsigned tier_layers;           /* tiers: layers of the pools (0: default) */
+    const char *file_tier;          /* tiers: the directory the file tier and the disk test use */
+    int do_kernels, do_service, do_tiers;
 };
 
 /* What the machine measured once, the ceilings every percentage refers to. */
@@ -74,6 +79,10 @@ void bench_kernels(const struct bench_opts *o, const struct bench_ceilings *ceil
 /* Runs the service benchmark (starting pagedd) into the report; exits 1 on failure. The
  * in-process comparison runs on whatever backend the daemon reports. */
 void bench_service(const struct bench_opts *o, struct br_report *r);
+
+/* Runs the tiers benchmark (starting pagedd with a host and a file tier) into the report;
+ * exits 1 on failure. */
+void bench_tiers(const struct bench_opts *o, struct br_report *r);
 
 /* The service benchmark's client process (the hidden "_client" command); returns the exit code. */
 int bench_client_main(int argc, char **argv);

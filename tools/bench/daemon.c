@@ -13,6 +13,7 @@
 
 #include "tools/bench/bench.h"
 #include "tools/common/spawn.h"
+#include "paths.h"
 
 /* How long the daemon may take to say READY (a GPU's first context is slow), and to exit
  * after SIGTERM. */
@@ -24,6 +25,13 @@
 
 /* Starts the daemon or dies. */
 void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsigned threads, const char *waits)
+{
+    bd_start_args(d, path, backend, threads, waits, NULL);
+}
+
+/* Starts the daemon with extra arguments or dies. */
+void bd_start_args(struct bd_daemon *d, const char *path, const char *backend, unsigned threads, const char *waits,
+                   const char *const *extra)
 {
     char err[512];
     memset(d, 0, sizeof *d);
@@ -38,12 +46,17 @@ void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsign
     snprintf(threadarg, sizeof threadarg, "--threads=%u", threads);
     char waitsarg[48];
     snprintf(waitsarg, sizeof waitsarg, "--dependency-waits=%s", waits != NULL ? waits : "");
-    const char *args[3] = { NULL, NULL, NULL };
+    const char *args[BD_MAX_EXTRA + 3] = { NULL };
     int n = 0;
     if (threads)
         args[n++] = threadarg;
     if (waits != NULL)
         args[n++] = waitsarg;
+    for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
+        if (i == BD_MAX_EXTRA)
+            bench_die("too many daemon arguments");
+        args[n++] = extra[i];
+    }
     /* A log kept for later (keep_log) is kept for the engine's activity lines, logged at debug
      * unless asked for: asked for, they come without the per-launch debug lines. */
     const char *dest = getenv("PAGED_BENCH_DAEMON_LOG");
@@ -63,6 +76,57 @@ void bd_start(struct bd_daemon *d, const char *path, const char *backend, unsign
     d->pid = pid;
     if (spawn_track(pid, d->dir) != 0)
         bench_die("too many child processes");
+}
+
+/* Removes a trailing slash and name from path if they are there; returns whether they were. */
+static int strip_dir(char *path, const char *name)
+{
+    size_t n = strlen(path), k = strlen(name);
+    if (n <= k || path[n - k - 1] != '/' || strcmp(path + n - k, name) != 0)
+        return 0;
+    path[n - k - 1] = '\0';
+    return 1;
+}
+
+/* Returns the pagedd to start: --pagedd, else $PAGED_BENCH_PAGEDD, else the build tree's
+ * daemon/pagedd when this program runs from a build tree (tools/paged-bench, or libtool's
+ * tools/.libs/lt-paged-bench), else the installed one. buf holds a built path. */
+const char *bd_pagedd_path(const struct bench_opts *o, const char *self, char *buf, size_t size)
+{
+    if (o->pagedd != NULL)
+        return o->pagedd;
+    const char *env = getenv("PAGED_BENCH_PAGEDD");
+    if (env != NULL && *env)
+        return env;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", self);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL) {
+        *slash = '\0';
+        strip_dir(dir, ".libs");
+        if (strip_dir(dir, "tools")) {
+            snprintf(buf, size, "%s/daemon/pagedd", dir);
+            if (access(buf, X_OK) == 0)
+                return buf;
+        }
+    }
+    return PAGED_PAGEDD_PATH;
+}
+
+/* Returns the --backend the daemon gets: auto stays auto when the clients could follow
+ * it to a GPU (CUDA built in), else cpu. */
+const char *bd_backend(const struct bench_opts *o)
+{
+    switch (o->backend) {
+    case BENCH_CPU: return "cpu";
+    case BENCH_CUDA: return "cuda";
+    default:
+#ifdef HAVE_CUDA
+        return "auto";
+#else
+        return "cpu";
+#endif
+    }
 }
 
 /* Appends the daemon's log to the file $PAGED_BENCH_DAEMON_LOG names, when it names one, so

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 
 # paged-bench: the kernels on every benchmark shape against the device's measured ceilings,
-# and the service (its own pagedd, client processes through libpaged) against the same
-# kernels called in-process. It links the daemon's engine library for its thread pool
+# the service (its own pagedd, client processes through libpaged) against the same kernels
+# called in-process, and the host and file tiers (tiers*.c; LIST through pactl's
+# connection and fetch code) against the copy and disk rates measured in the same run. It links the daemon's engine library for its thread pool
 # (daemon/cpu/workers.h), so CPU runs split work exactly as the cpu backend does.
 pkglibexec_PROGRAMS = tools/paged-bench
 tools_paged_bench_SOURCES = \
@@ -24,7 +25,19 @@ tools_paged_bench_SOURCES = \
 	tools/bench/client.c \
 	tools/bench/inproc.c \
 	tools/bench/daemon.h \
-	tools/bench/daemon.c
+	tools/bench/daemon.c \
+	tools/bench/tiers.h \
+	tools/bench/tiers.c \
+	tools/bench/tierclient.c \
+	tools/bench/tierlimits.c \
+	tools/bench/tiercache.c \
+	tools/bench/tierlist.c \
+	tools/pactl_conn.h \
+	tools/pactl_conn.c \
+	tools/pactl_fetch.h \
+	tools/pactl_fetch.c \
+	tools/pactl_fmt.h \
+	tools/pactl_fmt.c
 tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tools_paged_bench_LDADD = lib/libpaged.la daemon/libpagedengine.la kernels/libpagedcpu.la \
 	tools/common/libspawn.la lib/core/libpagedcore.la

@@ -23,7 +23,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: paged-bench [OPTION]... kernels|service|all\n"
+            "Usage: paged-bench [OPTION]... kernels|service|tiers|all\n"
             "Benchmark paged's attention kernels and its service against the hardware's limits.\n\n"
             "  -q, --quick            small shapes and few runs: finishes in seconds\n"
             "  -j, --json=FILE        also write every figure to FILE as JSON\n"
@@ -57,11 +57,21 @@ static void usage(FILE *f)
             "      --sealed           service: the same as --memory=sealed\n"
             "      --waits=isolated|inline  service: the daemon's dependency-waits (default:\n"
             "                         its own, isolated)\n"
+            "      --tier-prompts=N   tiers: system prompts the requests share (default 8;\n"
+            "                         with --quick 5; at least 3)\n"
+            "      --tier-tokens=N    tiers: tokens of each system prompt, a multiple of 16\n"
+            "                         (default 8192; with --quick 256)\n"
+            "      --tier-suffix=N    tiers: tokens of each request's own suffix (default 64)\n"
+            "      --tier-layers=N    tiers: layers of the pools (default 32; with --quick 4)\n"
+            "      --file-tier=DIR    tiers: the directory on the disk to measure, for the file\n"
+            "                         tier and the read test (default: a temporary directory)\n"
             "      --seed=N           seed of every random input (default: from the clock)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n\n"
             "kernels times decode, prefill and append on every shape of the benchmark; service\n"
-            "starts its own pagedd and drives it with client processes; all does both.\n",
+            "starts its own pagedd and drives it with client processes; tiers measures the host\n"
+            "and file tiers (offload, reload, time to first token against recomputing); all\n"
+            "does kernels and service.\n",
             PAGED_PAGEDD_PATH);
 }
 
@@ -95,7 +105,8 @@ static void parse_clients(struct bench_opts *o, const char *s)
 static void parse_args(int argc, char **argv, struct bench_opts *o)
 {
     enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS, OPT_ROUNDS,
-           OPT_MEMORY, OPT_SEALED, OPT_WAITS };
+           OPT_MEMORY, OPT_SEALED, OPT_WAITS, OPT_TIER_PROMPTS, OPT_TIER_TOKENS, OPT_TIER_SUFFIX,
+           OPT_TIER_LAYERS, OPT_FILE_TIER };
     static const struct option longopts[] = {
         { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
         { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
@@ -106,6 +117,11 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         { "deps", optional_argument, NULL, OPT_DEPS }, { "rounds", required_argument, NULL, OPT_ROUNDS },
         { "memory", required_argument, NULL, OPT_MEMORY }, { "sealed", no_argument, NULL, OPT_SEALED },
         { "waits", required_argument, NULL, OPT_WAITS },
+        { "tier-prompts", required_argument, NULL, OPT_TIER_PROMPTS },
+        { "tier-tokens", required_argument, NULL, OPT_TIER_TOKENS },
+        { "tier-suffix", required_argument, NULL, OPT_TIER_SUFFIX },
+        { "tier-layers", required_argument, NULL, OPT_TIER_LAYERS },
+        { "file-tier", required_argument, NULL, OPT_FILE_TIER },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
     };
@@ -163,6 +179,23 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
                 bench_die("--waits: isolated or inline, not '%s'", optarg);
             o->waits = optarg;
             break;
+        case OPT_TIER_PROMPTS: o->tier_prompts = (unsigned) parse_count(optarg, "prompt count", 3); break;
+        case OPT_TIER_TOKENS:
+            o->tier_tokens = (unsigned) parse_count(optarg, "prompt tokens", 16);
+            if (o->tier_tokens % 16 != 0 || o->tier_tokens > 1000000)
+                bench_die("--tier-tokens: a multiple of 16 up to 1000000, not %s", optarg);
+            break;
+        case OPT_TIER_SUFFIX:
+            o->tier_suffix = (unsigned) parse_count(optarg, "suffix tokens", 1);
+            if (o->tier_suffix > 65536)
+                bench_die("--tier-suffix: at most 65536, not %s", optarg);
+            break;
+        case OPT_TIER_LAYERS:
+            o->tier_layers = (unsigned) parse_count(optarg, "layer count", 1);
+            if (o->tier_layers > 1024)
+                bench_die("--tier-layers: at most 1024, not %s", optarg);
+            break;
+        case OPT_FILE_TIER: o->file_tier = optarg; break;
         case OPT_SEED:
             o->seed = strtoull(optarg, NULL, 0) & ((1ull << 48) - 1);
             seeded = 1;
@@ -173,15 +206,16 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         }
     }
     if (optind + 1 != argc) {
-        fprintf(stderr, "paged-bench: say what to run: kernels, service or all\n"
+        fprintf(stderr, "paged-bench: say what to run: kernels, service, tiers or all\n"
                         "Try 'paged-bench --help' for more information.\n");
         exit(2);
     }
     const char *what = argv[optind];
     o->do_kernels = strcmp(what, "kernels") == 0 || strcmp(what, "all") == 0;
     o->do_service = strcmp(what, "service") == 0 || strcmp(what, "all") == 0;
-    if (!o->do_kernels && !o->do_service) {
-        fprintf(stderr, "paged-bench: unknown benchmark '%s': kernels, service or all\n", what);
+    o->do_tiers = strcmp(what, "tiers") == 0;
+    if (!o->do_kernels && !o->do_service && !o->do_tiers) {
+        fprintf(stderr, "paged-bench: unknown benchmark '%s': kernels, service, tiers or all\n", what);
         exit(2);
     }
     if (clients != NULL)
@@ -269,6 +303,8 @@ int main(int argc, char **argv)
         bench_kernels(&o, &ceil, &r);
     if (o.do_service)
         bench_service(&o, &r);
+    if (o.do_tiers)
+        bench_tiers(&o, &r);
     br_print_summary(&r, stdout);
 
     int status = 0;

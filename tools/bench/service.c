@@ -43,57 +43,6 @@ struct svc {
     struct svc_inproc inproc[MAX_SCENARIOS];
 };
 
-/* Removes a trailing slash and name from path if they are there; returns whether they were. */
-static int strip_dir(char *path, const char *name)
-{
-    size_t n = strlen(path), k = strlen(name);
-    if (n <= k || path[n - k - 1] != '/' || strcmp(path + n - k, name) != 0)
-        return 0;
-    path[n - k - 1] = '\0';
-    return 1;
-}
-
-/* Returns the pagedd to start: --pagedd, else $PAGED_BENCH_PAGEDD, else the build tree's
- * daemon/pagedd when this program runs from a build tree (tools/paged-bench, or libtool's
- * tools/.libs/lt-paged-bench), else the installed one. buf holds a built path. */
-static const char *pagedd_path(const struct bench_opts *o, const char *self, char *buf, size_t size)
-{
-    if (o->pagedd != NULL)
-        return o->pagedd;
-    const char *env = getenv("PAGED_BENCH_PAGEDD");
-    if (env != NULL && *env)
-        return env;
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", self);
-    char *slash = strrchr(dir, '/');
-    if (slash != NULL) {
-        *slash = '\0';
-        strip_dir(dir, ".libs");
-        if (strip_dir(dir, "tools")) {
-            snprintf(buf, size, "%s/daemon/pagedd", dir);
-            if (access(buf, X_OK) == 0)
-                return buf;
-        }
-    }
-    return PAGED_PAGEDD_PATH;
-}
-
-/* Returns the --backend the daemon gets: auto stays auto when the clients could follow
- * it to a GPU (CUDA built in), else cpu. */
-static const char *daemon_backend(const struct bench_opts *o)
-{
-    switch (o->backend) {
-    case BENCH_CPU: return "cpu";
-    case BENCH_CUDA: return "cuda";
-    default:
-#ifdef HAVE_CUDA
-        return "auto";
-#else
-        return "cpu";
-#endif
-    }
-}
-
 /* Dies naming what failed with the parent's connection. */
 static void svc_fail(const struct svc *s, int rc, const char *what)
 {
@@ -465,7 +414,7 @@ void bench_service(const struct bench_opts *o, struct br_report *r)
         bench_die("cannot find this program's path (/proc/self/exe) to start the clients");
     s.self[len] = '\0';
     char built[1100];
-    bd_start(&s.d, pagedd_path(o, s.self, built, sizeof built), daemon_backend(o), o->threads, o->waits);
+    bd_start(&s.d, bd_pagedd_path(o, s.self, built, sizeof built), bd_backend(o), o->threads, o->waits);
 
     char err[256] = "";
     paged_connect_opts opts = { .socket_path = s.d.socket, .name = "paged-bench", .timeout_ms = 60000 };
