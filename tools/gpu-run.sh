@@ -19,7 +19,8 @@
 # --deps=host-stream service benchmarks, device words with isolated and inline waits),
 # SKIP_MPS=1 (dep-t and the chained service benchmarks once more under MPS, when
 # nvidia-cuda-mps-control is there), SKIP_BENCH_TIERS=1 (the tiers benchmark, its file tier
-# in a temporary directory under TIERS_DIR, default /var/tmp: local disk, not tmpfs),
+# in a temporary directory under TIERS_DIR, by default the system's one for large files, on
+# local disk rather than tmpfs),
 # ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
 # then only the service benchmark with exported and with sealed pools), SKIP_PYTHON=1 (the
 # Python package's steps), WORK (a directory to build in and keep: a later run with the same

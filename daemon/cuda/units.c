@@ -62,7 +62,12 @@ int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int
             return pd_cu_fail(rc, cause, "cudaMemcpy2DAsync of block %d: %s", blocks[i], cudaGetErrorString(e));
         }
     }
+    /* The batches queued before first (settle watches their waits and retires them), then the
+     * copies, which wait for nothing. */
     pd_cu_settle(b);
+    cudaError_t e = cudaStreamSynchronize(cb->stream);
+    if (e != cudaSuccess)
+        return pd_cu_fail(pd_cu_error(cb, "tier copies", e), cause, "the copies failed: %s", cudaGetErrorString(e));
     if (!cb->healthy)
         return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU failed during the copies");
     return PAGED_OK;

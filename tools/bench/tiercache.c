@@ -1,4 +1,4 @@
-/* tiercache.c: the tiers benchmark's page-cache control: write back and drop a directory's files, and tell what stayed. */
+/* tiercache.c: the tiers benchmark's page cache: write back and drop a directory's files, tell what stayed. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

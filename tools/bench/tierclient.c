@@ -1,4 +1,4 @@
-/* tierclient.c: the tiers benchmark's libpaged client: arenas, prompts published, requests over reloaded prefixes, recomputes. */
+/* tierclient.c: the tiers benchmark's client: arenas, prompts published, requests over reloads, recomputes. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

@@ -1,4 +1,4 @@
-/* tiers.c: paged-bench tiers: the host and file tiers' offload and reload rates, and time to first token against recomputing. */
+/* tiers.c: paged-bench tiers: the tiers' offload and reload rates, time to first token against recomputing. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
