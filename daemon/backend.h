@@ -193,6 +193,12 @@ struct pd_backend_ops {
      * tiers copy it themselves. */
     int (*units_copy)(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
                       const int32_t *blocks, unsigned char *const *units, char **cause);
+    /* Copies each of n blocks into save[i] (unless NULL), then load[i] into it, as units_copy
+     * does each, overlapping the saves with the loads where the device can (a reload into
+     * blocks that its own allocation evicted), and returns once all are done. Returns
+     * PAGED_OK or a paged_error with *cause. NULL: the tiers save, then load. */
+    int (*units_swap)(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, uint32_t n, const int32_t *blocks,
+                      unsigned char *const *save, unsigned char *const *load, char **cause);
     /* Fills *out. */
     void (*info)(pd_backend *b, struct pd_backend_info *out);
     /* Frees the backend (pools and arenas are gone by then). */

@@ -449,6 +449,7 @@ static void cuda_destroy(pd_backend *b)
     if (cb->stream != NULL)
         cudaStreamSynchronize(cb->stream);
     pd_cu_reaper_stop(&cb->reaper);
+    pd_cu_units_free(&cb->units);
     pd_cu_flight_free(&cb->flight);
     pd_cu_prober_free(&cb->prober);
     if (cb->d_stage != NULL)
@@ -496,6 +497,7 @@ static const struct pd_backend_ops cuda_ops = {
     .host_alloc = pd_cu_host_alloc,
     .host_free = pd_cu_host_free,
     .units_copy = pd_cu_units_copy,
+    .units_swap = pd_cu_units_swap,
     .info = cuda_info,
     .destroy = cuda_destroy,
 };

@@ -13,6 +13,7 @@
 #include "daemon/cuda/mem.h"
 #include "daemon/cuda/reaper.h"
 #include "daemon/cuda/stage.h"
+#include "daemon/cuda/units.h"
 #include "daemon/engine/fuse.h"
 
 /*
@@ -30,6 +31,7 @@ struct cuda_backend {
     pd_backend *backend;          /* the table this is the private part of */
     struct pd_cu_device dev;
     cudaStream_t stream;
+    struct pd_cu_units units;     /* the tiers' second copy stream and its event (units.h) */
     uint8_t uuid[16];
     char name[64];
     unsigned char *d_stage;       /* device staging */

@@ -37,6 +37,106 @@ void pd_cu_host_free(pd_backend *b, void *p, uint64_t size)
         (void) pd_cu_error(b->priv, "cudaFreeHost of the host tier", e);
 }
 
+/* Returns the bytes of one block's piece of one layer's K or V. */
+static size_t piece_bytes(const pk_cache *cache)
+{
+    return (size_t) cache->num_kv_heads * (size_t) cache->block_size * (size_t) cache->head_dim
+           * pk_dtype_size(cache->dtype);
+}
+
+/* Queues the copy of block into unit (to_unit) or back on stream; returns the runtime's error. */
+static cudaError_t copy_block(const pd_pool_mem *mem, const pk_cache *cache, int32_t block, unsigned char *unit,
+                              int to_unit, cudaStream_t stream)
+{
+    const size_t piece = piece_bytes(cache);
+    const size_t pitch = piece * (size_t) cache->num_blocks;   /* from one layer's K (or V) to the next */
+    const size_t rows = (size_t) cache->num_layers * 2;
+    unsigned char *dev = (unsigned char *) mem->mem.dptr + (size_t) block * piece;
+    if (to_unit)
+        return cudaMemcpy2DAsync(unit, piece, dev, pitch, piece, rows, cudaMemcpyDeviceToHost, stream);
+    return cudaMemcpy2DAsync(dev, pitch, unit, piece, piece, rows, cudaMemcpyHostToDevice, stream);
+}
+
+/* Waits for the batches queued before the copies (settle watches their waits and retires
+ * them), then for the copies on the backend's stream and, with both, the tiers' stream.
+ * Returns PAGED_OK or an error with *cause. */
+static int wait_copies(pd_backend *b, int both, char **cause)
+{
+    struct cuda_backend *cb = b->priv;
+    pd_cu_settle(b);
+    cudaError_t e = cudaStreamSynchronize(cb->stream);
+    if (e == cudaSuccess && both)
+        e = cudaStreamSynchronize(cb->units.save_stream);
+    if (e != cudaSuccess)
+        return pd_cu_fail(pd_cu_error(cb, "tier copies", e), cause, "the copies failed: %s", cudaGetErrorString(e));
+    if (!cb->healthy)
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU failed during the copies");
+    return PAGED_OK;
+}
+
+/* Makes the tiers' stream and events at first use; returns the runtime's error. */
+static cudaError_t units_ready(struct pd_cu_units *u)
+{
+    cudaError_t e = cudaSuccess;
+    if (u->save_stream == NULL)
+        e = cudaStreamCreateWithFlags(&u->save_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess && u->saved == NULL)
+        e = cudaEventCreateWithFlags(&u->saved, cudaEventDisableTiming);
+    if (e == cudaSuccess && u->queued == NULL)
+        e = cudaEventCreateWithFlags(&u->queued, cudaEventDisableTiming);
+    return e;
+}
+
+/* Frees the tiers' stream and events; see units.h. */
+void pd_cu_units_free(struct pd_cu_units *u)
+{
+    if (u->save_stream != NULL) {
+        (void) cudaStreamSynchronize(u->save_stream);
+        (void) cudaStreamDestroy(u->save_stream);
+    }
+    if (u->saved != NULL)
+        (void) cudaEventDestroy(u->saved);
+    if (u->queued != NULL)
+        (void) cudaEventDestroy(u->queued);
+    u->save_stream = NULL;
+    u->saved = u->queued = NULL;
+}
+
+/* Saves and loads n blocks, the two directions overlapped; see units.h. */
+int pd_cu_units_swap(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, uint32_t n, const int32_t *blocks,
+                     unsigned char *const *save, unsigned char *const *load, char **cause)
+{
+    struct cuda_backend *cb = b->priv;
+    if (!cb->healthy)
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
+    struct pd_cu_units *u = &cb->units;
+    cudaError_t e = units_ready(u);
+    /* The saves start after everything queued before them, as the loads do on the stream. */
+    if (e == cudaSuccess)
+        e = cudaEventRecord(u->queued, cb->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(u->save_stream, u->queued, 0);
+    for (uint32_t i = 0; i < n && e == cudaSuccess; i++) {
+        if (save[i] != NULL) {
+            e = copy_block(mem, cache, blocks[i], save[i], 1, u->save_stream);
+            /* A wait takes the event as last recorded, so one event serves every block. */
+            if (e == cudaSuccess)
+                e = cudaEventRecord(u->saved, u->save_stream);
+            if (e == cudaSuccess)
+                e = cudaStreamWaitEvent(cb->stream, u->saved, 0);
+        }
+        if (e == cudaSuccess)
+            e = copy_block(mem, cache, blocks[i], load[i], 0, cb->stream);
+    }
+    if (e != cudaSuccess) {
+        int rc = pd_cu_error(cb, "tier swap", e);
+        (void) wait_copies(b, u->save_stream != NULL, cause);
+        free(*cause);
+        return pd_cu_fail(rc, cause, "queueing the tier copies: %s", cudaGetErrorString(e));
+    }
+    return wait_copies(b, 1, cause);
+}
+
 /* Copies n blocks to or from units on the stream and waits; see units.h. */
 int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
                      const int32_t *blocks, unsigned char *const *units, char **cause)
@@ -44,31 +144,14 @@ int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int
     struct cuda_backend *cb = b->priv;
     if (!cb->healthy)
         return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
-    const size_t piece = (size_t) cache->num_kv_heads * (size_t) cache->block_size * (size_t) cache->head_dim
-                         * pk_dtype_size(cache->dtype);
-    const size_t pitch = piece * (size_t) cache->num_blocks;   /* from one layer's K (or V) to the next */
-    const size_t rows = (size_t) cache->num_layers * 2;
-    unsigned char *base = mem->mem.dptr;
     for (uint32_t i = 0; i < n; i++) {
-        unsigned char *dev = base + (size_t) blocks[i] * piece;
-        cudaError_t e;
-        if (to_units)
-            e = cudaMemcpy2DAsync(units[i], piece, dev, pitch, piece, rows, cudaMemcpyDeviceToHost, cb->stream);
-        else
-            e = cudaMemcpy2DAsync(dev, pitch, units[i], piece, piece, rows, cudaMemcpyHostToDevice, cb->stream);
+        cudaError_t e = copy_block(mem, cache, blocks[i], units[i], to_units, cb->stream);
         if (e != cudaSuccess) {
             int rc = pd_cu_error(cb, to_units ? "offload copy" : "reload copy", e);
-            pd_cu_settle(b);
+            (void) wait_copies(b, 0, cause);
+            free(*cause);
             return pd_cu_fail(rc, cause, "cudaMemcpy2DAsync of block %d: %s", blocks[i], cudaGetErrorString(e));
         }
     }
-    /* The batches queued before first (settle watches their waits and retires them), then the
-     * copies, which wait for nothing. */
-    pd_cu_settle(b);
-    cudaError_t e = cudaStreamSynchronize(cb->stream);
-    if (e != cudaSuccess)
-        return pd_cu_fail(pd_cu_error(cb, "tier copies", e), cause, "the copies failed: %s", cudaGetErrorString(e));
-    if (!cb->healthy)
-        return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU failed during the copies");
-    return PAGED_OK;
+    return wait_copies(b, 0, cause);
 }

@@ -5,7 +5,20 @@
 
 #include <stdint.h>
 
+#include <cuda_runtime_api.h>
+
 #include "daemon/backend.h"
+
+/* The tiers' own copy stream and an event, made at the first swap: the saves of a swap run
+ * on it while the loads run on the backend's stream, so the two directions overlap. */
+struct pd_cu_units {
+    cudaStream_t save_stream;
+    cudaEvent_t saved;            /* a save done: the load into the same block may start */
+    cudaEvent_t queued;           /* everything queued on the backend's stream before the swap */
+};
+
+/* Frees the tiers' stream and events (at the backend's end). */
+void pd_cu_units_free(struct pd_cu_units *u);
 
 /* backend.h's host_alloc: page-locked host memory (cudaHostAlloc), zeroed. */
 int pd_cu_host_alloc(pd_backend *b, uint64_t size, void **out, char **cause);
@@ -16,5 +29,12 @@ void pd_cu_host_free(pd_backend *b, void *p, uint64_t size);
  * (pd_cu_settle) and for the stream. */
 int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
                      const int32_t *blocks, unsigned char *const *units, char **cause);
+
+/* backend.h's units_swap: per block, the save (block to its save unit, where there is one) on
+ * the tiers' stream, then the load (load unit to block) on the backend's stream once that
+ * block's save is done, so that a save overlaps the loads before it; then waits as
+ * pd_cu_units_copy does. */
+int pd_cu_units_swap(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, uint32_t n, const int32_t *blocks,
+                     unsigned char *const *save, unsigned char *const *load, char **cause);
 
 #endif

@@ -97,6 +97,26 @@ static void drop_bad(struct pd_tiers *t, int32_t s)
     }
 }
 
+/* Settles the pending offloads after their copy ran with status rc in ns: counts them, or
+ * marks their slots bad, and outside a pt_host callback (in_callback 0) drops those at once.
+ * Returns nothing. */
+static void pend_done(struct pd_tiers *t, int rc, uint64_t ns, int in_callback)
+{
+    const uint32_t n = t->npend;
+    t->npend = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        t->slot_pending[t->pend_slot[i]] = 0;
+        if (rc < 0)
+            t->slot_bad[t->pend_slot[i]] = 1;
+    }
+    if (rc == PAGED_OK) {
+        t->counts.offloaded += n;
+        t->counts.offload_ns += ns;
+    } else if (!in_callback)
+        for (uint32_t i = 0; i < n; i++)
+            drop_bad(t, t->pend_slot[i]);
+}
+
 /* Runs the pending offload copies; a failed copy marks its slots bad, and outside a pt_host
  * callback (in_callback 0) drops them at once. Returns nothing. */
 static void flush(struct pd_tiers *t, int in_callback)
@@ -105,26 +125,14 @@ static void flush(struct pd_tiers *t, int in_callback)
         return;
     unsigned char **units = pd_malloc((size_t) t->npend * sizeof *units);
     int rc = PAGED_E_NOMEM;
+    const uint64_t t0 = pcore_now_ns();
     if (units != NULL) {
         for (uint32_t i = 0; i < t->npend; i++)
             units[i] = slot_mem(t, t->pend_slot[i]);
-        const uint64_t t0 = pcore_now_ns();
         rc = copy_units(t, 1, t->npend, t->pend_block, units);
-        t->counts.offload_ns += pcore_now_ns() - t0;
         free(units);
     }
-    const uint32_t n = t->npend;
-    t->npend = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        t->slot_pending[t->pend_slot[i]] = 0;
-        if (rc < 0)
-            t->slot_bad[t->pend_slot[i]] = 1;
-    }
-    if (rc == PAGED_OK)
-        t->counts.offloaded += n;
-    else if (!in_callback)
-        for (uint32_t i = 0; i < n; i++)
-            drop_bad(t, t->pend_slot[i]);
+    pend_done(t, rc, pcore_now_ns() - t0, in_callback);
 }
 
 /* Runs the pending offload copies; see tiers.h. */
@@ -256,6 +264,42 @@ static uint32_t gather_round(struct pd_tiers *t, uint32_t tenant, uint32_t n, co
     return r;
 }
 
+/* Loads units into the r blocks ids that a reload allocated, and runs the offloads pending
+ * from that allocation (which evicted some of those very blocks): together through the
+ * backend's units_swap, so that saving a block overlaps loading the ones before it, where it
+ * has one and every pending block is among ids; else the offloads first, then the loads.
+ * Returns the loads' status (a failed swap fails the offloads too). */
+static int swap_in(struct pd_tiers *t, uint32_t r, const int32_t *ids, unsigned char *const *units)
+{
+    unsigned char **save = NULL;
+    uint32_t matched = 0;
+    if (t->npend > 0 && t->b->ops->units_swap != NULL && (save = pd_calloc(r, sizeof *save)) != NULL)
+        for (uint32_t j = 0; j < t->npend; j++)
+            for (uint32_t i = 0; i < r; i++)
+                if (ids[i] == t->pend_block[j] && save[i] == NULL) {
+                    save[i] = slot_mem(t, t->pend_slot[j]);
+                    matched++;
+                    break;
+                }
+    if (save == NULL || matched != t->npend) {
+        free(save);
+        pd_tiers_flush(t);
+        return copy_units(t, 0, r, ids, units);
+    }
+    char *cause = NULL;
+    const uint64_t t0 = pcore_now_ns();
+    int rc = t->b->ops->units_swap(t->b, t->mem, t->cache, r, ids, save, units, &cause);
+    free(save);
+    if (rc < 0) {
+        pd_log(PD_LOG_WARNING, "tiers: swapping %u blocks with the host tier failed: %s", r,
+               cause != NULL ? cause : paged_strerror(rc));
+        t->counts.failures++;
+    }
+    free(cause);
+    pend_done(t, rc, pcore_now_ns() - t0, 0);
+    return rc;
+}
+
 /* Reloads the r units at slots into newly allocated blocks of holder, published under tenant
  * and hashes; returns PAGED_OK with the blocks in ids, or an error with every slot put back. */
 static int reload_round(struct pd_tiers *t, uint32_t holder, uint32_t tenant, uint32_t r,
@@ -263,14 +307,14 @@ static int reload_round(struct pd_tiers *t, uint32_t holder, uint32_t tenant, ui
 {
     unsigned char **units = pd_malloc((size_t) r * sizeof *units);
     int rc = units != NULL ? pa_alloc_blocks(t->alloc, holder, r, ids) : PAGED_E_NOMEM;
-    pd_tiers_flush(t);
     if (rc == PAGED_OK) {
         for (uint32_t i = 0; i < r; i++)
             units[i] = slot_mem(t, slots[i]);
-        rc = copy_units(t, 0, r, ids, units);
+        rc = swap_in(t, r, ids, units);
         if (rc < 0)
             (void) pa_free_blocks(t->alloc, holder, r, ids, NULL);
-    }
+    } else
+        pd_tiers_flush(t);
     free(units);
     uint64_t now = pcore_now_ns();
     for (uint32_t i = 0; i < r; i++) {

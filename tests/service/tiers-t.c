@@ -629,6 +629,59 @@ static int all_dropped(const struct pcore_pool_item *it, uint32_t want)
     return it->cached == 0 && it->referenced == 0 && it->host_stored == 0;
 }
 
+/* Forks a child that holds n blocks of POOL until the returned descriptor is closed, once it
+ * holds them. Returns the descriptor; *pid gets the child. */
+static int hold_blocks(uint32_t n, pid_t *pid)
+{
+    int ready[2], release[2];
+    if (pipe(ready) != 0 || pipe(release) != 0)
+        bail("pipe");
+    *pid = fork();
+    if (*pid < 0)
+        bail("fork");
+    if (*pid == 0) {
+        close(ready[0]);
+        close(release[1]);
+        paged_client *c = connect_client("holder");
+        paged_pool *p = NULL;
+        int32_t ids[N];
+        int rc = c != NULL ? paged_pool_attach(c, POOL, &p) : PAGED_E_NOTCONN;
+        if (rc == PAGED_OK)
+            rc = paged_alloc(p, n, ids);
+        char status = rc == PAGED_OK ? 'y' : 'n', byte;
+        if (write(ready[1], &status, 1) == 1)
+            (void) read(release[0], &byte, 1);   /* until the parent closes its end */
+        paged_client_close(c);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(release[0]);
+    char status = 'n';
+    if (read(ready[0], &status, 1) != 1 || status != 'y')
+        diag("the holder could not take %u blocks", n);
+    close(ready[0]);
+    return release[1];
+}
+
+/* A reload into blocks that its own allocation evicts: the evicted prompt goes to the host
+ * tier while the other comes back (on the cuda backend, the two copies overlapped). */
+static void test_swap(struct rc_client *ctl)
+{
+    /* A is in the host tier, C cached in the pool; hold the pool's other half. */
+    pid_t holder;
+    int release = hold_blocks(N - NB, &holder);
+    check_found(P_A, NB, "swap: A comes back into C's blocks");
+    check_found(P_C, NB, "swap: C comes back into A's blocks");
+    close(release);
+    waitpid(holder, NULL, 0);
+    struct pcore_pool_item it;
+    int rc = rc_pool_item_until(ctl, POOL, rc_pool_free_is, N - NB, 10000, &it);
+    ok(rc == 0 && it.cached == NB && it.referenced == 0 && it.tier_failures == 0,
+       "swap: C cached, the holder's blocks free, no failure (%u free, %u cached, %llu failures)", it.free,
+       it.cached, (unsigned long long) it.tier_failures);
+    check_found(P_A, NB, "swap: A, pushed out again by C's reload, comes back whole");
+}
+
 /* The pool's time to live drops units from the host tier too; the file tier keeps its own. */
 static void test_ttl(paged_client *c, struct rc_client *ctl)
 {
@@ -693,6 +746,7 @@ int main(void)
     paged_events_close(sub);
     test_ttl(c, &ctl);
     test_race(&ctl);
+    test_swap(&ctl);
     rc_close(&ctl);
     paged_client_close(c);
     test_restart();
