@@ -131,6 +131,14 @@ void items_client_json(struct json *j, const struct pcore_client_item *c)
     json_u64(j, "requests", c->requests);
     json_u64(j, "errors", c->errors);
     json_u64(j, "connected_ns", c->connected_ns);
+    json_u64(j, "lookups", c->prefix.lookups);
+    json_u64(j, "lookup_tokens", c->prefix.lookup_tokens);
+    json_u64(j, "pool_hit_tokens", c->prefix.pool_hit_tokens);
+    json_u64(j, "host_hit_tokens", c->prefix.host_hit_tokens);
+    json_u64(j, "file_hit_tokens", c->prefix.file_hit_tokens);
+    json_u64(j, "reloaded_bytes", c->prefix.reloaded_bytes);
+    json_u64(j, "reload_ns", c->prefix.reload_ns);
+    json_u64(j, "offloaded_bytes", c->prefix.offloaded_bytes);
     json_end(j);
 }
 

@@ -629,6 +629,39 @@ static int all_dropped(const struct pcore_pool_item *it, uint32_t want)
     return it->cached == 0 && it->referenced == 0 && it->host_stored == 0;
 }
 
+/* Child: takes every block it can, one at a time (N at most), and lets them go; report->found
+ * is how many it got. */
+static void child_take_all(paged_pool *p, int k)
+{
+    (void) k;
+    int32_t ids[N];
+    int n = 0;
+    while (n < N && paged_alloc(p, 1, &ids[n]) == PAGED_OK)
+        n++;
+    report->found = n;
+    report->status = n > 0 ? paged_free(p, (uint32_t) n, ids) : PAGED_OK;
+}
+
+/* A pinned prefix stays in the pool: pressure takes the rest and never offloads it. */
+static void test_pin(paged_client *c, paged_pool *p, struct rc_client *ctl)
+{
+    (void) c;
+    in_child(child_check, P_C);   /* C into the pool (the host tier's), then cached */
+    is_int(NB, report->found, "pin: C is in the pool");
+    is_int(NB, paged_prefix_pin(p, NULL, SALT, NB, prompts[P_C].tokens), "pin: C's 4 blocks pinned");
+    struct pcore_pool_item before = pool_item(ctl);
+    in_child(child_take_all, 0);
+    is_int(N - NB, report->found, "pin: a client takes every block but C's");
+    struct pcore_pool_item it;
+    int rc = rc_pool_item_until(ctl, POOL, rc_pool_free_is, N - NB, 10000, &it);
+    const uint64_t moved = it.offloaded_bytes - before.offloaded_bytes;
+    ok(rc == 0 && it.pinned == NB && moved == (uint64_t) (N - NB - before.free) * UNIT * sizeof(float),
+       "pin: C stays pinned in the pool; the %u other blocks cached went to the host tier (%llu bytes)",
+       before.cached - NB, (unsigned long long) moved);
+    check_found(P_C, NB, "pin: C, pinned through the pressure");
+    is_int(NB, paged_prefix_unpin(p, NULL, SALT, NB, prompts[P_C].tokens), "pin: C unpinned");
+}
+
 /* Forks a child that holds n blocks of POOL until the returned descriptor is closed, once it
  * holds them. Returns the descriptor; *pid gets the child. */
 static int hold_blocks(uint32_t n, pid_t *pid)
@@ -747,6 +780,7 @@ int main(void)
     test_ttl(c, &ctl);
     test_race(&ctl);
     test_swap(&ctl);
+    test_pin(c, p, &ctl);
     rc_close(&ctl);
     paged_client_close(c);
     test_restart();
