@@ -9,19 +9,26 @@
 #include "lib/core/sock.h"
 #include "paged.h"
 
+/* Sends STATS on c's connection and copies the reply to *r; returns PAGED_OK or a negative
+ * error (explained). */
+static int fetch_stats(paged_client *c, struct pcore_msg_stats_reply *r)
+{
+    c->err[0] = '\0';
+    struct pcore_msg_hdr req;
+    memset(&req, 0, sizeof req);
+    req.type = PCORE_MSG_STATS;
+    int fds[PSOCK_MAX_FDS], nfds = 0;
+    return pc_ctl_call(c, &req, sizeof req, PCORE_MSG_STATS_REPLY, r, sizeof *r, fds, 0, &nfds);
+}
+
 /* Asks the daemon for its statistics and copies up to max_ops ops' counters into out;
  * returns the number of ops the daemon counts, or a negative error (explained). */
 int paged_stats(paged_client *c, paged_op_stats *out, unsigned max_ops)
 {
     if (c == NULL || (out == NULL && max_ops > 0))
         return PAGED_E_INVAL;
-    c->err[0] = '\0';
-    struct pcore_msg_hdr req;
-    memset(&req, 0, sizeof req);
-    req.type = PCORE_MSG_STATS;
     struct pcore_msg_stats_reply r;
-    int fds[PSOCK_MAX_FDS], nfds = 0;
-    int rc = pc_ctl_call(c, &req, sizeof req, PCORE_MSG_STATS_REPLY, &r, sizeof r, fds, 0, &nfds);
+    int rc = fetch_stats(c, &r);
     if (rc < 0)
         return rc;
     unsigned n = r.num_ops < PCORE_OP_COUNT_ ? r.num_ops : PCORE_OP_COUNT_;
@@ -39,13 +46,8 @@ int paged_prefix_stats(paged_client *c, paged_prefix_counts *out)
 {
     if (c == NULL || out == NULL)
         return PAGED_E_INVAL;
-    c->err[0] = '\0';
-    struct pcore_msg_hdr req;
-    memset(&req, 0, sizeof req);
-    req.type = PCORE_MSG_STATS;
     struct pcore_msg_stats_reply r;
-    int fds[PSOCK_MAX_FDS], nfds = 0;
-    int rc = pc_ctl_call(c, &req, sizeof req, PCORE_MSG_STATS_REPLY, &r, sizeof r, fds, 0, &nfds);
+    int rc = fetch_stats(c, &r);
     if (rc < 0)
         return rc;
     *out = (paged_prefix_counts) {

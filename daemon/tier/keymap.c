@@ -6,23 +6,13 @@
 
 #include <stdlib.h>
 
+#include "daemon/alloc/u64map.h"
 #include "daemon/util/heap.h"
-
-/* Mixes 64 bits (splitmix64's finalizer); returns the mixed bits. */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 /* Returns the table index a key starts its probe at. */
 static uint32_t home_of(const pt_keymap *m, uint32_t tenant, const paged_hash *hash)
 {
-    return (uint32_t) mix64(hash->lo ^ mix64(hash->hi ^ tenant)) & m->mask;
+    return (uint32_t) pd_map_mix(hash->lo ^ pd_map_mix(hash->hi ^ tenant)) & m->mask;
 }
 
 /* Returns whether entry e holds (tenant, hash). */

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "paged.h"
 #include "tools/bench/report.h"
 
 /* Where kernels run: as asked on the command line, then resolved. */
@@ -86,6 +87,12 @@ void bench_tiers(const struct bench_opts *o, struct br_report *r);
 
 /* The service benchmark's client process (the hidden "_client" command); returns the exit code. */
 int bench_client_main(int argc, char **argv);
+
+/* Maps client c's arenas for who (a name for messages): *cuda says whether the daemon runs
+ * the cuda backend (dying where this paged-bench cannot fill device memory), *host and *data
+ * get the arenas' bases, and on cuda the data arena's device becomes the current one.
+ * Returns PAGED_OK or PAGED_E_NOMEM (an arena could not be mapped). */
+int bench_client_arenas(paged_client *c, const char *who, int *cuda, unsigned char **host, unsigned char **data);
 
 /* Measures the CPU ceilings into c (name, threads, cache, read and copy rates). */
 void bench_cpu_ceilings(const struct bench_opts *o, struct bench_ceilings *c);

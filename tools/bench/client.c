@@ -68,6 +68,31 @@ struct client {
     struct svc_result *res;        /* where the longest request is noted */
 };
 
+/* Maps client c's arenas for who (a name for messages); see bench.h. */
+int bench_client_arenas(paged_client *c, const char *who, int *cuda, unsigned char **host, unsigned char **data)
+{
+    *cuda = paged_client_backend(c) == PAGED_BACKEND_CUDA;
+#ifndef HAVE_CUDA
+    if (*cuda)
+        bench_die("%s: the daemon runs the cuda backend, but this paged-bench was built without CUDA and "
+                  "cannot fill device memory", who);
+#endif
+    size_t hsize = 0, dsize = 0;
+    *host = paged_arena_base(c, PAGED_ARENA_HOST, &hsize);
+    *data = paged_arena_base(c, PAGED_ARENA_DATA, &dsize);
+    if (*host == NULL || *data == NULL)
+        return PAGED_E_NOMEM;
+#ifdef HAVE_CUDA
+    if (*cuda) {
+        /* Work on the device the daemon exported the arena from. */
+        struct cudaPointerAttributes attr;
+        bg_check((int) cudaPointerGetAttributes(&attr, *data), "%s: locating the device arena", who);
+        bg_check((int) cudaSetDevice(attr.device), "%s: cudaSetDevice(%d)", who, attr.device);
+    }
+#endif
+    return PAGED_OK;
+}
+
 /* Dies naming the client, what failed, the error and the library's explanation. */
 static void fail(const struct client *cl, int rc, const char *what)
 {
@@ -200,25 +225,10 @@ static void setup(struct client *cl, const char *socket, const char *pool_name, 
     rc = paged_pool_attach(cl->c, pool_name, &cl->pool);
     if (rc != PAGED_OK)
         fail(cl, rc, "attaching the pool");
-    cl->cuda = paged_client_backend(cl->c) == PAGED_BACKEND_CUDA;
-#ifndef HAVE_CUDA
-    if (cl->cuda)
-        bench_die("client %u: the daemon runs the cuda backend, but this paged-bench was built without "
-                  "CUDA and cannot fill device memory", cl->index);
-#endif
-    size_t hsize = 0, dsize = 0;
-    cl->host = paged_arena_base(cl->c, PAGED_ARENA_HOST, &hsize);
-    cl->data = paged_arena_base(cl->c, PAGED_ARENA_DATA, &dsize);
-    if (cl->host == NULL || cl->data == NULL)
+    char who[32];
+    snprintf(who, sizeof who, "client %u", cl->index);
+    if (bench_client_arenas(cl->c, who, &cl->cuda, &cl->host, &cl->data) != PAGED_OK)
         fail(cl, PAGED_E_NOMEM, "mapping the arenas");
-#ifdef HAVE_CUDA
-    if (cl->cuda) {
-        /* Work on the device the daemon exported the arena from. */
-        struct cudaPointerAttributes attr;
-        bg_check((int) cudaPointerGetAttributes(&attr, cl->data), "client %u: locating the device arena", cl->index);
-        bg_check((int) cudaSetDevice(attr.device), "client %u: cudaSetDevice(%d)", cl->index, attr.device);
-    }
-#endif
 
     /* Our blocks, all at once: the loop then never waits for the allocator. */
     size_t nids = (size_t) r->batch * cl->nblk;

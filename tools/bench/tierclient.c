@@ -70,24 +70,8 @@ void tb_client_open(struct tb_client *cl, const char *socket, const struct tb_ge
     int rc = paged_client_connect_err(&opts, &cl->c, err, sizeof err);
     if (rc != PAGED_OK)
         bench_die("tiers: connecting to %s: %s (%s)", socket, paged_strerror(rc), err);
-    cl->cuda = paged_client_backend(cl->c) == PAGED_BACKEND_CUDA;
-#ifndef HAVE_CUDA
-    if (cl->cuda)
-        bench_die("tiers: the daemon runs the cuda backend, but this paged-bench was built without CUDA and "
-                  "cannot fill device memory");
-#endif
-    size_t hsize = 0, dsize = 0;
-    cl->host = paged_arena_base(cl->c, PAGED_ARENA_HOST, &hsize);
-    cl->data = paged_arena_base(cl->c, PAGED_ARENA_DATA, &dsize);
-    if (cl->host == NULL || cl->data == NULL)
+    if (bench_client_arenas(cl->c, "tiers", &cl->cuda, &cl->host, &cl->data) != PAGED_OK)
         tb_fail(cl, PAGED_E_NOMEM, "mapping the arenas");
-#ifdef HAVE_CUDA
-    if (cl->cuda) {
-        struct cudaPointerAttributes attr;
-        bg_check((int) cudaPointerGetAttributes(&attr, cl->data), "tiers: locating the device arena");
-        bg_check((int) cudaSetDevice(attr.device), "tiers: cudaSetDevice(%d)", attr.device);
-    }
-#endif
     cl->k_off = carve(cl, PAGED_ARENA_DATA, kv);
     cl->v_off = carve(cl, PAGED_ARENA_DATA, kv);
     cl->q_off = carve(cl, PAGED_ARENA_DATA, qo);
