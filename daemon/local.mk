@@ -19,6 +19,9 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/util/knobs.c \
 	daemon/alloc/alloc.h \
 	daemon/alloc/alloc.c \
+	daemon/alloc/internal.h \
+	daemon/alloc/pins.c \
+	daemon/alloc/check.c \
 	daemon/alloc/u64map.h \
 	daemon/alloc/u64map.c \
 	daemon/tier/keymap.h \

@@ -9,102 +9,9 @@
 #include <xxhash.h>
 
 #include "daemon/alloc/alloc.h"
-#include "daemon/util/heap.h"
+#include "daemon/alloc/internal.h"
 #include "daemon/alloc/u64map.h"
-
-/* The "no record / no holder / empty slot" index; record and holder indices stay below it.
- * A lookup in the maps answers it for a key they do not hold. */
-#define NIL UINT32_MAX
-_Static_assert(NIL == PD_MAP_EMPTY, "the maps' empty value is the allocator's NIL");
-
-/* Block states (see alloc.h). A pinned block with no references is ST_PINNED: cached, but off
- * the LRU list, so neither an allocation nor a sweep evicts it. */
-enum { ST_FREE = 0, ST_REFERENCED = 1, ST_CACHED = 2, ST_PINNED = 3 };
-
-/*
- * One block. The hash and tenant live here, not in the index, so that an index slot can stay
- * 8 bytes and the block, which a hit reads anyway, confirms the full 128 bits and the tenant.
- */
-typedef struct pa_block {
-    paged_hash hash;          /* valid while published, zero otherwise */
-    uint32_t tenant;          /* the prefix scope it was published in; zero unless published */
-    uint32_t refcount;        /* references of all holders */
-    uint32_t holders;         /* records in the list below (distinct holders) */
-    uint32_t refs;            /* first reference record of this block, or NIL */
-    int32_t lru_prev;         /* LRU links while cached, -1 at the ends */
-    int32_t lru_next;
-    uint64_t cached_ns;       /* the allocator's clock when it went on the LRU list */
-    uint32_t pinner;          /* who pinned it, while pinned */
-    uint8_t state;
-    uint8_t published;
-    uint8_t pinned;           /* never evicted (pa_pin); only a published block is pinned */
-} pa_block;
-
-/*
- * One reference record: all references of one holder to one block, counted. A record sits on
- * two doubly linked lists, its block's (for listings and the distinct-holder count) and its
- * holder's (so a holder is released in time linear in what it holds), and in the pair map
- * under (holder id, block) so that any single (holder, block) reference is found in O(1).
- */
-typedef struct pa_ref {
-    uint32_t holder;          /* index into holders[] */
-    int32_t block;
-    uint32_t count;
-    uint32_t bprev, bnext;    /* the block's list */
-    uint32_t hprev, hnext;    /* the holder's list, newest first; hnext links free records */
-} pa_ref;
-
-/* One holder with at least one reference. */
-typedef struct pa_holder {
-    uint32_t id;              /* the client id */
-    uint32_t refs;            /* newest reference record, or NIL; links free holders */
-    uint32_t total;           /* references in all */
-} pa_holder;
-
-/* A slot of the prefix index: the top 32 bits of the entry's place (see place_of), to skip
- * most non-matches. */
-typedef struct index_slot {
-    uint32_t tag;
-    int32_t block;            /* -1: empty */
-} index_slot;
-
-struct pa_alloc {
-    uint32_t nblocks;
-    pa_block *blocks;
-    int32_t *free_stack;      /* LIFO: a block freed last is reused first */
-    uint32_t nfree;
-    int32_t lru_head;         /* least recently used cached block: evicted first */
-    int32_t lru_tail;         /* most recently used */
-    uint32_t ncached;
-    uint32_t *scratch;        /* per-block counters for validating arrays, kept all zero */
-
-    index_slot *index;        /* the prefix index, never more than half full */
-    size_t index_mask;
-    uint64_t index_seed;      /* keys the places of entries (pa_set_index_seed) */
-
-    pa_ref *refs;             /* reference records, indices stable across growth */
-    uint32_t refs_cap, refs_used, refs_live, refs_free;
-    pa_holder *holders;       /* holder records, indices stable across growth */
-    uint32_t holders_cap, holders_used, holders_live, holders_free;
-    pd_u64map holder_map;     /* holder id -> holders[] index */
-    pd_u64map pair_map;       /* (holder id << 32 | block) -> refs[] index */
-    /* Per holders[] index, a bit per block it has a record for (pa_first_unheld: checking a
-     * request's block table is a bit test per id, not a hash lookup). Made with the holder
-     * slot and kept, all zero, while the slot is free; bits_cap entries, NULL beyond. */
-    uint64_t **held_bits;
-    uint32_t bits_cap;
-
-    pa_evict_fn *evict_fn;
-    void *evict_ctx;
-    pa_publish_fn *publish_fn;
-    void *publish_ctx;
-    uint64_t evictions, lookups, lookup_hits, lookup_blocks;
-
-    pa_clock_fn *clock;       /* stamps blocks entering the LRU (TTL); NULL: always 0 */
-    uint32_t npinned;         /* pinned blocks, referenced or not */
-    uint32_t npinned_idle;    /* of them, ST_PINNED (no references) */
-    pd_u64map pin_map;        /* pinner -> blocks it has pinned */
-};
+#include "daemon/util/heap.h"
 
 /* ---- prefix index ------------------------------------------------------------------------- */
 
@@ -113,7 +20,7 @@ struct pa_alloc {
  * the slot's tag. Keyed by the pool's seed, so that neither a tenant's own entries nor tokens
  * chosen to collide tell it where another tenant's entry for the same hash would sit.
  */
-static uint64_t place_of(const pa_alloc *a, const paged_hash *h, uint32_t tenant)
+uint64_t pai_place_of(const pa_alloc *a, const paged_hash *h, uint32_t tenant)
 {
     const uint64_t key[3] = { h->lo, h->hi, tenant };
     return XXH3_64bits_withSeed(key, sizeof key, a->index_seed);
@@ -141,11 +48,11 @@ static size_t index_slot_at(const pa_alloc *a, const paged_hash *h, uint32_t ten
 /* Returns the index slot where (tenant, h) is stored (block >= 0) or would go (block -1). */
 static size_t index_slot_of(const pa_alloc *a, const paged_hash *h, uint32_t tenant)
 {
-    return index_slot_at(a, h, tenant, place_of(a, h, tenant));
+    return index_slot_at(a, h, tenant, pai_place_of(a, h, tenant));
 }
 
 /* Returns the block published under (tenant, h), or -1. */
-static int32_t index_find(const pa_alloc *a, const paged_hash *h, uint32_t tenant)
+int32_t pai_index_find(const pa_alloc *a, const paged_hash *h, uint32_t tenant)
 {
     return a->index[index_slot_of(a, h, tenant)].block;
 }
@@ -154,14 +61,14 @@ static int32_t index_find(const pa_alloc *a, const paged_hash *h, uint32_t tenan
 static void index_put(pa_alloc *a, int32_t b)
 {
     const pa_block *blk = &a->blocks[b];
-    uint64_t place = place_of(a, &blk->hash, blk->tenant);
+    uint64_t place = pai_place_of(a, &blk->hash, blk->tenant);
     size_t i = index_slot_at(a, &blk->hash, blk->tenant, place);
     a->index[i].tag = (uint32_t) (place >> 32);
     a->index[i].block = b;
 }
 
 /* Removes block b, which is in the index, by backward shift (see pd_map_del). */
-static void index_del(pa_alloc *a, int32_t b)
+void pai_index_del(pa_alloc *a, int32_t b)
 {
     size_t hole = index_slot_of(a, &a->blocks[b].hash, a->blocks[b].tenant);
     size_t j = hole;
@@ -170,7 +77,7 @@ static void index_del(pa_alloc *a, int32_t b)
         int32_t other = a->index[j].block;
         if (other < 0)
             break;
-        size_t home = (size_t) place_of(a, &a->blocks[other].hash, a->blocks[other].tenant) & a->index_mask;
+        size_t home = (size_t) pai_place_of(a, &a->blocks[other].hash, a->blocks[other].tenant) & a->index_mask;
         if (((j - home) & a->index_mask) >= ((j - hole) & a->index_mask)) {
             a->index[hole] = a->index[j];
             hole = j;
@@ -182,7 +89,7 @@ static void index_del(pa_alloc *a, int32_t b)
 /* ---- lists -------------------------------------------------------------------------------- */
 
 /* Appends cached block b at the most recently used end of the LRU list. */
-static void lru_push(pa_alloc *a, int32_t b)
+void pai_lru_push(pa_alloc *a, int32_t b)
 {
     pa_block *blk = &a->blocks[b];
     blk->cached_ns = a->clock != NULL ? a->clock() : 0;
@@ -197,7 +104,7 @@ static void lru_push(pa_alloc *a, int32_t b)
 }
 
 /* Takes block b off the LRU list. */
-static void lru_unlink(pa_alloc *a, int32_t b)
+void pai_lru_unlink(pa_alloc *a, int32_t b)
 {
     pa_block *blk = &a->blocks[b];
     if (blk->lru_prev >= 0)
@@ -213,13 +120,13 @@ static void lru_unlink(pa_alloc *a, int32_t b)
 }
 
 /* Returns the key of the pair map for a (holder id, block) reference. */
-static uint64_t pair_key(uint32_t holder, int32_t block)
+uint64_t pai_pair_key(uint32_t holder, int32_t block)
 {
     return (uint64_t) holder << 32 | (uint32_t) block;
 }
 
 /* Returns 1 if block lies in the pool. */
-static bool block_ok(const pa_alloc *a, int32_t block)
+bool pai_block_ok(const pa_alloc *a, int32_t block)
 {
     return block >= 0 && (uint32_t) block < a->nblocks;
 }
@@ -245,7 +152,7 @@ static int grow_records(void **array, size_t elem, uint32_t *cap, uint32_t live,
 }
 
 /* Returns the 64-bit words of one holder's bitmap. */
-static size_t bits_words(const pa_alloc *a)
+size_t pai_bits_words(const pa_alloc *a)
 {
     return ((size_t) a->nblocks + 63) / 64;
 }
@@ -264,7 +171,7 @@ static int bits_reserve(pa_alloc *a)
         a->held_bits = p;
         a->bits_cap = cap;
     }
-    if (a->held_bits[h] == NULL && (a->held_bits[h] = pd_calloc(bits_words(a), sizeof (uint64_t))) == NULL)
+    if (a->held_bits[h] == NULL && (a->held_bits[h] = pd_calloc(pai_bits_words(a), sizeof (uint64_t))) == NULL)
         return PAGED_E_NOMEM;
     return 0;
 }
@@ -331,7 +238,7 @@ static void block_unreferenced(pa_alloc *a, int32_t b)
         a->npinned_idle++;
     } else if (blk->published) {
         blk->state = ST_CACHED;
-        lru_push(a, b);
+        pai_lru_push(a, b);
     } else {
         blk->state = ST_FREE;
         a->free_stack[a->nfree++] = b;
@@ -344,7 +251,7 @@ static void block_unreferenced(pa_alloc *a, int32_t b)
  */
 static void ref_add(pa_alloc *a, uint32_t h, int32_t b, uint32_t count)
 {
-    uint64_t key = pair_key(a->holders[h].id, b);
+    uint64_t key = pai_pair_key(a->holders[h].id, b);
     uint32_t r = pd_map_get(&a->pair_map, key);
     pa_block *blk = &a->blocks[b];
     if (r == NIL) {
@@ -395,7 +302,7 @@ static void ref_unlink(pa_alloc *a, uint32_t r)
         hold->refs = ref->hnext;
     if (ref->hnext != NIL)
         a->refs[ref->hnext].hprev = ref->hprev;
-    pd_map_del(&a->pair_map, pair_key(hold->id, ref->block));
+    pd_map_del(&a->pair_map, pai_pair_key(hold->id, ref->block));
     a->held_bits[ref->holder][(uint32_t) ref->block / 64] &= ~(1ull << ((uint32_t) ref->block % 64));
     blk->holders--;
     ref->hnext = a->refs_free;
@@ -419,13 +326,13 @@ static void ref_drop_one(pa_alloc *a, uint32_t r)
 }
 
 /* Evicts cached block b (on the LRU list) to the free list; calls the hook. */
-static void evict_block(pa_alloc *a, int32_t b)
+void pai_evict_block(pa_alloc *a, int32_t b)
 {
     pa_block *blk = &a->blocks[b];
     paged_hash hash = blk->hash;
     uint32_t tenant = blk->tenant;
-    lru_unlink(a, b);
-    index_del(a, b);
+    pai_lru_unlink(a, b);
+    pai_index_del(a, b);
     blk->published = 0;
     blk->hash = (paged_hash) { 0, 0 };
     blk->tenant = 0;
@@ -437,9 +344,9 @@ static void evict_block(pa_alloc *a, int32_t b)
 }
 
 /* Evicts the least recently used cached block to the free list; calls the hook. */
-static void evict_one(pa_alloc *a)
+void pai_evict_one(pa_alloc *a)
 {
-    evict_block(a, a->lru_head);
+    pai_evict_block(a, a->lru_head);
 }
 
 /* ---- array validation --------------------------------------------------------------------- */
@@ -462,7 +369,7 @@ static int check_ids(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *id
     uint32_t i;
     for (i = 0; i < n; i++) {
         int32_t b = ids[i];
-        if (!block_ok(a, b)) {
+        if (!pai_block_ok(a, b)) {
             err = PAGED_E_BLOCK;
             break;
         }
@@ -562,7 +469,7 @@ void pa_set_publish_hook(pa_alloc *a, pa_publish_fn *fn, void *ctx)
 /* Returns the block published under (tenant, hash) or -1; see alloc.h. */
 int32_t pa_find(const pa_alloc *a, uint32_t tenant, const paged_hash *hash)
 {
-    return index_find(a, hash, tenant);
+    return pai_index_find(a, hash, tenant);
 }
 
 /* Keys the places of index entries with seed and re-enters every published block under its
@@ -594,7 +501,7 @@ int pa_alloc_blocks(pa_alloc *a, uint32_t holder, uint32_t n, int32_t *out)
     if (h == NIL)
         h = holder_make(a, holder);
     while (a->nfree < n)
-        evict_one(a);
+        pai_evict_one(a);
     for (uint32_t i = 0; i < n; i++) {
         int32_t b = a->free_stack[--a->nfree];
         a->blocks[b].state = ST_REFERENCED;
@@ -615,7 +522,7 @@ int pa_free_blocks(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
     if (err < 0)
         return err;
     for (uint32_t i = 0; i < n; i++)
-        ref_drop_one(a, pd_map_get(&a->pair_map, pair_key(holder, ids[i])));
+        ref_drop_one(a, pd_map_get(&a->pair_map, pai_pair_key(holder, ids[i])));
     return 0;
 }
 
@@ -639,9 +546,9 @@ int pa_fork_blocks(pa_alloc *a, uint32_t holder, uint32_t n, const int32_t *ids,
 /* Returns holder's references to block. */
 uint32_t pa_held(const pa_alloc *a, uint32_t holder, int32_t block)
 {
-    if (!block_ok(a, block))
+    if (!pai_block_ok(a, block))
         return 0;
-    uint32_t r = pd_map_get(&a->pair_map, pair_key(holder, block));
+    uint32_t r = pd_map_get(&a->pair_map, pai_pair_key(holder, block));
     return r == NIL ? 0 : a->refs[r].count;
 }
 
@@ -670,7 +577,7 @@ uint32_t pa_held_total(const pa_alloc *a, uint32_t holder)
 /* Returns 1 when holder's single reference is the block's only one and it is unpublished. */
 int pa_writable(const pa_alloc *a, uint32_t holder, int32_t block)
 {
-    if (!block_ok(a, block))
+    if (!pai_block_ok(a, block))
         return PAGED_E_BLOCK;
     if (pa_held(a, holder, block) == 0)
         return PAGED_E_NOTHELD;
@@ -692,7 +599,7 @@ int pa_publish(pa_alloc *a, uint32_t holder, uint32_t tenant, uint32_t n, const 
     int published = 0;
     for (uint32_t i = 0; i < n; i++) {
         pa_block *blk = &a->blocks[ids[i]];
-        if (blk->published || index_find(a, &hashes[i], tenant) >= 0)
+        if (blk->published || pai_index_find(a, &hashes[i], tenant) >= 0)
             continue;
         /* At most nblocks entries in a table of at least 2 * nblocks slots: never full. */
         blk->hash = hashes[i];
@@ -727,7 +634,7 @@ uint32_t pa_lookup_continue(pa_alloc *a, uint32_t holder, uint32_t tenant, uint3
     uint32_t h = holder_find(a, holder);
     uint32_t found;
     for (found = 0; found < n; found++) {
-        int32_t b = index_find(a, &hashes[found], tenant);
+        int32_t b = pai_index_find(a, &hashes[found], tenant);
         if (b < 0)
             break;
         pa_block *blk = &a->blocks[b];
@@ -739,7 +646,7 @@ uint32_t pa_lookup_continue(pa_alloc *a, uint32_t holder, uint32_t tenant, uint3
         if (h == NIL)
             h = holder_make(a, holder);
         if (blk->state == ST_CACHED) {
-            lru_unlink(a, b);
+            pai_lru_unlink(a, b);
             blk->state = ST_REFERENCED;
         } else if (blk->state == ST_PINNED) {
             a->npinned_idle--;
@@ -779,7 +686,7 @@ uint32_t pa_evict_cached(pa_alloc *a)
 {
     uint32_t n = 0;
     while (a->lru_head >= 0) {
-        evict_one(a);
+        pai_evict_one(a);
         n++;
     }
     return n;
@@ -807,7 +714,7 @@ uint32_t pa_num_blocks(const pa_alloc *a)
 /* Fills info for one block; returns 0 or PAGED_E_BLOCK. */
 int pa_block_info_get(const pa_alloc *a, int32_t block, pa_block_info *info)
 {
-    if (!block_ok(a, block))
+    if (!pai_block_ok(a, block))
         return PAGED_E_BLOCK;
     const pa_block *blk = &a->blocks[block];
     info->refcount = blk->refcount;
@@ -824,368 +731,8 @@ int pa_block_info_get(const pa_alloc *a, int32_t block, pa_block_info *info)
 void pa_block_holders(const pa_alloc *a, int32_t block,
                       void (*fn)(void *ctx, uint32_t holder, uint32_t refs), void *ctx)
 {
-    if (!block_ok(a, block))
+    if (!pai_block_ok(a, block))
         return;
     for (uint32_t r = a->blocks[block].refs; r != NIL; r = a->refs[r].bnext)
         fn(ctx, a->holders[a->refs[r].holder].id, a->refs[r].count);
-}
-
-/* ---- pins, time to live, eviction by prefix ---------------------------------------------- */
-
-/* Sets the clock that stamps blocks entering the LRU list. */
-void pa_set_clock(pa_alloc *a, pa_clock_fn *clock)
-{
-    a->clock = clock;
-}
-
-/* Returns how many blocks of the chain hashes[0..n) are published under tenant, counting up to
- * the first miss. */
-static uint32_t prefix_found(const pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes)
-{
-    uint32_t i = 0;
-    while (i < n && index_find(a, &hashes[i], tenant) >= 0)
-        i++;
-    return i;
-}
-
-/* Returns the blocks pinner has pinned. */
-uint32_t pa_pinned_by(const pa_alloc *a, uint32_t pinner)
-{
-    uint32_t v = pd_map_get(&a->pin_map, pinner);
-    return v == PD_MAP_EMPTY ? 0 : v;
-}
-
-/* Pins block b (published, not pinned) for pinner, whose pin_map entry is reserved. */
-static void pin_block(pa_alloc *a, int32_t b, uint32_t pinner)
-{
-    pa_block *blk = &a->blocks[b];
-    uint32_t had = pa_pinned_by(a, pinner);
-    if (had == 0)
-        pd_map_put(&a->pin_map, pinner, 1);
-    else
-        a->pin_map.slots[pd_map_slot_of(&a->pin_map, pinner)].val = had + 1;
-    blk->pinned = 1;
-    blk->pinner = pinner;
-    a->npinned++;
-    if (blk->state == ST_CACHED) {
-        lru_unlink(a, b);
-        blk->state = ST_PINNED;
-        a->npinned_idle++;
-    }
-}
-
-/* Drops block b's pin; an idle block goes on the LRU list as most recently used. */
-static void unpin_block(pa_alloc *a, int32_t b)
-{
-    pa_block *blk = &a->blocks[b];
-    uint32_t had = pa_pinned_by(a, blk->pinner);
-    if (had <= 1)
-        pd_map_del(&a->pin_map, blk->pinner);
-    else
-        a->pin_map.slots[pd_map_slot_of(&a->pin_map, blk->pinner)].val = had - 1;
-    blk->pinned = 0;
-    blk->pinner = 0;
-    a->npinned--;
-    if (blk->state == ST_PINNED) {
-        a->npinned_idle--;
-        blk->state = ST_CACHED;
-        lru_push(a, b);
-    }
-}
-
-/* Pins the longest published prefix of hashes under tenant for pinner, within the limits. */
-int pa_pin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t pinner,
-           uint32_t pinner_limit, uint32_t pool_limit, uint32_t *found_out)
-{
-    if (n > 0 && hashes == NULL)
-        return PAGED_E_INVAL;
-    uint32_t found = prefix_found(a, tenant, n, hashes);
-    uint32_t fresh = 0;
-    for (uint32_t i = 0; i < found; i++) {
-        int32_t b = index_find(a, &hashes[i], tenant);
-        if (!a->blocks[b].pinned && a->scratch[b]++ == 0)
-            fresh++;
-    }
-    for (uint32_t i = 0; i < found; i++)
-        a->scratch[index_find(a, &hashes[i], tenant)] = 0;
-    if (found_out != NULL)
-        *found_out = found;
-    if ((uint64_t) pa_pinned_by(a, pinner) + fresh > pinner_limit
-        || (uint64_t) a->npinned + fresh > pool_limit)
-        return PAGED_E_LIMIT;
-    if (fresh > 0 && pd_map_reserve(&a->pin_map, 1) < 0)
-        return PAGED_E_NOMEM;
-    for (uint32_t i = 0; i < found; i++) {
-        int32_t b = index_find(a, &hashes[i], tenant);
-        if (!a->blocks[b].pinned)
-            pin_block(a, b, pinner);
-    }
-    return (int) found;
-}
-
-/* Checks that who may drop the pins among the first found blocks of hashes (any: whoever
- * pinned them); returns 0 or PAGED_E_PERM with the index in *bad. */
-static int check_unpin(const pa_alloc *a, uint32_t tenant, uint32_t found, const paged_hash *hashes,
-                       uint32_t who, int any, uint32_t *bad)
-{
-    for (uint32_t i = 0; i < found && !any; i++) {
-        const pa_block *blk = &a->blocks[index_find(a, &hashes[i], tenant)];
-        if (blk->pinned && blk->pinner != who) {
-            if (bad != NULL)
-                *bad = i;
-            return PAGED_E_PERM;
-        }
-    }
-    return 0;
-}
-
-/* Finds the longest published prefix of hashes under tenant and checks that who (any: the
- * pool's owner or root) may drop its pins (check_unpin); stores its length in blocks.
- * Returns 0 or the error (bad: the block at fault). */
-static int unpinnable_prefix(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who,
-                             int any, uint32_t *bad, uint32_t *found)
-{
-    if (n > 0 && hashes == NULL)
-        return PAGED_E_INVAL;
-    *found = prefix_found(a, tenant, n, hashes);
-    return check_unpin(a, tenant, *found, hashes, who, any, bad);
-}
-
-/* Drops the pins of the longest published prefix of hashes under tenant. */
-int pa_unpin(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who, int any,
-             uint32_t *bad)
-{
-    uint32_t found;
-    int err = unpinnable_prefix(a, tenant, n, hashes, who, any, bad, &found);
-    if (err < 0)
-        return err;
-    for (uint32_t i = 0; i < found; i++) {
-        int32_t b = index_find(a, &hashes[i], tenant);
-        if (a->blocks[b].pinned)
-            unpin_block(a, b);
-    }
-    return (int) found;
-}
-
-/* Drops every pin of who (any: everyone's); returns how many, in time linear in the pool. */
-uint32_t pa_unpin_all(pa_alloc *a, uint32_t who, int any)
-{
-    uint32_t n = 0;
-    for (uint32_t b = 0; b < a->nblocks && a->npinned > 0; b++)
-        if (a->blocks[b].pinned && (any || a->blocks[b].pinner == who)) {
-            unpin_block(a, (int32_t) b);
-            n++;
-        }
-    return n;
-}
-
-/* Takes the published blocks of hashes under tenant out of the prefix index. */
-int pa_evict_prefix(pa_alloc *a, uint32_t tenant, uint32_t n, const paged_hash *hashes, uint32_t who,
-                    int any, uint32_t *bad)
-{
-    uint32_t found;
-    int err = unpinnable_prefix(a, tenant, n, hashes, who, any, bad, &found);
-    if (err < 0)
-        return err;
-    /* Back to front: each block is looked up before any other of the chain leaves the index. */
-    for (uint32_t i = found; i-- > 0;) {
-        int32_t b = index_find(a, &hashes[i], tenant);
-        if (b < 0)
-            continue;          /* a hash named twice */
-        pa_block *blk = &a->blocks[b];
-        if (blk->pinned)
-            unpin_block(a, b);
-        if (blk->state == ST_CACHED) {
-            evict_block(a, b);
-            continue;
-        }
-        /* Referenced: no longer findable; it goes to the free list when its last holder frees it. */
-        index_del(a, b);
-        blk->published = 0;
-        blk->hash = (paged_hash) { 0, 0 };
-        blk->tenant = 0;
-    }
-    return (int) found;
-}
-
-/* Evicts cached blocks that went on the LRU list ttl_ns or more before the clock's now. */
-uint32_t pa_expire(pa_alloc *a, uint64_t ttl_ns)
-{
-    if (ttl_ns == 0 || a->clock == NULL)
-        return 0;
-    uint64_t now = a->clock();
-    uint32_t n = 0;
-    while (a->lru_head >= 0 && now - a->blocks[a->lru_head].cached_ns >= ttl_ns) {
-        evict_one(a);
-        n++;
-    }
-    return n;
-}
-
-/* Returns when the oldest cached block expires under ttl_ns, or UINT64_MAX. */
-uint64_t pa_next_expiry(const pa_alloc *a, uint64_t ttl_ns)
-{
-    if (ttl_ns == 0 || a->clock == NULL || a->lru_head < 0)
-        return UINT64_MAX;
-    uint64_t at = a->blocks[a->lru_head].cached_ns + ttl_ns;
-    return at < ttl_ns ? UINT64_MAX : at;
-}
-
-/* ---- consistency check -------------------------------------------------------------------- */
-
-/* Checks the block lists, LRU and free stack against the block states; returns a problem or NULL. */
-static const char *check_blocks(const pa_alloc *a, uint8_t *mark)
-{
-    uint32_t nfree = 0, ncached = 0, npub = 0, npinned = 0, nidle = 0;
-    for (uint32_t b = 0; b < a->nblocks; b++) {
-        const pa_block *blk = &a->blocks[b];
-        uint64_t sum = 0;
-        uint32_t nrec = 0;
-        uint32_t prev = NIL;
-        for (uint32_t r = blk->refs; r != NIL; r = a->refs[r].bnext) {
-            if (r >= a->refs_used || ++nrec > a->refs_live)
-                return "a block's holder list is corrupt";
-            const pa_ref *ref = &a->refs[r];
-            if (ref->block != (int32_t) b || ref->bprev != prev || ref->count == 0)
-                return "a reference record is linked to the wrong block";
-            if (pd_map_get(&a->pair_map, pair_key(a->holders[ref->holder].id, ref->block)) != r)
-                return "a reference record is missing from the pair map";
-            sum += ref->count;
-            prev = r;
-        }
-        if (sum != blk->refcount)
-            return "a block's refcount differs from its holders' references";
-        if (nrec != blk->holders)
-            return "a block's holder count differs from its holder list";
-        if (blk->pinned) {
-            npinned++;
-            if (!blk->published)
-                return "a pinned block is not published";
-        }
-        if (blk->published) {
-            npub++;
-            if (index_find(a, &blk->hash, blk->tenant) != (int32_t) b)
-                return "a published block is not found under its hash and tenant";
-        }
-        switch (blk->state) {
-        case ST_FREE:
-            nfree++;
-            if (blk->refcount != 0 || blk->published || blk->tenant != 0)
-                return "a free block is referenced, published or keeps a tenant";
-            break;
-        case ST_REFERENCED:
-            if (blk->refcount == 0)
-                return "a referenced block has no references";
-            break;
-        case ST_CACHED:
-            ncached++;
-            if (blk->refcount != 0 || !blk->published || blk->pinned)
-                return "a cached block is referenced, unpublished or pinned";
-            break;
-        case ST_PINNED:
-            nidle++;
-            if (blk->refcount != 0 || !blk->pinned)
-                return "an idle pinned block is referenced or not pinned";
-            break;
-        default:
-            return "a block has an unknown state";
-        }
-    }
-    if (nfree != a->nfree || ncached != a->ncached)
-        return "the free or cached count differs from the block states";
-    if (npinned != a->npinned || nidle != a->npinned_idle)
-        return "the pinned counts differ from the blocks";
-    uint64_t charged = 0;
-    for (uint32_t i = 0; i <= a->pin_map.mask; i++)
-        if (a->pin_map.slots[i].val != PD_MAP_EMPTY) {
-            if (a->pin_map.slots[i].val == 0)
-                return "a pinner with no pins is in the pin map";
-            charged += a->pin_map.slots[i].val;
-        }
-    if (charged != npinned)
-        return "the pinners' counts differ from the pinned blocks";
-    for (uint32_t i = 0; i < a->nfree; i++) {
-        int32_t b = a->free_stack[i];
-        if (!block_ok(a, b) || a->blocks[b].state != ST_FREE || mark[b]++)
-            return "the free list holds a block that is not free, or one twice";
-    }
-    uint32_t len = 0;
-    int32_t prev = -1;
-    for (int32_t b = a->lru_head; b >= 0; b = a->blocks[b].lru_next) {
-        if (!block_ok(a, b) || ++len > a->ncached || a->blocks[b].state != ST_CACHED
-            || a->blocks[b].lru_prev != prev)
-            return "the LRU list is corrupt";
-        prev = b;
-    }
-    if (len != a->ncached || a->lru_tail != prev)
-        return "the LRU list length or tail is wrong";
-    uint32_t nindex = 0;
-    for (size_t i = 0; i <= a->index_mask; i++) {
-        int32_t b = a->index[i].block;
-        if (b < 0)
-            continue;
-        nindex++;
-        if (!block_ok(a, b) || !a->blocks[b].published
-            || a->index[i].tag != (uint32_t) (place_of(a, &a->blocks[b].hash, a->blocks[b].tenant) >> 32))
-            return "the prefix index names an unpublished block";
-    }
-    if (nindex != npub)
-        return "the prefix index and the published blocks differ in number";
-    return NULL;
-}
-
-/* Checks each holder's list and the record and map counts; returns a problem or NULL. */
-static const char *check_holders(const pa_alloc *a)
-{
-    uint32_t live = 0, nrec = 0;
-    for (uint32_t i = 0; i <= a->holder_map.mask; i++) {
-        uint32_t h = a->holder_map.slots[i].val;
-        if (h == NIL)
-            continue;
-        live++;
-        if (h >= a->holders_used || a->holders[h].id != (uint32_t) a->holder_map.slots[i].key)
-            return "the holder map names the wrong holder";
-        uint64_t sum = 0;
-        uint32_t prev = NIL, records = 0;
-        if (h >= a->bits_cap || a->held_bits[h] == NULL)
-            return "a holder has no bitmap";
-        const uint64_t *bits = a->held_bits[h];
-        for (uint32_t r = a->holders[h].refs; r != NIL; r = a->refs[r].hnext) {
-            if (r >= a->refs_used || ++nrec > a->refs_live)
-                return "a holder's reference list is corrupt";
-            if (a->refs[r].holder != h || a->refs[r].hprev != prev)
-                return "a reference record is linked to the wrong holder";
-            uint32_t b = (uint32_t) a->refs[r].block;
-            if (!(bits[b / 64] >> (b % 64) & 1))
-                return "a reference record's block is missing from its holder's bitmap";
-            sum += a->refs[r].count;
-            records++;
-            prev = r;
-        }
-        if (sum != a->holders[h].total || sum == 0)
-            return "a holder's total differs from its references, or it holds nothing";
-        uint64_t set = 0;
-        for (size_t w = 0; w < bits_words(a); w++)
-            set += (uint64_t) __builtin_popcountll(bits[w]);
-        if (set != records)
-            return "a holder's bitmap names blocks it has no record for";
-    }
-    if (live != a->holders_live || live != a->holder_map.count)
-        return "the holder count differs from the holder map";
-    if (nrec != a->refs_live || nrec != a->pair_map.count)
-        return "the reference record count differs from the pair map";
-    return NULL;
-}
-
-/* Cross-checks every structure of the allocator; returns a description of a problem or NULL. */
-const char *pa_check(const pa_alloc *a)
-{
-    uint8_t *mark = pd_calloc(a->nblocks, 1);
-    if (mark == NULL)
-        return "no memory for the check";
-    const char *problem = check_blocks(a, mark);
-    free(mark);
-    if (problem == NULL)
-        problem = check_holders(a);
-    return problem;
 }
