@@ -97,11 +97,13 @@ def _geometry(config):
     return config.num_hidden_layers, kv_heads, head_dim
 
 
-def create_pool(client, name, config, dtype, *, block_size=16, num_blocks=0, byte_budget=0, mode=0o600):
+def create_pool(client, name, config, dtype, *, block_size=16, num_blocks=0, byte_budget=0, mode=0o600,
+                host_tier_bytes=0):
     """Creates pool ``name`` on ``client`` for a model of ``config`` and torch ``dtype``
     (``model.dtype``): a layer per hidden layer, the config's KV heads and head dim; returns the
     attached :class:`paged.Pool`. Both ``num_blocks`` and ``byte_budget`` 0 means
-    :data:`DEFAULT_BYTE_BUDGET`. Raises ValueError for a config or dtype the pool cannot serve,
+    :data:`DEFAULT_BYTE_BUDGET`; ``host_tier_bytes`` keeps the prefixes the pool evicts in host
+    memory (paged(7), TIERS; 0: the daemon's default). Raises ValueError for a config or dtype the pool cannot serve,
     and the daemon's :class:`paged.GeometryError` for a geometry it refuses (such as head dim 32).
     """
     layers, kv_heads, head_dim = _geometry(config)
@@ -109,7 +111,7 @@ def create_pool(client, name, config, dtype, *, block_size=16, num_blocks=0, byt
         byte_budget = DEFAULT_BYTE_BUDGET
     return client.create_pool(name, num_layers=layers, num_kv_heads=kv_heads, head_dim=head_dim,
                               block_size=block_size, dtype=pool_dtype(dtype), num_blocks=num_blocks,
-                              byte_budget=byte_budget, mode=mode)
+                              byte_budget=byte_budget, mode=mode, host_tier_bytes=host_tier_bytes)
 
 
 class PagedLayer(CacheLayerMixin):
