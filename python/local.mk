@@ -19,6 +19,7 @@ PYTHON_MODULE_SOURCES = \
 	python/src/attn.c \
 	python/src/blocks.c \
 	python/src/counts.c \
+	python/src/events.c \
 	python/src/seq.c
 # The package's Python files, staged beside the module (one rule for all of them).
 PYTHON_PACKAGE_FILES = \

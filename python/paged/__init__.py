@@ -17,7 +17,7 @@ The C reference is libpaged(3).
 """
 
 from . import _paged
-from ._paged import ArenaArray, Client, Pool, Request, Sequence, hash_blocks
+from ._paged import ArenaArray, Client, Events, Pool, Request, Sequence, hash_blocks
 
 ALL_LAYERS = _paged.ALL_LAYERS
 """``layer`` for :meth:`Pool.append` with keys and values of every layer."""
@@ -27,7 +27,7 @@ POOL_SEALED = _paged.POOL_SEALED
 POOL_EXPORTED = _paged.POOL_EXPORTED
 
 __all__ = [
-    "connect", "Client", "Pool", "Sequence", "ArenaArray", "Request", "ALL_LAYERS", "POOL_SHARED_PREFIXES",
+    "connect", "Client", "Pool", "Sequence", "ArenaArray", "Request", "Events", "ALL_LAYERS", "POOL_SHARED_PREFIXES",
     "POOL_SEALED", "POOL_EXPORTED", "Error", "ClosedError", "version", "hash_blocks", "error_class",
 ]
 

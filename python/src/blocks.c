@@ -37,7 +37,7 @@ static int parse_hash(PyObject *obj, paged_hash *h)
 }
 
 /* Returns a hash as a Python int, hi << 64 | lo, or NULL. */
-static PyObject *hash_int(paged_hash h)
+PyObject *pyp_hash_int(paged_hash h)
 {
     PyObject *hi = PyLong_FromUnsignedLongLong(h.hi), *lo = PyLong_FromUnsignedLongLong(h.lo);
     PyObject *shift = PyLong_FromLong(64);
@@ -292,7 +292,7 @@ PyObject *pyp_hash_blocks(PyObject *self, PyObject *args, PyObject *kw)
     pyp_view_release(&t);
     PyObject *l = got < 0 ? pyp_raise((int) got, NULL, paged_strerror((int) got)) : PyList_New(got);
     for (long i = 0; l != NULL && got >= 0 && i < got; i++) {
-        PyObject *x = hash_int(out[i]);
+        PyObject *x = pyp_hash_int(out[i]);
         if (x == NULL || PyList_SetItem(l, i, x) < 0) {
             Py_DECREF(l);
             l = NULL;

@@ -220,7 +220,7 @@ PyMODINIT_FUNC PyInit__paged(void)
         return NULL;
     if (add_constants(m) < 0 || pyp_client_init_type(m) < 0 || pyp_pool_init_type(m) < 0
         || pyp_seq_init_type(m) < 0 || pyp_array_init_type(m) < 0
-        || pyp_request_init_type(m) < 0) {
+        || pyp_request_init_type(m) < 0 || pyp_events_init_type(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -172,6 +172,7 @@ extern PyTypeObject *pyp_pool_type;
 extern PyTypeObject *pyp_seq_type;
 extern PyTypeObject *pyp_array_type;
 extern PyTypeObject *pyp_request_type;
+extern PyTypeObject *pyp_events_type;
 
 /* module.c */
 PyObject *pyp_raise(int code, const char *field, const char *message);
@@ -261,6 +262,10 @@ PyObject *pyp_pool_pin(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_unpin(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_evict_prefix(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_hash_blocks(PyObject *self, PyObject *args, PyObject *kw);
+/* Returns a prefix hash as a Python int, hi << 64 | lo, or NULL with an exception. */
+PyObject *pyp_hash_int(paged_hash h);
+/* paged.Events: a subscription to the daemon's events (events.c). */
+int pyp_events_init_type(PyObject *module);
 /* Pool.stats and Client.prefix_stats: the prefix cache's counters (counts.c). */
 PyObject *pyp_pool_stats(pyp_pool *p);
 PyObject *pyp_client_prefix_stats(pyp_client *c);

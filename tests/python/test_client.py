@@ -161,6 +161,34 @@ class ClientTest(DaemonTest):
         with self.assertRaisesRegex(paged.LimitError, "host-tier-max-mb"):
             self.pool(c, "py-tier-big", num_blocks=8, host_tier_bytes=1 << 40)
 
+    def test_block_events(self):
+        """Events(blocks=True) reports a published prefix's blocks stored, then offloaded to the
+        host tier and reloaded, each with the hash hash_blocks gives"""
+        c = self.connect()
+        unit = 2 * 2 * 2 * 16 * 64 * 4
+        with paged.Events(self.daemon.socket, blocks=True) as ev:
+            p = self.pool(c, "py-events", num_blocks=4, host_tier_bytes=2 * unit)
+            tokens = list(range(900, 932))
+            hashes = paged.hash_blocks(tokens, 16)
+            blocks = p.alloc(2)
+            self.assertEqual(p.publish(tokens, blocks), 2)
+            p.free(blocks)
+            p.free(p.alloc(4))
+            self.assertEqual(len(p.lookup(tokens)), 2)
+            seen = []
+            for _ in range(64):
+                e = ev.next(timeout=10)
+                self.assertIsNotNone(e, "no event within 10 s")
+                if e["type"] == "blocks" and e["pool"] == "py-events":
+                    seen += [(b["action"], b["tier"], b["hash"]) for b in e["blocks"]]
+                if len(seen) >= 6:
+                    break
+            self.assertEqual(sorted(seen), sorted([(a, t, h) for a, t in (("stored", "pool"), ("offloaded", "host"),
+                                                                      ("reloaded", "host")) for h in hashes]))
+            self.assertIsInstance(ev.fileno(), int)
+        with self.assertRaises(paged.ClosedError):
+            ev.next(timeout=0)
+
     def test_fork_copy_publish_lookup(self):
         """copy duplicates a block's keys and values; fork adds a reference that one free leaves;
         publish and lookup share blocks under the hashes hash_blocks computes, per salt and parent"""
