@@ -180,8 +180,11 @@ void pd_peer_serve_fetch(struct pd_peers *ps, struct pd_peer *p, const struct pd
         return;
     }
     memcpy(&f, m->data, sizeof f);
-    if (ps->stall)
+    if (ps->stall) {
+        pd_log(PD_LOG_INFO, "peer %s: request %llu left unanswered (PAGEDD_PEER_STALL)", p->addr,
+               (unsigned long long) f.req);
         return;
+    }
     if (check_fetch(&f, m->len) != PAGED_OK) {
         pd_peer_fail(ps, p, "a malformed request (%u hashes in %zu bytes)", f.n, m->len);
         return;
