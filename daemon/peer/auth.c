@@ -28,7 +28,8 @@ int pd_peer_auth_start(struct pd_peers *ps, struct pd_peer *p)
     memcpy(c.nonce, p->nonce, sizeof c.nonce);
     memcpy(c.id, ps->id, sizeof c.id);
     p->challenged = p->verified = 0;
-    p->state = PD_PEER_CONNECTING;
+    if (p->state != PD_PEER_FAILED)
+        p->state = PD_PEER_CONNECTING;      /* a failed peer says why until it authenticates */
     return pd_peer_send(ps, p, PD_PEER_AM_CHALLENGE, &c, sizeof c);
 }
 

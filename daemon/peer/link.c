@@ -427,6 +427,31 @@ int pd_peers_timeout_ms(const struct pd_peers *ps)
     return -1;
 }
 
+/* Returns how many peers are known. */
+uint32_t pd_peers_count(const struct pd_peers *ps)
+{
+    return ps->npeers;
+}
+
+/* Fills peer i's LIST row; returns nothing. */
+void pd_peers_item(const struct pd_peers *ps, uint32_t i, struct pcore_peer_item *out)
+{
+    const struct pd_peer *p = ps->peers[i];
+    memset(out, 0, sizeof *out);
+    snprintf(out->addr, sizeof out->addr, "%s", p->addr);
+    out->state = p->state == PD_PEER_AUTHENTICATED ? PCORE_PEER_AUTHENTICATED
+                 : p->state == PD_PEER_FAILED ? PCORE_PEER_FAILED : PCORE_PEER_CONNECTING;
+    out->outgoing = (uint32_t) p->outgoing;
+    snprintf(out->why, sizeof out->why, "%s", p->state == PD_PEER_FAILED ? p->why : "");
+    out->blocks = p->blocks;
+    out->bytes = p->bytes;
+    out->fetch_ns = p->fetch_ns;
+    out->fetches = p->fetches;
+    out->failures = p->failures;
+    out->auth_failures = p->auth_failures;
+    out->served_blocks = p->served_blocks;
+}
+
 /* Returns the worker's event descriptor. */
 int pd_peers_fd(const struct pd_peers *ps)
 {

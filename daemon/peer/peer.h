@@ -61,6 +61,12 @@ int pd_peers_timeout_ms(const struct pd_peers *ps);
 uint32_t pd_peers_lookup(void *ctx, struct pd_pool *p, uint32_t holder, uint32_t tenant, uint32_t n,
                          const paged_hash *hashes, int32_t *ids, uint32_t found);
 
+/* Returns how many peers the module knows (connected, connecting or failed). */
+uint32_t pd_peers_count(const struct pd_peers *ps);
+
+/* Fills *out with peer i's row for LIST (i below pd_peers_count). Returns nothing. */
+void pd_peers_item(const struct pd_peers *ps, uint32_t i, struct pcore_peer_item *out);
+
 /* Closes every connection and frees the module. NULL is ignored. */
 void pd_peers_close(struct pd_peers *ps);
 

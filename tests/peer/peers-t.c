@@ -80,7 +80,7 @@ static uint64_t now_ns(void)
     return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
-/* Returns 64 random bits from /dev/urandom; bails when it cannot be read. */
+/* Returns 64 random bits of the kernel's; bails when they cannot be read. */
 static uint64_t random_seed(void)
 {
     uint64_t s = 0;
@@ -293,6 +293,23 @@ static int in_child(const struct node *n, void (*fn)(paged_pool *))
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Runs pactl -s n's socket [-f json] peers into out (size bytes, NUL-terminated). Returns its
+ * exit status, or -1 when it could not be run. */
+static int pactl_peers(const struct node *n, int json, char *out, size_t size)
+{
+    const char *top = getenv("top_builddir");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s/tools/pactl' -s '%s' %s peers", top != NULL ? top : "..", n->d.socket,
+             json ? "-f json" : "");
+    FILE *f = popen(cmd, "r");
+    if (f == NULL)
+        return -1;
+    size_t got = fread(out, 1, size - 1, f);
+    out[got] = '\0';
+    int status = pclose(f);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 /* Waits until n's pool has want blocks free and none referenced; reports what. */
 static void expect_free(struct node *n, uint32_t want, const char *what)
 {
@@ -318,6 +335,18 @@ static void test_found(void)
     ok(report->same_decode, "found: decoding over them on B equals the decode on A, bit for bit (status %d)",
        report->status);
     expect_free(&b, N - NB, "found: B keeps the blocks cached");
+    static char out[8192];
+    char want[128];
+    snprintf(want, sizeof want, "\"address\":\"127.0.0.1:%u\"", a.port);
+    int rc = pactl_peers(&b, 1, out, sizeof out);
+    ok(rc == 0 && strstr(out, want) != NULL && strstr(out, "\"state\":\"authenticated\"") != NULL
+           && strstr(out, "\"blocks_fetched\":4") != NULL,
+       "found: pactl -f json peers on B shows A authenticated, 4 blocks fetched");
+    if (rc != 0 || strstr(out, "\"blocks_fetched\":4") == NULL)
+        diag("pactl: %s", out);
+    rc = pactl_peers(&b, 0, out, sizeof out);
+    ok(rc == 0 && strstr(out, "GB/S") != NULL && strstr(out, "authenticated") != NULL,
+       "found: pactl peers prints its table");
     stop_node(&a);
     in_child(&b, child_lookup);
     ok(report->found == NB && report->same_decode, "found: with A gone, B finds them in its own pool (%d)",
@@ -339,6 +368,11 @@ static void test_wrong_key(void)
     in_child(&b, child_lookup);
     is_int(0, report->found, "wrong key: B's lookup finds nothing");
     expect_free(&b, N, "wrong key: no block of B leaked");
+    static char out[8192];
+    int rc = pactl_peers(&b, 0, out, sizeof out);
+    ok(rc == 0 && strstr(out, "failed: ") != NULL, "wrong key: pactl peers on B shows the peer failed and why");
+    if (rc != 0 || strstr(out, "failed: ") == NULL)
+        diag("pactl: %s", out);
     stop_node(&b);
     stop_node(&a);
 }
@@ -405,7 +439,8 @@ static void test_key_mode(void)
     const char *args[] = { arg, "--peers=127.0.0.1:9", NULL };
     const char *env[] = { "UCX_TLS=tcp", NULL };
     ok(pagedd_start(&d, args, env, NULL) != 0, "key mode: pagedd with a key file of mode 0644 does not start");
-    ok(pagedd_log_contains(&d, path) && pagedd_log_contains(&d, "0644"), "key mode: its log names the file and the mode");
+    ok(pagedd_log_contains(&d, path) && pagedd_log_contains(&d, "0644"),
+       "key mode: its log names the file and the mode");
     if (d.pid != 0)
         pagedd_stop(&d);
     pagedd_cleanup(&d);
