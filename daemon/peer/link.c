@@ -604,6 +604,9 @@ int pd_peers_open(const struct pd_config *cfg, pd_backend *b, struct pd_pool *co
         pd_peers_close(ps);
         return rc;
     }
+    if (strcmp(b->ops->name, "cpu") != 0)
+        pd_log(PD_LOG_INFO, "peers: the %s backend's blocks move through host staging buffers: GPU memory is "
+               "not registered with UCX", b->ops->name);
     if (ps->corrupt)
         pd_log(PD_LOG_WARNING, "peers: the blocks served to peers are corrupted on purpose (PAGEDD_PEER_CORRUPT)");
     if (ps->stall)
