@@ -251,6 +251,8 @@ static void close_ep(struct pd_peers *ps, ucp_ep_h ep)
 {
     ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &rp);
+    if (UCS_PTR_IS_ERR(r))
+        pd_log(PD_LOG_DEBUG, "peers: ucp_ep_close_nbx: %s", ucs_status_string(UCS_PTR_STATUS(r)));
     if (r == NULL || UCS_PTR_IS_ERR(r))
         return;
     for (unsigned i = 0; i < PD_PEER_CLOSE_SPINS && ucp_request_check_status(r) == UCS_INPROGRESS; i++)
@@ -632,8 +634,11 @@ void pd_peers_close(struct pd_peers *ps)
         free(m);
     }
     free(ps->wait.msg);
-    if (ps->local_memh != NULL)
-        ucp_mem_unmap(ps->ctx, ps->local_memh);
+    if (ps->local_memh != NULL) {
+        ucs_status_t st = ucp_mem_unmap(ps->ctx, ps->local_memh);
+        if (st != UCS_OK)
+            pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
+    }
     free(ps->local);
     if (ps->listener != NULL)
         ucp_listener_destroy(ps->listener);
