@@ -16,7 +16,7 @@
 struct pd_conn;
 
 /* What an epoll registration points at. */
-enum pd_watch_kind { PD_W_LISTEN = 1, PD_W_SIGNAL, PD_W_SOCK, PD_W_SQ };
+enum pd_watch_kind { PD_W_LISTEN = 1, PD_W_SIGNAL, PD_W_SOCK, PD_W_SQ, PD_W_PEERS };
 
 struct pd_watch {
     enum pd_watch_kind kind;

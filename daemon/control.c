@@ -585,8 +585,9 @@ static void on_list(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
     struct pcore_msg_list m;
     memcpy(&m, buf, sizeof m);
-    if (m.what < PCORE_LIST_POOLS || m.what > PCORE_LIST_BLOCKS) {
-        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "LIST what %u unknown (pools 1, clients 2, blocks 3)", m.what);
+    if (m.what < PCORE_LIST_POOLS || m.what > PCORE_LIST_PEERS) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "LIST what %u unknown (pools 1, clients 2, blocks 3, peers 4)",
+                      m.what);
         return;
     }
     if (strnlen(m.name, sizeof m.name) == sizeof m.name) {

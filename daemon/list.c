@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include "daemon/server.h"
+#ifdef HAVE_UCX
+#include "daemon/peer/peer.h"
+#endif
 #include "lib/core/clock.h"
 
 /* Replies STATUS_REPLY; returns nothing. */
@@ -123,6 +126,14 @@ static uint32_t fill(struct pd_server *srv, struct pd_conn *c, void *items, uint
                 break;
             pd_pool_item(p, (struct pcore_pool_item *) items + n++);
             l->next_id = p->id + 1;
+        } else if (l->what == PCORE_LIST_PEERS) {
+#ifdef HAVE_UCX
+            if (srv->peers == NULL || l->next_id >= pd_peers_count(srv->peers))
+                break;
+            pd_peers_item(srv->peers, l->next_id++, (struct pcore_peer_item *) items + n++);
+#else
+            break;
+#endif
         } else if (l->what == PCORE_LIST_CLIENTS) {
             struct pd_conn *k = next_client(srv, l->next_id);
             if (k == NULL)
@@ -182,6 +193,7 @@ void pd_list_continue(struct pd_server *srv, struct pd_conn *c)
     struct pd_list_cursor *l = &c->list;
     size_t isize = l->what == PCORE_LIST_POOLS ? sizeof(struct pcore_pool_item)
                    : l->what == PCORE_LIST_CLIENTS ? sizeof(struct pcore_client_item)
+                   : l->what == PCORE_LIST_PEERS ? sizeof(struct pcore_peer_item)
                    : sizeof(struct pcore_block_item);
     uint32_t max = (uint32_t) ((PCORE_MSG_MAX - sizeof(struct pcore_msg_list_items)) / isize);
     while (l->active && c->out_head == NULL && c->state == PD_CONN_READY) {

@@ -80,6 +80,23 @@ daemon_libpageddaemon_la_SOURCES = \
 	daemon/notify.h \
 	daemon/notify.c
 daemon_libpageddaemon_la_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
+# The peers (daemon/peer/peer.h): only with --with-ucx.
+PD_PEER_SOURCES = \
+	daemon/peer/peer.h \
+	daemon/peer/internal.h \
+	daemon/peer/wire.h \
+	daemon/peer/key.c \
+	daemon/peer/link.c \
+	daemon/peer/auth.c \
+	daemon/peer/serve.c \
+	daemon/peer/fetch.c
+if HAVE_UCX
+daemon_libpageddaemon_la_SOURCES += $(PD_PEER_SOURCES)
+daemon_libpageddaemon_la_CFLAGS += $(UCX_CFLAGS) $(SODIUM_CFLAGS)
+daemon_libpageddaemon_la_LIBADD = $(UCX_LIBS) $(SODIUM_LIBS)
+else
+EXTRA_DIST += $(PD_PEER_SOURCES)
+endif
 # The cuda backend: C17 against the runtime's C headers and <cuda.h>; the driver API only
 # through cudaGetDriverEntryPoint, so nothing links libcuda.
 PD_CUDA_BACKEND_SOURCES = \

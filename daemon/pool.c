@@ -97,11 +97,11 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
         return refuse(PAGED_E_DTYPE, why, whylen,
                       "dtype %u not supported (f32 = 1, f16 = 2, bf16 = 3, fp8_e4m3 = 4)", m->dtype);
     const uint32_t memory_bits = PAGED_POOL_SEALED | PAGED_POOL_EXPORTED;
-    if ((m->mode & ~(0777u | PAGED_POOL_SHARED_PREFIXES | memory_bits)) != 0)
+    if ((m->mode & ~(0777u | PAGED_POOL_SHARED_PREFIXES | memory_bits | PAGED_POOL_PEERS)) != 0)
         return refuse(PAGED_E_INVAL, why, whylen,
                       "mode %#o has bits beyond 0777, PAGED_POOL_SHARED_PREFIXES (%#o), "
-                      "PAGED_POOL_SEALED (%#o) and PAGED_POOL_EXPORTED (%#o)", m->mode,
-                      PAGED_POOL_SHARED_PREFIXES, PAGED_POOL_SEALED, PAGED_POOL_EXPORTED);
+                      "PAGED_POOL_SEALED (%#o), PAGED_POOL_EXPORTED (%#o) and PAGED_POOL_PEERS (%#o)", m->mode,
+                      PAGED_POOL_SHARED_PREFIXES, PAGED_POOL_SEALED, PAGED_POOL_EXPORTED, PAGED_POOL_PEERS);
     if ((m->mode & memory_bits) == memory_bits)
         return refuse(PAGED_E_INVAL, why, whylen,
                       "mode %#o has both PAGED_POOL_SEALED and PAGED_POOL_EXPORTED: one at most", m->mode);
@@ -155,6 +155,7 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
     g->dtype = (int32_t) m->dtype;
     g->mode = (m->mode & 0777) == 0 ? 0600 : m->mode & 0777;
     g->shared_prefixes = (m->mode & PAGED_POOL_SHARED_PREFIXES) != 0;
+    g->peers = (m->mode & PAGED_POOL_PEERS) != 0;
     g->sealed = resolve_sealed(m->mode, g->mode, memory);
     g->block_bytes = block_bytes;
     g->bytes = n * block_bytes;
@@ -192,7 +193,7 @@ int pd_pool_may_see_tenant(const struct pd_pool *p, uid_t uid, uint32_t tenant)
 uint32_t pd_pool_mode_word(const struct pd_pool *p)
 {
     return p->geom.mode | (p->geom.shared_prefixes ? PAGED_POOL_SHARED_PREFIXES : 0)
-           | (p->geom.sealed ? PAGED_POOL_SEALED : PAGED_POOL_EXPORTED);
+           | (p->geom.sealed ? PAGED_POOL_SEALED : PAGED_POOL_EXPORTED) | (p->geom.peers ? PAGED_POOL_PEERS : 0);
 }
 
 /* Returns "sealed" or "exported". */

@@ -33,6 +33,7 @@ struct pd_pool_geom {
     uint32_t mode;           /* permission bits (0777 at most) */
     int shared_prefixes;     /* PAGED_POOL_SHARED_PREFIXES: one prefix scope for every uid */
     int sealed;              /* PAGED_POOL_SEALED: its memory is never sent to a client */
+    int peers;               /* PAGED_POOL_PEERS: served to and filled from the daemon's peers */
     float k_scale, v_scale;
     uint64_t block_bytes;    /* one block, every layer, K and V */
     uint64_t bytes;          /* the whole pool */

@@ -25,6 +25,9 @@
 #include "daemon/util/knobs.h"
 #include "daemon/util/heap.h"
 #include "daemon/notify.h"
+#ifdef HAVE_UCX
+#include "daemon/peer/peer.h"
+#endif
 #include "lib/core/clock.h"
 #include "lib/core/sock.h"
 #include "lib/core/wake.h"
@@ -617,6 +620,15 @@ int pd_server_run(struct pd_server *srv)
                 pending = pd_engine_pending(c);
             timeout = pending ? 0 : next_timeout(srv, now);
         }
+#ifdef HAVE_UCX
+        if (srv->peers != NULL) {
+            if (!pd_peers_poll(srv->peers))
+                timeout = 0;
+            const int peer_ms = pd_peers_timeout_ms(srv->peers);
+            if (peer_ms >= 0 && (timeout < 0 || timeout > peer_ms))
+                timeout = peer_ms;
+        }
+#endif
         int n = epoll_wait(srv->epoll_fd, evs, 64, timeout);
         /* A stop and continue (SIGSTOP, a debugger) interrupts the wait; collect what became
          * ready meanwhile, a SIGTERM included, before the rings are served again. */
@@ -641,6 +653,8 @@ int pd_server_run(struct pd_server *srv)
                 on_sq(srv, w->conn, evs[i].events);
                 last_work = last_poll;
                 break;
+            case PD_W_PEERS:
+                break;          /* pd_peers_poll runs at the top of the next turn */
             }
         }
         check_timers(srv, last_poll);
@@ -696,6 +710,33 @@ static void listen_cause(const char *path, int rc, char **cause)
         r = asprintf(cause, "cannot listen on %s: %s (%s)", path, paged_strerror(rc), strerror(err));
     if (r < 0)
         *cause = NULL;
+}
+
+/* Opens the peer module where the configuration names peers, watching its descriptor and
+ * making it the engine's remote lookup; refuses peers in a daemon built without UCX. Returns 0,
+ * or -1 with *cause. */
+static int open_peers(struct pd_server *srv, char **cause)
+{
+    const struct pd_config *cfg = &srv->cfg;
+    if (cfg->peers[0] == '\0' && cfg->peer_listen[0] == '\0')
+        return 0;
+#ifdef HAVE_UCX
+    if (pd_peers_open(cfg, srv->backend, &srv->pools, &srv->peers, cause) != PAGED_OK)
+        return -1;
+    srv->peers_watch.kind = PD_W_PEERS;
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->peers_watch };
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, pd_peers_fd(srv->peers), &ev) < 0) {
+        if (asprintf(cause, "cannot watch the peers' descriptor: %s", strerror(errno)) < 0)
+            *cause = NULL;
+        return -1;
+    }
+    srv->engine_env.remote_lookup = pd_peers_lookup;
+    srv->engine_env.remote_ctx = srv->peers;
+    return 0;
+#else
+    *cause = strdup("peers and peer-listen need a pagedd built with UCX (./configure --with-ucx)");
+    return -1;
+#endif
 }
 
 /* Creates the server; returns it or NULL with *cause. */
@@ -788,6 +829,8 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
             *cause = NULL;
         goto fail;
     }
+    if (open_peers(srv, cause) < 0)
+        goto fail;
     pd_log(PD_LOG_INFO, "listening on %s (backend %s: %s)", cfg->socket, srv->backend->ops->name,
            srv->binfo.device_name);
     return srv;
@@ -805,6 +848,9 @@ void pd_server_destroy(struct pd_server *srv)
         pd_server_kill(srv, c, PD_LOG_DEBUG, "daemon exiting");
     pd_server_sweep(srv);
     pd_tally_free(&srv->tally);
+#ifdef HAVE_UCX
+    pd_peers_close(srv->peers);
+#endif
     while (srv->pools != NULL) {
         struct pd_pool *p = srv->pools;
         srv->pools = p->next;

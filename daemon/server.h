@@ -13,6 +13,8 @@
 #include "daemon/tally.h"
 #include "daemon/engine/engine.h"
 
+struct pd_peers;
+
 /* Reads the configuration again for SIGHUP; returns 0 or -1 with *cause. */
 typedef int pd_reload_fn(void *ctx, struct pd_config *out, char **cause);
 
@@ -23,7 +25,8 @@ struct pd_server {
     int listen_fd;
     int epoll_fd;
     int signal_fd;
-    struct pd_watch listen_watch, signal_watch;
+    struct pd_watch listen_watch, signal_watch, peers_watch;
+    struct pd_peers *peers;           /* other daemons (daemon/peer/peer.h); NULL: none */
     uint64_t accept_paused_until;     /* out of descriptors: accept again after this */
     struct pd_conn *conns;            /* every connection, newest first */
     struct pd_conn *dead;             /* killed during this loop turn: freed at its end */

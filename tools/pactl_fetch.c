@@ -100,6 +100,7 @@ static size_t list_item_size(uint32_t what)
     case PCORE_LIST_POOLS: return sizeof(struct pcore_pool_item);
     case PCORE_LIST_CLIENTS: return sizeof(struct pcore_client_item);
     case PCORE_LIST_BLOCKS: return sizeof(struct pcore_block_item);
+    case PCORE_LIST_PEERS: return sizeof(struct pcore_peer_item);
     default: return 0;
     }
 }

@@ -268,6 +268,9 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
             cqe->count = pd_tiers_lookup(p->tiers, c->id, op->pool->tenant, op->count, op->hashes, ids, found,
                                          &got);
             count_lookup(c, p, op->count, cqe->count, &got);
+            if (cqe->count < op->count && p->geom.peers && e->env->remote_lookup != NULL)
+                cqe->count = e->env->remote_lookup(e->env->remote_ctx, p, c->id, op->pool->tenant, op->count,
+                                                   op->hashes, ids, cqe->count);
         }
         if (rc == PAGED_OK && cqe->count != 0)
             memcpy(c->ch->arena + op->out_ids_off, ids, (size_t) cqe->count * 4);

@@ -12,6 +12,7 @@ struct pd_backend;
 struct pd_conn;
 struct pd_stats;
 struct pd_engine;
+struct pd_pool;
 
 /*
  * What the engine works with: the one thing it knows of its owner (pagedd's server, a test).
@@ -41,6 +42,13 @@ struct pd_engine_env {
     /* An ALLOC or LOOKUP ran, after which the pools' allocators may have counted evictions
      * (pd_pool.evicted_pending) to announce; called at the end of such a pass. NULL: none. */
     void (*flush_evictions)(void *ctx);
+    /* Continues a LOOKUP of holder in pool p that found hashes[0..found) in the pool and its
+     * tiers (ids holding them) and fewer than n: asks the daemon's peers for the chain's next
+     * blocks (daemon/peer/peer.h, pd_peers_lookup), called only for a pool with
+     * PAGED_POOL_PEERS. Returns the length of the prefix now held. NULL: no peers. */
+    uint32_t (*remote_lookup)(void *ctx, struct pd_pool *p, uint32_t holder, uint32_t tenant, uint32_t n,
+                              const paged_hash *hashes, int32_t *ids, uint32_t found);
+    void *remote_ctx;                 /* passed to remote_lookup */
 };
 
 /* Creates the engine over env (kept, not copied) and makes it env->backend's late_fn.

@@ -216,6 +216,17 @@ static const struct knob_row rows[PD_KNOB_COUNT_] = {
         .doc = "With ipc, the cuda backend exports memory with cudaIpcGetMemHandle even where the device "
                "supports file-descriptor export.",
     },
+    [PD_KNOB_PEER_CORRUPT] = {
+        .name = "PAGEDD_PEER_CORRUPT", .kind = PD_KNOB_TEST_AID, .form = FORM_WORD, .words = flag_words,
+        .def = { 0 },
+        .doc = "With 1, the blocks this daemon serves to a peer have a byte changed after their checksums "
+               "were computed.",
+    },
+    [PD_KNOB_PEER_STALL] = {
+        .name = "PAGEDD_PEER_STALL", .kind = PD_KNOB_TEST_AID, .form = FORM_WORD, .words = flag_words,
+        .def = { 0 },
+        .doc = "With 1, this daemon never answers a peer's request for blocks.",
+    },
 };
 
 /* A knob's parsed state. */

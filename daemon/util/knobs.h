@@ -33,6 +33,8 @@ enum pd_knob {
     PD_KNOB_FAIL_ALLOC_AT,
     PD_KNOB_REAP_DELAY_MS,
     PD_KNOB_CUDA_EXPORT,       /* PD_KNOB_EXPORT_AUTO or PD_KNOB_EXPORT_IPC */
+    PD_KNOB_PEER_CORRUPT,      /* 0 or 1 */
+    PD_KNOB_PEER_STALL,        /* 0 or 1 */
     PD_KNOB_COUNT_
 };
 

@@ -419,6 +419,7 @@ enum pcore_list_what {
     PCORE_LIST_POOLS = 1,
     PCORE_LIST_CLIENTS = 2,
     PCORE_LIST_BLOCKS = 3,     /* blocks that are not free, of one pool (name) or all */
+    PCORE_LIST_PEERS = 4,      /* the daemon's peers (none in a daemon built without UCX) */
 };
 
 struct pcore_msg_list {
@@ -504,6 +505,23 @@ enum pcore_block_published {
     PCORE_BLOCK_UNPUBLISHED = 0,
     PCORE_BLOCK_PUBLISHED = 1,     /* hash and tenant as the block was published */
     PCORE_BLOCK_WITHHELD = 2,      /* published in a prefix scope the lister is not in: hash zero */
+};
+
+/* A peer of the daemon's peer module (daemon/peer/peer.h). */
+enum pcore_peer_state { PCORE_PEER_CONNECTING = 0, PCORE_PEER_AUTHENTICATED = 1, PCORE_PEER_FAILED = 2 };
+
+struct pcore_peer_item {
+    char addr[80];             /* ADDR:PORT, NUL-terminated */
+    uint32_t state;            /* enum pcore_peer_state */
+    uint32_t outgoing;         /* 1: one of peers, asked by LOOKUPs; 0: it connected here */
+    char why[128];             /* PCORE_PEER_FAILED: why, NUL-terminated */
+    uint64_t blocks;           /* blocks fetched from it */
+    uint64_t bytes;            /* their bytes */
+    uint64_t fetch_ns;         /* time the fetches that brought blocks took, summed */
+    uint64_t fetches;          /* requests made to it */
+    uint64_t failures;         /* of them, failed: timeout, refused, a bad checksum, the connection */
+    uint64_t auth_failures;    /* handshakes with it that failed */
+    uint64_t served_blocks;    /* blocks this daemon served it */
 };
 
 struct pcore_block_item {

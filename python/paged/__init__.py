@@ -25,10 +25,11 @@ ALL_LAYERS = _paged.ALL_LAYERS
 POOL_SHARED_PREFIXES = _paged.POOL_SHARED_PREFIXES
 POOL_SEALED = _paged.POOL_SEALED
 POOL_EXPORTED = _paged.POOL_EXPORTED
+POOL_PEERS = _paged.POOL_PEERS
 
 __all__ = [
     "connect", "Client", "Pool", "Sequence", "ArenaArray", "Request", "Events", "ALL_LAYERS", "POOL_SHARED_PREFIXES",
-    "POOL_SEALED", "POOL_EXPORTED", "Error", "ClosedError", "version", "hash_blocks", "error_class",
+    "POOL_SEALED", "POOL_EXPORTED", "POOL_PEERS", "Error", "ClosedError", "version", "hash_blocks", "error_class",
 ]
 
 

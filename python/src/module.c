@@ -160,7 +160,7 @@ static int add_constants(PyObject *m)
         { "DTYPE_FP8_E4M3", PAGED_DTYPE_FP8_E4M3 }, { "DTYPE_INT32", PYP_I32 },
         { "BACKEND_CPU", PAGED_BACKEND_CPU }, { "BACKEND_CUDA", PAGED_BACKEND_CUDA },
         { "POOL_SHARED_PREFIXES", PAGED_POOL_SHARED_PREFIXES }, { "POOL_SEALED", PAGED_POOL_SEALED },
-        { "POOL_EXPORTED", PAGED_POOL_EXPORTED },
+        { "POOL_EXPORTED", PAGED_POOL_EXPORTED }, { "POOL_PEERS", PAGED_POOL_PEERS },
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (PyModule_AddIntConstant(m, k[i].name, k[i].value) < 0)

@@ -153,8 +153,8 @@ static void test_modes(paged_client *c, paged_pool *pu, paged_pool *ps)
            "the sharing bit alone: permission bits 0600, exported");
     paged_pool_detach(p);
     paged_pool_desc d = { .name = "odd", .num_layers = 1, .num_kv_heads = 1, .head_dim = 64, .block_size = B,
-                          .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600 | 0x80000 };
-    is_int(PAGED_E_INVAL, paged_pool_create(c, &d, &p), "a mode with an unknown bit (0x80000): PAGED_E_INVAL");
+                          .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600 | 0x100000 };
+    is_int(PAGED_E_INVAL, paged_pool_create(c, &d, &p), "a mode with an unknown bit (0x100000): PAGED_E_INVAL");
     ok(strstr(paged_client_error(c), "PAGED_POOL_SHARED_PREFIXES") != NULL,
        "the reason names what a mode may hold (%s)", paged_client_error(c));
 }

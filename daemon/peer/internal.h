@@ -1,0 +1,137 @@
+/* internal.h: the peer module's shared state: the UCX objects, each peer's record, staging buffers. */
+/* SPDX-License-Identifier: MIT */
+#ifndef PAGED_DAEMON_PEER_INTERNAL_H
+#define PAGED_DAEMON_PEER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <ucp/api/ucp.h>
+
+#include "daemon/peer/peer.h"
+#include "daemon/peer/wire.h"
+
+#define PD_PEER_KEY_BYTES 32u
+#define PD_PEER_MAX 64u                /* peers known at once, incoming and outgoing */
+#define PD_PEER_MAX_STAGES 64u         /* staging buffers served and not yet released */
+#define PD_PEER_RETRY_NS 1000000000ull /* a failed outgoing peer is tried again after this */
+#define PD_PEER_MSG_MAX (sizeof(struct pd_peer_fetch) + PD_PEER_MAX_ASK * sizeof(paged_hash))
+
+enum pd_peer_state { PD_PEER_CONNECTING = 0, PD_PEER_AUTHENTICATED = 1, PD_PEER_FAILED = 2 };
+
+/* One peer: an outgoing one of peers, or one that connected to peer-listen. */
+struct pd_peer {
+    char addr[80];                     /* ADDR:PORT as configured, or as the connection came from */
+    struct sockaddr_storage sa;        /* outgoing: where to connect */
+    socklen_t salen;
+    int outgoing;
+    ucp_ep_h ep;                       /* NULL while not connected */
+    int ep_failed;                     /* the endpoint reported an error: close it at the next poll */
+    enum pd_peer_state state;
+    char why[128];                     /* PD_PEER_FAILED: why */
+    uint8_t nonce[PD_PEER_NONCE_BYTES];/* the challenge this side sent */
+    uint8_t their_id[PD_PEER_ID_BYTES];
+    int challenged;                    /* their CHALLENGE came (their_id is set) */
+    int verified;                      /* their RESPONSE verified */
+    uint64_t retry_ns;                 /* outgoing and failed: when to connect again */
+    /* What fetching from it did. */
+    uint64_t blocks, bytes, fetch_ns, fetches, failures;
+    uint64_t auth_failures;            /* handshakes that failed */
+    uint64_t served_blocks;            /* blocks this daemon served it */
+};
+
+/* A message taken from the worker, to run at the next poll (AM callbacks only copy). */
+struct pd_peer_msg {
+    struct pd_peer_msg *next;
+    ucp_ep_h ep;
+    unsigned id;
+    size_t len;
+    unsigned char data[];
+};
+
+/* A staging buffer served to a peer and not yet released. */
+struct pd_peer_stage {
+    uint64_t req;
+    ucp_ep_h ep;                       /* the asker's endpoint */
+    unsigned char *buf;
+    size_t len;
+    ucp_mem_h memh;
+    uint64_t expires_ns;
+};
+
+/* The reply the engine's remote lookup waits for. */
+struct pd_peer_wait {
+    int active;
+    uint64_t req;
+    ucp_ep_h ep;
+    int done;                          /* reply (msg) came, or the peer failed */
+    struct pd_peer_msg *msg;
+};
+
+/* What an Active Message handler is registered with. */
+struct pd_peer_am_arg {
+    struct pd_peers *ps;
+    unsigned id;
+};
+
+struct pd_peers {
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_listener_h listener;
+    int efd;
+    uint8_t key[PD_PEER_KEY_BYTES];
+    uint8_t id[PD_PEER_ID_BYTES];      /* this daemon's, random */
+    uint32_t timeout_ms;
+    pd_backend *backend;
+    struct pd_pool *const *pools;
+    struct pd_peer *peers[PD_PEER_MAX];
+    uint32_t npeers;
+    struct pd_peer_msg *head, *tail;   /* queued messages */
+    uint32_t queued;
+    struct pd_peer_am_arg am_args[PD_PEER_AM_LAST_ + 1];
+    struct pd_peer_stage stages[PD_PEER_MAX_STAGES];
+    struct pd_peer_wait wait;
+    uint64_t next_req;
+    unsigned char *local;              /* the asker's staging buffer, mapped */
+    size_t local_len;
+    ucp_mem_h local_memh;
+    int corrupt, stall;                /* PAGEDD_PEER_CORRUPT, PAGEDD_PEER_STALL */
+};
+
+/* link.c */
+/* Returns the peer whose endpoint is ep, or NULL. */
+struct pd_peer *pd_peer_by_ep(struct pd_peers *ps, ucp_ep_h ep);
+/* Sends message id (len bytes of data, copied) to p. Returns 0 or -1 (p is then marked failed). */
+int pd_peer_send(struct pd_peers *ps, struct pd_peer *p, unsigned id, const void *data, size_t len);
+/* Marks p failed for why (formatted), logs it at WARNING, and closes its endpoint at the next
+ * poll. Returns nothing. */
+void pd_peer_fail(struct pd_peers *ps, struct pd_peer *p, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Progresses the worker once; returns what ucp_worker_progress returned. */
+unsigned pd_peer_progress(struct pd_peers *ps);
+/* Returns the time now in nanoseconds (the monotonic clock). */
+uint64_t pd_peer_now_ns(void);
+
+/* auth.c */
+/* Starts p's handshake: sends its CHALLENGE with a fresh nonce. Returns 0 or -1. */
+int pd_peer_auth_start(struct pd_peers *ps, struct pd_peer *p);
+/* Handles a CHALLENGE or RESPONSE from p. Returns nothing (a failure fails p). */
+void pd_peer_auth_msg(struct pd_peers *ps, struct pd_peer *p, const struct pd_peer_msg *m);
+
+/* serve.c */
+/* Handles a FETCH of authenticated p: stages the blocks and replies. Returns nothing. */
+void pd_peer_serve_fetch(struct pd_peers *ps, struct pd_peer *p, const struct pd_peer_msg *m);
+/* Handles a RELEASE of p: frees its staging buffer. Returns nothing. */
+void pd_peer_serve_release(struct pd_peers *ps, struct pd_peer *p, const struct pd_peer_msg *m);
+/* Frees the staging buffers of ep (every one with ep NULL), and those expired before now
+ * (now 0: none for age). Returns nothing. */
+void pd_peer_stages_drop(struct pd_peers *ps, ucp_ep_h ep, int all, uint64_t now);
+
+/* key.c */
+/* Reads the key file path into key (its contents hashed to 32 bytes), refusing a file that is
+ * not a regular file owned by the daemon's uid, that group or others may read or write, or
+ * that holds fewer than 16 bytes. Returns 0, or -1 with *cause naming the file and why. */
+int pd_peer_key_load(const char *path, uint8_t key[PD_PEER_KEY_BYTES], char **cause);
+
+#endif

@@ -1,0 +1,483 @@
+/* peers-t.c: published prefixes moved between two pagedd over UCX TCP on loopback: found, refused, corrupted, lost. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/core/proto.h"
+#include "paged.h"
+#include "tests/service/rawclient.h"
+#include "tests/tap/basic.h"
+#include "tests/tap/pagedd.h"
+
+#ifdef HAVE_UCX
+
+/* The pool on every daemon: 2 layers, 2 KV heads, head_dim 64, blocks of 16 tokens, f32, 8
+ * blocks; a prompt is 4 blocks. */
+#define L 2
+#define H 2
+#define D 64
+#define B 16
+#define N 8
+#define NB 4
+#define PIECE (H * B * D)
+#define UNIT (L * 2 * PIECE)
+#define SALT 7u
+#define POOL "shared-prefixes"
+#define TIMEOUT_MS 400
+
+/* One daemon of the test, with a client that made the pool and a control connection. */
+struct node {
+    struct pagedd d;
+    paged_client *c;
+    paged_pool *p;
+    struct rc_client ctl;
+    unsigned port;               /* its peer-listen port, or 0 */
+};
+
+/* A prompt: tokens, its blocks as published (unit layout) and its decodes per layer. */
+struct prompt {
+    int32_t tokens[NB * B];
+    float units[NB][UNIT];
+    float q[L][H * D];
+    float out[L][H * D];
+};
+
+/* What a child reports through shared memory. */
+struct report {
+    int found;
+    int same_bytes;
+    int same_decode;
+    int status;
+    uint64_t lookup_ns;
+};
+
+static struct prompt *prompt;    /* shared with the children */
+static struct report *report;
+static char key_path[512], wrong_key_path[512];
+
+/* Returns a float of the sequence seeded by *s, in [-1, 1). */
+static float rnd(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float) ((double) (*s >> 40) / (double) (1ull << 24) * 2.0 - 1.0);
+}
+
+/* Returns the monotonic clock in nanoseconds. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+/* Returns 64 random bits of the kernel's; bails when they cannot be read. */
+static uint64_t random_seed(void)
+{
+    uint64_t s = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, &s, sizeof s) != (ssize_t) sizeof s)
+        sysbail("/dev/urandom");
+    close(fd);
+    return s;
+}
+
+/* Writes a key file of 32 random bytes at path with mode; bails on failure. Returns nothing. */
+static void write_key(const char *path, mode_t mode)
+{
+    uint64_t k[4] = { random_seed(), random_seed(), random_seed(), random_seed() };
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, k, sizeof k) != (ssize_t) sizeof k || fchmod(fd, mode) != 0)
+        sysbail("writing %s", path);
+    close(fd);
+}
+
+/* Connects a libpaged client to n; returns it or NULL. */
+static paged_client *connect_to(const struct node *n, const char *name)
+{
+    paged_connect_opts o = { .socket_path = n->d.socket, .name = name, .timeout_ms = 10000 };
+    paged_client *c = NULL;
+    return paged_client_connect(&o, &c) == PAGED_OK ? c : NULL;
+}
+
+/* Reads n's peer-listen port from its log (written once it listens). Returns it, or 0. */
+static unsigned read_port(const struct node *n)
+{
+    const char *needle = "listening for peers on 127.0.0.1:";
+    if (!pagedd_log_wait(&n->d, needle, 10000))
+        return 0;
+    FILE *f = fopen(n->d.log, "r");
+    char line[512];
+    unsigned port = 0;
+    while (f != NULL && port == 0 && fgets(line, sizeof line, f) != NULL) {
+        const char *at = strstr(line, needle);
+        if (at != NULL)
+            port = (unsigned) strtoul(at + strlen(needle), NULL, 10);
+    }
+    if (f != NULL)
+        fclose(f);
+    return port;
+}
+
+/*
+ * Starts daemon n: listening for peers on a free loopback port when listen, with peer (a port,
+ * 0: none) as its one peer, the key file key, and env's knobs (NULL-terminated, may be NULL)
+ * besides UCX_TLS=tcp; then makes the pool with PAGED_POOL_PEERS and a control connection.
+ * Bails when any of it fails. Returns nothing.
+ */
+static void start_node(struct node *n, int listen, unsigned peer, const char *key, const char *knob)
+{
+    char listen_arg[64], peers_arg[64], key_arg[600], timeout_arg[64];
+    snprintf(listen_arg, sizeof listen_arg, "--peer-listen=127.0.0.1:0");
+    snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u", peer);
+    snprintf(key_arg, sizeof key_arg, "--peer-key=%s", key);
+    snprintf(timeout_arg, sizeof timeout_arg, "--peer-timeout=%d", TIMEOUT_MS);
+    const char *args[5] = { key_arg, timeout_arg, NULL, NULL, NULL };
+    int i = 2;
+    if (listen)
+        args[i++] = listen_arg;
+    if (peer != 0)
+        args[i++] = peers_arg;
+    const char *env[] = { "UCX_TLS=tcp", "UCX_WARN_UNUSED_ENV_VARS=n", knob, NULL };
+    memset(n, 0, sizeof *n);
+    if (pagedd_start(&n->d, args, env, NULL) != 0)
+        bail("pagedd did not start with peers");
+    if (listen && (n->port = read_port(n)) == 0)
+        bail("no peer-listen port in the log");
+    n->c = connect_to(n, "peers-owner");
+    paged_pool_desc desc = {
+        .name = POOL, .num_layers = L, .num_kv_heads = H, .head_dim = D, .block_size = B,
+        .dtype = PAGED_DTYPE_F32, .num_blocks = N, .mode = 0600 | PAGED_POOL_PEERS,
+    };
+    if (n->c == NULL || paged_pool_create(n->c, &desc, &n->p) != PAGED_OK)
+        bail("cannot create the pool: %s", n->c != NULL ? paged_client_error(n->c) : "no connection");
+    if (rc_connect(n->d.socket, "ctl", PCORE_HELLO_CONTROL, &n->ctl) != 0)
+        bail("control connection");
+}
+
+/* Stops n (SIGTERM) and removes its directory. Returns nothing. */
+static void stop_node(struct node *n)
+{
+    rc_close(&n->ctl);
+    paged_client_close(n->c);
+    if (n->d.pid != 0)
+        pagedd_stop(&n->d);
+    pagedd_cleanup(&n->d);
+}
+
+/* Decodes the prompt's query over the NB blocks ids at every layer into out; returns the first
+ * failing status or PAGED_OK. */
+static int decode_over(paged_pool *p, const int32_t *ids, float out[L][H * D])
+{
+    const int32_t len = NB * B;
+    for (int l = 0; l < L; l++) {
+        paged_attn_args a = {
+            .num_seqs = 1, .num_q_heads = H, .dtype = PAGED_DTYPE_F32, .q = prompt->q[l], .out = out[l],
+            .block_tables = ids, .bt_stride = NB, .seq_lens = &len, .sm_scale = 0.125f,
+        };
+        int rc = paged_decode(p, l, &a);
+        if (rc != PAGED_OK)
+            return rc;
+    }
+    return PAGED_OK;
+}
+
+/* Copies block id of the mapped pool at base into unit (every layer's K then V). */
+static void read_unit(const float *base, int32_t id, float *unit)
+{
+    for (int pl = 0; pl < L * 2; pl++)
+        memcpy(unit + (size_t) pl * PIECE, base + ((size_t) pl * N + (size_t) id) * PIECE, PIECE * sizeof *unit);
+}
+
+/* Child: writes a prompt of fresh random keys, values and queries into NB blocks of p, records
+ * its units and decodes, publishes and frees them. Sets report->status. */
+static void child_publish(paged_pool *p)
+{
+    uint64_t s = random_seed();
+    int32_t ids[NB], slots[NB * B];
+    for (int i = 0; i < NB * B; i++)
+        prompt->tokens[i] = (int32_t) (s % 100000u) + i;
+    int rc = paged_alloc(p, NB, ids);
+    for (int i = 0; i < NB * B; i++)
+        slots[i] = ids[i / B] * B + i % B;
+    static float kv[2][NB * B * H * D];
+    for (int l = 0; l < L && rc == PAGED_OK; l++) {
+        for (size_t i = 0; i < NB * B * H * D; i++) {
+            kv[0][i] = rnd(&s);
+            kv[1][i] = rnd(&s);
+        }
+        for (int i = 0; i < H * D; i++)
+            prompt->q[l][i] = rnd(&s);
+        rc = paged_append(p, l, NB * B, PAGED_DTYPE_F32, kv[0], kv[1], slots);
+    }
+    void *base = NULL;
+    if (rc == PAGED_OK)
+        rc = paged_pool_map(p, &base);
+    if (rc == PAGED_OK) {
+        for (int b = 0; b < NB; b++)
+            read_unit(base, ids[b], prompt->units[b]);
+        rc = decode_over(p, ids, prompt->out);
+    }
+    if (rc == PAGED_OK && paged_publish(p, NULL, SALT, NB, prompt->tokens, ids) != NB)
+        rc = PAGED_E_INVAL;
+    int frc = paged_free(p, NB, ids);
+    report->status = rc != PAGED_OK ? rc : frc;
+}
+
+/* Child: looks the prompt up in p and checks what it found, into *report. */
+static void child_lookup(paged_pool *p)
+{
+    int32_t ids[NB];
+    const uint64_t t0 = now_ns();
+    report->found = paged_lookup(p, NULL, SALT, NB, prompt->tokens, ids);
+    report->lookup_ns = now_ns() - t0;
+    if (report->found <= 0)
+        return;
+    void *base = NULL;
+    report->status = paged_pool_map(p, &base);
+    if (report->status != PAGED_OK)
+        return;
+    static float unit[UNIT];
+    report->same_bytes = 1;
+    for (int b = 0; b < report->found; b++) {
+        read_unit(base, ids[b], unit);
+        if (memcmp(unit, prompt->units[b], sizeof unit) != 0)
+            report->same_bytes = 0;
+    }
+    if (report->found == NB) {
+        float out[L][H * D];
+        report->status = decode_over(p, ids, out);
+        report->same_decode = report->status == PAGED_OK && memcmp(out, prompt->out, sizeof out) == 0;
+    }
+    paged_free(p, (uint32_t) report->found, ids);
+}
+
+/* Starts fn in a child process with a client of its own attached to n's pool, the report
+ * cleared. Returns the child's pid. */
+static pid_t start_child(const struct node *n, void (*fn)(paged_pool *))
+{
+    memset(report, 0, sizeof *report);
+    report->found = -999;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        sysbail("fork");
+    if (pid == 0) {
+        paged_client *c = connect_to(n, "peers-child");
+        paged_pool *p = NULL;
+        int rc = c != NULL ? paged_pool_attach(c, POOL, &p) : PAGED_E_NOTCONN;
+        if (rc == PAGED_OK)
+            fn(p);
+        else
+            report->status = rc;
+        paged_client_close(c);
+        _exit(rc == PAGED_OK ? 0 : 1);
+    }
+    return pid;
+}
+
+/* Runs fn as start_child does and waits for it. Returns its exit status (0: it ran). */
+static int in_child(const struct node *n, void (*fn)(paged_pool *))
+{
+    int status = 0;
+    waitpid(start_child(n, fn), &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Runs pactl -s n's socket [-f json] peers into out (size bytes, NUL-terminated). Returns its
+ * exit status, or -1 when it could not be run. */
+static int pactl_peers(const struct node *n, int json, char *out, size_t size)
+{
+    const char *top = getenv("top_builddir");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s/tools/pactl' -s '%s' %s peers", top != NULL ? top : "..", n->d.socket,
+             json ? "-f json" : "");
+    FILE *f = popen(cmd, "r");
+    if (f == NULL)
+        return -1;
+    size_t got = fread(out, 1, size - 1, f);
+    out[got] = '\0';
+    int status = pclose(f);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Waits until n's pool has want blocks free and none referenced; reports what. */
+static void expect_free(struct node *n, uint32_t want, const char *what)
+{
+    struct pcore_pool_item it;
+    int rc = rc_pool_item_until(&n->ctl, POOL, rc_pool_free_is, want, 10000, &it);
+    ok(rc == 0 && it.referenced == 0, "%s: %u blocks free, none referenced (%u free, %u referenced)", what, want,
+       it.free, it.referenced);
+}
+
+/* A publishes; B, its peer, finds the whole prompt, bit for bit, and publishes it itself. */
+static void test_found(void)
+{
+    struct node a, b;
+    start_node(&a, 1, 0, key_path, NULL);
+    start_node(&b, 0, a.port, key_path, NULL);
+    ok(pagedd_log_wait(&b.d, "authenticated", 10000) && pagedd_log_wait(&a.d, "authenticated", 10000),
+       "found: the two daemons authenticate each other");
+    in_child(&a, child_publish);
+    is_int(PAGED_OK, report->status, "found: a client of A writes, decodes and publishes a prompt");
+    in_child(&b, child_lookup);
+    is_int(NB, report->found, "found: a client of B finds all %d blocks", NB);
+    ok(report->same_bytes, "found: they hold A's bytes, bit for bit");
+    ok(report->same_decode, "found: decoding over them on B equals the decode on A, bit for bit (status %d)",
+       report->status);
+    expect_free(&b, N - NB, "found: B keeps the blocks cached");
+    static char out[8192];
+    char want[128];
+    snprintf(want, sizeof want, "\"address\":\"127.0.0.1:%u\"", a.port);
+    int rc = pactl_peers(&b, 1, out, sizeof out);
+    ok(rc == 0 && strstr(out, want) != NULL && strstr(out, "\"state\":\"authenticated\"") != NULL
+           && strstr(out, "\"blocks_fetched\":4") != NULL,
+       "found: pactl -f json peers on B shows A authenticated, 4 blocks fetched");
+    if (rc != 0 || strstr(out, "\"blocks_fetched\":4") == NULL)
+        diag("pactl: %s", out);
+    rc = pactl_peers(&b, 0, out, sizeof out);
+    ok(rc == 0 && strstr(out, "GB/S") != NULL && strstr(out, "authenticated") != NULL,
+       "found: pactl peers prints its table");
+    stop_node(&a);
+    in_child(&b, child_lookup);
+    ok(report->found == NB && report->same_decode, "found: with A gone, B finds them in its own pool (%d)",
+       report->found);
+    stop_node(&b);
+}
+
+/* A peer with another key: never authenticated, B finds nothing, takes nothing. */
+static void test_wrong_key(void)
+{
+    struct node a, b;
+    start_node(&a, 1, 0, key_path, NULL);
+    start_node(&b, 0, a.port, wrong_key_path, NULL);
+    ok(pagedd_log_wait(&b.d, "authentication failed", 10000) || pagedd_log_wait(&b.d, "connection lost", 10000),
+       "wrong key: B logs the failed handshake");
+    ok(pagedd_log_wait(&a.d, "authentication failed", 10000), "wrong key: A logs the failed handshake");
+    in_child(&a, child_publish);
+    is_int(PAGED_OK, report->status, "wrong key: a client of A publishes a prompt");
+    in_child(&b, child_lookup);
+    is_int(0, report->found, "wrong key: B's lookup finds nothing");
+    expect_free(&b, N, "wrong key: no block of B leaked");
+    static char out[8192];
+    int rc = pactl_peers(&b, 0, out, sizeof out);
+    ok(rc == 0 && strstr(out, "failed: ") != NULL, "wrong key: pactl peers on B shows the peer failed and why");
+    if (rc != 0 || strstr(out, "failed: ") == NULL)
+        diag("pactl: %s", out);
+    stop_node(&b);
+    stop_node(&a);
+}
+
+/* A peer that corrupts what it serves: B keeps only its local prefix, and counts it. */
+static void test_corrupt(void)
+{
+    struct node a, b;
+    start_node(&a, 1, 0, key_path, "PAGEDD_PEER_CORRUPT=1");
+    start_node(&b, 0, a.port, key_path, NULL);
+    ok(pagedd_log_wait(&b.d, "authenticated", 10000), "corrupt: B authenticates A");
+    in_child(&a, child_publish);
+    is_int(PAGED_OK, report->status, "corrupt: a client of A publishes a prompt");
+    in_child(&b, child_lookup);
+    is_int(0, report->found, "corrupt: B's lookup finds nothing");
+    ok(pagedd_log_contains(&b.d, "checksum does not match"), "corrupt: B logs the bad checksum");
+    expect_free(&b, N, "corrupt: no block of B leaked");
+    stop_node(&b);
+    stop_node(&a);
+}
+
+/* A peer that never answers: B's lookup misses after the timeout; killed while it holds a
+ * request, B's lookup misses at once. Neither takes a block. */
+static void test_stall(void)
+{
+    struct node a, b;
+    start_node(&a, 1, 0, key_path, "PAGEDD_PEER_STALL=1");
+    start_node(&b, 0, a.port, key_path, NULL);
+    ok(pagedd_log_wait(&b.d, "authenticated", 10000), "stall: B authenticates A");
+    in_child(&a, child_publish);
+    is_int(PAGED_OK, report->status, "stall: a client of A publishes a prompt");
+    const uint64_t limit = (uint64_t) (TIMEOUT_MS + 2000) * 1000000u;
+    in_child(&b, child_lookup);
+    ok(report->found == 0 && report->lookup_ns >= (uint64_t) (TIMEOUT_MS - 50) * 1000000u && report->lookup_ns < limit,
+       "stall: B's lookup misses after the peer-timeout of %d ms (%d found, %llu ms)", TIMEOUT_MS, report->found,
+       (unsigned long long) (report->lookup_ns / 1000000u));
+    ok(pagedd_log_contains(&b.d, "no answer within peer-timeout"), "stall: B logs the timeout");
+    pid_t child = start_child(&b, child_lookup);
+    ok(pagedd_log_wait(&a.d, "request 2 left unanswered", 10000), "stall: A holds B's second request");
+    int status = 0;
+    kill(a.d.pid, SIGKILL);
+    waitpid(a.d.pid, &status, 0);
+    a.d.pid = 0;
+    waitpid(child, &status, 0);
+    ok(report->found == 0 && report->lookup_ns < limit, "stall: A killed meanwhile, B's lookup misses (%d, %llu ms)",
+       report->found, (unsigned long long) (report->lookup_ns / 1000000u));
+    expect_free(&b, N, "stall: no block of B leaked");
+    in_child(&b, child_lookup);
+    ok(report->found == 0 && report->lookup_ns < limit, "stall: with A dead, a lookup misses (%llu ms)",
+       (unsigned long long) (report->lookup_ns / 1000000u));
+    stop_node(&b);
+    pagedd_cleanup(&a.d);
+}
+
+/* A key file group or others may read: pagedd refuses to start, naming it and why. */
+static void test_key_mode(void)
+{
+    struct pagedd d = { 0 };
+    pagedd_mkdir(&d);
+    char path[600], arg[700];
+    snprintf(path, sizeof path, "%s/open-key", d.dir);
+    write_key(path, 0644);
+    snprintf(arg, sizeof arg, "--peer-key=%s", path);
+    const char *args[] = { arg, "--peers=127.0.0.1:9", NULL };
+    const char *env[] = { "UCX_TLS=tcp", NULL };
+    ok(pagedd_start(&d, args, env, NULL) != 0, "key mode: pagedd with a key file of mode 0644 does not start");
+    ok(pagedd_log_contains(&d, path) && pagedd_log_contains(&d, "0644"),
+       "key mode: its log names the file and the mode");
+    if (d.pid != 0)
+        pagedd_stop(&d);
+    pagedd_cleanup(&d);
+}
+
+/* Runs the tests. */
+int main(void)
+{
+    const char *backend = getenv("PAGED_TEST_BACKEND");
+    if (backend != NULL && backend[0] != '\0' && strcmp(backend, "cpu") != 0)
+        skip_all("the peers' test maps the pool as host memory: cpu backend only");
+    plan_lazy();
+    prompt = mmap(NULL, sizeof *prompt, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    report = mmap(NULL, sizeof *report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (prompt == MAP_FAILED || report == MAP_FAILED)
+        sysbail("mmap");
+    struct pagedd keys = { 0 };
+    pagedd_mkdir(&keys);
+    snprintf(key_path, sizeof key_path, "%s/peer.key", keys.dir);
+    snprintf(wrong_key_path, sizeof wrong_key_path, "%s/wrong.key", keys.dir);
+    write_key(key_path, 0600);
+    write_key(wrong_key_path, 0600);
+    test_key_mode();
+    test_found();
+    test_wrong_key();
+    test_corrupt();
+    test_stall();
+    pagedd_cleanup(&keys);
+    return 0;
+}
+
+#else
+
+/* Says the test is skipped: the daemon has no peers without UCX. */
+int main(void)
+{
+    skip_all("built without UCX");
+}
+
+#endif
