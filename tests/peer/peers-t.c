@@ -15,6 +15,7 @@
 
 #include "lib/core/proto.h"
 #include "paged.h"
+#include "tests/service/kvprompt.h"
 #include "tests/service/rawclient.h"
 #include "tests/tap/basic.h"
 #include "tests/tap/pagedd.h"
@@ -23,14 +24,13 @@
 
 /* The pool on every daemon: 2 layers, 2 KV heads, head_dim 64, blocks of 16 tokens, f32, 8
  * blocks; a prompt is 4 blocks. */
-#define L 2
-#define H 2
-#define D 64
-#define B 16
+#define L KP_L
+#define H KP_H
+#define D KP_D
+#define B KP_B
 #define N 8
-#define NB 4
-#define PIECE (H * B * D)
-#define UNIT (L * 2 * PIECE)
+#define NB KP_NB
+#define UNIT KP_UNIT
 #define SALT 7u
 #define POOL "shared-prefixes"
 #define TIMEOUT_MS 400
@@ -44,41 +44,9 @@ struct node {
     unsigned port;               /* its peer-listen port, or 0 */
 };
 
-/* A prompt: tokens, its blocks as published (unit layout) and its decodes per layer. */
-struct prompt {
-    int32_t tokens[NB * B];
-    float units[NB][UNIT];
-    float q[L][H * D];
-    float out[L][H * D];
-};
-
-/* What a child reports through shared memory. */
-struct report {
-    int found;
-    int same_bytes;
-    int same_decode;
-    int status;
-    uint64_t lookup_ns;
-};
-
-static struct prompt *prompt;    /* shared with the children */
-static struct report *report;
+static struct kp_prompt *prompt; /* shared with the children */
+static struct kp_found *report;
 static char key_path[512], wrong_key_path[512];
-
-/* Returns a float of the sequence seeded by *s, in [-1, 1). */
-static float rnd(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (float) ((double) (*s >> 40) / (double) (1ull << 24) * 2.0 - 1.0);
-}
-
-/* Returns the monotonic clock in nanoseconds. */
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
-}
 
 /* Returns 64 random bits of the kernel's; bails when they cannot be read. */
 static uint64_t random_seed(void)
@@ -174,91 +142,18 @@ static void stop_node(struct node *n)
     pagedd_cleanup(&n->d);
 }
 
-/* Decodes the prompt's query over the NB blocks ids at every layer into out; returns the first
- * failing status or PAGED_OK. */
-static int decode_over(paged_pool *p, const int32_t *ids, float out[L][H * D])
-{
-    const int32_t len = NB * B;
-    for (int l = 0; l < L; l++) {
-        paged_attn_args a = {
-            .num_seqs = 1, .num_q_heads = H, .dtype = PAGED_DTYPE_F32, .q = prompt->q[l], .out = out[l],
-            .block_tables = ids, .bt_stride = NB, .seq_lens = &len, .sm_scale = 0.125f,
-        };
-        int rc = paged_decode(p, l, &a);
-        if (rc != PAGED_OK)
-            return rc;
-    }
-    return PAGED_OK;
-}
-
-/* Copies block id of the mapped pool at base into unit (every layer's K then V). */
-static void read_unit(const float *base, int32_t id, float *unit)
-{
-    for (int pl = 0; pl < L * 2; pl++)
-        memcpy(unit + (size_t) pl * PIECE, base + ((size_t) pl * N + (size_t) id) * PIECE, PIECE * sizeof *unit);
-}
-
 /* Child: writes a prompt of fresh random keys, values and queries into NB blocks of p, records
  * its units and decodes, publishes and frees them. Sets report->status. */
 static void child_publish(paged_pool *p)
 {
     uint64_t s = random_seed();
-    int32_t ids[NB], slots[NB * B];
-    for (int i = 0; i < NB * B; i++)
-        prompt->tokens[i] = (int32_t) (s % 100000u) + i;
-    int rc = paged_alloc(p, NB, ids);
-    for (int i = 0; i < NB * B; i++)
-        slots[i] = ids[i / B] * B + i % B;
-    static float kv[2][NB * B * H * D];
-    for (int l = 0; l < L && rc == PAGED_OK; l++) {
-        for (size_t i = 0; i < NB * B * H * D; i++) {
-            kv[0][i] = rnd(&s);
-            kv[1][i] = rnd(&s);
-        }
-        for (int i = 0; i < H * D; i++)
-            prompt->q[l][i] = rnd(&s);
-        rc = paged_append(p, l, NB * B, PAGED_DTYPE_F32, kv[0], kv[1], slots);
-    }
-    void *base = NULL;
-    if (rc == PAGED_OK)
-        rc = paged_pool_map(p, &base);
-    if (rc == PAGED_OK) {
-        for (int b = 0; b < NB; b++)
-            read_unit(base, ids[b], prompt->units[b]);
-        rc = decode_over(p, ids, prompt->out);
-    }
-    if (rc == PAGED_OK && paged_publish(p, NULL, SALT, NB, prompt->tokens, ids) != NB)
-        rc = PAGED_E_INVAL;
-    int frc = paged_free(p, NB, ids);
-    report->status = rc != PAGED_OK ? rc : frc;
+    report->status = kp_publish(p, N, prompt, (int32_t) (s % 100000u), s, SALT);
 }
 
 /* Child: looks the prompt up in p and checks what it found, into *report. */
 static void child_lookup(paged_pool *p)
 {
-    int32_t ids[NB];
-    const uint64_t t0 = now_ns();
-    report->found = paged_lookup(p, NULL, SALT, NB, prompt->tokens, ids);
-    report->lookup_ns = now_ns() - t0;
-    if (report->found <= 0)
-        return;
-    void *base = NULL;
-    report->status = paged_pool_map(p, &base);
-    if (report->status != PAGED_OK)
-        return;
-    static float unit[UNIT];
-    report->same_bytes = 1;
-    for (int b = 0; b < report->found; b++) {
-        read_unit(base, ids[b], unit);
-        if (memcmp(unit, prompt->units[b], sizeof unit) != 0)
-            report->same_bytes = 0;
-    }
-    if (report->found == NB) {
-        float out[L][H * D];
-        report->status = decode_over(p, ids, out);
-        report->same_decode = report->status == PAGED_OK && memcmp(out, prompt->out, sizeof out) == 0;
-    }
-    paged_free(p, (uint32_t) report->found, ids);
+    kp_check(p, N, prompt, SALT, report);
 }
 
 /* Starts fn in a child process with a client of its own attached to n's pool, the report

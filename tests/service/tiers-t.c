@@ -11,12 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 #include "lib/core/proto.h"
 #include "paged.h"
+#include "tests/service/kvprompt.h"
 #include "tests/service/rawclient.h"
 #include "tests/tap/basic.h"
 #include "tests/tap/pagedd.h"
@@ -24,28 +21,18 @@
 /* The pool: 2 layers, 2 KV heads, head_dim 64, blocks of 16 tokens, f32, 8 blocks; a unit
  * (one block, every layer's K and V) is 2 * 2 * 2 * 16 * 64 * 4 = 32 KiB, and the host tier
  * holds 4 of them. */
-#define L 2
-#define H 2
-#define D 64
-#define B 16
+#define L KP_L
+#define H KP_H
+#define D KP_D
+#define B KP_B
 #define N 8
-#define NB 4                     /* blocks of a prompt */
+#define NB KP_NB
 #define HOST_UNITS 4
-#define PIECE (H * B * D)        /* floats of one block of one layer's K or V */
-#define UNIT (L * 2 * PIECE)     /* floats of a unit */
+#define UNIT KP_UNIT
 #define SALT 11u
 #define POOL "tiers"
 
 enum { P_A, P_B, P_C, NPROMPTS };
-
-/* What the test knows of each prompt: its tokens, its blocks' bytes as published (unit
- * layout), and one decode per layer over them with a fixed query. */
-struct prompt {
-    int32_t tokens[NB * B];
-    float units[NB][UNIT];
-    float q[L][H * D];
-    float out[L][H * D];
-};
 
 /* What a child reports through shared memory. */
 struct report {
@@ -66,55 +53,10 @@ struct race {
 
 static struct pagedd daemon_;
 static struct race *race;
-static int on_cuda;              /* the daemon runs the cuda backend: tensors are device memory */
 static char file_dir[512];
-static struct prompt *prompts;   /* shared with children (MAP_SHARED) */
+static struct kp_prompt *prompts;   /* shared with children (MAP_SHARED) */
 static struct report *report;
 static paged_client *child_client;   /* in a child of in_child: its own client */
-
-/* Returns a float of a fixed-seed sequence in [-1, 1). */
-static float rnd(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (float) ((double) (*s >> 40) / (double) (1ull << 24) * 2.0 - 1.0);
-}
-
-/* Returns a pointer the synchronous calls take for bytes of data (NULL: an output): data
- * itself on the cpu backend, a device copy of it on cuda. Bails on failure. */
-static void *arg_in(const void *data, size_t bytes)
-{
-    if (!on_cuda)
-        return (void *) data;
-#ifdef HAVE_CUDA
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes) != cudaSuccess
-        || (data != NULL && cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice) != cudaSuccess))
-        bail("cudaMalloc or cudaMemcpy of %zu bytes", bytes);
-    return d;
-#else
-    (void) bytes;
-    bail("a cuda daemon, and this test built without CUDA");
-#endif
-}
-
-/* Copies bytes at arg (what arg_in gave, or pool memory mapped here) to host memory dst and
- * frees arg when it was arg_in's copy (owned). Returns nothing. */
-static void arg_out(void *dst, const void *arg, size_t bytes, int owned)
-{
-    if (!on_cuda) {
-        if (dst != NULL && dst != arg)
-            memcpy(dst, arg, bytes);
-        return;
-    }
-#ifdef HAVE_CUDA
-    if (dst != NULL && cudaMemcpy(dst, arg, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-        bail("cudaMemcpy of %zu bytes", bytes);
-    if (owned)
-        cudaFree((void *) arg);
-#else
-    (void) dst, (void) owned;
-#endif
-}
 
 /* Connects a libpaged client; returns it or NULL. */
 static paged_client *connect_client(const char *name)
@@ -124,109 +66,24 @@ static paged_client *connect_client(const char *name)
     return paged_client_connect(&o, &c) == PAGED_OK ? c : NULL;
 }
 
-/* Copies block id of a mapped pool (host or device memory) into a unit (every layer's K then
- * V). Returns nothing. */
-static void read_unit(const float *base, int32_t id, float *unit)
-{
-    for (int pl = 0; pl < L * 2; pl++)
-        arg_out(unit + (size_t) pl * PIECE, base + ((size_t) pl * N + (size_t) id) * PIECE, PIECE * sizeof *unit, 0);
-}
-
-/* Decodes prompt pr's query over the NB blocks ids at every layer into out; returns the
- * first failing status or PAGED_OK. */
-static int decode_over(paged_pool *p, const struct prompt *pr, const int32_t *ids, float out[L][H * D])
-{
-    const int32_t len = NB * B;
-    for (int l = 0; l < L; l++) {
-        void *q = arg_in(pr->q[l], sizeof pr->q[l]), *o = on_cuda ? arg_in(NULL, sizeof out[l]) : out[l];
-        paged_attn_args a = {
-            .num_seqs = 1, .num_q_heads = H, .dtype = PAGED_DTYPE_F32, .q = q, .out = o,
-            .block_tables = ids, .bt_stride = NB, .seq_lens = &len, .sm_scale = 0.125f,
-        };
-        int rc = paged_decode(p, l, &a);
-        arg_out(NULL, q, sizeof pr->q[l], q != pr->q[l]);
-        arg_out(out[l], o, sizeof out[l], o != out[l]);
-        if (rc != PAGED_OK)
-            return rc;
-    }
-    return PAGED_OK;
-}
-
-/* Fills prompt k with fresh tokens, keys, values and queries, writes it into NB new blocks of
- * p, records what the blocks hold and what decoding over them gives, publishes them and
- * frees them, leaving them cached. Returns PAGED_OK or the first failing status. */
-static int publish_prompt(paged_pool *p, int k, uint64_t seed)
-{
-    struct prompt *pr = &prompts[k];
-    uint64_t s = seed;
-    for (int i = 0; i < NB * B; i++)
-        pr->tokens[i] = (int32_t) (1000 * (k + 1) + i);
-    int32_t ids[NB], slots[NB * B];
-    int rc = paged_alloc(p, NB, ids);
-    if (rc != PAGED_OK)
-        return rc;
-    for (int i = 0; i < NB * B; i++)
-        slots[i] = ids[i / B] * B + i % B;
-    static float kv[2][NB * B * H * D];
-    for (int l = 0; l < L && rc == PAGED_OK; l++) {
-        for (size_t i = 0; i < NB * B * H * D; i++) {
-            kv[0][i] = rnd(&s);
-            kv[1][i] = rnd(&s);
-        }
-        for (int i = 0; i < H * D; i++)
-            pr->q[l][i] = rnd(&s);
-        void *dk = arg_in(kv[0], sizeof kv[0]), *dv = arg_in(kv[1], sizeof kv[1]);
-        rc = paged_append(p, l, NB * B, PAGED_DTYPE_F32, dk, dv, slots);
-        arg_out(NULL, dk, sizeof kv[0], dk != kv[0]);
-        arg_out(NULL, dv, sizeof kv[1], dv != kv[1]);
-    }
-    void *base = NULL;
-    if (rc == PAGED_OK)
-        rc = paged_pool_map(p, &base);
-    if (rc == PAGED_OK) {
-        for (int b = 0; b < NB; b++)
-            read_unit(base, ids[b], pr->units[b]);
-        rc = decode_over(p, pr, ids, pr->out);
-    }
-    if (rc == PAGED_OK && paged_publish(p, NULL, SALT, NB, pr->tokens, ids) != NB)
-        rc = PAGED_E_INVAL;
-    int frc = paged_free(p, NB, ids);
-    return rc != PAGED_OK ? rc : frc;
-}
-
 /* Child: publishes prompt k (report->status). CUDA is used in child processes only: a
  * process that forks must not have set it up. */
 static void child_publish(paged_pool *p, int k)
 {
-    report->status = publish_prompt(p, k, (uint64_t) k + 1);
+    report->status = kp_publish(p, N, &prompts[k], 1000 * (k + 1), (uint64_t) k + 1, SALT);
 }
 
 /* Child: looks prompt k up and checks what it found against what was published, into *report. */
 static void child_check(paged_pool *p, int k)
 {
-    const struct prompt *pr = &prompts[k];
-    int32_t ids[NB];
-    report->found = paged_lookup(p, NULL, SALT, NB, pr->tokens, ids);
+    struct kp_found f;
+    kp_check(p, N, &prompts[k], SALT, &f);
+    report->found = f.found;
+    report->same_bytes = f.same_bytes;
+    report->same_decode = f.same_decode;
+    report->status = f.status;
     if (paged_prefix_stats(child_client, &report->mine) != PAGED_OK)
         report->status = PAGED_E_PROTO;
-    if (report->found <= 0)
-        return;
-    void *base = NULL;
-    report->status = paged_pool_map(p, &base);
-    if (report->status != PAGED_OK)
-        return;
-    static float unit[UNIT];
-    report->same_bytes = 1;
-    for (int b = 0; b < report->found; b++) {
-        read_unit(base, ids[b], unit);
-        if (memcmp(unit, pr->units[b], sizeof unit) != 0)
-            report->same_bytes = 0;
-    }
-    if (report->found == NB) {
-        float out[L][H * D];
-        report->status = decode_over(p, pr, ids, out);
-        report->same_decode = report->status == PAGED_OK && memcmp(out, pr->out, sizeof out) == 0;
-    }
 }
 
 /* Child: takes every block of the pool (pushing whatever is cached out to the tiers), then
@@ -526,16 +383,16 @@ static void test_restart(void)
  * to ready once it holds C. */
 static void racer(paged_pool *p, int ready)
 {
-    const struct prompt *pr = &prompts[P_C];
+    const struct kp_prompt *pr = &prompts[P_C];
     int32_t ids[NB];
-    race->racer_status = publish_prompt(p, P_C, 3);
+    race->racer_status = kp_publish(p, N, &prompts[P_C], 3000, 3, SALT);
     if (race->racer_status == PAGED_OK && paged_lookup(p, NULL, SALT, NB, pr->tokens, ids) != NB)
         race->racer_status = PAGED_E_NOENT;
     if (write(ready, "r", 1) != 1 || race->racer_status != PAGED_OK)
         return;
     for (int i = 0; i < 20000 && !__atomic_load_n(&race->reloader_done, __ATOMIC_ACQUIRE); i++) {
         float out[L][H * D];
-        int rc = decode_over(p, pr, ids, out);
+        int rc = kp_decode(p, pr, ids, out);
         race->decodes++;
         race->decodes_same += rc == PAGED_OK && memcmp(out, pr->out, sizeof out) == 0;
     }
@@ -545,7 +402,7 @@ static void racer(paged_pool *p, int ready)
  * pushing it out of the pool again; sets reloader_done at the end. */
 static void reloader(paged_pool *p)
 {
-    const struct prompt *pr = &prompts[P_A];
+    const struct kp_prompt *pr = &prompts[P_A];
     void *base = NULL;
     race->reloader_status = paged_pool_map(p, &base);
     for (int r = 0; r < 16 && race->reloader_status == PAGED_OK; r++) {
@@ -554,7 +411,7 @@ static void reloader(paged_pool *p)
         int found = paged_lookup(p, NULL, SALT, NB, pr->tokens, ids), same = found == NB;
         static float unit[UNIT];
         for (int b = 0; b < found; b++) {
-            read_unit(base, ids[b], unit);
+            kp_read_unit(base, N, ids[b], unit);
             same = same && memcmp(unit, pr->units[b], sizeof unit) == 0;
         }
         race->rounds_ok += same;
@@ -770,7 +627,7 @@ int main(void)
     struct rc_client ctl;
     if (rc_connect(daemon_.socket, "ctl", PCORE_HELLO_CONTROL, &ctl) != 0)
         bail("control connection");
-    on_cuda = paged_client_backend(c) == PAGED_BACKEND_CUDA;
+    kp_on_cuda = paged_client_backend(c) == PAGED_BACKEND_CUDA;
     if (paged_events_open(daemon_.socket, PAGED_EVENTS_BLOCKS, &sub) != PAGED_OK)
         bail("cannot subscribe to block events");
     test_host(p, &ctl);

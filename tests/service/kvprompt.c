@@ -1,0 +1,163 @@
+/* kvprompt.c: a prompt of fresh random keys and values for service tests: written, decoded, checked. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "tests/service/kvprompt.h"
+
+#include <string.h>
+#include <time.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "tests/tap/basic.h"
+
+int kp_on_cuda;
+
+/* Returns a float of the sequence seeded by *s; see kvprompt.h. */
+float kp_rnd(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float) ((double) (*s >> 40) / (double) (1ull << 24) * 2.0 - 1.0);
+}
+
+/* Returns the monotonic clock in nanoseconds. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+/* Returns a pointer the synchronous calls take for bytes of data (NULL: an output): data
+ * itself on the cpu backend, a device copy of it on cuda. Bails on failure. */
+static void *arg_in(const void *data, size_t bytes)
+{
+    if (!kp_on_cuda)
+        return (void *) data;
+#ifdef HAVE_CUDA
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes) != cudaSuccess
+        || (data != NULL && cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice) != cudaSuccess))
+        bail("cudaMalloc or cudaMemcpy of %zu bytes", bytes);
+    return d;
+#else
+    (void) bytes;
+    bail("a cuda daemon, and this test built without CUDA");
+#endif
+}
+
+/* Copies bytes at arg (what arg_in gave, or pool memory mapped here) to host memory dst (NULL:
+ * none) and frees arg when it was arg_in's copy (owned). Returns nothing. */
+static void arg_out(void *dst, const void *arg, size_t bytes, int owned)
+{
+    if (!kp_on_cuda) {
+        if (dst != NULL && dst != arg)
+            memcpy(dst, arg, bytes);
+        return;
+    }
+#ifdef HAVE_CUDA
+    if (dst != NULL && cudaMemcpy(dst, arg, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+        bail("cudaMemcpy of %zu bytes", bytes);
+    if (owned)
+        cudaFree((void *) arg);
+#else
+    (void) dst, (void) owned;
+#endif
+}
+
+/* Copies a block of a mapped pool into a unit; see kvprompt.h. */
+void kp_read_unit(const float *base, uint32_t num_blocks, int32_t id, float *unit)
+{
+    for (int pl = 0; pl < KP_L * 2; pl++)
+        arg_out(unit + (size_t) pl * KP_PIECE, base + ((size_t) pl * num_blocks + (size_t) id) * KP_PIECE,
+                KP_PIECE * sizeof *unit, 0);
+}
+
+/* Decodes a prompt's query over its blocks at every layer; see kvprompt.h. */
+int kp_decode(paged_pool *p, const struct kp_prompt *pr, const int32_t *ids, float out[KP_L][KP_H * KP_D])
+{
+    const int32_t len = KP_NB * KP_B;
+    for (int l = 0; l < KP_L; l++) {
+        void *q = arg_in(pr->q[l], sizeof pr->q[l]), *o = kp_on_cuda ? arg_in(NULL, sizeof out[l]) : out[l];
+        paged_attn_args a = {
+            .num_seqs = 1, .num_q_heads = KP_H, .dtype = PAGED_DTYPE_F32, .q = q, .out = o,
+            .block_tables = ids, .bt_stride = KP_NB, .seq_lens = &len, .sm_scale = 0.125f,
+        };
+        int rc = paged_decode(p, l, &a);
+        arg_out(NULL, q, sizeof pr->q[l], q != pr->q[l]);
+        arg_out(out[l], o, sizeof out[l], o != out[l]);
+        if (rc != PAGED_OK)
+            return rc;
+    }
+    return PAGED_OK;
+}
+
+/* Writes, records, publishes and frees a prompt; see kvprompt.h. */
+int kp_publish(paged_pool *p, uint32_t num_blocks, struct kp_prompt *pr, int32_t first_token, uint64_t seed,
+               uint64_t salt)
+{
+    uint64_t s = seed;
+    for (int i = 0; i < KP_NB * KP_B; i++)
+        pr->tokens[i] = first_token + i;
+    int32_t ids[KP_NB], slots[KP_NB * KP_B];
+    int rc = paged_alloc(p, KP_NB, ids);
+    if (rc != PAGED_OK)
+        return rc;
+    for (int i = 0; i < KP_NB * KP_B; i++)
+        slots[i] = ids[i / KP_B] * KP_B + i % KP_B;
+    static float kv[2][KP_NB * KP_B * KP_H * KP_D];
+    for (int l = 0; l < KP_L && rc == PAGED_OK; l++) {
+        for (size_t i = 0; i < KP_NB * KP_B * KP_H * KP_D; i++) {
+            kv[0][i] = kp_rnd(&s);
+            kv[1][i] = kp_rnd(&s);
+        }
+        for (int i = 0; i < KP_H * KP_D; i++)
+            pr->q[l][i] = kp_rnd(&s);
+        void *dk = arg_in(kv[0], sizeof kv[0]), *dv = arg_in(kv[1], sizeof kv[1]);
+        rc = paged_append(p, l, KP_NB * KP_B, PAGED_DTYPE_F32, dk, dv, slots);
+        arg_out(NULL, dk, sizeof kv[0], dk != kv[0]);
+        arg_out(NULL, dv, sizeof kv[1], dv != kv[1]);
+    }
+    void *base = NULL;
+    if (rc == PAGED_OK)
+        rc = paged_pool_map(p, &base);
+    if (rc == PAGED_OK) {
+        for (int b = 0; b < KP_NB; b++)
+            kp_read_unit(base, num_blocks, ids[b], pr->units[b]);
+        rc = kp_decode(p, pr, ids, pr->out);
+    }
+    if (rc == PAGED_OK && paged_publish(p, NULL, salt, KP_NB, pr->tokens, ids) != KP_NB)
+        rc = PAGED_E_INVAL;
+    int frc = paged_free(p, KP_NB, ids);
+    return rc != PAGED_OK ? rc : frc;
+}
+
+/* Looks a prompt up and checks what came back; see kvprompt.h. */
+void kp_check(paged_pool *p, uint32_t num_blocks, const struct kp_prompt *pr, uint64_t salt, struct kp_found *out)
+{
+    memset(out, 0, sizeof *out);
+    int32_t ids[KP_NB];
+    const uint64_t t0 = now_ns();
+    out->found = paged_lookup(p, NULL, salt, KP_NB, pr->tokens, ids);
+    out->lookup_ns = now_ns() - t0;
+    if (out->found <= 0)
+        return;
+    void *base = NULL;
+    out->status = paged_pool_map(p, &base);
+    if (out->status != PAGED_OK)
+        return;
+    static float unit[KP_UNIT];
+    out->same_bytes = 1;
+    for (int b = 0; b < out->found; b++) {
+        kp_read_unit(base, num_blocks, ids[b], unit);
+        if (memcmp(unit, pr->units[b], sizeof unit) != 0)
+            out->same_bytes = 0;
+    }
+    if (out->found == KP_NB) {
+        float got[KP_L][KP_H * KP_D];
+        out->status = kp_decode(p, pr, ids, got);
+        out->same_decode = out->status == PAGED_OK && memcmp(got, pr->out, sizeof got) == 0;
+    }
+}
