@@ -97,16 +97,20 @@ static unsigned read_port(const struct node *n)
 }
 
 /*
- * Starts daemon n: listening for peers on a free loopback port when listen, with peer (a port,
- * 0: none) as its one peer, the key file key, and env's knobs (NULL-terminated, may be NULL)
+ * Starts daemon n: listening for peers on a free loopback port when listen, with peer and then
+ * peer2 (ports, 0: none) as its peers, the key file key, and env's knobs (NULL-terminated, may be NULL)
  * besides UCX_TLS=tcp; then makes the pool with PAGED_POOL_PEERS and a control connection.
  * Bails when any of it fails. Returns nothing.
  */
-static void start_node(struct node *n, int listen, unsigned peer, const char *key, const char *knob)
+static void start_node2(struct node *n, int listen, unsigned peer, unsigned peer2, const char *key,
+                        const char *knob)
 {
-    char listen_arg[64], peers_arg[64], key_arg[600], timeout_arg[64];
+    char listen_arg[64], peers_arg[96], key_arg[600], timeout_arg[64];
     snprintf(listen_arg, sizeof listen_arg, "--peer-listen=127.0.0.1:0");
-    snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u", peer);
+    if (peer2 != 0)
+        snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u,127.0.0.1:%u", peer, peer2);
+    else
+        snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u", peer);
     snprintf(key_arg, sizeof key_arg, "--peer-key=%s", key);
     snprintf(timeout_arg, sizeof timeout_arg, "--peer-timeout=%d", TIMEOUT_MS);
     const char *args[5] = { key_arg, timeout_arg, NULL, NULL, NULL };
@@ -130,6 +134,12 @@ static void start_node(struct node *n, int listen, unsigned peer, const char *ke
         bail("cannot create the pool: %s", n->c != NULL ? paged_client_error(n->c) : "no connection");
     if (rc_connect(n->d.socket, "ctl", PCORE_HELLO_CONTROL, &n->ctl) != 0)
         bail("control connection");
+}
+
+/* start_node2 with one peer at most. Returns nothing. */
+static void start_node(struct node *n, int listen, unsigned peer, const char *key, const char *knob)
+{
+    start_node2(n, listen, peer, 0, key, knob);
 }
 
 /* Stops n (SIGTERM) and removes its directory. Returns nothing. */
@@ -249,6 +259,31 @@ static void test_found(void)
     stop_node(&b);
 }
 
+/* Three daemons: B asks A, which has nothing, then C, which has the prompt; with A dead, C
+ * still serves B. */
+static void test_three(void)
+{
+    struct node a, b, c;
+    start_node(&a, 1, 0, key_path, NULL);
+    start_node(&c, 1, 0, key_path, NULL);
+    start_node2(&b, 0, a.port, c.port, key_path, NULL);
+    ok(pagedd_log_wait(&a.d, "authenticated", 10000) && pagedd_log_wait(&c.d, "authenticated", 10000),
+       "three: B authenticates with A and with C");
+    in_child(&c, child_publish);
+    is_int(PAGED_OK, report->status, "three: a client of C publishes a prompt");
+    in_child(&b, child_lookup);
+    ok(report->found == NB && report->same_bytes && report->same_decode,
+       "three: A has none of it, and B finds all %d blocks at C, bit for bit (%d)", NB, report->found);
+    stop_node(&a);
+    in_child(&c, child_publish);
+    is_int(PAGED_OK, report->status, "three: with A stopped, C publishes another prompt");
+    in_child(&b, child_lookup);
+    ok(report->found == NB && report->same_decode, "three: B still finds it at C (%d)", report->found);
+    expect_free(&b, N - 2 * NB, "three: B holds nothing, both prompts cached");
+    stop_node(&b);
+    stop_node(&c);
+}
+
 /* A peer with another key: never authenticated, B finds nothing, takes nothing. */
 static void test_wrong_key(void)
 {
@@ -360,6 +395,7 @@ int main(void)
     write_key(wrong_key_path, 0600);
     test_key_mode();
     test_found();
+    test_three();
     test_wrong_key();
     test_corrupt();
     test_stall();
