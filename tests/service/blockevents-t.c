@@ -136,33 +136,6 @@ static int removed_set(const paged_block_event *b, uint32_t n, uint32_t tenant, 
     return 1;
 }
 
-/* Returns how many times needle is in the daemon's log now. */
-static int log_count(const char *needle)
-{
-    FILE *f = fopen(daemon_.log, "r");
-    if (f == NULL)
-        return -1;
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        n += strstr(line, needle) != NULL;
-    fclose(f);
-    return n;
-}
-
-/* Waits up to WAIT_MS, reading the log every millisecond, for needle to be in it want times.
- * Returns whether it was. */
-static int log_count_wait(const char *needle, int want)
-{
-    for (int i = 0; i < WAIT_MS; i++) {
-        if (log_count(needle) >= want)
-            return 1;
-        struct timespec ms = { 0, 1000000 };
-        nanosleep(&ms, NULL);
-    }
-    return 0;
-}
-
 /* Reads events from ev until a DISCONNECT of a client named name or WAIT_MS; counts block
  * events it saw in *blocks. Returns whether it came. */
 static int await_disconnect(paged_events *ev, const char *name, int *blocks)
@@ -234,7 +207,7 @@ static void test_pactl(struct rc_client *ctl)
         _exit(127);
     }
     close(out[1]);
-    ok(log_count_wait("block events: recording on", 1), "pactl subscribe --blocks turns recording on");
+    ok(pagedd_log_wait_count(&daemon_, "block events: recording on", 1, WAIT_MS), "pactl subscribe --blocks turns recording on");
     is_int(0, client_as((uid_t) -1, P_PACTL, NB), "a client publishes a prompt");
     int good = 0;
     /* Its other lines (the publisher's connect, attach, ...) come first: a bounded number. */
@@ -260,7 +233,7 @@ static void test_pactl(struct rc_client *ctl)
     waitpid(pid, &status, 0);
     close(out[0]);
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pactl subscribe exits 0 on SIGTERM");
-    ok(log_count_wait("block events: recording off", 1), "recording is off once the last block subscriber went");
+    ok(pagedd_log_wait_count(&daemon_, "block events: recording off", 1, WAIT_MS), "recording is off once the last block subscriber went");
     is_int(NB, (int) evict_pool(ctl), "EVICT without block subscribers evicts the prompt (recorded nowhere)");
 }
 
@@ -386,11 +359,12 @@ static void test_off(paged_events *first, paged_events *plain)
     int blocks = 0;
     paged_events_close(first);
     ok(await_disconnect(plain, "paged_events", &blocks), "the first block subscriber's disconnect is announced");
-    is_int(2, log_count("block events: recording on"), "recording went on twice in all (pactl's, then ours)");
-    is_int(1, log_count("block events: recording off"), "and is still on with the second left");
+    is_int(2, pagedd_log_count(&daemon_, "block events: recording on"),
+           "recording went on twice in all (pactl's, then ours)");
+    is_int(1, pagedd_log_count(&daemon_, "block events: recording off"), "and is still on with the second left");
     paged_events_close(second);
     ok(await_disconnect(plain, "paged_events", &blocks), "the second's disconnect is announced");
-    ok(log_count_wait("block events: recording off", 2), "recording is off once the last block subscriber went");
+    ok(pagedd_log_wait_count(&daemon_, "block events: recording off", 2, WAIT_MS), "recording is off once the last block subscriber went");
     is_int(0, blocks, "the plain subscriber saw no block event");
 }
 

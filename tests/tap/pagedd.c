@@ -4,6 +4,7 @@
 
 #include "tests/tap/pagedd.h"
 
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -133,31 +134,49 @@ void pagedd_cleanup(struct pagedd *d)
     d->dir[0] = '\0';
 }
 
-/* Returns whether the log contains needle. */
-int pagedd_log_contains(const struct pagedd *d, const char *needle)
+/* Returns how many lines of the log contain needle, counting up to most. */
+static int count_lines(const struct pagedd *d, const char *needle, int most)
 {
     FILE *f = fopen(d->log, "r");
     if (f == NULL)
         return 0;
-    char line[2048];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f) != NULL)
-        found = strstr(line, needle) != NULL;
+    char line[4096];
+    int n = 0;
+    while (n < most && fgets(line, sizeof line, f) != NULL)
+        n += strstr(line, needle) != NULL;
     fclose(f);
-    return found;
+    return n;
+}
+
+/* Returns whether the log contains needle. */
+int pagedd_log_contains(const struct pagedd *d, const char *needle)
+{
+    return count_lines(d, needle, 1) > 0;
+}
+
+/* Returns how many lines of the log contain needle. */
+int pagedd_log_count(const struct pagedd *d, const char *needle)
+{
+    return count_lines(d, needle, INT_MAX);
+}
+
+/* Waits for want lines of the log to contain needle; returns 1 or 0. */
+int pagedd_log_wait_count(const struct pagedd *d, const char *needle, int want, int timeout_ms)
+{
+    uint64_t deadline = pcore_now_ns() + (uint64_t) (timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+    /* A bounded poll: nothing tells when a line is written. */
+    while (pcore_now_ns() < deadline) {
+        if (count_lines(d, needle, want) >= want)
+            return 1;
+        (void) poll(NULL, 0, 1);
+    }
+    return count_lines(d, needle, want) >= want;
 }
 
 /* Waits for the log to contain needle; returns 1 or 0. */
 int pagedd_log_wait(const struct pagedd *d, const char *needle, int timeout_ms)
 {
-    uint64_t deadline = pcore_now_ns() + (uint64_t) (timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
-    /* A bounded poll: nothing tells when a line is written. */
-    while (pcore_now_ns() < deadline) {
-        if (pagedd_log_contains(d, needle))
-            return 1;
-        (void) poll(NULL, 0, 1);
-    }
-    return pagedd_log_contains(d, needle);
+    return pagedd_log_wait_count(d, needle, 1, timeout_ms);
 }
 
 /* Shows the log's last lines as diagnostics; returns nothing. */

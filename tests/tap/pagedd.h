@@ -60,6 +60,13 @@ void pagedd_cleanup(struct pagedd *d);
 /* Returns whether d's log contains needle (read now). */
 int pagedd_log_contains(const struct pagedd *d, const char *needle);
 
+/* Returns how many lines of d's log contain needle (read now). */
+int pagedd_log_count(const struct pagedd *d, const char *needle);
+
+/* Waits up to timeout_ms, reading the log every millisecond, for want of its lines to contain
+ * needle. Returns 1 or 0. */
+int pagedd_log_wait_count(const struct pagedd *d, const char *needle, int want, int timeout_ms);
+
 /* Waits up to timeout_ms, reading the log every millisecond, for it to contain needle.
  * Returns 1 or 0. */
 int pagedd_log_wait(const struct pagedd *d, const char *needle, int timeout_ms);
