@@ -76,14 +76,24 @@ static void client_free(paged_client *c)
     free(c);
 }
 
-/* Fills a HELLO from the options. Returns PAGED_OK or PAGED_E_INVAL naming the bad option. */
-static int fill_hello(paged_client *c, const paged_connect_opts *o, struct pcore_msg_hello *m)
+/* Fills the parts of a HELLO every connection has: header, magic, version, flags, pid and name
+ * (at most 63 bytes, cut at a character boundary; bytes that are no UTF-8 become U+FFFD).
+ * Returns nothing. */
+static void hello_base(struct pcore_msg_hello *m, uint32_t flags, const char *name)
 {
     memset(m, 0, sizeof *m);
     m->hdr.type = PCORE_MSG_HELLO;
     m->magic = PCORE_HELLO_MAGIC;
     m->version = PCORE_PROTO_VERSION;
+    m->flags = flags;
     m->pid = (uint32_t) getpid();
+    pcore_utf8_clean(m->name, sizeof m->name, name != NULL ? name : "", SIZE_MAX);
+}
+
+/* Fills a HELLO from the options. Returns PAGED_OK or PAGED_E_INVAL naming the bad option. */
+static int fill_hello(paged_client *c, const paged_connect_opts *o, struct pcore_msg_hello *m)
+{
+    hello_base(m, 0, o->name != NULL ? o->name : program_invocation_short_name);
     m->sq_entries = o->sq_entries != 0 ? o->sq_entries : PC_DEFAULT_SQ;
     m->cq_entries = o->cq_entries != 0 ? o->cq_entries : 2 * m->sq_entries;
     if (!is_pow2(m->sq_entries) || m->sq_entries > PCORE_RING_MAX_ENTRIES) {
@@ -97,20 +107,23 @@ static int fill_hello(paged_client *c, const paged_connect_opts *o, struct pcore
     }
     m->host_arena_size = o->host_arena_size != 0 ? o->host_arena_size : PC_DEFAULT_HOST_ARENA;
     m->data_arena_size = o->data_arena_size != 0 ? o->data_arena_size : PC_DEFAULT_DATA_ARENA;
-    const char *name = o->name != NULL ? o->name : program_invocation_short_name;
-    /* At most 63 bytes, cut at a character boundary; bytes that are no UTF-8 become U+FFFD. */
-    pcore_utf8_clean(m->name, sizeof m->name, name != NULL ? name : "", SIZE_MAX);
     return PAGED_OK;
+}
+
+/* Checks that a WELCOME speaks this library's protocol. Returns PAGED_OK or PAGED_E_VERSION. */
+static int check_version(paged_client *c, const struct pcore_msg_welcome *w)
+{
+    if (w->version == PCORE_PROTO_VERSION)
+        return PAGED_OK;
+    pc_set_err(c, "the daemon speaks protocol version %u, this library %u", w->version, PCORE_PROTO_VERSION);
+    return PAGED_E_VERSION;
 }
 
 /* Checks a WELCOME against the descriptors that came with it. Returns PAGED_OK or an error. */
 static int check_welcome(paged_client *c, const struct pcore_msg_welcome *w, int nfds)
 {
-    if (w->version != PCORE_PROTO_VERSION) {
-        pc_set_err(c, "the daemon speaks protocol version %u, this library %u", w->version,
-                   PCORE_PROTO_VERSION);
+    if (check_version(c, w) < 0)
         return PAGED_E_VERSION;
-    }
     if (w->num_fds != (uint32_t) nfds || nfds < 3) {
         pc_set_err(c, "WELCOME announced %u descriptors and carried %d", w->num_fds, nfds);
         return PAGED_E_PROTO;
@@ -357,13 +370,7 @@ static int do_connect_control(paged_client *c, const char *socket_path, const ch
 {
     c->timeout_ms = PC_DEFAULT_TIMEOUT_MS;
     struct pcore_msg_hello hello;
-    memset(&hello, 0, sizeof hello);
-    hello.hdr.type = PCORE_MSG_HELLO;
-    hello.magic = PCORE_HELLO_MAGIC;
-    hello.version = PCORE_PROTO_VERSION;
-    hello.flags = PCORE_HELLO_CONTROL;
-    hello.pid = (uint32_t) getpid();
-    pcore_utf8_clean(hello.name, sizeof hello.name, name, SIZE_MAX);
+    hello_base(&hello, PCORE_HELLO_CONTROL, name);
     int rc = open_socket(c, socket_path);
     if (rc < 0)
         return rc;
@@ -374,10 +381,8 @@ static int do_connect_control(paged_client *c, const char *socket_path, const ch
         return rc;
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
-    if (w.version != PCORE_PROTO_VERSION) {
-        pc_set_err(c, "the daemon speaks protocol version %u, this library %u", w.version, PCORE_PROTO_VERSION);
+    if (check_version(c, &w) < 0)
         return PAGED_E_VERSION;
-    }
     if (nfds != 0 || w.num_fds != 0) {
         pc_set_err(c, "WELCOME to a control connection carried %d descriptors", nfds);
         return PAGED_E_PROTO;
