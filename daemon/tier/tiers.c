@@ -229,17 +229,17 @@ static int32_t stage_from_file(struct pd_tiers *t, uint32_t tenant, const paged_
     return s;
 }
 
-/* Takes from the tiers the units of hashes[0..n) in order, up to half the host tier (at least
- * one), stopping at the first that is in neither tier or is in the pool; their slots go to
- * slots and whether each came from the file tier to from_file. Returns how many. The other
- * half keeps room for the blocks the round's allocation evicts: each of them needs a slot
- * that is not taken, or it would be dropped with a file tier behind. */
-static uint32_t gather_round(struct pd_tiers *t, uint32_t tenant, uint32_t n, const paged_hash *hashes,
-                             int32_t *slots, uint8_t *from_file)
+/* Takes from the tiers the units of hashes[0..n) in order, up to round_max (half the host
+ * tier, at least one), stopping at the first that is in neither tier or is in the pool; their
+ * slots go to t->round_slots and whether each came from the file tier to t->round_from_file.
+ * Returns how many. The other half keeps room for the blocks the round's allocation evicts:
+ * each of them needs a slot that is not taken, or it would be dropped with a file tier behind. */
+static uint32_t gather_round(struct pd_tiers *t, uint32_t tenant, uint32_t n, const paged_hash *hashes)
 {
-    const uint32_t most = t->host_units > 1 ? t->host_units / 2 : 1;
+    int32_t *slots = t->round_slots;
+    uint8_t *from_file = t->round_from_file;
     uint32_t r = 0;
-    while (r < n && r < most) {
+    while (r < n && r < t->round_max) {
         const paged_hash *h = &hashes[r];
         if (pa_find(t->alloc, tenant, h) >= 0)
             break;
@@ -258,7 +258,6 @@ static uint32_t gather_round(struct pd_tiers *t, uint32_t tenant, uint32_t n, co
         if (s < 0)
             break;
         slots[r++] = s;
-        t->round_slots = slots;
         t->round_n = r;
     }
     return r;
@@ -347,19 +346,13 @@ uint32_t pd_tiers_lookup(struct pd_tiers *t, uint32_t holder, uint32_t tenant, u
     if (t == NULL || t->host_units == 0 || found >= n)
         return found;
     const uint64_t host0 = t->counts.reloaded_host, file0 = t->counts.reloaded_file;
-    int32_t *slots = pd_malloc((size_t) t->host_units * sizeof *slots);
-    uint8_t *from_file = pd_malloc(t->host_units);
-    if (slots == NULL || from_file == NULL) {
-        free(slots);
-        free(from_file);
-        return found;
-    }
     const uint64_t t0 = pcore_now_ns();
     int reloaded = 0;
     /* Bounded: every round takes at least one block or ends the loop. */
     while (found < n) {
-        uint32_t r = gather_round(t, tenant, n - found, hashes + found, slots, from_file);
-        if (r == 0 || reload_round(t, holder, tenant, r, hashes + found, slots, from_file, ids + found) < 0)
+        uint32_t r = gather_round(t, tenant, n - found, hashes + found);
+        if (r == 0 || reload_round(t, holder, tenant, r, hashes + found, t->round_slots, t->round_from_file,
+                                   ids + found) < 0)
             break;
         reloaded = 1;
         found += r;
@@ -372,8 +365,6 @@ uint32_t pd_tiers_lookup(struct pd_tiers *t, uint32_t holder, uint32_t tenant, u
         t->counts.reloads++;
         t->counts.reload_ns += got->ns;
     }
-    free(slots);
-    free(from_file);
     return found;
 }
 
@@ -521,9 +512,12 @@ int pd_tiers_create(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, pa_a
     t->pend_slot = pd_malloc((size_t) (cap + 1) * sizeof *t->pend_slot);
     t->slot_pending = pd_calloc((size_t) cap + 1, 1);
     t->slot_bad = pd_calloc((size_t) cap + 1, 1);
+    t->round_max = cap > 1 ? cap / 2 : 1;
+    t->round_slots = pd_malloc((size_t) t->round_max * sizeof *t->round_slots);
+    t->round_from_file = pd_malloc(t->round_max);
     int rc = PAGED_OK;
     if (t->host == NULL || t->pend_block == NULL || t->pend_slot == NULL || t->slot_pending == NULL
-        || t->slot_bad == NULL) {
+        || t->slot_bad == NULL || t->round_slots == NULL || t->round_from_file == NULL) {
         *cause = strdup("out of memory for the host tier's index");
         rc = PAGED_E_NOMEM;
     } else if (cap != 0) {
@@ -587,5 +581,7 @@ void pd_tiers_destroy(struct pd_tiers *t, int purge)
     free(t->pend_slot);
     free(t->slot_pending);
     free(t->slot_bad);
+    free(t->round_slots);
+    free(t->round_from_file);
     free(t);
 }

@@ -63,10 +63,12 @@ struct pd_tiers {
     uint32_t npend;
     uint8_t *slot_pending;      /* per host slot: its copy is pending */
     uint8_t *slot_bad;          /* per host slot: its copy failed; dropped at the next chance */
-    /* The host slots a LOOKUP's reload round has taken so far: out of the host tier's index but
-     * still held (they go back to it if the reload fails). */
-    const int32_t *round_slots;
-    uint32_t round_n;
+    /* The reload round in progress: the host slots it took (round_n of at most round_max, half
+     * the host tier), out of the host tier's index but still held (they go back to it if the
+     * reload fails), and whether each unit came from the file tier. */
+    int32_t *round_slots;
+    uint8_t *round_from_file;
+    uint32_t round_n, round_max;
     struct pd_tier_counts counts;
 };
 
