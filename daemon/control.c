@@ -508,8 +508,7 @@ static void on_evict(struct pd_server *srv, struct pd_conn *c, const void *buf)
         return;
     }
     p->evicted_pending = 0;
-    uint32_t n = pa_evict_cached(p->alloc);
-    pd_tiers_flush(p->tiers);
+    uint32_t n = pd_pool_evict_cached(p);
     p->evicted_pending = 0;
     pd_clog(c, PD_LOG_INFO, "evicted %u cached blocks of pool '%s'", n, p->name);
     pd_events_announce(srv, PCORE_EVENT_EVICT, c, p->name, n);

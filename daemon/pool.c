@@ -356,6 +356,25 @@ uint32_t pd_pool_share(const struct pd_pool *p, uint32_t percent)
     return (uint32_t) ((uint64_t) p->geom.num_blocks * (percent > 100 ? 100 : percent) / 100u);
 }
 
+/* Takes blocks, offloading what it evicts; see pool.h. */
+int pd_pool_alloc_blocks(struct pd_pool *p, uint32_t holder, uint32_t n, int32_t *out, uint64_t *offloaded)
+{
+    const uint64_t before = p->tiers != NULL ? p->tiers->counts.offloaded : 0;
+    int rc = pa_alloc_blocks(p->alloc, holder, n, out);
+    pd_tiers_flush(p->tiers);
+    if (offloaded != NULL)
+        *offloaded = p->tiers != NULL ? p->tiers->counts.offloaded - before : 0;
+    return rc;
+}
+
+/* Evicts every cached block, offloading each; see pool.h. */
+uint32_t pd_pool_evict_cached(struct pd_pool *p)
+{
+    uint32_t n = pa_evict_cached(p->alloc);
+    pd_tiers_flush(p->tiers);
+    return n;
+}
+
 /* Drops p's expired cached blocks, not counting them as evictions to announce; returns how many. */
 uint32_t pd_pool_expire(struct pd_pool *p)
 {

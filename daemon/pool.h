@@ -61,6 +61,15 @@ struct pd_pool {
 /* Returns percent % of p's blocks, rounded down: a pin limit (pin-limit-uid, pin-limit-pool). */
 uint32_t pd_pool_share(const struct pd_pool *p, uint32_t percent);
 
+/* Takes n blocks of p for holder as pa_alloc_blocks does; the cached blocks it evicts go to
+ * p's host tier (their copies done before anyone can write the blocks), and *offloaded (if
+ * not NULL) gets how many did. Returns pa_alloc_blocks's status. */
+int pd_pool_alloc_blocks(struct pd_pool *p, uint32_t holder, uint32_t n, int32_t *out, uint64_t *offloaded);
+
+/* Evicts every cached block of p as pa_evict_cached does, each to p's host tier where it has
+ * one. Returns how many. */
+uint32_t pd_pool_evict_cached(struct pd_pool *p);
+
 /* Drops p's cached blocks whose time to live passed. Returns how many. */
 uint32_t pd_pool_expire(struct pd_pool *p);
 

@@ -253,11 +253,9 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
         if (ids == NULL)
             return PAGED_E_NOMEM;
         if (op->opcode == PAGED_OP_ALLOC) {
-            const uint64_t offloaded = p->tiers != NULL ? p->tiers->counts.offloaded : 0;
-            rc = pa_alloc_blocks(p->alloc, c->id, op->count, ids);
-            pd_tiers_flush(p->tiers);   /* the blocks it evicted, before anyone writes them */
-            if (p->tiers != NULL)
-                c->prefix.offloaded_bytes += (p->tiers->counts.offloaded - offloaded) * p->geom.block_bytes;
+            uint64_t offloaded = 0;
+            rc = pd_pool_alloc_blocks(p, c->id, op->count, ids, &offloaded);
+            c->prefix.offloaded_bytes += offloaded * p->geom.block_bytes;
             if (rc == PAGED_OK)
                 cqe->count = op->count;
             else
