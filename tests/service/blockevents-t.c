@@ -207,7 +207,8 @@ static void test_pactl(struct rc_client *ctl)
         _exit(127);
     }
     close(out[1]);
-    ok(pagedd_log_wait_count(&daemon_, "block events: recording on", 1, WAIT_MS), "pactl subscribe --blocks turns recording on");
+    ok(pagedd_log_wait_count(&daemon_, "block events: recording on", 1, WAIT_MS),
+       "pactl subscribe --blocks turns recording on");
     is_int(0, client_as((uid_t) -1, P_PACTL, NB), "a client publishes a prompt");
     int good = 0;
     /* Its other lines (the publisher's connect, attach, ...) come first: a bounded number. */
@@ -233,7 +234,8 @@ static void test_pactl(struct rc_client *ctl)
     waitpid(pid, &status, 0);
     close(out[0]);
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pactl subscribe exits 0 on SIGTERM");
-    ok(pagedd_log_wait_count(&daemon_, "block events: recording off", 1, WAIT_MS), "recording is off once the last block subscriber went");
+    ok(pagedd_log_wait_count(&daemon_, "block events: recording off", 1, WAIT_MS),
+       "recording is off once the last block subscriber went");
     is_int(NB, (int) evict_pool(ctl), "EVICT without block subscribers evicts the prompt (recorded nowhere)");
 }
 
@@ -364,7 +366,8 @@ static void test_off(paged_events *first, paged_events *plain)
     is_int(1, pagedd_log_count(&daemon_, "block events: recording off"), "and is still on with the second left");
     paged_events_close(second);
     ok(await_disconnect(plain, "paged_events", &blocks), "the second's disconnect is announced");
-    ok(pagedd_log_wait_count(&daemon_, "block events: recording off", 2, WAIT_MS), "recording is off once the last block subscriber went");
+    ok(pagedd_log_wait_count(&daemon_, "block events: recording off", 2, WAIT_MS),
+       "recording is off once the last block subscriber went");
     is_int(0, blocks, "the plain subscriber saw no block event");
 }
 
