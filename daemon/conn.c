@@ -103,7 +103,9 @@ static int unqueued(struct pd_conn *c, int droppable, int rc)
 int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds, int nfds,
                  int droppable)
 {
-    if (c->state == PD_CONN_DEAD)
+    /* Once a reply is lost, nothing more goes out: a later one sent straight into a socket the
+     * client has meanwhile drained would arrive in the lost one's place. */
+    if (c->state == PD_CONN_DEAD || c->reply_lost)
         return PAGED_E_DISCONNECTED;
     if (nfds > 4)
         return PAGED_E_INVAL;

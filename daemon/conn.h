@@ -132,7 +132,8 @@ void pd_clog(const struct pd_conn *c, enum pd_log_level level, const char *fmt, 
  * PAGED_E_AGAIN for a dropped event, PAGED_E_DISCONNECTED when the peer is gone (the caller
  * kills the connection), or PAGED_E_NOMEM / PAGED_E_SYSTEM when the message could not be
  * queued: an event is then counted as dropped, and any other message marks the connection
- * reply_lost, so that its peer is disconnected instead of left waiting for a reply.
+ * reply_lost, so that its peer is disconnected instead of left waiting for a reply; from then on
+ * nothing more is sent (PAGED_E_DISCONNECTED), so that no later reply takes the lost one's place.
  */
 int pd_conn_send(struct pd_conn *c, const void *msg, size_t len, const int *fds, int nfds,
                  int droppable);
