@@ -186,7 +186,7 @@ uint64_t pd_conn_held(const struct pd_conn *c)
 {
     uint64_t n = 0;
     for (uint32_t i = 0; i < c->natt; i++)
-        n += pa_held_total(c->att[i].pool->alloc, c->id);
+        n += pa_held_total(c->att[i].pool->alloc, c->att[i].view.holder);
     return n;
 }
 
@@ -213,7 +213,7 @@ struct pd_attach *pd_conn_attach_add(struct pd_conn *c, struct pd_pool *p, int w
         .id = p->id, .num_layers = p->geom.num_layers, .num_kv_heads = p->geom.num_kv_heads,
         .head_dim = p->geom.head_dim, .block_size = p->geom.block_size,
         .num_blocks = p->geom.num_blocks, .dtype = p->geom.dtype, .alloc = p->alloc,
-        .writable = writable, .tenant = pd_pool_tenant(p, c->uid), .user = p,
+        .writable = writable, .tenant = pd_pool_tenant(p, c->uid), .holder = c->id, .user = p,
     };
     p->attached++;
     return a;

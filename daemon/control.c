@@ -191,37 +191,65 @@ static struct pd_pool *pool_by_name(struct pd_server *srv, const char *name)
     return NULL;
 }
 
-/* Makes room for an attachment of c to p and exports p's memory for it into *ex; a sealed
- * pool's memory is never exported: *ex then says PCORE_MEM_NONE, with no descriptor. Returns
- * 0; or, when it could not, the error c was sent. */
+/* An attachment on its way: what attach_prepare made ready for attach_commit. */
+struct attaching {
+    int writable;
+    uint32_t shard;              /* of a sharded pool; 0 otherwise */
+    uint32_t holder;             /* its group's holder in a sharded pool; c->id otherwise */
+    struct pd_export ex;
+};
+
+/* Makes room for an attachment of c to p as shard as->shard (of as->group's workers, in a
+ * sharded pool), and exports that memory into a->ex; a sealed pool's memory is never
+ * exported: a->ex then says PCORE_MEM_NONE, with no descriptor. Returns 0; or, when it could
+ * not, the error c was sent (nothing kept). */
 static int attach_prepare(struct pd_server *srv, struct pd_conn *c, uint32_t seq, struct pd_pool *p,
-                          int writable, struct pd_export *ex)
+                          int writable, const struct pcore_shard_ref *as, struct attaching *a)
 {
+    memset(a, 0, sizeof *a);
+    a->writable = writable;
+    a->holder = c->id;
+    a->ex.fd = -1;
     if (pd_conn_attach_room(c) < 0) {
         pd_conn_error(c, seq, PAGED_E_NOMEM, "pool '%s': out of memory for the attachment", p->name);
         return PAGED_E_NOMEM;
     }
+    char why[PCORE_ERRMSG_MAX];
+    int rc = pd_pool_check_shard_ref(as, p->geom.shards, why, sizeof why);
+    if (rc == PAGED_OK && p->tp != NULL)
+        rc = pd_shards_join(p->tp, c->uid, as->group, as->shard, &a->holder, why, sizeof why);
+    if (rc < 0) {
+        pd_conn_error(c, seq, rc, "pool '%s': %s", p->name, why);
+        return rc;
+    }
+    a->shard = as->shard;
     if (p->geom.sealed) {
-        memset(ex, 0, sizeof *ex);
-        ex->mem_kind = PCORE_MEM_NONE;
-        ex->fd = -1;
+        a->ex.mem_kind = PCORE_MEM_NONE;
         return 0;
     }
     char *cause = NULL;
-    int rc = srv->backend->ops->pool_export(srv->backend, p->mem, writable, ex, &cause);
+    rc = srv->backend->ops->pool_export(srv->backend, pd_pool_shard_mem(p, a->shard), writable, &a->ex, &cause);
     if (rc < 0) {
         pd_conn_error(c, seq, rc, "pool '%s': %s", p->name, cause != NULL ? cause : "export failed");
         free(cause);
+        if (p->tp != NULL)
+            pd_shards_leave(p->tp, a->holder, a->shard);
     }
     return rc < 0 ? rc : 0;
 }
 
-/* Adds the attachment of c to p that attach_prepare made room for and sends POOL_REPLY with
- * the memory exported into ex (whose descriptor it closes). Returns nothing. */
+/* Adds the attachment of c to p that attach_prepare made ready in a and sends POOL_REPLY with
+ * the memory exported into a->ex (whose descriptor it closes). Returns nothing. */
 static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq, struct pd_pool *p,
-                          int writable, struct pd_export ex)
+                          const struct attaching *a)
 {
-    pd_conn_attach_add(c, p, writable);
+    const int writable = a->writable;
+    const struct pd_export ex = a->ex;
+    struct pd_attach *att = pd_conn_attach_add(c, p, writable);
+    const pk_cache *shard = pd_pool_shard_cache(p, a->shard);
+    att->view.holder = a->holder;
+    att->view.shard = a->shard;
+    att->view.num_kv_heads = (uint32_t) shard->num_kv_heads;
 
     struct pcore_msg_pool_reply r;
     memset(&r, 0, sizeof r);
@@ -230,7 +258,7 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
     r.hdr.len = sizeof r;
     r.pool_id = p->id;
     r.num_layers = p->geom.num_layers;
-    r.num_kv_heads = p->geom.num_kv_heads;
+    r.num_kv_heads = (uint32_t) shard->num_kv_heads;
     r.head_dim = p->geom.head_dim;
     r.block_size = p->geom.block_size;
     r.dtype = (uint32_t) p->geom.dtype;
@@ -242,15 +270,23 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
     r.v_scale = p->geom.v_scale;
     r.mem_kind = ex.mem_kind;
     r.num_fds = ex.fd >= 0 ? 1 : 0;
-    r.bytes = p->geom.bytes;
+    r.bytes = p->geom.bytes / p->geom.shards;
     r.alloc_bytes = ex.alloc_bytes;
+    r.shards = p->geom.shards;
+    r.shard = a->shard;
+    r.kv_head_offset = a->shard * r.num_kv_heads;
     memcpy(r.ipc_handle, ex.ipc_handle, sizeof r.ipc_handle);
     memcpy(r.device_uuid, srv->binfo.device_uuid, sizeof r.device_uuid);
     int rc = pd_conn_send(c, &r, sizeof r, &ex.fd, (int) r.num_fds, 0);
     if (ex.fd >= 0)
         close(ex.fd);
-    pd_clog(c, PD_LOG_INFO, "attached to pool '%s' (id %u, %s, %s)", p->name, p->id,
-            writable ? "read-write" : "read-only", pd_pool_memory_name(p));
+    if (p->tp != NULL)
+        pd_clog(c, PD_LOG_INFO, "attached to shard %u of %u of pool '%s' (id %u, %s, %s, group '%s')", a->shard,
+                p->geom.shards, p->name, p->id, writable ? "read-write" : "read-only", pd_pool_memory_name(p),
+                pd_shards_group(p->tp, a->holder)->name);
+    else
+        pd_clog(c, PD_LOG_INFO, "attached to pool '%s' (id %u, %s, %s)", p->name, p->id,
+                writable ? "read-write" : "read-only", pd_pool_memory_name(p));
     pd_events_announce(srv, PCORE_EVENT_ATTACH, c, p->name, 0);
     if (rc < 0)
         pd_server_kill(srv, c, PD_LOG_INFO, "gone before its POOL_REPLY");
@@ -262,6 +298,8 @@ static int add_tiers(struct pd_server *srv, struct pd_pool *p, const struct pcor
                      char **cause)
 {
     const uint64_t mib = 1024u * 1024u;
+    if (p->tp != NULL)
+        return PAGED_OK;       /* no tiers behind a sharded pool (pd_pool_check_create) */
     uint64_t bytes = m->host_tier_bytes != 0 ? m->host_tier_bytes : srv->cfg.host_tier_mb * mib;
     if (bytes > srv->cfg.host_tier_max_mb * mib) {
         char buf[160];
@@ -330,8 +368,8 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
     p->blocklog.enabled = srv->block_events;
     /* A pool its creator cannot be attached to is not made at all. */
     const int writable = (m.flags & PCORE_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
-    struct pd_export ex;
-    if (attach_prepare(srv, c, m.hdr.seq, p, writable, &ex) < 0) {
+    struct attaching a;
+    if (attach_prepare(srv, c, m.hdr.seq, p, writable, &m.as, &a) < 0) {
         pd_pool_free(srv->backend, p);
         return;
     }
@@ -340,12 +378,12 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
     srv->pools = p;
     srv->n_pools++;
     pd_clog(c, PD_LOG_INFO, "created pool '%s' (id %u: %u layers, %u kv heads, head_dim %u, "
-            "block_size %u, %s, %u blocks, %llu bytes, mode %04o, prefixes %s, memory %s)", p->name, p->id,
-            g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
+            "block_size %u, %s, %u blocks, %llu bytes, mode %04o, prefixes %s, memory %s, %u shard%s)", p->name,
+            p->id, g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
             paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode,
-            pd_pool_prefixes_name(p), pd_pool_memory_name(p));
+            pd_pool_prefixes_name(p), pd_pool_memory_name(p), g.shards, g.shards == 1 ? "" : "s");
     pd_events_announce(srv, PCORE_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
-    attach_commit(srv, c, m.hdr.seq, p, writable, ex);
+    attach_commit(srv, c, m.hdr.seq, p, &a);
 }
 
 /* POOL_ATTACH: by name, read-only unless write was asked for and the mode allows it. */
@@ -358,8 +396,9 @@ static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void 
         pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "%s", why);
         return;
     }
-    if ((m.flags & ~PCORE_ATTACH_WRITE) != 0) {
-        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "attach flags 0x%x unknown", m.flags);
+    if ((m.flags & ~PCORE_ATTACH_WRITE) != 0 || m.reserved != 0) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, m.reserved != 0 ? "attach reserved field 0x%x is not 0"
+                      : "attach flags 0x%x unknown", m.reserved != 0 ? m.reserved : m.flags);
         return;
     }
     struct pd_pool *p = pool_by_name(srv, m.name);
@@ -381,9 +420,9 @@ static void on_pool_attach(struct pd_server *srv, struct pd_conn *c, const void 
         return;
     }
     const int writable = (m.flags & PCORE_ATTACH_WRITE) != 0 && pd_pool_may(p, c->uid, c->gid, 1);
-    struct pd_export ex;
-    if (attach_prepare(srv, c, m.hdr.seq, p, writable, &ex) == 0)
-        attach_commit(srv, c, m.hdr.seq, p, writable, ex);
+    struct attaching a;
+    if (attach_prepare(srv, c, m.hdr.seq, p, writable, &m.as, &a) == 0)
+        attach_commit(srv, c, m.hdr.seq, p, &a);
 }
 
 /* Detaches c from the pool of attachment index i: releases its block references and frees a
@@ -392,7 +431,7 @@ static void detach(struct pd_server *srv, struct pd_conn *c, uint32_t i)
 {
     struct pd_pool *p = c->att[i].pool;
     pd_engine_settle(srv->engine, c);   /* early-completed work may still use its blocks */
-    uint32_t released = pa_release_holder(p->alloc, c->id);
+    uint32_t released = pd_pool_detach_holder(p, c->att[i].view.holder, c->att[i].view.shard);
     c->att[i] = c->att[--c->natt];
     p->attached--;
     pd_clog(c, PD_LOG_INFO, "detached from pool '%s' (id %u), %u block references released", p->name,

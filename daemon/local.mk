@@ -34,6 +34,8 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/stats.c \
 	daemon/pool.h \
 	daemon/pool.c \
+	daemon/shard.h \
+	daemon/shard.c \
 	daemon/blocklog.h \
 	daemon/blocklog.c \
 	daemon/tier/tiers.h \

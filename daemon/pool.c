@@ -66,6 +66,45 @@ static int resolve_sealed(uint32_t mode_word, uint32_t perm, enum pd_pool_memory
     return memory == PD_POOL_MEMORY_SEALED;
 }
 
+/* Checks a shard and group of an attachment to a pool of shards shards (1: not sharded).
+ * Returns PAGED_OK or an error with why. */
+int pd_pool_check_shard_ref(const struct pcore_shard_ref *as, uint32_t shards, char *why, size_t whylen)
+{
+    if (as->reserved != 0)
+        return refuse(PAGED_E_INVAL, why, whylen, "shard reference's reserved field %#x is not 0", as->reserved);
+    if (shards <= 1) {
+        if (as->shard != 0 || as->group[0] != '\0')
+            return refuse(PAGED_E_INVAL, why, whylen, "shard %u, group '%.63s': for a sharded pool only",
+                          as->shard, as->group);
+        return PAGED_OK;
+    }
+    if (as->shard >= shards)
+        return refuse(PAGED_E_INVAL, why, whylen, "shard %u of a pool of %u shards (0 to %u)", as->shard, shards,
+                      shards - 1);
+    if (as->group[0] != '\0' && pd_pool_check_name(as->group, why, whylen) < 0)
+        return refuse(PAGED_E_INVAL, why, whylen, "group: 1 to 63 bytes of [A-Za-z0-9._-], NUL-terminated");
+    return PAGED_OK;
+}
+
+/* Checks a POOL_CREATE's shards and the creator's shard reference. Returns PAGED_OK or an
+ * error with why. */
+static int check_shards(const struct pcore_msg_pool_create *m, char *why, size_t whylen)
+{
+    const uint32_t n = m->shards > 1 ? m->shards : 1;
+    if (n > PCORE_MAX_SHARDS)
+        return refuse(PAGED_E_INVAL, why, whylen, "shards %u not supported (1 to %u)", m->shards,
+                      PCORE_MAX_SHARDS);
+    if (m->num_kv_heads % n != 0)
+        return refuse(PAGED_E_GEOMETRY, why, whylen, "num_kv_heads %u is not a multiple of shards %u",
+                      m->num_kv_heads, n);
+    if (n > 1 && (m->mode & PAGED_POOL_PEERS) != 0)
+        return refuse(PAGED_E_INVAL, why, whylen, "PAGED_POOL_PEERS is not supported on a sharded pool");
+    if (n > 1 && m->host_tier_bytes != 0)
+        return refuse(PAGED_E_INVAL, why, whylen, "host_tier_bytes %llu: a sharded pool has no host tier",
+                      (unsigned long long) m->host_tier_bytes);
+    return pd_pool_check_shard_ref(&m->as, n, why, whylen);
+}
+
 /* Checks a POOL_CREATE; returns PAGED_OK with *g, or an error with why. */
 int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_limit,
                          enum pd_pool_memory memory, struct pd_pool_geom *g, char *why, size_t whylen)
@@ -105,8 +144,9 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
     if ((m->mode & memory_bits) == memory_bits)
         return refuse(PAGED_E_INVAL, why, whylen,
                       "mode %#o has both PAGED_POOL_SEALED and PAGED_POOL_EXPORTED: one at most", m->mode);
-    if (m->reserved != 0)
-        return refuse(PAGED_E_INVAL, why, whylen, "reserved field %#x is not 0", m->reserved);
+    rc = check_shards(m, why, whylen);
+    if (rc < 0)
+        return rc;
     if ((m->flags & ~PCORE_ATTACH_WRITE) != 0)
         return refuse(PAGED_E_INVAL, why, whylen, "flags %#x unknown (PCORE_ATTACH_WRITE = 1)", m->flags);
     g->k_scale = 1.0f;
@@ -159,6 +199,8 @@ int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_lim
     g->sealed = resolve_sealed(m->mode, g->mode, memory);
     g->block_bytes = block_bytes;
     g->bytes = n * block_bytes;
+    g->shards = m->shards > 1 ? m->shards : 1;
+    g->as = m->as;
     return PAGED_OK;
 }
 
@@ -260,11 +302,16 @@ int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd
     p->owner_gid = gid;
     p->cache = (pk_cache) {
         .base = NULL, .num_layers = (int32_t) g->num_layers, .num_blocks = (int32_t) g->num_blocks,
-        .num_kv_heads = (int32_t) g->num_kv_heads, .head_dim = (int32_t) g->head_dim,
+        .num_kv_heads = (int32_t) (g->num_kv_heads / g->shards), .head_dim = (int32_t) g->head_dim,
         .block_size = (int32_t) g->block_size, .dtype = g->dtype,
         .k_scale = g->k_scale, .v_scale = g->v_scale,
     };
     int rc = b->ops->pool_create(b, &p->cache, &p->mem, cause);
+    if (rc == PAGED_OK && g->shards > 1) {
+        rc = pd_shards_create(b, g->shards, &p->cache, p->mem, &p->tp, cause);
+        if (rc < 0)
+            b->ops->pool_destroy(b, p->mem);
+    }
     if (rc < 0) {
         pa_destroy(p->alloc);
         free(p);
@@ -284,6 +331,7 @@ void pd_pool_free(pd_backend *b, struct pd_pool *p)
     if (p == NULL)
         return;
     pd_tiers_destroy(p->tiers, 0);
+    pd_shards_free(b, p->tp);
     b->ops->pool_destroy(b, p->mem);
     pa_destroy(p->alloc);
     pd_blocklog_free(&p->blocklog);
@@ -346,6 +394,7 @@ void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it)
     it->expired = p->expired;
     it->ttl_ms = p->ttl_ns / 1000000u;
     it->pinned = c.pinned;
+    it->shards = p->geom.shards;
     if (p->tiers != NULL)
         pd_tiers_item(p->tiers, p->geom.block_size, it);
 }
@@ -362,9 +411,19 @@ int pd_pool_alloc_blocks(struct pd_pool *p, uint32_t holder, uint32_t n, int32_t
     const uint64_t before = p->tiers != NULL ? p->tiers->counts.offloaded : 0;
     int rc = pa_alloc_blocks(p->alloc, holder, n, out);
     pd_tiers_flush(p->tiers);
+    if (rc == PAGED_OK && p->tp != NULL)
+        pd_shards_reset(p->tp, n, out);
     if (offloaded != NULL)
         *offloaded = p->tiers != NULL ? p->tiers->counts.offloaded - before : 0;
     return rc;
+}
+
+/* Releases an attachment's references, or its group's at its last rank; see pool.h. */
+uint32_t pd_pool_detach_holder(struct pd_pool *p, uint32_t holder, uint32_t shard)
+{
+    if (p->tp != NULL && !pd_shards_leave(p->tp, holder, shard))
+        return 0;
+    return pa_release_holder(p->alloc, holder);
 }
 
 /* Evicts every cached block, offloading each; see pool.h. */

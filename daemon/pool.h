@@ -9,6 +9,7 @@
 
 #include "daemon/alloc/alloc.h"
 #include "daemon/blocklog.h"
+#include "daemon/shard.h"
 #include "daemon/tier/tiers.h"
 #include "daemon/backend.h"
 #include "kernels/kernels.h"
@@ -34,6 +35,8 @@ struct pd_pool_geom {
     int shared_prefixes;     /* PAGED_POOL_SHARED_PREFIXES: one prefix scope for every uid */
     int sealed;              /* PAGED_POOL_SEALED: its memory is never sent to a client */
     int peers;               /* PAGED_POOL_PEERS: served to and filled from the daemon's peers */
+    uint32_t shards;         /* 1, or the shards of a tensor-parallel pool (shard.h) */
+    struct pcore_shard_ref as;  /* the creator's shard and group */
     float k_scale, v_scale;
     uint64_t block_bytes;    /* one block, every layer, K and V */
     uint64_t bytes;          /* the whole pool */
@@ -43,7 +46,8 @@ struct pd_pool {
     uint32_t id;
     char name[PCORE_NAME_MAX];
     struct pd_pool_geom geom;
-    pk_cache cache;          /* geometry plus the daemon's view of the memory */
+    pk_cache cache;          /* geometry plus the daemon's view of the memory (shard 0's, of
+                              * num_kv_heads / shards heads, in a sharded pool) */
     uid_t owner_uid;
     gid_t owner_gid;
     pa_alloc *alloc;
@@ -55,16 +59,36 @@ struct pd_pool {
     uint64_t expired;        /* cached blocks dropped by the time to live */
     struct pd_blocklog blocklog; /* prefix-block events for subscribers, sent each pass */
     struct pd_tiers *tiers;  /* host and file tiers; NULL: none */
+    struct pd_shards *tp;    /* a sharded pool's shards and groups; NULL: not sharded */
     struct pd_pool *next;
 };
+
+/* Returns shard r's geometry and the daemon's view of its memory (r 0 of an unsharded pool:
+ * the whole pool). */
+static inline const pk_cache *pd_pool_shard_cache(const struct pd_pool *p, uint32_t r)
+{
+    return p->tp != NULL ? &p->tp->cache[r] : &p->cache;
+}
+
+/* Returns shard r's memory (r 0 of an unsharded pool: the whole pool's). */
+static inline pd_pool_mem *pd_pool_shard_mem(const struct pd_pool *p, uint32_t r)
+{
+    return p->tp != NULL ? p->tp->mem[r] : p->mem;
+}
 
 /* Returns percent % of p's blocks, rounded down: a pin limit (pin-limit-uid, pin-limit-pool). */
 uint32_t pd_pool_share(const struct pd_pool *p, uint32_t percent);
 
 /* Takes n blocks of p for holder as pa_alloc_blocks does; the cached blocks it evicts go to
  * p's host tier (their copies done before anyone can write the blocks), and *offloaded (if
- * not NULL) gets how many did. Returns pa_alloc_blocks's status. */
+ * not NULL) gets how many did; a sharded pool forgets the new blocks' publish requests.
+ * Returns pa_alloc_blocks's status. */
 int pd_pool_alloc_blocks(struct pd_pool *p, uint32_t holder, uint32_t n, int32_t *out, uint64_t *offloaded);
+
+/* Ends an attachment to p whose block references are holder's, to shard shard: releases them
+ * (pa_release_holder), or, in a sharded pool, only when it was its group's last rank.
+ * Returns how many references it released. */
+uint32_t pd_pool_detach_holder(struct pd_pool *p, uint32_t holder, uint32_t shard);
 
 /* Evicts every cached block of p as pa_evict_cached does, each to p's host tier where it has
  * one. Returns how many. */
@@ -85,6 +109,10 @@ uint64_t pd_pool_next_expiry(const struct pd_pool *p);
  */
 int pd_pool_check_create(const struct pcore_msg_pool_create *m, uint64_t mem_limit,
                          enum pd_pool_memory memory, struct pd_pool_geom *g, char *why, size_t whylen);
+
+/* Checks the shard and group an attachment names for a pool of shards shards (1: not
+ * sharded: both must be zero). Returns PAGED_OK or PAGED_E_INVAL with why. */
+int pd_pool_check_shard_ref(const struct pcore_shard_ref *as, uint32_t shards, char *why, size_t whylen);
 
 /* Checks a pool name field: NUL-terminated, 1 to 63 bytes of [A-Za-z0-9._-]. Returns
  * PAGED_OK or PAGED_E_INVAL with why. */

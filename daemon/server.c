@@ -116,8 +116,9 @@ void pd_server_kill(struct pd_server *srv, struct pd_conn *c, enum pd_log_level 
     if (c->natt > 0)
         pd_engine_settle(srv->engine, c);
     while (c->natt > 0) {
-        struct pd_pool *p = c->att[c->natt - 1].pool;
-        released += pa_release_holder(p->alloc, c->id);
+        const struct pd_attach *a = &c->att[c->natt - 1];
+        struct pd_pool *p = a->pool;
+        released += pd_pool_detach_holder(p, a->view.holder, a->view.shard);
         c->natt--;
         p->attached--;
         pd_events_flush_blocks(srv, p);

@@ -200,7 +200,7 @@ static void make_pool(int i)
     struct pv_pool view = {
         .id = s->id, .num_layers = s->num_layers, .num_kv_heads = s->num_kv_heads,
         .head_dim = s->head_dim, .block_size = s->block_size, .num_blocks = s->num_blocks,
-        .dtype = s->dtype, .writable = s->writable, .tenant = FV_TENANT, .user = p,
+        .dtype = s->dtype, .writable = s->writable, .tenant = FV_TENANT, .holder = FV_HOLDER, .user = p,
     };
     attach[i] = (struct pd_attach) { p, view };
     shadow_attach[i] = (struct pd_attach) { p, view };
@@ -805,7 +805,7 @@ static void model_pass(struct pass *p, const struct pcore_sqe *sqes, uint32_t fi
             break;
         struct item *it = &p->items[p->n];
         struct pv_env env = {
-            .holder = FV_HOLDER, .host = sarena, .host_size = arena_size, .data_size = arena_size,
+            .host = sarena, .host_size = arena_size, .data_size = arena_size,
             .held_total = shadow_held(), .max_blocks = limit, .host_words = 1, .find_pool = find_pool,
             .ctx = &shadow_conn,
         };

@@ -250,6 +250,12 @@ typedef struct paged_pool_desc {
                                  evicts, reloaded when a LOOKUP asks for them (paged(7),
                                  TIERS); 0: the daemon's default, paged.conf's host-tier-mb
                                  (since 0.1) */
+    uint32_t shards;          /* 0 or 1: one memory; N (2 to 16, dividing num_kv_heads): a
+                                 tensor-parallel pool, its KV heads split over N shards
+                                 (paged(7), TENSOR-PARALLEL POOLS; since 0.1) */
+    uint32_t shard;           /* sharded pool: the shard the creator attaches */
+    const char *group;        /* sharded pool: the creator's group of workers; NULL or "":
+                                 the uid's default group */
 } paged_pool_desc;
 
 /* Where a pool's memory is and how it is laid out (since 0.1). */
@@ -265,6 +271,11 @@ typedef struct paged_pool_info {
     uint64_t bytes;           /* L * 2 * N * H * B * D * element size */
     /* Element (l, kv, b, h, t, d) is at byte
      * ((((l * 2 + kv) * N + b) * H + h) * B + t) * D + d, times the element size. */
+    uint32_t shards;          /* 1, or the pool's shards: num_kv_heads and bytes are then this
+                                 attachment's shard's (since 0.1) */
+    uint32_t shard;           /* the shard attached: the pool's KV heads kv_head_offset to
+                                 kv_head_offset + num_kv_heads - 1 */
+    uint32_t kv_head_offset;
 } paged_pool_info;
 
 /* Creates a pool and attaches to it (since 0.1). Returns PAGED_OK and a handle, or
@@ -275,6 +286,15 @@ int paged_pool_create(paged_client *c, const paged_pool_desc *desc, paged_pool *
 /* Attaches to an existing pool by name (since 0.1). Returns PAGED_OK, PAGED_E_NOENT or
  * PAGED_E_PERM (its mode does not let this uid read it). */
 int paged_pool_attach(paged_client *c, const char *name, paged_pool **out);
+
+/* Attaches to shard shard of a tensor-parallel pool as a member of group (NULL or "": the
+ * uid's default group), whose members share their blocks: what one rank allocates, looks up
+ * or frees is the group's, and a block is published once every shard's rank published it
+ * (paged(7), TENSOR-PARALLEL POOLS; since 0.1). Returns as paged_pool_attach, or
+ * PAGED_E_INVAL (not a sharded pool, no such shard), PAGED_E_EXIST (that shard of the group
+ * is attached). */
+int paged_pool_attach_shard(paged_client *c, const char *name, uint32_t shard, const char *group,
+                            paged_pool **out);
 
 /* Detaches: the daemon drops every block reference this client held in the pool and the
  * library unmaps its memory. Returns PAGED_OK or a connection error; the handle is freed

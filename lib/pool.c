@@ -23,6 +23,21 @@ static int copy_name(paged_client *c, char dst[PCORE_NAME_MAX], const char *name
     return PAGED_OK;
 }
 
+/* Copies a group name (NULL or "": none) into a wire field; returns PAGED_OK or PAGED_E_INVAL
+ * (explained). */
+static int copy_group(paged_client *c, char dst[PCORE_NAME_MAX], const char *group)
+{
+    memset(dst, 0, PCORE_NAME_MAX);
+    if (group == NULL)
+        return PAGED_OK;
+    if (strlen(group) >= PCORE_NAME_MAX) {
+        pc_set_err(c, "group name must be at most %u bytes", PCORE_NAME_MAX - 1);
+        return PAGED_E_INVAL;
+    }
+    memcpy(dst, group, strlen(group));
+    return PAGED_OK;
+}
+
 /* Returns the layout size of a reply's geometry, or 0 if it overflows or is empty. */
 static uint64_t layout_bytes(const struct pcore_msg_pool_reply *r)
 {
@@ -46,7 +61,8 @@ static int pool_from_reply(paged_client *c, const char *name, const struct pcore
     int sealed = (r->mode & PAGED_POOL_SEALED) != 0;
     int want = r->mem_kind == PCORE_MEM_CUDA_IPC || sealed ? 0 : 1;
     uint64_t bytes = layout_bytes(r);
-    int ok = nfds == want && r->num_fds == (uint32_t) nfds && bytes != 0 && r->bytes == bytes;
+    int ok = nfds == want && r->num_fds == (uint32_t) nfds && bytes != 0 && r->bytes == bytes
+             && r->shards >= 1 && r->shard < r->shards && r->kv_head_offset == r->shard * r->num_kv_heads;
     if (sealed)
         ok = ok && r->mem_kind == PCORE_MEM_NONE && (r->mode & PAGED_POOL_EXPORTED) == 0;
     else
@@ -87,6 +103,9 @@ static int pool_from_reply(paged_client *c, const char *name, const struct pcore
         .owner_uid = r->owner_uid,
         .mode = r->mode,
         .bytes = r->bytes,
+        .shards = r->shards,
+        .shard = r->shard,
+        .kv_head_offset = r->kv_head_offset,
     };
     p->next = c->pools;
     c->pools = p;
@@ -132,6 +151,11 @@ int paged_pool_create(paged_client *c, const paged_pool_desc *d, paged_pool **ou
     m.k_scale = d->k_scale != 0.0f ? d->k_scale : 1.0f;
     m.v_scale = d->v_scale != 0.0f ? d->v_scale : 1.0f;
     m.flags = PCORE_ATTACH_WRITE;
+    m.shards = d->shards;
+    m.as.shard = d->shard;
+    rc = copy_group(c, m.as.group, d->group);
+    if (rc < 0)
+        return rc;
     return pool_open(c, &m, sizeof m, d->name, out);
 }
 
@@ -150,6 +174,28 @@ int paged_pool_attach(paged_client *c, const char *name, paged_pool **out)
     if (rc < 0)
         return rc;
     m.flags = PCORE_ATTACH_WRITE;
+    return pool_open(c, &m, sizeof m, name, out);
+}
+
+/* Attaches to one shard of a tensor-parallel pool, in a group of workers. */
+int paged_pool_attach_shard(paged_client *c, const char *name, uint32_t shard, const char *group,
+                            paged_pool **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL || out == NULL)
+        return PAGED_E_INVAL;
+    c->err[0] = '\0';
+    struct pcore_msg_pool_attach m;
+    memset(&m, 0, sizeof m);
+    m.hdr.type = PCORE_MSG_POOL_ATTACH;
+    int rc = copy_name(c, m.name, name);
+    if (rc == PAGED_OK)
+        rc = copy_group(c, m.as.group, group);
+    if (rc < 0)
+        return rc;
+    m.flags = PCORE_ATTACH_WRITE;
+    m.as.shard = shard;
     return pool_open(c, &m, sizeof m, name, out);
 }
 

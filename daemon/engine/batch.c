@@ -77,7 +77,7 @@ void pb_taken(struct pb_client *cl, const struct pv_op *op)
 /* Returns whether two DECODEs may share a launch; see batch.h. */
 int pb_mergeable(const struct pv_op *a, const struct pv_op *b)
 {
-    if (a->pool->user != b->pool->user || a->dtype != b->dtype
+    if (a->pool->user != b->pool->user || a->pool->shard != b->pool->shard || a->dtype != b->dtype
         || a->num_q_heads != b->num_q_heads || a->sm_scale != b->sm_scale
         || a->soft_cap != b->soft_cap || a->window != b->window)
         return 0;
@@ -90,7 +90,7 @@ int pb_mergeable(const struct pv_op *a, const struct pv_op *b)
 int pb_append_mergeable(const struct pv_op *a, const struct pv_op *b)
 {
     return a->opcode == PAGED_OP_APPEND && b->opcode == PAGED_OP_APPEND
-           && a->pool->user == b->pool->user && a->num_layers == b->num_layers
+           && a->pool->user == b->pool->user && a->pool->shard == b->pool->shard && a->num_layers == b->num_layers
            && a->dtype == b->dtype;
 }
 

@@ -98,12 +98,12 @@ int pb_decode_conflicts(const struct pb_client *cl, const struct pv_op *w, const
 /* Records in cl that op (valid) joined the pass and waits for the backend. */
 void pb_taken(struct pb_client *cl, const struct pv_op *op);
 
-/* Returns whether DECODEs a and b may run in one launch: same pool, query dtype, query
+/* Returns whether DECODEs a and b may run in one launch: same pool and shard, query dtype, query
  * heads, scale, soft cap, window, and no ALiBi or the same slopes. Their layers may differ
  * (each sequence of the launch reads its own). */
 int pb_mergeable(const struct pv_op *a, const struct pv_op *b);
 
-/* Returns whether APPENDs a and b may run in one launch: same pool, number of layers and
+/* Returns whether APPENDs a and b may run in one launch: same pool and shard, number of layers and
  * source dtype. Their first layers may differ (each segment of the launch has its own). */
 int pb_append_mergeable(const struct pv_op *a, const struct pv_op *b);
 

@@ -254,20 +254,20 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
             return PAGED_E_NOMEM;
         if (op->opcode == PAGED_OP_ALLOC) {
             uint64_t offloaded = 0;
-            rc = pd_pool_alloc_blocks(p, c->id, op->count, ids, &offloaded);
+            rc = pd_pool_alloc_blocks(p, op->pool->holder, op->count, ids, &offloaded);
             c->prefix.offloaded_bytes += offloaded * p->geom.block_bytes;
             if (rc == PAGED_OK)
                 cqe->count = op->count;
             else
                 blame(cqe, rc, PCORE_FIELD_COUNT, 0);
         } else {
-            uint32_t found = pa_lookup(p->alloc, c->id, op->pool->tenant, op->count, op->hashes, ids);
+            uint32_t found = pa_lookup(p->alloc, op->pool->holder, op->pool->tenant, op->count, op->hashes, ids);
             struct pd_tier_reload got;
-            cqe->count = pd_tiers_lookup(p->tiers, c->id, op->pool->tenant, op->count, op->hashes, ids, found,
-                                         &got);
+            cqe->count = pd_tiers_lookup(p->tiers, op->pool->holder, op->pool->tenant, op->count, op->hashes, ids,
+                                         found, &got);
             count_lookup(c, p, op->count, cqe->count, &got);
             if (cqe->count < op->count && p->geom.peers && e->env->remote_lookup != NULL)
-                cqe->count = e->env->remote_lookup(e->env->remote_ctx, p, c->id, op->pool->tenant, op->count,
+                cqe->count = e->env->remote_lookup(e->env->remote_ctx, p, op->pool->holder, op->pool->tenant, op->count,
                                                    op->hashes, ids, cqe->count);
         }
         if (rc == PAGED_OK && cqe->count != 0)
@@ -278,17 +278,22 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
     }
     case PAGED_OP_FREE:
     case PAGED_OP_FORK:
-        /* Early-completed work of the client may still write or read these blocks. */
-        pd_engine_settle(e, c);
-        rc = op->opcode == PAGED_OP_FREE ? pa_free_blocks(p->alloc, c->id, op->count, op->ids, &bad)
-                                         : pa_fork_blocks(p->alloc, c->id, op->count, op->ids, &bad);
+        /* Early-completed work of the client (of any rank of its group) may still write or
+         * read these blocks. */
+        pd_engine_settle(e, p->tp != NULL ? NULL : c);
+        rc = op->opcode == PAGED_OP_FREE ? pa_free_blocks(p->alloc, op->pool->holder, op->count, op->ids, &bad)
+                                         : pa_fork_blocks(p->alloc, op->pool->holder, op->count, op->ids, &bad);
         if (rc < 0)
             return blame(cqe, rc, PCORE_FIELD_IDS, bad);
         cqe->count = op->count;
         return rc;
     case PAGED_OP_PUBLISH:
-        pd_engine_settle(e, c);
-        rc = pa_publish(p->alloc, c->id, op->pool->tenant, op->count, op->ids, op->hashes, &bad);
+        pd_engine_settle(e, p->tp != NULL ? NULL : c);
+        if (p->tp != NULL)
+            rc = pd_shards_publish(p->tp, p->alloc, op->pool->holder, op->pool->shard, op->pool->tenant, op->count,
+                                   op->ids, op->hashes, &bad);
+        else
+            rc = pa_publish(p->alloc, op->pool->holder, op->pool->tenant, op->count, op->ids, op->hashes, &bad);
         if (rc < 0)
             return blame(cqe, rc, PCORE_FIELD_IDS, bad);
         cqe->count = (uint32_t) rc;
@@ -445,7 +450,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_conn *c, unsigned budget)
             break;
         struct eng_item *it = &e->items[e->nitems];
         struct pv_env env = {
-            .holder = c->id, .host = ch->arena, .host_size = ch->arena_size,
+            .host = ch->arena, .host_size = ch->arena_size,
             .data_size = ch->data_size, .held_total = pd_conn_held(c),
             .max_blocks = e->env->max_blocks_per_client, .host_words = ch->host_words,
             .find_pool = find_pool, .ctx = c,
@@ -690,7 +695,7 @@ static uint64_t run_batch(struct pd_engine *e, int may_defer, uint32_t lo, uint3
         struct pd_pool *p = it->op.pool->user;
         struct pd_channel *ch = e->clients[it->client].c->ch;
         e->in[n++] = (struct pd_batch_op) {
-            .cache = &p->cache, .mem = p->mem,
+            .cache = pd_pool_shard_cache(p, it->op.pool->shard), .mem = pd_pool_shard_mem(p, it->op.pool->shard),
             .arenas = { ch->arena, ch->arena_size, ch->data, ch->data_size },
             .op = &it->op, .user = i, .client = it->client, .holder = e->clients[it->client].c->id,
             .status = PAGED_E_INVAL,

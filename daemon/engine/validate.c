@@ -124,10 +124,10 @@ static void copy_in(const struct pv_env *env, void *dst, uint64_t off, size_t by
 
 /* Checks that every id is a block of the pool that the client holds (reads). Returns
  * PAGED_OK or the error for the first bad one, with field. */
-static int check_held(const struct pv_env *env, const struct pv_pool *p, const int32_t *ids,
+static int check_held(const struct pv_pool *p, const int32_t *ids,
                       uint32_t n, enum pcore_field field, struct pv_error *err)
 {
-    uint32_t i = pa_first_unheld(p->alloc, env->holder, ids, n);
+    uint32_t i = pa_first_unheld(p->alloc, p->holder, ids, n);
     if (i == n)
         return PAGED_OK;
     if (ids[i] < 0 || (uint32_t) ids[i] >= p->num_blocks)
@@ -137,12 +137,12 @@ static int check_held(const struct pv_env *env, const struct pv_pool *p, const i
 
 /* Checks that block (from element i of field) may be written in place by the client.
  * Returns PAGED_OK or the error. */
-static int check_writable(const struct pv_env *env, const struct pv_pool *p, int32_t block,
+static int check_writable(const struct pv_pool *p, int32_t block,
                           enum pcore_field field, uint32_t i, struct pv_error *err)
 {
     if (block < 0 || (uint32_t) block >= p->num_blocks)
         return fail(err, PAGED_E_BLOCK, field, i);
-    int w = pa_writable(p->alloc, env->holder, block);
+    int w = pa_writable(p->alloc, p->holder, block);
     if (w == 1)
         return PAGED_OK;
     return fail(err, w == 0 ? PAGED_E_READONLY : w, field, i);
@@ -232,7 +232,7 @@ static int v_blocks(const struct pcore_sqe *s, const struct pv_env *env, struct 
     op->ids = carve(&c, (size_t) n * 4);
     copy_in(env, op->ids, s->u.blocks.ids_off, (size_t) n * 4);
     op->count = n;
-    return check_held(env, op->pool, op->ids, n, PCORE_FIELD_IDS, err);
+    return check_held(op->pool, op->ids, n, PCORE_FIELD_IDS, err);
 }
 
 /* COPY: sources held, destinations writable, destinations distinct and not sources. */
@@ -257,11 +257,11 @@ static int v_copy(const struct pcore_sqe *s, const struct pv_env *env, struct pv
     copy_in(env, op->ids, s->u.copy.src_off, (size_t) n * 4);
     copy_in(env, op->ids2, s->u.copy.dst_off, (size_t) n * 4);
     op->count = n;
-    rc = check_held(env, p, op->ids, n, PCORE_FIELD_SRC, err);
+    rc = check_held(p, op->ids, n, PCORE_FIELD_SRC, err);
     if (rc < 0)
         return rc;
     for (uint32_t i = 0; i < n; i++)
-        if ((rc = check_writable(env, p, op->ids2[i], PCORE_FIELD_DST, i, err)) < 0)
+        if ((rc = check_writable(p, op->ids2[i], PCORE_FIELD_DST, i, err)) < 0)
             return rc;
     /* The pairs run in parallel: a block written twice, or read by one pair while another
      * writes it, would make the result depend on the order. */
@@ -330,7 +330,7 @@ static int v_append(const struct pcore_sqe *s, const struct pv_env *env, struct 
             continue;
         if (slot < 0 || (uint64_t) slot >= limit)
             return fail(err, PAGED_E_BLOCK, PCORE_FIELD_SLOTS, i);
-        if ((rc = check_writable(env, p, slot / (int32_t) p->block_size, PCORE_FIELD_SLOTS, i, err)) < 0)
+        if ((rc = check_writable(p, slot / (int32_t) p->block_size, PCORE_FIELD_SLOTS, i, err)) < 0)
             return rc;
         written++;
     }
@@ -432,7 +432,7 @@ static int v_attn(const struct pcore_sqe *s, const struct pv_env *env, struct pv
          * kernel could ever be handed an unchecked id. */
         uint32_t used = (uint32_t) (((uint64_t) len + p->block_size - 1) / p->block_size);
         int32_t *row = op->block_tables + (size_t) i * a->bt_stride;
-        if ((rc = check_held(env, p, row, used, PCORE_FIELD_BLOCK_TABLE, err)) < 0) {
+        if ((rc = check_held(p, row, used, PCORE_FIELD_BLOCK_TABLE, err)) < 0) {
             err->index += i * a->bt_stride;
             return rc;
         }
@@ -506,7 +506,7 @@ static int v_prefix(const struct pcore_sqe *s, const struct pv_env *env, struct 
     if (publish) {
         op->ids = carve(&c, (size_t) n * 4);
         copy_in(env, op->ids, a->ids_off, (size_t) n * 4);
-        if ((rc = check_held(env, p, op->ids, n, PCORE_FIELD_IDS, err)) < 0)
+        if ((rc = check_held(p, op->ids, n, PCORE_FIELD_IDS, err)) < 0)
             return rc;
     }
     size_t hashed_tokens = (size_t) want * p->block_size;

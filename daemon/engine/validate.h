@@ -15,8 +15,8 @@
  *
  * Checked, in this order: opcode; flags; dependency words; pool attached; write permission; layer; counts;
  * dtype; heads; every offset and length in the right arena (overflow-safe); every element of
- * every array. Block ids must be held by the client for reads (pa_held), and writable by it
- * for writes (pa_writable: held once, not shared, not published).
+ * every array. Block ids must be held by the attachment's holder for reads (pa_held), and
+ * writable by it for writes (pa_writable: held once, not shared, not published).
  */
 
 #include <stdint.h>
@@ -39,16 +39,18 @@ struct pv_pool {
     const pa_alloc *alloc;       /* read only here: pa_held, pa_writable, pa_held_total */
     int writable;                /* this client's attachment may write */
     uint32_t tenant;             /* the prefix scope of this client's PUBLISH and LOOKUP */
+    uint32_t holder;             /* holder of the attachment's block references: the client id,
+                                  * or its group's in a sharded pool (daemon/shard.h) */
+    uint32_t shard;              /* the shard it reaches (0 when not sharded), for the engine */
     void *user;                  /* the engine's own pool, untouched here */
 };
 
 /* The client's side of a request. */
 struct pv_env {
-    uint32_t holder;             /* the client id: holder of its block references */
     const unsigned char *host;   /* host arena: shared memory, read once per element */
     uint64_t host_size;
     uint64_t data_size;          /* data arena (the host arena itself on the cpu backend) */
-    uint64_t held_total;         /* block references the client holds in all pools */
+    uint64_t held_total;         /* block references the client's holders hold in all pools */
     uint64_t max_blocks;         /* per-client limit on them, 0 for none */
     int host_words;              /* dependency words may lie in the host arena */
     /* Returns the pool id the client is attached to, or NULL. */

@@ -305,6 +305,18 @@ enum pcore_mem_kind {
 
 #define PCORE_ATTACH_WRITE 0x1u    /* ask for a writable mapping (granted if mode allows) */
 
+/* Most shards a tensor-parallel pool may have. */
+#define PCORE_MAX_SHARDS 16u
+
+/* Which shard of a tensor-parallel pool an attachment reaches, and the group of workers (of
+ * one uid) whose attachments share one holder of blocks: a block one rank allocates is the
+ * same block, held alike, on every rank's shard. An empty group is the uid's default one. */
+struct pcore_shard_ref {
+    uint32_t shard;
+    uint32_t reserved;         /* 0 */
+    char group[PCORE_NAME_MAX];
+};
+
 struct pcore_msg_pool_create {
     struct pcore_msg_hdr hdr;
     char name[PCORE_NAME_MAX];
@@ -314,15 +326,17 @@ struct pcore_msg_pool_create {
     float k_scale;
     float v_scale;
     uint32_t flags;            /* PCORE_ATTACH_* for the creator's own attachment */
-    uint32_t reserved;         /* 0 */
+    uint32_t shards;           /* 0 or 1: one memory; N (2 to PCORE_MAX_SHARDS): sharded by KV head */
     uint64_t host_tier_bytes;  /* 0: the daemon's default */
+    struct pcore_shard_ref as; /* the creator's shard and group (a sharded pool only) */
 };
 
 struct pcore_msg_pool_attach {
     struct pcore_msg_hdr hdr;
     char name[PCORE_NAME_MAX];
     uint32_t flags;            /* PCORE_ATTACH_* */
-    uint32_t reserved;
+    uint32_t reserved;         /* 0 */
+    struct pcore_shard_ref as; /* the shard and group (a sharded pool only; else zero) */
 };
 
 struct pcore_msg_pool_reply {
@@ -340,6 +354,10 @@ struct pcore_msg_pool_reply {
     uint64_t alloc_bytes;      /* size of the exported object (>= bytes); 0 when sealed */
     uint8_t ipc_handle[64];    /* PCORE_MEM_CUDA_IPC */
     uint8_t device_uuid[16];
+    uint32_t shards;           /* 1, or the pool's shards: num_kv_heads and bytes are then the shard's */
+    uint32_t shard;            /* the shard attached (0 when not sharded) */
+    uint32_t kv_head_offset;   /* its first KV head of the pool's (shard * num_kv_heads) */
+    uint32_t reserved;
 };
 
 struct pcore_msg_pool_ref {     /* POOL_DETACH (pool_id) and POOL_DESTROY, EVICT (name) */
@@ -445,7 +463,7 @@ struct pcore_pool_item {
     uint64_t expired;          /* cached blocks dropped by the time to live */
     uint64_t ttl_ms;           /* the pool's time to live; 0: none */
     uint32_t pinned;           /* blocks pinned, referenced or not */
-    uint32_t reserved;
+    uint32_t shards;           /* 1, or the shards of a tensor-parallel pool */
     /* The host and file tiers (all 0 where the pool has none). */
     uint32_t host_units;       /* the host tier's capacity, in units of one block */
     uint32_t host_stored;      /* units stored there */

@@ -29,6 +29,11 @@ TESTS += tests/client/fp8-t
 tests_client_fp8_t_SOURCES = tests/client/fp8-t.c
 tests_client_fp8_t_LDADD = $(CLIENT_TEST_LIBS)
 tests_client_workers_t_SOURCES = tests/client/workers-t.c
+# A tensor-parallel pool's two ranks in two processes, against an unsharded pool.
+check_PROGRAMS += tests/client/shards-t
+TESTS += tests/client/shards-t
+tests_client_shards_t_SOURCES = tests/client/shards-t.c
+tests_client_shards_t_LDADD = $(CLIENT_TEST_LIBS) lib/core/libpagedcore.la
 # The CPU reference kernels are the oracle (and need libpagedcore's dtype helpers).
 tests_client_workers_t_LDADD = $(CLIENT_TEST_LIBS) kernels/libpagedcpu.la lib/core/libpagedcore.la
 

@@ -64,7 +64,7 @@ static int validate_attn(uint8_t opcode, uint32_t num_seqs, uint32_t stride, uin
     sqe.u.attn.dtype = (uint32_t) view.dtype;
     sqe.u.attn.bt_stride = stride;
     struct pv_env env = {
-        .holder = FV_HOLDER, .host = arena, .host_size = sizeof arena, .data_size = sizeof arena,
+        .host = arena, .host_size = sizeof arena, .data_size = sizeof arena,
         .find_pool = find_view,
     };
     struct pv_op op;
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     view = (struct pv_pool) {
         .id = s->id, .num_layers = s->num_layers, .num_kv_heads = s->num_kv_heads,
         .head_dim = s->head_dim, .block_size = s->block_size, .num_blocks = s->num_blocks,
-        .dtype = s->dtype, .alloc = fv_build_alloc(s), .writable = 1,
+        .dtype = s->dtype, .alloc = fv_build_alloc(s), .writable = 1, .holder = FV_HOLDER,
     };
     if (view.alloc == NULL)
         bail("cannot build the allocator of pool %u", s->id);
