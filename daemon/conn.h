@@ -108,6 +108,8 @@ struct pd_conn {
     uint64_t dep_since_ns;             /* engine: when its next request began waiting for its
                                         * dep word (0: it is not waiting) */
     uint64_t dep_looked_ns;            /* engine: when it last looked at that request's device word */
+    int remote_wait;                   /* engine: its next request, a LOOKUP, waits for the peers */
+    int remote_tried;                  /* engine: the peers were asked for its next request */
     int dep_late;                      /* a waited word timed out after its completion was
                                         * posted: disconnect it (dep_off, dep_value say which) */
     int early_inflight;                /* a batch completed early held its requests: settle

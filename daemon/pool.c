@@ -426,6 +426,18 @@ uint32_t pd_pool_detach_holder(struct pd_pool *p, uint32_t holder, uint32_t shar
     return pa_release_holder(p->alloc, holder);
 }
 
+/* Returns the length of the chain p holds in any tier; see pool.h. */
+uint32_t pd_pool_chain(const struct pd_pool *p, uint32_t tenant, uint32_t n, const paged_hash *hashes)
+{
+    const struct pd_tiers *t = p->tiers;
+    uint32_t i = 0;
+    while (i < n && (pa_find(p->alloc, tenant, &hashes[i]) >= 0
+                     || (t != NULL && pt_host_find(t->host, tenant, &hashes[i]) >= 0)
+                     || (t != NULL && t->file != NULL && pt_file_has(t->file, tenant, &hashes[i]))))
+        i++;
+    return i;
+}
+
 /* Evicts every cached block, offloading each; see pool.h. */
 uint32_t pd_pool_evict_cached(struct pd_pool *p)
 {

@@ -90,6 +90,10 @@ int pd_pool_alloc_blocks(struct pd_pool *p, uint32_t holder, uint32_t n, int32_t
  * Returns how many references it released. */
 uint32_t pd_pool_detach_holder(struct pd_pool *p, uint32_t holder, uint32_t shard);
 
+/* Returns how many of hashes[0..n), from the first, p holds published under tenant in the
+ * pool itself or in its host or file tier (no reference taken, nothing moved). */
+uint32_t pd_pool_chain(const struct pd_pool *p, uint32_t tenant, uint32_t n, const paged_hash *hashes);
+
 /* Evicts every cached block of p as pa_evict_cached does, each to p's host tier where it has
  * one. Returns how many. */
 uint32_t pd_pool_evict_cached(struct pd_pool *p);

@@ -623,8 +623,9 @@ int pd_server_run(struct pd_server *srv)
         }
 #ifdef HAVE_UCX
         if (srv->peers != NULL) {
-            if (!pd_peers_poll(srv->peers))
+            if (!pd_peers_poll(srv->peers) || srv->remote_done)
                 timeout = 0;
+            srv->remote_done = 0;
             const int peer_ms = pd_peers_timeout_ms(srv->peers);
             if (peer_ms >= 0 && (timeout < 0 || timeout > peer_ms))
                 timeout = peer_ms;
@@ -713,6 +714,17 @@ static void listen_cause(const char *path, int rc, char **cause)
         *cause = NULL;
 }
 
+#ifdef HAVE_UCX
+/* The peers' done function (ctx: the server): the LOOKUP of client conn_id may run now, so
+ * the loop passes before it sleeps. Returns nothing. */
+static void on_remote_done(void *ctx, uint32_t conn_id)
+{
+    struct pd_server *srv = ctx;
+    pd_engine_remote_done(srv->engine, conn_id);
+    srv->remote_done = 1;
+}
+#endif
+
 /* Opens the peer module where the configuration names peers, watching its descriptor and
  * making it the engine's remote lookup; refuses peers in a daemon built without UCX. Returns 0,
  * or -1 with *cause. */
@@ -731,8 +743,9 @@ static int open_peers(struct pd_server *srv, char **cause)
             *cause = NULL;
         return -1;
     }
-    srv->engine_env.remote_lookup = pd_peers_lookup;
+    srv->engine_env.remote_start = pd_peers_prefetch;
     srv->engine_env.remote_ctx = srv->peers;
+    pd_peers_set_done(srv->peers, on_remote_done, srv);
     return 0;
 #else
     *cause = strdup("peers and peer-listen need a pagedd built with UCX (./configure --with-ucx)");

@@ -27,6 +27,7 @@ struct pd_server {
     int signal_fd;
     struct pd_watch listen_watch, signal_watch, peers_watch;
     struct pd_peers *peers;           /* other daemons (daemon/peer/peer.h); NULL: none */
+    int remote_done;                  /* a peers' fetch ended: a LOOKUP can run, pass at once */
     uint64_t accept_paused_until;     /* out of descriptors: accept again after this */
     struct pd_conn *conns;            /* every connection, newest first */
     struct pd_conn *dead;             /* killed during this loop turn: freed at its end */

@@ -266,9 +266,6 @@ static int execute(struct pd_engine *e, struct pd_conn *c, const struct pv_op *o
             cqe->count = pd_tiers_lookup(p->tiers, op->pool->holder, op->pool->tenant, op->count, op->hashes, ids,
                                          found, &got);
             count_lookup(c, p, op->count, cqe->count, &got);
-            if (cqe->count < op->count && p->geom.peers && e->env->remote_lookup != NULL)
-                cqe->count = e->env->remote_lookup(e->env->remote_ctx, p, op->pool->holder, op->pool->tenant, op->count,
-                                                   op->hashes, ids, cqe->count);
         }
         if (rc == PAGED_OK && cqe->count != 0)
             memcpy(c->ch->arena + op->out_ids_off, ids, (size_t) cqe->count * 4);
@@ -407,6 +404,41 @@ static int dep_gate(struct pd_engine *e, struct pd_conn *c, struct pv_op *op)
 }
 
 /*
+ * Decides whether LOOKUP op of c, at the head of its ring, waits for the peers: when its
+ * pool has PAGED_POOL_PEERS and the pool and its tiers hold only part of the chain, the
+ * peers are asked for the rest (env->remote_start) and the LOOKUP stays in the ring until
+ * pd_engine_remote_done; then it runs, once, finding what they sent. Returns 1 when it waits.
+ */
+static int remote_gate(struct pd_engine *e, struct pd_conn *c, const struct pv_op *op)
+{
+    struct pd_pool *p = op->pool->user;
+    if (c->remote_wait)
+        return 1;
+    if (c->remote_tried) {
+        c->remote_tried = 0;
+        return 0;
+    }
+    if (!p->geom.peers || e->env->remote_start == NULL)
+        return 0;
+    const uint32_t have = pd_pool_chain(p, op->pool->tenant, op->count, op->hashes);
+    if (have >= op->count
+        || !e->env->remote_start(e->env->remote_ctx, p, c->id, op->pool->tenant, op->count - have, op->hashes + have))
+        return 0;
+    c->remote_wait = 1;
+    return 1;
+}
+
+/* Lets the LOOKUP of client conn_id run; see engine.h. */
+void pd_engine_remote_done(struct pd_engine *e, uint32_t conn_id)
+{
+    for (struct pd_conn *c = eng_conns(e); c != NULL; c = c->next)
+        if (c->id == conn_id && c->remote_wait) {
+            c->remote_wait = 0;
+            c->remote_tried = 1;
+        }
+}
+
+/*
  * Takes up to budget requests of c into the pass, in ring order, while batch.h's rules let
  * them join; runs the allocator ops among them now. Returns the number taken.
  */
@@ -477,6 +509,10 @@ static uint32_t collect(struct pd_engine *e, struct pd_conn *c, unsigned budget)
                 err.field = PCORE_FIELD_WAIT;
                 err.index = 0;
             }
+        }
+        if (status >= 0 && sqe.opcode == PAGED_OP_LOOKUP && remote_gate(e, c, &it->op)) {
+            pv_op_free(&it->op);
+            break;
         }
         if (status < 0) {
             it->cqe.err_field = err.field;
@@ -983,6 +1019,8 @@ int pd_engine_pending(struct pd_conn *c)
         return 1; /* corrupt: the next pass finds it and disconnects the client */
     if (c->dep_since_ns != 0)
         return 0; /* its first request waits for a host word: next_timeout looks again soon */
+    if (c->remote_wait)
+        return 0; /* its first request waits for the peers: pd_engine_remote_done ends that */
     return pcore_ring_prod_space(&c->ch->cq, 1) != 0;
 }
 

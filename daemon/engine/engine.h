@@ -42,13 +42,14 @@ struct pd_engine_env {
     /* An ALLOC or LOOKUP ran, after which the pools' allocators may have counted evictions
      * (pd_pool.evicted_pending) to announce; called at the end of such a pass. NULL: none. */
     void (*flush_evictions)(void *ctx);
-    /* Continues a LOOKUP of holder in pool p that found hashes[0..found) in the pool and its
-     * tiers (ids holding them) and fewer than n: asks the daemon's peers for the chain's next
-     * blocks (daemon/peer/peer.h, pd_peers_lookup), called only for a pool with
-     * PAGED_POOL_PEERS. Returns the length of the prefix now held. NULL: no peers. */
-    uint32_t (*remote_lookup)(void *ctx, struct pd_pool *p, uint32_t holder, uint32_t tenant, uint32_t n,
-                              const paged_hash *hashes, int32_t *ids, uint32_t found);
-    void *remote_ctx;                 /* passed to remote_lookup */
+    /* Starts asking the daemon's peers (daemon/peer/peer.h, pd_peers_prefetch) for
+     * hashes[0..n), the next blocks of a chain that a LOOKUP of client conn_id in pool p (one
+     * with PAGED_POOL_PEERS) did not find in the pool and its tiers, to be published in p. The
+     * LOOKUP then waits at the head of its client's ring until pd_engine_remote_done. Returns
+     * 1 when started, 0 when the LOOKUP runs without. NULL: no peers. */
+    int (*remote_start)(void *ctx, struct pd_pool *p, uint32_t conn_id, uint32_t tenant, uint32_t n,
+                        const paged_hash *hashes);
+    void *remote_ctx;                 /* passed to remote_start */
 };
 
 /* Creates the engine over env (kept, not copied) and makes it env->backend's late_fn.
@@ -75,6 +76,11 @@ void pd_engine_idle(struct pd_engine *e);
 
 /* Copies the engine's counters since it was made into out: STATS sends them. */
 void pd_engine_stats(const struct pd_engine *e, struct pcore_engine_stats *out);
+
+/* Tells the engine that the peers' fetch for client conn_id's LOOKUP is over: the LOOKUP
+ * runs at the client's next pass, finding what the fetch published. A client gone meanwhile
+ * is ignored. Returns nothing. */
+void pd_engine_remote_done(struct pd_engine *e, uint32_t conn_id);
 
 /* Returns whether c has submissions waiting that it could run now. */
 int pd_engine_pending(struct pd_conn *c);

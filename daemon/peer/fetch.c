@@ -13,251 +13,468 @@
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 
-/* What one fetch from one peer got: the reply's fields, checked. */
-struct got {
-    uint32_t count;
-    uint64_t addr;
-    const unsigned char *rkey;
-    uint32_t rkey_len;
-    const unsigned char *sums;     /* count uint64_t, unaligned */
-};
+/*
+ * Each fetch is a small state machine that pd_peer_fetch_step moves on at every poll of the
+ * peers (and so never inside the engine's pass): ASK sends a FETCH to the next connected
+ * outgoing peer; ASKED waits for its REPLY (routed here by pd_peer_fetch_reply), checks it and
+ * starts the get of the staged units; PULLING waits for the get, checks every unit's sum and
+ * publishes the units in the pool. A peer that has none, refuses, fails or sends what does not
+ * check sends the fetch back to ASK for the next peer; the deadline (peer-timeout from the
+ * start) or the last peer ends it. A get still running when the fetch gives up is cancelled,
+ * and its buffer is freed only once UCX has called back (CANCELLING).
+ */
 
-/* Waits, progressing the worker, until the wait is done or deadline passes. Returns 1 when done. */
-static int wait_reply(struct pd_peers *ps, uint64_t deadline)
+/* The fetch's pool when it is still there under the same name, or NULL. */
+static struct pd_pool *fetch_pool(const struct pd_peers *ps, const struct pd_peer_fetchop *f)
 {
-    while (!ps->wait.done) {
-        if (pd_peer_now_ns() >= deadline)
-            return 0;
-        pd_peer_progress(ps);
-    }
-    return 1;
+    for (struct pd_pool *p = *ps->pools; p != NULL; p = p->next)
+        if (p->id == f->pool_id && !p->destroyed && strcmp(p->name, f->pool) == 0)
+            return p;
+    return NULL;
 }
 
-/* Makes the asker's staging buffer at least len bytes, mapped. Returns 0 or -1. */
-static int local_room(struct pd_peers *ps, size_t len)
+/* Frees f's get, reply and buffer and makes its slot free, telling the done function.
+ * Returns nothing. */
+static void fetch_end(struct pd_peers *ps, struct pd_peer_fetchop *f)
 {
-    if (ps->local_len >= len)
-        return 0;
-    if (ps->local_memh != NULL) {
-        ucs_status_t st = ucp_mem_unmap(ps->ctx, ps->local_memh);
+    if (f->rkey != NULL)
+        ucp_rkey_destroy(f->rkey);
+    if (f->local_memh != NULL) {
+        ucs_status_t st = ucp_mem_unmap(ps->ctx, f->local_memh);
         if (st != UCS_OK)
             pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
-        ps->local_memh = NULL;
     }
-    free(ps->local);
-    ps->local_len = 0;
-    ps->local = pd_malloc(len);
-    if (ps->local == NULL)
+    free(f->local);
+    free(f->reply);
+    free(f->sums);
+    const uint32_t conn_id = f->conn_id;
+    const int started = f->started;
+    memset(f, 0, sizeof *f);
+    if (started && ps->done_fn != NULL)
+        ps->done_fn(ps->done_ctx, conn_id);
+}
+
+/* Records that asking f's peer failed for why, releases what it staged when release, and
+ * sends f on to the next peer. Returns nothing. */
+static void peer_failed(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why, int release)
+{
+    struct pd_peer *q = f->peer;
+    if (release && !f->peer_failed) {
+        struct pd_peer_release rel = { .req = f->req };
+        pd_peer_send(ps, q, PD_PEER_AM_RELEASE, &rel, sizeof rel);
+    }
+    q->fetches++;
+    q->failures++;
+    pd_log(PD_LOG_WARNING, "peer %s: fetching %u blocks of pool %s: %s", q->addr, f->n, f->pool, why);
+    free(f->reply);
+    f->reply = NULL;
+    free(f->sums);
+    f->sums = NULL;
+    if (f->rkey != NULL) {
+        ucp_rkey_destroy(f->rkey);
+        f->rkey = NULL;
+    }
+    f->peer = NULL;
+    f->peer_failed = 0;
+    f->state = PD_FETCH_ASK;
+}
+
+/* Makes f's local buffer at least len bytes, mapped. Returns 0 or -1. */
+static int local_room(struct pd_peers *ps, struct pd_peer_fetchop *f, size_t len)
+{
+    if (f->local_len >= len)
+        return 0;
+    if (f->local_memh != NULL) {
+        ucs_status_t st = ucp_mem_unmap(ps->ctx, f->local_memh);
+        if (st != UCS_OK)
+            pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
+        f->local_memh = NULL;
+    }
+    free(f->local);
+    f->local_len = 0;
+    f->local = pd_malloc(len);
+    if (f->local == NULL)
         return -1;
     ucp_mem_map_params_t mp = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-        .address = ps->local, .length = len,
+        .address = f->local, .length = len,
     };
-    ucs_status_t st = ucp_mem_map(ps->ctx, &mp, &ps->local_memh);
+    ucs_status_t st = ucp_mem_map(ps->ctx, &mp, &f->local_memh);
     if (st != UCS_OK) {
         pd_log(PD_LOG_WARNING, "peers: ucp_mem_map of %zu bytes: %s", len, ucs_status_string(st));
-        ps->local_memh = NULL;
-        free(ps->local);
-        ps->local = NULL;
+        f->local_memh = NULL;
+        free(f->local);
+        f->local = NULL;
         return -1;
     }
-    ps->local_len = len;
+    f->local_len = len;
     return 0;
 }
 
-/* Checks reply m (asked: the hashes asked, unit: the pool's unit size) into *g. Returns NULL
- * or what is wrong. */
-static const char *check_reply(const struct pd_peer_msg *m, uint32_t asked, uint64_t unit, struct got *g)
-{
-    struct pd_peer_reply r;
-    if (m->len < sizeof r)
-        return "a reply too short";
-    memcpy(&r, m->data, sizeof r);
-    if (r.status != PAGED_OK)
-        return r.status == PAGED_E_NOENT ? "no exportable pool of that name, geometry and prefix scope"
-                                         : "it refused";
-    if (r.count > asked)
-        return "more blocks than asked";
-    if (r.count != 0 && r.unit_bytes != unit)
-        return "units of another size";
-    if (r.rkey_len > PD_PEER_MAX_RKEY
-        || m->len != sizeof r + r.rkey_len + (size_t) r.count * sizeof(uint64_t))
-        return "a reply whose length does not add up";
-    g->count = r.count;
-    g->addr = r.addr;
-    g->rkey = m->data + sizeof r;
-    g->rkey_len = r.rkey_len;
-    g->sums = m->data + sizeof r + r.rkey_len;
-    return NULL;
-}
-
-/* A get's completion (user_data: its status word). Returns nothing. */
+/* A get's completion (user_data: the fetch). Returns nothing. */
 static void got_cb(void *request, ucs_status_t status, void *user_data)
 {
-    (void) request;
-    *(ucs_status_t *) user_data = status;
+    struct pd_peer_fetchop *f = user_data;
+    f->get_status = status;
+    f->get_req = NULL;
+    ucp_request_free(request);
 }
 
-/* Pulls len bytes from the peer's staging (g) into the local buffer over p's endpoint, waiting
- * until deadline. Returns NULL or what failed. */
-static const char *pull(struct pd_peers *ps, struct pd_peer *p, const struct got *g, size_t len,
-                        uint64_t deadline)
+/* Sends f's FETCH to the next connected outgoing peer, or ends f when none is left. Returns
+ * nothing. */
+static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
 {
-    ucp_rkey_h rkey = NULL;
-    ucs_status_t st = ucp_ep_rkey_unpack(p->ep, g->rkey, &rkey);
-    if (st != UCS_OK)
-        return "its remote key does not unpack";
-    ucs_status_t done = UCS_INPROGRESS;
+    while (f->next_peer < ps->npeers) {
+        struct pd_peer *q = ps->peers[f->next_peer++];
+        if (!q->outgoing || q->state != PD_PEER_AUTHENTICATED || q->ep == NULL || q->ep_failed)
+            continue;
+        const size_t len = sizeof(struct pd_peer_fetch) + (size_t) f->n * sizeof(paged_hash);
+        struct pd_peer_fetch *m = pd_calloc(1, len);
+        if (m == NULL)
+            break;
+        f->req = ps->next_req++;
+        m->req = f->req;
+        snprintf(m->pool, sizeof m->pool, "%s", f->pool);
+        m->tenant = f->tenant;
+        m->num_layers = p->geom.num_layers;
+        m->num_kv_heads = p->geom.num_kv_heads;
+        m->head_dim = p->geom.head_dim;
+        m->block_size = p->geom.block_size;
+        m->dtype = p->geom.dtype;
+        m->unit_bytes = p->geom.block_bytes;
+        m->n = f->n;
+        memcpy(m->hashes, f->hashes, (size_t) f->n * sizeof(paged_hash));
+        int sent = pd_peer_send(ps, q, PD_PEER_AM_FETCH, m, len);
+        free(m);
+        f->peer = q;
+        f->asked_ns = pd_peer_now_ns();
+        if (sent < 0) {
+            peer_failed(ps, f, "the request could not be sent", 0);
+            continue;
+        }
+        f->state = PD_FETCH_ASKED;
+        return;
+    }
+    fetch_end(ps, f);
+}
+
+/* Checks f's REPLY against pool p and starts the get of what it staged; a reply with nothing
+ * sends f to the next peer. Returns nothing. */
+static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
+{
+    const struct pd_peer_msg *m = f->reply;
+    struct pd_peer_reply r;
+    const char *why = NULL;
+    if (m->len < sizeof r) {
+        peer_failed(ps, f, "a reply too short", 0);
+        return;
+    }
+    memcpy(&r, m->data, sizeof r);
+    if (r.status != PAGED_OK && r.status != PAGED_E_NOENT)
+        why = "it refused";
+    else if (r.count > f->n)
+        why = "more blocks than asked";
+    else if (r.count != 0 && r.unit_bytes != p->geom.block_bytes)
+        why = "units of another size";
+    else if (r.rkey_len > PD_PEER_MAX_RKEY || m->len != sizeof r + r.rkey_len + (size_t) r.count * sizeof(uint64_t))
+        why = "a reply whose length does not add up";
+    if (why != NULL || r.status == PAGED_E_NOENT || r.count == 0) {
+        if (why != NULL) {
+            peer_failed(ps, f, why, r.count != 0);
+            return;
+        }
+        /* It has none of the chain: not a failure; the next peer may. */
+        f->peer->fetches++;
+        free(f->reply);
+        f->reply = NULL;
+        f->state = PD_FETCH_ASK;
+        return;
+    }
+    f->count = r.count;
+    const size_t bytes = (size_t) r.count * p->geom.block_bytes;
+    f->sums = pd_malloc((size_t) r.count * sizeof(uint64_t));
+    if (f->sums == NULL || local_room(ps, f, bytes) < 0) {
+        peer_failed(ps, f, "no memory for the local staging buffer", 1);
+        return;
+    }
+    memcpy(f->sums, m->data + sizeof r + r.rkey_len, (size_t) r.count * sizeof(uint64_t));
+    if (ucp_ep_rkey_unpack(f->peer->ep, m->data + sizeof r, &f->rkey) != UCS_OK) {
+        f->rkey = NULL;
+        peer_failed(ps, f, "its remote key does not unpack", 1);
+        return;
+    }
+    f->get_status = UCS_INPROGRESS;
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH,
-        .cb.send = got_cb, .user_data = &done, .memh = ps->local_memh,
+        .cb.send = got_cb, .user_data = f, .memh = f->local_memh,
     };
-    ucs_status_ptr_t r = ucp_get_nbx(p->ep, ps->local, len, g->addr, rkey, &rp);
-    const char *why = NULL;
-    if (r == NULL) {
-        done = UCS_OK;
-    } else if (UCS_PTR_IS_ERR(r)) {
-        why = "the get failed";
+    ucs_status_ptr_t q = ucp_get_nbx(f->peer->ep, f->local, bytes, r.addr, f->rkey, &rp);
+    if (q == NULL) {
+        f->get_status = UCS_OK;
+    } else if (UCS_PTR_IS_ERR(q)) {
+        peer_failed(ps, f, "the get failed", 1);
+        return;
     } else {
-        while (done == UCS_INPROGRESS && !p->ep_failed && pd_peer_now_ns() < deadline)
-            pd_peer_progress(ps);
-        if (done == UCS_INPROGRESS) {
-            ucp_request_cancel(ps->worker, r);
-            for (unsigned i = 0; i < 100000u && done == UCS_INPROGRESS; i++)
-                pd_peer_progress(ps);
-            why = "the get timed out";
-        } else if (done != UCS_OK) {
-            why = "the get failed";
-        }
-        if (done != UCS_INPROGRESS)
-            ucp_request_free(r);
-        else
-            pd_log(PD_LOG_WARNING, "peer %s: a cancelled get did not complete", p->addr);
+        f->get_req = q;
     }
-    ucp_rkey_destroy(rkey);
+    f->state = PD_FETCH_PULLING;
+}
+
+/* Fills f->count new blocks of p from the pulled units and publishes them under f's tenant
+ * and hashes as cached blocks (held by nobody). Returns NULL, or what failed with nothing
+ * kept. */
+static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
+{
+    const uint32_t count = f->count;
+    int32_t *ids = pd_malloc((size_t) count * sizeof *ids);
+    unsigned char **units = pd_malloc((size_t) count * sizeof *units);
+    if (ids == NULL || units == NULL) {
+        free(ids);
+        free(units);
+        return "out of memory";
+    }
+    const char *why = NULL;
+    uint32_t bad = 0;
+    if (pd_pool_alloc_blocks(p, PD_PEER_FETCH_HOLDER, count, ids, NULL) != PAGED_OK) {
+        why = "no room for the blocks in the pool";
+    } else {
+        for (uint32_t i = 0; i < count; i++)
+            units[i] = f->local + (size_t) i * p->geom.block_bytes;
+        char *cause = NULL;
+        int rc = ps->backend->ops->units_copy != NULL
+                 ? ps->backend->ops->units_copy(ps->backend, p->mem, &p->cache, 0, count, ids, units, &cause)
+                 : pd_tiers_copy_host(&p->cache, 0, count, ids, units);
+        free(cause);
+        if (rc == PAGED_OK && pa_publish(p->alloc, PD_PEER_FETCH_HOLDER, f->tenant, count, ids, f->hashes, &bad) < 0)
+            rc = PAGED_E_INVAL;
+        if (rc != PAGED_OK)
+            why = "the blocks could not be filled or published";
+        pa_free_blocks(p->alloc, PD_PEER_FETCH_HOLDER, count, ids, &bad);
+    }
+    free(ids);
+    free(units);
     return why;
 }
 
-/* Fills count new blocks for holder from the local buffer, publishes them under tenant, hashes and
- * writes their ids to ids. Returns NULL, or what failed with nothing taken. */
-static const char *publish(struct pd_peers *ps, struct pd_pool *p, uint32_t holder, uint32_t tenant,
-                           uint32_t count, const paged_hash *hashes, int32_t *ids)
+/* Checks f's pulled units and publishes them in p, then ends f. Returns nothing. */
+static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
 {
-    if (pa_alloc_blocks(p->alloc, holder, count, ids) != PAGED_OK)
-        return "no room for the blocks in the pool";
-    pd_tiers_flush(p->tiers);
-    unsigned char **units = pd_malloc((size_t) count * sizeof *units);
-    int rc = PAGED_E_NOMEM;
-    char *cause = NULL;
-    if (units != NULL) {
-        for (uint32_t i = 0; i < count; i++)
-            units[i] = ps->local + (size_t) i * p->geom.block_bytes;
-        if (ps->backend->ops->units_copy != NULL)
-            rc = ps->backend->ops->units_copy(ps->backend, p->mem, &p->cache, 0, count, ids, units, &cause);
-        else
-            rc = pd_tiers_copy_host(&p->cache, 0, count, ids, units);
-        free(units);
+    struct pd_peer *q = f->peer;
+    if (f->get_status != UCS_OK) {
+        peer_failed(ps, f, "the get failed", 1);
+        return;
     }
-    uint32_t bad = 0;
-    if (rc == PAGED_OK)
-        rc = pa_publish(p->alloc, holder, tenant, count, ids, hashes, &bad) < 0 ? PAGED_E_INVAL : PAGED_OK;
-    free(cause);
-    if (rc != PAGED_OK) {
-        pa_free_blocks(p->alloc, holder, count, ids, &bad);
-        return "the blocks could not be filled or published";
-    }
-    return NULL;
-}
-
-/* Asks peer q for hashes[0..n) of pool p under tenant, for holder; on success the blocks are
- * held and published with their ids in ids. Returns how many (0: none, failures counted). */
-static uint32_t fetch_from(struct pd_peers *ps, struct pd_peer *q, struct pd_pool *p, uint32_t holder,
-                           uint32_t tenant, uint32_t n, const paged_hash *hashes, int32_t *ids, uint64_t deadline)
-{
-    const uint64_t t0 = pd_peer_now_ns();
-    const uint32_t ask = n < PD_PEER_MAX_ASK ? n : PD_PEER_MAX_ASK;
-    const size_t len = sizeof(struct pd_peer_fetch) + (size_t) ask * sizeof(paged_hash);
-    struct pd_peer_fetch *f = pd_calloc(1, len);
-    if (f == NULL)
-        return 0;
-    const uint64_t req = ps->next_req++;
-    f->req = req;
-    snprintf(f->pool, sizeof f->pool, "%s", p->name);
-    f->tenant = tenant;
-    f->num_layers = p->geom.num_layers;
-    f->num_kv_heads = p->geom.num_kv_heads;
-    f->head_dim = p->geom.head_dim;
-    f->block_size = p->geom.block_size;
-    f->dtype = p->geom.dtype;
-    f->unit_bytes = p->geom.block_bytes;
-    f->n = ask;
-    memcpy(f->hashes, hashes, (size_t) ask * sizeof(paged_hash));
-    ps->wait = (struct pd_peer_wait) { .active = 1, .req = req, .ep = q->ep };
-    int sent = pd_peer_send(ps, q, PD_PEER_AM_FETCH, f, len);
-    free(f);
     const char *why = NULL;
-    int release = 0;
-    uint32_t count = 0;
-    if (sent < 0)
-        why = "the request could not be sent";
-    else if (!wait_reply(ps, deadline))
-        why = "no answer within peer-timeout";
-    else if (ps->wait.msg == NULL)
-        why = "the connection failed";
-    struct got g = { 0 };
-    if (why == NULL) {
-        why = check_reply(ps->wait.msg, ask, p->geom.block_bytes, &g);
-        release = why == NULL && g.count != 0;
-        count = why == NULL ? g.count : 0;
-    }
-    const size_t bytes = (size_t) count * p->geom.block_bytes;
-    if (why == NULL && count != 0 && local_room(ps, bytes) < 0)
-        why = "no memory for the local staging buffer";
-    if (why == NULL && count != 0)
-        why = pull(ps, q, &g, bytes, deadline);
-    for (uint32_t i = 0; why == NULL && i < count; i++) {
+    for (uint32_t i = 0; why == NULL && i < f->count; i++) {
         uint64_t sum;
-        memcpy(&sum, g.sums + (size_t) i * sizeof sum, sizeof sum);
-        if (XXH3_64bits(ps->local + (size_t) i * p->geom.block_bytes, p->geom.block_bytes) != sum)
+        memcpy(&sum, f->sums + (size_t) i * sizeof sum, sizeof sum);
+        if (XXH3_64bits(f->local + (size_t) i * p->geom.block_bytes, p->geom.block_bytes) != sum)
             why = "a block's checksum does not match";
     }
-    if (release) {
-        struct pd_peer_release rel = { .req = req };
-        pd_peer_send(ps, q, PD_PEER_AM_RELEASE, &rel, sizeof rel);
-    }
-    if (why == NULL && count != 0)
-        why = publish(ps, p, holder, tenant, count, hashes, ids);
-    free(ps->wait.msg);
-    ps->wait = (struct pd_peer_wait) { 0 };
-    q->fetches++;
+    struct pd_peer_release rel = { .req = f->req };
+    pd_peer_send(ps, q, PD_PEER_AM_RELEASE, &rel, sizeof rel);
+    if (why == NULL)
+        why = publish(ps, f, p);
     if (why != NULL) {
-        q->failures++;
-        pd_log(PD_LOG_WARNING, "peer %s: fetching %u blocks of pool %s: %s", q->addr, ask, p->name, why);
-        return 0;
+        peer_failed(ps, f, why, 0);
+        return;
     }
-    q->blocks += count;
-    q->bytes += bytes;
-    q->fetch_ns += pd_peer_now_ns() - t0;
-    if (count != 0)
-        pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s", q->addr, count, p->name);
-    return count;
+    q->fetches++;
+    q->blocks += f->count;
+    q->bytes += (uint64_t) f->count * p->geom.block_bytes;
+    q->fetch_ns += pd_peer_now_ns() - f->asked_ns;
+    pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s", q->addr, f->count, f->pool);
+    fetch_end(ps, f);
 }
 
-/* The engine's remote lookup; returns the length of the prefix now held. */
-uint32_t pd_peers_lookup(void *ctx, struct pd_pool *p, uint32_t holder, uint32_t tenant, uint32_t n,
-                         const paged_hash *hashes, int32_t *ids, uint32_t found)
+/* Cancels f's running get for why; the fetch goes on once UCX has called back. Returns
+ * nothing. */
+static void cancel_get(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why)
+{
+    f->cancel_why = why;
+    f->state = PD_FETCH_CANCELLING;
+    ucp_request_cancel(ps->worker, f->get_req);
+}
+
+/* Ends f for why (its deadline, or its pool gone), counting a failure of the peer it was
+ * asking and releasing what that peer staged; a running get is cancelled first. Returns
+ * nothing. */
+static void give_up(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why)
+{
+    if (f->state == PD_FETCH_PULLING && f->get_req != NULL) {
+        cancel_get(ps, f, why);
+        return;
+    }
+    if (f->peer != NULL && f->state != PD_FETCH_ASK)
+        peer_failed(ps, f, why, f->state != PD_FETCH_ASKED);
+    fetch_end(ps, f);
+}
+
+/* Moves fetch f on; returns nothing. */
+static void step_one(struct pd_peers *ps, struct pd_peer_fetchop *f, uint64_t now)
+{
+    struct pd_pool *p = fetch_pool(ps, f);
+    if (f->state == PD_FETCH_CANCELLING) {
+        if (f->get_req != NULL)
+            return;
+        /* The get is over: its buffer is ours again. */
+        f->state = PD_FETCH_PULLING;
+        f->get_status = UCS_ERR_CANCELED;
+        if (p == NULL || now >= f->deadline_ns) {
+            give_up(ps, f, f->cancel_why);
+            return;
+        }
+        peer_failed(ps, f, f->cancel_why, 1);
+    }
+    if (p == NULL) {
+        give_up(ps, f, "its pool is gone");
+        return;
+    }
+    if (now >= f->deadline_ns) {
+        give_up(ps, f, f->state == PD_FETCH_ASKED ? "no answer within peer-timeout" : "the get timed out");
+        return;
+    }
+    for (int moves = 0; moves < 4 * (int) PD_PEER_MAX && f->state != PD_FETCH_FREE; moves++) {
+        switch (f->state) {
+        case PD_FETCH_ASK:
+            ask_next(ps, f, p);
+            continue;
+        case PD_FETCH_ASKED:
+            if (f->reply != NULL) {
+                start_get(ps, f, p);
+                continue;
+            }
+            if (f->peer_failed)
+                peer_failed(ps, f, "the connection failed", 0);
+            else
+                return;
+            continue;
+        case PD_FETCH_PULLING:
+            if (f->get_status != UCS_INPROGRESS) {
+                finish_get(ps, f, p);
+                continue;
+            }
+            if (f->peer_failed)
+                cancel_get(ps, f, "the connection failed during the get");
+            return;
+        default:
+            return;
+        }
+    }
+}
+
+/* Moves every fetch on; see internal.h. */
+void pd_peer_fetch_step(struct pd_peers *ps)
+{
+    const uint64_t now = pd_peer_now_ns();
+    for (uint32_t i = 0; i < PD_PEER_MAX_FETCHES; i++)
+        if (ps->fetches[i].state != PD_FETCH_FREE)
+            step_one(ps, &ps->fetches[i], now);
+}
+
+/* Hands a REPLY to its fetch; see internal.h. */
+int pd_peer_fetch_reply(struct pd_peers *ps, struct pd_peer_msg *m)
+{
+    uint64_t req;
+    if (m->len < sizeof req)
+        return 0;
+    memcpy(&req, m->data, sizeof req);
+    for (uint32_t i = 0; i < PD_PEER_MAX_FETCHES; i++) {
+        struct pd_peer_fetchop *f = &ps->fetches[i];
+        if (f->state == PD_FETCH_ASKED && f->reply == NULL && f->req == req && f->peer != NULL
+            && f->peer->ep == m->ep) {
+            f->reply = m;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Notes a failed connection for its fetches; see internal.h. */
+void pd_peer_fetch_peer_failed(struct pd_peers *ps, const struct pd_peer *p)
+{
+    for (uint32_t i = 0; i < PD_PEER_MAX_FETCHES; i++)
+        if (ps->fetches[i].state != PD_FETCH_FREE && ps->fetches[i].peer == p)
+            ps->fetches[i].peer_failed = 1;
+}
+
+/* Returns the ms until the earliest deadline, or -1. */
+int pd_peer_fetch_timeout_ms(const struct pd_peers *ps)
+{
+    const uint64_t now = pd_peer_now_ns();
+    int best = -1;
+    for (uint32_t i = 0; i < PD_PEER_MAX_FETCHES; i++) {
+        const struct pd_peer_fetchop *f = &ps->fetches[i];
+        if (f->state == PD_FETCH_FREE)
+            continue;
+        /* A cancelled get waits for UCX: look again soon. */
+        uint64_t left = f->state == PD_FETCH_CANCELLING || f->deadline_ns <= now ? 0 : f->deadline_ns - now;
+        int ms = (int) ((left + 999999u) / 1000000u);
+        if (best < 0 || ms < best)
+            best = ms;
+    }
+    return best;
+}
+
+/* Ends every fetch at close; returns nothing. */
+void pd_peer_fetch_drop_all(struct pd_peers *ps)
+{
+    for (uint32_t i = 0; i < PD_PEER_MAX_FETCHES; i++) {
+        struct pd_peer_fetchop *f = &ps->fetches[i];
+        if (f->state == PD_FETCH_FREE)
+            continue;
+        if (f->get_req != NULL) {
+            ucp_request_cancel(ps->worker, f->get_req);
+            for (unsigned k = 0; k < 100000u && f->get_req != NULL; k++)
+                pd_peer_progress(ps);
+            if (f->get_req != NULL)
+                pd_log(PD_LOG_WARNING, "peers: a cancelled get did not complete");
+        }
+        if (f->get_req == NULL)
+            fetch_end(ps, f);
+    }
+}
+
+/* Sets the done function; returns nothing. */
+void pd_peers_set_done(struct pd_peers *ps, pd_peers_done_fn fn, void *ctx)
+{
+    ps->done_fn = fn;
+    ps->done_ctx = ctx;
+}
+
+/* The engine's remote start; returns 1 when a fetch started. */
+int pd_peers_prefetch(void *ctx, struct pd_pool *p, uint32_t conn_id, uint32_t tenant, uint32_t n,
+                      const paged_hash *hashes)
 {
     struct pd_peers *ps = ctx;
-    if (ps == NULL || !p->geom.peers || found >= n)
-        return found;
-    const uint64_t deadline = pd_peer_now_ns() + (uint64_t) ps->timeout_ms * 1000000u;
-    for (uint32_t i = 0; i < ps->npeers && pd_peer_now_ns() < deadline; i++) {
-        struct pd_peer *q = ps->peers[i];
-        if (!q->outgoing || q->state != PD_PEER_AUTHENTICATED || q->ep == NULL || q->ep_failed)
-            continue;
-        uint32_t got = fetch_from(ps, q, p, holder, tenant, n - found, hashes + found, ids + found, deadline);
-        if (got != 0)
-            return found + got;
+    if (ps == NULL || !p->geom.peers || n == 0)
+        return 0;
+    int any = 0;
+    for (uint32_t i = 0; i < ps->npeers && !any; i++) {
+        const struct pd_peer *q = ps->peers[i];
+        any = q->outgoing && q->state == PD_PEER_AUTHENTICATED && q->ep != NULL && !q->ep_failed;
     }
-    return found;
+    if (!any)
+        return 0;
+    for (uint32_t i = 0; i < PD_PEER_MAX_FETCHES; i++) {
+        struct pd_peer_fetchop *f = &ps->fetches[i];
+        if (f->state != PD_FETCH_FREE)
+            continue;
+        memset(f, 0, sizeof *f);
+        f->state = PD_FETCH_ASK;
+        f->conn_id = conn_id;
+        f->pool_id = p->id;
+        snprintf(f->pool, sizeof f->pool, "%s", p->name);
+        f->tenant = tenant;
+        f->n = n < PD_PEER_MAX_ASK ? n : PD_PEER_MAX_ASK;
+        memcpy(f->hashes, hashes, (size_t) f->n * sizeof(paged_hash));
+        f->deadline_ns = pd_peer_now_ns() + (uint64_t) ps->timeout_ms * 1000000u;
+        ask_next(ps, f, p);
+        /* Ended at once (no peer took the request): the LOOKUP runs now, unheld. */
+        f->started = f->state != PD_FETCH_FREE;
+        return f->started;
+    }
+    pd_log(PD_LOG_DEBUG, "peers: %u fetches run already: pool %s's LOOKUP does not ask", PD_PEER_MAX_FETCHES,
+           p->name);
+    return 0;
 }

@@ -16,6 +16,8 @@
 #define PD_PEER_MAX 64u                /* peers known at once, incoming and outgoing */
 #define PD_PEER_MAX_STAGES 64u         /* staging buffers served and not yet released */
 #define PD_PEER_RETRY_NS 1000000000ull /* a failed outgoing peer is tried again after this */
+#define PD_PEER_MAX_FETCHES 16u       /* LOOKUPs asking the peers at once */
+#define PD_PEER_FETCH_HOLDER 0x7fffffffu /* the holder of fetched blocks until they are published */
 #define PD_PEER_MSG_MAX (sizeof(struct pd_peer_fetch) + PD_PEER_MAX_ASK * sizeof(paged_hash))
 
 enum pd_peer_state { PD_PEER_CONNECTING = 0, PD_PEER_AUTHENTICATED = 1, PD_PEER_FAILED = 2 };
@@ -60,13 +62,41 @@ struct pd_peer_stage {
     uint64_t expires_ns;
 };
 
-/* The reply the engine's remote lookup waits for. */
-struct pd_peer_wait {
-    int active;
-    uint64_t req;
-    ucp_ep_h ep;
-    int done;                          /* reply (msg) came, or the peer failed */
-    struct pd_peer_msg *msg;
+/* Where a fetch has got to. */
+enum pd_fetch_state {
+    PD_FETCH_FREE = 0,                 /* the slot is unused */
+    PD_FETCH_ASK,                      /* to ask the next peer */
+    PD_FETCH_ASKED,                    /* a FETCH is out: waiting for its REPLY */
+    PD_FETCH_PULLING,                  /* the get of the staged units runs */
+    PD_FETCH_CANCELLING,               /* the get was cancelled: waiting for its callback */
+};
+
+/* One LOOKUP's remote part in progress (fetch.c): asks the peers in order for the chain's
+ * missing hashes, pulls what the first one stages, checks and publishes it in the pool. */
+struct pd_peer_fetchop {
+    enum pd_fetch_state state;
+    int started;                       /* pd_peers_prefetch returned 1: tell the done function */
+    const char *cancel_why;            /* CANCELLING: why the get was cancelled */
+    uint32_t conn_id;                  /* the client whose LOOKUP waits for it */
+    uint32_t pool_id;
+    char pool[PCORE_NAME_MAX];
+    uint32_t tenant;
+    uint32_t n;                        /* hashes asked, at most PD_PEER_MAX_ASK */
+    paged_hash hashes[PD_PEER_MAX_ASK];
+    uint64_t deadline_ns, asked_ns;
+    uint32_t next_peer;                /* index in peers of the next one to ask */
+    struct pd_peer *peer;              /* the one asked now */
+    uint64_t req;                      /* its FETCH's */
+    int peer_failed;                   /* its connection failed meanwhile */
+    struct pd_peer_msg *reply;         /* its REPLY, once here */
+    uint32_t count;                    /* units the REPLY staged */
+    unsigned char *sums;               /* their XXH3-64 each, copied from the REPLY */
+    ucs_status_t get_status;           /* the get's, UCS_INPROGRESS while it runs */
+    void *get_req;
+    ucp_rkey_h rkey;
+    unsigned char *local;              /* the units pulled, mapped for the get */
+    size_t local_len;
+    ucp_mem_h local_memh;
 };
 
 /* What an Active Message handler is registered with. */
@@ -91,11 +121,10 @@ struct pd_peers {
     uint32_t queued;
     struct pd_peer_am_arg am_args[PD_PEER_AM_LAST_ + 1];
     struct pd_peer_stage stages[PD_PEER_MAX_STAGES];
-    struct pd_peer_wait wait;
+    struct pd_peer_fetchop fetches[PD_PEER_MAX_FETCHES];
     uint64_t next_req;
-    unsigned char *local;              /* the asker's staging buffer, mapped */
-    size_t local_len;
-    ucp_mem_h local_memh;
+    pd_peers_done_fn done_fn;          /* told when a fetch is over */
+    void *done_ctx;
     int corrupt, stall;                /* PAGEDD_PEER_CORRUPT, PAGEDD_PEER_STALL */
 };
 
@@ -118,6 +147,19 @@ uint64_t pd_peer_now_ns(void);
 int pd_peer_auth_start(struct pd_peers *ps, struct pd_peer *p);
 /* Handles a CHALLENGE or RESPONSE from p. Returns nothing (a failure fails p). */
 void pd_peer_auth_msg(struct pd_peers *ps, struct pd_peer *p, const struct pd_peer_msg *m);
+
+/* fetch.c */
+/* Hands REPLY m (taken from the worker) to the fetch waiting for it. Returns 1 when one took
+ * it (it keeps m), 0 when none waits for it. */
+int pd_peer_fetch_reply(struct pd_peers *ps, struct pd_peer_msg *m);
+/* Notes that p's connection failed, for the fetch asking it. Returns nothing. */
+void pd_peer_fetch_peer_failed(struct pd_peers *ps, const struct pd_peer *p);
+/* Moves every fetch on as far as it can go now. Returns nothing. */
+void pd_peer_fetch_step(struct pd_peers *ps);
+/* Returns the ms until the earliest fetch deadline, or -1 when none runs. */
+int pd_peer_fetch_timeout_ms(const struct pd_peers *ps);
+/* Ends every fetch (closing). Returns nothing. */
+void pd_peer_fetch_drop_all(struct pd_peers *ps);
 
 /* serve.c */
 /* Handles a FETCH of authenticated p: stages the blocks and replies. Returns nothing. */

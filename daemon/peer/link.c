@@ -65,8 +65,7 @@ void pd_peer_fail(struct pd_peers *ps, struct pd_peer *p, const char *fmt, ...)
     snprintf(p->why, sizeof p->why, "%s", why);
     if (p->ep != NULL)
         p->ep_failed = 1;
-    if (ps->wait.active && ps->wait.ep == p->ep)
-        ps->wait.done = 1;
+    pd_peer_fetch_peer_failed(ps, p);
 }
 
 /* A send's completion (user_data: the copy of its data): frees both. Returns nothing. */
@@ -116,8 +115,8 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
         pd_peer_fail(ps, p, "connection lost: %s", ucs_status_string(status));
 }
 
-/* Copies an Active Message into the queue, or straight to the remote lookup waiting for it
- * (arg: its pd_peer_am_arg). Returns UCS_OK: the data is not kept. */
+/* Copies an Active Message into the queue (arg: its pd_peer_am_arg). Returns UCS_OK: the
+ * data is not kept. */
 static ucs_status_t on_am(void *arg, const void *header, size_t header_length, void *data, size_t length,
                           const ucp_am_recv_param_t *param)
 {
@@ -147,16 +146,6 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     m->id = a->id;
     m->len = length;
     memcpy(m->data, data, length);
-    struct pd_peer_wait *w = &ps->wait;
-    uint64_t req;
-    if (a->id == PD_PEER_AM_REPLY && w->active && !w->done && m->ep == w->ep && length >= sizeof req) {
-        memcpy(&req, data, sizeof req);
-        if (req == w->req) {
-            w->msg = m;
-            w->done = 1;
-            return UCS_OK;
-        }
-    }
     if (ps->tail != NULL)
         ps->tail->next = m;
     else
@@ -287,8 +276,7 @@ static void disconnect(struct pd_peers *ps, struct pd_peer *p)
     if (p->ep == NULL)
         return;
     ucp_ep_h ep = p->ep;
-    if (ps->wait.active && ps->wait.ep == ep)
-        ps->wait.done = 1;
+    pd_peer_fetch_peer_failed(ps, p);
     pd_peer_stages_drop(ps, ep, 0, 0);
     drop_queued(ps, ep);
     close_ep(ps, ep);
@@ -338,20 +326,20 @@ static void on_conn(ucp_conn_request_h conn, void *arg)
     open_ep(ps, p, conn);
 }
 
-/* Runs one queued message m; returns nothing. */
-static void run_msg(struct pd_peers *ps, struct pd_peer_msg *m)
+/* Runs one queued message m; returns 1 when a fetch kept m (its REPLY), else 0. */
+static int run_msg(struct pd_peers *ps, struct pd_peer_msg *m)
 {
     struct pd_peer *p = pd_peer_by_ep(ps, m->ep);
     if (p == NULL || p->ep_failed)
-        return;
+        return 0;
     if (m->id == PD_PEER_AM_CHALLENGE || m->id == PD_PEER_AM_RESPONSE) {
         pd_peer_auth_msg(ps, p, m);
-        return;
+        return 0;
     }
     if (p->state != PD_PEER_AUTHENTICATED) {
         p->auth_failures++;
         pd_peer_fail(ps, p, "message %u before the handshake ended", m->id);
-        return;
+        return 0;
     }
     struct pd_peer_release rel;
     switch (m->id) {
@@ -362,7 +350,9 @@ static void run_msg(struct pd_peers *ps, struct pd_peer_msg *m)
         pd_peer_serve_release(ps, p, m);
         break;
     case PD_PEER_AM_REPLY:
-        /* A reply that came after its lookup gave up: the staging is released at once. */
+        if (pd_peer_fetch_reply(ps, m))
+            return 1;
+        /* A reply that came after its fetch gave up: the staging is released at once. */
         if (m->len >= sizeof rel.req) {
             memcpy(&rel.req, m->data, sizeof rel.req);
             pd_peer_send(ps, p, PD_PEER_AM_RELEASE, &rel, sizeof rel);
@@ -371,6 +361,7 @@ static void run_msg(struct pd_peers *ps, struct pd_peer_msg *m)
     default:
         pd_peer_fail(ps, p, "unknown message %u", m->id);
     }
+    return 0;
 }
 
 /* Runs the queued messages, closes failed endpoints and reconnects outgoing peers when due.
@@ -383,8 +374,8 @@ static void run_queue(struct pd_peers *ps)
         if (ps->head == NULL)
             ps->tail = NULL;
         ps->queued--;
-        run_msg(ps, m);
-        free(m);
+        if (!run_msg(ps, m))
+            free(m);
     }
     const uint64_t now = pd_peer_now_ns();
     for (uint32_t i = 0; i < ps->npeers; i++) {
@@ -397,6 +388,7 @@ static void run_queue(struct pd_peers *ps)
             open_ep(ps, p, NULL);
     }
     pd_peer_stages_drop(ps, NULL, 0, now);
+    pd_peer_fetch_step(ps);
 }
 
 /* Progresses, runs what came and arms the worker's descriptor; returns 1 when armed. */
@@ -420,6 +412,9 @@ int pd_peers_poll(struct pd_peers *ps)
 /* Returns the longest sleep before timed peer work, in ms, or -1. */
 int pd_peers_timeout_ms(const struct pd_peers *ps)
 {
+    const int fetch_ms = pd_peer_fetch_timeout_ms(ps);
+    if (fetch_ms >= 0)
+        return fetch_ms < 100 ? fetch_ms : 100;
     for (uint32_t i = 0; i < PD_PEER_MAX_STAGES; i++)
         if (ps->stages[i].buf != NULL)
             return 100;
@@ -622,6 +617,9 @@ void pd_peers_close(struct pd_peers *ps)
 {
     if (ps == NULL)
         return;
+    ps->done_fn = NULL;         /* nobody is told any more */
+    if (ps->worker != NULL)
+        pd_peer_fetch_drop_all(ps);
     for (uint32_t i = 0; i < ps->npeers; i++) {
         if (ps->worker != NULL)
             disconnect(ps, ps->peers[i]);
@@ -633,13 +631,6 @@ void pd_peers_close(struct pd_peers *ps)
         ps->head = m->next;
         free(m);
     }
-    free(ps->wait.msg);
-    if (ps->local_memh != NULL) {
-        ucs_status_t st = ucp_mem_unmap(ps->ctx, ps->local_memh);
-        if (st != UCS_OK)
-            pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
-    }
-    free(ps->local);
     if (ps->listener != NULL)
         ucp_listener_destroy(ps->listener);
     if (ps->worker != NULL)

@@ -11,11 +11,13 @@
  * and arms the descriptor before the server sleeps. Each connection starts with a
  * challenge-response over the shared key (daemon/peer/auth.c); nothing else is taken from a
  * peer before it. A LOOKUP of a pool with PAGED_POOL_PEERS that finds fewer blocks than asked
- * in the pool and its tiers asks the peers (pd_peers_lookup, daemon/peer/fetch.c): the first
+ * in the pool and its tiers asks the peers (pd_peers_prefetch, daemon/peer/fetch.c): the first
  * that answers with blocks has them pulled with an RMA get, checked and published here under
- * the same hashes. That happens within the engine's LOOKUP, bounded by peer-timeout; the
- * client waits for it. A peer serves (daemon/peer/serve.c) only the published blocks of its
- * pools with PAGED_POOL_PEERS of the same name, geometry and prefix scope.
+ * the same hashes. That runs beside the engine, bounded by peer-timeout: the LOOKUP stays at
+ * the head of its client's ring (holding up that client only) until the fetch is over, and
+ * then runs as any LOOKUP, finding what the fetch published. A peer serves
+ * (daemon/peer/serve.c) only the published blocks of its pools with PAGED_POOL_PEERS of the
+ * same name, geometry and prefix scope.
  */
 
 #include <stdint.h>
@@ -51,15 +53,23 @@ int pd_peers_poll(struct pd_peers *ps);
  * (a staging buffer to expire, a reconnection), or -1 for none. */
 int pd_peers_timeout_ms(const struct pd_peers *ps);
 
+/* What the module calls when the fetch it started for client conn_id is over (whatever it
+ * found). */
+typedef void (*pd_peers_done_fn)(void *ctx, uint32_t conn_id);
+
+/* Sets the function told when a fetch is over. Returns nothing. */
+void pd_peers_set_done(struct pd_peers *ps, pd_peers_done_fn fn, void *ctx);
+
 /*
- * The engine's remote lookup (ctx: the peers): continues a LOOKUP of holder in pool p that
- * holds hashes[0..found) in ids, asking the peers in order for the next blocks of the chain
- * published under tenant in their pool of p's name. Blocks a peer sends are allocated for
- * holder, filled, checked and published here, and their ids written to ids[found..). Returns
- * the length of the prefix now held (found when every peer failed, each failure counted).
+ * The engine's remote start (ctx: the peers): starts asking the peers in order, for the LOOKUP
+ * of client conn_id in pool p, for the blocks of hashes[0..n) (the chain's next ones, that p
+ * and its tiers lack) published under tenant in their pool of p's name. The blocks the first
+ * peer that has some sends are pulled, checked and published in p as cached blocks, so that
+ * the LOOKUP, run again once the done function is told, finds them. Bounded by peer-timeout.
+ * Returns 1 when started, 0 when no peer is connected or every fetch slot is taken.
  */
-uint32_t pd_peers_lookup(void *ctx, struct pd_pool *p, uint32_t holder, uint32_t tenant, uint32_t n,
-                         const paged_hash *hashes, int32_t *ids, uint32_t found);
+int pd_peers_prefetch(void *ctx, struct pd_pool *p, uint32_t conn_id, uint32_t tenant, uint32_t n,
+                      const paged_hash *hashes);
 
 /* Returns how many peers the module knows (connected, connecting or failed). */
 uint32_t pd_peers_count(const struct pd_peers *ps);

@@ -342,7 +342,14 @@ static void test_stall(void)
     ok(pagedd_log_contains(&b.d, "no answer within peer-timeout"), "stall: B logs the timeout");
     pid_t child = start_child(&b, child_lookup);
     ok(pagedd_log_wait(&a.d, "request 2 left unanswered", 10000), "stall: A holds B's second request");
+    /* That LOOKUP holds up its own client only: another client of B is answered meanwhile. */
     int status = 0;
+    int32_t id = -1;
+    int rc = paged_alloc(b.p, 1, &id);
+    const int waiting = report->lookup_ns == 0 && waitpid(child, &status, WNOHANG) == 0;
+    ok(rc == PAGED_OK && waiting, "stall: another client of B is answered while that lookup waits for A (%s, %s)",
+       paged_strerror(rc), waiting ? "still waiting" : "it had ended");
+    is_int(PAGED_OK, paged_free(b.p, 1, &id), "stall: and frees its block");
     kill(a.d.pid, SIGKILL);
     waitpid(a.d.pid, &status, 0);
     a.d.pid = 0;
