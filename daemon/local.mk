@@ -91,7 +91,8 @@ PD_PEER_SOURCES = \
 	daemon/peer/link.c \
 	daemon/peer/auth.c \
 	daemon/peer/serve.c \
-	daemon/peer/fetch.c
+	daemon/peer/fetch.c \
+	daemon/peer/lanes.c
 if HAVE_UCX
 daemon_libpageddaemon_la_SOURCES += $(PD_PEER_SOURCES)
 daemon_libpageddaemon_la_CFLAGS += $(UCX_CFLAGS) $(SODIUM_CFLAGS)

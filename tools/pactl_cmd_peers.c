@@ -41,13 +41,15 @@ static void peer_json(struct json *j, const struct pcore_peer_item *p)
     json_u64(j, "failures", p->failures);
     json_u64(j, "auth_failures", p->auth_failures);
     json_u64(j, "blocks_served", p->served_blocks);
+    json_strn(j, "transports", p->transports, sizeof p->transports);
+    json_bool(j, "tcp_only", p->tcp_only != 0);
     json_end(j);
 }
 
 /* Prints peer p as one row of the text table. Returns nothing. */
 static void peer_row(const struct pcore_peer_item *p)
 {
-    char addr[96], why[160], bytes[32];
+    char addr[96], why[160], bytes[32], over[112];
     fmt_safe(addr, sizeof addr, p->addr, sizeof p->addr);
     fmt_bytes(bytes, sizeof bytes, p->bytes);
     printf("%-24s %-8s %10llu %10s %7.2f %8llu %8llu  %s", addr, p->outgoing ? "out" : "in",
@@ -55,6 +57,9 @@ static void peer_row(const struct pcore_peer_item *p)
            (unsigned long long) (p->failures + p->auth_failures), state_name(p));
     if (p->state == PCORE_PEER_FAILED)
         printf(": %s", fmt_safe(why, sizeof why, p->why, sizeof p->why));
+    else if (p->transports[0] != '\0')
+        printf(" over %s%s", fmt_safe(over, sizeof over, p->transports, sizeof p->transports),
+               p->tcp_only ? " (TCP only)" : "");
     printf("\n");
 }
 

@@ -82,6 +82,7 @@ static void on_response(struct pd_peers *ps, struct pd_peer *p, const struct pd_
     p->state = PD_PEER_AUTHENTICATED;
     p->why[0] = '\0';
     pd_log(PD_LOG_INFO, "peer %s: authenticated", p->addr);
+    pd_peer_note_transports(ps, p);
 }
 
 /* Handles a handshake message of p; returns nothing. */

@@ -41,6 +41,8 @@ struct pd_peer {
     uint64_t blocks, bytes, fetch_ns, fetches, failures;
     uint64_t auth_failures;            /* handshakes that failed */
     uint64_t served_blocks;            /* blocks this daemon served it */
+    char transports[96];               /* the transports of its endpoint's data lanes, from UCX */
+    int tcp_only;                      /* every one is TCP */
 };
 
 /* A message taken from the worker, to run at the next poll (AM callbacks only copy). */
@@ -141,6 +143,13 @@ void pd_peer_fail(struct pd_peers *ps, struct pd_peer *p, const char *fmt, ...)
 unsigned pd_peer_progress(struct pd_peers *ps);
 /* Returns the time now in nanoseconds (the monotonic clock). */
 uint64_t pd_peer_now_ns(void);
+/* Reads which transports p's endpoint moves its gets over into p->transports and p->tcp_only,
+ * and logs them, with a warning when only TCP is left. Returns nothing. */
+void pd_peer_note_transports(struct pd_peers *ps, struct pd_peer *p);
+/* Parses the text ucp_ep_print_info wrote (info) into out (size bytes): the transport of each
+ * lane that carries RMA (else AM), once each, separated by spaces. Returns 1 when there is
+ * one and every one is TCP, else 0. */
+int pd_peer_parse_lanes(const char *info, char *out, size_t size);
 
 /* auth.c */
 /* Starts p's handshake: sends its CHALLENGE with a fresh nonce. Returns 0 or -1. */

@@ -447,6 +447,8 @@ void pd_peers_item(const struct pd_peers *ps, uint32_t i, struct pcore_peer_item
     out->failures = p->failures;
     out->auth_failures = p->auth_failures;
     out->served_blocks = p->served_blocks;
+    snprintf(out->transports, sizeof out->transports, "%s", p->transports);
+    out->tcp_only = (uint32_t) p->tcp_only;
 }
 
 /* Returns the worker's event descriptor. */

@@ -540,6 +540,10 @@ struct pcore_peer_item {
     uint64_t failures;         /* of them, failed: timeout, refused, a bad checksum, the connection */
     uint64_t auth_failures;    /* handshakes with it that failed */
     uint64_t served_blocks;    /* blocks this daemon served it */
+    char transports[96];       /* the UCX transports its gets move over ("tcp/lo.0 ..."), NUL-terminated;
+                                * empty until authenticated */
+    uint32_t tcp_only;         /* 1: every one is TCP (no RDMA, shared memory or cuda_ipc) */
+    uint32_t reserved;
 };
 
 struct pcore_block_item {

@@ -249,9 +249,13 @@ static void test_found(void)
        "found: pactl -f json peers on B shows A authenticated, 4 blocks fetched");
     if (rc != 0 || strstr(out, "\"blocks_fetched\":4") == NULL)
         diag("pactl: %s", out);
+    ok(strstr(out, "\"transports\":\"tcp/lo") != NULL && strstr(out, "\"tcp_only\":true") != NULL,
+       "found: pactl -f json peers on B says the blocks moved over TCP on loopback, and only TCP");
     rc = pactl_peers(&b, 0, out, sizeof out);
-    ok(rc == 0 && strstr(out, "GB/S") != NULL && strstr(out, "authenticated") != NULL,
-       "found: pactl peers prints its table");
+    ok(rc == 0 && strstr(out, "GB/S") != NULL && strstr(out, "authenticated over tcp/lo") != NULL
+           && strstr(out, "(TCP only)") != NULL,
+       "found: pactl peers prints its table, with the transports");
+    ok(pagedd_log_contains(&b.d, "only TCP is left between the daemons"), "found: B's log says only TCP is left");
     stop_node(&a);
     in_child(&b, child_lookup);
     ok(report->found == NB && report->same_decode, "found: with A gone, B finds them in its own pool (%d)",
