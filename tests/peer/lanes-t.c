@@ -28,7 +28,7 @@ static const char shm[] =
     "#                 lane[1]:  4:cma/memory md[3]        -> md[3]/cma/sysdev[255] rma_bw#0\n";
 
 /* Only AM lanes, over TCP. */
-static const char am_only[] = "#                 lane[0]:  1:tcp/lo.0 md[1]  -> md[1]/tcp/sysdev[255] am am_bw#0 wireup\n";
+static const char am_only[] = "#   lane[0]:  1:tcp/lo.0 md[1]  -> md[1]/tcp/sysdev[255] am am_bw#0 wireup\n";
 
 /* Runs the cases. */
 int main(void)
