@@ -163,16 +163,20 @@ static struct pcore_pool_item item_until(struct rc_client *ctl, int (*pred)(cons
     return it;
 }
 
-/* item_until's conditions: the host tier stores want units and nothing is referenced; the
- * pool holds want blocks referenced; always. */
+/* item_until's condition: returns whether the host tier stores want units and nothing is
+ * referenced. */
 static int host_stored_is(const struct pcore_pool_item *it, uint32_t want)
 {
     return it->host_stored == want && it->referenced == 0;
 }
+
+/* item_until's condition: returns whether the pool holds want blocks referenced. */
 static int referenced_is(const struct pcore_pool_item *it, uint32_t want)
 {
     return it->referenced == want;
 }
+
+/* item_until's condition: returns 1, for any item. */
 static int any_item(const struct pcore_pool_item *it, uint32_t want)
 {
     (void) it, (void) want;
