@@ -40,6 +40,8 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/blocklog.c \
 	daemon/tier/tiers.h \
 	daemon/tier/tiers.c \
+	daemon/tier/persist.h \
+	daemon/tier/persist.c \
 	daemon/conn.h \
 	daemon/conn.c \
 	daemon/backend.h \

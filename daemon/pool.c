@@ -14,6 +14,7 @@
 
 #include <xxhash.h>
 
+#include "daemon/tier/persist.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "lib/core/clock.h"
@@ -336,6 +337,27 @@ void pd_pool_free(pd_backend *b, struct pd_pool *p)
     pa_destroy(p->alloc);
     pd_blocklog_free(&p->blocklog);
     free(p);
+}
+
+/* Writes p's blocks and host tier's units to its file tier at a shutdown; see pool.h. */
+uint32_t pd_pool_persist(struct pd_pool *p, uint64_t deadline_ns)
+{
+    if (p->destroyed || p->tiers == NULL || p->tiers->file == NULL)
+        return 0;
+    struct pd_tiers_persisted w;
+    const uint32_t written = pd_tiers_persist(p->tiers, deadline_ns, &w);
+    if (w.first_failure[0] != '\0')
+        pd_log(PD_LOG_WARNING, "pool '%s': %u units not written to the file tier: %s", p->name, w.failed,
+               w.first_failure);
+    char beyond[64] = "", late[64] = "";
+    if (w.beyond_bound != 0)
+        snprintf(beyond, sizeof beyond, "; %u left out for file-tier-mb", w.beyond_bound);
+    if (w.left_at_deadline != 0)
+        snprintf(late, sizeof late, "; %u left at shutdown-write-timeout", w.left_at_deadline);
+    pd_log(PD_LOG_INFO, "pool '%s': wrote %u units to the file tier in %llu ms (%u of the pool's blocks, "
+           "%u of the host tier's)%s%s", p->name, written, (unsigned long long) (w.ns / 1000000u), w.from_pool,
+           w.from_host, beyond, late);
+    return written;
 }
 
 /* Unlinks p from the list and frees it; returns nothing. */

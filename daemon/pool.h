@@ -163,6 +163,12 @@ int pd_pool_add_tiers(pd_backend *b, struct pd_pool *p, const struct pd_tiers_sp
 /* Frees a pool and its memory (its file tier's units stay for the next daemon). */
 void pd_pool_free(pd_backend *b, struct pd_pool *p);
 
+/* At an orderly shutdown: writes what p's file tier lacks of its published blocks and host
+ * tier's units, most recently used first, until deadline_ns of pcore_now_ns (0: none), and
+ * logs how many it wrote and how long it took, and its first failure once. A pool without a
+ * file tier, or destroyed, writes nothing. Returns the units written. */
+uint32_t pd_pool_persist(struct pd_pool *p, uint64_t deadline_ns);
+
 /* Unlinks p from the list that starts at *pools, whose length *n_pools counts, logs that it
  * is freed and frees it with its memory of backend b (a destroyed pool at its last detach,
  * whose file tier's units are deleted too).

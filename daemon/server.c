@@ -435,6 +435,7 @@ static void reload(struct pd_server *srv)
     srv->cfg.host_tier_max_mb = n.host_tier_max_mb;
     memcpy(srv->cfg.file_tier, n.file_tier, sizeof srv->cfg.file_tier);
     srv->cfg.file_tier_mb = n.file_tier_mb;
+    srv->cfg.shutdown_write_timeout_ms = n.shutdown_write_timeout_ms;
     srv->engine_env.max_blocks_per_client = n.max_blocks_per_client;
     srv->engine_env.dependency_timeout_ms = n.dependency_timeout_ms;
     srv->engine_env.dependency_inline = n.dependency_waits == 1;
@@ -590,6 +591,16 @@ static void shutdown_clients(struct pd_server *srv)
     pd_server_sweep(srv);
 }
 
+/* Writes what each live pool's file tier lacks of its blocks and host tier, all pools within
+ * shutdown-write-timeout together; returns nothing. */
+static void persist_pools(struct pd_server *srv)
+{
+    const uint64_t bound_ns = (uint64_t) srv->cfg.shutdown_write_timeout_ms * 1000000u;
+    const uint64_t deadline = bound_ns != 0 ? pcore_now_ns() + bound_ns : 0;
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+        pd_pool_persist(p, deadline);
+}
+
 /* Serves until stopped; returns 0. */
 int pd_server_run(struct pd_server *srv)
 {
@@ -663,6 +674,7 @@ int pd_server_run(struct pd_server *srv)
         pd_server_sweep(srv);
     }
     shutdown_clients(srv);
+    persist_pools(srv);
     return 0;
 }
 

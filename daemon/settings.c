@@ -99,6 +99,9 @@ static const struct key_slot keys[] = {
         "for later and for the next daemon (default: none)" }, STR(file_tier) },
     { { "file-tier-mb", 1, 0, 1, 1, "MIB", "most MiB of unit files one pool keeps (default 0: no bound)" },
       NUM(T_U64, file_tier_mb, 0, UINT32_MAX) },
+    { { "shutdown-write-timeout", 1, 0, 1, 1, "MS", "the longest a shutdown spends writing the pools' blocks and "
+        "host tiers to their file tiers (default 30000; 0: no bound)" },
+      NUM(T_U32, shutdown_write_timeout_ms, 0, 86400000) },
     { { "peer-listen", 1, 0, 1, 0, "ADDR:PORT", "take peer daemons' connections on ADDR:PORT, over UCX "
         "(default: none)" }, STR(peer_listen) },
     { { "peers", 1, 0, 1, 0, "ADDR:PORT,...", "ask these peer daemons, in order, for the published prefixes "
@@ -160,6 +163,7 @@ void pd_config_defaults(struct pd_config *cfg, const char *default_config)
     cfg->pin_limit_pool = 50;
     cfg->host_tier_max_mb = 4096;
     cfg->peer_timeout_ms = 500;
+    cfg->shutdown_write_timeout_ms = 30000;
     cfg->ready_fd = -1;
 }
 

@@ -55,6 +55,7 @@ struct pd_config {
     uint64_t host_tier_max_mb;     /* the largest host tier a pool's creator may ask for */
     char file_tier[PD_PATH_MAX];   /* the file tier's directory; "" = none */
     uint64_t file_tier_mb;         /* most MiB of unit files per pool; 0 = no bound */
+    uint32_t shutdown_write_timeout_ms;/* longest a shutdown writes to the file tiers; 0 = no bound */
     char peer_listen[128];         /* ADDR:PORT where peers connect; "" = none (daemon/peer/) */
     char peers[1024];              /* ADDR:PORT[,ADDR:PORT...] asked in order; "" = none */
     char peer_key[PD_PATH_MAX];    /* the peers' shared secret; "" = none */

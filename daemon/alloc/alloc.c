@@ -711,6 +711,18 @@ uint32_t pa_num_blocks(const pa_alloc *a)
     return a->nblocks;
 }
 
+/* Lists the published blocks, most recently used first; see alloc.h. */
+uint32_t pa_published_recent_first(const pa_alloc *a, int32_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < a->nblocks; b++)
+        if (a->blocks[b].published && a->blocks[b].state != ST_CACHED)
+            out[n++] = (int32_t) b;
+    for (int32_t b = a->lru_tail; b >= 0; b = a->blocks[b].lru_prev)
+        out[n++] = b;
+    return n;
+}
+
 /* Fills info for one block; returns 0 or PAGED_E_BLOCK. */
 int pa_block_info_get(const pa_alloc *a, int32_t block, pa_block_info *info)
 {

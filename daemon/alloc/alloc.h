@@ -190,6 +190,10 @@ uint64_t pa_next_expiry(const pa_alloc *a, uint64_t ttl_ns);
 void pa_get_counts(const pa_alloc *a, pa_counts *out);
 /* Returns the number of blocks. */
 uint32_t pa_num_blocks(const pa_alloc *a);
+/* Writes to out (room for every block) the published blocks, most recently used first: those
+ * off the LRU list (referenced or pinned) in block order, then the cached ones from the most
+ * recently used end. Returns how many. */
+uint32_t pa_published_recent_first(const pa_alloc *a, int32_t *out);
 /* Fills info for one block; returns 0 or PAGED_E_BLOCK. */
 int pa_block_info_get(const pa_alloc *a, int32_t block, pa_block_info *info);
 /* Calls fn(ctx, holder, refs) for each holder of block, in no particular order (for

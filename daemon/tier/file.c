@@ -586,8 +586,8 @@ int pt_file_has(const pt_file *f, uint32_t tenant, const paged_hash *hash)
 /* Writes header and payload to a new temporary file in f's directory and renames it to
  * name; returns 0, or PAGED_E_SYSTEM or PAGED_E_NOMEM with why (and no temporary file
  * left). */
-static int write_unit_file(pt_file *f, const char *name, const unit_header *h, const void *unit, char *why,
-                           size_t whylen)
+static int write_unit_file(pt_file *f, const char *name, const unit_header *h, const void *unit,
+                           const struct timespec *mtime, char *why, size_t whylen)
 {
     size_t tmplen = strlen(f->path) + 1 + sizeof TMP_TEMPLATE;
     char *tmp = pd_malloc(tmplen);
@@ -606,6 +606,13 @@ static int write_unit_file(pt_file *f, const char *name, const unit_header *h, c
     }
     if (write_full(fd, h, sizeof *h, 0) < 0 || write_full(fd, unit, (size_t) f->geom.unit_bytes, sizeof *h) < 0) {
         set_why(why, whylen, "cannot write %s: %s", tmp, strerror(errno));
+        rc = PAGED_E_SYSTEM;
+    }
+    struct timespec times[2] = { { .tv_sec = 0, .tv_nsec = UTIME_OMIT }, { .tv_sec = 0, .tv_nsec = UTIME_OMIT } };
+    if (mtime != NULL)
+        times[1] = *mtime;     /* the access time stays */
+    if (rc == 0 && mtime != NULL && futimens(fd, times) < 0) {
+        set_why(why, whylen, "cannot date %s: %s", tmp, strerror(errno));
         rc = PAGED_E_SYSTEM;
     }
     if (close(fd) < 0 && rc == 0) {
@@ -627,6 +634,14 @@ static int write_unit_file(pt_file *f, const char *name, const unit_header *h, c
 int pt_file_put(pt_file *f, uint32_t tenant, const paged_hash *hash, const void *unit,
                 pt_file_out_fn *out, void *ctx, char *why, size_t whylen)
 {
+    return pt_file_put_dated(f, tenant, hash, unit, NULL, out, ctx, why, whylen);
+}
+
+/* Writes the unit file of (tenant, hash) dated mtime, then keeps the tier within capacity;
+ * see file.h. */
+int pt_file_put_dated(pt_file *f, uint32_t tenant, const paged_hash *hash, const void *unit,
+                      const struct timespec *mtime, pt_file_out_fn *out, void *ctx, char *why, size_t whylen)
+{
     char name[UNIT_NAME_LEN + 1];
     unit_name(name, tenant, hash);
     if (f->capacity_bytes != 0 && f->file_bytes > f->capacity_bytes) {
@@ -640,7 +655,7 @@ int pt_file_put(pt_file *f, uint32_t tenant, const paged_hash *hash, const void 
     }
     unit_header h;
     fill_header(&h, f, tenant, hash, unit);
-    int rc = write_unit_file(f, name, &h, unit, why, whylen);
+    int rc = write_unit_file(f, name, &h, unit, mtime, why, whylen);
     if (rc < 0)
         return rc;
     uint32_t i = entry_of(f, tenant, hash);

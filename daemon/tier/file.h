@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "paged.h"
 
@@ -67,6 +68,14 @@ int pt_file_has(const pt_file *f, uint32_t tenant, const paged_hash *hash);
  */
 int pt_file_put(pt_file *f, uint32_t tenant, const paged_hash *hash, const void *unit,
                 pt_file_out_fn *out, void *ctx, char *why, size_t whylen);
+
+/*
+ * As pt_file_put, the file's modification time set to mtime (NULL: the time of the write),
+ * which places it in the LRU order that the next pt_file_open rebuilds (this tier's index puts
+ * it at the most recent end either way). Returns as pt_file_put does.
+ */
+int pt_file_put_dated(pt_file *f, uint32_t tenant, const paged_hash *hash, const void *unit,
+                      const struct timespec *mtime, pt_file_out_fn *out, void *ctx, char *why, size_t whylen);
 
 /*
  * Reads the unit of (tenant, hash) into buf (unit_bytes), checking the header against the

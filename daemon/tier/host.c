@@ -266,6 +266,15 @@ uint32_t pt_host_drop_all(pt_host *h, pt_host_out_fn *out, void *ctx)
     return dropped;
 }
 
+/* Lists the stored slots, the most recently stored first; see host.h. */
+uint32_t pt_host_recent_first(const pt_host *h, int32_t *slots)
+{
+    uint32_t n = 0;
+    for (int32_t s = h->lru_tail; s != NIL; s = h->slots[s].prev)
+        slots[n++] = s;
+    return n;
+}
+
 /* Reports the key of a stored or taken slot; see host.h. */
 int pt_host_slot_key(const pt_host *h, int32_t slot, uint32_t *tenant, paged_hash *hash)
 {

@@ -71,6 +71,10 @@ uint64_t pt_host_next_expiry(const pt_host *h, uint64_t ttl_ns);
 /* Drops every stored unit, oldest first, calling out for each. Returns how many. */
 uint32_t pt_host_drop_all(pt_host *h, pt_host_out_fn *out, void *ctx);
 
+/* Writes the stored slots to slots (room for capacity), the most recently stored first.
+ * Returns how many. */
+uint32_t pt_host_recent_first(const pt_host *h, int32_t *slots);
+
 /* Returns the tenant and hash of a stored or taken slot in *tenant and *hash; returns 0 or
  * PAGED_E_INVAL (a free slot or out of range). */
 int pt_host_slot_key(const pt_host *h, int32_t slot, uint32_t *tenant, paged_hash *hash);

@@ -12,8 +12,8 @@
 #include "daemon/util/log.h"
 #include "lib/core/clock.h"
 
-/* Returns the address of host slot s. */
-static unsigned char *slot_mem(const struct pd_tiers *t, int32_t s)
+/* Returns the address of host slot s; see tiers.h. */
+unsigned char *pd_tiers_slot_mem(const struct pd_tiers *t, int32_t s)
 {
     return t->host_mem + (uint64_t) s * t->unit_bytes;
 }
@@ -45,10 +45,9 @@ static void note_gone(struct pd_tiers *t, enum pd_block_tier tier, uint32_t tena
         pd_blocklog_add(t->log, PD_BLOCK_REMOVED, tier, tenant, hash);
 }
 
-/* Copies n blocks to or from units through the backend, or in host memory; returns
- * PAGED_OK or an error (logged). */
-static int copy_units(struct pd_tiers *t, int to_units, uint32_t n, const int32_t *blocks,
-                      unsigned char *const *units)
+/* Copies n blocks to or from units through the backend, or in host memory; see tiers.h. */
+int pd_tiers_copy_units(struct pd_tiers *t, int to_units, uint32_t n, const int32_t *blocks,
+                        unsigned char *const *units)
 {
     if (t->b->ops->units_copy == NULL)
         return pd_tiers_copy_host(t->cache, to_units, n, blocks, units);
@@ -128,8 +127,8 @@ static void flush(struct pd_tiers *t, int in_callback)
     const uint64_t t0 = pcore_now_ns();
     if (units != NULL) {
         for (uint32_t i = 0; i < t->npend; i++)
-            units[i] = slot_mem(t, t->pend_slot[i]);
-        rc = copy_units(t, 1, t->npend, t->pend_block, units);
+            units[i] = pd_tiers_slot_mem(t, t->pend_slot[i]);
+        rc = pd_tiers_copy_units(t, 1, t->npend, t->pend_block, units);
         free(units);
     }
     pend_done(t, rc, pcore_now_ns() - t0, in_callback);
@@ -165,7 +164,7 @@ static void host_out(void *ctx, int32_t slot, uint32_t tenant, const paged_hash 
         char why[256];
         /* file_out hears of the units the write pushes out of the file tier: without it a unit
          * dropped there for room left no REMOVED event, and subscribers kept it listed. */
-        int rc = pt_file_put(t->file, tenant, hash, slot_mem(t, slot), file_out, t, why, sizeof why);
+        int rc = pt_file_put(t->file, tenant, hash, pd_tiers_slot_mem(t, slot), file_out, t, why, sizeof why);
         if (rc == PAGED_OK) {
             t->counts.written++;
             pd_blocklog_add(t->log, PD_BLOCK_OFFLOADED, PD_TIER_FILE, tenant, hash);
@@ -212,7 +211,7 @@ static int32_t stage_from_file(struct pd_tiers *t, uint32_t tenant, const paged_
     if (s < 0)
         return -1;
     char why[256];
-    int rc = pt_file_get(t->file, tenant, hash, slot_mem(t, s), NULL, NULL, why, sizeof why);
+    int rc = pt_file_get(t->file, tenant, hash, pd_tiers_slot_mem(t, s), NULL, NULL, why, sizeof why);
     if (rc < 0) {
         pt_host_remove(t->host, tenant, hash);
         if (rc == PAGED_E_PROTO) {
@@ -276,14 +275,14 @@ static int swap_in(struct pd_tiers *t, uint32_t r, const int32_t *ids, unsigned 
         for (uint32_t j = 0; j < t->npend; j++)
             for (uint32_t i = 0; i < r; i++)
                 if (ids[i] == t->pend_block[j] && save[i] == NULL) {
-                    save[i] = slot_mem(t, t->pend_slot[j]);
+                    save[i] = pd_tiers_slot_mem(t, t->pend_slot[j]);
                     matched++;
                     break;
                 }
     if (save == NULL || matched != t->npend) {
         free(save);
         pd_tiers_flush(t);
-        return copy_units(t, 0, r, ids, units);
+        return pd_tiers_copy_units(t, 0, r, ids, units);
     }
     char *cause = NULL;
     const uint64_t t0 = pcore_now_ns();
@@ -308,7 +307,7 @@ static int reload_round(struct pd_tiers *t, uint32_t holder, uint32_t tenant, ui
     int rc = units != NULL ? pa_alloc_blocks(t->alloc, holder, r, ids) : PAGED_E_NOMEM;
     if (rc == PAGED_OK) {
         for (uint32_t i = 0; i < r; i++)
-            units[i] = slot_mem(t, slots[i]);
+            units[i] = pd_tiers_slot_mem(t, slots[i]);
         rc = swap_in(t, r, ids, units);
         if (rc < 0)
             (void) pa_free_blocks(t->alloc, holder, r, ids, NULL);
@@ -476,16 +475,40 @@ void pd_tiers_item(const struct pd_tiers *t, uint32_t block_size, struct pcore_p
     it->tier_failures = c->failures;
 }
 
+/* Allocates host memory the backend copies units to and from; see tiers.h. */
+int pd_tiers_host_alloc(pd_backend *b, uint64_t bytes, unsigned char **out, char **cause)
+{
+    void *p = NULL;
+    int rc = PAGED_OK;
+    if (b->ops->host_alloc != NULL)
+        rc = b->ops->host_alloc(b, bytes, &p, cause);
+    else {
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            p = NULL;
+            *cause = strdup("no host memory for the host tier");
+            rc = PAGED_E_NOMEM;
+        }
+    }
+    *out = p;
+    return rc;
+}
+
+/* Frees what pd_tiers_host_alloc gave; see tiers.h. */
+void pd_tiers_host_free(pd_backend *b, unsigned char *p, uint64_t bytes)
+{
+    if (p == NULL)
+        return;
+    if (b->ops->host_free != NULL)
+        b->ops->host_free(b, p, bytes);
+    else
+        munmap(p, bytes);
+}
+
 /* Frees the host tier's memory; returns nothing. */
 static void free_host_mem(struct pd_tiers *t)
 {
-    if (t->host_mem == NULL)
-        return;
-    uint64_t bytes = (uint64_t) t->host_units * t->unit_bytes;
-    if (t->b->ops->host_free != NULL)
-        t->b->ops->host_free(t->b, t->host_mem, bytes);
-    else
-        munmap(t->host_mem, bytes);
+    pd_tiers_host_free(t->b, t->host_mem, (uint64_t) t->host_units * t->unit_bytes);
 }
 
 /* Creates a pool's tiers; see tiers.h. */
@@ -520,21 +543,8 @@ int pd_tiers_create(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, pa_a
         || t->slot_bad == NULL || t->round_slots == NULL || t->round_from_file == NULL) {
         *cause = strdup("out of memory for the host tier's index");
         rc = PAGED_E_NOMEM;
-    } else if (cap != 0) {
-        uint64_t bytes = (uint64_t) cap * t->unit_bytes;
-        void *p = NULL;
-        if (b->ops->host_alloc != NULL)
-            rc = b->ops->host_alloc(b, bytes, &p, cause);
-        else {
-            p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (p == MAP_FAILED) {
-                p = NULL;
-                *cause = strdup("no host memory for the host tier");
-                rc = PAGED_E_NOMEM;
-            }
-        }
-        t->host_mem = p;
-    }
+    } else if (cap != 0)
+        rc = pd_tiers_host_alloc(b, (uint64_t) cap * t->unit_bytes, &t->host_mem, cause);
     if (rc == PAGED_OK && cap != 0 && spec->file_dir != NULL && spec->file_dir[0] != '\0') {
         const pt_geom g = {
             .num_layers = (uint32_t) cache->num_layers, .num_kv_heads = (uint32_t) cache->num_kv_heads,

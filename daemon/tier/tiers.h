@@ -143,6 +143,21 @@ uint64_t pd_tiers_next_expiry(const struct pd_tiers *t, uint64_t ttl_ns);
 /* Fills the tiers' fields of a LIST item (block_size: tokens per block). Returns nothing. */
 void pd_tiers_item(const struct pd_tiers *t, uint32_t block_size, struct pcore_pool_item *it);
 
+/* Copies n blocks of t's pool to or from units in host memory, every layer gathered into one
+ * unit (paged(7), TIERS): through the backend's units_copy, or pd_tiers_copy_host where the
+ * pool's memory is host memory. Returns PAGED_OK or an error (logged, counted a failure). */
+int pd_tiers_copy_units(struct pd_tiers *t, int to_units, uint32_t n, const int32_t *blocks,
+                        unsigned char *const *units);
+
+/* Returns the address of host slot s of t's host tier. */
+unsigned char *pd_tiers_slot_mem(const struct pd_tiers *t, int32_t s);
+
+/* Allocates bytes of host memory that b copies units to and from (pinned on cuda), into *out.
+ * Returns PAGED_OK, or an error with *cause (malloc'd). */
+int pd_tiers_host_alloc(pd_backend *b, uint64_t bytes, unsigned char **out, char **cause);
+/* Frees what pd_tiers_host_alloc gave (bytes: as asked; p NULL is ignored). Returns nothing. */
+void pd_tiers_host_free(pd_backend *b, unsigned char *p, uint64_t bytes);
+
 /* Copies n blocks of a pool to or from units in host memory where the pool's memory is host
  * memory (the cpu backend); returns PAGED_OK. The layout of a unit is paged(7)'s. */
 int pd_tiers_copy_host(const pk_cache *cache, int to_units, uint32_t n, const int32_t *blocks,

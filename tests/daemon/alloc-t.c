@@ -371,6 +371,23 @@ static void test_evict(tap_rng *rng)
     pa_destroy(a);
 }
 
+/* The published blocks listed most recently used first: those in use, then the cached ones
+ * from the most recently used; unpublished and free blocks left out. */
+static void test_recent_first(tap_rng *rng)
+{
+    pa_alloc *a = pa_create(6);
+    int32_t ids[5], out[6];
+    paged_hash h[4] = { rand_hash(rng), rand_hash(rng), rand_hash(rng), rand_hash(rng) };
+    pa_alloc_blocks(a, HA, 5, ids);
+    pa_publish(a, HA, TEN, 4, ids, h, NULL);
+    pa_free_blocks(a, HA, 3, (int32_t[]) { 2, 0, 3 }, NULL);
+    is_int(4, (int) pa_published_recent_first(a, out), "recent first: the 4 published blocks listed");
+    ok(out[0] == 1 && out[1] == 3 && out[2] == 0 && out[3] == 2,
+       "recent first: referenced 1, then cached 3, 0, 2 (freed 2, 0, 3) (%d %d %d %d)", out[0], out[1], out[2],
+       out[3]);
+    pa_destroy(a);
+}
+
 /* A released sequence is cached newest first, so its tail is evicted before its head. */
 static void test_release_order(tap_rng *rng)
 {
@@ -491,6 +508,7 @@ int main(void)
     test_tenants(&rng);
     test_evict(&rng);
     test_release_order(&rng);
+    test_recent_first(&rng);
     test_release_many(&rng);
     test_holders(&rng);
     return 0;

@@ -359,6 +359,30 @@ static void test_capacity(void)
     is_int(2, count_entries(pool_dir(path, "cap")), "restart with less capacity: the oldest's file deleted");
     pt_file_close(f);
 
+    /* Dated puts: written newest first, each dated before the last; the next open's order is
+     * the dates', not the writes'. */
+    f = open_tier("cap", &geom, 3 * fb, NULL);
+    if (f == NULL)
+        return;
+    const struct timespec dates[3] = { { 1500000000, 300 }, { 1500000000, 200 }, { 1500000000, 100 } };
+    paged_hash d[3] = { key(40), key(41), key(42) };
+    int put = 1;
+    for (int i = 0; i < 3; i++)
+        put &= pt_file_put_dated(f, TEN, &d[i], unit, &dates[i], NULL, NULL, why, sizeof why) == 0;
+    struct stat st;
+    ok(put && stat(unit_path(path, "cap", &d[2]), &st) == 0 && st.st_mtim.tv_sec == 1500000000
+           && st.st_mtim.tv_nsec == 100,
+       "dated put: the file carries the date given (%s)", why);
+    pt_file_close(f);
+    f = open_tier("cap", &geom, 3 * fb, NULL);
+    if (f == NULL)
+        return;
+    hd.n = 0;
+    pt_file_put(f, TEN, &k[0], unit, record_out, &hd, why, sizeof why);
+    ok(hd.n == 1 && heard_is(&hd, 0, &d[2]), "dated put: after a restart the oldest dated goes first, not the last "
+       "written");
+    pt_file_close(f);
+
     f = open_tier("cap", &geom, fb - 1, NULL);
     if (f == NULL)
         return;

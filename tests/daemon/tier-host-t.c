@@ -105,6 +105,10 @@ static void test_put_find_push(void)
     ok(pt_host_find(h, 7, &k1) == -1 && pt_host_find(h, 7, &k2) == -1, "push out: keys 1 and 2 are gone");
     check_consistent(h, "push out");
 
+    int32_t recent[4];
+    is_int(4, (int) pt_host_recent_first(h, recent), "recent_first: the 4 stored listed");
+    ok(recent[0] == slot[5] && recent[1] == slot[4] && recent[2] == slot[0] && recent[3] == slot[3],
+       "recent_first: most recently stored first (5, 4, 0 bumped at 50, 3)");
     hd.n = 0;
     is_int(4, pt_host_drop_all(h, record_out, &hd), "drop_all: drops the 4 stored");
     uint32_t order[] = { 3, 0, 4, 5 };

@@ -144,6 +144,9 @@ static void program_cases(void)
         { "threads = -1\n", "threads: '-1' is not a number from 0 to 1024" },
         { "max-blocks-per-client = 5000000000\n",
           "max-blocks-per-client: '5000000000' is not a number from 0 to 4294967295" },
+        { "shutdown-write-timeout = 86400001\n",
+          "shutdown-write-timeout: '86400001' is not a number from 0 to 86400000" },
+        { "shutdown-write-timeout = soon\n", "shutdown-write-timeout: 'soon' is not a number from 0 to 86400000" },
         { "config = /etc/other.conf\n", "config: only allowed on the command line" },
         { "ready-fd = 3\n", "ready-fd: only allowed on the command line" },
         { "= 5\n", "missing key before '='" },
@@ -251,10 +254,13 @@ static void config_and_reload_cases(void)
     rc_close(&b);
     ok(pagedd_log_wait(&d, "[debug]", 5000), "config log-level = debug: debug lines are logged");
 
-    write_file(conf, "log-level = warning\nmax-clients = 2\nthreads = 1\n");
+    write_file(conf, "log-level = warning\nmax-clients = 2\nthreads = 1\nshutdown-write-timeout = 0\n");
     kill(d.pid, SIGHUP);
     ok(pagedd_log_wait(&d, "reload: log-level changed from 'debug' to 'warning'", 5000),
        "SIGHUP: the new log level is applied and logged");
+    ok(pagedd_log_wait(&d, "reload: shutdown-write-timeout changed from '30000' to '0'", 5000)
+           && !pagedd_log_contains(&d, "shutdown-write-timeout changed from '30000' to '0': needs a restart"),
+       "SIGHUP: shutdown-write-timeout = 0 parsed from the file and applied live");
     ok(pagedd_log_wait(&d, "reload: threads changed from '2' to '1': needs a restart", 5000),
        "SIGHUP: a setting that needs a restart is logged as such");
     is_int(0, rc_connect(d.socket, "second", 0, &b), "SIGHUP: max-clients = 2 lets a second client in");

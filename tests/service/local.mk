@@ -50,9 +50,11 @@ SVC_CLIENT_CPPFLAGS += $(CUDA_CPPFLAGS)
 SVC_CLIENT_LIBS += $(CUDA_LIBS)
 endif
 check_PROGRAMS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t \
-	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t tests/service/blockevents-t
+	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t tests/service/blockevents-t \
+	tests/service/tiers-shutdown-t
 TESTS += tests/service/fused-t tests/service/merge-t tests/service/dep-t tests/service/shutdown-t \
-	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t tests/service/blockevents-t
+	tests/service/allocfail-t tests/service/prefixctl-t tests/service/tiers-t tests/service/blockevents-t \
+	tests/service/tiers-shutdown-t
 
 # The same two with the cpu backend's deferred batches done only 2 ms after they ran, as on a
 # GPU (PAGEDD_CPU_DONE_US): burst E's ring order then depends on the engine withholding the
@@ -96,6 +98,11 @@ tests_service_tiers_t_SOURCES = tests/service/tiers-t.c tests/service/kvprompt.h
 tests_service_tiers_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_tiers_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_tiers_t_DEPENDENCIES = daemon/pagedd
+tests_service_tiers_shutdown_t_SOURCES = tests/service/tiers-shutdown-t.c tests/service/kvprompt.h \
+	tests/service/kvprompt.c
+tests_service_tiers_shutdown_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_tiers_shutdown_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
+EXTRA_tests_service_tiers_shutdown_t_DEPENDENCIES = daemon/pagedd
 tests_service_prefixctl_t_SOURCES = tests/service/prefixctl-t.c
 tests_service_prefixctl_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_prefixctl_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)

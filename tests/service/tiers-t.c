@@ -321,8 +321,8 @@ static void test_file(struct rc_client *ctl)
 /* A restarted daemon serves the file tier; damaged files are refused. */
 static void test_restart(void)
 {
-    /* A's units are in files (the file tier keeps what it wrote after a reload); what the
-     * pool and the host tier held goes with the daemon. */
+    /* A's units are in files (the file tier keeps what it wrote after a reload), and the
+     * orderly stop wrote what the pool and the host tier held (tiers-shutdown-t checks it). */
     is_int(0, WEXITSTATUS(pagedd_stop(&daemon_)), "restart: the daemon stops");
     start_daemon();
     paged_client *c = connect_client("tiers-restart");
