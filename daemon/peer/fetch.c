@@ -15,12 +15,14 @@
 
 /*
  * Each fetch is a small state machine that pd_peer_fetch_step moves on at every poll of the
- * peers (and so never inside the engine's pass): ASK sends a FETCH to the next connected
- * outgoing peer; ASKED waits for its REPLY (routed here by pd_peer_fetch_reply), checks it and
- * starts the get of the staged units; PULLING waits for the get, checks every unit's sum and
- * publishes the units in the pool. A peer that has none, refuses, fails or sends what does not
- * check sends the fetch back to ASK for the next peer; the deadline (peer-timeout from the
- * start) or the last peer ends it. A get still running when the fetch gives up is cancelled,
+ * peers (and so never inside the engine's pass): ASK sends a FETCH for the next at most
+ * PD_PEER_MAX_ASK hashes of the chain to the next connected outgoing peer; ASKED waits for its
+ * REPLY (routed here by pd_peer_fetch_reply), checks it and starts the get of the staged units;
+ * PULLING waits for the get, checks every unit's sum and publishes the units in the pool. A peer
+ * that sent all it was asked for is asked for the chain's next part; one that has none, refuses,
+ * fails or sends what does not check sends the fetch back to ASK for the next peer, from where
+ * the chain stopped. Each request gets peer-timeout (its answer and its get); the last peer, or
+ * the end of the chain, ends the fetch. A get still running when the fetch gives up is cancelled,
  * and its buffer is freed only once UCX has called back (CANCELLING).
  */
 
@@ -47,6 +49,7 @@ static void fetch_end(struct pd_peers *ps, struct pd_peer_fetchop *f)
     free(f->local);
     free(f->reply);
     free(f->sums);
+    free(f->hashes);
     const uint32_t conn_id = f->conn_id;
     const int started = f->started;
     memset(f, 0, sizeof *f);
@@ -128,6 +131,7 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
         struct pd_peer *q = ps->peers[f->next_peer++];
         if (!q->outgoing || q->state != PD_PEER_AUTHENTICATED || q->ep == NULL || q->ep_failed)
             continue;
+        f->n = f->total - f->off < PD_PEER_MAX_ASK ? f->total - f->off : PD_PEER_MAX_ASK;
         const size_t len = sizeof(struct pd_peer_fetch) + (size_t) f->n * sizeof(paged_hash);
         struct pd_peer_fetch *m = pd_calloc(1, len);
         if (m == NULL)
@@ -143,11 +147,12 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
         m->dtype = p->geom.dtype;
         m->unit_bytes = p->geom.block_bytes;
         m->n = f->n;
-        memcpy(m->hashes, f->hashes, (size_t) f->n * sizeof(paged_hash));
+        memcpy(m->hashes, f->hashes + f->off, (size_t) f->n * sizeof(paged_hash));
         int sent = pd_peer_send(ps, q, PD_PEER_AM_FETCH, m, len);
         free(m);
         f->peer = q;
         f->asked_ns = pd_peer_now_ns();
+        f->deadline_ns = f->asked_ns + (uint64_t) ps->timeout_ms * 1000000u;
         if (sent < 0) {
             peer_failed(ps, f, "the request could not be sent", 0);
             continue;
@@ -245,7 +250,8 @@ static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struc
                  ? ps->backend->ops->units_copy(ps->backend, p->mem, &p->cache, 0, count, ids, units, &cause)
                  : pd_tiers_copy_host(&p->cache, 0, count, ids, units);
         free(cause);
-        if (rc == PAGED_OK && pa_publish(p->alloc, PD_PEER_FETCH_HOLDER, f->tenant, count, ids, f->hashes, &bad) < 0)
+        if (rc == PAGED_OK
+            && pa_publish(p->alloc, PD_PEER_FETCH_HOLDER, f->tenant, count, ids, f->hashes + f->off, &bad) < 0)
             rc = PAGED_E_INVAL;
         if (rc != PAGED_OK)
             why = "the blocks could not be filled or published";
@@ -284,7 +290,21 @@ static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd
     q->bytes += (uint64_t) f->count * p->geom.block_bytes;
     q->fetch_ns += pd_peer_now_ns() - f->asked_ns;
     pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s", q->addr, f->count, f->pool);
-    fetch_end(ps, f);
+    f->off += f->count;
+    if (f->count < f->n || f->off >= f->total) {
+        fetch_end(ps, f);
+        return;
+    }
+    /* It had all it was asked for: ask it for the chain's next part. */
+    free(f->reply);
+    f->reply = NULL;
+    free(f->sums);
+    f->sums = NULL;
+    ucp_rkey_destroy(f->rkey);
+    f->rkey = NULL;
+    f->peer = NULL;
+    f->next_peer--;
+    f->state = PD_FETCH_ASK;
 }
 
 /* Cancels f's running get for why; the fetch goes on once UCX has called back. Returns
@@ -466,9 +486,13 @@ int pd_peers_prefetch(void *ctx, struct pd_pool *p, uint32_t conn_id, uint32_t t
         f->pool_id = p->id;
         snprintf(f->pool, sizeof f->pool, "%s", p->name);
         f->tenant = tenant;
-        f->n = n < PD_PEER_MAX_ASK ? n : PD_PEER_MAX_ASK;
-        memcpy(f->hashes, hashes, (size_t) f->n * sizeof(paged_hash));
-        f->deadline_ns = pd_peer_now_ns() + (uint64_t) ps->timeout_ms * 1000000u;
+        f->total = n < PD_PEER_MAX_CHAIN ? n : PD_PEER_MAX_CHAIN;
+        f->hashes = pd_malloc((size_t) f->total * sizeof(paged_hash));
+        if (f->hashes == NULL) {
+            memset(f, 0, sizeof *f);
+            return 0;
+        }
+        memcpy(f->hashes, hashes, (size_t) f->total * sizeof(paged_hash));
         ask_next(ps, f, p);
         /* Ended at once (no peer took the request): the LOOKUP runs now, unheld. */
         f->started = f->state != PD_FETCH_FREE;

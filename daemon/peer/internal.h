@@ -17,6 +17,7 @@
 #define PD_PEER_MAX_STAGES 64u         /* staging buffers served and not yet released */
 #define PD_PEER_RETRY_NS 1000000000ull /* a failed outgoing peer is tried again after this */
 #define PD_PEER_MAX_FETCHES 16u       /* LOOKUPs asking the peers at once */
+#define PD_PEER_MAX_CHAIN 65536u       /* blocks one LOOKUP asks the peers for at most */
 #define PD_PEER_FETCH_HOLDER 0x7fffffffu /* the holder of fetched blocks until they are published */
 #define PD_PEER_MSG_MAX (sizeof(struct pd_peer_fetch) + PD_PEER_MAX_ASK * sizeof(paged_hash))
 
@@ -83,9 +84,11 @@ struct pd_peer_fetchop {
     uint32_t pool_id;
     char pool[PCORE_NAME_MAX];
     uint32_t tenant;
-    uint32_t n;                        /* hashes asked, at most PD_PEER_MAX_ASK */
-    paged_hash hashes[PD_PEER_MAX_ASK];
-    uint64_t deadline_ns, asked_ns;
+    paged_hash *hashes;                /* the chain's missing hashes, total of them */
+    uint32_t total;
+    uint32_t off;                      /* those fetched and published so far */
+    uint32_t n;                        /* hashes[off..off + n) asked now, at most PD_PEER_MAX_ASK */
+    uint64_t deadline_ns, asked_ns;    /* of the request now out: peer-timeout after asking */
     uint32_t next_peer;                /* index in peers of the next one to ask */
     struct pd_peer *peer;              /* the one asked now */
     uint64_t req;                      /* its FETCH's */

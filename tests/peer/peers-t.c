@@ -17,6 +17,7 @@
 #include "paged.h"
 #include "tests/service/kvprompt.h"
 #include "tests/service/rawclient.h"
+#include "daemon/peer/wire.h"
 #include "tests/tap/basic.h"
 #include "tests/tap/pagedd.h"
 
@@ -387,6 +388,70 @@ static void test_key_mode(void)
     pagedd_cleanup(&d);
 }
 
+/* A prompt of LONG_NB blocks, more than one FETCH may name: B fetches it from A in several
+ * requests, and every block comes bit for bit. */
+#define LONG_N 640
+#define LONG_NB 600
+#define LONG_CHUNK 64            /* blocks appended per call */
+_Static_assert(LONG_NB > 2 * PD_PEER_MAX_ASK, "the long prompt takes three FETCHes");
+static void test_long_chain(void)
+{
+    struct node a, b;
+    start_node(&a, 1, 0, key_path, NULL);
+    start_node(&b, 0, a.port, key_path, NULL);
+    ok(pagedd_log_wait(&b.d, "authenticated", 10000), "long: B authenticates A");
+    paged_pool_desc desc = {
+        .name = "long", .num_layers = L, .num_kv_heads = H, .head_dim = D, .block_size = B,
+        .dtype = PAGED_DTYPE_F32, .num_blocks = LONG_N, .mode = 0600 | PAGED_POOL_PEERS,
+    };
+    paged_pool *pa = NULL, *pb = NULL;
+    if (paged_pool_create(a.c, &desc, &pa) != PAGED_OK || paged_pool_create(b.c, &desc, &pb) != PAGED_OK)
+        bail("cannot create the long pools");
+    static int32_t ids[LONG_NB], found[LONG_NB], tokens[LONG_NB * B], slots[LONG_CHUNK * B];
+    static float k[LONG_CHUNK * B * H * D], v[LONG_CHUNK * B * H * D];
+    uint64_t seed = random_seed();
+    for (size_t i = 0; i < LONG_NB * B; i++)
+        tokens[i] = (int32_t) (kp_rnd(&seed) * 1000.0f) + 1000;
+    int rc = paged_alloc(pa, LONG_NB, ids);
+    for (int first = 0; rc == PAGED_OK && first < LONG_NB; first += LONG_CHUNK) {
+        const int nb = LONG_NB - first < LONG_CHUNK ? LONG_NB - first : LONG_CHUNK;
+        for (int t = 0; t < nb * B; t++)
+            slots[t] = ids[first + t / B] * B + t % B;
+        for (int l = 0; rc == PAGED_OK && l < L; l++) {
+            for (size_t i = 0; i < (size_t) nb * B * H * D; i++) {
+                k[i] = kp_rnd(&seed);
+                v[i] = kp_rnd(&seed);
+            }
+            rc = paged_append(pa, l, (uint32_t) (nb * B), PAGED_DTYPE_F32, k, v, slots);
+        }
+    }
+    if (rc == PAGED_OK)
+        rc = paged_publish(pa, NULL, SALT, LONG_NB, tokens, ids);
+    is_int(LONG_NB, rc, "long: a client of A publishes a prompt of %d blocks", LONG_NB);
+    rc = paged_lookup(pb, NULL, SALT, LONG_NB, tokens, found);
+    is_int(LONG_NB, rc, "long: B's LOOKUP finds all %d blocks, more than one request of %u asks", LONG_NB,
+           PD_PEER_MAX_ASK);
+    void *base_a = NULL, *base_b = NULL;
+    int same = rc == LONG_NB && paged_pool_map(pa, &base_a) == PAGED_OK && paged_pool_map(pb, &base_b) == PAGED_OK;
+    static float ua[KP_UNIT], ub[KP_UNIT];
+    for (int i = 0; same && i < LONG_NB; i++) {
+        kp_read_unit(base_a, LONG_N, ids[i], ua);
+        kp_read_unit(base_b, LONG_N, found[i], ub);
+        same = memcmp(ua, ub, sizeof ua) == 0;
+    }
+    ok(same, "long: every block on B holds A's bytes, bit for bit");
+    static char out[8192];
+    rc = pactl_peers(&b, 1, out, sizeof out);
+    ok(rc == 0 && strstr(out, "\"blocks_fetched\":600") != NULL && strstr(out, "\"failures\":0") != NULL,
+       "long: pactl -f json peers on B counts %d blocks fetched and no failure", LONG_NB);
+    if (rc != 0 || strstr(out, "\"blocks_fetched\":600") == NULL)
+        diag("pactl: %s", out);
+    is_int(PAGED_OK, paged_free(pb, LONG_NB, found), "long: B frees them");
+    is_int(PAGED_OK, paged_free(pa, LONG_NB, ids), "long: A frees them");
+    stop_node(&a);
+    stop_node(&b);
+}
+
 /* Runs the tests. */
 int main(void)
 {
@@ -410,6 +475,7 @@ int main(void)
     test_wrong_key();
     test_corrupt();
     test_stall();
+    test_long_chain();
     pagedd_cleanup(&keys);
     return 0;
 }
