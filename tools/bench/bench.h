@@ -54,7 +54,8 @@ struct bench_opts {
     unsigned tier_suffix;           /* tiers: tokens of each request's own suffix (0: default) */
     unsigned tier_layers;           /* tiers: layers of the pools (0: default) */
     const char *file_tier;          /* tiers: the directory the file tier and the disk test use */
-    int do_kernels, do_service, do_tiers;
+    int do_kernels, do_service, do_tiers, do_remote;
+    int remote_no_recompute;        /* remote: time the adopt only */
 };
 
 /* What the machine measured once, the ceilings every percentage refers to. */

@@ -32,6 +32,8 @@ tools_paged_bench_SOURCES = \
 	tools/bench/tierlimits.c \
 	tools/bench/tiercache.c \
 	tools/bench/tierlist.c \
+	tools/bench/remote.h \
+	tools/bench/remote.c \
 	tools/pactl_conn.h \
 	tools/pactl_conn.c \
 	tools/pactl_fetch.h \

@@ -14,6 +14,7 @@
 #include "paged.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/cpuwork.h"
+#include "tools/bench/remote.h"
 #include "paths.h"
 #ifdef HAVE_CUDA
 #include "tools/bench/gpu.h"
@@ -23,7 +24,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: paged-bench [OPTION]... kernels|service|tiers|all\n"
+            "Usage: paged-bench [OPTION]... kernels|service|tiers|remote|all\n"
             "Benchmark paged's attention kernels and its service against the hardware's limits.\n\n"
             "  -q, --quick            small shapes and few runs: finishes in seconds\n"
             "  -j, --json=FILE        also write every figure to FILE as JSON\n"
@@ -59,10 +60,13 @@ static void usage(FILE *f)
             "                         its own, isolated)\n"
             "      --tier-prompts=N   tiers: system prompts the requests share (default 8;\n"
             "                         with --quick 5; at least 3)\n"
-            "      --tier-tokens=N    tiers: tokens of each system prompt, a multiple of 16\n"
-            "                         (default 8192; with --quick 256)\n"
-            "      --tier-suffix=N    tiers: tokens of each request's own suffix (default 64)\n"
-            "      --tier-layers=N    tiers: layers of the pools (default 32; with --quick 4)\n"
+            "      --tier-tokens=N    tiers, remote: tokens of each prompt, a multiple of 16\n"
+            "                         (default 8192, remote 32768; with --quick 256, remote 1024)\n"
+            "      --tier-suffix=N    tiers, remote: tokens of each request's own suffix\n"
+            "                         (default 64)\n"
+            "      --tier-layers=N    tiers, remote: layers of the pools (default 32; with\n"
+            "                         --quick 4)\n"
+            "      --no-recompute     remote: time adopting the prompt only, not recomputing it\n"
             "      --file-tier=DIR    tiers: the directory on the disk to measure, for the file\n"
             "                         tier and the read test (default: a temporary directory)\n"
             "      --seed=N           seed of every random input (default: from the clock)\n"
@@ -70,8 +74,9 @@ static void usage(FILE *f)
             "  -V, --version          print the version and exit\n\n"
             "kernels times decode, prefill and append on every shape of the benchmark; service\n"
             "starts its own pagedd and drives it with client processes; tiers measures the host\n"
-            "and file tiers (offload, reload, time to first token against recomputing); all\n"
-            "does kernels and service.\n",
+            "and file tiers (offload, reload, time to first token against recomputing); remote\n"
+            "starts two daemons peered over loopback and times adopting a prompt from the\n"
+            "other against recomputing it; all does kernels and service.\n",
             PAGED_PAGEDD_PATH);
 }
 
@@ -106,7 +111,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
 {
     enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS, OPT_ROUNDS,
            OPT_MEMORY, OPT_SEALED, OPT_WAITS, OPT_TIER_PROMPTS, OPT_TIER_TOKENS, OPT_TIER_SUFFIX,
-           OPT_TIER_LAYERS, OPT_FILE_TIER };
+           OPT_TIER_LAYERS, OPT_FILE_TIER, OPT_NO_RECOMPUTE };
     static const struct option longopts[] = {
         { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
         { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
@@ -122,6 +127,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         { "tier-suffix", required_argument, NULL, OPT_TIER_SUFFIX },
         { "tier-layers", required_argument, NULL, OPT_TIER_LAYERS },
         { "file-tier", required_argument, NULL, OPT_FILE_TIER },
+        { "no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
     };
@@ -196,6 +202,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
                 bench_die("--tier-layers: at most 1024, not %s", optarg);
             break;
         case OPT_FILE_TIER: o->file_tier = optarg; break;
+        case OPT_NO_RECOMPUTE: o->remote_no_recompute = 1; break;
         case OPT_SEED:
             o->seed = strtoull(optarg, NULL, 0) & ((1ull << 48) - 1);
             seeded = 1;
@@ -206,7 +213,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         }
     }
     if (optind + 1 != argc) {
-        fprintf(stderr, "paged-bench: say what to run: kernels, service, tiers or all\n"
+        fprintf(stderr, "paged-bench: say what to run: kernels, service, tiers, remote or all\n"
                         "Try 'paged-bench --help' for more information.\n");
         exit(2);
     }
@@ -214,8 +221,9 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
     o->do_kernels = strcmp(what, "kernels") == 0 || strcmp(what, "all") == 0;
     o->do_service = strcmp(what, "service") == 0 || strcmp(what, "all") == 0;
     o->do_tiers = strcmp(what, "tiers") == 0;
-    if (!o->do_kernels && !o->do_service && !o->do_tiers) {
-        fprintf(stderr, "paged-bench: unknown benchmark '%s': kernels, service, tiers or all\n", what);
+    o->do_remote = strcmp(what, "remote") == 0;
+    if (!o->do_kernels && !o->do_service && !o->do_tiers && !o->do_remote) {
+        fprintf(stderr, "paged-bench: unknown benchmark '%s': kernels, service, tiers, remote or all\n", what);
         exit(2);
     }
     if (clients != NULL)
@@ -305,6 +313,8 @@ int main(int argc, char **argv)
         bench_service(&o, &r);
     if (o.do_tiers)
         bench_tiers(&o, &r);
+    if (o.do_remote)
+        bench_remote(&o, &r);
     br_print_summary(&r, stdout);
 
     int status = 0;
