@@ -85,6 +85,7 @@ struct pd_arenas {
 struct pd_batch_op {
     const pk_cache *cache;        /* its pool's geometry and the daemon's view of its memory */
     pd_pool_mem *mem;             /* its pool's memory */
+    const pk_cache *dst_cache;    /* a COPY into another pool: that pool's; else NULL */
     struct pd_arenas arenas;      /* its client's arenas */
     const struct pv_op *op;       /* APPEND, DECODE, PREFILL or COPY */
     uint32_t user;                /* the engine's own index; the backend leaves it alone */

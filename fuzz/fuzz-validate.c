@@ -87,6 +87,8 @@ struct touch {
     struct fpool *fp;
     uint64_t reads;           /* pool blocks the op reads (pools have at most 64 blocks) */
     uint64_t writes;          /* pool blocks the op writes */
+    struct fpool *fp2;        /* a COPY into another pool: that pool, and its blocks written */
+    uint64_t writes2;
     uint64_t arena_off[2], arena_len[2];
 };
 
@@ -513,6 +515,27 @@ static void model_append(const struct pcore_sqe *s, const struct pv_env *env, co
     FUZZ_CHECK(op->count == written, "count %u, slots written %u", op->count, written);
 }
 
+/* The model of a COPY into another pool: the destination attached, writable, of the source's
+ * geometry; each destination block in range, writable, named once. Returns nothing. */
+static void model_copy_across(const struct pcore_sqe *s, const struct pv_op *op, struct touch *t)
+{
+    struct pd_attach *d = pd_conn_attach_find(&shadow_conn, s->u.copy.dst_pool);
+    FUZZ_CHECK(d != NULL && op->pool2 == &d->view && d->view.writable, "dst_pool %u: not a writable attachment",
+               s->u.copy.dst_pool);
+    const struct pv_pool *a = op->pool, *b = op->pool2;
+    FUZZ_CHECK(a->num_layers == b->num_layers && a->num_kv_heads == b->num_kv_heads && a->head_dim == b->head_dim
+               && a->block_size == b->block_size && a->dtype == b->dtype, "dst_pool %u: another geometry",
+               s->u.copy.dst_pool);
+    t->fp2 = (struct fpool *) d->pool;
+    for (uint32_t i = 0; i < op->count; i++) {
+        int32_t id = op->ids2[i];
+        FUZZ_CHECK(id >= 0 && (uint32_t) id < t->fp2->p.geom.num_blocks, "dst[%u] = %d", i, id);
+        FUZZ_CHECK(pa_writable(t->fp2->shadow, FV_HOLDER, id) == 1, "dst[%u]: block %d not writable", i, id);
+        FUZZ_CHECK(!(t->writes2 >> id & 1), "dst[%u] = %d named twice", i, id);
+        t->writes2 |= UINT64_C(1) << id;
+    }
+}
+
 /* The model of COPY; returns nothing. */
 static void model_copy(const struct pcore_sqe *s, const struct pv_env *env, const struct pv_op *op,
                        struct touch *t, const pa_alloc *al)
@@ -523,6 +546,13 @@ static void model_copy(const struct pcore_sqe *s, const struct pv_env *env, cons
     model_array(env, s->u.copy.dst_off, n, op->ids2, "dst");
     for (uint32_t i = 0; i < n; i++)
         model_read(t, al, op->ids[i], "src", i, 1);
+    const int across = s->u.copy.dst_pool != 0 && s->u.copy.dst_pool != s->pool;
+    FUZZ_CHECK(across == (op->pool2 != NULL), "dst_pool %u: taken as %s", s->u.copy.dst_pool,
+               op->pool2 != NULL ? "another pool" : "the same pool");
+    if (across) {
+        model_copy_across(s, op, t);
+        return;
+    }
     for (uint32_t i = 0; i < n; i++) {
         int32_t d = op->ids2[i];
         FUZZ_CHECK(d >= 0 && (uint32_t) d < t->fp->p.geom.num_blocks, "dst[%u] = %d", i, d);
@@ -560,7 +590,8 @@ static void model(const struct pcore_sqe *s, const struct pv_env *env, const str
     }
     struct pd_attach *a = pd_conn_attach_find(&shadow_conn, s->pool);
     FUZZ_CHECK(a != NULL && op->pool == &a->view, "pool %u: not the client's attachment", s->pool);
-    FUZZ_CHECK(!pv_op_writes(s->opcode) || a->view.writable, "opcode %u writes a read-only "
+    const int copy_across = s->opcode == PAGED_OP_COPY && s->u.copy.dst_pool != 0 && s->u.copy.dst_pool != s->pool;
+    FUZZ_CHECK(!pv_op_writes(s->opcode) || a->view.writable || copy_across, "opcode %u writes a read-only "
                "attachment", s->opcode);
     t->fp = (struct fpool *) a->pool;
     const pa_alloc *al = t->fp->shadow;
@@ -752,14 +783,19 @@ static void run_alone(struct item *it, unsigned char *arena, uint64_t arena_size
         if (it->t.arena_len[k] != 0)
             FUZZ_UNPOISON(arena + it->t.arena_off[k], it->t.arena_len[k]);
     poison_pool(fp, it->t.reads | it->t.writes);
+    struct fpool *fp2 = it->t.fp2;
+    if (fp2 != NULL)
+        poison_pool(fp2, it->t.writes2);
     struct pd_batch_op bo = {
-        .cache = &fp->p.cache, .mem = fp->p.mem,
+        .cache = &fp->p.cache, .mem = fp->p.mem, .dst_cache = fp2 != NULL ? &fp2->p.cache : NULL,
         .arenas = { arena, arena_size, NULL, arena_size }, .op = &it->op, .status = PAGED_E_INVAL,
     };
     struct pd_launch la = { 0, 1, 0 };
     struct pd_batch batch = { .ops = &bo, .nops = 1, .launches = &la, .nlaunches = 1 };
     engine_env.backend->ops->run_batch(engine_env.backend, &batch);
     FUZZ_UNPOISON(fp->p.cache.base, fp->bytes);
+    if (fp2 != NULL)
+        FUZZ_UNPOISON(fp2->p.cache.base, fp2->bytes);
     FUZZ_UNPOISON(arena, arena_size);
     const struct pv_op *op = &it->op;
     FUZZ_CHECK(bo.status == PAGED_OK, "the backend refused an accepted op %u: %s (pool %u, "
@@ -868,6 +904,8 @@ static void model_pass(struct pass *p, const struct pcore_sqe *sqes, uint32_t fi
             int i = (int) (it->t.fp - pools);
             p->reads[i] |= it->t.reads;
             p->writes[i] |= it->t.writes;
+            if (it->t.fp2 != NULL)
+                p->writes[it->t.fp2 - pools] |= it->t.writes2;
         } else {
             shadow_execute(&it->op, it->t.fp, sarena, &it->cqe);
             if (it->t.fp != NULL)
@@ -899,6 +937,10 @@ static void check_still_held(const struct pass *p, uint32_t first)
                            "%d of pool %u, which the client no longer holds: an entry that "
                            "joined the pass after it let go of it", first + k, it->op.opcode, b,
                            it->t.fp->p.id);
+            if (it->t.fp2 != NULL && (it->t.writes2 >> b & 1))
+                FUZZ_CHECK(pa_writable(it->t.fp2->shadow, FV_HOLDER, b) == 1, "entry %u (COPY) will write "
+                           "block %d of pool %u, which the client may no longer write", first + k, b,
+                           it->t.fp2->p.id);
         }
     }
 }

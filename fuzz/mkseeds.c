@@ -676,6 +676,26 @@ static void validate_seeds(void)
         v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
         v.sqe.u.copy.dst_off = ints(&v.arena, dst_ro, 3);
         vemit("copy-readonly-dst", &v);
+        /* Into another pool: from pool 5 (bf16, attached read-only) into pool 3 (bf16); back
+         * into pool 5, which may not be written; into pool 6, of another geometry. */
+        v = vstart(PAGED_OP_COPY, 5);
+        v.sqe.u.copy.count = 3;
+        v.sqe.u.copy.dst_pool = 3;
+        v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
+        v.sqe.u.copy.dst_off = ints(&v.arena, dst, 3);
+        vemit("copy-across", &v);
+        v = vstart(PAGED_OP_COPY, 3);
+        v.sqe.u.copy.count = 3;
+        v.sqe.u.copy.dst_pool = 5;
+        v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
+        v.sqe.u.copy.dst_off = ints(&v.arena, dst, 3);
+        vemit("copy-across-readonly-dst", &v);
+        v = vstart(PAGED_OP_COPY, 2);
+        v.sqe.u.copy.count = 3;
+        v.sqe.u.copy.dst_pool = 6;
+        v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
+        v.sqe.u.copy.dst_off = ints(&v.arena, dst, 3);
+        vemit("copy-across-geometry", &v);
     }
 
     {

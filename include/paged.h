@@ -457,7 +457,12 @@ typedef struct paged_request {
             uint64_t qo_indptr_off;           /* PREFILL: [num_seqs + 1] int32 */
             paged_attn_opts opts;
         } attn;                                                        /* DECODE, PREFILL */
-        struct { uint32_t count; uint64_t src_off, dst_off; } copy;   /* COPY */
+        struct {
+            uint32_t count;
+            uint64_t src_off, dst_off;
+            paged_pool *dst_pool;             /* NULL: pool itself; else another pool of this
+                                                 client, writable, of pool's geometry (since 0.1) */
+        } copy;                                                        /* COPY */
         struct {
             uint32_t num_blocks;
             uint64_t tokens_off;              /* num_blocks * B int32 token ids */
@@ -565,6 +570,12 @@ int paged_fork(paged_pool *p, uint32_t count, const int32_t *ids);
 
 /* Copies whole blocks src[i] -> dst[i]; dst blocks must be writable by this client (since 0.1). */
 int paged_copy(paged_pool *p, uint32_t count, const int32_t *src, const int32_t *dst);
+
+/* Copies whole blocks src[i] of pool from into blocks dst[i] of pool to, another pool of this
+ * client of the same geometry (its number of blocks aside), which it may write; from needs only
+ * be readable. Returns PAGED_OK, or an error naming dst_pool (PAGED_E_GEOMETRY, PAGED_E_DTYPE,
+ * PAGED_E_READONLY), src or dst (since 0.1). */
+int paged_copy_to(paged_pool *from, paged_pool *to, uint32_t count, const int32_t *src, const int32_t *dst);
 
 /* Writes num_tokens new keys and values into slots (layer, or PAGED_ALL_LAYERS); dtype as
  * paged_request's append.dtype (since 0.1). */

@@ -5,9 +5,10 @@
 /* Kernel arguments of the block copy kernel (passed by value). */
 struct pk_copy_params {
     char *base;                     /* the pool */
+    char *dst_base;                 /* the destination pool (base itself, or another's) */
     const int32_t *src, *dst;       /* [num_pairs] block ids */
     int num_pairs, planes;          /* planes = num_layers * 2 (K and V of each layer) */
-    int num_blocks;
+    int num_blocks, dst_num_blocks;
     size_t block_bytes;             /* one block of one plane: H * B * D elements */
 };
 
@@ -24,7 +25,7 @@ template <typename W> static __global__ void __launch_bounds__(256) pk_copy_kern
     for (int job = blockIdx.y; job < jobs; job += gridDim.y) {
         const int pair = job / p.planes, plane = job - pair * p.planes;
         const W *s = (const W *) (p.base + ((size_t) plane * p.num_blocks + p.src[pair]) * p.block_bytes);
-        W *d = (W *) (p.base + ((size_t) plane * p.num_blocks + p.dst[pair]) * p.block_bytes);
+        W *d = (W *) (p.dst_base + ((size_t) plane * p.dst_num_blocks + p.dst[pair]) * p.block_bytes);
         for (size_t w = (size_t) blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (size_t) gridDim.x * blockDim.x)
             d[w] = s[w];
     }
@@ -66,6 +67,8 @@ extern "C" int pk_cuda_copy(const pk_copy_args *a, void *stream)
         return 0;
     if (c->base == NULL || a->src_blocks == NULL || a->dst_blocks == NULL)
         return PAGED_E_INVAL;
+    if (a->dst_base != NULL && a->dst_num_blocks < 1)
+        return PAGED_E_GEOMETRY;
     pk_copy_params p;
     p.base = (char *) c->base;
     p.src = a->src_blocks;
@@ -73,9 +76,11 @@ extern "C" int pk_cuda_copy(const pk_copy_args *a, void *stream)
     p.num_pairs = a->num_pairs;
     p.planes = c->num_layers * 2;
     p.num_blocks = c->num_blocks;
+    p.dst_base = a->dst_base != NULL ? (char *) a->dst_base : p.base;
+    p.dst_num_blocks = a->dst_base != NULL ? a->dst_num_blocks : c->num_blocks;
     p.block_bytes = (size_t) c->num_kv_heads * c->block_size * c->head_dim * pk_dtype_size(c->dtype);
     cudaStream_t st = (cudaStream_t) stream;
-    if (p.block_bytes % 16 == 0 && pk_aligned(c->base, 16))
+    if (p.block_bytes % 16 == 0 && pk_aligned(c->base, 16) && pk_aligned(p.dst_base, 16))
         return pk_copy_launch<uint4>(p, st);
     return pk_copy_launch<unsigned char>(p, st);
 }

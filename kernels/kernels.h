@@ -174,6 +174,11 @@ typedef struct pk_copy_args {
     int32_t num_pairs;
     const int32_t *src_blocks;
     const int32_t *dst_blocks;
+    /* NULL: the destination blocks are cache's own. Else they are in another pool of cache's
+     * geometry but dst_num_blocks blocks, at dst_base (on CUDA: memory the launching device
+     * can write, its own or a peer's). */
+    void *dst_base;
+    int32_t dst_num_blocks;
 } pk_copy_args;
 
 /* Returns the size in bytes of one element of a paged_dtype, or 0 if it is not one. The

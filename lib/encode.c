@@ -64,7 +64,12 @@ int pc_encode_sqe(paged_client *c, const paged_request *r, struct pcore_sqe *e)
         e->u.attn.attn.alibi_off = r->u.attn.opts.alibi_off;
         break;
     case PAGED_OP_COPY:
+        if (r->u.copy.dst_pool != NULL && r->u.copy.dst_pool->c != c) {
+            pc_set_err(c, "copy: dst_pool is a pool of another client");
+            return PAGED_E_INVAL;
+        }
         e->u.copy.count = r->u.copy.count;
+        e->u.copy.dst_pool = r->u.copy.dst_pool != NULL ? r->u.copy.dst_pool->info.id : 0;
         e->u.copy.src_off = r->u.copy.src_off;
         e->u.copy.dst_off = r->u.copy.dst_off;
         break;

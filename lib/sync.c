@@ -241,10 +241,18 @@ int paged_fork(paged_pool *p, uint32_t count, const int32_t *ids)
 /* Copies whole blocks src[i] -> dst[i]. */
 int paged_copy(paged_pool *p, uint32_t count, const int32_t *src, const int32_t *dst)
 {
-    if (p == NULL || (count > 0 && (src == NULL || dst == NULL)))
+    return paged_copy_to(p, p, count, src, dst);
+}
+
+/* Copies whole blocks src[i] of from -> dst[i] of to. */
+int paged_copy_to(paged_pool *from, paged_pool *to, uint32_t count, const int32_t *src, const int32_t *dst)
+{
+    paged_pool *p = from;
+    if (p == NULL || to == NULL || to->c != p->c || (count > 0 && (src == NULL || dst == NULL)))
         return PAGED_E_INVAL;
     struct stage st;
     stage_begin(&st, p, PAGED_OP_COPY, 0);
+    st.q.u.copy.dst_pool = to != from ? to : NULL;
     struct pcore_cqe r;
     uint64_t bytes = (uint64_t) count * sizeof(int32_t);
     int rc = stage_host(&st, src, bytes, &st.q.u.copy.src_off);

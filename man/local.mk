@@ -45,6 +45,7 @@ notrans_dist_man_MANS += \
 	man/paged_client_fd.3 \
 	man/paged_client_id.3 \
 	man/paged_copy.3 \
+	man/paged_copy_to.3 \
 	man/paged_dtype_name.3 \
 	man/paged_dtype_size.3 \
 	man/paged_events_close.3 \

@@ -149,8 +149,9 @@ static int cpu_pool_export(pd_backend *b, pd_pool_mem *m, int writable, struct p
     return PAGED_OK;
 }
 
-/* Runs one validated op on the workers, to its end; returns PAGED_OK or the kernel's error. */
-static int cpu_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
+/* Runs one validated op on the workers, to its end (dst: a COPY's destination pool, or
+ * NULL); returns PAGED_OK or the kernel's error. */
+static int cpu_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m, const pk_cache *dst,
                    const struct pd_arenas *ar, const struct pv_op *op)
 {
     struct cpu_backend *cb = b->priv;
@@ -203,6 +204,8 @@ static int cpu_run(pd_backend *b, const pk_cache *cache, pd_pool_mem *m,
         j.u.copy = (pk_copy_args) {
             .cache = *cache, .num_pairs = (int32_t) op->count,
             .src_blocks = op->ids, .dst_blocks = op->ids2,
+            .dst_base = dst != NULL ? dst->base : NULL,
+            .dst_num_blocks = dst != NULL ? dst->num_blocks : 0,
         };
         if ((rc = pk_cpu_copy_check(&j.u.copy)) < 0)
             return rc;
@@ -378,7 +381,7 @@ static void cpu_run_batch(pd_backend *b, struct pd_batch *batch)
         }
         /* One op, or a merged job that could not run: each op by itself, on its own layers. */
         for (uint32_t i = 0; i < la->count; i++)
-            ops[i].status = cpu_run(b, ops[i].cache, ops[i].mem, &ops[i].arenas, ops[i].op);
+            ops[i].status = cpu_run(b, ops[i].cache, ops[i].mem, ops[i].dst_cache, &ops[i].arenas, ops[i].op);
     }
     /* The work is done, but a batch the engine may defer is reported deferred all the same:
      * its completions then take the engine's deferred path, as on the cuda backend. */

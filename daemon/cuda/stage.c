@@ -92,6 +92,8 @@ static void prepare_one(struct pd_cu_stage *st, struct pd_batch_op *bop,
             .cache = *bop->cache, .num_pairs = (int32_t) nseq,
             .src_blocks = stage_put(st, op->ids, nseq * 4),
             .dst_blocks = stage_put(st, op->ids2, nseq * 4),
+            .dst_base = bop->dst_cache != NULL ? bop->dst_cache->base : NULL,
+            .dst_num_blocks = bop->dst_cache != NULL ? bop->dst_cache->num_blocks : 0,
         };
         break;
     default:

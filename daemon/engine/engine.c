@@ -732,6 +732,7 @@ static uint64_t run_batch(struct pd_engine *e, int may_defer, uint32_t lo, uint3
         struct pd_channel *ch = e->clients[it->client].c->ch;
         e->in[n++] = (struct pd_batch_op) {
             .cache = pd_pool_shard_cache(p, it->op.pool->shard), .mem = pd_pool_shard_mem(p, it->op.pool->shard),
+            .dst_cache = it->op.pool2 != NULL ? pd_pool_shard_cache(it->op.pool2->user, it->op.pool2->shard) : NULL,
             .arenas = { ch->arena, ch->arena_size, ch->data, ch->data_size },
             .op = &it->op, .user = i, .client = it->client, .holder = e->clients[it->client].c->id,
             .status = PAGED_E_INVAL,

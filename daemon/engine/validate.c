@@ -235,13 +235,46 @@ static int v_blocks(const struct pcore_sqe *s, const struct pv_env *env, struct 
     return check_held(op->pool, op->ids, n, PCORE_FIELD_IDS, err);
 }
 
-/* COPY: sources held, destinations writable, destinations distinct and not sources. */
+/* Returns whether COPY entry s names another pool than its own as destination. */
+static int copy_across(const struct pcore_sqe *s)
+{
+    return s->opcode == PAGED_OP_COPY && s->u.copy.dst_pool != 0 && s->u.copy.dst_pool != s->pool;
+}
+
+/* COPY into another pool: finds the destination into op->pool2 and checks it is attached,
+ * writable and of the source's geometry (its number of blocks aside). Returns PAGED_OK or the
+ * error. */
+static int copy_dst_pool(const struct pcore_sqe *s, const struct pv_env *env, struct pv_op *op,
+                         struct pv_error *err)
+{
+    const struct pv_pool *p = op->pool, *d = env->find_pool(env->ctx, s->u.copy.dst_pool);
+    if (d == NULL)
+        return fail(err, PAGED_E_NOENT, PCORE_FIELD_DST_POOL, 0);
+    if (!d->writable)
+        return fail(err, PAGED_E_READONLY, PCORE_FIELD_DST_POOL, 0);
+    if (d->num_layers != p->num_layers || d->num_kv_heads != p->num_kv_heads || d->head_dim != p->head_dim
+        || d->block_size != p->block_size)
+        return fail(err, PAGED_E_GEOMETRY, PCORE_FIELD_DST_POOL, 0);
+    if (d->dtype != p->dtype)
+        return fail(err, PAGED_E_DTYPE, PCORE_FIELD_DST_POOL, 0);
+    op->pool2 = d;
+    return PAGED_OK;
+}
+
+/* COPY: sources held, destinations writable (in the destination pool), destinations distinct
+ * and, within one pool, not sources. */
 static int v_copy(const struct pcore_sqe *s, const struct pv_env *env, struct pv_op *op,
                   struct pv_error *err)
 {
     const struct pv_pool *p = op->pool;
     uint32_t n = s->u.copy.count;
     struct carve c;
+    if (copy_across(s)) {
+        int rc = copy_dst_pool(s, env, op, err);
+        if (rc < 0)
+            return rc;
+    }
+    const struct pv_pool *dp = op->pool2 != NULL ? op->pool2 : p;
     if (n > PV_MAX_BLOCKS)
         return fail(err, PAGED_E_INVAL, PCORE_FIELD_COUNT, 0);
     if (!in_arena(s->u.copy.src_off, n, 4, env->host_size))
@@ -261,7 +294,7 @@ static int v_copy(const struct pcore_sqe *s, const struct pv_env *env, struct pv
     if (rc < 0)
         return rc;
     for (uint32_t i = 0; i < n; i++)
-        if ((rc = check_writable(p, op->ids2[i], PCORE_FIELD_DST, i, err)) < 0)
+        if ((rc = check_writable(dp, op->ids2[i], PCORE_FIELD_DST, i, err)) < 0)
             return rc;
     /* The pairs run in parallel: a block written twice, or read by one pair while another
      * writes it, would make the result depend on the order. */
@@ -271,12 +304,13 @@ static int v_copy(const struct pcore_sqe *s, const struct pv_env *env, struct pv
         return fail(err, rc, PCORE_FIELD_NONE, 0);
     if (rc > 0)
         return fail(err, PAGED_E_INVAL, PCORE_FIELD_DST, where);
-    if (n != 0)
+    if (n != 0 && op->pool2 == NULL) {
         memcpy(sorted, op->ids, (size_t) n * 4);
-    qsort(sorted, n, 4, cmp_i32);
-    for (uint32_t i = 0; i < n; i++)
-        if (bsearch(&op->ids2[i], sorted, n, 4, cmp_i32) != NULL)
-            return fail(err, PAGED_E_INVAL, PCORE_FIELD_DST, i);
+        qsort(sorted, n, 4, cmp_i32);
+        for (uint32_t i = 0; i < n; i++)
+            if (bsearch(&op->ids2[i], sorted, n, 4, cmp_i32) != NULL)
+                return fail(err, PAGED_E_INVAL, PCORE_FIELD_DST, i);
+    }
     uint64_t block_bytes = (uint64_t) p->num_layers * 2 * p->num_kv_heads * p->block_size
                            * p->head_dim * paged_dtype_size((paged_dtype) p->dtype);
     op->kv_bytes = (uint64_t) n * block_bytes * 2;
@@ -573,7 +607,8 @@ int pv_validate(const struct pcore_sqe *s, const struct pv_env *env, struct pv_o
     const struct pv_pool *p = env->find_pool(env->ctx, s->pool);
     if (p == NULL)
         return fail(err, PAGED_E_NOENT, PCORE_FIELD_POOL, 0);
-    if (pv_op_writes(s->opcode) && !p->writable)
+    /* A COPY into another pool writes that one only (copy_dst_pool checks it). */
+    if (pv_op_writes(s->opcode) && !p->writable && !copy_across(s))
         return fail(err, PAGED_E_READONLY, PCORE_FIELD_POOL, 0);
     op->pool = p;
     switch (s->opcode) {

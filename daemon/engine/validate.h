@@ -74,6 +74,7 @@ struct pv_op {
                                      * or of the host arena with PCORE_SQE_HOST_WORDS */
     uint32_t wait_value, signal_value;
     const struct pv_pool *pool;  /* NULL for NOP */
+    const struct pv_pool *pool2; /* COPY into another pool: the destination's; else NULL */
     int32_t layer_begin;         /* DECODE, PREFILL, APPEND */
     int32_t num_layers;          /* APPEND: 1 or all */
     uint32_t count;              /* blocks, tokens or sequences, per op */

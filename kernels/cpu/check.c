@@ -214,5 +214,7 @@ int pk_check_copy(const pk_copy_args *a)
         return PAGED_E_INVAL;
     if (a->num_pairs > 0 && (a->src_blocks == NULL || a->dst_blocks == NULL))
         return PAGED_E_INVAL;
+    if (a->dst_base != NULL && a->dst_num_blocks < 1)
+        return PAGED_E_GEOMETRY;
     return 0;
 }

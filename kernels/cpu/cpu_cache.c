@@ -127,13 +127,18 @@ void pk_cpu_copy_run(const pk_copy_args *a, size_t begin, size_t end)
     size_t items = (size_t) a->num_pairs * layers;
     size_t esize = pk_dtype_size(c->dtype);
     size_t bytes = (size_t) c->num_kv_heads * (size_t) c->block_size * (size_t) c->head_dim * esize;
+    pk_cache d = *c;
+    if (a->dst_base != NULL) {
+        d.base = a->dst_base;
+        d.num_blocks = a->dst_num_blocks;
+    }
     for (size_t i = begin; i < end && i < items; i++) {
         int32_t src = a->src_blocks[i / layers], dst = a->dst_blocks[i / layers];
         int32_t l = (int32_t) (i % layers);
-        if (src == dst)
+        if (src == dst && a->dst_base == NULL)
             continue;
         for (int32_t kv = 0; kv < 2; kv++)
-            memcpy((char *) c->base + pk_cache_index(c, l, kv, dst, 0, 0) * esize,
+            memcpy((char *) d.base + pk_cache_index(&d, l, kv, dst, 0, 0) * esize,
                    (const char *) c->base + pk_cache_index(c, l, kv, src, 0, 0) * esize, bytes);
     }
 }

@@ -79,14 +79,19 @@ int pk_ref_copy(const pk_copy_args *a)
     const pk_cache *c = &a->cache;
     size_t esize = pk_dtype_size(c->dtype);
     size_t block_elems = (size_t) c->num_kv_heads * (size_t) c->block_size * (size_t) c->head_dim;
+    pk_cache d = *c;
+    if (a->dst_base != NULL) {
+        d.base = a->dst_base;
+        d.num_blocks = a->dst_num_blocks;
+    }
     for (int32_t i = 0; i < a->num_pairs; i++) {
-        if (a->src_blocks[i] == a->dst_blocks[i])
+        if (a->src_blocks[i] == a->dst_blocks[i] && a->dst_base == NULL)
             continue;
         for (int32_t l = 0; l < c->num_layers; l++) {
             for (int32_t kv = 0; kv < 2; kv++) {
                 size_t src = pk_cache_index(c, l, kv, a->src_blocks[i], 0, 0);
-                size_t dst = pk_cache_index(c, l, kv, a->dst_blocks[i], 0, 0);
-                memcpy((char *) c->base + dst * esize, (const char *) c->base + src * esize,
+                size_t dst = pk_cache_index(&d, l, kv, a->dst_blocks[i], 0, 0);
+                memcpy((char *) d.base + dst * esize, (const char *) c->base + src * esize,
                        block_elems * esize);
             }
         }

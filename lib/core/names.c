@@ -48,6 +48,7 @@ static const char *const field_names[PCORE_FIELD_COUNT_] = {
     [PCORE_FIELD_SRC] = "src",
     [PCORE_FIELD_DST] = "dst",
     [PCORE_FIELD_TOKENS] = "tokens",
+    [PCORE_FIELD_DST_POOL] = "dst_pool",
     [PCORE_FIELD_WINDOW] = "window",
     [PCORE_FIELD_SCALE] = "sm_scale",
     [PCORE_FIELD_FLAGS] = "flags",

@@ -141,7 +141,8 @@ struct pcore_req_attn {   /* DECODE and PREFILL */
 
 struct pcore_req_copy {
     uint32_t count;
-    uint32_t reserved;
+    uint32_t dst_pool;    /* 0 or the entry's pool: the same pool; else another pool the client is
+                           * attached to, writable, of the same geometry (blocks aside) */
     uint64_t src_off;     /* host arena: count int32 source blocks (held by the client) */
     uint64_t dst_off;     /* host arena: count int32 destination blocks (writable by the client) */
 };
@@ -187,7 +188,7 @@ enum pcore_field {
     PCORE_FIELD_SLOTS, PCORE_FIELD_Q, PCORE_FIELD_OUT, PCORE_FIELD_BLOCK_TABLE,
     PCORE_FIELD_SEQ_LENS, PCORE_FIELD_QO_INDPTR, PCORE_FIELD_ALIBI, PCORE_FIELD_SRC,
     PCORE_FIELD_DST, PCORE_FIELD_TOKENS, PCORE_FIELD_WINDOW, PCORE_FIELD_SCALE,
-    PCORE_FIELD_FLAGS, PCORE_FIELD_WAIT, PCORE_FIELD_SIGNAL, PCORE_FIELD_COUNT_
+    PCORE_FIELD_FLAGS, PCORE_FIELD_WAIT, PCORE_FIELD_SIGNAL, PCORE_FIELD_DST_POOL, PCORE_FIELD_COUNT_
 };
 
 /* A completion queue entry: 32 bytes. */

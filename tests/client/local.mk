@@ -34,6 +34,11 @@ check_PROGRAMS += tests/client/shards-t
 TESTS += tests/client/shards-t
 tests_client_shards_t_SOURCES = tests/client/shards-t.c
 tests_client_shards_t_LDADD = $(CLIENT_TEST_LIBS) lib/core/libpagedcore.la
+# COPY from one pool into another, and its refusals.
+check_PROGRAMS += tests/client/copyto-t
+TESTS += tests/client/copyto-t
+tests_client_copyto_t_SOURCES = tests/client/copyto-t.c
+tests_client_copyto_t_LDADD = $(CLIENT_TEST_LIBS) lib/core/libpagedcore.la
 # The CPU reference kernels are the oracle (and need libpagedcore's dtype helpers).
 tests_client_workers_t_LDADD = $(CLIENT_TEST_LIBS) kernels/libpagedcpu.la lib/core/libpagedcore.la
 

@@ -94,7 +94,7 @@ static void mirror_append(pk_cache *c, uint32_t n, const float *k, const float *
 /* Mirrors the copy of block src to dst into a private cache; returns nothing. */
 static void mirror_copy(pk_cache *c, int32_t src, int32_t dst)
 {
-    pk_copy_args a = { *c, 1, &src, &dst };
+    pk_copy_args a = { .cache = *c, .num_pairs = 1, .src_blocks = &src, .dst_blocks = &dst };
     if (pk_ref_copy(&a) != 0)
         bail("reference copy failed");
 }

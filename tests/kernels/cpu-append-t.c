@@ -430,6 +430,64 @@ static void copy_case(uint64_t seed, int c)
     free(cache.base);
 }
 
+/* Runs one COPY case into another pool of the same geometry but its number of blocks, through
+ * the reference and the CPU backend: the destination pool gets exactly the pairs' blocks, the
+ * source pool is left as it was. */
+static void copy_across_case(uint64_t seed, int c)
+{
+    tap_rng rng;
+    tap_rng_seed(&rng, seed + 0x7f4a7c15u + (uint64_t) c * 0x9e3779b97f4a7c15u);
+    int32_t dtype = dtypes[c % 4];
+    pk_cache from = random_cache(&rng, c, dtype, 1);
+    pk_cache to = from;
+    to.num_blocks = 2 + (int32_t) tap_rng_below(&rng, 40);
+    to.base = bmalloc(pk_cache_bytes(&to));
+    random_bytes(&rng, to.base, pk_cache_bytes(&to));
+    int32_t limit = from.num_blocks < to.num_blocks ? from.num_blocks : to.num_blocks;
+    int32_t pairs = 1 + (int32_t) tap_rng_below(&rng, (uint64_t) limit);
+    int32_t *sperm = nv_permutation(&rng, from.num_blocks), *dperm = nv_permutation(&rng, to.num_blocks);
+    /* A source and a destination may have the same id: they are blocks of two pools. */
+    const int32_t *src = sperm, *dst = dperm;
+    size_t fbytes = pk_cache_bytes(&from), tbytes = pk_cache_bytes(&to), esize = pk_dtype_size(dtype);
+    size_t block_bytes = (size_t) from.num_kv_heads * (size_t) from.block_size * (size_t) from.head_dim * esize;
+    void *fbefore = bmalloc(fbytes), *tbefore = bmalloc(tbytes), *want = bmalloc(tbytes);
+    memcpy(fbefore, from.base, fbytes);
+    memcpy(tbefore, to.base, tbytes);
+    memcpy(want, to.base, tbytes);
+    for (int32_t i = 0; i < pairs; i++)
+        for (int32_t l = 0; l < from.num_layers; l++)
+            for (int32_t kv = 0; kv < 2; kv++)
+                memcpy((char *) want + nv_offset(&to, l, kv, dst[i], 0, 0) * esize,
+                       (char *) fbefore + nv_offset(&from, l, kv, src[i], 0, 0) * esize, block_bytes);
+    pk_copy_args a = { .cache = from, .num_pairs = pairs, .src_blocks = src, .dst_blocks = dst,
+                       .dst_base = to.base, .dst_num_blocks = to.num_blocks };
+    char label[200];
+    snprintf(label, sizeof label, "copy across %s D=%d B=%d %d KV heads %d layers, %d pairs from %d into %d blocks",
+             nv_dtype_name(dtype), (int) from.head_dim, (int) from.block_size, (int) from.num_kv_heads,
+             (int) from.num_layers, (int) pairs, (int) from.num_blocks, (int) to.num_blocks);
+    int err = pk_ref_copy(&a);
+    ok(err == 0 && same_pool(want, to.base, tbytes, label) && memcmp(fbefore, from.base, fbytes) == 0,
+       "%s: ref writes the pairs into the other pool, nothing else", label);
+    memcpy(to.base, tbefore, tbytes);
+    err = pk_cpu_copy_check(&a);
+    size_t items = pk_cpu_copy_items(&a);
+    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
+    size_t chunks = nv_split(&rng, items, begin, end);
+    for (size_t i = 0; i < chunks && err == 0; i++)
+        pk_cpu_copy_run(&a, begin[i], end[i]);
+    ok(err == 0 && same_pool(want, to.base, tbytes, label) && memcmp(fbefore, from.base, fbytes) == 0,
+       "%s: cpu writes the pairs into the other pool, nothing else", label);
+    free(begin);
+    free(end);
+    free(fbefore);
+    free(tbefore);
+    free(want);
+    free(sperm);
+    free(dperm);
+    free(from.base);
+    free(to.base);
+}
+
 /* Checks the refusals of APPEND and COPY, and that empty ops are accepted and do nothing. */
 static void test_errors(void)
 {
@@ -489,6 +547,11 @@ static void test_errors(void)
     copy.cache.num_blocks = 0;
     is_int(PAGED_E_GEOMETRY, pk_ref_copy(&copy), "copy ref refuses a pool of no blocks");
     is_int(PAGED_E_GEOMETRY, pk_cpu_copy_check(&copy), "copy cpu check refuses a pool of no blocks");
+    copy.cache.num_blocks = good.cache.num_blocks;
+    copy.dst_base = good.cache.base;
+    copy.dst_num_blocks = 0;
+    is_int(PAGED_E_GEOMETRY, pk_ref_copy(&copy), "copy ref refuses a destination pool of no blocks");
+    is_int(PAGED_E_GEOMETRY, pk_cpu_copy_check(&copy), "copy cpu check refuses a destination pool of no blocks");
 }
 
 /* Runs the APPEND (contiguous, then segmented) and COPY cases, then the refusals; returns 0
@@ -496,13 +559,15 @@ static void test_errors(void)
 int main(void)
 {
     uint64_t seed = tap_seed();
-    plan(2 * NAPPEND + 2 * NSEG + 2 * NCOPY + 3 * 6 + 6 + 1 + 2 * NSEGERR + 7);
+    plan(2 * NAPPEND + 2 * NSEG + 4 * NCOPY + 3 * 6 + 6 + 1 + 2 * NSEGERR + 9);
     for (int c = 0; c < NAPPEND; c++)
         append_case(seed, c);
     for (int c = 0; c < NSEG; c++)
         segmented_case(seed, c);
     for (int c = 0; c < NCOPY; c++)
         copy_case(seed, c);
+    for (int c = 0; c < NCOPY; c++)
+        copy_across_case(seed, c);
     test_errors();
     test_segment_errors();
     return 0;

@@ -315,6 +315,58 @@ static void segmented_case(tap_rng *rng, int pi, int32_t D, int32_t B, int idx)
     free(indptr);
 }
 
+/* Runs one COPY case into another device pool of the same geometry but its number of blocks:
+ * the destination bit-identical to the reference's, the source left as it was. */
+static void copy_across_case(tap_rng *rng, int32_t dtype, int32_t D, int32_t B, int idx)
+{
+    pk_cache from = {
+        .num_layers = 1 + idx % 3, .num_blocks = gu_range(rng, 4, 40), .num_kv_heads = 1 + idx % 4,
+        .head_dim = D, .block_size = B, .dtype = dtype, .k_scale = 1.0f, .v_scale = 1.0f,
+    };
+    pk_cache to = from;
+    to.num_blocks = gu_range(rng, 2, 40);
+    const size_t fbytes = pk_cache_bytes(&from), tbytes = pk_cache_bytes(&to);
+    void *fpool = random_pool(rng, &from), *tpool = random_pool(rng, &to);
+    int32_t *sperm = nv_permutation(rng, from.num_blocks), *dperm = nv_permutation(rng, to.num_blocks);
+    const int32_t npairs = gu_range(rng, 1, from.num_blocks < to.num_blocks ? from.num_blocks : to.num_blocks);
+
+    void *want = bmalloc(tbytes);
+    memcpy(want, tpool, tbytes);
+    pk_copy_args ha = { .cache = from, .num_pairs = npairs, .src_blocks = sperm, .dst_blocks = dperm,
+                        .dst_base = want, .dst_num_blocks = to.num_blocks };
+    ha.cache.base = fpool;
+    int rc = pk_ref_copy(&ha);
+    if (rc != 0)
+        bail("pk_ref_copy across pools: %s", paged_strerror(rc));
+
+    pk_copy_args da = ha;
+    da.cache.base = gu_clone(fpool, fbytes);
+    da.dst_base = gu_clone(tpool, tbytes);
+    da.src_blocks = gu_clone(sperm, (size_t) npairs * sizeof *sperm);
+    da.dst_blocks = gu_clone(dperm, (size_t) npairs * sizeof *dperm);
+    rc = pk_cuda_copy(&da, NULL);
+    gu_sync("copy across pools");
+    void *got = bmalloc(tbytes), *src_after = bmalloc(fbytes);
+    gu_download(got, da.dst_base, tbytes);
+    gu_download(src_after, da.cache.base, fbytes);
+    ok(rc == 0 && memcmp(got, want, tbytes) == 0 && memcmp(src_after, fpool, fbytes) == 0,
+       "copy across pools %s D=%d B=%d H=%d L=%d, %d pairs from %d into %d blocks: bit-identical to reference",
+       gu_dtype_name(dtype), (int) D, (int) B, (int) from.num_kv_heads, (int) from.num_layers, (int) npairs,
+       (int) from.num_blocks, (int) to.num_blocks);
+
+    gu_free(da.cache.base);
+    gu_free(da.dst_base);
+    gu_free((void *) da.src_blocks);
+    gu_free((void *) da.dst_blocks);
+    free(fpool);
+    free(tpool);
+    free(want);
+    free(got);
+    free(src_after);
+    free(sperm);
+    free(dperm);
+}
+
 /* Runs one COPY case on a random pool of dtype, head dim D and block size B. */
 static void copy_case(tap_rng *rng, int32_t dtype, int32_t D, int32_t B, int idx)
 {
@@ -446,6 +498,12 @@ int main(void)
             if (quick && di % 3 != ti % 3)
                 continue;
             copy_case(&rng, copy_dtypes[ti], dims[di], block_sizes[idx % 5], idx);
+        }
+    for (int ti = 0; ti < 4; ti++)
+        for (int di = 0; di < 7; di++, idx++) {
+            if (quick && di % 3 != ti % 3)
+                continue;
+            copy_across_case(&rng, copy_dtypes[ti], dims[di], block_sizes[idx % 5], idx);
         }
     return 0;
 }
