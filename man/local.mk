@@ -61,6 +61,7 @@ notrans_dist_man_MANS += \
 	man/paged_nop.3 \
 	man/paged_op_name.3 \
 	man/paged_pool_attach.3 \
+	man/paged_pool_attach_shard.3 \
 	man/paged_pool_destroy.3 \
 	man/paged_pool_detach.3 \
 	man/paged_pool_get_info.3 \

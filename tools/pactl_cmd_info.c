@@ -40,6 +40,11 @@ static void info_text(const struct pcore_pool_item *p)
         printf("state          destroyed: freed when its last client detaches\n");
     printf("layers         %u\n", (unsigned) p->num_layers);
     printf("kv heads       %u\n", (unsigned) p->num_kv_heads);
+    const uint32_t shards = items_pool_shards(p);
+    if (shards > 1)
+        printf("shards         %u: tensor-parallel, each of %u KV head%s and %s of memory\n", (unsigned) shards,
+               (unsigned) (p->num_kv_heads / shards), p->num_kv_heads / shards == 1 ? "" : "s",
+               fmt_bytes(a, sizeof a, p->bytes / shards));
     printf("head dim       %u\n", (unsigned) p->head_dim);
     printf("block size     %u tokens (%s each)\n", (unsigned) p->block_size,
            fmt_bytes(a, sizeof a, block_bytes));

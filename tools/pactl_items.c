@@ -24,24 +24,34 @@ const char *items_pool_memory(const struct pcore_pool_item *p)
     return (p->mode & PAGED_POOL_SEALED) ? "sealed" : "exported";
 }
 
+/* Returns a pool's shards: its pcore_pool_item's shards, or 1 for 0 (a daemon older than
+ * tensor-parallel pools leaves the field zero). */
+uint32_t items_pool_shards(const struct pcore_pool_item *p)
+{
+    return p->shards > 1 ? p->shards : 1;
+}
+
 /* Prints the column names of the pool table. */
 void items_pool_heading(void)
 {
-    printf("%4s  %-16s %6s %5s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %-8s %-8s %6s %10s\n", "ID",
-           "NAME", "LAYERS", "HEADS", "DIM", "BLOCK", "DTYPE", "BLOCKS", "FREE", "USED", "CACHED",
+    printf("%4s  %-16s %6s %5s %6s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %-8s %-8s %6s %10s\n", "ID",
+           "NAME", "LAYERS", "HEADS", "SHARDS", "DIM", "BLOCK", "DTYPE", "BLOCKS", "FREE", "USED", "CACHED",
            "CLIENTS", "MODE", "PREFIXES", "MEMORY", "OWNER", "SIZE");
 }
 
-/* Prints one pool as a table row; a destroyed pool's name is marked with a star. */
+/* Prints one pool as a table row; a destroyed pool's name is marked with a star, and the
+ * SHARDS column of a pool that is not tensor-parallel is "-". */
 void items_pool_row(const struct pcore_pool_item *p)
 {
-    char name[PCORE_NAME_MAX + 2], size[FMT_BUF], mode[16];
+    char name[PCORE_NAME_MAX + 2], size[FMT_BUF], mode[16], shards[16] = "-";
     fmt_safe(name, sizeof name - 1, p->name, sizeof p->name);
     snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
+    if (items_pool_shards(p) > 1)
+        snprintf(shards, sizeof shards, "%u", (unsigned) items_pool_shards(p));
     if (p->destroyed)
         strcat(name, "*");
-    printf("%4u  %-16s %6u %5u %4u %5u %-8s %7u %7u %7u %7u %7u %5s %-8s %-8s %6u %10s\n",
-           (unsigned) p->id, name, (unsigned) p->num_layers, (unsigned) p->num_kv_heads,
+    printf("%4u  %-16s %6u %5u %6s %4u %5u %-8s %7u %7u %7u %7u %7u %5s %-8s %-8s %6u %10s\n",
+           (unsigned) p->id, name, (unsigned) p->num_layers, (unsigned) p->num_kv_heads, shards,
            (unsigned) p->head_dim, (unsigned) p->block_size, fmt_dtype(p->dtype),
            (unsigned) p->num_blocks, (unsigned) p->free, (unsigned) p->referenced,
            (unsigned) p->cached, (unsigned) p->attached, mode, items_pool_prefixes(p),
@@ -58,6 +68,7 @@ void items_pool_json(struct json *j, const char *key, const struct pcore_pool_it
     json_strn(j, "name", p->name, sizeof p->name);
     json_u64(j, "num_layers", p->num_layers);
     json_u64(j, "num_kv_heads", p->num_kv_heads);
+    json_u64(j, "shards", items_pool_shards(p));
     json_u64(j, "head_dim", p->head_dim);
     json_u64(j, "block_size", p->block_size);
     json_str(j, "dtype", fmt_dtype(p->dtype));

@@ -13,6 +13,9 @@ const char *items_pool_prefixes(const struct pcore_pool_item *p);
 /* Returns whether a pool's memory reaches its clients: "sealed" (PAGED_POOL_SEALED in its mode)
  * or "exported" (PAGED_POOL_EXPORTED, or neither bit, as an older daemon reports). */
 const char *items_pool_memory(const struct pcore_pool_item *p);
+/* Returns a pool's shards: 1 when it is not tensor-parallel (or the daemon is older than
+ * sharded pools and reports 0). */
+uint32_t items_pool_shards(const struct pcore_pool_item *p);
 /* Table heading and row of a pool. */
 void items_pool_heading(void);
 void items_pool_row(const struct pcore_pool_item *p);

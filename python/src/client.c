@@ -188,22 +188,23 @@ static PyObject *client_nop(PyObject *self, PyObject *unused)
 }
 
 /* create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0,
- * byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0, host_tier_bytes=0): creates a pool and
- * attaches; returns the Pool. */
+ * byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0, host_tier_bytes=0, shards=0, shard=0,
+ * group=None): creates a pool (a tensor-parallel one of shards shards, the creator attached
+ * to shard shard in group) and attaches; returns the Pool. */
 static PyObject *client_create_pool(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = { "name", "num_layers", "num_kv_heads", "head_dim", "block_size",
                               "dtype", "num_blocks", "byte_budget", "mode", "k_scale", "v_scale",
-                              "host_tier_bytes", NULL };
+                              "host_tier_bytes", "shards", "shard", "group", NULL };
     pyp_client *c = (pyp_client *) self;
-    const char *name;
-    unsigned int layers = 0, heads = 0, dim = 0, bsize = 0, nblocks = 0, mode = 0600;
+    const char *name, *group = NULL;
+    unsigned int layers = 0, heads = 0, dim = 0, bsize = 0, nblocks = 0, mode = 0600, shards = 0, shard = 0;
     unsigned long long budget = 0, host_tier = 0;
     PyObject *dtype_obj = NULL;
     float ks = 0.0f, vs = 0.0f;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$IIIIOIKIffK:create_pool", kwlist, &name, &layers,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$IIIIOIKIffKIIz:create_pool", kwlist, &name, &layers,
                                      &heads, &dim, &bsize, &dtype_obj, &nblocks, &budget, &mode,
-                                     &ks, &vs, &host_tier))
+                                     &ks, &vs, &host_tier, &shards, &shard, &group))
         return NULL;
     int dtype;
     if (dtype_obj == NULL) {
@@ -219,7 +220,8 @@ static PyObject *client_create_pool(PyObject *self, PyObject *args, PyObject *kw
     paged_pool_desc d = { .name = name, .num_layers = layers, .num_kv_heads = heads,
                           .head_dim = dim, .block_size = bsize, .dtype = (paged_dtype) dtype,
                           .num_blocks = nblocks, .byte_budget = budget, .mode = mode,
-                          .k_scale = ks, .v_scale = vs, .host_tier_bytes = host_tier };
+                          .k_scale = ks, .v_scale = vs, .host_tier_bytes = host_tier,
+                          .shards = shards, .shard = shard, .group = group };
     if (pyp_client_enter(c) < 0)
         return NULL;
     paged_pool *pp = NULL;
@@ -233,19 +235,42 @@ static PyObject *client_create_pool(PyObject *self, PyObject *args, PyObject *kw
     return pyp_pool_new(c, pp);
 }
 
-/* attach_pool(name): attaches to an existing pool; returns the Pool. */
-static PyObject *client_attach_pool(PyObject *self, PyObject *args)
+/* attach_pool(name, *, shard=None, group=None): attaches to an existing pool, or with shard to
+ * that shard of a tensor-parallel pool as a member of group (paged_pool_attach_shard); returns
+ * the Pool. */
+static PyObject *client_attach_pool(PyObject *self, PyObject *args, PyObject *kw)
 {
+    static char *kwlist[] = { "name", "shard", "group", NULL };
     pyp_client *c = (pyp_client *) self;
-    const char *name;
-    if (!PyArg_ParseTuple(args, "s:attach_pool", &name))
+    const char *name, *group = NULL;
+    PyObject *shard_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$Oz:attach_pool", kwlist, &name, &shard_obj, &group))
         return NULL;
+    unsigned long shard = 0;
+    if (shard_obj != Py_None) {
+        if (!PyLong_Check(shard_obj)) {
+            PyErr_SetString(PyExc_TypeError, "shard: an int or None");
+            return NULL;
+        }
+        shard = PyLong_AsUnsignedLong(shard_obj);
+        if (PyErr_Occurred() || shard > UINT32_MAX) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "shard: not a shard number (0 to 2^32 - 1)");
+            return NULL;
+        }
+    } else if (group != NULL) {
+        PyErr_SetString(PyExc_ValueError, "group: a group is joined with a shard (shard=None)");
+        return NULL;
+    }
     if (pyp_client_enter(c) < 0)
         return NULL;
     paged_pool *pp = NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = paged_pool_attach(c->pc, name, &pp);
+    if (shard_obj != Py_None)
+        rc = paged_pool_attach_shard(c->pc, name, (uint32_t) shard, group, &pp);
+    else
+        rc = paged_pool_attach(c->pc, name, &pp);
     Py_END_ALLOW_THREADS
     pyp_client_leave(c);
     if (rc < 0)
@@ -433,12 +458,23 @@ static PyMethodDef client_methods[] = {
       "nop()\n--\n\nSends a NOP request through the rings and waits for its completion." },
     { "create_pool", (PyCFunction) (void (*)(void)) client_create_pool, METH_VARARGS | METH_KEYWORDS,
       "create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0, "
-      "byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0, host_tier_bytes=0)\n--\n\n"
+      "byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0, host_tier_bytes=0, shards=0, shard=0, "
+      "group=None)\n--\n\n"
       "Creates a pool (paged_pool_create(3)'s parameters) and attaches to it; returns the Pool. "
-      "Raises ExistsError when the name is taken, GeometryError or DtypeError naming the field." },
-    { "attach_pool", client_attach_pool, METH_VARARGS,
-      "attach_pool(name)\n--\n\nAttaches to an existing pool; returns the Pool. Raises NotFoundError "
-      "or PermissionDeniedError." },
+      "shards=N (2 to 16, dividing num_kv_heads) makes a tensor-parallel pool, its KV heads split "
+      "over N shards (paged(7), TENSOR-PARALLEL POOLS); the creator is then shard shard of group "
+      "(None: the uid's default group). Raises ExistsError when the name is taken, GeometryError "
+      "or DtypeError naming the field, InvalidArgumentError for more than 16 shards or shards with "
+      "a host tier or POOL_PEERS." },
+    { "attach_pool", (PyCFunction) (void (*)(void)) client_attach_pool, METH_VARARGS | METH_KEYWORDS,
+      "attach_pool(name, *, shard=None, group=None)\n--\n\nAttaches to an existing pool; returns the "
+      "Pool. With shard, attaches that shard of a tensor-parallel pool as a member of group (None: "
+      "the uid's default group), whose members hold their blocks together: what one rank allocates "
+      "or looks up every rank holds, and a block is published once every shard's rank has published "
+      "it (paged_pool_attach_shard(3)); without, a sharded pool is attached as shard 0 of the "
+      "default group. Raises NotFoundError or PermissionDeniedError; InvalidArgumentError for a "
+      "shard of an unsharded pool or past its shards, ExistsError when that shard of the group is "
+      "attached." },
     { "destroy_pool", client_destroy_pool, METH_VARARGS,
       "destroy_pool(name)\n--\n\nRemoves a pool's name (owner or root); its memory goes when the last "
       "client detaches." },

@@ -138,7 +138,9 @@ static PyObject *pool_layer(PyObject *self, PyObject *args)
     return r;
 }
 
-/* info(): returns a dict of the pool's geometry and memory (paged_pool_info). */
+/* info(): returns a dict of the pool's geometry and memory (paged_pool_info): of the shard
+ * attached for a tensor-parallel pool (num_kv_heads, bytes), with shards, shard and
+ * kv_head_offset. */
 static PyObject *pool_info(PyObject *self, PyObject *unused)
 {
     (void) unused;
@@ -146,13 +148,14 @@ static PyObject *pool_info(PyObject *self, PyObject *unused)
     if (p->pp == NULL)
         return pyp_raise_closed("the pool");
     const paged_pool_info *i = &p->info;
-    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:d,s:d,s:O,s:I,s:I,s:K}", "id", i->id,
+    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:d,s:d,s:O,s:I,s:I,s:K,s:I,s:I,s:I}", "id", i->id,
                          "num_layers", i->num_layers, "num_kv_heads", i->num_kv_heads, "head_dim",
                          i->head_dim, "block_size", i->block_size, "num_blocks", i->num_blocks,
                          "dtype", pyp_dtype_name(i->dtype), "k_scale", (double) i->k_scale,
                          "v_scale", (double) i->v_scale, "writable", i->writable ? Py_True : Py_False,
                          "owner_uid", i->owner_uid, "mode", i->mode, "bytes",
-                         (unsigned long long) i->bytes);
+                         (unsigned long long) i->bytes, "shards", i->shards, "shard", i->shard,
+                         "kv_head_offset", i->kv_head_offset);
 }
 
 /* alloc(count): takes count blocks, all or nothing; returns their ids as a list. */
@@ -217,7 +220,10 @@ static PyMethodDef pool_methods[] = {
     { "__exit__", pool_exit_ctx, METH_VARARGS, "__exit__(*exc)\n--\n\nDetaches the pool." },
     { "info", pool_info, METH_NOARGS,
       "info()\n--\n\nReturns a dict of the pool's geometry: id, num_layers, num_kv_heads, head_dim, "
-      "block_size, num_blocks, dtype, k_scale, v_scale, writable, owner_uid, mode, bytes." },
+      "block_size, num_blocks, dtype, k_scale, v_scale, writable, owner_uid, mode, bytes, shards, "
+      "shard, kv_head_offset. Of a tensor-parallel pool (shards > 1) num_kv_heads and bytes are the "
+      "attached shard's, which holds the pool's KV heads kv_head_offset to kv_head_offset + "
+      "num_kv_heads - 1; an unsharded pool has shards 1, shard 0, kv_head_offset 0." },
     { "stats", (PyCFunction) (void (*)(void)) pyp_pool_stats, METH_NOARGS,
       "stats()\n--\n\nReturns the pool's counters (paged_pool_stats(3)) as a dict of ints: the blocks "
       "free, referenced, cached and pinned; lookups, lookup_tokens and the tokens found in the pool, the "
@@ -227,7 +233,8 @@ static PyMethodDef pool_methods[] = {
       "tier_failures." },
     { "layer", pool_layer, METH_VARARGS,
       "layer(layer)\n--\n\nReturns read-only views (k, v) of a layer's keys and values in the pool's "
-      "memory, each [num_blocks, num_kv_heads, block_size, head_dim] of the pool's dtype, for other "
+      "memory (a tensor-parallel pool's: the attached shard's, its own num_kv_heads), each "
+      "[num_blocks, num_kv_heads, block_size, head_dim] of the pool's dtype, for other "
       "libraries' kernels: by DLPack (numpy.from_dlpack) or the buffer protocol (numpy.asarray); on "
       "the cuda backend device memory, viewed by torch.from_dlpack as CUDA tensors (kernels such as "
       "FlashInfer's read them in place; order them after the appends with the stream argument). "
@@ -298,7 +305,9 @@ static PyGetSetDef pool_getset[] = {
 static PyType_Slot pool_slots[] = {
     { Py_tp_doc, "A pool this client is attached to (Client.create_pool, Client.attach_pool): "
                  "blocks, sequences, APPEND, DECODE and PREFILL. Detached when closed, deleted or "
-                 "left as a context manager." },
+                 "left as a context manager. Of a tensor-parallel pool it is one shard: APPEND, "
+                 "DECODE, PREFILL and layer() see that shard's KV heads (info()'s num_kv_heads "
+                 "from kv_head_offset on)." },
     { Py_tp_dealloc, pool_dealloc },
     { Py_tp_methods, pool_methods },
     { Py_tp_getset, pool_getset },

@@ -9,9 +9,10 @@
 #include "paged.h"
 
 /*
- * usage: pactl-holder SOCKET NAME POOL HOLD CACHE [MODE]
+ * usage: pactl-holder SOCKET NAME POOL HOLD CACHE [MODE [SHARDS]]
  * Connects as NAME, creates POOL (1 layer, 2 KV heads, head dim 64, 16-token blocks, bf16,
- * 64 blocks, mode MODE: a number as C writes it, 0600 when not given) or attaches to it,
+ * 64 blocks, mode MODE: a number as C writes it, 0600 when not given; SHARDS shards, none
+ * when not given, the holder then shard 0 of its uid's default group) or attaches to it,
  * takes HOLD + CACHE blocks, publishes the last CACHE of them and frees those (so they stay
  * cached, unreferenced), prints "ready ID", then keeps everything until its standard input
  * ends.
@@ -28,8 +29,8 @@ static void die(paged_client *c, const char *what, int rc)
 /* Runs the holder; returns the exit status. */
 int main(int argc, char **argv)
 {
-    if (argc != 6 && argc != 7) {
-        fprintf(stderr, "usage: pactl-holder SOCKET NAME POOL HOLD CACHE [MODE]\n");
+    if (argc < 6 || argc > 8) {
+        fprintf(stderr, "usage: pactl-holder SOCKET NAME POOL HOLD CACHE [MODE [SHARDS]]\n");
         return 2;
     }
     uint32_t hold = (uint32_t) strtoul(argv[4], NULL, 10);
@@ -43,7 +44,8 @@ int main(int argc, char **argv)
     paged_pool_desc desc = {
         .name = argv[3], .num_layers = 1, .num_kv_heads = 2, .head_dim = 64, .block_size = 16,
         .dtype = PAGED_DTYPE_BF16, .num_blocks = 64,
-        .mode = argc == 7 ? (uint32_t) strtoul(argv[6], NULL, 0) : 0600,
+        .mode = argc >= 7 ? (uint32_t) strtoul(argv[6], NULL, 0) : 0600,
+        .shards = argc == 8 ? (uint32_t) strtoul(argv[7], NULL, 10) : 0,
     };
     rc = paged_pool_create(c, &desc, &p);
     if (rc == PAGED_E_EXIST)

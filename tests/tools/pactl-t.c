@@ -548,6 +548,77 @@ static void test_memory(void)
         is_int(0, tp_stop_holder(&e), "the exported pool's holder exits 0");
 }
 
+/* Finds pool name's row in a list pools table (out); returns 1 with its HEADS column in *heads
+ * and its SHARDS column in shards (len bytes), or 0 when there is no such row. */
+static int pool_columns(const char *out, const char *name, unsigned *heads, char *shards, size_t len)
+{
+    char key[64], got[16];
+    snprintf(key, sizeof key, "  %s ", name);
+    const char *at = strstr(out, key);
+    if (at == NULL)
+        return 0;
+    while (at > out && at[-1] != '\n')
+        at--;
+    unsigned id, layers;
+    if (sscanf(at, "%u %*s %u %u %15s", &id, &layers, heads, got) != 4)
+        return 0;
+    snprintf(shards, len, "%s", got);
+    return 1;
+}
+
+/* Checks how list pools, info and their JSON show a tensor-parallel pool of 2 shards beside
+ * the unsharded t1. Returns nothing. */
+static void test_shards(void)
+{
+    char line[256] = "";
+    char *const argv[] = { tp_holder, daemon_.socket, "shard-holder", "sharded", "0", "0", "0600", "2", NULL };
+    struct tp_child h = tp_spawn(argv);
+    ok(tp_read_line(h.out, line, sizeof line, TP_READY_MS) >= 0 && strncmp(line, "ready ", 6) == 0,
+       "pool sharded created with 2 shards: %s", line);
+    struct tp_run r;
+
+    tp_run_pactl(&r, "-s", daemon_.socket, "list", "pools", NULL);
+    ok(strstr(r.out, " LAYERS HEADS SHARDS  DIM ") != NULL, "list pools text: a SHARDS column after HEADS");
+    char col[16] = "";
+    unsigned heads = 0;
+    int found = pool_columns(r.out, "sharded", &heads, col, sizeof col);
+    ok(found && strcmp(col, "2") == 0 && heads == 2,
+       "list pools text: the sharded pool's row: 2 KV heads over 2 shards (HEADS %u, SHARDS '%s')", heads, col);
+    found = pool_columns(r.out, "t1", &heads, col, sizeof col);
+    ok(found && strcmp(col, "-") == 0 && heads == 2, "list pools text: an unsharded pool's SHARDS is '-' ('%s')", col);
+    tp_run_free(&r);
+
+    struct tj *v = pools_json();
+    const struct tj *pools = tj_get(v, "pools");
+    double sharded = -1, plain = -1;
+    for (size_t i = 0; pools != NULL && i < pools->count; i++) {
+        const char *name = tj_str(tj_at(pools, i), "name");
+        if (name != NULL && strcmp(name, "sharded") == 0)
+            sharded = tj_num(tj_at(pools, i), "shards");
+        else if (name != NULL && strcmp(name, "t1") == 0)
+            plain = tj_num(tj_at(pools, i), "shards");
+    }
+    ok(sharded == 2 && plain == 1, "list pools json: shards 2 for the sharded pool, 1 for t1 (%g, %g)", sharded,
+       plain);
+    tj_free(v);
+
+    tp_run_pactl(&r, "-s", daemon_.socket, "info", "sharded", NULL);
+    ok(strstr(r.out, "kv heads       2\nshards         2: tensor-parallel, each of 1 KV head and 256.0 KiB of memory\n")
+       != NULL, "info text: the pool's 2 KV heads, then its 2 shards of 1 head and half the memory each");
+    tp_run_free(&r);
+    tp_run_pactl(&r, "-s", daemon_.socket, "info", "t1", NULL);
+    ok(r.status == 0 && strstr(r.out, "shards ") == NULL, "info text: no shards line for an unsharded pool");
+    tp_run_free(&r);
+    tp_run_pactl(&r, "-s", daemon_.socket, "-f", "json", "info", "sharded", NULL);
+    v = tp_run_json(&r);
+    is_int(2, (long long) tj_num(v, "shards"), "info json: shards 2");
+    is_int(2, (long long) tj_num(v, "num_kv_heads"), "info json: num_kv_heads is the pool's, over every shard");
+    tj_free(v);
+    tp_run_free(&r);
+
+    is_int(0, tp_stop_holder(&h), "the sharded pool's holder exits 0");
+}
+
 /* Runs the checks against one daemon. */
 int main(void)
 {
@@ -569,6 +640,7 @@ int main(void)
     test_kill(id_a);
     test_errors();
     test_memory();
+    test_shards();
 
     tp_stop_holder(&a);
     is_int(0, tp_stop_holder(&b), "hold-b exits 0");
