@@ -86,12 +86,28 @@ PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args)
     return ids_call(p, args, "O:fork", paged_fork);
 }
 
-/* copy(src, dst): copies whole blocks src[i] to dst[i] (all layers, K and V); returns None. */
-PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args)
+/* copy(src, dst, *, to=None): copies whole blocks src[i] to dst[i] (all layers, K and V), of
+to (another Pool of the same client) when given; returns None. */
+PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args, PyObject *kwargs)
 {
-    PyObject *so, *dobj;
-    if (!PyArg_ParseTuple(args, "OO:copy", &so, &dobj))
+    static char *kwlist[] = { "src", "dst", "to", NULL };
+    PyObject *so, *dobj, *too = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$O:copy", kwlist, &so, &dobj, &too))
         return NULL;
+    pyp_pool *to = p;
+    if (too != Py_None) {
+        if (!PyObject_TypeCheck(too, pyp_pool_type)) {
+            PyErr_SetString(PyExc_TypeError, "to: a Pool");
+            return NULL;
+        }
+        to = (pyp_pool *) too;
+        if (to->client != p->client) {
+            PyErr_SetString(PyExc_ValueError, "to: a pool of another client");
+            return NULL;
+        }
+        if (to->pp == NULL || to->detach_pending)
+            return pyp_raise_closed("the pool to");
+    }
     struct pyp_view s, d;
     memset(&d, 0, sizeof d);
     int ok = pyp_view_ints(&s, so, "src") == 0 && pyp_view_ints(&d, dobj, "dst") == 0;
@@ -107,7 +123,7 @@ PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args)
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = paged_copy(p->pp, (uint32_t) s.shape[0], s.data, d.data);
+    rc = paged_copy_to(p->pp, to->pp, (uint32_t) s.shape[0], s.data, d.data);
     Py_END_ALLOW_THREADS
     pyp_client_leave(p->client);
     pyp_view_release(&s);

@@ -247,9 +247,10 @@ static PyMethodDef pool_methods[] = {
       "free(ids)\n--\n\nDrops one reference to each block in ids (ints: a list or an int32 array)." },
     { "fork", (PyCFunction) (void (*)(void)) pyp_pool_fork, METH_VARARGS,
       "fork(ids)\n--\n\nTakes one more reference to each block in ids, which this client holds." },
-    { "copy", (PyCFunction) (void (*)(void)) pyp_pool_copy, METH_VARARGS,
-      "copy(src, dst)\n--\n\nCopies whole blocks (every layer, K and V) src[i] to dst[i]; dst blocks must "
-      "be writable by this client." },
+    { "copy", (PyCFunction) (void (*)(void)) pyp_pool_copy, METH_VARARGS | METH_KEYWORDS,
+      "copy(src, dst, *, to=None)\n--\n\nCopies whole blocks (every layer, K and V) src[i] to dst[i]; dst "
+      "blocks must be writable by this client. With to, another Pool of this client of the same geometry "
+      "(its number of blocks aside), the dst blocks are to's, and this pool need only be readable." },
     { "publish", (PyCFunction) (void (*)(void)) pyp_pool_publish, METH_VARARGS | METH_KEYWORDS,
       "publish(tokens, ids, *, salt=0, parent=None)\n--\n\nPublishes the full blocks ids, which hold "
       "tokens (whole blocks of token ids), in the prefix cache, the hash chain continuing from parent "

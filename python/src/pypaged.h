@@ -254,7 +254,7 @@ PyObject *pyp_pool_decode(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_prefill(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_free(pyp_pool *p, PyObject *args);
 PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args);
-PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args);
+PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args, PyObject *kwargs);
 PyObject *pyp_pool_publish(pyp_pool *p, PyObject *args, PyObject *kw);
 PyObject *pyp_pool_lookup(pyp_pool *p, PyObject *args, PyObject *kw);
 /* Pool.pin, Pool.unpin and Pool.evict_prefix: the prefix cache's controls (blocks.c). */

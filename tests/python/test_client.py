@@ -190,8 +190,9 @@ class ClientTest(DaemonTest):
             ev.next(timeout=0)
 
     def test_fork_copy_publish_lookup(self):
-        """copy duplicates a block's keys and values; fork adds a reference that one free leaves;
-        publish and lookup share blocks under the hashes hash_blocks computes, per salt and parent"""
+        """copy duplicates a block's keys and values, in the pool or into another; fork adds a
+        reference that one free leaves; publish and lookup share blocks under the hashes
+        hash_blocks computes, per salt and parent"""
         c = self.connect()
         p = self.pool(c, "py-prefix")
         src, dst = p.alloc(2)
@@ -209,6 +210,18 @@ class ClientTest(DaemonTest):
             p.decode(1, q, [[src]], [16])
         with self.assertRaisesRegex(ValueError, "dst: 2 blocks for 1 in src"):
             p.copy([dst], [dst, dst])
+
+        # Into another pool of the same geometry: the same keys and values, the same decode.
+        other = self.pool(c, "py-prefix-other", num_blocks=8)
+        (odst,) = other.alloc(1)
+        p.copy([dst], [odst], to=other)
+        np.testing.assert_array_equal(np.from_dlpack(other.decode(1, q, [[odst]], [16])), a)
+        narrow = self.pool(c, "py-prefix-narrow", num_kv_heads=1, num_blocks=8)
+        (ndst,) = narrow.alloc(1)
+        with self.assertRaisesRegex(paged.GeometryError, "dst_pool"):
+            p.copy([dst], [ndst], to=narrow)
+        with self.assertRaisesRegex(TypeError, "to: a Pool"):
+            p.copy([dst], [odst], to="py-prefix-other")
 
         tokens = list(range(500, 532))
         blocks = p.alloc(2)
