@@ -86,8 +86,8 @@ PyObject *pyp_pool_fork(pyp_pool *p, PyObject *args)
     return ids_call(p, args, "O:fork", paged_fork);
 }
 
-/* copy(src, dst, *, to=None): copies whole blocks src[i] to dst[i] (all layers, K and V), of
-to (another Pool of the same client) when given; returns None. */
+/* copy(src, dst, *, to=None): copies whole blocks src[i] to dst[i] (all layers, K and V), the
+ * dst blocks being to's (another Pool of the same client) when given; returns None. */
 PyObject *pyp_pool_copy(pyp_pool *p, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = { "src", "dst", "to", NULL };

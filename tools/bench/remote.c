@@ -37,6 +37,8 @@
  * names.
  */
 
+#ifdef HAVE_UCX
+
 #define RB_STREAM_CHUNK (1u << 20)
 
 /* The work directory (removed at exit). */
@@ -322,6 +324,8 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     tb_pool_destroy(cb, &pb);
     tb_pool_destroy(ca, &pa);
 }
+
+#endif /* HAVE_UCX */
 
 /* Runs paged-bench remote; see remote.h. */
 void bench_remote(const struct bench_opts *o, struct br_report *r)
