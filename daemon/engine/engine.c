@@ -548,10 +548,11 @@ static uint32_t collect(struct pd_engine *e, struct pd_conn *c, unsigned budget)
     return r->taken;
 }
 
-/* Returns whether a pass may take c's requests: ready, with a channel, no completions withheld. */
+/* Returns whether a pass may take c's requests: ready, with a channel, no completions withheld,
+ * its next request not waiting for the peers. */
 static int takeable(const struct pd_conn *c)
 {
-    return c->state == PD_CONN_READY && c->ch != NULL && !c->deferred;
+    return c->state == PD_CONN_READY && c->ch != NULL && !c->deferred && !c->remote_wait;
 }
 
 /* Returns whether gather waits for c: ready, not in this pass yet, no completions withheld,
