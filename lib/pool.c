@@ -159,27 +159,9 @@ int paged_pool_create(paged_client *c, const paged_pool_desc *d, paged_pool **ou
     return pool_open(c, &m, sizeof m, d->name, out);
 }
 
-/* Attaches to an existing pool by name, writable where its mode allows. */
-int paged_pool_attach(paged_client *c, const char *name, paged_pool **out)
-{
-    if (out != NULL)
-        *out = NULL;
-    if (c == NULL || out == NULL)
-        return PAGED_E_INVAL;
-    c->err[0] = '\0';
-    struct pcore_msg_pool_attach m;
-    memset(&m, 0, sizeof m);
-    m.hdr.type = PCORE_MSG_POOL_ATTACH;
-    int rc = copy_name(c, m.name, name);
-    if (rc < 0)
-        return rc;
-    m.flags = PCORE_ATTACH_WRITE;
-    return pool_open(c, &m, sizeof m, name, out);
-}
-
-/* Attaches to one shard of a tensor-parallel pool, in a group of workers. */
-int paged_pool_attach_shard(paged_client *c, const char *name, uint32_t shard, const char *group,
-                            paged_pool **out)
+/* Sends POOL_ATTACH for pool name, shard shard of group (NULL: none; an unsharded pool's
+ * attach sends zeros) and builds the handle. Returns as paged_pool_attach. */
+static int attach(paged_client *c, const char *name, uint32_t shard, const char *group, paged_pool **out)
 {
     if (out != NULL)
         *out = NULL;
@@ -197,6 +179,19 @@ int paged_pool_attach_shard(paged_client *c, const char *name, uint32_t shard, c
     m.flags = PCORE_ATTACH_WRITE;
     m.as.shard = shard;
     return pool_open(c, &m, sizeof m, name, out);
+}
+
+/* Attaches to an existing pool by name, writable where its mode allows. */
+int paged_pool_attach(paged_client *c, const char *name, paged_pool **out)
+{
+    return attach(c, name, 0, NULL, out);
+}
+
+/* Attaches to one shard of a tensor-parallel pool, in a group of workers. */
+int paged_pool_attach_shard(paged_client *c, const char *name, uint32_t shard, const char *group,
+                            paged_pool **out)
+{
+    return attach(c, name, shard, group, out);
 }
 
 /* Frees a pool handle, its sequences and mappings, without telling the daemon. */
