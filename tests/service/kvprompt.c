@@ -4,8 +4,10 @@
 
 #include "tests/service/kvprompt.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -160,4 +162,41 @@ void kp_check(paged_pool *p, uint32_t num_blocks, const struct kp_prompt *pr, ui
         out->status = kp_decode(p, pr, ids, got);
         out->same_decode = out->status == PAGED_OK && memcmp(got, pr->out, sizeof got) == 0;
     }
+}
+
+/* Forks a holder child; see kvprompt.h. */
+int kp_hold_in_child(const char *socket, const char *pool, int (*work)(paged_pool *p, void *ctx), void *ctx,
+                     pid_t *pid)
+{
+    int ready[2], release[2];
+    if (pipe(ready) != 0 || pipe(release) != 0)
+        sysbail("pipe");
+    fflush(stdout);
+    *pid = fork();
+    if (*pid < 0)
+        sysbail("fork");
+    if (*pid == 0) {
+        close(ready[0]);
+        close(release[1]);
+        paged_connect_opts o = { .socket_path = socket, .name = "holder", .timeout_ms = 10000 };
+        paged_client *c = NULL;
+        paged_pool *p = NULL;
+        int rc = paged_client_connect(&o, &c);
+        if (rc == PAGED_OK)
+            rc = paged_pool_attach(c, pool, &p);
+        if (rc == PAGED_OK)
+            rc = work(p, ctx);
+        char status = rc == PAGED_OK ? 'y' : 'n', byte;
+        if (write(ready[1], &status, 1) == 1)
+            (void) read(release[0], &byte, 1);   /* until the parent closes its end */
+        paged_client_close(c);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(release[0]);
+    char status = 'n';
+    if (read(ready[0], &status, 1) != 1 || status != 'y')
+        diag("the holder child could not take its blocks in pool %s", pool);
+    close(ready[0]);
+    return release[1];
 }

@@ -15,6 +15,7 @@
  */
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "paged.h"
 
@@ -67,5 +68,14 @@ int kp_decode(paged_pool *p, const struct kp_prompt *pr, const int32_t *ids, flo
 /* Copies block id of a pool of num_blocks blocks mapped at base (host or device memory) into
  * unit. Returns nothing. */
 void kp_read_unit(const float *base, uint32_t num_blocks, int32_t id, float *unit);
+
+/*
+ * Forks a child that connects to the daemon at socket as "holder", attaches pool, runs
+ * work(p, ctx) (which takes blocks and returns PAGED_OK or an error) and then keeps what it
+ * holds until the returned descriptor is closed; *pid gets the child. Returns the
+ * descriptor once the child is there, having said in a diag when work failed.
+ */
+int kp_hold_in_child(const char *socket, const char *pool, int (*work)(paged_pool *p, void *ctx), void *ctx,
+                     pid_t *pid);
 
 #endif

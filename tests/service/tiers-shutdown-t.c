@@ -114,40 +114,23 @@ static void in_child(void (*fn)(paged_pool *, int), int k)
     waitpid(pid, NULL, 0);
 }
 
+/* A holder child's work: publishes prompt *(int *) ctx in p and takes its blocks again (a
+ * LOOKUP). Returns the status. */
+static int publish_prompt_held(paged_pool *p, void *ctx)
+{
+    const int k = *(const int *) ctx;
+    int32_t ids[NB];
+    int rc = kp_publish(p, cur->blocks, &prompts[k], 1000 * (k + 1), (uint64_t) k + 1, SALT);
+    if (rc == PAGED_OK && paged_lookup(p, NULL, SALT, NB, prompts[k].tokens, ids) != NB)
+        rc = PAGED_E_NOENT;
+    return rc;
+}
+
 /* Forks a child that publishes prompt k and then holds its blocks (a LOOKUP) until the
  * returned descriptor is closed; *pid gets the child. Returns the descriptor. */
 static int publish_and_hold(int k, pid_t *pid)
 {
-    int ready[2], release[2];
-    if (pipe(ready) != 0 || pipe(release) != 0)
-        bail("pipe");
-    *pid = fork();
-    if (*pid < 0)
-        bail("fork");
-    if (*pid == 0) {
-        close(ready[0]);
-        close(release[1]);
-        paged_client *c = connect_client("holder");
-        paged_pool *p = NULL;
-        int32_t ids[NB];
-        int rc = c != NULL ? paged_pool_attach(c, cur->name, &p) : PAGED_E_NOTCONN;
-        if (rc == PAGED_OK)
-            rc = kp_publish(p, cur->blocks, &prompts[k], 1000 * (k + 1), (uint64_t) k + 1, SALT);
-        if (rc == PAGED_OK && paged_lookup(p, NULL, SALT, NB, prompts[k].tokens, ids) != NB)
-            rc = PAGED_E_NOENT;
-        char status = rc == PAGED_OK ? 'y' : 'n', byte;
-        if (write(ready[1], &status, 1) == 1)
-            (void) read(release[0], &byte, 1);   /* until the parent closes its end */
-        paged_client_close(c);
-        _exit(0);
-    }
-    close(ready[1]);
-    close(release[0]);
-    char status = 'n';
-    if (read(ready[0], &status, 1) != 1 || status != 'y')
-        diag("the holder could not publish and hold prompt %d", k);
-    close(ready[0]);
-    return release[1];
+    return kp_hold_in_child(daemon_.socket, cur->name, publish_prompt_held, &k, pid);
 }
 
 /* Returns the current pool's LIST item, once pred(item, want) holds (10 s at most; zeroed

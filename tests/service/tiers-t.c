@@ -519,38 +519,18 @@ static void test_pin(paged_client *c, paged_pool *p, struct rc_client *ctl)
     is_int(NB, paged_prefix_unpin(p, NULL, SALT, NB, prompts[P_C].tokens), "pin: C unpinned");
 }
 
+/* A holder child's work: takes *(uint32_t *) ctx blocks of p. Returns the status. */
+static int take_blocks(paged_pool *p, void *ctx)
+{
+    int32_t ids[N];
+    return paged_alloc(p, *(const uint32_t *) ctx, ids);
+}
+
 /* Forks a child that holds n blocks of POOL until the returned descriptor is closed, once it
  * holds them. Returns the descriptor; *pid gets the child. */
 static int hold_blocks(uint32_t n, pid_t *pid)
 {
-    int ready[2], release[2];
-    if (pipe(ready) != 0 || pipe(release) != 0)
-        bail("pipe");
-    *pid = fork();
-    if (*pid < 0)
-        bail("fork");
-    if (*pid == 0) {
-        close(ready[0]);
-        close(release[1]);
-        paged_client *c = connect_client("holder");
-        paged_pool *p = NULL;
-        int32_t ids[N];
-        int rc = c != NULL ? paged_pool_attach(c, POOL, &p) : PAGED_E_NOTCONN;
-        if (rc == PAGED_OK)
-            rc = paged_alloc(p, n, ids);
-        char status = rc == PAGED_OK ? 'y' : 'n', byte;
-        if (write(ready[1], &status, 1) == 1)
-            (void) read(release[0], &byte, 1);   /* until the parent closes its end */
-        paged_client_close(c);
-        _exit(0);
-    }
-    close(ready[1]);
-    close(release[0]);
-    char status = 'n';
-    if (read(ready[0], &status, 1) != 1 || status != 'y')
-        diag("the holder could not take %u blocks", n);
-    close(ready[0]);
-    return release[1];
+    return kp_hold_in_child(daemon_.socket, POOL, take_blocks, &n, pid);
 }
 
 /* A reload into blocks that its own allocation evicts: the evicted prompt goes to the host
