@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -199,4 +200,34 @@ int kp_hold_in_child(const char *socket, const char *pool, int (*work)(paged_poo
         diag("the holder child could not take its blocks in pool %s", pool);
     close(ready[0]);
     return release[1];
+}
+
+paged_client *kp_child_client;
+
+/* Runs fn in a child with a client of its own; see kvprompt.h. */
+int kp_in_child(const char *socket, const char *name, const char *pool, void (*fn)(paged_pool *p, int k), int k,
+                int *status)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        sysbail("fork");
+    if (pid == 0) {
+        paged_connect_opts o = { .socket_path = socket, .name = name, .timeout_ms = 10000 };
+        paged_client *c = NULL;
+        paged_pool *p = NULL;
+        int rc = paged_client_connect(&o, &c);
+        kp_child_client = c;
+        if (rc == PAGED_OK)
+            rc = paged_pool_attach(c, pool, &p);
+        if (rc == PAGED_OK)
+            fn(p, k);
+        else
+            *status = rc;
+        paged_client_close(c);
+        _exit(rc == PAGED_OK ? 0 : 1);
+    }
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }

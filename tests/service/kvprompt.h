@@ -69,6 +69,17 @@ int kp_decode(paged_pool *p, const struct kp_prompt *pr, const int32_t *ids, flo
  * unit. Returns nothing. */
 void kp_read_unit(const float *base, uint32_t num_blocks, int32_t id, float *unit);
 
+/* In a child of kp_in_child: its own client. */
+extern paged_client *kp_child_client;
+
+/*
+ * Runs fn(p, k) in a child process with a client of its own (named name) of the daemon at
+ * socket, attached to pool p; a failure to connect or attach is written to *status (memory
+ * the child shares with the caller). Returns the child's exit status (0: fn ran).
+ */
+int kp_in_child(const char *socket, const char *name, const char *pool, void (*fn)(paged_pool *p, int k), int k,
+                int *status);
+
 /*
  * Forks a child that connects to the daemon at socket as "holder", attaches pool, runs
  * work(p, ctx) (which takes blocks and returns PAGED_OK or an error) and then keeps what it

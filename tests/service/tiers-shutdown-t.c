@@ -97,21 +97,7 @@ static void in_child(void (*fn)(paged_pool *, int), int k)
 {
     memset(report, 0, sizeof *report);
     report->found = -999;
-    pid_t pid = fork();
-    if (pid < 0)
-        bail("fork");
-    if (pid == 0) {
-        paged_client *c = connect_client("shutdown-child");
-        paged_pool *p = NULL;
-        int rc = c != NULL ? paged_pool_attach(c, cur->name, &p) : PAGED_E_NOTCONN;
-        if (rc == PAGED_OK)
-            fn(p, k);
-        else
-            report->status = rc;
-        paged_client_close(c);
-        _exit(0);
-    }
-    waitpid(pid, NULL, 0);
+    kp_in_child(daemon_.socket, "shutdown-child", cur->name, fn, k, &report->status);
 }
 
 /* A holder child's work: publishes prompt *(int *) ctx in p and takes its blocks again (a

@@ -56,7 +56,6 @@ static struct race *race;
 static char file_dir[512];
 static struct kp_prompt *prompts;   /* shared with children (MAP_SHARED) */
 static struct report *report;
-static paged_client *child_client;   /* in a child of in_child: its own client */
 
 /* Connects a libpaged client; returns it or NULL. */
 static paged_client *connect_client(const char *name)
@@ -82,7 +81,7 @@ static void child_check(paged_pool *p, int k)
     report->same_bytes = f.same_bytes;
     report->same_decode = f.same_decode;
     report->status = f.status;
-    if (paged_prefix_stats(child_client, &report->mine) != PAGED_OK)
+    if (paged_prefix_stats(kp_child_client, &report->mine) != PAGED_OK)
         report->status = PAGED_E_PROTO;
 }
 
@@ -103,24 +102,7 @@ static int in_child(void (*fn)(paged_pool *, int), int k)
 {
     memset(report, 0, sizeof *report);
     report->found = -999;
-    pid_t pid = fork();
-    if (pid < 0)
-        bail("fork");
-    if (pid == 0) {
-        paged_client *c = connect_client("tiers-child");
-        child_client = c;
-        paged_pool *p = NULL;
-        int rc = c != NULL ? paged_pool_attach(c, POOL, &p) : PAGED_E_NOTCONN;
-        if (rc == PAGED_OK)
-            fn(p, k);
-        else
-            report->status = rc;
-        paged_client_close(c);
-        _exit(rc == PAGED_OK ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return kp_in_child(daemon_.socket, "tiers-child", POOL, fn, k, &report->status);
 }
 
 /* rc_pool_item_until's conditions. */
