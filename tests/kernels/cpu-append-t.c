@@ -365,6 +365,21 @@ static void test_segment_errors(void)
     is_int(PAGED_E_INVAL, pk_cpu_append_check(&b), "append cpu check refuses per-segment layers without segments");
 }
 
+/* Runs COPY a as the CPU backend does, its work items in random chunks. Returns the check's
+ * status. */
+static int cpu_copy(tap_rng *rng, const pk_copy_args *a)
+{
+    int err = pk_cpu_copy_check(a);
+    size_t items = pk_cpu_copy_items(a);
+    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
+    size_t chunks = nv_split(rng, items, begin, end);
+    for (size_t i = 0; i < chunks && err == 0; i++)
+        pk_cpu_copy_run(a, begin[i], end[i]);
+    free(begin);
+    free(end);
+    return err;
+}
+
 /* Runs one COPY case through the reference and the CPU backend. */
 static void copy_case(uint64_t seed, int c)
 {
@@ -411,17 +426,10 @@ static void copy_case(uint64_t seed, int c)
        "%s: ref copies every layer's K and V, nothing else", label);
 
     memcpy(cache.base, before, bytes);
-    err = pk_cpu_copy_check(&a);
-    size_t items = pk_cpu_copy_items(&a);
-    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
-    size_t chunks = nv_split(&rng, items, begin, end);
-    for (size_t i = 0; i < chunks && err == 0; i++)
-        pk_cpu_copy_run(&a, begin[i], end[i]);
+    err = cpu_copy(&rng, &a);
     ok(err == 0 && same_pool(want, cache.base, bytes, label),
        "%s: cpu copies every layer's K and V, nothing else", label);
 
-    free(begin);
-    free(end);
     free(before);
     free(want);
     free(src);
@@ -469,16 +477,9 @@ static void copy_across_case(uint64_t seed, int c)
     ok(err == 0 && same_pool(want, to.base, tbytes, label) && memcmp(fbefore, from.base, fbytes) == 0,
        "%s: ref writes the pairs into the other pool, nothing else", label);
     memcpy(to.base, tbefore, tbytes);
-    err = pk_cpu_copy_check(&a);
-    size_t items = pk_cpu_copy_items(&a);
-    size_t *begin = bmalloc((items + 1) * sizeof *begin), *end = bmalloc((items + 1) * sizeof *end);
-    size_t chunks = nv_split(&rng, items, begin, end);
-    for (size_t i = 0; i < chunks && err == 0; i++)
-        pk_cpu_copy_run(&a, begin[i], end[i]);
+    err = cpu_copy(&rng, &a);
     ok(err == 0 && same_pool(want, to.base, tbytes, label) && memcmp(fbefore, from.base, fbytes) == 0,
        "%s: cpu writes the pairs into the other pool, nothing else", label);
-    free(begin);
-    free(end);
     free(fbefore);
     free(tbefore);
     free(want);
