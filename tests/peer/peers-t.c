@@ -143,13 +143,16 @@ static void start_node(struct node *n, int listen, unsigned peer, const char *ke
     start_node2(n, listen, peer, 0, key, knob);
 }
 
-/* Stops n (SIGTERM) and removes its directory. Returns nothing. */
+/* Stops n (SIGTERM), checking that it exits 0 (a sanitizer's report would make it fail), and
+ * removes its directory. Returns nothing. */
 static void stop_node(struct node *n)
 {
     rc_close(&n->ctl);
     paged_client_close(n->c);
-    if (n->d.pid != 0)
-        pagedd_stop(&n->d);
+    if (n->d.pid != 0) {
+        int status = pagedd_stop(&n->d);
+        ok(status == 0, "pagedd on peer port %u exits 0 (status %d)", n->port, status);
+    }
     pagedd_cleanup(&n->d);
 }
 
@@ -366,7 +369,7 @@ static void test_stall(void)
     ok(report->found == 0 && report->lookup_ns < limit, "stall: with A dead, a lookup misses (%llu ms)",
        (unsigned long long) (report->lookup_ns / 1000000u));
     stop_node(&b);
-    pagedd_cleanup(&a.d);
+    stop_node(&a);          /* killed already: this closes its client and control connection */
 }
 
 /* A key file group or others may read: pagedd refuses to start, naming it and why. */
