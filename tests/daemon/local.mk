@@ -20,6 +20,11 @@ tests_daemon_batch_t_SOURCES = tests/daemon/batch-t.c
 tests_daemon_batch_t_LDADD = $(DAEMON_TEST_LIBS)
 tests_daemon_fuse_t_SOURCES = tests/daemon/fuse-t.c
 tests_daemon_fuse_t_LDADD = $(DAEMON_TEST_LIBS)
+# A tensor-parallel pool's groups and publish rule (daemon/shard.c), against a model.
+check_PROGRAMS += tests/daemon/shard-t
+TESTS += tests/daemon/shard-t
+tests_daemon_shard_t_SOURCES = tests/daemon/shard-t.c
+tests_daemon_shard_t_LDADD = $(DAEMON_TEST_LIBS)
 
 # The engine driven through its environment: it links the engine's library and not the
 # front's (daemon/libpageddaemon.la), which proves the engine needs no server.
