@@ -350,7 +350,8 @@ static void step_one(struct pd_peers *ps, struct pd_peer_fetchop *f, uint64_t no
         give_up(ps, f, "its pool is gone");
         return;
     }
-    if (now >= f->deadline_ns) {
+    /* Each request has its own deadline: one about to be asked has none yet. */
+    if (f->state != PD_FETCH_ASK && now >= f->deadline_ns) {
         give_up(ps, f, f->state == PD_FETCH_ASKED ? "no answer within peer-timeout" : "the get timed out");
         return;
     }
