@@ -196,6 +196,7 @@ static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_
         return;
     }
     f->count = r.count;
+    f->replied_ns = pd_peer_now_ns();
     const size_t bytes = (size_t) r.count * p->geom.block_bytes;
     f->sums = pd_malloc((size_t) r.count * sizeof(uint64_t));
     if (f->sums == NULL || local_room(ps, f, bytes) < 0) {
@@ -270,6 +271,7 @@ static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd
         peer_failed(ps, f, "the get failed", 1);
         return;
     }
+    f->got_ns = pd_peer_now_ns();
     const char *why = NULL;
     for (uint32_t i = 0; why == NULL && i < f->count; i++) {
         uint64_t sum;
@@ -288,8 +290,12 @@ static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd
     q->fetches++;
     q->blocks += f->count;
     q->bytes += (uint64_t) f->count * p->geom.block_bytes;
-    q->fetch_ns += pd_peer_now_ns() - f->asked_ns;
-    pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s", q->addr, f->count, f->pool);
+    const uint64_t now = pd_peer_now_ns();
+    q->fetch_ns += now - f->asked_ns;
+    pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s (%llu bytes) in %.2f ms: answer %.2f, get %.2f, "
+           "check and publish %.2f", q->addr, f->count, f->pool, (unsigned long long) f->count * p->geom.block_bytes,
+           (double) (now - f->asked_ns) / 1e6, (double) (f->replied_ns - f->asked_ns) / 1e6,
+           (double) (f->got_ns - f->replied_ns) / 1e6, (double) (now - f->got_ns) / 1e6);
     f->off += f->count;
     if (f->count < f->n || f->off >= f->total) {
         fetch_end(ps, f);

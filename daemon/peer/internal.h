@@ -89,6 +89,7 @@ struct pd_peer_fetchop {
     uint32_t off;                      /* those fetched and published so far */
     uint32_t n;                        /* hashes[off..off + n) asked now, at most PD_PEER_MAX_ASK */
     uint64_t deadline_ns, asked_ns;    /* of the request now out: peer-timeout after asking */
+    uint64_t replied_ns, got_ns;       /* when its REPLY was taken and its get completed */
     uint32_t next_peer;                /* index in peers of the next one to ask */
     struct pd_peer *peer;              /* the one asked now */
     uint64_t req;                      /* its FETCH's */
