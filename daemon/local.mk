@@ -94,6 +94,7 @@ PD_PEER_SOURCES = \
 	daemon/peer/auth.c \
 	daemon/peer/serve.c \
 	daemon/peer/fetch.c \
+	daemon/peer/buffers.c \
 	daemon/peer/lanes.c
 if HAVE_UCX
 daemon_libpageddaemon_la_SOURCES += $(PD_PEER_SOURCES)

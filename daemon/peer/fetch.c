@@ -41,12 +41,7 @@ static void fetch_end(struct pd_peers *ps, struct pd_peer_fetchop *f)
 {
     if (f->rkey != NULL)
         ucp_rkey_destroy(f->rkey);
-    if (f->local_memh != NULL) {
-        ucs_status_t st = ucp_mem_unmap(ps->ctx, f->local_memh);
-        if (st != UCS_OK)
-            pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
-    }
-    free(f->local);
+    pd_peer_buf_put(ps, &f->local, pd_peer_now_ns());
     free(f->reply);
     free(f->sums);
     free(f->hashes);
@@ -85,33 +80,10 @@ static void peer_failed(struct pd_peers *ps, struct pd_peer_fetchop *f, const ch
 /* Makes f's local buffer at least len bytes, mapped. Returns 0 or -1. */
 static int local_room(struct pd_peers *ps, struct pd_peer_fetchop *f, size_t len)
 {
-    if (f->local_len >= len)
+    if (f->local.cap >= len)
         return 0;
-    if (f->local_memh != NULL) {
-        ucs_status_t st = ucp_mem_unmap(ps->ctx, f->local_memh);
-        if (st != UCS_OK)
-            pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
-        f->local_memh = NULL;
-    }
-    free(f->local);
-    f->local_len = 0;
-    f->local = pd_malloc(len);
-    if (f->local == NULL)
-        return -1;
-    ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-        .address = f->local, .length = len,
-    };
-    ucs_status_t st = ucp_mem_map(ps->ctx, &mp, &f->local_memh);
-    if (st != UCS_OK) {
-        pd_log(PD_LOG_WARNING, "peers: ucp_mem_map of %zu bytes: %s", len, ucs_status_string(st));
-        f->local_memh = NULL;
-        free(f->local);
-        f->local = NULL;
-        return -1;
-    }
-    f->local_len = len;
-    return 0;
+    pd_peer_buf_put(ps, &f->local, pd_peer_now_ns());
+    return pd_peer_buf_get(ps, len, &f->local);
 }
 
 /* A get's completion (user_data: the fetch). Returns nothing. */
@@ -212,9 +184,9 @@ static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_
     f->get_status = UCS_INPROGRESS;
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH,
-        .cb.send = got_cb, .user_data = f, .memh = f->local_memh,
+        .cb.send = got_cb, .user_data = f, .memh = f->local.memh,
     };
-    ucs_status_ptr_t q = ucp_get_nbx(f->peer->ep, f->local, bytes, r.addr, f->rkey, &rp);
+    ucs_status_ptr_t q = ucp_get_nbx(f->peer->ep, f->local.buf, bytes, r.addr, f->rkey, &rp);
     if (q == NULL) {
         f->get_status = UCS_OK;
     } else if (UCS_PTR_IS_ERR(q)) {
@@ -245,7 +217,7 @@ static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struc
         why = "no room for the blocks in the pool";
     } else {
         for (uint32_t i = 0; i < count; i++)
-            units[i] = f->local + (size_t) i * p->geom.block_bytes;
+            units[i] = f->local.buf + (size_t) i * p->geom.block_bytes;
         char *cause = NULL;
         int rc = ps->backend->ops->units_copy != NULL
                  ? ps->backend->ops->units_copy(ps->backend, p->mem, &p->cache, 0, count, ids, units, &cause)
@@ -276,7 +248,7 @@ static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd
     for (uint32_t i = 0; why == NULL && i < f->count; i++) {
         uint64_t sum;
         memcpy(&sum, f->sums + (size_t) i * sizeof sum, sizeof sum);
-        if (XXH3_64bits(f->local + (size_t) i * p->geom.block_bytes, p->geom.block_bytes) != sum)
+        if (XXH3_64bits(f->local.buf + (size_t) i * p->geom.block_bytes, p->geom.block_bytes) != sum)
             why = "a block's checksum does not match";
     }
     struct pd_peer_release rel = { .req = f->req };

@@ -17,6 +17,10 @@
 #define PD_PEER_MAX_STAGES 64u         /* staging buffers served and not yet released */
 #define PD_PEER_RETRY_NS 1000000000ull /* a failed outgoing peer is tried again after this */
 #define PD_PEER_MAX_FETCHES 16u       /* LOOKUPs asking the peers at once */
+#define PD_PEER_SPARES 4u              /* mapped buffers kept for the next transfer (buffers.c) */
+#define PD_PEER_SPARE_BYTES (1ull << 30)          /* ... holding this much at most */
+#define PD_PEER_SPARE_IDLE_NS 30000000000ull      /* ... each freed after this long unused */
+#define PD_PEER_BUF_ROUND (2u << 20)   /* buffers are made in multiples of this */
 #define PD_PEER_MAX_CHAIN 65536u       /* blocks one LOOKUP asks the peers for at most */
 #define PD_PEER_FETCH_HOLDER 0x7fffffffu /* the holder of fetched blocks until they are published */
 #define PD_PEER_MSG_MAX (sizeof(struct pd_peer_fetch) + PD_PEER_MAX_ASK * sizeof(paged_hash))
@@ -55,13 +59,20 @@ struct pd_peer_msg {
     unsigned char data[];
 };
 
+/* A host buffer mapped with UCX (buffers.c). */
+struct pd_peer_buf {
+    unsigned char *buf;
+    size_t cap;
+    ucp_mem_h memh;
+    uint64_t idle_since;               /* a spare: when it was given back */
+};
+
 /* A staging buffer served to a peer and not yet released. */
 struct pd_peer_stage {
     uint64_t req;
     ucp_ep_h ep;                       /* the asker's endpoint */
-    unsigned char *buf;
-    size_t len;
-    ucp_mem_h memh;
+    struct pd_peer_buf b;              /* b.buf NULL: the slot is free */
+    size_t len;                        /* of it, the bytes staged */
     uint64_t expires_ns;
 };
 
@@ -100,9 +111,7 @@ struct pd_peer_fetchop {
     ucs_status_t get_status;           /* the get's, UCS_INPROGRESS while it runs */
     void *get_req;
     ucp_rkey_h rkey;
-    unsigned char *local;              /* the units pulled, mapped for the get */
-    size_t local_len;
-    ucp_mem_h local_memh;
+    struct pd_peer_buf local;          /* the units pulled, mapped for the get */
 };
 
 /* What an Active Message handler is registered with. */
@@ -128,6 +137,7 @@ struct pd_peers {
     struct pd_peer_am_arg am_args[PD_PEER_AM_LAST_ + 1];
     struct pd_peer_stage stages[PD_PEER_MAX_STAGES];
     struct pd_peer_fetchop fetches[PD_PEER_MAX_FETCHES];
+    struct pd_peer_buf spares[PD_PEER_SPARES];
     uint64_t next_req;
     pd_peers_done_fn done_fn;          /* told when a fetch is over */
     void *done_ctx;
@@ -160,6 +170,18 @@ int pd_peer_parse_lanes(const char *info, char *out, size_t size);
 int pd_peer_auth_start(struct pd_peers *ps, struct pd_peer *p);
 /* Handles a CHALLENGE or RESPONSE from p. Returns nothing (a failure fails p). */
 void pd_peer_auth_msg(struct pd_peers *ps, struct pd_peer *p, const struct pd_peer_msg *m);
+
+/* buffers.c */
+/* Takes a buffer of at least len bytes, mapped: the smallest spare that fits, or a new one.
+ * Returns 0 with *out, or -1 (logged). */
+int pd_peer_buf_get(struct pd_peers *ps, size_t len, struct pd_peer_buf *out);
+/* Gives b back: kept as a spare while the spares hold little enough, else unmapped and freed;
+ * *b is cleared. now: the time. Returns nothing. */
+void pd_peer_buf_put(struct pd_peers *ps, struct pd_peer_buf *b, uint64_t now);
+/* Frees the spares idle for PD_PEER_SPARE_IDLE_NS at now (all: every one). Returns nothing. */
+void pd_peer_buf_trim(struct pd_peers *ps, uint64_t now, int all);
+/* Returns whether any spare is kept. */
+int pd_peer_buf_spares(const struct pd_peers *ps);
 
 /* fetch.c */
 /* Hands REPLY m (taken from the worker) to the fetch waiting for it. Returns 1 when one took

@@ -389,6 +389,7 @@ static void run_queue(struct pd_peers *ps)
     }
     pd_peer_stages_drop(ps, NULL, 0, now);
     pd_peer_fetch_step(ps);
+    pd_peer_buf_trim(ps, now, 0);
 }
 
 /* Progresses, runs what came and arms the worker's descriptor; returns 1 when armed. */
@@ -416,11 +417,13 @@ int pd_peers_timeout_ms(const struct pd_peers *ps)
     if (fetch_ms >= 0)
         return fetch_ms < 100 ? fetch_ms : 100;
     for (uint32_t i = 0; i < PD_PEER_MAX_STAGES; i++)
-        if (ps->stages[i].buf != NULL)
+        if (ps->stages[i].b.buf != NULL)
             return 100;
     for (uint32_t i = 0; i < ps->npeers; i++)
         if (ps->peers[i]->outgoing && ps->peers[i]->ep == NULL)
             return 100;
+    if (pd_peer_buf_spares(ps))
+        return 1000;              /* spares idle too long are freed */
     return -1;
 }
 
@@ -628,6 +631,7 @@ void pd_peers_close(struct pd_peers *ps)
         free(ps->peers[i]);
     }
     pd_peer_stages_drop(ps, NULL, 1, 0);
+    pd_peer_buf_trim(ps, 0, 1);
     while (ps->head != NULL) {
         struct pd_peer_msg *m = ps->head;
         ps->head = m->next;

@@ -16,15 +16,10 @@
  * start at 1, so none is 0. */
 #define PD_PEER_HOLDER 0u
 
-/* Frees stage s (unmapping it); returns nothing. */
+/* Frees stage s, its buffer kept as a spare where there is room; returns nothing. */
 static void stage_free(struct pd_peers *ps, struct pd_peer_stage *s)
 {
-    if (s->memh != NULL) {
-        ucs_status_t st = ucp_mem_unmap(ps->ctx, s->memh);
-        if (st != UCS_OK)
-            pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
-    }
-    free(s->buf);
+    pd_peer_buf_put(ps, &s->b, pd_peer_now_ns());
     memset(s, 0, sizeof *s);
 }
 
@@ -33,7 +28,7 @@ void pd_peer_stages_drop(struct pd_peers *ps, ucp_ep_h ep, int all, uint64_t now
 {
     for (uint32_t i = 0; i < PD_PEER_MAX_STAGES; i++) {
         struct pd_peer_stage *s = &ps->stages[i];
-        if (s->buf == NULL)
+        if (s->b.buf == NULL)
             continue;
         if (all || (ep != NULL && s->ep == ep) || (now != 0 && now >= s->expires_ns))
             stage_free(ps, s);
@@ -80,7 +75,7 @@ static int matches(const struct pd_pool *q, const struct pd_peer_fetch *f)
 static struct pd_peer_stage *free_stage(struct pd_peers *ps)
 {
     for (uint32_t i = 0; i < PD_PEER_MAX_STAGES; i++)
-        if (ps->stages[i].buf == NULL)
+        if (ps->stages[i].b.buf == NULL)
             return &ps->stages[i];
     return NULL;
 }
@@ -95,7 +90,7 @@ static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, cons
     if (units == NULL)
         return PAGED_E_NOMEM;
     for (uint32_t i = 0; i < n; i++)
-        units[i] = s->buf + (size_t) i * unit;
+        units[i] = s->b.buf + (size_t) i * unit;
     int rc;
     char *cause = NULL;
     if (ps->backend->ops->units_copy != NULL)
@@ -109,24 +104,15 @@ static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, cons
         return rc;
     }
     for (uint32_t i = 0; i < n; i++)
-        sums[i] = XXH3_64bits(s->buf + (size_t) i * unit, unit);
+        sums[i] = XXH3_64bits(s->b.buf + (size_t) i * unit, unit);
     return PAGED_OK;
 }
 
-/* Maps s's buffer and packs its remote key; returns PAGED_OK with *rkey (to release) or an error. */
+/* Packs the remote key of s's (mapped) buffer; returns PAGED_OK with *rkey (to release) or an
+ * error. */
 static int map_stage(struct pd_peers *ps, struct pd_peer_stage *s, void **rkey, size_t *rkey_len)
 {
-    ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-        .address = s->buf, .length = s->len,
-    };
-    ucs_status_t st = ucp_mem_map(ps->ctx, &mp, &s->memh);
-    if (st != UCS_OK) {
-        s->memh = NULL;
-        pd_log(PD_LOG_WARNING, "peers: ucp_mem_map of %zu bytes: %s", s->len, ucs_status_string(st));
-        return PAGED_E_NOMEM;
-    }
-    st = ucp_rkey_pack(ps->ctx, s->memh, rkey, rkey_len);
+    ucs_status_t st = ucp_rkey_pack(ps->ctx, s->b.memh, rkey, rkey_len);
     if (st != UCS_OK) {
         pd_log(PD_LOG_WARNING, "peers: ucp_rkey_pack: %s", ucs_status_string(st));
         return PAGED_E_NOMEM;
@@ -159,7 +145,7 @@ static void reply(struct pd_peers *ps, struct pd_peer *p, struct pd_peer_stage *
         return;
     }
     struct pd_peer_reply r = { .req = s->req, .status = PAGED_OK, .count = count, .unit_bytes = unit,
-                               .addr = (uint64_t) (uintptr_t) s->buf, .rkey_len = (uint32_t) rkey_len };
+                               .addr = (uint64_t) (uintptr_t) s->b.buf, .rkey_len = (uint32_t) rkey_len };
     memcpy(msg, &r, sizeof r);
     memcpy(msg + sizeof r, rkey, rkey_len);
     memcpy(msg + sizeof r + rkey_len, sums, (size_t) count * sizeof *sums);
@@ -211,8 +197,7 @@ void pd_peer_serve_fetch(struct pd_peers *ps, struct pd_peer *p, const struct pd
     }
     const uint64_t unit = q->geom.block_bytes;
     s->len = (size_t) found * unit;
-    s->buf = pd_malloc(s->len);
-    int rc = s->buf != NULL ? stage_blocks(ps, q, found, ids, s, sums) : PAGED_E_NOMEM;
+    int rc = pd_peer_buf_get(ps, s->len, &s->b) == 0 ? stage_blocks(ps, q, found, ids, s, sums) : PAGED_E_NOMEM;
     uint32_t bad = 0;
     pa_free_blocks(q->alloc, PD_PEER_HOLDER, found, ids, &bad);
     if (rc != PAGED_OK) {
@@ -221,7 +206,7 @@ void pd_peer_serve_fetch(struct pd_peers *ps, struct pd_peer *p, const struct pd
         goto out;
     }
     if (ps->corrupt)
-        s->buf[s->len / 2] ^= 0x5a;
+        s->b.buf[s->len / 2] ^= 0x5a;
     s->req = f.req;
     s->ep = p->ep;
     s->expires_ns = pd_peer_now_ns() + (uint64_t) ps->timeout_ms * 4000000u + 1000000000u;
@@ -242,6 +227,6 @@ void pd_peer_serve_release(struct pd_peers *ps, struct pd_peer *p, const struct 
     }
     memcpy(&r, m->data, sizeof r);
     for (uint32_t i = 0; i < PD_PEER_MAX_STAGES; i++)
-        if (ps->stages[i].buf != NULL && ps->stages[i].ep == p->ep && ps->stages[i].req == r.req)
+        if (ps->stages[i].b.buf != NULL && ps->stages[i].ep == p->ep && ps->stages[i].req == r.req)
             stage_free(ps, &ps->stages[i]);
 }

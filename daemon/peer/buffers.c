@@ -1,0 +1,112 @@
+/* buffers.c: the peers' host buffers mapped with UCX, kept for the next transfer instead of freed. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/peer/internal.h"
+#include "daemon/util/heap.h"
+#include "daemon/util/log.h"
+
+/*
+ * A transfer's staging buffer (the server's, which the asker reads, and the asker's, which it
+ * reads into) is hundreds of MiB for a long prefix. Allocated and mapped anew for each
+ * request, it costs a page fault per page and a registration (a pin, over RDMA) before any
+ * byte moves: more than the copy into it. So a buffer let go is kept, mapped, as a spare, and
+ * the next request takes the smallest spare that fits; spares above PD_PEER_SPARE_BYTES in
+ * all, or idle for PD_PEER_SPARE_IDLE_NS, are freed.
+ */
+
+/* Unmaps and frees buf (cap bytes, memh). Returns nothing. */
+static void buf_free(struct pd_peers *ps, unsigned char *buf, ucp_mem_h memh)
+{
+    if (memh != NULL) {
+        ucs_status_t st = ucp_mem_unmap(ps->ctx, memh);
+        if (st != UCS_OK)
+            pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
+    }
+    free(buf);
+}
+
+/* Returns the bytes the spares hold. */
+static size_t spare_bytes(const struct pd_peers *ps)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < PD_PEER_SPARES; i++)
+        n += ps->spares[i].cap;
+    return n;
+}
+
+/* Takes a mapped buffer of at least len bytes; see internal.h. */
+int pd_peer_buf_get(struct pd_peers *ps, size_t len, struct pd_peer_buf *out)
+{
+    struct pd_peer_buf *best = NULL;
+    for (uint32_t i = 0; i < PD_PEER_SPARES; i++) {
+        struct pd_peer_buf *s = &ps->spares[i];
+        if (s->buf != NULL && s->cap >= len && (best == NULL || s->cap < best->cap))
+            best = s;
+    }
+    if (best != NULL) {
+        *out = *best;
+        memset(best, 0, sizeof *best);
+        return 0;
+    }
+    const size_t cap = (len + PD_PEER_BUF_ROUND - 1) / PD_PEER_BUF_ROUND * PD_PEER_BUF_ROUND;
+    memset(out, 0, sizeof *out);
+    out->buf = pd_malloc(cap);
+    if (out->buf == NULL)
+        return -1;
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = out->buf, .length = cap,
+    };
+    ucs_status_t st = ucp_mem_map(ps->ctx, &mp, &out->memh);
+    if (st != UCS_OK) {
+        pd_log(PD_LOG_WARNING, "peers: ucp_mem_map of %zu bytes: %s", cap, ucs_status_string(st));
+        free(out->buf);
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    out->cap = cap;
+    return 0;
+}
+
+/* Gives a buffer back as a spare, or frees it; see internal.h. */
+void pd_peer_buf_put(struct pd_peers *ps, struct pd_peer_buf *b, uint64_t now)
+{
+    if (b->buf == NULL)
+        return;
+    struct pd_peer_buf *slot = NULL;
+    for (uint32_t i = 0; i < PD_PEER_SPARES && slot == NULL; i++)
+        if (ps->spares[i].buf == NULL)
+            slot = &ps->spares[i];
+    if (slot == NULL || spare_bytes(ps) + b->cap > PD_PEER_SPARE_BYTES) {
+        buf_free(ps, b->buf, b->memh);
+    } else {
+        *slot = *b;
+        slot->idle_since = now;
+    }
+    memset(b, 0, sizeof *b);
+}
+
+/* Frees the spares idle too long (all: every one); see internal.h. */
+void pd_peer_buf_trim(struct pd_peers *ps, uint64_t now, int all)
+{
+    for (uint32_t i = 0; i < PD_PEER_SPARES; i++) {
+        struct pd_peer_buf *s = &ps->spares[i];
+        if (s->buf != NULL && (all || now - s->idle_since >= PD_PEER_SPARE_IDLE_NS)) {
+            buf_free(ps, s->buf, s->memh);
+            memset(s, 0, sizeof *s);
+        }
+    }
+}
+
+/* Returns whether a spare waits to be trimmed. */
+int pd_peer_buf_spares(const struct pd_peers *ps)
+{
+    for (uint32_t i = 0; i < PD_PEER_SPARES; i++)
+        if (ps->spares[i].buf != NULL)
+            return 1;
+    return 0;
+}
