@@ -46,7 +46,7 @@ hasnt() {
     tap_result $? "nothing installed as $1"
 }
 
-echo 1..33
+echo 1..35
 step distdir make -C "$top_builddir" distdir distdir="$tmp/src"
 cd "$tmp/src" || exit 1
 # The tree under test's own compiler and search paths (CC, CPPFLAGS, LDFLAGS, LIBS, as given to
@@ -65,6 +65,7 @@ has -x /usr/bin/x-pactl
 has -x /usr/bin/x-paged-demo
 has -x /usr/sbin/x-pagedd
 has -x /usr/libexec/paged/x-paged-bench
+has /usr/libexec/paged/x-peers.py
 hasnt /usr/bin/pactl
 hasnt /usr/sbin/pagedd
 hasnt /usr/bin/x-paged-bench
@@ -98,6 +99,10 @@ tap_result $rc "x-pagedd reads /etc/paged.conf (\"$conf\")"
 help=$(LD_LIBRARY_PATH=$libs "$d/usr/libexec/paged/x-paged-bench" --help 2>&1)
 printf '%s\n' "$help" | grep -q 'else /usr/sbin/x-pagedd)'
 tap_result $? "x-paged-bench starts /usr/sbin/x-pagedd when not run from a build tree"
+out=$(PAGED_BENCH_PYTHON=$tmp/no-such-python LD_LIBRARY_PATH=$libs "$d/usr/libexec/paged/x-paged-bench" \
+    --quick --backend=cpu peers 2>&1)
+printf '%s\n' "$out" | grep -q "^peers: no $tmp/no-such-python to run $d/usr/libexec/paged/x-peers.py: "
+tap_result $? "x-paged-bench peers runs the x-peers.py installed beside it"
 
 # The unit, the sysusers.d and tmpfiles.d entries where systemd looks for them.
 sd() { pkg-config --variable="$1" systemd 2>/dev/null; }

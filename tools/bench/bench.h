@@ -54,7 +54,8 @@ struct bench_opts {
     unsigned tier_suffix;           /* tiers: tokens of each request's own suffix (0: default) */
     unsigned tier_layers;           /* tiers: layers of the pools (0: default) */
     const char *file_tier;          /* tiers: the directory the file tier and the disk test use */
-    int do_kernels, do_service, do_tiers, do_remote;
+    int do_kernels, do_service, do_tiers, do_remote, do_peers;
+    int list_shapes;                /* --list-shapes: print the decode and prefill shapes and exit */
     int remote_no_recompute;        /* remote: time the adopt only */
 };
 
@@ -77,6 +78,15 @@ struct bench_ceilings {
 /* Runs the kernels benchmark on the resolved backend into the report; exits 1 on failure. */
 void bench_kernels(const struct bench_opts *o, const struct bench_ceilings *ceil,
                    struct br_report *r);
+
+/* Times the decode shapes of the kernels benchmark into the report's table "decode", row i
+ * being shape i of bk_shapes(BK_DECODE, ...), and prints it; returns the table. */
+struct br_table *bench_kernels_decode(const struct bench_opts *o, const struct bench_ceilings *ceil,
+                                      struct br_report *r);
+
+/* The same for the prefill shapes, into the table "prefill"; returns the table. */
+struct br_table *bench_kernels_prefill(const struct bench_opts *o, const struct bench_ceilings *ceil,
+                                       struct br_report *r);
 
 /* Runs the service benchmark (starting pagedd) into the report; exits 1 on failure. The
  * in-process comparison runs on whatever backend the daemon reports. */

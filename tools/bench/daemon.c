@@ -88,9 +88,26 @@ static int strip_dir(char *path, const char *name)
     return 1;
 }
 
+/* Says whether self (this program's path) lies in a build tree: tools/paged-bench, or libtool's
+ * tools/.libs/lt-paged-bench. Puts the tree's top directory into top. */
+int bd_build_tree(const char *self, char *top, size_t size)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", self);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        return 0;
+    *slash = '\0';
+    strip_dir(dir, ".libs");
+    if (!strip_dir(dir, "tools"))
+        return 0;
+    snprintf(top, size, "%s", dir);
+    return 1;
+}
+
 /* Returns the pagedd to start: --pagedd, else $PAGED_BENCH_PAGEDD, else the build tree's
- * daemon/pagedd when this program runs from a build tree (tools/paged-bench, or libtool's
- * tools/.libs/lt-paged-bench), else the installed one. buf holds a built path. */
+ * daemon/pagedd when this program runs from a build tree, else the installed one. buf holds
+ * a built path. */
 const char *bd_pagedd_path(const struct bench_opts *o, const char *self, char *buf, size_t size)
 {
     if (o->pagedd != NULL)
@@ -98,17 +115,11 @@ const char *bd_pagedd_path(const struct bench_opts *o, const char *self, char *b
     const char *env = getenv("PAGED_BENCH_PAGEDD");
     if (env != NULL && *env)
         return env;
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", self);
-    char *slash = strrchr(dir, '/');
-    if (slash != NULL) {
-        *slash = '\0';
-        strip_dir(dir, ".libs");
-        if (strip_dir(dir, "tools")) {
-            snprintf(buf, size, "%s/daemon/pagedd", dir);
-            if (access(buf, X_OK) == 0)
-                return buf;
-        }
+    char top[1024];
+    if (bd_build_tree(self, top, sizeof top)) {
+        snprintf(buf, size, "%s/daemon/pagedd", top);
+        if (access(buf, X_OK) == 0)
+            return buf;
     }
     return PAGED_PAGEDD_PATH;
 }

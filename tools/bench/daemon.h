@@ -39,6 +39,11 @@ struct bench_opts;
  * one. buf (size bytes) holds a built path. */
 const char *bd_pagedd_path(const struct bench_opts *o, const char *self, char *buf, size_t size);
 
+/* Says whether self (this program's path) lies in a build tree (tools/paged-bench, or
+ * libtool's tools/.libs/lt-paged-bench); when it does, top (size bytes) gets the tree's top
+ * directory. Returns 1 or 0. */
+int bd_build_tree(const char *self, char *top, size_t size);
+
 /* Returns the --backend the daemon gets for the options: auto stays auto when CUDA is built
  * in, else cpu. */
 const char *bd_backend(const struct bench_opts *o);

@@ -43,8 +43,8 @@ static const char *dtype_name(int32_t dt)
     return dt == PAGED_DTYPE_FP8_E4M3 ? "fp8" : dt == PAGED_DTYPE_F16 ? "f16" : dt == PAGED_DTYPE_F32 ? "f32" : "bf16";
 }
 
-/* Times the decode shapes into a table; adds the fp8 speedup to the summary. Returns nothing. */
-static void decode_table(const struct bench_opts *o, const struct bench_ceilings *c, struct br_report *r)
+/* Times the decode shapes into a table; adds the fp8 speedup to the summary. Returns the table. */
+struct br_table *bench_kernels_decode(const struct bench_opts *o, const struct bench_ceilings *c, struct br_report *r)
 {
     char buf[320];
     title(buf, sizeof buf, "decode: batch x context x q heads/KV heads, block 16", c);
@@ -108,10 +108,11 @@ static void decode_table(const struct bench_opts *o, const struct bench_ceilings
         snprintf(label, sizeof label, "decode %s D%d: fp8 cache speed over bf16", name, (int) fp8->D);
         br_summary(r, "fp8_speedup", label, bf16_us / fp8_us, "x", 2);
     }
+    return t;
 }
 
-/* Times the prefill shapes into a table; returns nothing. */
-static void prefill_table(const struct bench_opts *o, const struct bench_ceilings *c, struct br_report *r)
+/* Times the prefill shapes into a table; returns the table. */
+struct br_table *bench_kernels_prefill(const struct bench_opts *o, const struct bench_ceilings *c, struct br_report *r)
 {
     char buf[320];
     title(buf, sizeof buf, "prefill: sequences x new tokens + cached tokens, 32/8 heads, D 128, causal, block 16", c);
@@ -143,6 +144,7 @@ static void prefill_table(const struct bench_opts *o, const struct bench_ceiling
         br_set_int(t, row, "sets", tm.sets);
     }
     br_print_table(t, stdout);
+    return t;
 }
 
 /* Times the append shapes into a table; returns nothing. */
@@ -181,7 +183,7 @@ static void append_table(const struct bench_opts *o, const struct bench_ceilings
 /* Runs the kernels benchmark. */
 void bench_kernels(const struct bench_opts *o, const struct bench_ceilings *c, struct br_report *r)
 {
-    decode_table(o, c, r);
-    prefill_table(o, c, r);
+    bench_kernels_decode(o, c, r);
+    bench_kernels_prefill(o, c, r);
     append_table(o, c, r);
 }

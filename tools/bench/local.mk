@@ -34,6 +34,8 @@ tools_paged_bench_SOURCES = \
 	tools/bench/tierlist.c \
 	tools/bench/remote.h \
 	tools/bench/remote.c \
+	tools/bench/peers.h \
+	tools/bench/peers.c \
 	tools/pactl_conn.h \
 	tools/pactl_conn.c \
 	tools/pactl_fetch.h \
@@ -44,6 +46,9 @@ tools_paged_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tools_paged_bench_LDADD = lib/libpaged.la daemon/libpagedengine.la kernels/libpagedcpu.la \
 	tools/common/libspawn.la lib/core/libpagedcore.la
 noinst_HEADERS += tools/bench/probe.h
+# paged-bench peers runs this script (FlashInfer beside paged's kernels, outputs compared):
+# installed beside paged-bench, under the name paths.h gives paged-bench (PAGED_BENCH_PEERS_NAME).
+dist_pkglibexec_SCRIPTS = tools/bench/peers.py
 
 if HAVE_CUDA
 # libbenchcuda: paged-bench's own device code (random fill, the read probe, the copy
@@ -75,3 +80,10 @@ TESTS += tests/tools/bench-t.sh
 EXTRA_DIST += tests/tools/bench-t.sh
 tests/tools/bench-t.log: tools/paged-bench$(EXEEXT) daemon/pagedd$(EXEEXT) \
 	tools/bench/bench-json-check$(EXEEXT)
+
+# paged-bench --quick peers on the cpu backend (no FlashInfer): the script's paged-against-
+# reference check on every shape, its failure with a wrong reference, and the absences.
+TESTS += tests/tools/bench-peers-t.sh
+EXTRA_DIST += tests/tools/bench-peers-t.sh
+tests/tools/bench-peers-t.log: tools/paged-bench$(EXEEXT) daemon/pagedd$(EXEEXT) \
+	tools/bench/bench-json-check$(EXEEXT) $(noinst_DATA)

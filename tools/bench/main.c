@@ -14,6 +14,7 @@
 #include "paged.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/cpuwork.h"
+#include "tools/bench/peers.h"
 #include "tools/bench/remote.h"
 #include "paths.h"
 #ifdef HAVE_CUDA
@@ -24,7 +25,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: paged-bench [OPTION]... kernels|service|tiers|remote|all\n"
+            "Usage: paged-bench [OPTION]... kernels|service|tiers|remote|peers|all\n"
+            "  or:  paged-bench [-q] [-b NAME] --list-shapes\n"
             "Benchmark paged's attention kernels and its service against the hardware's limits.\n\n"
             "  -q, --quick            small shapes and few runs: finishes in seconds\n"
             "  -j, --json=FILE        also write every figure to FILE as JSON\n"
@@ -70,13 +72,17 @@ static void usage(FILE *f)
             "      --file-tier=DIR    tiers: the directory on the disk to measure, for the file\n"
             "                         tier and the read test (default: a temporary directory)\n"
             "      --seed=N           seed of every random input (default: from the clock)\n"
+            "      --list-shapes      print the bf16 decode and prefill shapes as JSON (what\n"
+            "                         peers compares) and exit\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n\n"
             "kernels times decode, prefill and append on every shape of the benchmark; service\n"
             "starts its own pagedd and drives it with client processes; tiers measures the host\n"
             "and file tiers (offload, reload, time to first token against recomputing); remote\n"
             "starts two daemons peered over loopback and times adopting a prompt from the\n"
-            "other against recomputing it; all does kernels and service.\n",
+            "other against recomputing it; peers runs FlashInfer on a zero-copy view of a\n"
+            "paged pool beside paged's kernels (tools/bench/peers.py, installed beside\n"
+            "paged-bench), outputs compared; all does kernels and service.\n",
             PAGED_PAGEDD_PATH);
 }
 
@@ -111,7 +117,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
 {
     enum { OPT_PAGEDD = 1000, OPT_CONTEXT, OPT_STEPS, OPT_NOPS, OPT_SEED, OPT_SPIN, OPT_DEPS, OPT_ROUNDS,
            OPT_MEMORY, OPT_SEALED, OPT_WAITS, OPT_TIER_PROMPTS, OPT_TIER_TOKENS, OPT_TIER_SUFFIX,
-           OPT_TIER_LAYERS, OPT_FILE_TIER, OPT_NO_RECOMPUTE };
+           OPT_TIER_LAYERS, OPT_FILE_TIER, OPT_NO_RECOMPUTE, OPT_LIST_SHAPES };
     static const struct option longopts[] = {
         { "quick", no_argument, NULL, 'q' },      { "json", required_argument, NULL, 'j' },
         { "backend", required_argument, NULL, 'b' }, { "pagedd", required_argument, NULL, OPT_PAGEDD },
@@ -128,6 +134,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         { "tier-layers", required_argument, NULL, OPT_TIER_LAYERS },
         { "file-tier", required_argument, NULL, OPT_FILE_TIER },
         { "no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE },
+        { "list-shapes", no_argument, NULL, OPT_LIST_SHAPES },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },    { NULL, 0, NULL, 0 },
     };
@@ -203,6 +210,7 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
             break;
         case OPT_FILE_TIER: o->file_tier = optarg; break;
         case OPT_NO_RECOMPUTE: o->remote_no_recompute = 1; break;
+        case OPT_LIST_SHAPES: o->list_shapes = 1; break;
         case OPT_SEED:
             o->seed = strtoull(optarg, NULL, 0) & ((1ull << 48) - 1);
             seeded = 1;
@@ -212,8 +220,10 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
         default: fprintf(stderr, "Try 'paged-bench --help' for more information.\n"); exit(2);
         }
     }
+    if (o->list_shapes && optind == argc)
+        return;
     if (optind + 1 != argc) {
-        fprintf(stderr, "paged-bench: say what to run: kernels, service, tiers, remote or all\n"
+        fprintf(stderr, "paged-bench: say what to run: kernels, service, tiers, remote, peers or all\n"
                         "Try 'paged-bench --help' for more information.\n");
         exit(2);
     }
@@ -222,8 +232,10 @@ static void parse_args(int argc, char **argv, struct bench_opts *o)
     o->do_service = strcmp(what, "service") == 0 || strcmp(what, "all") == 0;
     o->do_tiers = strcmp(what, "tiers") == 0;
     o->do_remote = strcmp(what, "remote") == 0;
-    if (!o->do_kernels && !o->do_service && !o->do_tiers && !o->do_remote) {
-        fprintf(stderr, "paged-bench: unknown benchmark '%s': kernels, service, tiers, remote or all\n", what);
+    o->do_peers = strcmp(what, "peers") == 0;
+    if (!o->do_kernels && !o->do_service && !o->do_tiers && !o->do_remote && !o->do_peers) {
+        fprintf(stderr, "paged-bench: unknown benchmark '%s': kernels, service, tiers, remote, peers or all\n",
+                what);
         exit(2);
     }
     if (clients != NULL)
@@ -291,6 +303,11 @@ int main(int argc, char **argv)
         return bench_client_main(argc - 1, argv + 1);
     struct bench_opts o;
     parse_args(argc, argv, &o);
+    if (o.list_shapes) {
+        if (bench_peers_list(&o, resolve_backend(&o) == BENCH_CPU, stdout) != 0 || fflush(stdout) != 0)
+            bench_die("--list-shapes: writing the shapes: %s", strerror(errno));
+        return 0;
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     struct br_report r;
@@ -315,9 +332,11 @@ int main(int argc, char **argv)
         bench_tiers(&o, &r);
     if (o.do_remote)
         bench_remote(&o, &r);
+    int status = 0;
+    if (o.do_peers && bench_peers(&o, &ceil, &r) != 0)
+        status = 1;
     br_print_summary(&r, stdout);
 
-    int status = 0;
     if (br_check(&r) < 0)
         status = 1;
     if (o.json_path != NULL && br_write_json(&r, o.json_path) < 0) {
