@@ -20,7 +20,8 @@
 # SKIP_MPS=1 (dep-t and the chained service benchmarks once more under MPS, when
 # nvidia-cuda-mps-control is there), SKIP_BENCH_TIERS=1 (the tiers benchmark, its file tier
 # in a temporary directory under TIERS_DIR, by default the system's one for large files, on
-# local disk rather than tmpfs),
+# local disk rather than tmpfs), SKIP_BENCH_PEERS=1 (paged-bench peers: FlashInfer beside
+# paged's kernels, its wheels installed from DEPS_DIR/wheels where it has them),
 # ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
 # then only the service benchmark with exported and with sealed pools), SKIP_PYTHON=1 (the
 # Python package's steps), WORK (a directory to build in and keep: a later run with the same
@@ -29,7 +30,7 @@
 set -u
 if [ "${ONLY_BENCH_SERVICE:-0}" = 1 ]; then
     SKIP_CHECK=1 SKIP_GPU_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH_KERNELS=1 SKIP_BENCH_DEPS=1 SKIP_MPS=1
-    SKIP_BENCH_TIERS=1
+    SKIP_BENCH_TIERS=1 SKIP_BENCH_PEERS=1
 fi
 tarball=$1
 deps=${2:-}
@@ -251,6 +252,20 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
             tee -a "$summary" <"$logs/bench-service-mps-host-stream.log"
         fi
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+    # FlashInfer beside paged's kernels on the same pages (paged-bench peers): its wheels, where
+    # DEPS_DIR/wheels has them, installed into the build tree first, with no index and no
+    # dependencies (the machine has torch; what else FlashInfer needs travels with it).
+    if [ "${SKIP_BENCH_PEERS:-0}" != 1 ]; then
+        fi_site=
+        if ls "$deps"/wheels/flashinfer*.whl >/dev/null 2>&1; then
+            fi_site=$PWD/flashinfer-site
+            step flashinfer-install python3 -m pip install --no-index --no-deps --target "$fi_site" \
+                "$deps"/wheels/*.whl
+        fi
+        step bench-peers env PYTHONPATH="${fi_site:+$fi_site:}${PYTHONPATH:-}" tools/paged-bench peers \
+            --json "$out/bench-peers.json"
+        tee -a "$summary" <"$logs/bench-peers.log"
     fi
     # The host and file tiers against the copy and disk rates of the same run.
     if [ "${SKIP_BENCH_TIERS:-0}" != 1 ]; then
