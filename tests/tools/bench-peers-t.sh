@@ -18,6 +18,11 @@ done
 [ -n "${PAGED_PYTHON:-}" ] ||
     tap_skip_all "the Python module is not built (configure found no Python 3.11+ with its headers)"
 "$PAGED_PYTHON" -c 'import numpy, torch' >/dev/null 2>&1 || tap_skip_all "$PAGED_PYTHON has no numpy or torch"
+# A module built with --enable-sanitizers loads only behind the ASan runtime, preloaded into
+# python, under which torch's C++ exceptions abort (tests/python/python-t.sh skips those too).
+if ldd "$top_builddir/python/staged/paged/_paged.abi3.so" 2>/dev/null | grep -q libasan; then
+    tap_skip_all "the Python module is built with the sanitizers: torch cannot run behind the ASan runtime"
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-peers-t.XXXXXX") || { echo "Bail out! mktemp failed"; exit 1; }
 trap 'rm -rf "$tmp"' EXIT
 # The script of this source tree (a build tree of another directory has none beside paged-bench).
