@@ -80,8 +80,9 @@ static struct pd_peer_stage *free_stage(struct pd_peers *ps)
     return NULL;
 }
 
-/* Copies the n blocks ids of q into s's buffer as units and sums each into sums. Returns PAGED_OK
- * or an error. */
+/* Copies the n blocks ids of q into s's buffer as units and sums each into sums: on the cpu
+ * backend a few units at a time, each summed while the copy left it in the cache. Returns
+ * PAGED_OK or an error. */
 static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, const int32_t *ids,
                         struct pd_peer_stage *s, uint64_t *sums)
 {
@@ -91,21 +92,25 @@ static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, cons
         return PAGED_E_NOMEM;
     for (uint32_t i = 0; i < n; i++)
         units[i] = s->b.buf + (size_t) i * unit;
-    int rc;
+    /* A device's copies go in one call; host copies in rounds of about 8 MiB. */
+    const int device = ps->backend->ops->units_copy != NULL;
+    const uint32_t round = device ? n : (uint32_t) (unit >= (8u << 20) ? 1 : (8u << 20) / unit);
+    int rc = PAGED_OK;
     char *cause = NULL;
-    if (ps->backend->ops->units_copy != NULL)
-        rc = ps->backend->ops->units_copy(ps->backend, q->mem, &q->cache, 1, n, ids, units, &cause);
-    else
-        rc = pd_tiers_copy_host(&q->cache, 1, n, ids, units);
+    for (uint32_t first = 0; rc == PAGED_OK && first < n; first += round) {
+        const uint32_t k = n - first < round ? n - first : round;
+        rc = device ? ps->backend->ops->units_copy(ps->backend, q->mem, &q->cache, 1, k, ids + first, units + first,
+                                                   &cause)
+                    : pd_tiers_copy_host(&q->cache, 1, k, ids + first, units + first);
+        for (uint32_t i = first; rc == PAGED_OK && i < first + k; i++)
+            sums[i] = XXH3_64bits(units[i], unit);
+    }
     free(units);
     if (rc != PAGED_OK) {
         pd_log(PD_LOG_WARNING, "peers: staging %u blocks of pool %s: %s", n, q->name, cause ? cause : "failed");
         free(cause);
-        return rc;
     }
-    for (uint32_t i = 0; i < n; i++)
-        sums[i] = XXH3_64bits(s->b.buf + (size_t) i * unit, unit);
-    return PAGED_OK;
+    return rc;
 }
 
 /* Packs the remote key of s's (mapped) buffer; returns PAGED_OK with *rkey (to release) or an
