@@ -29,7 +29,7 @@
 #include "kernels/kernels.h"
 #include "lib/core/proto.h"
 
-#define PD_GROUP_HOLDER_BASE 0x80000000u
+#define PD_GROUP_HOLDER_BASE PCORE_GROUP_HOLDER_BASE
 
 /* One group of workers attached to a sharded pool. */
 struct pd_group {

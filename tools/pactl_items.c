@@ -180,7 +180,8 @@ static uint32_t block_holders_shown(const struct pcore_block_item *b)
     return n < 4 ? n : 4;
 }
 
-/* Prints one block as a table row: the first holders' ids, then how many more there are. */
+/* Prints one block as a table row: the first holders' ids (gN for a tensor-parallel pool's
+ * group N), then how many more there are. */
 void items_block_row(const struct pcore_block_item *b, const struct pactl_list *pools)
 {
     char pool[PCORE_NAME_MAX], hash[FMT_BUF], holders[96], scope[24];
@@ -195,9 +196,12 @@ void items_block_row(const struct pcore_block_item *b, const struct pactl_list *
         snprintf(hash, sizeof hash, "%s", b->published == PCORE_BLOCK_WITHHELD ? "withheld" : "-");
     size_t off = 0;
     holders[0] = '\0';
-    for (uint32_t i = 0; i < block_holders_shown(b); i++)
-        off += (size_t) snprintf(holders + off, sizeof holders - off, "%s%u", i ? "," : "",
-                                 (unsigned) b->holders[i]);
+    for (uint32_t i = 0; i < block_holders_shown(b); i++) {
+        const uint32_t h = b->holders[i];
+        const int group = h >= PCORE_GROUP_HOLDER_BASE;
+        off += (size_t) snprintf(holders + off, sizeof holders - off, "%s%s%u", i ? "," : "", group ? "g" : "",
+                                 (unsigned) (group ? h - PCORE_GROUP_HOLDER_BASE : h));
+    }
     if (b->num_holders > 4)
         snprintf(holders + off, sizeof holders - off, " +%u", (unsigned) (b->num_holders - 4));
     else if (b->num_holders == 0)

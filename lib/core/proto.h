@@ -309,6 +309,10 @@ enum pcore_mem_kind {
 /* Most shards a tensor-parallel pool may have. */
 #define PCORE_MAX_SHARDS 16u
 
+/* Holder ids from here on are groups of a tensor-parallel pool's workers, not clients (the
+ * LIST of blocks names both). */
+#define PCORE_GROUP_HOLDER_BASE 0x80000000u
+
 /* Which shard of a tensor-parallel pool an attachment reaches, and the group of workers (of
  * one uid) whose attachments share one holder of blocks: a block one rank allocates is the
  * same block, held alike, on every rank's shard. An empty group is the uid's default one. */

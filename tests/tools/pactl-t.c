@@ -571,7 +571,7 @@ static int pool_columns(const char *out, const char *name, unsigned *heads, char
 static void test_shards(void)
 {
     char line[256] = "";
-    char *const argv[] = { tp_holder, daemon_.socket, "shard-holder", "sharded", "0", "0", "0600", "2", NULL };
+    char *const argv[] = { tp_holder, daemon_.socket, "shard-holder", "sharded", "1", "0", "0600", "2", NULL };
     struct tp_child h = tp_spawn(argv);
     ok(tp_read_line(h.out, line, sizeof line, TP_READY_MS) >= 0 && strncmp(line, "ready ", 6) == 0,
        "pool sharded created with 2 shards: %s", line);
@@ -614,6 +614,12 @@ static void test_shards(void)
     is_int(2, (long long) tj_num(v, "shards"), "info json: shards 2");
     is_int(2, (long long) tj_num(v, "num_kv_heads"), "info json: num_kv_heads is the pool's, over every shard");
     tj_free(v);
+    tp_run_free(&r);
+
+    /* The holder's block is its group's: the default group, the pool's first. */
+    tp_run_pactl(&r, "-s", daemon_.socket, "list", "blocks", "sharded", NULL);
+    ok(r.status == 0 && strstr(r.out, "  g0\n") != NULL, "list blocks text: the block held by the holder's group "
+       "shows the group as its holder, g0");
     tp_run_free(&r);
 
     is_int(0, tp_stop_holder(&h), "the sharded pool's holder exits 0");
