@@ -253,6 +253,13 @@ static void check_server(int full)
             const struct pd_attach *a = &c->att[i];
             FUZZ_CHECK(a->view.user == a->pool && a->view.id == a->pool->id
                        && a->view.alloc == a->pool->alloc, "client %u: stale pool view", c->id);
+            /* A sharded pool's attachment is a rank of a group that counts it; any other's
+             * holder is the client itself, on shard 0. */
+            const struct pd_group *g = a->pool->tp != NULL ? pd_shards_group(a->pool->tp, a->view.holder) : NULL;
+            FUZZ_CHECK(a->pool->tp != NULL ? g != NULL && g->uid == c->uid && (g->ranks >> a->view.shard & 1)
+                                           : a->view.holder == c->id && a->view.shard == 0,
+                       "client %u: attachment to pool %u holder %#x shard %u is in no group of its uid", c->id,
+                       a->pool->id, a->view.holder, a->view.shard);
             for (uint32_t j = 0; j < i; j++)
                 FUZZ_CHECK(c->att[j].pool != a->pool, "client %u attached twice to pool %u",
                            c->id, a->pool->id);
@@ -269,6 +276,14 @@ static void check_server(int full)
         uint32_t n = attachments_to(p);
         FUZZ_CHECK(p->attached == n, "pool %u counts %u attachments, connections have %u", p->id,
                    p->attached, n);
+        /* Every rank a sharded pool's groups count is an attachment, and no group is empty. */
+        uint32_t ranks = 0;
+        for (const struct pd_group *g = p->tp != NULL ? p->tp->groups : NULL; g != NULL; g = g->next) {
+            FUZZ_CHECK(g->ranks != 0, "pool %u keeps an empty group", p->id);
+            ranks += (uint32_t) __builtin_popcount(g->ranks);
+        }
+        FUZZ_CHECK(p->tp == NULL || ranks == n, "pool %u: its groups count %u ranks, %u attachments", p->id, ranks,
+                   n);
         FUZZ_CHECK(!p->destroyed || p->attached != 0, "destroyed pool %u kept with no one "
                    "attached", p->id);
         /* pa_check is linear in the pool: once per input, not per message, keeps the

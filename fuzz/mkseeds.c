@@ -132,6 +132,43 @@ static void attach(struct buf *b, uint32_t seq, const char *name, uint32_t flags
     rec(b, &m, sizeof m);
 }
 
+/* Appends a POOL_CREATE of a tensor-parallel pool name of shards shards (2 layers, heads KV
+ * heads, D 64, block 16, f32, 16 blocks), its creator attached as shard of group; returns
+ * nothing. */
+static void create_sharded(struct buf *b, uint32_t seq, const char *name, uint32_t heads, uint32_t shards,
+                           uint32_t shard, const char *group)
+{
+    struct pcore_msg_pool_create m;
+    memset(&m, 0, sizeof m);
+    m.hdr = (struct pcore_msg_hdr) { PCORE_MSG_POOL_CREATE, seq, 0, sizeof m };
+    snprintf(m.name, sizeof m.name, "%s", name);
+    m.num_layers = 2;
+    m.num_kv_heads = heads;
+    m.head_dim = 64;
+    m.block_size = 16;
+    m.dtype = PAGED_DTYPE_F32;
+    m.num_blocks = 16;
+    m.mode = 0600;
+    m.flags = PCORE_ATTACH_WRITE;
+    m.shards = shards;
+    m.as.shard = shard;
+    snprintf(m.as.group, sizeof m.as.group, "%s", group);
+    rec(b, &m, sizeof m);
+}
+
+/* Appends a POOL_ATTACH of shard of pool name in group; returns nothing. */
+static void attach_shard(struct buf *b, uint32_t seq, const char *name, uint32_t shard, const char *group)
+{
+    struct pcore_msg_pool_attach m;
+    memset(&m, 0, sizeof m);
+    m.hdr = (struct pcore_msg_hdr) { PCORE_MSG_POOL_ATTACH, seq, 0, sizeof m };
+    snprintf(m.name, sizeof m.name, "%s", name);
+    m.flags = PCORE_ATTACH_WRITE;
+    m.as.shard = shard;
+    snprintf(m.as.group, sizeof m.as.group, "%s", group);
+    rec(b, &m, sizeof m);
+}
+
 /* Appends a pool_ref record (DETACH, DESTROY, EVICT); returns nothing. */
 static void pool_ref(struct buf *b, uint32_t type, uint32_t seq, uint32_t id, const char *name)
 {
@@ -344,6 +381,22 @@ static void control_seeds(void)
     create(&b, 7, "huge", 4096, 4096, 256, 32, PAGED_DTYPE_F32, 0, UINT64_MAX, 0, 0);
     create(&b, 8, "mode", 1, 1, 64, 8, PAGED_DTYPE_F16, 4, 0, 01777, 0);
     emit("control", "create-variants", &b);
+
+    /* Tensor-parallel pools: made, attached shard by shard and group by group, refused. */
+    b = cstart(OWNER);
+    hello(&b, PCORE_HELLO_CONTROL, 0, 0, "ranks");
+    create_sharded(&b, 2, "tp", 4, 2, 0, "model");
+    attach_shard(&b, 3, "tp", 1, "model");
+    attach_shard(&b, 4, "tp", 1, "model");
+    attach_shard(&b, 5, "tp", 2, "model");
+    attach_shard(&b, 6, "tp", 0, "");
+    attach_shard(&b, 7, "tp", 1, "bad group!");
+    attach_shard(&b, 8, "base", 1, "");
+    create_sharded(&b, 9, "tp3", 4, 3, 0, "");
+    create_sharded(&b, 10, "tp17", 34, 17, 0, "");
+    create_sharded(&b, 11, "tpbad", 4, 2, 5, "g");
+    pool_ref(&b, PCORE_MSG_POOL_DESTROY, 12, 0, "tp");
+    emit("control", "sharded", &b);
 
     b = cstart(OWNER);
     hello(&b, 0, 4096, 1u << 30, "big");
