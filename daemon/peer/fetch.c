@@ -52,6 +52,23 @@ static void fetch_end(struct pd_peers *ps, struct pd_peer_fetchop *f)
         ps->done_fn(ps->done_ctx, conn_id);
 }
 
+/* Forgets f's request to its peer (its REPLY, sums and remote key) and makes f ask again.
+ * Returns nothing. */
+static void forget_request(struct pd_peer_fetchop *f)
+{
+    free(f->reply);
+    f->reply = NULL;
+    free(f->sums);
+    f->sums = NULL;
+    if (f->rkey != NULL) {
+        ucp_rkey_destroy(f->rkey);
+        f->rkey = NULL;
+    }
+    f->peer = NULL;
+    f->peer_failed = 0;
+    f->state = PD_FETCH_ASK;
+}
+
 /* Records that asking f's peer failed for why, releases what it staged when release, and
  * sends f on to the next peer. Returns nothing. */
 static void peer_failed(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why, int release)
@@ -64,17 +81,7 @@ static void peer_failed(struct pd_peers *ps, struct pd_peer_fetchop *f, const ch
     q->fetches++;
     q->failures++;
     pd_log(PD_LOG_WARNING, "peer %s: fetching %u blocks of pool %s: %s", q->addr, f->n, f->pool, why);
-    free(f->reply);
-    f->reply = NULL;
-    free(f->sums);
-    f->sums = NULL;
-    if (f->rkey != NULL) {
-        ucp_rkey_destroy(f->rkey);
-        f->rkey = NULL;
-    }
-    f->peer = NULL;
-    f->peer_failed = 0;
-    f->state = PD_FETCH_ASK;
+    forget_request(f);
 }
 
 /* Makes f's local buffer at least len bytes, mapped. Returns 0 or -1. */
@@ -162,9 +169,7 @@ static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_
         }
         /* It has none of the chain: not a failure; the next peer may. */
         f->peer->fetches++;
-        free(f->reply);
-        f->reply = NULL;
-        f->state = PD_FETCH_ASK;
+        forget_request(f);
         return;
     }
     f->count = r.count;
@@ -274,15 +279,8 @@ static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd
         return;
     }
     /* It had all it was asked for: ask it for the chain's next part. */
-    free(f->reply);
-    f->reply = NULL;
-    free(f->sums);
-    f->sums = NULL;
-    ucp_rkey_destroy(f->rkey);
-    f->rkey = NULL;
-    f->peer = NULL;
+    forget_request(f);
     f->next_peer--;
-    f->state = PD_FETCH_ASK;
 }
 
 /* Cancels f's running get for why; the fetch goes on once UCX has called back. Returns

@@ -22,7 +22,6 @@
 #include "tools/bench/remote.h"
 #include "tools/bench/tiers.h"
 #include "tools/common/spawn.h"
-#include "tools/pactl_conn.h"
 #include "tools/pactl_fetch.h"
 
 /*
@@ -89,21 +88,14 @@ static unsigned listen_port(const struct bd_daemon *d)
  * it lists none. Dies when the LIST fails. */
 static int peer_item(const char *socket, struct pcore_peer_item *it)
 {
-    struct pactl_conn conn;
     struct pactl_list list;
-    char *cause = NULL;
-    memset(&conn, 0, sizeof conn);
-    if (pactl_conn_open(&conn, socket, &cause) < 0)
-        bench_die("remote: a control connection to %s: %s", socket, cause != NULL ? cause : "?");
-    if (pactl_fetch_list(&conn, PCORE_LIST_PEERS, NULL, &list, &cause) < 0)
-        bench_die("remote: LIST of peers: %s", cause != NULL ? cause : "?");
+    tb_list(socket, PCORE_LIST_PEERS, NULL, &list);
     int rc = -1;
     if (list.count != 0) {
         *it = *(const struct pcore_peer_item *) list.items;
         rc = 0;
     }
     pactl_list_free(&list);
-    pactl_conn_close(&conn);
     return rc;
 }
 

@@ -109,6 +109,11 @@ void tb_release(struct tb_client *cl, struct tb_pool *tp, uint32_t n);
  * failure. */
 void tb_pool_item(const char *socket, const char *name, struct pcore_pool_item *it);
 
+/* Fetches LIST what (name: the pool filter, or NULL) from the daemon at socket into *list (free
+ * it with pactl_list_free). Dies on failure. */
+struct pactl_list;
+void tb_list(const char *socket, uint32_t what, const char *name, struct pactl_list *list);
+
 /* ---- tierlimits.c */
 
 /* The physical limits: host-to-device and device-to-host copy rates (cuda: pinned host
