@@ -65,14 +65,19 @@ static int same_blocks(const pk_cache *x, const int32_t *a, const pk_cache *y, c
 
 /* Decodes every layer of one sequence of T tokens over ids in p with q, into out [L][QH][D].
  * Returns PAGED_OK or the first error. */
-static int decode_all(paged_pool *p, const int32_t *ids, const float *q, float *out)
+static int decode_all(paged_pool *p, int cuda, const int32_t *ids, const float *q, float *out)
 {
     const int32_t len = (int32_t) T;
+    const size_t bytes = (size_t) QH * PD * sizeof *q;
     for (uint32_t l = 0; l < PL; l++) {
-        const paged_attn_args a = { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32,
-                                    .q = q + (size_t) l * QH * PD, .out = out + (size_t) l * QH * PD,
-                                    .block_tables = ids, .bt_stride = NB, .seq_lens = &len };
+        const float *ql = q + (size_t) l * QH * PD;
+        float *ol = out + (size_t) l * QH * PD;
+        void *dq = harness_arg_in(cuda, ql, bytes), *dout = harness_arg_in(cuda, cuda ? NULL : ol, bytes);
+        const paged_attn_args a = { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q = dq,
+                                    .out = dout, .block_tables = ids, .bt_stride = NB, .seq_lens = &len };
         int rc = paged_decode(p, (int32_t) l, &a);
+        harness_arg_out(cuda, NULL, dq, bytes, dq != ql);
+        harness_arg_out(cuda, ol, dout, bytes, dout != ol);
         if (rc != PAGED_OK)
             return rc;
     }
@@ -152,12 +157,16 @@ int main(void)
     float *k = bmalloc(kv * sizeof *k), *v = bmalloc(kv * sizeof *v);
     harness_fill(&rng, k, kv);
     harness_fill(&rng, v, kv);
-    is_int(PAGED_OK, paged_append(from, PAGED_ALL_LAYERS, T, PAGED_DTYPE_F32, k, v, slots),
-           "the source pool gets a sequence of %u tokens", T);
-
-    /* The copy: bit for bit, the same decode, the source untouched. Pools map as host memory
-     * on the cpu backend only: on cuda the decodes alone tell. */
+    /* Pools map as host memory on the cpu backend only: on cuda the decodes alone tell, and the
+     * tensors go through device memory. */
     const int host = paged_client_backend(c) == PAGED_BACKEND_CPU;
+    void *dk = harness_arg_in(!host, k, kv * sizeof *k), *dv = harness_arg_in(!host, v, kv * sizeof *v);
+    is_int(PAGED_OK, paged_append(from, PAGED_ALL_LAYERS, T, PAGED_DTYPE_F32, dk, dv, slots),
+           "the source pool gets a sequence of %u tokens", T);
+    harness_arg_out(!host, NULL, dk, kv * sizeof *k, dk != k);
+    harness_arg_out(!host, NULL, dv, kv * sizeof *v, dv != v);
+
+    /* The copy: bit for bit, the same decode, the source untouched. */
     pk_cache vf = { 0 }, vt = { 0 };
     if (host) {
         vf = view(from, FROM_N);
@@ -178,7 +187,7 @@ int main(void)
     float *q = bmalloc((size_t) PL * QH * PD * sizeof *q);
     float *o1 = bmalloc((size_t) PL * QH * PD * sizeof *o1), *o2 = bmalloc((size_t) PL * QH * PD * sizeof *o2);
     harness_fill(&rng, q, (size_t) PL * QH * PD);
-    int r1 = decode_all(from, src, q, o1), r2 = decode_all(to, dst, q, o2);
+    int r1 = decode_all(from, !host, src, q, o1), r2 = decode_all(to, !host, dst, q, o2);
     ok(r1 == PAGED_OK && r2 == PAGED_OK && memcmp(o1, o2, (size_t) PL * QH * PD * sizeof *o1) == 0,
        "decoding the copy equals decoding the original, bit for bit");
 

@@ -13,6 +13,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "lib/core/proto.h"
 #include "tests/tap/basic.h"
 
@@ -182,4 +186,39 @@ int harness_wait_unreferenced(const struct pagedd *h, const char *name, struct h
 void harness_fill(struct tap_rng *rng, float *x, size_t n)
 {
     tap_rng_fill_uniform(rng, x, n, -1.0, 1.0);
+}
+
+/* Returns data, or a device copy of it on cuda; see daemon_harness.h. */
+void *harness_arg_in(int cuda, const void *data, size_t bytes)
+{
+    if (!cuda)
+        return (void *) data;
+#ifdef HAVE_CUDA
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes) != cudaSuccess
+        || (data != NULL && cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice) != cudaSuccess))
+        bail("cudaMalloc or cudaMemcpy of %zu bytes", bytes);
+    return d;
+#else
+    (void) bytes;
+    bail("a cuda daemon, and this test built without CUDA");
+#endif
+}
+
+/* Copies arg back to dst and frees a device copy; see daemon_harness.h. */
+void harness_arg_out(int cuda, void *dst, const void *arg, size_t bytes, int owned)
+{
+    if (!cuda) {
+        if (dst != NULL && dst != arg)
+            memcpy(dst, arg, bytes);
+        return;
+    }
+#ifdef HAVE_CUDA
+    if (dst != NULL && cudaMemcpy(dst, arg, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+        bail("cudaMemcpy of %zu bytes", bytes);
+    if (owned && cudaFree((void *) arg) != cudaSuccess)
+        bail("cudaFree");
+#else
+    (void) dst, (void) owned;
+#endif
 }

@@ -3,6 +3,7 @@
 #ifndef PAGED_TESTS_CLIENT_DAEMON_HARNESS_H
 #define PAGED_TESTS_CLIENT_DAEMON_HARNESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,6 +43,18 @@ int harness_pool_counts(const struct pagedd *h, const char *name, struct harness
  * Returns 0 when it got there, -1 otherwise; *out holds the last counts seen.
  */
 int harness_wait_unreferenced(const struct pagedd *h, const char *name, struct harness_counts *out);
+
+/*
+ * Returns a pointer the synchronous calls of a client take for bytes of data (data NULL: an
+ * output): data itself when cuda is 0 (the cpu backend), else a device copy of it (cudaMalloc;
+ * only in a build with CUDA). Bails on failure.
+ */
+void *harness_arg_in(int cuda, const void *data, size_t bytes);
+
+/* Copies bytes at arg (what harness_arg_in gave, or pool memory mapped here) to host memory dst
+ * (NULL: none) and frees arg when it is harness_arg_in's device copy (owned). Bails on failure.
+ * Returns nothing. */
+void harness_arg_out(int cuda, void *dst, const void *arg, size_t bytes, int owned);
 
 /* Fills n floats with uniform random values in [-1, 1) from the test's generator. */
 struct tap_rng;

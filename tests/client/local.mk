@@ -5,11 +5,19 @@
 # tests ask of it.
 check_LTLIBRARIES += tests/client/libharness.la
 tests_client_libharness_la_SOURCES = tests/client/daemon_harness.c tests/client/daemon_harness.h
+# Its arguments in device memory for a cuda daemon (harness_arg_in) through the CUDA runtime.
+tests_client_libharness_la_CPPFLAGS = $(AM_CPPFLAGS)
+if HAVE_CUDA
+tests_client_libharness_la_CPPFLAGS += $(CUDA_CPPFLAGS)
+endif
 
 # The tests link the installed-to-be libpaged (so they see only its exported symbols); the
 # spawner's clock comes from libpagedcore, after it.
 CLIENT_TEST_LIBS = tests/client/libharness.la $(TAP_PAGEDD_LIBS) lib/libpaged.la \
 	lib/core/libpagedcore.la $(TAP_LIBS)
+if HAVE_CUDA
+CLIENT_TEST_LIBS += $(CUDA_LIBS)
+endif
 
 check_PROGRAMS += tests/client/api-t tests/client/seq-t tests/client/workers-t tests/client/baddaemon-t
 TESTS += tests/client/api-t tests/client/seq-t tests/client/workers-t tests/client/baddaemon-t \

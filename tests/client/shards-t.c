@@ -35,6 +35,7 @@
 /* What the parent made before forking: the ranks see it as it was. */
 static int32_t tokens[T], other_tokens[T];
 static float *k_all, *v_all;    /* [L][T][H][D] */
+static int on_cuda;             /* the daemon runs cuda: tensors go through device memory */
 static float *q_all;            /* [L][QH][D] */
 
 /* A rank's answer to one command. */
@@ -87,15 +88,33 @@ static void fill_slots(const int32_t *ids, int32_t *slots)
  * qh0 on (nq of them), into out [L][nq][D]. Returns PAGED_OK or the first error. */
 static int decode_layers(paged_pool *p, const int32_t *ids, int32_t len, uint32_t qh0, uint32_t nq, float *out)
 {
+    const size_t bytes = (size_t) nq * PD * sizeof *out;
     for (uint32_t l = 0; l < PL; l++) {
-        const paged_attn_args a = { .num_seqs = 1, .num_q_heads = nq, .dtype = PAGED_DTYPE_F32,
-                                    .q = q_all + ((size_t) l * QH + qh0) * PD, .out = out + (size_t) l * nq * PD,
-                                    .block_tables = ids, .bt_stride = NB, .seq_lens = &len };
+        const float *ql = q_all + ((size_t) l * QH + qh0) * PD;
+        float *ol = out + (size_t) l * nq * PD;
+        void *dq = harness_arg_in(on_cuda, ql, bytes), *dout = harness_arg_in(on_cuda, on_cuda ? NULL : ol, bytes);
+        const paged_attn_args a = { .num_seqs = 1, .num_q_heads = nq, .dtype = PAGED_DTYPE_F32, .q = dq,
+                                    .out = dout, .block_tables = ids, .bt_stride = NB, .seq_lens = &len };
         int rc = paged_decode(p, (int32_t) l, &a);
+        harness_arg_out(on_cuda, NULL, dq, bytes, dq != ql);
+        harness_arg_out(on_cuda, ol, dout, bytes, dout != ol);
         if (rc != PAGED_OK)
             return rc;
     }
     return PAGED_OK;
+}
+
+/* Appends n tokens of layer l (heads KV heads each) into slots, the keys and values through
+ * device memory on cuda. Returns paged_append's result. */
+static int append_layer(paged_pool *p, uint32_t l, uint32_t n, uint32_t heads, const float *k, const float *v,
+                        const int32_t *slots)
+{
+    const size_t bytes = (size_t) n * heads * PD * sizeof *k;
+    void *dk = harness_arg_in(on_cuda, k, bytes), *dv = harness_arg_in(on_cuda, v, bytes);
+    int rc = paged_append(p, (int32_t) l, n, PAGED_DTYPE_F32, dk, dv, slots);
+    harness_arg_out(on_cuda, NULL, dk, bytes, dk != k);
+    harness_arg_out(on_cuda, NULL, dv, bytes, dv != v);
+    return rc;
 }
 
 /* Appends rank r's heads of every layer into ids and, where the pool is host memory (host),
@@ -113,7 +132,7 @@ static int write_shard(paged_pool *p, uint32_t r, const int32_t *ids, int host, 
     for (uint32_t l = 0; l < PL && rc == PAGED_OK; l++) {
         slice_kv(k_all, l, r, k);
         slice_kv(v_all, l, r, v);
-        rc = paged_append(p, (int32_t) l, T, PAGED_DTYPE_F32, k, v, slots);
+        rc = append_layer(p, l, T, SH, k, v, slots);
         for (uint32_t t = 0; host && *mem_ok && rc == PAGED_OK && t < T; t++)
             for (uint32_t h = 0; h < SH; h++) {
                 const int32_t b = ids[t / PB], at = (int32_t) (t % PB);
@@ -232,6 +251,7 @@ int main(void)
     harness_start(&h);
     paged_client *c = harness_client(&h), *c2 = harness_client(&h);
     const int host = paged_client_backend(c) == PAGED_BACKEND_CPU;   /* a pool maps as host memory */
+    on_cuda = !host;
 
     /* The two ranks of group "model", forked before this process moves any tensor: on the
      * cuda backend that sets CUDA up, which a child must not inherit. They wait for commands. */
@@ -269,7 +289,7 @@ int main(void)
         float *v = bmalloc((size_t) T * PH * PD * sizeof *v);
         memcpy(k, k_all + (size_t) l * T * PH * PD, (size_t) T * PH * PD * sizeof *k);
         memcpy(v, v_all + (size_t) l * T * PH * PD, (size_t) T * PH * PD * sizeof *v);
-        rc = paged_append(ref, (int32_t) l, T, PAGED_DTYPE_F32, k, v, slots);
+        rc = append_layer(ref, l, T, PH, k, v, slots);
         free(k);
         free(v);
         if (rc != PAGED_OK)
@@ -359,7 +379,7 @@ int main(void)
        "(largest difference %g)", e);
     float zeros[SH * PD] = { 0 };
     int32_t slot = cmd.ids[2] * (int32_t) PB + (int32_t) (T % PB);
-    is_int(PAGED_E_NOTHELD, paged_append(probe, 0, 1, PAGED_DTYPE_F32, zeros, zeros, &slot),
+    is_int(PAGED_E_NOTHELD, append_layer(probe, 0, 1, SH, zeros, zeros, &slot),
            "another group cannot write the group's unpublished block: PAGED_E_NOTHELD");
 
     /* The group holds its blocks until its last rank goes. */

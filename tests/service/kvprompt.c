@@ -10,10 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
+#include "tests/client/daemon_harness.h"
 #include "tests/tap/basic.h"
 
 int kp_on_cuda;
@@ -33,41 +30,16 @@ static uint64_t now_ns(void)
     return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
-/* Returns a pointer the synchronous calls take for bytes of data (NULL: an output): data
- * itself on the cpu backend, a device copy of it on cuda. Bails on failure. */
+/* Returns data, or a device copy of it on cuda (harness_arg_in). */
 static void *arg_in(const void *data, size_t bytes)
 {
-    if (!kp_on_cuda)
-        return (void *) data;
-#ifdef HAVE_CUDA
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes) != cudaSuccess
-        || (data != NULL && cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice) != cudaSuccess))
-        bail("cudaMalloc or cudaMemcpy of %zu bytes", bytes);
-    return d;
-#else
-    (void) bytes;
-    bail("a cuda daemon, and this test built without CUDA");
-#endif
+    return harness_arg_in(kp_on_cuda, data, bytes);
 }
 
-/* Copies bytes at arg (what arg_in gave, or pool memory mapped here) to host memory dst (NULL:
- * none) and frees arg when it was arg_in's copy (owned). Returns nothing. */
+/* Copies arg to dst and frees arg when owned, on cuda (harness_arg_out). Returns nothing. */
 static void arg_out(void *dst, const void *arg, size_t bytes, int owned)
 {
-    if (!kp_on_cuda) {
-        if (dst != NULL && dst != arg)
-            memcpy(dst, arg, bytes);
-        return;
-    }
-#ifdef HAVE_CUDA
-    if (dst != NULL && cudaMemcpy(dst, arg, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-        bail("cudaMemcpy of %zu bytes", bytes);
-    if (owned)
-        cudaFree((void *) arg);
-#else
-    (void) dst, (void) owned;
-#endif
+    harness_arg_out(kp_on_cuda, dst, arg, bytes, owned);
 }
 
 /* Copies a block of a mapped pool into a unit; see kvprompt.h. */

@@ -95,12 +95,12 @@ tests_service_allocfail_t_LDADD = $(SVC_CLIENT_LIBS)
 tests_service_allocfail_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_allocfail_t_DEPENDENCIES = daemon/pagedd
 tests_service_tiers_t_SOURCES = tests/service/tiers-t.c tests/service/kvprompt.h tests/service/kvprompt.c
-tests_service_tiers_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_tiers_t_LDADD = tests/client/libharness.la $(SVC_CLIENT_LIBS)
 tests_service_tiers_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_tiers_t_DEPENDENCIES = daemon/pagedd
 tests_service_tiers_shutdown_t_SOURCES = tests/service/tiers-shutdown-t.c tests/service/kvprompt.h \
 	tests/service/kvprompt.c
-tests_service_tiers_shutdown_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_service_tiers_shutdown_t_LDADD = tests/client/libharness.la $(SVC_CLIENT_LIBS)
 tests_service_tiers_shutdown_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_service_tiers_shutdown_t_DEPENDENCIES = daemon/pagedd
 tests_service_prefixctl_t_SOURCES = tests/service/prefixctl-t.c
