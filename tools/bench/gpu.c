@@ -17,7 +17,10 @@
 #include "paged.h"
 #include "tools/bench/probe.h"
 
-static cudaStream_t stream;
+/* One stream per device, created on first use there: a benchmark whose daemons serve two
+ * devices (paged-bench remote) fills each client's arena on that arena's device. */
+#define BG_MAX_DEVICES 64
+static cudaStream_t streams[BG_MAX_DEVICES];
 static int opened;
 
 /* Returns the number of devices, 0 on any error (no driver, no device). */
@@ -53,21 +56,26 @@ void bg_check_kernel(int rc, const char *what)
     bg_check((int) cudaGetLastError(), "%s: launch", what);
 }
 
-/* Selects device 0 and creates the stream once. */
+/* Selects device 0, once. */
 void bg_open(void)
 {
     if (opened)
         return;
     bg_check((int) cudaSetDevice(0), "cudaSetDevice(0)");
-    bg_check((int) cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     opened = 1;
 }
 
-/* Returns the stream. */
+/* Returns the current device's stream, creating it on first use. */
 void *bg_stream(void)
 {
     bg_open();
-    return stream;
+    int dev = 0;
+    bg_check((int) cudaGetDevice(&dev), "cudaGetDevice");
+    if (dev < 0 || dev >= BG_MAX_DEVICES)
+        bench_die("device %d: this benchmark keeps streams for devices 0 to %d", dev, BG_MAX_DEVICES - 1);
+    if (streams[dev] == NULL)
+        bg_check((int) cudaStreamCreateWithFlags(&streams[dev], cudaStreamNonBlocking), "cudaStreamCreate");
+    return streams[dev];
 }
 
 /* Allocates device memory or dies. */
@@ -116,10 +124,10 @@ void bg_fill(void *p, size_t n, int32_t dtype, float amp, float scale, uint64_t 
         bg_check(bp_fill(p, n, dtype, amp, scale, seed, bg_stream()), "random fill of %zu elements", n);
 }
 
-/* Waits for the stream or dies. */
+/* Waits for the current device's stream or dies. */
 void bg_sync(const char *what)
 {
-    bg_check((int) cudaStreamSynchronize(stream), "%s", what);
+    bg_check((int) cudaStreamSynchronize((cudaStream_t) bg_stream()), "%s", what);
 }
 
 /* Enqueues the timed runs behind a spin of spin_ns and returns whether the spin was still
@@ -127,6 +135,7 @@ void bg_sync(const char *what)
 static int timed_pass(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us,
                       cudaEvent_t *ev, uint64_t spin_ns)
 {
+    cudaStream_t stream = (cudaStream_t) bg_stream();
     bg_check(bp_spin(spin_ns, stream), "launching the spin kernel");
     bg_check((int) cudaEventRecord(ev[0], stream), "cudaEventRecord");
     for (int r = 0; r < runs; r++) {

@@ -19,6 +19,9 @@
 
 #include "lib/core/clock.h"
 #include "tools/bench/daemon.h"
+#ifdef HAVE_CUDA
+#include "tools/bench/gpu.h"
+#endif
 #include "tools/bench/remote.h"
 #include "tools/bench/tiers.h"
 #include "tools/common/spawn.h"
@@ -255,7 +258,7 @@ static double ratio(double x, double y)
 
 /* Measures and adds the remote tables. Returns nothing. */
 static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, struct tb_client *ca,
-                          struct tb_client *cb, const char *socket_b, struct br_report *r)
+                          struct tb_client *cb, const char *socket_b, int two_devices, struct br_report *r)
 {
     struct tb_pool pa, pb;
     const uint32_t blocks = g->prompt_blocks + g->suffix_blocks;
@@ -275,6 +278,7 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
         bench_die("remote: daemon B lists no peer");
     const size_t stream = bytes < (1ull << 30) ? (size_t) bytes : (size_t) 1 << 30;
     const double tcp = loopback_gbps(stream, reps);
+    const double p2p = two_devices ? tb_p2p_gbps(stream) : 0.0;
 
     char title[700];
     snprintf(title, sizeof title,
@@ -282,11 +286,14 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
              "daemon A, adopted by daemon B over UCX (transports: %.96s%s): a LOOKUP that B's pool misses fetches "
              "it from A in requests of up to 256 blocks, checks and publishes it; then the request's %u-token "
              "suffix (APPEND + PREFILL per layer). recompute: per layer APPEND + causal PREFILL of all %u tokens "
-             "on B (paged's share only). limit: a TCP stream over loopback between two processes, this run. "
+             "on B (paged's share only). limit: a TCP stream over loopback between two processes, this run%s. "
              "Mean of %d after one untimed",
              g->tokens, g->layers, TB_HQ, TB_HKV, TB_D, g->prompt_blocks, (unsigned long long) bytes,
              peer.transports[0] != '\0' ? peer.transports : "?", peer.tcp_only ? ", TCP only" : "", g->suffix,
-             g->tokens + g->suffix, reps);
+             g->tokens + g->suffix,
+             two_devices ? "; daemon A on device 0, B on device 1; P2P: a copy from device 0 to device 1 (peer "
+                           "access, cudaMemcpyAsync), this run" : "",
+             reps);
     struct br_table *tab = br_table(r, "remote", title);
     br_col(tab, "path", "path", 0, 0);
     br_col(tab, "bytes", "bytes", 0, 0);
@@ -295,6 +302,8 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     br_col(tab, "gbps", "GB/s", 2, 1);
     br_col(tab, "limit_gbps", "limit GB/s", 2, 1);
     br_col(tab, "pct", "% of limit", 1, 1);
+    br_col(tab, "p2p_gbps", "P2P GB/s", 2, 1);
+    br_col(tab, "pct_p2p", "% of P2P", 1, 1);
     br_col(tab, "speedup", "x recompute", 2, 1);
     const double gbps = (double) bytes / adopt.best_lookup_ns;
     int row = br_row(tab);
@@ -305,12 +314,17 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     br_set_num(tab, row, "gbps", gbps);
     br_set_num(tab, row, "limit_gbps", tcp);
     br_set_num(tab, row, "pct", 100.0 * ratio(gbps, tcp));
+    br_set_num(tab, row, "p2p_gbps", p2p > 0 ? p2p : NAN);
+    br_set_num(tab, row, "pct_p2p", p2p > 0 ? 100.0 * gbps / p2p : NAN);
     br_set_num(tab, row, "speedup", ratio(rec.mean_ns, adopt.mean_ns));
     row = br_row(tab);
     br_set_str(tab, row, "path", "recompute");
     br_set_num(tab, row, "mean_ms", rec.mean_ns / 1e6);
     br_print_table(tab, stdout);
     br_summary(r, "remote_adopt_gbps", "remote: adopt rate (best LOOKUP)", gbps, "GB/s", 2);
+    if (p2p > 0)
+        br_summary(r, "remote_adopt_pct_p2p", "remote: adopt rate over the peer copy between the devices",
+                   100.0 * gbps / p2p, "%", 1);
     br_summary(r, "remote_adopt_speedup", "remote: recompute time over adopt time", ratio(rec.mean_ns, adopt.mean_ns),
                "x", 2);
     tb_pool_destroy(cb, &pb);
@@ -358,7 +372,12 @@ void bench_remote(const struct bench_opts *o, struct br_report *r)
     bd_start_args(&a, pagedd, bd_backend(o), o->threads, o->waits, extra_a);
     char peers_arg[64];
     snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u", listen_port(&a));
-    const char *extra_b[] = { peers_arg, key_arg, "--peer-timeout=60000", NULL };
+    /* Where the daemons run on GPUs and there are two, B serves the second (one daemon a GPU). */
+    int two_devices = 0;
+#ifdef HAVE_CUDA
+    two_devices = strcmp(bd_backend(o), "cpu") != 0 && bg_device_count() >= 2;
+#endif
+    const char *extra_b[] = { peers_arg, key_arg, "--peer-timeout=60000", two_devices ? "--device=1" : NULL, NULL };
     bd_start_args(&b, pagedd, bd_backend(o), o->threads, o->waits, extra_b);
     struct pcore_peer_item peer;
     await_peer(b.socket, &peer);
@@ -366,7 +385,7 @@ void bench_remote(const struct bench_opts *o, struct br_report *r)
     struct tb_client ca, cb;
     tb_client_open(&ca, a.socket, &g, o->seed);
     tb_client_open(&cb, b.socket, &g, o->seed);
-    remote_tables(o, &g, &ca, &cb, b.socket, r);
+    remote_tables(o, &g, &ca, &cb, b.socket, two_devices, r);
     tb_client_close(&cb);
     tb_client_close(&ca);
     bd_stop(&b);

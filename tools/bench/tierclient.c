@@ -39,6 +39,7 @@ static void fill(struct tb_client *cl, uint64_t off, size_t begin, size_t end, u
 {
 #ifdef HAVE_CUDA
     if (cl->cuda) {
+        bg_check((int) cudaSetDevice(cl->device), "tiers: cudaSetDevice(%d)", cl->device);
         bg_fill(cl->data + off + begin * TB_ELEM, end - begin, PAGED_DTYPE_BF16, 1.0f, 1.0f, seed);
         bg_sync("tiers: filling the device arena");
         return;
@@ -72,6 +73,10 @@ void tb_client_open(struct tb_client *cl, const char *socket, const struct tb_ge
         bench_die("tiers: connecting to %s: %s (%s)", socket, paged_strerror(rc), err);
     if (bench_client_arenas(cl->c, "tiers", &cl->cuda, &cl->host, &cl->data) != PAGED_OK)
         tb_fail(cl, PAGED_E_NOMEM, "mapping the arenas");
+#ifdef HAVE_CUDA
+    if (cl->cuda)
+        bg_check((int) cudaGetDevice(&cl->device), "tiers: cudaGetDevice");
+#endif
     cl->k_off = carve(cl, PAGED_ARENA_DATA, kv);
     cl->v_off = carve(cl, PAGED_ARENA_DATA, kv);
     cl->q_off = carve(cl, PAGED_ARENA_DATA, qo);

@@ -86,6 +86,38 @@ static void gpu_copies(size_t bytes, struct tb_limits *l)
 }
 #endif
 
+/* Measures a peer copy of bytes from device 0 to device 1; see tiers.h. */
+double tb_p2p_gbps(size_t bytes)
+{
+#ifdef HAVE_CUDA
+    if (bg_device_count() < 2)
+        return 0.0;
+    int can = 0;
+    bg_check((int) cudaDeviceCanAccessPeer(&can, 0, 1), "remote: cudaDeviceCanAccessPeer");
+    bg_check((int) cudaSetDevice(1), "remote: cudaSetDevice(1)");
+    void *dst = bg_alloc(bytes, "the peer copy's destination");
+    bg_check((int) cudaSetDevice(0), "remote: cudaSetDevice(0)");
+    void *src = bg_alloc(bytes, "the peer copy's source");
+    if (can) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(1, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled)
+            cudaGetLastError();
+        else
+            bg_check((int) e, "remote: cudaDeviceEnablePeerAccess(1)");
+    }
+    /* cudaMemcpyDefault: the addresses say the devices (unified addressing), a peer copy. */
+    const double best = cuda_copy(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t) bg_stream());
+    bg_free(src);
+    bg_check((int) cudaSetDevice(1), "remote: cudaSetDevice(1)");
+    bg_free(dst);
+    bg_check((int) cudaSetDevice(0), "remote: cudaSetDevice(0)");
+    return best;
+#else
+    (void) bytes;
+    return 0.0;
+#endif
+}
+
 /* Measures the copy limits; see tiers.h. */
 void tb_copy_limits(int cuda, size_t bytes, struct tb_limits *l)
 {

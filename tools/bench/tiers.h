@@ -42,6 +42,7 @@ struct tb_geom {
 struct tb_client {
     paged_client *c;
     int cuda;                   /* the daemon runs the cuda backend: the data arena is device memory */
+    int device;                 /* cuda: the data arena's device, made current before work on it */
     unsigned char *host, *data; /* arena bases (data: a device pointer on cuda) */
     const struct tb_geom *g;
     unsigned rows;              /* tokens + suffix */
@@ -130,6 +131,11 @@ struct tb_limits {
 
 /* Measures the copy rates of bytes (cuda: on the GPU) into l. Dies on failure. */
 void tb_copy_limits(int cuda, size_t bytes, struct tb_limits *l);
+
+/* Returns the rate in GB/s of a copy of bytes from device 0's memory to device 1's (peer
+ * access enabled where the devices allow it: NVLink or PCIe), best of a few, timed by events;
+ * 0 where there are not two devices or no CUDA. Dies on a CUDA error. */
+double tb_p2p_gbps(size_t bytes);
 
 /* Measures the sequential read rate of a file of bytes written in dir into l (the file is
  * removed). Dies on failure. */
