@@ -21,8 +21,9 @@
 # nvidia-cuda-mps-control is there), SKIP_BENCH_TIERS=1 (the tiers benchmark, its file tier
 # in a temporary directory under TIERS_DIR, by default the system's one for large files, on
 # local disk rather than tmpfs), SKIP_BENCH_PEERS=1 (paged-bench peers: FlashInfer beside
-# paged's kernels, its wheels installed from DEPS_DIR/wheels where it has them),
-# ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
+# paged's kernels, its wheels installed from DEPS_DIR/wheels where it has them), SKIP_UCX=1
+# (a second tree with UCX built with CUDA, the wheel libucx-cu13 in DEPS_DIR/ucx: the peers'
+# tests and paged-bench remote, one daemon a GPU), ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
 # then only the service benchmark with exported and with sealed pools), SKIP_PYTHON=1 (the
 # Python package's steps), WORK (a directory to build in and keep: a later run with the same
 # WORK reuses the tree configured and built there, so that a run split into several calls,
@@ -30,7 +31,7 @@
 set -u
 if [ "${ONLY_BENCH_SERVICE:-0}" = 1 ]; then
     SKIP_CHECK=1 SKIP_GPU_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH_KERNELS=1 SKIP_BENCH_DEPS=1 SKIP_MPS=1
-    SKIP_BENCH_TIERS=1 SKIP_BENCH_PEERS=1
+    SKIP_BENCH_TIERS=1 SKIP_BENCH_PEERS=1 SKIP_UCX=1
 fi
 tarball=$1
 deps=${2:-}
@@ -278,6 +279,42 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x tools/paged-bench ]; then
             note "bench-tiers: no temporary directory under ${TIERS_DIR:-/var/tmp}"
         fi
     fi
+fi
+# Peer daemons over a UCX built with CUDA: the PyPI wheel libucx-cu13 in DEPS_DIR/ucx, with
+# libsodium's headers and library in DEPS_DIR/sodium (include/, lib/) where the machine lacks
+# them. A second tree, configured --with-ucx against them: the transports that UCX offers here,
+# the peers' tests (on the cpu backend: they read pools as host memory) and paged-bench remote
+# with its daemons on the GPUs, B on the second device where there are two.
+if [ "${SKIP_UCX:-0}" != 1 ] && ls "$deps"/ucx/libucx*.whl >/dev/null 2>&1; then
+    src=$PWD
+    ucx=$work/ucx
+    if [ ! -d "$ucx/libucx" ]; then
+        python3 -m zipfile -e "$(ls "$deps"/ucx/libucx*.whl | head -n 1)" "$ucx" && chmod +x "$ucx"/libucx/bin/*
+    fi
+    ulib="$ucx/libucx/lib:$(ls -d "$ucx"/libucx*.libs 2>/dev/null | head -n 1):$deps/sodium/lib"
+    uflags="-isystem $ucx/libucx/include -I$deps/sodium/include $cppflags"   # its headers warn with -Wextra
+    ulink="-L$ucx/libucx/lib -L$deps/sodium/lib -Wl,-rpath-link,$ucx/libucx/lib $ldflags"
+    mkdir -p "$work/ucx-build"
+    cd "$work/ucx-build" || exit 1
+    if [ -f config.status ] || step ucx-configure "$src/configure" --with-cuda --with-cuda-arch="$arch" --with-ucx \
+            CPPFLAGS="$uflags" LDFLAGS="$ulink"; then
+        step ucx-info env LD_LIBRARY_PATH="$ulib" "$ucx/libucx/bin/ucx_info" -d
+        grep -E '^# +Transport:' "$logs/ucx-info.log" | sort -u | tr -s ' ' | sed 's|^|ucx transports:|' \
+            | tee -a "$summary"
+        if step ucx-build make -j"$jobs" daemon/pagedd tools/paged-bench tests/peer/peers-t tests/peer/lanes-t; then
+            for t in lanes-t peers-t; do
+                step "ucx-$t" env LD_LIBRARY_PATH="$ulib" top_builddir=. "tests/peer/$t"
+                grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/ucx-$t.log" | sed "s|^|$t (UCX with CUDA): |" \
+                    | tee -a "$summary"
+            done
+            if [ "${SKIP_BENCH:-0}" != 1 ]; then
+                export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-remote.log"
+                step bench-remote env LD_LIBRARY_PATH="$ulib" tools/paged-bench remote --json "$out/bench-remote.json"
+                tee -a "$summary" <"$logs/bench-remote.log"
+            fi
+        fi
+    fi
+    cd "$src" || exit 1
 fi
 tar -czf "$out/logs.tar.gz" -C "$logs" .
 note "logs in $out/logs.tar.gz"

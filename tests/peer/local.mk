@@ -5,7 +5,7 @@
 check_PROGRAMS += tests/peer/peers-t
 TESTS += tests/peer/peers-t
 tests_peer_peers_t_SOURCES = tests/peer/peers-t.c tests/service/kvprompt.h tests/service/kvprompt.c
-tests_peer_peers_t_LDADD = $(SVC_CLIENT_LIBS)
+tests_peer_peers_t_LDADD = tests/client/libharness.la $(SVC_CLIENT_LIBS)
 tests_peer_peers_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_peer_peers_t_DEPENDENCIES = daemon/pagedd
 

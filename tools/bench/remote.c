@@ -280,7 +280,7 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     const double tcp = loopback_gbps(stream, reps);
     const double p2p = two_devices ? tb_p2p_gbps(stream) : 0.0;
 
-    char title[700];
+    char title[1200];
     snprintf(title, sizeof title,
              "remote: a %u-token prompt (%u layers, %d/%d heads, D %d, bf16; %u blocks, %llu bytes) published on "
              "daemon A, adopted by daemon B over UCX (transports: %.96s%s): a LOOKUP that B's pool misses fetches "
@@ -291,8 +291,7 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
              g->tokens, g->layers, TB_HQ, TB_HKV, TB_D, g->prompt_blocks, (unsigned long long) bytes,
              peer.transports[0] != '\0' ? peer.transports : "?", peer.tcp_only ? ", TCP only" : "", g->suffix,
              g->tokens + g->suffix,
-             two_devices ? "; daemon A on device 0, B on device 1; P2P: a copy from device 0 to device 1 (peer "
-                           "access, cudaMemcpyAsync), this run" : "",
+             two_devices ? "; A on device 0, B on device 1; P2P: a copy from device 0 to 1, this run" : "",
              reps);
     struct br_table *tab = br_table(r, "remote", title);
     br_col(tab, "path", "path", 0, 0);

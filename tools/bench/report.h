@@ -53,7 +53,7 @@ struct br_col {
 
 struct br_table {
     char key[BR_KEY];
-    char title[640];
+    char title[1024];
     int ncols;
     struct br_col cols[BR_MAX_COLS];
     int nrows, cap;
