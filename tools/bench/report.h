@@ -20,7 +20,7 @@
 
 #define BR_MAX_ITEMS 24
 #define BR_MAX_TABLES 16
-#define BR_MAX_COLS 16
+#define BR_MAX_COLS 20
 #define BR_KEY 32
 #define BR_TEXT 160
 
