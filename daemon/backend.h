@@ -200,6 +200,17 @@ struct pd_backend_ops {
      * PAGED_OK or a paged_error with *cause. NULL: the tiers save, then load. */
     int (*units_swap)(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, uint32_t n, const int32_t *blocks,
                       unsigned char *const *save, unsigned char *const *load, char **cause);
+    /* Allocates size bytes of device memory for the peers' staging buffers (daemon/peer/).
+     * Returns PAGED_OK or a paged_error with *cause. NULL: pools are host memory (cpu), and
+     * the peers stage in host memory. */
+    int (*dev_alloc)(pd_backend *b, uint64_t size, void **out, char **cause);
+    /* Frees what dev_alloc gave (size: as asked). */
+    void (*dev_free)(pd_backend *b, void *p, uint64_t size);
+    /* Stores pk_unit_sum of each of n units of unit_bytes laid out one after another from
+     * units (dev_alloc's memory) in sums[i], host memory, and returns once done. Returns
+     * PAGED_OK or a paged_error with *cause. NULL with dev_alloc. */
+    int (*units_sums)(pd_backend *b, const void *units, uint32_t n, uint64_t unit_bytes, uint64_t *sums,
+                      char **cause);
     /* Fills *out. */
     void (*info)(pd_backend *b, struct pd_backend_info *out);
     /* Frees the backend (pools and arenas are gone by then). */

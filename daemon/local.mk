@@ -121,6 +121,8 @@ PD_CUDA_BACKEND_SOURCES = \
 	daemon/cuda/stage.c \
 	daemon/cuda/units.h \
 	daemon/cuda/units.c \
+	daemon/cuda/staging.h \
+	daemon/cuda/staging.c \
 	daemon/cuda/backend.c
 if HAVE_CUDA
 daemon_libpagedengine_la_SOURCES += $(PD_CUDA_BACKEND_SOURCES)

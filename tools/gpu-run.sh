@@ -307,6 +307,14 @@ if [ "${SKIP_UCX:-0}" != 1 ] && ls "$deps"/ucx/libucx*.whl >/dev/null 2>&1; then
                 grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/ucx-$t.log" | sed "s|^|$t (UCX with CUDA): |" \
                     | tee -a "$summary"
             done
+            # The daemons on the GPUs, one a device: staged in device memory where this UCX moves
+            # GPU memory (its transports name cuda_ipc), then in host memory.
+            peerdev=0
+            grep -q 'Transport: cuda_ipc' "$logs/ucx-info.log" && peerdev=1
+            step ucx-cuda-peers-t env LD_LIBRARY_PATH="$ulib" top_builddir=. PAGED_TEST_BACKEND=cuda \
+                PAGED_TEST_PEER_DEVICE=$peerdev tests/peer/peers-t
+            grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)|# cuda' "$logs/ucx-cuda-peers-t.log" \
+                | sed "s|^|peers-t (cuda): |" | cut -c1-400 | tee -a "$summary"
             if [ "${SKIP_BENCH:-0}" != 1 ]; then
                 export PAGED_BENCH_DAEMON_LOG="$logs/bench-pagedd-remote.log"
                 step bench-remote env LD_LIBRARY_PATH="$ulib" tools/paged-bench remote --json "$out/bench-remote.json"

@@ -14,6 +14,7 @@
 
 #include "daemon/cuda/cuda.h"
 #include "daemon/cuda/internal.h"
+#include "daemon/cuda/staging.h"
 #include "daemon/cuda/units.h"
 #include "daemon/engine/merged.h"
 #include "daemon/util/knobs.h"
@@ -498,6 +499,9 @@ static const struct pd_backend_ops cuda_ops = {
     .host_free = pd_cu_host_free,
     .units_copy = pd_cu_units_copy,
     .units_swap = pd_cu_units_swap,
+    .dev_alloc = pd_cu_dev_alloc,
+    .dev_free = pd_cu_dev_free,
+    .units_sums = pd_cu_units_sums,
     .info = cuda_info,
     .destroy = cuda_destroy,
 };

@@ -52,9 +52,11 @@ static cudaError_t copy_block(const pd_pool_mem *mem, const pk_cache *cache, int
     const size_t pitch = piece * (size_t) cache->num_blocks;   /* from one layer's K (or V) to the next */
     const size_t rows = (size_t) cache->num_layers * 2;
     unsigned char *dev = (unsigned char *) mem->mem.dptr + (size_t) block * piece;
+    /* The unit is host memory (a tier, a host staging buffer) or device memory (a peers'
+     * staging buffer in device memory): the address tells which (unified addressing). */
     if (to_unit)
-        return cudaMemcpy2DAsync(unit, piece, dev, pitch, piece, rows, cudaMemcpyDeviceToHost, stream);
-    return cudaMemcpy2DAsync(dev, pitch, unit, piece, piece, rows, cudaMemcpyHostToDevice, stream);
+        return cudaMemcpy2DAsync(unit, piece, dev, pitch, piece, rows, cudaMemcpyDefault, stream);
+    return cudaMemcpy2DAsync(dev, pitch, unit, piece, piece, rows, cudaMemcpyDefault, stream);
 }
 
 /* Waits for the batches queued before the copies (settle watches their waits and retires
@@ -74,8 +76,8 @@ static int wait_copies(pd_backend *b, int both, char **cause)
     return PAGED_OK;
 }
 
-/* Makes the tiers' stream and events at first use; returns the runtime's error. */
-static cudaError_t units_ready(struct pd_cu_units *u)
+/* Makes the tiers' stream and events at first use; see units.h. */
+cudaError_t pd_cu_units_stream(struct pd_cu_units *u)
 {
     cudaError_t e = cudaSuccess;
     if (u->save_stream == NULL)
@@ -110,7 +112,7 @@ int pd_cu_units_swap(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, uin
     if (!cb->healthy)
         return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
     struct pd_cu_units *u = &cb->units;
-    cudaError_t e = units_ready(u);
+    cudaError_t e = pd_cu_units_stream(u);
     /* The saves start after everything queued before them, as the loads do on the stream. */
     if (e == cudaSuccess)
         e = cudaEventRecord(u->queued, cb->stream);

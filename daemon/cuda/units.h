@@ -17,6 +17,10 @@ struct pd_cu_units {
     cudaEvent_t queued;           /* everything queued on the backend's stream before the swap */
 };
 
+/* Makes the tiers' stream and events at first use (the peers' unit sums run on that stream
+ * too). Returns the runtime's error. */
+cudaError_t pd_cu_units_stream(struct pd_cu_units *u);
+
 /* Frees the tiers' stream and events (at the backend's end). */
 void pd_cu_units_free(struct pd_cu_units *u);
 
@@ -24,7 +28,8 @@ void pd_cu_units_free(struct pd_cu_units *u);
 int pd_cu_host_alloc(pd_backend *b, uint64_t size, void **out, char **cause);
 /* backend.h's host_free. */
 void pd_cu_host_free(pd_backend *b, void *p, uint64_t size);
-/* backend.h's units_copy: one strided copy per block on the backend's stream (every layer's
+/* backend.h's units_copy: one strided copy per block on the backend's stream (units of host or
+ * device memory) (every layer's
  * K and V piece of the block is one row of it), then a wait for the batches queued before
  * (pd_cu_settle) and for the stream. */
 int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,

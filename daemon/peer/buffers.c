@@ -1,4 +1,4 @@
-/* buffers.c: the peers' host buffers mapped with UCX, kept for the next transfer instead of freed. */
+/* buffers.c: the peers' staging buffers (host or device memory) mapped with UCX, kept for the next transfer. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -18,15 +18,18 @@
  * all, or idle for PD_PEER_SPARE_IDLE_NS, are freed.
  */
 
-/* Unmaps and frees buf (cap bytes, memh). Returns nothing. */
-static void buf_free(struct pd_peers *ps, unsigned char *buf, ucp_mem_h memh)
+/* Unmaps and frees b's memory. Returns nothing. */
+static void buf_free(struct pd_peers *ps, const struct pd_peer_buf *b)
 {
-    if (memh != NULL) {
-        ucs_status_t st = ucp_mem_unmap(ps->ctx, memh);
+    if (b->memh != NULL) {
+        ucs_status_t st = ucp_mem_unmap(ps->ctx, b->memh);
         if (st != UCS_OK)
             pd_log(PD_LOG_WARNING, "peers: ucp_mem_unmap: %s", ucs_status_string(st));
     }
-    free(buf);
+    if (b->device)
+        ps->backend->ops->dev_free(ps->backend, b->buf, b->cap);
+    else
+        free(b->buf);
 }
 
 /* Returns the bytes the spares hold. */
@@ -39,12 +42,12 @@ static size_t spare_bytes(const struct pd_peers *ps)
 }
 
 /* Takes a mapped buffer of at least len bytes; see internal.h. */
-int pd_peer_buf_get(struct pd_peers *ps, size_t len, struct pd_peer_buf *out)
+int pd_peer_buf_get(struct pd_peers *ps, size_t len, int device, struct pd_peer_buf *out)
 {
     struct pd_peer_buf *best = NULL;
     for (uint32_t i = 0; i < PD_PEER_SPARES; i++) {
         struct pd_peer_buf *s = &ps->spares[i];
-        if (s->buf != NULL && s->cap >= len && (best == NULL || s->cap < best->cap))
+        if (s->buf != NULL && s->device == device && s->cap >= len && (best == NULL || s->cap < best->cap))
             best = s;
     }
     if (best != NULL) {
@@ -54,21 +57,38 @@ int pd_peer_buf_get(struct pd_peers *ps, size_t len, struct pd_peer_buf *out)
     }
     const size_t cap = (len + PD_PEER_BUF_ROUND - 1) / PD_PEER_BUF_ROUND * PD_PEER_BUF_ROUND;
     memset(out, 0, sizeof *out);
-    out->buf = pd_malloc(cap);
-    if (out->buf == NULL)
-        return -1;
+    out->device = device;
     ucp_mem_map_params_t mp = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-        .address = out->buf, .length = cap,
+        .length = cap,
     };
+    if (device) {
+        char *cause = NULL;
+        void *p = NULL;
+        if (ps->backend->ops->dev_alloc(ps->backend, cap, &p, &cause) != PAGED_OK) {
+            pd_log(PD_LOG_WARNING, "peers: %s", cause != NULL ? cause : "no device memory for a staging buffer");
+            free(cause);
+            return -1;
+        }
+        out->buf = p;
+        mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+        mp.memory_type = UCS_MEMORY_TYPE_CUDA;
+    } else {
+        out->buf = pd_malloc(cap);
+        if (out->buf == NULL)
+            return -1;
+    }
+    mp.address = out->buf;
+    out->cap = cap;
     ucs_status_t st = ucp_mem_map(ps->ctx, &mp, &out->memh);
     if (st != UCS_OK) {
-        pd_log(PD_LOG_WARNING, "peers: ucp_mem_map of %zu bytes: %s", cap, ucs_status_string(st));
-        free(out->buf);
+        pd_log(PD_LOG_WARNING, "peers: ucp_mem_map of %zu bytes of %s memory: %s", cap, device ? "device" : "host",
+               ucs_status_string(st));
+        out->memh = NULL;
+        buf_free(ps, out);
         memset(out, 0, sizeof *out);
         return -1;
     }
-    out->cap = cap;
     return 0;
 }
 
@@ -82,7 +102,7 @@ void pd_peer_buf_put(struct pd_peers *ps, struct pd_peer_buf *b, uint64_t now)
         if (ps->spares[i].buf == NULL)
             slot = &ps->spares[i];
     if (slot == NULL || spare_bytes(ps) + b->cap > PD_PEER_SPARE_BYTES) {
-        buf_free(ps, b->buf, b->memh);
+        buf_free(ps, b);
     } else {
         *slot = *b;
         slot->idle_since = now;
@@ -96,7 +116,7 @@ void pd_peer_buf_trim(struct pd_peers *ps, uint64_t now, int all)
     for (uint32_t i = 0; i < PD_PEER_SPARES; i++) {
         struct pd_peer_buf *s = &ps->spares[i];
         if (s->buf != NULL && (all || now - s->idle_since >= PD_PEER_SPARE_IDLE_NS)) {
-            buf_free(ps, s->buf, s->memh);
+            buf_free(ps, s);
             memset(s, 0, sizeof *s);
         }
     }

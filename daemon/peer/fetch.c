@@ -66,6 +66,7 @@ static void forget_request(struct pd_peer_fetchop *f)
     }
     f->peer = NULL;
     f->peer_failed = 0;
+    f->device = 0;
     f->state = PD_FETCH_ASK;
 }
 
@@ -84,13 +85,14 @@ static void peer_failed(struct pd_peers *ps, struct pd_peer_fetchop *f, const ch
     forget_request(f);
 }
 
-/* Makes f's local buffer at least len bytes, mapped. Returns 0 or -1. */
-static int local_room(struct pd_peers *ps, struct pd_peer_fetchop *f, size_t len)
+/* Makes f's local buffer at least len bytes of the kind (device: device memory), mapped.
+ * Returns 0 or -1. */
+static int local_room(struct pd_peers *ps, struct pd_peer_fetchop *f, size_t len, int device)
 {
-    if (f->local.cap >= len)
+    if (f->local.cap >= len && f->local.device == device)
         return 0;
     pd_peer_buf_put(ps, &f->local, pd_peer_now_ns());
-    return pd_peer_buf_get(ps, len, &f->local);
+    return pd_peer_buf_get(ps, len, device, &f->local);
 }
 
 /* A get's completion (user_data: the fetch). Returns nothing. */
@@ -126,6 +128,7 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
         m->dtype = p->geom.dtype;
         m->unit_bytes = p->geom.block_bytes;
         m->n = f->n;
+        m->flags = ps->device_staging ? PD_PEER_FETCH_DEVICE : 0;
         memcpy(m->hashes, f->hashes + f->off, (size_t) f->n * sizeof(paged_hash));
         int sent = pd_peer_send(ps, q, PD_PEER_AM_FETCH, m, len);
         free(m);
@@ -160,6 +163,8 @@ static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_
         why = "more blocks than asked";
     else if (r.count != 0 && r.unit_bytes != p->geom.block_bytes)
         why = "units of another size";
+    else if (r.device > 1 || (r.device && !ps->device_staging))
+        why = "units in device memory, not asked for";
     else if (r.rkey_len > PD_PEER_MAX_RKEY || m->len != sizeof r + r.rkey_len + (size_t) r.count * sizeof(uint64_t))
         why = "a reply whose length does not add up";
     if (why != NULL || r.status == PAGED_E_NOENT || r.count == 0) {
@@ -173,10 +178,11 @@ static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_
         return;
     }
     f->count = r.count;
+    f->device = (int) r.device;
     f->replied_ns = pd_peer_now_ns();
     const size_t bytes = (size_t) r.count * p->geom.block_bytes;
     f->sums = pd_malloc((size_t) r.count * sizeof(uint64_t));
-    if (f->sums == NULL || local_room(ps, f, bytes) < 0) {
+    if (f->sums == NULL || local_room(ps, f, bytes, f->device) < 0) {
         peer_failed(ps, f, "no memory for the local staging buffer", 1);
         return;
     }
@@ -240,6 +246,35 @@ static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struc
     return why;
 }
 
+/* Checks each of f's pulled units against the sum its REPLY gave: XXH3-64 over host memory, or
+ * pk_unit_sum on the GPU over device memory. Returns NULL, or what failed. */
+static const char *check_sums(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
+{
+    const uint64_t unit = p->geom.block_bytes;
+    uint64_t *mine = NULL;
+    if (f->device) {
+        mine = pd_malloc((size_t) f->count * sizeof *mine);
+        char *cause = NULL;
+        int rc = mine == NULL ? PAGED_E_NOMEM
+                              : ps->backend->ops->units_sums(ps->backend, f->local.buf, f->count, unit, mine, &cause);
+        free(cause);
+        if (rc != PAGED_OK) {
+            free(mine);
+            return "the blocks could not be summed on the device";
+        }
+    }
+    const char *why = NULL;
+    for (uint32_t i = 0; why == NULL && i < f->count; i++) {
+        uint64_t sum;
+        memcpy(&sum, f->sums + (size_t) i * sizeof sum, sizeof sum);
+        const uint64_t got = f->device ? mine[i] : XXH3_64bits(f->local.buf + (size_t) i * unit, unit);
+        if (got != sum)
+            why = "a block's checksum does not match";
+    }
+    free(mine);
+    return why;
+}
+
 /* Checks f's pulled units and publishes them in p, then ends f. Returns nothing. */
 static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
 {
@@ -249,13 +284,7 @@ static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd
         return;
     }
     f->got_ns = pd_peer_now_ns();
-    const char *why = NULL;
-    for (uint32_t i = 0; why == NULL && i < f->count; i++) {
-        uint64_t sum;
-        memcpy(&sum, f->sums + (size_t) i * sizeof sum, sizeof sum);
-        if (XXH3_64bits(f->local.buf + (size_t) i * p->geom.block_bytes, p->geom.block_bytes) != sum)
-            why = "a block's checksum does not match";
-    }
+    const char *why = check_sums(ps, f, p);
     struct pd_peer_release rel = { .req = f->req };
     pd_peer_send(ps, q, PD_PEER_AM_RELEASE, &rel, sizeof rel);
     if (why == NULL)

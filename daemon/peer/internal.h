@@ -59,10 +59,11 @@ struct pd_peer_msg {
     unsigned char data[];
 };
 
-/* A host buffer mapped with UCX (buffers.c). */
+/* A buffer mapped with UCX (buffers.c): host memory, or device memory of the backend's. */
 struct pd_peer_buf {
     unsigned char *buf;
     size_t cap;
+    int device;                        /* buf is device memory (dev_alloc) */
     ucp_mem_h memh;
     uint64_t idle_since;               /* a spare: when it was given back */
 };
@@ -107,7 +108,8 @@ struct pd_peer_fetchop {
     int peer_failed;                   /* its connection failed meanwhile */
     struct pd_peer_msg *reply;         /* its REPLY, once here */
     uint32_t count;                    /* units the REPLY staged */
-    unsigned char *sums;               /* their XXH3-64 each, copied from the REPLY */
+    unsigned char *sums;               /* their sums each, copied from the REPLY */
+    int device;                        /* the REPLY staged device memory (local is too) */
     ucs_status_t get_status;           /* the get's, UCS_INPROGRESS while it runs */
     void *get_req;
     ucp_rkey_h rkey;
@@ -142,6 +144,7 @@ struct pd_peers {
     pd_peers_done_fn done_fn;          /* told when a fetch is over */
     void *done_ctx;
     int corrupt, stall;                /* PAGEDD_PEER_CORRUPT, PAGEDD_PEER_STALL */
+    int device_staging;                /* transfers may stage in device memory (link.c) */
 };
 
 /* link.c */
@@ -172,9 +175,9 @@ int pd_peer_auth_start(struct pd_peers *ps, struct pd_peer *p);
 void pd_peer_auth_msg(struct pd_peers *ps, struct pd_peer *p, const struct pd_peer_msg *m);
 
 /* buffers.c */
-/* Takes a buffer of at least len bytes, mapped: the smallest spare that fits, or a new one.
- * Returns 0 with *out, or -1 (logged). */
-int pd_peer_buf_get(struct pd_peers *ps, size_t len, struct pd_peer_buf *out);
+/* Takes a buffer of at least len bytes, mapped: the smallest spare of the kind (device: device
+ * memory, else host memory) that fits, or a new one. Returns 0 with *out, or -1 (logged). */
+int pd_peer_buf_get(struct pd_peers *ps, size_t len, int device, struct pd_peer_buf *out);
 /* Gives b back: kept as a spare while the spares hold little enough, else unmapped and freed;
  * *b is cleared. now: the time. Returns nothing. */
 void pd_peer_buf_put(struct pd_peers *ps, struct pd_peer_buf *b, uint64_t now);

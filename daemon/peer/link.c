@@ -573,6 +573,26 @@ static int open_peers(struct pd_peers *ps, const char *list, char **cause)
     return PAGED_OK;
 }
 
+/* Decides where ps stages the blocks it moves (ps->device_staging) and logs it: in device
+ * memory where the backend has it, UCX registers it (its transports for GPU memory are built
+ * in) and PAGEDD_PEER_STAGING does not say host; else in host memory. Returns nothing. */
+static void choose_staging(struct pd_peers *ps, const pd_backend *b)
+{
+    if (b->ops->dev_alloc == NULL || b->ops->units_sums == NULL)
+        return;
+    ucp_context_attr_t attr = { .field_mask = UCP_ATTR_FIELD_MEMORY_TYPES };
+    const int ucx_cuda = ucp_context_query(ps->ctx, &attr) == UCS_OK
+                         && (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    const int forced_host = pd_knob(PD_KNOB_PEER_STAGING) == PD_KNOB_STAGING_HOST;
+    ps->device_staging = ucx_cuda && !forced_host;
+    if (ps->device_staging)
+        pd_log(PD_LOG_INFO, "peers: the %s backend's blocks move in device memory: staged and checked on the GPU, "
+               "read by UCX (cuda_ipc between GPUs of this host, GPUDirect RDMA between hosts)", b->ops->name);
+    else
+        pd_log(PD_LOG_INFO, "peers: the %s backend's blocks move through host staging buffers: %s", b->ops->name,
+               forced_host ? "PAGEDD_PEER_STAGING=host" : "this UCX does not register GPU memory (built without CUDA)");
+}
+
 /* Opens the peer module; returns PAGED_OK and *out, or an error with *cause. */
 int pd_peers_open(const struct pd_config *cfg, pd_backend *b, struct pd_pool *const *pools,
                   struct pd_peers **out, char **cause)
@@ -606,9 +626,7 @@ int pd_peers_open(const struct pd_config *cfg, pd_backend *b, struct pd_pool *co
         pd_peers_close(ps);
         return rc;
     }
-    if (strcmp(b->ops->name, "cpu") != 0)
-        pd_log(PD_LOG_INFO, "peers: the %s backend's blocks move through host staging buffers: GPU memory is "
-               "not registered with UCX", b->ops->name);
+    choose_staging(ps, b);
     if (ps->corrupt)
         pd_log(PD_LOG_WARNING, "peers: the blocks served to peers are corrupted on purpose (PAGEDD_PEER_CORRUPT)");
     if (ps->stall)

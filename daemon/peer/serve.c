@@ -57,6 +57,8 @@ static int check_fetch(const struct pd_peer_fetch *f, size_t len)
 {
     if (f->n == 0 || f->n > PD_PEER_MAX_ASK || len != sizeof *f + (size_t) f->n * sizeof(paged_hash))
         return PAGED_E_INVAL;
+    if ((f->flags & ~PD_PEER_FETCH_DEVICE) != 0)
+        return PAGED_E_INVAL;
     if (memchr(f->pool, '\0', sizeof f->pool) == NULL)
         return PAGED_E_INVAL;
     return PAGED_OK;
@@ -80,9 +82,9 @@ static struct pd_peer_stage *free_stage(struct pd_peers *ps)
     return NULL;
 }
 
-/* Copies the n blocks ids of q into s's buffer as units and sums each into sums: on the cpu
- * backend a few units at a time, each summed while the copy left it in the cache. Returns
- * PAGED_OK or an error. */
+/* Copies the n blocks ids of q into s's buffer as units and sums each into sums: into device
+ * memory, summed there (s->b.device); else on the cpu backend a few units at a time, each
+ * summed while the copy left it in the cache. Returns PAGED_OK or an error. */
 static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, const int32_t *ids,
                         struct pd_peer_stage *s, uint64_t *sums)
 {
@@ -102,9 +104,11 @@ static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, cons
         rc = device ? ps->backend->ops->units_copy(ps->backend, q->mem, &q->cache, 1, k, ids + first, units + first,
                                                    &cause)
                     : pd_tiers_copy_host(&q->cache, 1, k, ids + first, units + first);
-        for (uint32_t i = first; rc == PAGED_OK && i < first + k; i++)
+        for (uint32_t i = first; rc == PAGED_OK && !s->b.device && i < first + k; i++)
             sums[i] = XXH3_64bits(units[i], unit);
     }
+    if (rc == PAGED_OK && s->b.device)
+        rc = ps->backend->ops->units_sums(ps->backend, s->b.buf, n, unit, sums, &cause);
     free(units);
     if (rc != PAGED_OK) {
         pd_log(PD_LOG_WARNING, "peers: staging %u blocks of pool %s: %s", n, q->name, cause ? cause : "failed");
@@ -150,7 +154,8 @@ static void reply(struct pd_peers *ps, struct pd_peer *p, struct pd_peer_stage *
         return;
     }
     struct pd_peer_reply r = { .req = s->req, .status = PAGED_OK, .count = count, .unit_bytes = unit,
-                               .addr = (uint64_t) (uintptr_t) s->b.buf, .rkey_len = (uint32_t) rkey_len };
+                               .addr = (uint64_t) (uintptr_t) s->b.buf, .rkey_len = (uint32_t) rkey_len,
+                               .device = (uint32_t) s->b.device };
     memcpy(msg, &r, sizeof r);
     memcpy(msg + sizeof r, rkey, rkey_len);
     memcpy(msg + sizeof r + rkey_len, sums, (size_t) count * sizeof *sums);
@@ -202,7 +207,11 @@ void pd_peer_serve_fetch(struct pd_peers *ps, struct pd_peer *p, const struct pd
     }
     const uint64_t unit = q->geom.block_bytes;
     s->len = (size_t) found * unit;
-    int rc = pd_peer_buf_get(ps, s->len, &s->b) == 0 ? stage_blocks(ps, q, found, ids, s, sums) : PAGED_E_NOMEM;
+    /* In device memory where the asker takes it and this daemon can (not with the corruption
+     * hook, which flips a byte from the host). */
+    const int device = ps->device_staging && (f.flags & PD_PEER_FETCH_DEVICE) != 0 && !ps->corrupt;
+    int rc = pd_peer_buf_get(ps, s->len, device, &s->b) == 0 ? stage_blocks(ps, q, found, ids, s, sums)
+                                                             : PAGED_E_NOMEM;
     uint32_t bad = 0;
     pa_free_blocks(q->alloc, PD_PEER_HOLDER, found, ids, &bad);
     if (rc != PAGED_OK) {

@@ -10,13 +10,18 @@
  *
  *   both sides  CHALLENGE {magic, version, nonce, id}       as soon as the endpoint exists
  *   both sides  RESPONSE  {magic, mac}                      mac = crypto_auth(their nonce || own id)
- *   asker       FETCH     {req, pool, tenant, geometry, n, hashes[n]}
- *   server      REPLY     {req, status, count, unit_bytes, addr, rkey_len, rkey, sums[count]}
+ *   asker       FETCH     {req, pool, tenant, geometry, n, flags, hashes[n]}
+ *   server      REPLY     {req, status, count, unit_bytes, addr, rkey_len, device, rkey, sums[count]}
  *   asker       RELEASE   {req}                             after its get, or giving up
  *
  * A side is authenticated once the RESPONSE it got verifies against its own nonce and the id
  * the other sent; anything but CHALLENGE and RESPONSE from a side not yet authenticated, and
  * any message whose length or fields do not check, ends the connection.
+ *
+ * Where the asker can take units in device memory (PD_PEER_FETCH_DEVICE: a cuda backend, and
+ * a UCX that moves GPU memory) and the server can stage them there, the server does, says so
+ * in the REPLY's device, and sums each unit with pk_unit_sum (kernels.h) on its GPU; else the
+ * units are host memory summed with XXH3-64. The asker checks with the same function.
  */
 
 #include <stdint.h>
@@ -39,6 +44,7 @@ enum pd_peer_am {
 #define PD_PEER_MAC_BYTES 32u          /* crypto_auth_BYTES */
 #define PD_PEER_MAX_ASK 256u           /* most hashes one FETCH names */
 #define PD_PEER_MAX_RKEY 4096u         /* largest packed remote key taken */
+#define PD_PEER_FETCH_DEVICE 1u        /* FETCH flags: the asker takes units in device memory */
 
 struct pd_peer_challenge {
     uint32_t magic, version;
@@ -58,7 +64,8 @@ struct pd_peer_fetch {
     uint32_t num_layers, num_kv_heads, head_dim, block_size;
     int32_t dtype;
     uint64_t unit_bytes;
-    uint32_t n, reserved;
+    uint32_t n;
+    uint32_t flags;                  /* PD_PEER_FETCH_* */
     paged_hash hashes[];             /* n of them */
 };
 
@@ -68,8 +75,10 @@ struct pd_peer_reply {
     uint32_t count;                  /* units staged, at most the n asked */
     uint64_t unit_bytes;
     uint64_t addr;                   /* the staging buffer, count units in a row */
-    uint32_t rkey_len, reserved;
-    /* then rkey_len bytes of packed remote key, then count uint64_t XXH3-64 sums, unaligned */
+    uint32_t rkey_len;
+    uint32_t device;                 /* 1: the units are device memory, summed with pk_unit_sum */
+    /* then rkey_len bytes of packed remote key, then count uint64_t sums (XXH3-64, or
+     * pk_unit_sum with device), unaligned */
 };
 
 struct pd_peer_release {

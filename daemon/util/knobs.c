@@ -50,6 +50,7 @@ struct knob_row {
 static const char *const flag_words[] = { "0", "1", NULL };
 static const char *const dep_words[] = { "0", "1", "2", NULL };
 static const char *const export_words[] = { "auto", "ipc", NULL };
+static const char *const staging_words[] = { "auto", "host", NULL };
 
 /* Reads decimal digits at *s into *out, leaving *s after them; returns 0, or -1 when there
  * are none or they overflow 64 bits. */
@@ -168,6 +169,12 @@ static const struct knob_row rows[PD_KNOB_COUNT_] = {
         .def = { 0 },
         .doc = "When 1, the engine's activity lines, written when the last decoding client leaves, are "
                "logged at info instead of debug.",
+    },
+    [PD_KNOB_PEER_STAGING] = {
+        .name = "PAGEDD_PEER_STAGING", .kind = PD_KNOB_TUNING, .form = FORM_WORD, .words = staging_words,
+        .def = { PD_KNOB_STAGING_AUTO },
+        .doc = "With host, the blocks moved between peers are staged in host memory even where UCX could "
+               "move the device's memory itself.",
     },
     [PD_KNOB_CPU_DONE_US] = {
         .name = "PAGEDD_CPU_DONE_US", .kind = PD_KNOB_TEST_AID, .form = FORM_NUMBER, .max = 1000000,

@@ -24,6 +24,7 @@ enum pd_knob {
     PD_KNOB_META_INLINE,       /* 0 or 1 */
     PD_KNOB_DEVICE_TIMING,     /* 0 or 1 */
     PD_KNOB_ACTIVITY_LOG,      /* 0 or 1 */
+    PD_KNOB_PEER_STAGING,      /* PD_KNOB_STAGING_AUTO or PD_KNOB_STAGING_HOST */
     /* Test aids: something slower or wrong on purpose. */
     PD_KNOB_CPU_DONE_US,
     PD_KNOB_REFUSE_MERGED,
@@ -46,6 +47,8 @@ enum pd_knob_kind {
 
 /* PAGEDD_CUDA_EXPORT's values: the way the device supports best, or the legacy IPC handles. */
 enum { PD_KNOB_EXPORT_AUTO = 0, PD_KNOB_EXPORT_IPC = 1 };
+/* PD_KNOB_PEER_STAGING's values. */
+enum { PD_KNOB_STAGING_AUTO = 0, PD_KNOB_STAGING_HOST = 1 };
 
 /* The defaults the table holds that the code's comments name. */
 #define PD_GATHER_SHARE 8u     /* PAGEDD_GATHER's SHARE */

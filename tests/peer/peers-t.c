@@ -13,6 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "lib/core/proto.h"
 #include "paged.h"
 #include "tests/service/kvprompt.h"
@@ -99,14 +103,15 @@ static unsigned read_port(const struct node *n)
 
 /*
  * Starts daemon n: listening for peers on a free loopback port when listen, with peer and then
- * peer2 (ports, 0: none) as its peers, the key file key, and env's knobs (NULL-terminated, may be NULL)
- * besides UCX_TLS=tcp; then makes the pool with PAGED_POOL_PEERS and a control connection.
- * Bails when any of it fails. Returns nothing.
+ * peer2 (ports, 0: none) as its peers, the key file key, and the knob setting knob (NAME=VALUE,
+ * may be NULL); on device (a cuda daemon's --device) with every transport UCX has where device
+ * is 0 or more, else with UCX_TLS=tcp; then makes the pool with PAGED_POOL_PEERS and a control
+ * connection. Bails when any of it fails. Returns nothing.
  */
-static void start_node2(struct node *n, int listen, unsigned peer, unsigned peer2, const char *key,
-                        const char *knob)
+static void start_node_on(struct node *n, int listen, unsigned peer, unsigned peer2, const char *key,
+                          const char *knob, int device)
 {
-    char listen_arg[64], peers_arg[96], key_arg[600], timeout_arg[64];
+    char listen_arg[64], peers_arg[96], key_arg[600], timeout_arg[64], device_arg[32];
     snprintf(listen_arg, sizeof listen_arg, "--peer-listen=127.0.0.1:0");
     if (peer2 != 0)
         snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u,127.0.0.1:%u", peer, peer2);
@@ -114,13 +119,17 @@ static void start_node2(struct node *n, int listen, unsigned peer, unsigned peer
         snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u", peer);
     snprintf(key_arg, sizeof key_arg, "--peer-key=%s", key);
     snprintf(timeout_arg, sizeof timeout_arg, "--peer-timeout=%d", TIMEOUT_MS);
-    const char *args[5] = { key_arg, timeout_arg, NULL, NULL, NULL };
+    const char *args[6] = { key_arg, timeout_arg, NULL, NULL, NULL, NULL };
     int i = 2;
     if (listen)
         args[i++] = listen_arg;
     if (peer != 0)
         args[i++] = peers_arg;
-    const char *env[] = { "UCX_TLS=tcp", "UCX_WARN_UNUSED_ENV_VARS=n", knob, NULL };
+    if (device >= 0) {
+        snprintf(device_arg, sizeof device_arg, "--device=%d", device);
+        args[i++] = device_arg;
+    }
+    const char *env[] = { device >= 0 ? "UCX_TLS=all" : "UCX_TLS=tcp", "UCX_WARN_UNUSED_ENV_VARS=n", knob, NULL };
     memset(n, 0, sizeof *n);
     if (pagedd_start(&n->d, args, env, NULL) != 0)
         bail("pagedd did not start with peers");
@@ -135,6 +144,13 @@ static void start_node2(struct node *n, int listen, unsigned peer, unsigned peer
         bail("cannot create the pool: %s", n->c != NULL ? paged_client_error(n->c) : "no connection");
     if (rc_connect(n->d.socket, "ctl", PCORE_HELLO_CONTROL, &n->ctl) != 0)
         bail("control connection");
+}
+
+/* start_node_on on no device, with UCX_TLS=tcp. Returns nothing. */
+static void start_node2(struct node *n, int listen, unsigned peer, unsigned peer2, const char *key,
+                        const char *knob)
+{
+    start_node_on(n, listen, peer, peer2, key, knob, -1);
 }
 
 /* start_node2 with one peer at most. Returns nothing. */
@@ -455,12 +471,99 @@ static void test_long_chain(void)
     stop_node(&b);
 }
 
+/* Returns how many CUDA devices this machine has, asking in a child so that this process never
+ * initializes CUDA (its children could not use it after a fork); 0 without CUDA. */
+static int device_count(void)
+{
+#ifdef HAVE_CUDA
+    int fds[2];
+    if (pipe(fds) != 0)
+        sysbail("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        sysbail("fork");
+    if (pid == 0) {
+        int n = 0;
+        if (cudaGetDeviceCount(&n) != cudaSuccess)
+            n = 0;
+        _exit(write(fds[1], &n, sizeof n) == (ssize_t) sizeof n ? 0 : 1);
+    }
+    close(fds[1]);
+    int n = 0;
+    if (read(fds[0], &n, sizeof n) != (ssize_t) sizeof n)
+        n = 0;
+    close(fds[0]);
+    waitpid(pid, NULL, 0);
+    return n;
+#else
+    return 0;
+#endif
+}
+
+/*
+ * On the GPUs: A (device 0) publishes; B (device 1 where there are two: one daemon a GPU) finds
+ * the whole prompt, bit for bit, with the same decode. Both stage in device memory when their
+ * UCX moves GPU memory, or in host memory where host_staging sets PAGEDD_PEER_STAGING=host;
+ * each daemon's log says which, and the test expects what it was told (want_device).
+ */
+static void test_found_cuda(int devices, int host_staging, int want_device)
+{
+    const char *what = host_staging ? "cuda, host staging" : "cuda";
+    const char *knob = host_staging ? "PAGEDD_PEER_STAGING=host" : NULL;
+    struct node a, b;
+    start_node_on(&a, 1, 0, 0, key_path, knob, 0);
+    start_node_on(&b, 0, a.port, 0, key_path, knob, devices >= 2 ? 1 : 0);
+    ok(pagedd_log_wait(&b.d, "authenticated", 10000) && pagedd_log_wait(&a.d, "authenticated", 10000),
+       "%s: the two daemons (devices 0 and %d) authenticate each other", what, devices >= 2 ? 1 : 0);
+    const char *mode = want_device && !host_staging ? "blocks move in device memory" : "move through host staging";
+    ok(pagedd_log_wait(&a.d, mode, 1000) && pagedd_log_wait(&b.d, mode, 1000), "%s: both logs say the %s", what,
+       mode);
+    in_child(&a, child_publish);
+    is_int(PAGED_OK, report->status, "%s: a client of A writes, decodes and publishes a prompt", what);
+    in_child(&b, child_lookup);
+    is_int(NB, report->found, "%s: a client of B finds all %d blocks", what, NB);
+    ok(report->same_bytes, "%s: they hold A's bytes, bit for bit", what);
+    ok(report->same_decode, "%s: decoding over them on B equals the decode on A, bit for bit (status %d)", what,
+       report->status);
+    expect_free(&b, N - NB, what);
+    static char out[8192];
+    int rc = pactl_peers(&b, 1, out, sizeof out);
+    ok(rc == 0 && strstr(out, "\"blocks_fetched\":4") != NULL && strstr(out, "\"failures\":0") != NULL,
+       "%s: pactl -f json peers on B counts 4 blocks fetched, no failure", what);
+    diag("%s: pactl peers on B: %s", what, out);
+    stop_node(&a);
+    stop_node(&b);
+}
+
 /* Runs the tests. */
 int main(void)
 {
     const char *backend = getenv("PAGED_TEST_BACKEND");
-    if (backend != NULL && backend[0] != '\0' && strcmp(backend, "cpu") != 0)
-        skip_all("the peers' test maps the pool as host memory: cpu backend only");
+    if (backend != NULL && backend[0] != '\0' && strcmp(backend, "cpu") != 0) {
+        /* On the GPUs, the cases that read pools through kvprompt's device copies. */
+        if (strcmp(backend, "cuda") != 0)
+            skip_all("PAGED_TEST_BACKEND=%s: the peers' test runs on cpu or cuda", backend);
+        const int devices = device_count();
+        if (devices == 0)
+            skip_all("no CUDA device");
+        plan_lazy();
+        kp_on_cuda = 1;
+        prompt = mmap(NULL, sizeof *prompt, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        report = mmap(NULL, sizeof *report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (prompt == MAP_FAILED || report == MAP_FAILED)
+            sysbail("mmap");
+        struct pagedd keys = { 0 };
+        pagedd_mkdir(&keys);
+        snprintf(key_path, sizeof key_path, "%s/peer.key", keys.dir);
+        write_key(key_path, 0600);
+        /* PAGED_TEST_PEER_DEVICE=1: this UCX moves GPU memory, so the daemons must stage there. */
+        const char *want = getenv("PAGED_TEST_PEER_DEVICE");
+        const int want_device = want != NULL && strcmp(want, "1") == 0;
+        test_found_cuda(devices, 0, want_device);
+        test_found_cuda(devices, 1, want_device);
+        pagedd_cleanup(&keys);
+        return 0;
+    }
     plan_lazy();
     prompt = mmap(NULL, sizeof *prompt, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     report = mmap(NULL, sizeof *report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

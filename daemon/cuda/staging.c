@@ -1,0 +1,80 @@
+/* staging.c: the cuda backend's part of the peers' transfers: staging buffers in device memory and their unit sums. */
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "daemon/cuda/staging.h"
+
+#include "daemon/cuda/internal.h"
+#include "kernels/kernels.h"
+
+/*
+ * With a UCX that moves GPU memory (cuda_ipc between the GPUs of a host, RDMA with GPUDirect
+ * between hosts), the peers stage a transfer's units in device memory: the server gathers the
+ * pool's blocks into them with device copies, the asker reads them straight into device
+ * memory of its own and scatters them into its pool, and neither side's bytes cross the host.
+ * The check of the bytes then runs on the GPU too (pk_unit_sum's kernel).
+ */
+
+/* Allocates device memory for a staging buffer; see staging.h. */
+int pd_cu_dev_alloc(pd_backend *b, uint64_t size, void **out, char **cause)
+{
+    struct cuda_backend *cb = b->priv;
+    *out = NULL;
+    if (!cb->healthy)
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e != cudaSuccess) {
+        (void) cudaGetLastError();   /* not sticky: clear it */
+        return pd_cu_fail(PAGED_E_NOMEM, cause, "a staging buffer of %llu bytes: cudaMalloc: %s",
+                          (unsigned long long) size, cudaGetErrorString(e));
+    }
+    *out = p;
+    return PAGED_OK;
+}
+
+/* Frees a staging buffer once nothing queued can use it; see staging.h. */
+void pd_cu_dev_free(pd_backend *b, void *p, uint64_t size)
+{
+    (void) size;
+    if (p == NULL)
+        return;
+    pd_cu_settle(b);
+    cudaError_t e = cudaFree(p);
+    if (e != cudaSuccess)
+        (void) pd_cu_error(b->priv, "cudaFree of a staging buffer", e);
+}
+
+/* Sums n units of device memory into host sums; see staging.h. */
+int pd_cu_units_sums(pd_backend *b, const void *units, uint32_t n, uint64_t unit_bytes, uint64_t *sums,
+                     char **cause)
+{
+    struct cuda_backend *cb = b->priv;
+    if (!cb->healthy)
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
+    if (n == 0)
+        return PAGED_OK;
+    uint64_t *dev = NULL;
+    cudaError_t e = pd_cu_units_stream(&cb->units);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **) &dev, (size_t) n * sizeof *dev);
+    int rc = PAGED_OK;
+    if (e == cudaSuccess)
+        rc = pk_cuda_unit_sums(units, n, unit_bytes, dev, cb->units.save_stream);
+    if (rc != PAGED_OK) {
+        (void) cudaFree(dev);
+        return pd_cu_fail(rc, cause, "summing %u staged units: the kernel was refused (%s)", n, paged_strerror(rc));
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(sums, dev, (size_t) n * sizeof *dev, cudaMemcpyDeviceToHost, cb->units.save_stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(cb->units.save_stream);
+    if (dev != NULL) {
+        cudaError_t f = cudaFree(dev);
+        e = e == cudaSuccess ? f : e;
+    }
+    if (e != cudaSuccess)
+        return pd_cu_fail(pd_cu_error(cb, "unit sums", e), cause, "summing %u staged units: %s", n,
+                          cudaGetErrorString(e));
+    return PAGED_OK;
+}
