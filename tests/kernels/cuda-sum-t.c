@@ -46,10 +46,15 @@ static void check(cudaError_t e, const char *what)
         bail("%s: %s", what, cudaGetErrorString(e));
 }
 
-/* Runs pk_cuda_unit_sums on stream and downloads the n sums into got; returns its status. */
+/*
+ * Runs pk_cuda_unit_sums on stream and downloads the n sums into got; returns its status.
+ * The stream does not wait for the legacy stream, on which the uploads and the poison ran
+ * (and a pageable upload may return before its copy lands), so the device is synchronized first.
+ */
 static int run_sums(const void *units, uint32_t n, uint64_t unit_bytes, uint64_t *dsums, uint64_t *got,
                     cudaStream_t stream)
 {
+    gu_sync("the uploads");
     int rc = pk_cuda_unit_sums(units, n, unit_bytes, dsums, stream);
     check(cudaStreamSynchronize(stream), "pk_cuda_unit_sums");
     gu_download(got, dsums, (size_t) n * sizeof *got);
