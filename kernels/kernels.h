@@ -259,6 +259,24 @@ size_t pk_cpu_copy_items(const pk_copy_args *a);
 void pk_cpu_copy_run(const pk_copy_args *a, size_t begin, size_t end);
 
 /*
+ * ---- The unit sum: the 64-bit check of a KV unit (a contiguous byte range the daemons move
+ * between them). For a unit of `bytes` bytes (a multiple of 8) read as little-endian uint64
+ * words w[0..m), m = bytes / 8, all arithmetic mod 2^64:
+ *
+ *     mix(z):  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+ *              return z ^ (z >> 31)
+ *     acc    = sum over i < m of mix(w[i] ^ (0x9e3779b97f4a7c15 * (i + 1)))
+ *     sum    = mix(acc + bytes)
+ *
+ * The sum over the words is order-free, so a GPU adds its partial sums in any order and
+ * agrees with the CPU bit for bit; keying each word by its position makes swapped words
+ * count, and mixing in the length tells units of zeros of different sizes apart. It is not
+ * cryptographic: the peers are authenticated, and the sum only catches corruption.
+ */
+/* Returns the unit sum of the bytes bytes at unit (host memory, any alignment). */
+uint64_t pk_unit_sum(const void *unit, uint64_t bytes);
+
+/*
  * ---- CUDA: device pointers everywhere (block tables, lengths and slots included); each
  * launches on stream, checks the launch, and returns without synchronizing.
  */
@@ -293,6 +311,10 @@ int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info *out);
 size_t pk_cuda_prefill_workspace(const pk_prefill_args *a);
 int pk_cuda_prefill(const pk_prefill_args *a, void *stream);
 int pk_cuda_copy(const pk_copy_args *a, void *stream);
+/* Stores in sums[u] the unit sum (pk_unit_sum) of unit u for u < n: the units lie one after
+ * another from units, unit_bytes each (a multiple of 8). units and sums are device memory.
+ * Returns 0, PAGED_E_INVAL for bad arguments, or PAGED_E_DEVICE when CUDA failed. */
+int pk_cuda_unit_sums(const void *units, uint32_t n, uint64_t unit_bytes, uint64_t *sums, void *stream);
 
 /*
  * Dependency words by kernel instead of stream memory operations (the cuda backend uses them

@@ -33,7 +33,8 @@ PK_CUDA_SOURCES = \
 	kernels/prefill_d80.cu \
 	kernels/prefill_d96.cu \
 	kernels/prefill_d128.cu \
-	kernels/prefill_d256.cu
+	kernels/prefill_d256.cu \
+	kernels/sum.cu
 
 if HAVE_CUDA
 # libpagedcuda: the pk_cuda_* entry points. Programs linking it add $(CUDA_LIBS). No

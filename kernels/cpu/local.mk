@@ -19,4 +19,5 @@ kernels_libpagedcpu_la_SOURCES = \
 	kernels/cpu/cpu_attn.c \
 	kernels/cpu/cpu_decode.c \
 	kernels/cpu/cpu_prefill.c \
-	kernels/cpu/cpu_cache.c
+	kernels/cpu/cpu_cache.c \
+	kernels/cpu/sum.c

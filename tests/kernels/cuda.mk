@@ -8,7 +8,8 @@ EXTRA_DIST += \
 	tests/kernels/cuda-decode-t.c \
 	tests/kernels/cuda-prefill-t.c \
 	tests/kernels/cuda-append-t.c \
-	tests/kernels/cuda-dep-t.c
+	tests/kernels/cuda-dep-t.c \
+	tests/kernels/cuda-sum-t.c
 
 if HAVE_CUDA
 # libgpuutil: device checks, device memory and comparisons the CUDA tests share.
@@ -20,7 +21,8 @@ CUDA_KERNEL_TESTS = \
 	tests/kernels/cuda-decode-t \
 	tests/kernels/cuda-prefill-t \
 	tests/kernels/cuda-append-t \
-	tests/kernels/cuda-dep-t
+	tests/kernels/cuda-dep-t \
+	tests/kernels/cuda-sum-t
 check_PROGRAMS += $(CUDA_KERNEL_TESTS)
 TESTS += $(CUDA_KERNEL_TESTS)
 
@@ -38,6 +40,9 @@ tests_kernels_cuda_append_t_LDADD = $(CUDA_TEST_LIBS)
 tests_kernels_cuda_dep_t_SOURCES = tests/kernels/cuda-dep-t.c
 tests_kernels_cuda_dep_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_kernels_cuda_dep_t_LDADD = $(CUDA_TEST_LIBS)
+tests_kernels_cuda_sum_t_SOURCES = tests/kernels/cuda-sum-t.c
+tests_kernels_cuda_sum_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_kernels_cuda_sum_t_LDADD = $(CUDA_TEST_LIBS)
 
 # make check-cuda-sanitizer: every CUDA kernel test under compute-sanitizer's memcheck and
 # racecheck, on the reduced case set (PAGED_TEST_QUICK=1); fails on any reported error.

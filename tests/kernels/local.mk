@@ -12,12 +12,14 @@ check_PROGRAMS += \
 	tests/kernels/dtype-t \
 	tests/kernels/cpu-decode-t \
 	tests/kernels/cpu-prefill-t \
-	tests/kernels/cpu-append-t
+	tests/kernels/cpu-append-t \
+	tests/kernels/sum-t
 TESTS += \
 	tests/kernels/dtype-t \
 	tests/kernels/cpu-decode-t \
 	tests/kernels/cpu-prefill-t \
-	tests/kernels/cpu-append-t
+	tests/kernels/cpu-append-t \
+	tests/kernels/sum-t
 
 tests_kernels_dtype_t_SOURCES = tests/kernels/dtype-t.c
 tests_kernels_dtype_t_LDADD = $(KERNEL_TEST_LIBS)
@@ -27,3 +29,5 @@ tests_kernels_cpu_prefill_t_SOURCES = tests/kernels/cpu-prefill-t.c
 tests_kernels_cpu_prefill_t_LDADD = $(KERNEL_TEST_LIBS)
 tests_kernels_cpu_append_t_SOURCES = tests/kernels/cpu-append-t.c
 tests_kernels_cpu_append_t_LDADD = $(KERNEL_TEST_LIBS)
+tests_kernels_sum_t_SOURCES = tests/kernels/sum-t.c
+tests_kernels_sum_t_LDADD = $(KERNEL_TEST_LIBS)
