@@ -21,7 +21,8 @@
 # nvidia-cuda-mps-control is there), SKIP_BENCH_TIERS=1 (the tiers benchmark, its file tier
 # in a temporary directory under TIERS_DIR, by default the system's one for large files, on
 # local disk rather than tmpfs), SKIP_BENCH_PEERS=1 (paged-bench peers: FlashInfer beside
-# paged's kernels, its wheels installed from DEPS_DIR/wheels where it has them), SKIP_UCX=1
+# paged's kernels, its wheels installed from DEPS_DIR/wheels where it has them),
+# SKIP_ALLOCFAIL=1 (allocfail-t on the GPU, a minute and a half), SKIP_UCX=1
 # (a second tree with UCX built with CUDA, the wheel libucx-cu13 in DEPS_DIR/ucx: the peers'
 # tests and paged-bench remote, one daemon a GPU), ONLY_BENCH_SERVICE=1 (all of those but SKIP_BENCH: build,
 # then only the service benchmark with exported and with sealed pools), SKIP_PYTHON=1 (the
@@ -97,7 +98,9 @@ if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && step cuda-clients-build make -j"$jobs" tes
     # Alone: it fills the GPU's memory (make check builds it but does not run it).
     step cuda-reap-t env top_builddir=. tests/service/cuda-reap-t
     grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/cuda-reap-t.log" | sed "s|^|cuda-reap-t: |" | tee -a "$summary"
-    for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh fused-split-t.sh shutdown-t allocfail-t \
+    allocfail=allocfail-t
+    [ "${SKIP_ALLOCFAIL:-0}" = 1 ] && allocfail=
+    for t in dep-t merge-t fused-t merge-refused-t.sh fused-refused-t.sh fused-split-t.sh shutdown-t $allocfail \
         tiers-t; do
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
@@ -291,17 +294,21 @@ if [ "${SKIP_UCX:-0}" != 1 ] && ls "$deps"/ucx/libucx*.whl >/dev/null 2>&1; then
     if [ ! -d "$ucx/libucx" ]; then
         python3 -m zipfile -e "$(ls "$deps"/ucx/libucx*.whl | head -n 1)" "$ucx" && chmod +x "$ucx"/libucx/bin/*
     fi
+    # Its libtool archives name the wheel's build paths: libtool must link the libraries instead.
+    find "$ucx" -name '*.la' -exec rm -f {} +
     ulib="$ucx/libucx/lib:$(ls -d "$ucx"/libucx*.libs 2>/dev/null | head -n 1):$deps/sodium/lib"
     uflags="-isystem $ucx/libucx/include -I$deps/sodium/include $cppflags"   # its headers warn with -Wextra
     ulink="-L$ucx/libucx/lib -L$deps/sodium/lib -Wl,-rpath-link,$ucx/libucx/lib $ldflags"
+    # A tree of its own (the first one is configured in place, so no second build beside it).
     mkdir -p "$work/ucx-build"
-    cd "$work/ucx-build" || exit 1
-    if [ -f config.status ] || step ucx-configure "$src/configure" --with-cuda --with-cuda-arch="$arch" --with-ucx \
-            CPPFLAGS="$uflags" LDFLAGS="$ulink"; then
+    [ -f "$work"/ucx-build/paged-*/configure ] || tar -xf "$tarball" -C "$work/ucx-build" || exit 1
+    cd "$work"/ucx-build/paged-* || exit 1
+    if [ -f config.status ] || step ucx-configure ./configure --with-cuda --with-cuda-arch="$arch" --with-ucx \
+            CPPFLAGS="$uflags" LDFLAGS="$ulink" SODIUM_CFLAGS="-I$deps/sodium/include" SODIUM_LIBS="-lsodium"; then
         step ucx-info env LD_LIBRARY_PATH="$ulib" "$ucx/libucx/bin/ucx_info" -d
         grep -E '^# +Transport:' "$logs/ucx-info.log" | sort -u | tr -s ' ' | sed 's|^|ucx transports:|' \
             | tee -a "$summary"
-        if step ucx-build make -j"$jobs" daemon/pagedd tools/paged-bench tests/peer/peers-t tests/peer/lanes-t; then
+        if step ucx-build sh -c "make -j$jobs && make -j$jobs tests/peer/peers-t tests/peer/lanes-t"; then
             for t in lanes-t peers-t; do
                 step "ucx-$t" env LD_LIBRARY_PATH="$ulib" top_builddir=. "tests/peer/$t"
                 grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/ucx-$t.log" | sed "s|^|$t (UCX with CUDA): |" \

@@ -222,3 +222,20 @@ void harness_arg_out(int cuda, void *dst, const void *arg, size_t bytes, int own
     (void) dst, (void) owned;
 #endif
 }
+
+/* Makes the data arena's device current on cuda; see daemon_harness.h. */
+void harness_use_arena_device(paged_client *c)
+{
+    if (paged_client_backend(c) != PAGED_BACKEND_CUDA)
+        return;
+#ifdef HAVE_CUDA
+    size_t size = 0;
+    void *data = paged_arena_base(c, PAGED_ARENA_DATA, &size);
+    struct cudaPointerAttributes attr;
+    if (data == NULL || cudaPointerGetAttributes(&attr, data) != cudaSuccess
+        || cudaSetDevice(attr.device) != cudaSuccess)
+        bail("cannot find or select the device of the data arena");
+#else
+    bail("a cuda daemon, and this test built without CUDA");
+#endif
+}

@@ -56,6 +56,11 @@ void *harness_arg_in(int cuda, const void *data, size_t bytes);
  * Returns nothing. */
 void harness_arg_out(int cuda, void *dst, const void *arg, size_t bytes, int owned);
 
+/* On a cuda daemon, makes the device of c's data arena (the daemon's GPU) this thread's
+ * current one, so that the test's own device memory lives there too; nothing on cpu. Bails
+ * when it cannot. Returns nothing. */
+void harness_use_arena_device(paged_client *c);
+
 /* Fills n floats with uniform random values in [-1, 1) from the test's generator. */
 struct tap_rng;
 void harness_fill(struct tap_rng *rng, float *x, size_t n);

@@ -19,6 +19,7 @@
 
 #include "lib/core/proto.h"
 #include "paged.h"
+#include "tests/client/daemon_harness.h"
 #include "tests/service/kvprompt.h"
 #include "tests/service/rawclient.h"
 #include "daemon/peer/wire.h"
@@ -200,6 +201,8 @@ static pid_t start_child(const struct node *n, void (*fn)(paged_pool *))
         paged_client *c = connect_to(n, "peers-child");
         paged_pool *p = NULL;
         int rc = c != NULL ? paged_pool_attach(c, POOL, &p) : PAGED_E_NOTCONN;
+        if (rc == PAGED_OK && kp_on_cuda)
+            harness_use_arena_device(c);   /* B serves the second GPU: the test's tensors go there */
         if (rc == PAGED_OK)
             fn(p);
         else
