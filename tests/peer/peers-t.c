@@ -538,36 +538,19 @@ static void test_found_cuda(int devices, int host_staging, int want_device)
     stop_node(&b);
 }
 
-/* Runs the tests. */
+/* Runs the tests: on the cpu backend every case; on cuda (PAGED_TEST_BACKEND=cuda) the cases
+ * that read pools through kvprompt's device copies, on two GPUs where there are two. */
 int main(void)
 {
     const char *backend = getenv("PAGED_TEST_BACKEND");
-    if (backend != NULL && backend[0] != '\0' && strcmp(backend, "cpu") != 0) {
-        /* On the GPUs, the cases that read pools through kvprompt's device copies. */
-        if (strcmp(backend, "cuda") != 0)
-            skip_all("PAGED_TEST_BACKEND=%s: the peers' test runs on cpu or cuda", backend);
-        const int devices = device_count();
-        if (devices == 0)
-            skip_all("no CUDA device");
-        plan_lazy();
-        kp_on_cuda = 1;
-        prompt = mmap(NULL, sizeof *prompt, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        report = mmap(NULL, sizeof *report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (prompt == MAP_FAILED || report == MAP_FAILED)
-            sysbail("mmap");
-        struct pagedd keys = { 0 };
-        pagedd_mkdir(&keys);
-        snprintf(key_path, sizeof key_path, "%s/peer.key", keys.dir);
-        write_key(key_path, 0600);
-        /* PAGED_TEST_PEER_DEVICE=1: this UCX moves GPU memory, so the daemons must stage there. */
-        const char *want = getenv("PAGED_TEST_PEER_DEVICE");
-        const int want_device = want != NULL && strcmp(want, "1") == 0;
-        test_found_cuda(devices, 0, want_device);
-        test_found_cuda(devices, 1, want_device);
-        pagedd_cleanup(&keys);
-        return 0;
-    }
+    const int cuda = backend != NULL && backend[0] != '\0' && strcmp(backend, "cpu") != 0;
+    int devices = 0;
+    if (cuda && strcmp(backend, "cuda") != 0)
+        skip_all("PAGED_TEST_BACKEND=%s: the peers' test runs on cpu or cuda", backend);
+    if (cuda && (devices = device_count()) == 0)
+        skip_all("no CUDA device");
     plan_lazy();
+    kp_on_cuda = cuda;
     prompt = mmap(NULL, sizeof *prompt, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     report = mmap(NULL, sizeof *report, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (prompt == MAP_FAILED || report == MAP_FAILED)
@@ -578,13 +561,21 @@ int main(void)
     snprintf(wrong_key_path, sizeof wrong_key_path, "%s/wrong.key", keys.dir);
     write_key(key_path, 0600);
     write_key(wrong_key_path, 0600);
-    test_key_mode();
-    test_found();
-    test_three();
-    test_wrong_key();
-    test_corrupt();
-    test_stall();
-    test_long_chain();
+    if (cuda) {
+        /* PAGED_TEST_PEER_DEVICE=1: this UCX moves GPU memory, so the daemons must stage there. */
+        const char *want = getenv("PAGED_TEST_PEER_DEVICE");
+        const int want_device = want != NULL && strcmp(want, "1") == 0;
+        test_found_cuda(devices, 0, want_device);
+        test_found_cuda(devices, 1, want_device);
+    } else {
+        test_key_mode();
+        test_found();
+        test_three();
+        test_wrong_key();
+        test_corrupt();
+        test_stall();
+        test_long_chain();
+    }
     pagedd_cleanup(&keys);
     return 0;
 }
