@@ -12,6 +12,7 @@
 #include "daemon/tier/tiers.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
+#include "kernels/kernels.h"
 
 /*
  * Each fetch is a small state machine that pd_peer_fetch_step moves on at every poll of the
@@ -182,7 +183,12 @@ static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_
     f->replied_ns = pd_peer_now_ns();
     const size_t bytes = (size_t) r.count * p->geom.block_bytes;
     f->sums = pd_malloc((size_t) r.count * sizeof(uint64_t));
-    if (f->sums == NULL || local_room(ps, f, bytes, f->device) < 0) {
+    /* Device units land in device memory; where none is to be had, in host memory, checked
+     * there with the unit sum's C twin and copied into the pool from the host. */
+    int room = f->sums != NULL ? local_room(ps, f, bytes, f->device) : -1;
+    if (room < 0 && f->sums != NULL && f->device)
+        room = local_room(ps, f, bytes, 0);
+    if (room < 0) {
         peer_failed(ps, f, "no memory for the local staging buffer", 1);
         return;
     }
@@ -246,13 +252,14 @@ static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struc
     return why;
 }
 
-/* Checks each of f's pulled units against the sum its REPLY gave: XXH3-64 over host memory, or
- * pk_unit_sum on the GPU over device memory. Returns NULL, or what failed. */
+/* Checks each of f's pulled units against the sum its REPLY gave: XXH3-64 for host units, the
+ * unit sum for device units (pk_unit_sum: on the GPU where they landed in device memory, else
+ * its C twin). Returns NULL, or what failed. */
 static const char *check_sums(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
 {
     const uint64_t unit = p->geom.block_bytes;
     uint64_t *mine = NULL;
-    if (f->device) {
+    if (f->device && f->local.device) {
         mine = pd_malloc((size_t) f->count * sizeof *mine);
         char *cause = NULL;
         int rc = mine == NULL ? PAGED_E_NOMEM
@@ -267,7 +274,8 @@ static const char *check_sums(struct pd_peers *ps, struct pd_peer_fetchop *f, co
     for (uint32_t i = 0; why == NULL && i < f->count; i++) {
         uint64_t sum;
         memcpy(&sum, f->sums + (size_t) i * sizeof sum, sizeof sum);
-        const uint64_t got = f->device ? mine[i] : XXH3_64bits(f->local.buf + (size_t) i * unit, unit);
+        const unsigned char *u = f->local.buf + (size_t) i * unit;
+        const uint64_t got = mine != NULL ? mine[i] : f->device ? pk_unit_sum(u, unit) : XXH3_64bits(u, unit);
         if (got != sum)
             why = "a block's checksum does not match";
     }

@@ -210,8 +210,10 @@ void pd_peer_serve_fetch(struct pd_peers *ps, struct pd_peer *p, const struct pd
     /* In device memory where the asker takes it and this daemon can (not with the corruption
      * hook, which flips a byte from the host). */
     const int device = ps->device_staging && (f.flags & PD_PEER_FETCH_DEVICE) != 0 && !ps->corrupt;
-    int rc = pd_peer_buf_get(ps, s->len, device, &s->b) == 0 ? stage_blocks(ps, q, found, ids, s, sums)
-                                                             : PAGED_E_NOMEM;
+    int got = pd_peer_buf_get(ps, s->len, device, &s->b);
+    if (got < 0 && device)
+        got = pd_peer_buf_get(ps, s->len, 0, &s->b);   /* no device memory to be had: host units */
+    int rc = got == 0 ? stage_blocks(ps, q, found, ids, s, sums) : PAGED_E_NOMEM;
     uint32_t bad = 0;
     pa_free_blocks(q->alloc, PD_PEER_HOLDER, found, ids, &bad);
     if (rc != PAGED_OK) {
