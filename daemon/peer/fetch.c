@@ -36,10 +36,27 @@ static struct pd_pool *fetch_pool(const struct pd_peers *ps, const struct pd_pee
     return NULL;
 }
 
+/* Forgets the part f asked ahead, if any: tells its peer to free what it staged for it (unless
+ * the connection failed) and frees its REPLY. Returns nothing. */
+static void drop_ahead(struct pd_peers *ps, struct pd_peer_fetchop *f)
+{
+    if (f->ahead_req == 0)
+        return;
+    if (f->peer != NULL && !f->peer_failed) {
+        struct pd_peer_release rel = { .req = f->ahead_req };
+        pd_peer_send(ps, f->peer, PD_PEER_AM_RELEASE, &rel, sizeof rel);
+    }
+    free(f->ahead_reply);
+    f->ahead_reply = NULL;
+    f->ahead_req = 0;
+    f->ahead_n = 0;
+}
+
 /* Frees f's get, reply and buffer and makes its slot free, telling the done function.
  * Returns nothing. */
 static void fetch_end(struct pd_peers *ps, struct pd_peer_fetchop *f)
 {
+    drop_ahead(ps, f);
     if (f->rkey != NULL)
         ucp_rkey_destroy(f->rkey);
     pd_peer_buf_put(ps, &f->local, pd_peer_now_ns());
@@ -80,6 +97,7 @@ static void peer_failed(struct pd_peers *ps, struct pd_peer_fetchop *f, const ch
         struct pd_peer_release rel = { .req = f->req };
         pd_peer_send(ps, q, PD_PEER_AM_RELEASE, &rel, sizeof rel);
     }
+    drop_ahead(ps, f);
     q->fetches++;
     q->failures++;
     pd_log(PD_LOG_WARNING, "peer %s: fetching %u blocks of pool %s: %s", q->addr, f->n, f->pool, why);
@@ -105,6 +123,34 @@ static void got_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
+/* Sends q a FETCH of f's hashes [off, off + n) in pool p under a new request number, stored in
+ * *req. Returns 0, -1 when it could not be sent (q is then marked failed), or -2 without
+ * memory. */
+static int send_fetch(struct pd_peers *ps, const struct pd_peer_fetchop *f, struct pd_peer *q, const struct pd_pool *p,
+                      uint32_t off, uint32_t n, uint64_t *req)
+{
+    const size_t len = sizeof(struct pd_peer_fetch) + (size_t) n * sizeof(paged_hash);
+    struct pd_peer_fetch *m = pd_calloc(1, len);
+    if (m == NULL)
+        return -2;
+    *req = ps->next_req++;
+    m->req = *req;
+    snprintf(m->pool, sizeof m->pool, "%s", f->pool);
+    m->tenant = f->tenant;
+    m->num_layers = p->geom.num_layers;
+    m->num_kv_heads = p->geom.num_kv_heads;
+    m->head_dim = p->geom.head_dim;
+    m->block_size = p->geom.block_size;
+    m->dtype = p->geom.dtype;
+    m->unit_bytes = p->geom.block_bytes;
+    m->n = n;
+    m->flags = ps->device_staging ? PD_PEER_FETCH_DEVICE : 0;
+    memcpy(m->hashes, f->hashes + off, (size_t) n * sizeof(paged_hash));
+    int sent = pd_peer_send(ps, q, PD_PEER_AM_FETCH, m, len);
+    free(m);
+    return sent < 0 ? -1 : 0;
+}
+
 /* Sends f's FETCH to the next connected outgoing peer, or ends f when none is left. Returns
  * nothing. */
 static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
@@ -114,25 +160,9 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
         if (!q->outgoing || q->state != PD_PEER_AUTHENTICATED || q->ep == NULL || q->ep_failed)
             continue;
         f->n = f->total - f->off < PD_PEER_MAX_ASK ? f->total - f->off : PD_PEER_MAX_ASK;
-        const size_t len = sizeof(struct pd_peer_fetch) + (size_t) f->n * sizeof(paged_hash);
-        struct pd_peer_fetch *m = pd_calloc(1, len);
-        if (m == NULL)
+        int sent = send_fetch(ps, f, q, p, f->off, f->n, &f->req);
+        if (sent == -2)
             break;
-        f->req = ps->next_req++;
-        m->req = f->req;
-        snprintf(m->pool, sizeof m->pool, "%s", f->pool);
-        m->tenant = f->tenant;
-        m->num_layers = p->geom.num_layers;
-        m->num_kv_heads = p->geom.num_kv_heads;
-        m->head_dim = p->geom.head_dim;
-        m->block_size = p->geom.block_size;
-        m->dtype = p->geom.dtype;
-        m->unit_bytes = p->geom.block_bytes;
-        m->n = f->n;
-        m->flags = ps->device_staging ? PD_PEER_FETCH_DEVICE : 0;
-        memcpy(m->hashes, f->hashes + f->off, (size_t) f->n * sizeof(paged_hash));
-        int sent = pd_peer_send(ps, q, PD_PEER_AM_FETCH, m, len);
-        free(m);
         f->peer = q;
         f->asked_ns = pd_peer_now_ns();
         f->deadline_ns = f->asked_ns + (uint64_t) ps->timeout_ms * 1000000u;
@@ -144,6 +174,24 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
         return;
     }
     fetch_end(ps, f);
+}
+
+/* Asks f's peer for the chain's part after the one whose get just started, so that the peer
+ * gathers it while this get runs: only where the peer had the whole part asked and more of the
+ * chain is left. A request that cannot be sent is simply not asked ahead (the part is asked once
+ * this one is published). Returns nothing. */
+static void ask_ahead(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
+{
+    const uint32_t next = f->off + f->n;
+    if (f->ahead_req != 0 || f->count < f->n || next >= f->total || f->peer == NULL || f->peer_failed)
+        return;
+    const uint32_t n = f->total - next < PD_PEER_MAX_ASK ? f->total - next : PD_PEER_MAX_ASK;
+    uint64_t req = 0;
+    if (send_fetch(ps, f, f->peer, p, next, n, &req) != 0)
+        return;
+    f->ahead_req = req;
+    f->ahead_n = n;
+    f->ahead_asked_ns = pd_peer_now_ns();
 }
 
 /* Checks f's REPLY against pool p and starts the get of what it staged; a reply with nothing
@@ -213,6 +261,7 @@ static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_
         f->get_req = q;
     }
     f->state = PD_FETCH_PULLING;
+    ask_ahead(ps, f, p);
 }
 
 /* Fills f->count new blocks of p from the pulled units and publishes them under f's tenant
@@ -315,9 +364,29 @@ static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd
         fetch_end(ps, f);
         return;
     }
-    /* It had all it was asked for: ask it for the chain's next part. */
+    /* It had all it was asked for: the chain's next part is its too, asked ahead already (and
+     * maybe answered), or to ask now. */
+    if (f->peer_failed)
+        drop_ahead(ps, f);
+    const uint64_t req = f->ahead_req, asked = f->ahead_asked_ns;
+    const uint32_t n = f->ahead_n;
+    struct pd_peer_msg *reply = f->ahead_reply;
+    f->ahead_req = 0;
+    f->ahead_n = 0;
+    f->ahead_reply = NULL;
     forget_request(f);
-    f->next_peer--;
+    if (req == 0) {
+        f->next_peer--;
+        return;
+    }
+    /* Its clock starts now that it is the part in hand: each part gets peer-timeout. */
+    f->peer = q;
+    f->req = req;
+    f->n = n;
+    f->asked_ns = asked;
+    f->deadline_ns = now + (uint64_t) ps->timeout_ms * 1000000u;
+    f->reply = reply;
+    f->state = PD_FETCH_ASKED;
 }
 
 /* Cancels f's running get for why; the fetch goes on once UCX has called back. Returns
@@ -418,6 +487,11 @@ int pd_peer_fetch_reply(struct pd_peers *ps, struct pd_peer_msg *m)
         if (f->state == PD_FETCH_ASKED && f->reply == NULL && f->req == req && f->peer != NULL
             && f->peer->ep == m->ep) {
             f->reply = m;
+            return 1;
+        }
+        if (f->ahead_req != 0 && f->ahead_reply == NULL && f->ahead_req == req && f->peer != NULL
+            && f->peer->ep == m->ep) {
+            f->ahead_reply = m;
             return 1;
         }
     }

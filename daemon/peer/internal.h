@@ -114,6 +114,12 @@ struct pd_peer_fetchop {
     void *get_req;
     ucp_rkey_h rkey;
     struct pd_peer_buf local;          /* the units pulled, mapped for the get */
+    /* The chain's next part, asked of the same peer while this part's get runs, so that the
+     * peer stages it meanwhile (0: none asked). */
+    uint64_t ahead_req;
+    uint32_t ahead_n;
+    uint64_t ahead_asked_ns;
+    struct pd_peer_msg *ahead_reply;   /* its REPLY, once here */
 };
 
 /* What an Active Message handler is registered with. */

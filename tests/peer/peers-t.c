@@ -238,15 +238,20 @@ static int pactl_peers(const struct node *n, int json, char *out, size_t size)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* Waits until n's pool has want blocks free and none referenced; reports what. */
-static void expect_free(struct node *n, uint32_t want, const char *what)
+/* Waits until n's pool named pool has want blocks free and none referenced; reports what. */
+static void expect_free_in(struct node *n, const char *pool, uint32_t want, const char *what)
 {
     struct pcore_pool_item it;
-    int rc = rc_pool_item_until(&n->ctl, POOL, rc_pool_free_is, want, 10000, &it);
+    int rc = rc_pool_item_until(&n->ctl, pool, rc_pool_free_is, want, 10000, &it);
     ok(rc == 0 && it.referenced == 0, "%s: %u blocks free, none referenced (%u free, %u referenced)", what, want,
        it.free, it.referenced);
 }
 
+/* Waits until n's pool has want blocks free and none referenced; reports what. */
+static void expect_free(struct node *n, uint32_t want, const char *what)
+{
+    expect_free_in(n, POOL, want, what);
+}
 /* A publishes; B, its peer, finds the whole prompt, bit for bit, and publishes it itself. */
 static void test_found(void)
 {
@@ -416,25 +421,24 @@ static void test_key_mode(void)
 #define LONG_NB 600
 #define LONG_CHUNK 64            /* blocks appended per call */
 _Static_assert(LONG_NB > 2 * PD_PEER_MAX_ASK, "the long prompt takes three FETCHes");
-static void test_long_chain(void)
+/* Makes pool "long" of LONG_N blocks on a and on b (*pa, *pb) and publishes on a a prompt of
+ * LONG_NB blocks of fresh random keys and values (its blocks in ids, its tokens in tokens),
+ * reporting that as a test of what. Bails when a pool cannot be made. Returns nothing. */
+static void publish_long(struct node *a, struct node *b, paged_pool **pa, paged_pool **pb, int32_t *ids,
+                         int32_t *tokens, const char *what)
 {
-    struct node a, b;
-    start_node(&a, 1, 0, key_path, NULL);
-    start_node(&b, 0, a.port, key_path, NULL);
-    ok(pagedd_log_wait(&b.d, "authenticated", 10000), "long: B authenticates A");
     paged_pool_desc desc = {
         .name = "long", .num_layers = L, .num_kv_heads = H, .head_dim = D, .block_size = B,
         .dtype = PAGED_DTYPE_F32, .num_blocks = LONG_N, .mode = 0600 | PAGED_POOL_PEERS,
     };
-    paged_pool *pa = NULL, *pb = NULL;
-    if (paged_pool_create(a.c, &desc, &pa) != PAGED_OK || paged_pool_create(b.c, &desc, &pb) != PAGED_OK)
+    if (paged_pool_create(a->c, &desc, pa) != PAGED_OK || paged_pool_create(b->c, &desc, pb) != PAGED_OK)
         bail("cannot create the long pools");
-    static int32_t ids[LONG_NB], found[LONG_NB], tokens[LONG_NB * B], slots[LONG_CHUNK * B];
+    static int32_t slots[LONG_CHUNK * B];
     static float k[LONG_CHUNK * B * H * D], v[LONG_CHUNK * B * H * D];
     uint64_t seed = random_seed();
     for (size_t i = 0; i < LONG_NB * B; i++)
         tokens[i] = (int32_t) (kp_rnd(&seed) * 1000.0f) + 1000;
-    int rc = paged_alloc(pa, LONG_NB, ids);
+    int rc = paged_alloc(*pa, LONG_NB, ids);
     for (int first = 0; rc == PAGED_OK && first < LONG_NB; first += LONG_CHUNK) {
         const int nb = LONG_NB - first < LONG_CHUNK ? LONG_NB - first : LONG_CHUNK;
         for (int t = 0; t < nb * B; t++)
@@ -444,13 +448,24 @@ static void test_long_chain(void)
                 k[i] = kp_rnd(&seed);
                 v[i] = kp_rnd(&seed);
             }
-            rc = paged_append(pa, l, (uint32_t) (nb * B), PAGED_DTYPE_F32, k, v, slots);
+            rc = paged_append(*pa, l, (uint32_t) (nb * B), PAGED_DTYPE_F32, k, v, slots);
         }
     }
     if (rc == PAGED_OK)
-        rc = paged_publish(pa, NULL, SALT, LONG_NB, tokens, ids);
-    is_int(LONG_NB, rc, "long: a client of A publishes a prompt of %d blocks", LONG_NB);
-    rc = paged_lookup(pb, NULL, SALT, LONG_NB, tokens, found);
+        rc = paged_publish(*pa, NULL, SALT, LONG_NB, tokens, ids);
+    is_int(LONG_NB, rc, "%s: a client of A publishes a prompt of %d blocks", what, LONG_NB);
+}
+
+static void test_long_chain(void)
+{
+    struct node a, b;
+    start_node(&a, 1, 0, key_path, NULL);
+    start_node(&b, 0, a.port, key_path, NULL);
+    ok(pagedd_log_wait(&b.d, "authenticated", 10000), "long: B authenticates A");
+    paged_pool *pa = NULL, *pb = NULL;
+    static int32_t ids[LONG_NB], found[LONG_NB], tokens[LONG_NB * B];
+    publish_long(&a, &b, &pa, &pb, ids, tokens, "long");
+    int rc = paged_lookup(pb, NULL, SALT, LONG_NB, tokens, found);
     is_int(LONG_NB, rc, "long: B's LOOKUP finds all %d blocks, more than one request of %u asks", LONG_NB,
            PD_PEER_MAX_ASK);
     void *base_a = NULL, *base_b = NULL;
@@ -472,6 +487,26 @@ static void test_long_chain(void)
     is_int(PAGED_OK, paged_free(pa, LONG_NB, ids), "long: A frees them");
     stop_node(&a);
     stop_node(&b);
+}
+
+/* The long prompt from a peer that corrupts what it serves: B has asked for the second part
+ * while the first is pulled, the first fails its check, and B drops both: it finds nothing,
+ * keeps no block, and both daemons exit cleanly (under the sanitizers: nothing leaked). */
+static void test_long_corrupt(void)
+{
+    struct node a, b;
+    start_node(&a, 1, 0, key_path, "PAGEDD_PEER_CORRUPT=1");
+    start_node(&b, 0, a.port, key_path, NULL);
+    ok(pagedd_log_wait(&b.d, "authenticated", 10000), "long corrupt: B authenticates A");
+    paged_pool *pa = NULL, *pb = NULL;
+    static int32_t ids[LONG_NB], found[LONG_NB], tokens[LONG_NB * B];
+    publish_long(&a, &b, &pa, &pb, ids, tokens, "long corrupt");
+    is_int(0, paged_lookup(pb, NULL, SALT, LONG_NB, tokens, found), "long corrupt: B's LOOKUP finds nothing");
+    ok(pagedd_log_contains(&b.d, "checksum does not match"), "long corrupt: B logs the bad checksum");
+    expect_free_in(&b, "long", LONG_N, "long corrupt: no block of B leaked");
+    is_int(PAGED_OK, paged_free(pa, LONG_NB, ids), "long corrupt: A frees its prompt");
+    stop_node(&b);
+    stop_node(&a);
 }
 
 /* Returns how many CUDA devices this machine has, asking in a child so that this process never
@@ -575,6 +610,7 @@ int main(void)
         test_corrupt();
         test_stall();
         test_long_chain();
+        test_long_corrupt();
     }
     pagedd_cleanup(&keys);
     return 0;
