@@ -415,12 +415,12 @@ static void test_key_mode(void)
     pagedd_cleanup(&d);
 }
 
-/* A prompt of LONG_NB blocks, more than one FETCH may name: B fetches it from A in several
- * requests, and every block comes bit for bit. */
+/* A prompt of LONG_NB blocks, more than one FETCH may name. */
 #define LONG_N 640
 #define LONG_NB 600
 #define LONG_CHUNK 64            /* blocks appended per call */
 _Static_assert(LONG_NB > 2 * PD_PEER_MAX_ASK, "the long prompt takes three FETCHes");
+
 /* Makes pool "long" of LONG_N blocks on a and on b (*pa, *pb) and publishes on a a prompt of
  * LONG_NB blocks of fresh random keys and values (its blocks in ids, its tokens in tokens),
  * reporting that as a test of what. Bails when a pool cannot be made. Returns nothing. */
@@ -456,6 +456,8 @@ static void publish_long(struct node *a, struct node *b, paged_pool **pa, paged_
     is_int(LONG_NB, rc, "%s: a client of A publishes a prompt of %d blocks", what, LONG_NB);
 }
 
+/* B fetches the long prompt from A in several requests, each part but the first asked while the
+ * last one's get ran, and every block comes bit for bit. */
 static void test_long_chain(void)
 {
     struct node a, b;
