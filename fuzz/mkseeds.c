@@ -546,6 +546,18 @@ static uint64_t space(struct buf *a, size_t n)
     return put(a, NULL, n);
 }
 
+/* Emits seed name: a COPY of the three blocks src of pool into dst of dst_pool (0: the same
+ * pool). Returns nothing. */
+static void copy_seed(const char *name, uint32_t pool, uint32_t dst_pool, const int32_t *src, const int32_t *dst)
+{
+    struct vin v = vstart(PAGED_OP_COPY, pool);
+    v.sqe.u.copy.count = 3;
+    v.sqe.u.copy.dst_pool = dst_pool;
+    v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
+    v.sqe.u.copy.dst_off = ints(&v.arena, dst, 3);
+    vemit(name, &v);
+}
+
 /* Fills v's current entry with an APPEND of the given slots, its data in v's arena;
  * returns nothing. */
 static void append_into(struct vin *v, int all, int32_t layer, int32_t src_dtype, const int32_t *slots,
@@ -718,37 +730,14 @@ static void validate_seeds(void)
     {
         int32_t src[] = { FORKED, SHARED, W0 };
         int32_t dst[] = { W1, W1 + 1, W1 + 2 };
-        v = vstart(PAGED_OP_COPY, 2);
-        v.sqe.u.copy.count = 3;
-        v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
-        v.sqe.u.copy.dst_off = ints(&v.arena, dst, 3);
-        vemit("copy", &v);
         int32_t dst_ro[] = { W1, SHARED, W1 + 3 };
-        v = vstart(PAGED_OP_COPY, 4);
-        v.sqe.u.copy.count = 3;
-        v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
-        v.sqe.u.copy.dst_off = ints(&v.arena, dst_ro, 3);
-        vemit("copy-readonly-dst", &v);
+        copy_seed("copy", 2, 0, src, dst);
+        copy_seed("copy-readonly-dst", 4, 0, src, dst_ro);
         /* Into another pool: from pool 5 (bf16, attached read-only) into pool 3 (bf16); back
          * into pool 5, which may not be written; into pool 6, of another geometry. */
-        v = vstart(PAGED_OP_COPY, 5);
-        v.sqe.u.copy.count = 3;
-        v.sqe.u.copy.dst_pool = 3;
-        v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
-        v.sqe.u.copy.dst_off = ints(&v.arena, dst, 3);
-        vemit("copy-across", &v);
-        v = vstart(PAGED_OP_COPY, 3);
-        v.sqe.u.copy.count = 3;
-        v.sqe.u.copy.dst_pool = 5;
-        v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
-        v.sqe.u.copy.dst_off = ints(&v.arena, dst, 3);
-        vemit("copy-across-readonly-dst", &v);
-        v = vstart(PAGED_OP_COPY, 2);
-        v.sqe.u.copy.count = 3;
-        v.sqe.u.copy.dst_pool = 6;
-        v.sqe.u.copy.src_off = ints(&v.arena, src, 3);
-        v.sqe.u.copy.dst_off = ints(&v.arena, dst, 3);
-        vemit("copy-across-geometry", &v);
+        copy_seed("copy-across", 5, 3, src, dst);
+        copy_seed("copy-across-readonly-dst", 3, 5, src, dst);
+        copy_seed("copy-across-geometry", 2, 6, src, dst);
     }
 
     {

@@ -285,9 +285,7 @@ static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struc
         for (uint32_t i = 0; i < count; i++)
             units[i] = f->local.buf + (size_t) i * p->geom.block_bytes;
         char *cause = NULL;
-        int rc = ps->backend->ops->units_copy != NULL
-                 ? ps->backend->ops->units_copy(ps->backend, p->mem, &p->cache, 0, count, ids, units, &cause)
-                 : pd_tiers_copy_host(&p->cache, 0, count, ids, units);
+        int rc = pd_units_copy(ps->backend, p->mem, &p->cache, 0, count, ids, units, &cause);
         free(cause);
         if (rc == PAGED_OK
             && pa_publish(p->alloc, PD_PEER_FETCH_HOLDER, f->tenant, count, ids, f->hashes + f->off, &bad) < 0)
@@ -332,6 +330,34 @@ static const char *check_sums(struct pd_peers *ps, struct pd_peer_fetchop *f, co
     return why;
 }
 
+/* Makes the chain's next part, of f's peer, the one in hand once this part is published: the
+ * part asked ahead (its REPLY perhaps here already; its peer-timeout counted from now), else a
+ * request to ask the same peer now. Returns nothing. */
+static void next_part(struct pd_peers *ps, struct pd_peer_fetchop *f, uint64_t now)
+{
+    struct pd_peer *q = f->peer;
+    if (f->peer_failed)
+        drop_ahead(ps, f);
+    const uint64_t req = f->ahead_req, asked = f->ahead_asked_ns;
+    const uint32_t n = f->ahead_n;
+    struct pd_peer_msg *reply = f->ahead_reply;
+    f->ahead_req = 0;
+    f->ahead_n = 0;
+    f->ahead_reply = NULL;
+    forget_request(f);
+    if (req == 0) {
+        f->next_peer--;
+        return;
+    }
+    f->peer = q;
+    f->req = req;
+    f->n = n;
+    f->asked_ns = asked;
+    f->deadline_ns = now + (uint64_t) ps->timeout_ms * 1000000u;
+    f->reply = reply;
+    f->state = PD_FETCH_ASKED;
+}
+
 /* Checks f's pulled units and publishes them in p, then ends f. Returns nothing. */
 static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
 {
@@ -364,29 +390,8 @@ static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd
         fetch_end(ps, f);
         return;
     }
-    /* It had all it was asked for: the chain's next part is its too, asked ahead already (and
-     * maybe answered), or to ask now. */
-    if (f->peer_failed)
-        drop_ahead(ps, f);
-    const uint64_t req = f->ahead_req, asked = f->ahead_asked_ns;
-    const uint32_t n = f->ahead_n;
-    struct pd_peer_msg *reply = f->ahead_reply;
-    f->ahead_req = 0;
-    f->ahead_n = 0;
-    f->ahead_reply = NULL;
-    forget_request(f);
-    if (req == 0) {
-        f->next_peer--;
-        return;
-    }
-    /* Its clock starts now that it is the part in hand: each part gets peer-timeout. */
-    f->peer = q;
-    f->req = req;
-    f->n = n;
-    f->asked_ns = asked;
-    f->deadline_ns = now + (uint64_t) ps->timeout_ms * 1000000u;
-    f->reply = reply;
-    f->state = PD_FETCH_ASKED;
+    /* It had all it was asked for: the chain's next part is its too. */
+    next_part(ps, f, now);
 }
 
 /* Cancels f's running get for why; the fetch goes on once UCX has called back. Returns

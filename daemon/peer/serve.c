@@ -95,15 +95,13 @@ static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, cons
     for (uint32_t i = 0; i < n; i++)
         units[i] = s->b.buf + (size_t) i * unit;
     /* A device's copies go in one call; host copies in rounds of about 8 MiB. */
-    const int device = ps->backend->ops->units_copy != NULL;
-    const uint32_t round = device ? n : (uint32_t) (unit >= (8u << 20) ? 1 : (8u << 20) / unit);
+    const int pool_on_device = ps->backend->ops->units_copy != NULL;
+    const uint32_t round = pool_on_device ? n : (uint32_t) (unit >= (8u << 20) ? 1 : (8u << 20) / unit);
     int rc = PAGED_OK;
     char *cause = NULL;
     for (uint32_t first = 0; rc == PAGED_OK && first < n; first += round) {
         const uint32_t k = n - first < round ? n - first : round;
-        rc = device ? ps->backend->ops->units_copy(ps->backend, q->mem, &q->cache, 1, k, ids + first, units + first,
-                                                   &cause)
-                    : pd_tiers_copy_host(&q->cache, 1, k, ids + first, units + first);
+        rc = pd_units_copy(ps->backend, q->mem, &q->cache, 1, k, ids + first, units + first, &cause);
         for (uint32_t i = first; rc == PAGED_OK && !s->b.device && i < first + k; i++)
             sums[i] = XXH3_64bits(units[i], unit);
     }

@@ -45,14 +45,21 @@ static void note_gone(struct pd_tiers *t, enum pd_block_tier tier, uint32_t tena
         pd_blocklog_add(t->log, PD_BLOCK_REMOVED, tier, tenant, hash);
 }
 
-/* Copies n blocks to or from units through the backend, or in host memory; see tiers.h. */
+/* Copies n blocks of a pool to or from units through b, or in host memory; see tiers.h. */
+int pd_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
+                  const int32_t *blocks, unsigned char *const *units, char **cause)
+{
+    if (b->ops->units_copy == NULL)
+        return pd_tiers_copy_host(cache, to_units, n, blocks, units);
+    return b->ops->units_copy(b, mem, cache, to_units, n, blocks, units, cause);
+}
+
+/* Copies n blocks to or from the tier's units, logging and counting a failure; see tiers.h. */
 int pd_tiers_copy_units(struct pd_tiers *t, int to_units, uint32_t n, const int32_t *blocks,
                         unsigned char *const *units)
 {
-    if (t->b->ops->units_copy == NULL)
-        return pd_tiers_copy_host(t->cache, to_units, n, blocks, units);
     char *cause = NULL;
-    int rc = t->b->ops->units_copy(t->b, t->mem, t->cache, to_units, n, blocks, units, &cause);
+    int rc = pd_units_copy(t->b, t->mem, t->cache, to_units, n, blocks, units, &cause);
     if (rc < 0) {
         pd_log(PD_LOG_WARNING, "tiers: copying %u blocks %s the host tier failed: %s", n,
                to_units ? "to" : "from", cause != NULL ? cause : paged_strerror(rc));

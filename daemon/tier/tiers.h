@@ -158,6 +158,13 @@ int pd_tiers_host_alloc(pd_backend *b, uint64_t bytes, unsigned char **out, char
 /* Frees what pd_tiers_host_alloc gave (bytes: as asked; p NULL is ignored). Returns nothing. */
 void pd_tiers_host_free(pd_backend *b, unsigned char *p, uint64_t bytes);
 
+/* Copies n blocks of a pool (mem, cache) to or from units, every layer gathered into one unit
+ * (paged(7), TIERS): through b's units_copy (units in host or device memory), or
+ * pd_tiers_copy_host where the pool's memory is host memory. Returns PAGED_OK, or an error
+ * with *cause (malloc'd, or left NULL). */
+int pd_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
+                  const int32_t *blocks, unsigned char *const *units, char **cause);
+
 /* Copies n blocks of a pool to or from units in host memory where the pool's memory is host
  * memory (the cpu backend); returns PAGED_OK. The layout of a unit is paged(7)'s. */
 int pd_tiers_copy_host(const pk_cache *cache, int to_units, uint32_t n, const int32_t *blocks,

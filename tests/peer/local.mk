@@ -4,7 +4,8 @@
 # Built everywhere: without UCX it says 1..0 # SKIP built without UCX.
 check_PROGRAMS += tests/peer/peers-t
 TESTS += tests/peer/peers-t
-tests_peer_peers_t_SOURCES = tests/peer/peers-t.c tests/service/kvprompt.h tests/service/kvprompt.c
+tests_peer_peers_t_SOURCES = tests/peer/peers-t.c tests/service/kvprompt.h tests/service/kvprompt.c \
+	$(SVC_CLIENT_SOURCES)
 tests_peer_peers_t_LDADD = tests/client/libharness.la $(SVC_CLIENT_LIBS)
 tests_peer_peers_t_CPPFLAGS = $(SVC_CLIENT_CPPFLAGS)
 EXTRA_tests_peer_peers_t_DEPENDENCIES = daemon/pagedd

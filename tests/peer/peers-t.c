@@ -13,13 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 #include "lib/core/proto.h"
 #include "paged.h"
 #include "tests/client/daemon_harness.h"
+#include "tests/service/arena-io.h"
 #include "tests/service/kvprompt.h"
 #include "tests/service/rawclient.h"
 #include "daemon/peer/wire.h"
@@ -252,6 +249,19 @@ static void expect_free(struct node *n, uint32_t want, const char *what)
 {
     expect_free_in(n, POOL, want, what);
 }
+/* A client of A publishes a prompt; a client of B, A's peer, looks it up: reported as tests of
+ * what (the whole prompt found, with A's bytes and A's decode, bit for bit). Returns nothing. */
+static void publish_and_find(const struct node *a, const struct node *b, const char *what)
+{
+    in_child(a, child_publish);
+    is_int(PAGED_OK, report->status, "%s: a client of A writes, decodes and publishes a prompt", what);
+    in_child(b, child_lookup);
+    is_int(NB, report->found, "%s: a client of B finds all %d blocks", what, NB);
+    ok(report->same_bytes, "%s: they hold A's bytes, bit for bit", what);
+    ok(report->same_decode, "%s: decoding over them on B equals the decode on A, bit for bit (status %d)", what,
+       report->status);
+}
+
 /* A publishes; B, its peer, finds the whole prompt, bit for bit, and publishes it itself. */
 static void test_found(void)
 {
@@ -260,13 +270,7 @@ static void test_found(void)
     start_node(&b, 0, a.port, key_path, NULL);
     ok(pagedd_log_wait(&b.d, "authenticated", 10000) && pagedd_log_wait(&a.d, "authenticated", 10000),
        "found: the two daemons authenticate each other");
-    in_child(&a, child_publish);
-    is_int(PAGED_OK, report->status, "found: a client of A writes, decodes and publishes a prompt");
-    in_child(&b, child_lookup);
-    is_int(NB, report->found, "found: a client of B finds all %d blocks", NB);
-    ok(report->same_bytes, "found: they hold A's bytes, bit for bit");
-    ok(report->same_decode, "found: decoding over them on B equals the decode on A, bit for bit (status %d)",
-       report->status);
+    publish_and_find(&a, &b, "found");
     expect_free(&b, N - NB, "found: B keeps the blocks cached");
     static char out[8192];
     char want[128];
@@ -511,35 +515,6 @@ static void test_long_corrupt(void)
     stop_node(&a);
 }
 
-/* Returns how many CUDA devices this machine has, asking in a child so that this process never
- * initializes CUDA (its children could not use it after a fork); 0 without CUDA. */
-static int device_count(void)
-{
-#ifdef HAVE_CUDA
-    int fds[2];
-    if (pipe(fds) != 0)
-        sysbail("pipe");
-    pid_t pid = fork();
-    if (pid < 0)
-        sysbail("fork");
-    if (pid == 0) {
-        int n = 0;
-        if (cudaGetDeviceCount(&n) != cudaSuccess)
-            n = 0;
-        _exit(write(fds[1], &n, sizeof n) == (ssize_t) sizeof n ? 0 : 1);
-    }
-    close(fds[1]);
-    int n = 0;
-    if (read(fds[0], &n, sizeof n) != (ssize_t) sizeof n)
-        n = 0;
-    close(fds[0]);
-    waitpid(pid, NULL, 0);
-    return n;
-#else
-    return 0;
-#endif
-}
-
 /*
  * On the GPUs: A (device 0) publishes; B (device 1 where there are two: one daemon a GPU) finds
  * the whole prompt, bit for bit, with the same decode. Both stage in device memory when their
@@ -558,13 +533,7 @@ static void test_found_cuda(int devices, int host_staging, int want_device)
     const char *mode = want_device && !host_staging ? "blocks move in device memory" : "move through host staging";
     ok(pagedd_log_wait(&a.d, mode, 1000) && pagedd_log_wait(&b.d, mode, 1000), "%s: both logs say the %s", what,
        mode);
-    in_child(&a, child_publish);
-    is_int(PAGED_OK, report->status, "%s: a client of A writes, decodes and publishes a prompt", what);
-    in_child(&b, child_lookup);
-    is_int(NB, report->found, "%s: a client of B finds all %d blocks", what, NB);
-    ok(report->same_bytes, "%s: they hold A's bytes, bit for bit", what);
-    ok(report->same_decode, "%s: decoding over them on B equals the decode on A, bit for bit (status %d)", what,
-       report->status);
+    publish_and_find(&a, &b, what);
     expect_free(&b, N - NB, what);
     static char out[8192];
     int rc = pactl_peers(&b, 1, out, sizeof out);
@@ -584,7 +553,7 @@ int main(void)
     int devices = 0;
     if (cuda && strcmp(backend, "cuda") != 0)
         skip_all("PAGED_TEST_BACKEND=%s: the peers' test runs on cpu or cuda", backend);
-    if (cuda && (devices = device_count()) == 0)
+    if (cuda && (devices = aio_devices(NULL)) == 0)
         skip_all("no CUDA device");
     plan_lazy();
     kp_on_cuda = cuda;

@@ -39,15 +39,15 @@ int aio_start(struct pagedd *d, const char *const *extra)
 /* Skips without a device, else plans; see arena-io.h. */
 uint64_t aio_device_test_begin(void)
 {
-    if (!aio_have_device(NULL))
+    if (!aio_devices(NULL))
         skip_all("no CUDA device");
     uint64_t seed = tap_seed();
     plan_lazy();
     return seed;
 }
 
-/* Says whether there is a CUDA device, asking a child; see arena-io.h. */
-int aio_have_device(uint64_t *free_bytes)
+/* Counts the devices in a child; see arena-io.h. */
+int aio_devices(uint64_t *free_bytes)
 {
 #ifdef HAVE_CUDA
     int fds[2];
@@ -60,19 +60,20 @@ int aio_have_device(uint64_t *free_bytes)
         size_t f = 0, t = 0;
         if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0 || cudaMemGetInfo(&f, &t) != cudaSuccess)
             _exit(1);
-        uint64_t v = f;
-        _exit(write(fds[1], &v, sizeof v) == (ssize_t) sizeof v ? 0 : 1);
+        const uint64_t v[2] = { f, (uint64_t) n };
+        _exit(write(fds[1], v, sizeof v) == (ssize_t) sizeof v ? 0 : 1);
     }
     close(fds[1]);
-    uint64_t v = 0;
-    int got = read(fds[0], &v, sizeof v) == (ssize_t) sizeof v;
+    uint64_t v[2] = { 0, 0 };
+    int got = read(fds[0], v, sizeof v) == (ssize_t) sizeof v;
     close(fds[0]);
     int st;
     if (waitpid(pid, &st, 0) != pid)
         sysbail("waitpid");
+    got = got && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (free_bytes != NULL)
-        *free_bytes = got ? v : 0;
-    return got && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        *free_bytes = got ? v[0] : 0;
+    return got ? (int) v[1] : 0;
 #else
     if (free_bytes != NULL)
         *free_bytes = 0;

@@ -16,13 +16,13 @@
  * no device) and bails when the daemon does not start. Returns whether it runs cuda. */
 int aio_start(struct pagedd *d, const char *const *extra);
 
-/* Returns whether this machine has a CUDA device (0 in a build without CUDA), asking in a
+/* Returns how many CUDA devices this machine has (0 in a build without CUDA), asking in a
  * child so that this process never initializes CUDA (its children could not use it after a
- * fork); where free_bytes is not NULL, stores the device memory that child found free (its
- * own context's taken). */
-int aio_have_device(uint64_t *free_bytes);
+ * fork); where free_bytes is not NULL, stores the device memory that child found free on
+ * device 0 (its own context's taken). */
+int aio_devices(uint64_t *free_bytes);
 
-/* Begins a test that needs a CUDA device: skips it whole where there is none (aio_have_device),
+/* Begins a test that needs a CUDA device: skips it whole where there is none (aio_devices),
  * else plans lazily. Returns the test's seed (tap_seed). */
 uint64_t aio_device_test_begin(void);
 

@@ -88,7 +88,7 @@ static int run_client(int which)
 int main(void)
 {
     uint64_t free_b = 0;
-    if (!aio_have_device(&free_b))
+    if (!aio_devices(&free_b))
         skip_all("no CUDA device");
     plan_lazy();
     char delay[48];

@@ -203,3 +203,13 @@ int kp_in_child(const char *socket, const char *name, const char *pool, void (*f
     waitpid(pid, &ws, 0);
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
+
+/* Reports a look-up's findings as tests; see kvprompt.h. */
+void kp_expect_found(const struct kp_found *r, int want, const char *what, const char *decode)
+{
+    is_int(want, r->found, "%s: LOOKUP finds %d blocks", what, want);
+    if (want > 0)
+        ok(r->same_bytes, "%s: they hold the published bytes, bit for bit", what);
+    if (want == KP_NB)
+        ok(r->same_decode, "%s: %s (status %d)", what, decode, r->status);
+}

@@ -61,6 +61,11 @@ int kp_publish(paged_pool *p, uint32_t num_blocks, struct kp_prompt *pr, int32_t
  * *out. The blocks found stay held by p's client. Returns nothing. */
 void kp_check(paged_pool *p, uint32_t num_blocks, const struct kp_prompt *pr, uint64_t salt, struct kp_found *out);
 
+/* Reports as tests what a look-up found (*r, of what): want blocks; where any, the published
+ * bytes; where all KP_NB, the published decode, which decode says what it equals. Returns
+ * nothing. */
+void kp_expect_found(const struct kp_found *r, int want, const char *what, const char *decode);
+
 /* Decodes pr's query over the KP_NB blocks ids at every layer into out; returns the first
  * failing status or PAGED_OK. */
 int kp_decode(paged_pool *p, const struct kp_prompt *pr, const int32_t *ids, float out[KP_L][KP_H * KP_D]);

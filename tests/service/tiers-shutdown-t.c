@@ -218,12 +218,7 @@ static uint64_t file_mtime(int k, int b)
 static void check_found(int k, int want, const char *what)
 {
     in_child(child_check, k);
-    is_int(want, report->found, "%s: LOOKUP finds %d blocks", what, want);
-    if (want > 0)
-        ok(report->same_bytes, "%s: they hold the published bytes, bit for bit", what);
-    if (want == NB)
-        ok(report->same_decode, "%s: a decode over them gives the one before the restart (status %d)", what,
-           report->status);
+    kp_expect_found(report, want, what, "a decode over them gives the one before the restart");
 }
 
 /* Stops the daemon orderly; reports it. */

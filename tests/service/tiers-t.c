@@ -36,10 +36,7 @@ enum { P_A, P_B, P_C, NPROMPTS };
 
 /* What a child reports through shared memory. */
 struct report {
-    int found;                  /* LOOKUP's result */
-    int same_bytes;             /* the blocks found hold the published bytes */
-    int same_decode;            /* decodes over them equal the published decodes bit for bit */
-    int status;                 /* the first failing call's status, else 0 */
+    struct kp_found f;          /* what its LOOKUP found (found: a count of its own elsewhere) */
     paged_prefix_counts mine;   /* the child's own prefix figures after its LOOKUP */
 };
 
@@ -65,35 +62,30 @@ static paged_client *connect_client(const char *name)
     return paged_client_connect(&o, &c) == PAGED_OK ? c : NULL;
 }
 
-/* Child: publishes prompt k (report->status). CUDA is used in child processes only: a
+/* Child: publishes prompt k (report->f.status). CUDA is used in child processes only: a
  * process that forks must not have set it up. */
 static void child_publish(paged_pool *p, int k)
 {
-    report->status = kp_publish(p, N, &prompts[k], 1000 * (k + 1), (uint64_t) k + 1, SALT);
+    report->f.status = kp_publish(p, N, &prompts[k], 1000 * (k + 1), (uint64_t) k + 1, SALT);
 }
 
 /* Child: looks prompt k up and checks what it found against what was published, into *report. */
 static void child_check(paged_pool *p, int k)
 {
-    struct kp_found f;
-    kp_check(p, N, &prompts[k], SALT, &f);
-    report->found = f.found;
-    report->same_bytes = f.same_bytes;
-    report->same_decode = f.same_decode;
-    report->status = f.status;
+    kp_check(p, N, &prompts[k], SALT, &report->f);
     if (paged_prefix_stats(kp_child_client, &report->mine) != PAGED_OK)
-        report->status = PAGED_E_PROTO;
+        report->f.status = PAGED_E_PROTO;
 }
 
 /* Child: takes every block of the pool (pushing whatever is cached out to the tiers), then
- * lets them go; report->status is the allocation's. */
+ * lets them go; report->f.status is the allocation's. */
 static void child_pressure(paged_pool *p, int k)
 {
     (void) k;
     int32_t ids[N];
-    report->status = paged_alloc(p, N, ids);
-    if (report->status == PAGED_OK)
-        report->status = paged_free(p, N, ids);
+    report->f.status = paged_alloc(p, N, ids);
+    if (report->f.status == PAGED_OK)
+        report->f.status = paged_free(p, N, ids);
 }
 
 /* Runs fn(pool, k) in a child process with a client of its own attached to POOL, after
@@ -101,8 +93,8 @@ static void child_pressure(paged_pool *p, int k)
 static int in_child(void (*fn)(paged_pool *, int), int k)
 {
     memset(report, 0, sizeof *report);
-    report->found = -999;
-    return kp_in_child(daemon_.socket, "tiers-child", POOL, fn, k, &report->status);
+    report->f.found = -999;
+    return kp_in_child(daemon_.socket, "tiers-child", POOL, fn, k, &report->f.status);
 }
 
 /* rc_pool_item_until's conditions. */
@@ -147,12 +139,7 @@ static int create_pool(paged_client *c, paged_pool **p)
 static void check_found(int k, int want, const char *what)
 {
     in_child(child_check, k);
-    is_int(want, report->found, "%s: LOOKUP finds %d blocks", what, want);
-    if (want > 0)
-        ok(report->same_bytes, "%s: they hold the published bytes, bit for bit", what);
-    if (want == NB)
-        ok(report->same_decode, "%s: decoding over them gives the published outputs, bit for bit (status %d)",
-           what, report->status);
+    kp_expect_found(&report->f, want, what, "decoding over them gives the published outputs, bit for bit");
 }
 
 /* Starts the daemon with the file tier; bails when it does not start. */
@@ -234,13 +221,13 @@ static void test_host(paged_pool *p, struct rc_client *ctl)
 {
     struct want want[32];
     in_child(child_publish, P_A);
-    is_int(PAGED_OK, report->status, "host: prompt A written, decoded and published");
+    is_int(PAGED_OK, report->f.status, "host: prompt A written, decoded and published");
     expect_events(want, each_block(want, PAGED_BLOCK_STORED, PAGED_TIER_POOL, P_A), "host: publish");
     struct pcore_pool_item it = pool_item(ctl);
     ok(it.host_units == HOST_UNITS && it.host_stored == 0 && it.cached == NB,
        "host: LIST shows a host tier of %d units, empty, and A's %d blocks cached", HOST_UNITS, NB);
     in_child(child_pressure, 0);
-    is_int(PAGED_OK, report->status, "host: a client takes the whole pool");
+    is_int(PAGED_OK, report->f.status, "host: a client takes the whole pool");
     it = wait_host(ctl, NB, "host: A pushed out of the pool");
     expect_events(want, each_block(want, PAGED_BLOCK_OFFLOADED, PAGED_TIER_HOST, P_A), "host: offload");
     ok(it.offloaded_bytes == (uint64_t) NB * UNIT * sizeof(float) && it.cached == 0,
@@ -270,11 +257,11 @@ static void test_file(struct rc_client *ctl)
     struct want want[32];
     int n;
     in_child(child_publish, P_B);
-    is_int(PAGED_OK, report->status, "file: prompt B written and published");
+    is_int(PAGED_OK, report->f.status, "file: prompt B written and published");
     expect_events(want, each_block(want, PAGED_BLOCK_STORED, PAGED_TIER_POOL, P_B), "file: publish B");
     /* A (older) leaves the pool first, then B; B's units push A's out of the host tier. */
     in_child(child_pressure, 0);
-    is_int(PAGED_OK, report->status, "file: a client takes the whole pool");
+    is_int(PAGED_OK, report->f.status, "file: a client takes the whole pool");
     struct pcore_pool_item it = wait_host(ctl, NB, "file: B in the host tier");
     n = each_block(want, PAGED_BLOCK_OFFLOADED, PAGED_TIER_HOST, P_A);
     n += each_block(want + n, PAGED_BLOCK_OFFLOADED, PAGED_TIER_HOST, P_B);
@@ -345,8 +332,8 @@ static void test_restart(void)
     ok(it.tier_damaged == 1, "damage: the truncated file was refused when the pool opened its tier (%llu)",
        (unsigned long long) it.tier_damaged);
     in_child(child_check, P_A);
-    is_int(1, report->found, "damage: A is found up to its damaged second block");
-    ok(report->same_bytes, "damage: what A finds holds the published bytes");
+    is_int(1, report->f.found, "damage: A is found up to its damaged second block");
+    ok(report->f.same_bytes, "damage: what A finds holds the published bytes");
     it = pool_item(&ctl);
     ok(it.tier_damaged == 2, "damage: the flipped file was refused at its reload (%llu damaged)",
        (unsigned long long) it.tier_damaged);
@@ -468,7 +455,7 @@ static int all_dropped(const struct pcore_pool_item *it, uint32_t want)
     return it->cached == 0 && it->referenced == 0 && it->host_stored == 0;
 }
 
-/* Child: takes every block it can, one at a time (N at most), and lets them go; report->found
+/* Child: takes every block it can, one at a time (N at most), and lets them go; report->f.found
  * is how many it got. */
 static void child_take_all(paged_pool *p, int k)
 {
@@ -477,8 +464,8 @@ static void child_take_all(paged_pool *p, int k)
     int n = 0;
     while (n < N && paged_alloc(p, 1, &ids[n]) == PAGED_OK)
         n++;
-    report->found = n;
-    report->status = n > 0 ? paged_free(p, (uint32_t) n, ids) : PAGED_OK;
+    report->f.found = n;
+    report->f.status = n > 0 ? paged_free(p, (uint32_t) n, ids) : PAGED_OK;
 }
 
 /* A pinned prefix stays in the pool: pressure takes the rest and never offloads it. */
@@ -486,11 +473,11 @@ static void test_pin(paged_client *c, paged_pool *p, struct rc_client *ctl)
 {
     (void) c;
     in_child(child_check, P_C);   /* C into the pool (the host tier's), then cached */
-    is_int(NB, report->found, "pin: C is in the pool");
+    is_int(NB, report->f.found, "pin: C is in the pool");
     is_int(NB, paged_prefix_pin(p, NULL, SALT, NB, prompts[P_C].tokens), "pin: C's 4 blocks pinned");
     struct pcore_pool_item before = pool_item(ctl);
     in_child(child_take_all, 0);
-    is_int(N - NB, report->found, "pin: a client takes every block but C's");
+    is_int(N - NB, report->f.found, "pin: a client takes every block but C's");
     struct pcore_pool_item it;
     int rc = rc_pool_item_until(ctl, POOL, rc_pool_free_is, N - NB, 10000, &it);
     const uint64_t moved = it.offloaded_bytes - before.offloaded_bytes;
@@ -539,7 +526,7 @@ static void test_ttl(paged_client *c, struct rc_client *ctl)
 {
     /* A's and B's blocks are in the pool and in files; push them to the host tier first. */
     in_child(child_pressure, 0);
-    is_int(PAGED_OK, report->status, "ttl: a client pushes A and B out of the pool");
+    is_int(PAGED_OK, report->f.status, "ttl: a client pushes A and B out of the pool");
     struct pcore_pool_item before = wait_host(ctl, NB, "ttl: the host tier full"), it;
     is_int(PAGED_OK, paged_pool_set_ttl(c, POOL, 200), "ttl: the pool's time to live set to 200 ms");
     int rc = rc_pool_item_until(ctl, POOL, all_dropped, 0, 10000, &it);

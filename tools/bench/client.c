@@ -87,7 +87,7 @@ int bench_client_arenas(paged_client *c, const char *who, int *cuda, unsigned ch
         /* Work on the device the daemon exported the arena from. */
         struct cudaPointerAttributes attr;
         bg_check((int) cudaPointerGetAttributes(&attr, *data), "%s: locating the device arena", who);
-        bg_check((int) cudaSetDevice(attr.device), "%s: cudaSetDevice(%d)", who, attr.device);
+        bg_use_device(attr.device);
     }
 #endif
     return PAGED_OK;

@@ -21,6 +21,7 @@
  * devices (paged-bench remote) fills each client's arena on that arena's device. */
 #define BG_MAX_DEVICES 64
 static cudaStream_t streams[BG_MAX_DEVICES];
+static int current;            /* the device bg_use_device made current (0 from bg_open) */
 static int opened;
 
 /* Returns the number of devices, 0 on any error (no driver, no device). */
@@ -65,17 +66,23 @@ void bg_open(void)
     opened = 1;
 }
 
+/* Makes dev this thread's device and the one whose stream bg_stream gives. */
+void bg_use_device(int dev)
+{
+    bg_open();
+    if (dev < 0 || dev >= BG_MAX_DEVICES)
+        bench_die("device %d: this benchmark keeps streams for devices 0 to %d", dev, BG_MAX_DEVICES - 1);
+    bg_check((int) cudaSetDevice(dev), "cudaSetDevice(%d)", dev);
+    current = dev;
+}
+
 /* Returns the current device's stream, creating it on first use. */
 void *bg_stream(void)
 {
     bg_open();
-    int dev = 0;
-    bg_check((int) cudaGetDevice(&dev), "cudaGetDevice");
-    if (dev < 0 || dev >= BG_MAX_DEVICES)
-        bench_die("device %d: this benchmark keeps streams for devices 0 to %d", dev, BG_MAX_DEVICES - 1);
-    if (streams[dev] == NULL)
-        bg_check((int) cudaStreamCreateWithFlags(&streams[dev], cudaStreamNonBlocking), "cudaStreamCreate");
-    return streams[dev];
+    if (streams[current] == NULL)
+        bg_check((int) cudaStreamCreateWithFlags(&streams[current], cudaStreamNonBlocking), "cudaStreamCreate");
+    return streams[current];
 }
 
 /* Allocates device memory or dies. */

@@ -25,11 +25,16 @@ void bg_check(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Dies when a pk_cuda_* call returned rc != 0 or left a launch error behind. */
 void bg_check_kernel(int rc, const char *what);
 
-/* Selects device 0 and creates the stream everything here runs on; idempotent. */
+/* Selects device 0; idempotent. */
 void bg_open(void);
 
-/* Returns the stream (a cudaStream_t). */
+/* Returns the stream of the device bg_use_device made current (device 0 until then), a
+ * cudaStream_t made at its first use: one stream per device. */
 void *bg_stream(void);
+
+/* Makes device dev current for this thread (cudaSetDevice) and bg_stream's stream that
+ * device's; every change of device in paged-bench goes through it. Dies on failure. */
+void bg_use_device(int dev);
 
 /* Sets *sm_max_mhz and *mem_max_mhz (highest SM and memory clocks) and *power_limit_w (the
  * power limit the driver enforces) of CUDA device dev through NVML (nvml.c): what tells one

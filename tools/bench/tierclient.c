@@ -39,7 +39,7 @@ static void fill(struct tb_client *cl, uint64_t off, size_t begin, size_t end, u
 {
 #ifdef HAVE_CUDA
     if (cl->cuda) {
-        bg_check((int) cudaSetDevice(cl->device), "tiers: cudaSetDevice(%d)", cl->device);
+        bg_use_device(cl->device);
         bg_fill(cl->data + off + begin * TB_ELEM, end - begin, PAGED_DTYPE_BF16, 1.0f, 1.0f, seed);
         bg_sync("tiers: filling the device arena");
         return;

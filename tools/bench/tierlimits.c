@@ -94,9 +94,9 @@ double tb_p2p_gbps(size_t bytes)
         return 0.0;
     int can = 0;
     bg_check((int) cudaDeviceCanAccessPeer(&can, 0, 1), "remote: cudaDeviceCanAccessPeer");
-    bg_check((int) cudaSetDevice(1), "remote: cudaSetDevice(1)");
+    bg_use_device(1);
     void *dst = bg_alloc(bytes, "the peer copy's destination");
-    bg_check((int) cudaSetDevice(0), "remote: cudaSetDevice(0)");
+    bg_use_device(0);
     void *src = bg_alloc(bytes, "the peer copy's source");
     if (can) {
         cudaError_t e = cudaDeviceEnablePeerAccess(1, 0);
@@ -108,9 +108,9 @@ double tb_p2p_gbps(size_t bytes)
     /* cudaMemcpyDefault: the addresses say the devices (unified addressing), a peer copy. */
     const double best = cuda_copy(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t) bg_stream());
     bg_free(src);
-    bg_check((int) cudaSetDevice(1), "remote: cudaSetDevice(1)");
+    bg_use_device(1);
     bg_free(dst);
-    bg_check((int) cudaSetDevice(0), "remote: cudaSetDevice(0)");
+    bg_use_device(0);
     return best;
 #else
     (void) bytes;
