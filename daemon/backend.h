@@ -37,6 +37,12 @@
  * and then the backend holds the batch's work until each waited word is reached (at most
  * batch->dep_timeout_ns, then PAGED_E_TIMEOUT, or late_fn when the batch completed early).
  *
+ * Several devices: a backend serves one device. A daemon serving several (GPUs, or the cpu
+ * backend's PAGEDD_CPU_DEVICES) opens one backend per device and puts them behind a device
+ * set (daemon/devices/devices.h), itself a backend: it routes each pool, arena and op to the
+ * backend of its device by the device argument of pool_create and arena_create, and splits
+ * a batch into one batch per device. A single device's backend gets device 0 always.
+ *
  * Adding a backend: a folder daemon/NAME/ whose interface header NAME.h declares its open
  * function, a file there defining a const struct pd_backend_ops, and a line in
  * pd_backend_open (daemon/backend.c).
@@ -86,6 +92,7 @@ struct pd_batch_op {
     const pk_cache *cache;        /* its pool's geometry and the daemon's view of its memory */
     pd_pool_mem *mem;             /* its pool's memory */
     const pk_cache *dst_cache;    /* a COPY into another pool: that pool's; else NULL */
+    pd_pool_mem *dst_mem;         /* and its memory (the device set's routing); else NULL */
     struct pd_arenas arenas;      /* its client's arenas */
     const struct pv_op *op;       /* APPEND, DECODE, PREFILL or COPY */
     uint32_t user;                /* the engine's own index; the backend leaves it alone */
@@ -129,19 +136,20 @@ enum pd_probe { PD_PROBE_SHORT = 0, PD_PROBE_REACHED = 1, PD_PROBE_PENDING = 2 }
 
 struct pd_backend_ops {
     const char *name;             /* "cpu", "cuda" */
-    /* Allocates and zeroes a pool's memory for cache (base ignored); stores the record and
+    /* Allocates and zeroes a pool's memory for cache (base ignored) on device (an index below
+     * b->ndevices); stores the record and
      * fills cache->base with the daemon's view of it (host pointer or device pointer).
      * Returns PAGED_OK or a paged_error with *cause. */
-    int (*pool_create)(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause);
+    int (*pool_create)(pd_backend *b, uint32_t device, pk_cache *cache, pd_pool_mem **out, char **cause);
     /* Frees a pool's memory; every client has detached. */
     void (*pool_destroy)(pd_backend *b, pd_pool_mem *mem);
     /* Fills *out with what lets a client map the pool, read-write or read-only. Returns
      * PAGED_OK or a paged_error with *cause. */
     int (*pool_export)(pd_backend *b, pd_pool_mem *mem, int writable, struct pd_export *out,
                        char **cause);
-    /* Creates a client's data arena of size bytes and its export; NULL in a backend whose
-     * data arena is the host arena. Returns PAGED_OK or a paged_error with *cause. */
-    int (*arena_create)(pd_backend *b, uint64_t size, pd_arena **out, struct pd_export *exp,
+    /* Creates a client's data arena of size bytes on device and its export; NULL in a backend
+     * whose data arena is the host arena. Returns PAGED_OK or a paged_error with *cause. */
+    int (*arena_create)(pd_backend *b, uint32_t device, uint64_t size, pd_arena **out, struct pd_export *exp,
                         char **cause);
     /* Frees a client's data arena, then unmaps map (map_size bytes; NULL: none): the client's
      * channel, whose host arena host_register may have pinned. The backend may do both
@@ -211,8 +219,16 @@ struct pd_backend_ops {
      * PAGED_OK or a paged_error with *cause. NULL with dev_alloc. */
     int (*units_sums)(pd_backend *b, const void *units, uint32_t n, uint64_t unit_bytes, uint64_t *sums,
                       char **cause);
-    /* Fills *out. */
-    void (*info)(pd_backend *b, struct pd_backend_info *out);
+    /* Fills *out about device (an index below b->ndevices). */
+    void (*info)(pd_backend *b, uint32_t device, struct pd_backend_info *out);
+    /* Makes the backend's device current on the calling thread; the device set calls it
+     * before each op it hands to a backend of several. Returns PAGED_OK or a paged_error with
+     * *cause. NULL: nothing to do (host memory). */
+    int (*enter)(pd_backend *b, char **cause);
+    /* Lets b's kernels and copies read and write the memory of other (a backend of the same
+     * kind on another device of the set: peer access). Returns PAGED_OK, or a paged_error
+     * with *cause when the devices cannot reach each other. NULL: any memory is reachable. */
+    int (*reach)(pd_backend *b, pd_backend *other, char **cause);
     /* Frees the backend (pools and arenas are gone by then). */
     void (*destroy)(pd_backend *b);
 };
@@ -228,12 +244,16 @@ struct pd_backend {
      * or the cpu backend under PAGEDD_CPU_DONE_US), so two batches queued back to back
      * overlap one's completions with the other's work (the engine's split passes). */
     int runs_behind;
+    /* The devices it serves: 1, or a device set's. */
+    uint32_t ndevices;
 };
 
 /*
  * Opens the backend cfg asks for: cpu, cuda (an error naming why when it is not built or
- * no device is usable), or auto (cuda when built in and a device is present, else cpu).
- * Returns it, or NULL with *cause.
+ * no device is usable), or auto (cuda when built in and a device is present, else cpu), on
+ * every device cfg->device names (cuda: every visible GPU when it names none; cpu: one, or
+ * PAGEDD_CPU_DEVICES), behind a device set where there are several. Returns it, or NULL
+ * with *cause.
  */
 pd_backend *pd_backend_open(const struct pd_config *cfg, char **cause);
 

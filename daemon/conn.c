@@ -338,7 +338,7 @@ int pd_channel_add_data_arena(struct pd_channel *ch, pd_backend *b, uint64_t siz
     if (size > (4ull << 30))
         size = 4ull << 30;
     size = (size + unit - 1) & ~(unit - 1);
-    int rc = b->ops->arena_create(b, size, &ch->data, ex, cause);
+    int rc = b->ops->arena_create(b, ch->device, size, &ch->data, ex, cause);
     if (rc < 0) {
         ch->data = NULL;
         return rc;

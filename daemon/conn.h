@@ -46,6 +46,8 @@ struct pd_channel {
     pd_arena *data;                    /* the device data arena (cuda), or NULL */
     uint64_t data_size;                /* data arena bytes: the host arena's where data is NULL */
     pd_backend *backend;               /* the backend that made data, which frees it */
+    uint32_t device;                   /* the client's device: of its data arena, and of the pools
+                                        * its APPEND, DECODE and PREFILL may name */
     int host_words;                    /* dependency words may lie in the host arena */
 };
 
@@ -177,10 +179,10 @@ uint64_t pd_conn_held(const struct pd_conn *c);
 int pd_channel_create(uint32_t sq_entries, uint32_t cq_entries, uint64_t arena_size,
                       struct pd_channel **out, int fds[3], char **cause);
 
-/* Gives ch a device data arena of b (a backend with arena_create) of the requested size,
- * clamped: 0 means 256 MiB, at least 1 MiB and at most 4 GiB, in whole 64 KiB. Returns
- * PAGED_OK with *ex (a descriptor to send and close, or an IPC handle) and ch->data_size
- * set, or an error with *cause. */
+/* Gives ch a device data arena of b (a backend with arena_create) on ch->device of the
+ * requested size, clamped: 0 means 256 MiB, at least 1 MiB and at most 4 GiB, in whole
+ * 64 KiB. Returns PAGED_OK with *ex (a descriptor to send and close, or an IPC handle) and
+ * ch->data_size set, or an error with *cause. */
 int pd_channel_add_data_arena(struct pd_channel *ch, pd_backend *b, uint64_t size,
                               struct pd_export *ex, char **cause);
 

@@ -100,6 +100,15 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
         pd_control_refuse(srv, c, PAGED_E_LIMIT, why);
         return;
     }
+    const uint32_t ndev = srv->backend->ndevices;
+    if (!c->control_only && m.device >= ndev) {
+        snprintf(why, sizeof why, "HELLO asks for device %u: this daemon serves %u device%s (0 to %u; pactl devices)",
+                 m.device, ndev, ndev == 1 ? "" : "s", ndev - 1);
+        pd_control_refuse(srv, c, PAGED_E_INVAL, why);
+        return;
+    }
+    struct pd_backend_info dinfo;
+    srv->backend->ops->info(srv->backend, c->control_only ? 0 : m.device, &dinfo);
 
     struct pcore_msg_welcome w;
     memset(&w, 0, sizeof w);
@@ -108,9 +117,11 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
     w.hdr.len = sizeof w;
     w.version = PCORE_PROTO_VERSION;
     w.client_id = c->id;
-    w.backend = srv->binfo.kind;
-    w.device_ordinal = srv->binfo.device_ordinal;
-    memcpy(w.device_uuid, srv->binfo.device_uuid, sizeof w.device_uuid);
+    w.backend = dinfo.kind;
+    w.device_ordinal = dinfo.device_ordinal;
+    memcpy(w.device_uuid, dinfo.device_uuid, sizeof w.device_uuid);
+    w.device = c->control_only ? 0 : m.device;
+    w.devices = ndev;
     snprintf(w.daemon_version, sizeof w.daemon_version, "%s", PACKAGE_VERSION);
     int fds[4] = { -1, -1, -1, -1 };
     uint32_t sq = m.sq_entries, cq = m.cq_entries;
@@ -125,6 +136,7 @@ void pd_control_hello(struct pd_server *srv, struct pd_conn *c, const void *buf,
             pd_control_refuse(srv, c, rc, why);
             return;
         }
+        c->ch->device = m.device;
         w.num_fds = 3;
         w.data_arena_kind = PCORE_MEM_MEMFD;
         w.channel_size = c->ch->size;
@@ -249,6 +261,7 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
     const pk_cache *shard = pd_pool_shard_cache(p, a->shard);
     att->view.holder = a->holder;
     att->view.shard = a->shard;
+    att->view.device = pd_pool_shard_device(p, a->shard);
     att->view.num_kv_heads = (uint32_t) shard->num_kv_heads;
 
     struct pcore_msg_pool_reply r;
@@ -276,7 +289,10 @@ static void attach_commit(struct pd_server *srv, struct pd_conn *c, uint32_t seq
     r.shard = a->shard;
     r.kv_head_offset = a->shard * r.num_kv_heads;
     memcpy(r.ipc_handle, ex.ipc_handle, sizeof r.ipc_handle);
-    memcpy(r.device_uuid, srv->binfo.device_uuid, sizeof r.device_uuid);
+    struct pd_backend_info dinfo;
+    r.device = pd_pool_shard_device(p, a->shard);
+    srv->backend->ops->info(srv->backend, r.device, &dinfo);
+    memcpy(r.device_uuid, dinfo.device_uuid, sizeof r.device_uuid);
     int rc = pd_conn_send(c, &r, sizeof r, &ex.fd, (int) r.num_fds, 0);
     if (ex.fd >= 0)
         close(ex.fd);
@@ -336,6 +352,13 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         pd_conn_error(c, m.hdr.seq, rc, "pool '%.63s': %s", m.name, why);
         return;
     }
+    const uint32_t ndev = srv->backend->ndevices;
+    if (m.device > ndev) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "pool '%s': no device %u: this daemon serves %u device%s "
+                      "(0 to %u; pactl devices)", m.name, m.device - 1, ndev, ndev == 1 ? "" : "s", ndev - 1);
+        return;
+    }
+    g.device = m.device != 0 ? m.device - 1 : c->ch != NULL ? c->ch->device : 0;
     if (pool_by_name(srv, m.name) != NULL) {
         pd_conn_error(c, m.hdr.seq, PAGED_E_EXIST, "pool '%s' already exists", m.name);
         return;
@@ -374,9 +397,11 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         return;
     }
     srv->next_pool_id++;
-    char shards[32] = "";
+    char shards[48] = "";
     if (g.shards > 1)
-        snprintf(shards, sizeof shards, ", %u shards", g.shards);
+        snprintf(shards, sizeof shards, ", %u shards from device %u", g.shards, g.device);
+    else if (ndev > 1)
+        snprintf(shards, sizeof shards, ", device %u", g.device);
     p->next = srv->pools;
     srv->pools = p;
     srv->n_pools++;
@@ -626,9 +651,9 @@ static void on_list(struct pd_server *srv, struct pd_conn *c, const void *buf)
 {
     struct pcore_msg_list m;
     memcpy(&m, buf, sizeof m);
-    if (m.what < PCORE_LIST_POOLS || m.what > PCORE_LIST_PEERS) {
-        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL, "LIST what %u unknown (pools 1, clients 2, blocks 3, peers 4)",
-                      m.what);
+    if (m.what < PCORE_LIST_POOLS || m.what > PCORE_LIST_DEVICES) {
+        pd_conn_error(c, m.hdr.seq, PAGED_E_INVAL,
+                      "LIST what %u unknown (pools 1, clients 2, blocks 3, peers 4, devices 5)", m.what);
         return;
     }
     if (strnlen(m.name, sizeof m.name) == sizeof m.name) {

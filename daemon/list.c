@@ -23,7 +23,7 @@ void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
     r.hdr.type = PCORE_MSG_STATUS_REPLY;
     r.hdr.seq = seq;
     r.hdr.len = sizeof r;
-    srv->backend->ops->info(srv->backend, &srv->binfo);
+    srv->backend->ops->info(srv->backend, 0, &srv->binfo);
     snprintf(r.version, sizeof r.version, "%s", PACKAGE_VERSION);
     r.backend = srv->binfo.kind;
     r.device_ordinal = srv->binfo.device_ordinal;
@@ -41,6 +41,7 @@ void pd_reply_status(struct pd_server *srv, struct pd_conn *c, uint32_t seq)
     r.healthy = (uint32_t) srv->binfo.healthy;
     r.pid = (uint32_t) getpid();
     memcpy(r.health, srv->binfo.health, sizeof r.health);
+    r.devices = srv->backend->ndevices;
     pd_conn_send(c, &r, sizeof r, NULL, 0, 0);
 }
 
@@ -113,6 +114,31 @@ static int may_see_hash(const struct pd_conn *c, const struct pd_pool *p, const 
     return pd_pool_may_see_tenant(p, c->uid, bi->tenant);
 }
 
+/* Fills it with what device d of srv serves: the backend's description, the pools and
+ * shards with memory there and the clients whose data arena is there. */
+static void device_item(struct pd_server *srv, uint32_t d, struct pcore_device_item *it)
+{
+    struct pd_backend_info bi;
+    srv->backend->ops->info(srv->backend, d, &bi);
+    memset(it, 0, sizeof *it);
+    it->index = d;
+    it->ordinal = bi.device_ordinal;
+    memcpy(it->name, bi.device_name, sizeof it->name);
+    memcpy(it->uuid, bi.device_uuid, sizeof it->uuid);
+    it->mem_free = bi.device_mem_free;
+    it->healthy = (uint32_t) bi.healthy;
+    memcpy(it->health, bi.health, sizeof it->health);
+    for (struct pd_pool *p = srv->pools; p != NULL; p = p->next)
+        for (uint32_t r = 0; r < p->geom.shards; r++)
+            if (pd_pool_shard_device(p, r) == d) {
+                it->pools++;
+                it->pool_bytes += p->geom.bytes / p->geom.shards;
+            }
+    for (const struct pd_conn *k = srv->conns; k != NULL; k = k->next)
+        if (k->state == PD_CONN_READY && k->ch != NULL && k->ch->device == d)
+            it->clients++;
+}
+
 /* Fills up to max items of the list at c's cursor into items, advancing it. Returns the
  * number filled; the cursor is inactive once everything was listed. */
 static uint32_t fill(struct pd_server *srv, struct pd_conn *c, void *items, uint32_t max)
@@ -126,6 +152,10 @@ static uint32_t fill(struct pd_server *srv, struct pd_conn *c, void *items, uint
                 break;
             pd_pool_item(p, (struct pcore_pool_item *) items + n++);
             l->next_id = p->id + 1;
+        } else if (l->what == PCORE_LIST_DEVICES) {
+            if (l->next_id >= srv->backend->ndevices)
+                break;
+            device_item(srv, l->next_id++, (struct pcore_device_item *) items + n++);
         } else if (l->what == PCORE_LIST_PEERS) {
 #ifdef HAVE_UCX
             if (srv->peers == NULL || l->next_id >= pd_peers_count(srv->peers))
@@ -194,6 +224,7 @@ void pd_list_continue(struct pd_server *srv, struct pd_conn *c)
     size_t isize = l->what == PCORE_LIST_POOLS ? sizeof(struct pcore_pool_item)
                    : l->what == PCORE_LIST_CLIENTS ? sizeof(struct pcore_client_item)
                    : l->what == PCORE_LIST_PEERS ? sizeof(struct pcore_peer_item)
+                   : l->what == PCORE_LIST_DEVICES ? sizeof(struct pcore_device_item)
                    : sizeof(struct pcore_block_item);
     uint32_t max = (uint32_t) ((PCORE_MSG_MAX - sizeof(struct pcore_msg_list_items)) / isize);
     while (l->active && c->out_head == NULL && c->state == PD_CONN_READY) {

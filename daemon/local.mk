@@ -46,6 +46,8 @@ daemon_libpagedengine_la_SOURCES = \
 	daemon/conn.c \
 	daemon/backend.h \
 	daemon/backend.c \
+	daemon/devices/devices.h \
+	daemon/devices/devices.c \
 	daemon/engine/validate.h \
 	daemon/engine/validate.c \
 	daemon/engine/batch.h \

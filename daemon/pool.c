@@ -307,9 +307,9 @@ int pd_pool_create(pd_backend *b, uint32_t id, const char *name, const struct pd
         .block_size = (int32_t) g->block_size, .dtype = g->dtype,
         .k_scale = g->k_scale, .v_scale = g->v_scale,
     };
-    int rc = b->ops->pool_create(b, &p->cache, &p->mem, cause);
+    int rc = b->ops->pool_create(b, g->device, &p->cache, &p->mem, cause);
     if (rc == PAGED_OK && g->shards > 1) {
-        rc = pd_shards_create(b, g->shards, &p->cache, p->mem, &p->tp, cause);
+        rc = pd_shards_create(b, g->shards, g->device, &p->cache, p->mem, &p->tp, cause);
         if (rc < 0)
             b->ops->pool_destroy(b, p->mem);
     }
@@ -400,6 +400,7 @@ void pd_pool_item(const struct pd_pool *p, struct pcore_pool_item *it)
     it->block_size = p->geom.block_size;
     it->dtype = (uint32_t) p->geom.dtype;
     it->num_blocks = p->geom.num_blocks;
+    it->device = p->geom.device;
     it->owner_uid = (uint32_t) p->owner_uid;
     it->mode = pd_pool_mode_word(p);
     it->free = c.free;

@@ -36,6 +36,8 @@ struct pd_pool_geom {
     int sealed;              /* PAGED_POOL_SEALED: its memory is never sent to a client */
     int peers;               /* PAGED_POOL_PEERS: served to and filled from the daemon's peers */
     uint32_t shards;         /* 1, or the shards of a tensor-parallel pool (shard.h) */
+    uint32_t device;         /* the device of its memory (of shard 0; shard r's is device + r,
+                              * modulo the daemon's devices) */
     struct pcore_shard_ref as;  /* the creator's shard and group */
     float k_scale, v_scale;
     uint64_t block_bytes;    /* one block, every layer, K and V */
@@ -74,6 +76,12 @@ static inline const pk_cache *pd_pool_shard_cache(const struct pd_pool *p, uint3
 static inline pd_pool_mem *pd_pool_shard_mem(const struct pd_pool *p, uint32_t r)
 {
     return p->tp != NULL ? p->tp->mem[r] : p->mem;
+}
+
+/* Returns the device of shard r's memory (r 0 of an unsharded pool: the pool's). */
+static inline uint32_t pd_pool_shard_device(const struct pd_pool *p, uint32_t r)
+{
+    return p->tp != NULL ? p->tp->device[r] : p->geom.device;
 }
 
 /* Returns percent % of p's blocks, rounded down: a pin limit (pin-limit-uid, pin-limit-pool). */

@@ -810,7 +810,7 @@ struct pd_server *pd_server_create(const struct pd_config *cfg, pd_reload_fn *re
     srv->backend = pd_backend_open(cfg, cause);
     if (srv->backend == NULL)
         goto fail;
-    srv->backend->ops->info(srv->backend, &srv->binfo);
+    srv->backend->ops->info(srv->backend, 0, &srv->binfo);
     srv->engine_env = (struct pd_engine_env) {
         .backend = srv->backend, .conns = &srv->conns,
         .max_blocks_per_client = cfg->max_blocks_per_client,

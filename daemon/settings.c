@@ -37,7 +37,8 @@ static const struct key_slot keys[] = {
       NUM(T_BOOL, foreground, 0, 1) },
     { { "backend", 1, 'b', 1, 0, "cpu|cuda|auto", "where pool memory lives and kernels run" },
       NUM(T_BACKEND, backend, 0, 2) },
-    { { "device", 1, 'd', 1, 0, "INDEX|UUID", "the GPU of the cuda backend" }, STR(device) },
+    { { "device", 1, 'd', 1, 0, "LIST", "the GPUs of the cuda backend: indexes or UUIDs separated by commas, "
+        "or all (the default)" }, STR(device) },
     { { "log-level", 1, 'l', 1, 1, "LEVEL", "error, warning, info (default) or debug" },
       NUM(T_LEVEL, log_level, 0, 3) },
     { { "log-file", 1, 0, 1, 0, "FILE", "append the log to FILE instead of syslog or standard error" },

@@ -17,6 +17,9 @@ enum pd_backend_choice {
 
 #define PD_PATH_MAX 4096
 
+/* The longest device list (16 UUIDs and their commas). */
+#define PD_DEVICE_LIST_MAX 640
+
 /*
  * Every setting, each one a key of paged.conf and a long option of the same name. Numbers
  * of 0 mean "no limit" for the limits and "the default" elsewhere, as each comment says.
@@ -27,7 +30,7 @@ struct pd_config {
     int config_explicit;           /* --config given: a missing file is an error */
     int foreground;
     enum pd_backend_choice backend;
-    char device[64];               /* cuda: index or UUID; "" = device 0 */
+    char device[PD_DEVICE_LIST_MAX]; /* cuda: indexes or UUIDs separated by commas; "" or "all": every GPU */
     enum pd_log_level log_level;
     char log_file[PD_PATH_MAX];    /* "" = syslog once detached, stderr in the foreground */
     char pid_file[PD_PATH_MAX];    /* "" = none */

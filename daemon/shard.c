@@ -10,13 +10,14 @@
 #include "daemon/util/heap.h"
 
 /* Creates the shards; returns PAGED_OK and *out or an error with *cause. */
-int pd_shards_create(pd_backend *b, uint32_t n, const pk_cache *cache0, pd_pool_mem *mem0, struct pd_shards **out,
-                     char **cause)
+int pd_shards_create(pd_backend *b, uint32_t n, uint32_t device0, const pk_cache *cache0, pd_pool_mem *mem0,
+                     struct pd_shards **out, char **cause)
 {
     const uint32_t blocks = (uint32_t) cache0->num_blocks;
     struct pd_shards *t = pd_calloc(1, sizeof *t);
     if (t == NULL || (t->cache = pd_calloc(n, sizeof *t->cache)) == NULL
         || (t->mem = pd_calloc(n, sizeof *t->mem)) == NULL
+        || (t->device = pd_calloc(n, sizeof *t->device)) == NULL
         || (t->asked = pd_calloc(blocks, sizeof *t->asked)) == NULL
         || (t->hash = pd_calloc(blocks, sizeof *t->hash)) == NULL
         || (t->tenant = pd_calloc(blocks, sizeof *t->tenant)) == NULL) {
@@ -29,10 +30,13 @@ int pd_shards_create(pd_backend *b, uint32_t n, const pk_cache *cache0, pd_pool_
     t->next_holder = PD_GROUP_HOLDER_BASE;
     t->cache[0] = *cache0;
     t->mem[0] = mem0;
+    const uint32_t ndev = b->ndevices > 0 ? b->ndevices : 1;
+    t->device[0] = device0;
     for (uint32_t r = 1; r < n; r++) {
         t->cache[r] = *cache0;
         t->cache[r].base = NULL;
-        int rc = b->ops->pool_create(b, &t->cache[r], &t->mem[r], cause);
+        t->device[r] = (device0 + r) % ndev;
+        int rc = b->ops->pool_create(b, t->device[r], &t->cache[r], &t->mem[r], cause);
         if (rc < 0) {
             t->mem[r] = NULL;
             pd_shards_free(b, t);
@@ -58,6 +62,7 @@ void pd_shards_free(pd_backend *b, struct pd_shards *t)
     }
     free(t->cache);
     free(t->mem);
+    free(t->device);
     free(t->asked);
     free(t->hash);
     free(t->tenant);

@@ -45,6 +45,7 @@ struct pd_shards {
     uint32_t n;                  /* shards, 2 or more */
     pk_cache *cache;             /* [n]: each shard's geometry and the daemon's view of it */
     pd_pool_mem **mem;           /* [n]; [0] is the pool's own (pd_pool.mem) */
+    uint32_t *device;            /* [n]: each shard's device */
     struct pd_group *groups;
     uint32_t next_holder;
     uint32_t num_blocks;
@@ -53,10 +54,12 @@ struct pd_shards {
     uint32_t *tenant;            /* [num_blocks]: in which prefix scope */
 };
 
-/* Makes n shards for a pool whose shard 0 is cache0 (a pool of H/n heads) in mem0, creating
- * shards 1 to n-1 with backend b. Returns PAGED_OK and *out, or an error with *cause. */
-int pd_shards_create(pd_backend *b, uint32_t n, const pk_cache *cache0, pd_pool_mem *mem0, struct pd_shards **out,
-                     char **cause);
+/* Makes n shards for a pool whose shard 0 is cache0 (a pool of H/n heads) in mem0 on device
+ * device0, creating shard r (1 to n-1) with backend b on device (device0 + r) modulo
+ * b->ndevices: shard r on its own device where there are enough. Returns PAGED_OK and *out,
+ * or an error with *cause. */
+int pd_shards_create(pd_backend *b, uint32_t n, uint32_t device0, const pk_cache *cache0, pd_pool_mem *mem0,
+                     struct pd_shards **out, char **cause);
 
 /* Frees shards 1 to n-1 and t itself (shard 0's memory is the pool's). NULL is ignored. */
 void pd_shards_free(pd_backend *b, struct pd_shards *t);

@@ -63,6 +63,8 @@ typedef enum paged_error {
     PAGED_E_NOTSUP = -27,      /* not supported by this daemon or backend */
     PAGED_E_BUSY = -28,        /* reserved, no call returns it (destroy of a pool in use succeeds) */
     PAGED_E_NOTCONN = -29,     /* no daemon is listening on the socket */
+    PAGED_E_XDEV = -30,        /* the pool is on another device than the client's data arena
+                                  (paged_connect_opts.device) */
 } paged_error;
 
 /* Returns a static, human-readable description of an error code (since 0.1). */
@@ -131,6 +133,10 @@ typedef struct paged_connect_opts {
                                  in microseconds, up to 1000000 (it adapts below that); 0: 300;
                                  -1: never spins. Spinning answers sooner and burns a core
                                  meanwhile (since 0.1). */
+    uint32_t device;          /* the daemon's device (0 to paged_client_devices - 1, as pactl
+                                 devices lists them) of this client's data arena: its APPEND,
+                                 DECODE and PREFILL name pools of that device (paged(7), SEVERAL
+                                 GPUS; since 0.1). 0: the first */
 } paged_connect_opts;
 
 /*
@@ -158,6 +164,15 @@ uint32_t paged_client_id(const paged_client *c);
 
 /* Returns the daemon's backend (since 0.1). */
 paged_backend paged_client_backend(const paged_client *c);
+
+/* Returns the client's device: paged_connect_opts.device (since 0.1). */
+uint32_t paged_client_device(const paged_client *c);
+
+/* Returns how many devices the daemon serves (since 0.1). */
+uint32_t paged_client_devices(const paged_client *c);
+
+/* paged_pool_desc.device for the daemon's device n (since 0.1). */
+#define PAGED_DEVICE(n) ((uint32_t) (n) + 1u)
 
 /* Returns the text of the last error the daemon explained for this client ("pool 'llama':
  * head_dim 100 is not supported"), or "" (since 0.1). Valid until the next call. */
@@ -256,6 +271,9 @@ typedef struct paged_pool_desc {
     uint32_t shard;           /* sharded pool: the shard the creator attaches */
     const char *group;        /* sharded pool: the creator's group of workers; NULL or "":
                                  the uid's default group */
+    uint32_t device;          /* PAGED_DEVICE(n): the pool's memory on the daemon's device n
+                                 (a sharded pool's shard r on device n + r, modulo the
+                                 devices); 0: the creator's device (since 0.1) */
 } paged_pool_desc;
 
 /* Where a pool's memory is and how it is laid out (since 0.1). */
@@ -276,6 +294,7 @@ typedef struct paged_pool_info {
     uint32_t shard;           /* the shard attached: the pool's KV heads kv_head_offset to
                                  kv_head_offset + num_kv_heads - 1 */
     uint32_t kv_head_offset;
+    uint32_t device;          /* the daemon's device of the attached memory (since 0.1) */
 } paged_pool_info;
 
 /* Creates a pool and attaches to it (since 0.1). Returns PAGED_OK and a handle, or

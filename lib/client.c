@@ -107,6 +107,7 @@ static int fill_hello(paged_client *c, const paged_connect_opts *o, struct pcore
     }
     m->host_arena_size = o->host_arena_size != 0 ? o->host_arena_size : PC_DEFAULT_HOST_ARENA;
     m->data_arena_size = o->data_arena_size != 0 ? o->data_arena_size : PC_DEFAULT_DATA_ARENA;
+    m->device = o->device;
     return PAGED_OK;
 }
 
@@ -316,6 +317,8 @@ static int do_connect(paged_client *c, const paged_connect_opts *o)
     c->id = w.client_id;
     c->backend = (paged_backend) w.backend;
     c->device_ordinal = w.device_ordinal;
+    c->device = w.device;
+    c->devices = w.devices;
     memcpy(c->device_uuid, w.device_uuid, sizeof c->device_uuid);
     if (c->backend == PAGED_BACKEND_CUDA) {
         c->data_kind = w.data_arena_kind;
@@ -436,6 +439,18 @@ uint32_t paged_client_id(const paged_client *c)
 paged_backend paged_client_backend(const paged_client *c)
 {
     return c != NULL ? c->backend : (paged_backend) 0;
+}
+
+/* Returns the client's device index. */
+uint32_t paged_client_device(const paged_client *c)
+{
+    return c != NULL ? c->device : 0;
+}
+
+/* Returns how many devices the daemon serves. */
+uint32_t paged_client_devices(const paged_client *c)
+{
+    return c != NULL ? c->devices : 0;
 }
 
 /* Returns the last explained error, or "". */

@@ -89,6 +89,8 @@ struct paged_client {
 
     /* The device data arena (cuda backend). */
     int32_t device_ordinal;
+    uint32_t device;                   /* the daemon's index of the client's device */
+    uint32_t devices;                  /* the devices the daemon serves */
     uint8_t device_uuid[16];
     uint32_t data_kind;     /* enum pcore_mem_kind */
     uint64_t data_alloc;    /* bytes of the exported allocation */

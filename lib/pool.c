@@ -106,6 +106,7 @@ static int pool_from_reply(paged_client *c, const char *name, const struct pcore
         .shards = r->shards,
         .shard = r->shard,
         .kv_head_offset = r->kv_head_offset,
+        .device = r->device,
     };
     p->next = c->pools;
     c->pools = p;
@@ -153,6 +154,7 @@ int paged_pool_create(paged_client *c, const paged_pool_desc *d, paged_pool **ou
     m.flags = PCORE_ATTACH_WRITE;
     m.shards = d->shards;
     m.as.shard = d->shard;
+    m.device = d->device;
     rc = copy_group(c, m.as.group, d->group);
     if (rc < 0)
         return rc;

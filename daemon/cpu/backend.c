@@ -83,9 +83,10 @@ static void cpu_work(const void *arg, size_t begin, size_t end)
 }
 
 /* Allocates a pool in a new sealed memfd, mapped read-write; returns PAGED_OK or an error. */
-static int cpu_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause)
+static int cpu_pool_create(pd_backend *b, uint32_t device, pk_cache *cache, pd_pool_mem **out, char **cause)
 {
     (void) b;
+    (void) device;   /* one device: 0 */
     uint64_t bytes = pk_cache_bytes(cache);
     pd_pool_mem *m = pd_calloc(1, sizeof *m);
     if (m == NULL) {
@@ -447,8 +448,9 @@ static int cpu_room(pd_backend *b)
 }
 
 /* Describes the backend; returns nothing. */
-static void cpu_info(pd_backend *b, struct pd_backend_info *out)
+static void cpu_info(pd_backend *b, uint32_t device, struct pd_backend_info *out)
 {
+    (void) device;   /* one device: 0 */
     struct cpu_backend *cb = b->priv;
     memset(out, 0, sizeof *out);
     out->kind = PAGED_BACKEND_CPU;
@@ -523,5 +525,6 @@ pd_backend *pd_backend_cpu_open(unsigned threads, char **cause)
     b->ops = &cpu_ops;
     b->priv = cb;
     b->runs_behind = cb->done_delay_ns != 0;
+    b->ndevices = 1;
     return b;
 }

@@ -104,16 +104,12 @@ static int uuid_parse(const char *s, uint8_t out[16])
     return n == 32 ? 0 : -1;
 }
 
-/* Picks the runtime device that spec names among count: "" is device 0, digits an index, else a
- * UUID. Returns 0 with *ordinal, or -1 with *cause. */
+/* Picks the runtime device that one item of a device list names among count: digits an
+ * index, else a UUID. Returns 0 with *ordinal, or -1 with *cause. */
 static int resolve_device(const char *spec, int count, int *ordinal, char **cause)
 {
-    if (spec == NULL || spec[0] == '\0') {
-        *ordinal = 0;
-        return 0;
-    }
     size_t n = strlen(spec);
-    if (strspn(spec, "0123456789") == n) {
+    if (n > 0 && strspn(spec, "0123456789") == n) {
         long v = n <= 6 ? strtol(spec, NULL, 10) : -1;
         if (v < 0 || v >= count)
             return pd_cu_fail(-1, cause, "backend cuda: device %s does not exist (%d CUDA device%s "
@@ -138,6 +134,40 @@ static int resolve_device(const char *spec, int count, int *ordinal, char **caus
     return pd_cu_fail(-1, cause, "backend cuda: no CUDA device visible to pagedd has UUID %s "
                       "(%d device%s visible; CUDA_VISIBLE_DEVICES?)", uuid_str(want, buf, sizeof buf),
                       count, count == 1 ? "" : "s");
+}
+
+/* Resolves a device list (cuda.h) among count devices into ordinals[0..*n) (at most max),
+ * each once. Returns 0, or -1 with *cause. */
+static int resolve_devices(const char *spec, int count, int *ordinals, int max, int *n, char **cause)
+{
+    *n = 0;
+    if (spec == NULL || spec[0] == '\0' || strcmp(spec, "all") == 0) {
+        for (int i = 0; i < count && i < max; i++)
+            ordinals[(*n)++] = i;
+        return 0;
+    }
+    const char *p = spec;
+    while (*p != '\0') {
+        size_t len = strcspn(p, ",");
+        char item[64];
+        if (len == 0 || len >= sizeof item)
+            return pd_cu_fail(-1, cause, "backend cuda: device list '%s': an empty or overlong item", spec);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        int ordinal = 0;
+        if (resolve_device(item, count, &ordinal, cause) < 0)
+            return -1;
+        for (int i = 0; i < *n; i++)
+            if (ordinals[i] == ordinal)
+                return pd_cu_fail(-1, cause, "backend cuda: device list '%s' names device %d twice", spec, ordinal);
+        if (*n == max)
+            return pd_cu_fail(-1, cause, "backend cuda: device list '%s' names more than %d devices", spec, max);
+        ordinals[(*n)++] = ordinal;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
 }
 
 /* Returns whether a CUDA error leaves the context unusable: the runtime returns it again
@@ -298,8 +328,9 @@ static int cuda_room(pd_backend *b)
 
 /* Allocates, zeroes and maps a pool's device memory; returns PAGED_OK or an error. The
  * zeroing synchronizes the stream, so everything queued is settled (watched) first. */
-static int cuda_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause)
+static int cuda_pool_create(pd_backend *b, uint32_t device, pk_cache *cache, pd_pool_mem **out, char **cause)
 {
+    (void) device;   /* one device: 0 */
     pd_cu_settle(b);
     struct cuda_backend *cb = b->priv;
     int rc = check_health(cb, cause);
@@ -352,9 +383,10 @@ static int cuda_pool_export(pd_backend *b, pd_pool_mem *m, int writable, struct 
 
 /* Creates and exports a client's device data arena (settling first, as cuda_pool_create);
  * returns PAGED_OK or an error. */
-static int cuda_arena_create(pd_backend *b, uint64_t size, pd_arena **out, struct pd_export *exp,
+static int cuda_arena_create(pd_backend *b, uint32_t device, uint64_t size, pd_arena **out, struct pd_export *exp,
                              char **cause)
 {
+    (void) device;   /* one device: 0 */
     pd_cu_settle(b);
     struct cuda_backend *cb = b->priv;
     memset(exp, 0, sizeof *exp);
@@ -423,8 +455,9 @@ static int cuda_host_register(pd_backend *b, pd_arena *a, void *host, uint64_t s
 }
 
 /* Describes the backend; returns nothing. */
-static void cuda_info(pd_backend *b, struct pd_backend_info *out)
+static void cuda_info(pd_backend *b, uint32_t device, struct pd_backend_info *out)
 {
+    (void) device;   /* one device: 0 */
     struct cuda_backend *cb = b->priv;
     memset(out, 0, sizeof *out);
     out->kind = PAGED_BACKEND_CUDA;
@@ -440,6 +473,52 @@ static void cuda_info(pd_backend *b, struct pd_backend_info *out)
     }
     out->healthy = cb->healthy;
     snprintf(out->health, sizeof out->health, "%s", cb->health);
+}
+
+/* Makes the backend's device current on this thread; see backend.h. */
+static int cuda_enter(pd_backend *b, char **cause)
+{
+    struct cuda_backend *cb = b->priv;
+    cudaError_t e = cudaSetDevice(cb->dev.ordinal);
+    if (e != cudaSuccess)
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "cuda device %d: cudaSetDevice: %s", cb->dev.ordinal,
+                          cudaGetErrorString(e));
+    return PAGED_OK;
+}
+
+/* Enables peer access from b's device to other's, so that a COPY on b writes other's pools
+ * and the peers' staging copies reach them; see backend.h. */
+static int cuda_reach(pd_backend *b, pd_backend *other, char **cause)
+{
+    struct cuda_backend *cb = b->priv;
+    const struct cuda_backend *ob = other->priv;
+    int can = 0;
+    cudaError_t e = cudaSetDevice(cb->dev.ordinal);
+    if (e == cudaSuccess)
+        e = cudaDeviceCanAccessPeer(&can, cb->dev.ordinal, ob->dev.ordinal);
+    if (e == cudaSuccess && !can)
+        return pd_cu_fail(PAGED_E_NOTSUP, cause, "cuda device %d cannot access device %d's memory (no peer access)",
+                          cb->dev.ordinal, ob->dev.ordinal);
+    if (e == cudaSuccess) {
+        e = cudaDeviceEnablePeerAccess(ob->dev.ordinal, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) {
+            (void) cudaGetLastError();
+            e = cudaSuccess;
+        }
+    }
+    if (e != cudaSuccess) {
+        (void) cudaGetLastError();
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "cuda device %d: peer access to device %d: %s", cb->dev.ordinal,
+                          ob->dev.ordinal, cudaGetErrorString(e));
+    }
+    /* A VMM allocation is reached only by the devices its mapping names: other's new pools
+     * and arenas name b's device from now on (mem.c's vmm_alloc). */
+    struct cuda_backend *om = other->priv;
+    if (om->dev.npeers >= PD_CU_MAX_PEERS)
+        return pd_cu_fail(PAGED_E_NOTSUP, cause, "cuda device %d: more than %d other devices", ob->dev.ordinal,
+                          PD_CU_MAX_PEERS);
+    om->dev.peers[om->dev.npeers++] = cb->dev.dev;
+    return PAGED_OK;
 }
 
 /* Frees the backend's buffers and stream (pools and arenas are gone); returns nothing. */
@@ -503,6 +582,8 @@ static const struct pd_backend_ops cuda_ops = {
     .dev_free = pd_cu_dev_free,
     .units_sums = pd_cu_units_sums,
     .info = cuda_info,
+    .enter = cuda_enter,
+    .reach = cuda_reach,
     .destroy = cuda_destroy,
 };
 
@@ -665,18 +746,24 @@ static int cuda_setup(struct cuda_backend *cb, int ordinal, char **cause)
     return PAGED_OK;
 }
 
-/* Opens the cuda backend; see backend.h. */
-pd_backend *pd_backend_cuda_open(const char *device, char **cause)
+/* Resolves the device list spec into runtime ordinals; see cuda.h. */
+int pd_backend_cuda_devices(const char *spec, int *ordinals, int max, char **cause)
 {
     char why[160];
     int count = pd_backend_cuda_probe(why, sizeof why);
     if (count == 0) {
         pd_cu_fail(-1, cause, "backend cuda: %s; -b cpu runs pagedd without a GPU", why);
-        return NULL;
+        return -1;
     }
-    int ordinal = 0;
-    if (resolve_device(device, count, &ordinal, cause) < 0)
-        return NULL;
+    int n = 0;
+    if (resolve_devices(spec, count, ordinals, max, &n, cause) < 0)
+        return -1;
+    return n;
+}
+
+/* Opens the cuda backend on one device; see cuda.h. */
+pd_backend *pd_backend_cuda_open(int ordinal, char **cause)
+{
     pd_backend *b = pd_calloc(1, sizeof *b);
     struct cuda_backend *cb = pd_calloc(1, sizeof *cb);
     if (b == NULL || cb == NULL) {
@@ -688,6 +775,7 @@ pd_backend *pd_backend_cuda_open(const char *device, char **cause)
     b->ops = &cuda_ops;
     b->priv = cb;
     b->runs_behind = 1;
+    b->ndevices = 1;
     cb->backend = b;
     pd_cu_reaper_init(&cb->reaper, &cb->dev);
     if (cuda_setup(cb, ordinal, cause) < 0) {

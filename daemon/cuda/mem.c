@@ -203,12 +203,14 @@ static int vmm_alloc(struct pd_cu_device *d, struct pd_cu_mem *m, const char *wh
     if (r == CUDA_SUCCESS) {
         mapped = 1;
         step = "cuMemSetAccess";
-        CUmemAccessDesc acc;
-        memset(&acc, 0, sizeof acc);
-        acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        acc.location.id = (int) d->dev;
-        acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        r = d->drv.mem_set_access(p, (size_t) m->alloc, &acc, 1);
+        CUmemAccessDesc acc[1 + PD_CU_MAX_PEERS];
+        memset(acc, 0, sizeof acc);
+        for (int i = 0; i <= d->npeers; i++) {
+            acc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            acc[i].location.id = (int) (i == 0 ? d->dev : d->peers[i - 1]);
+            acc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        }
+        r = d->drv.mem_set_access(p, (size_t) m->alloc, acc, (size_t) d->npeers + 1);
     }
     if (r == CUDA_SUCCESS) {
         m->dptr = (void *) (uintptr_t) p;

@@ -50,6 +50,9 @@ struct pd_cu_driver {
     CUresult (*stream_batch_mem_op)(CUstream, unsigned int, CUstreamBatchMemOpParams *, unsigned int);
 };
 
+/* The most other devices one device's allocations are mapped for. */
+#define PD_CU_MAX_PEERS 15
+
 /* The device allocations are made on, and how they are exported. */
 struct pd_cu_device {
     struct pd_cu_driver drv;
@@ -58,6 +61,9 @@ struct pd_cu_device {
     int vmm;                     /* 1: cuMemCreate + POSIX descriptors; 0: cudaMalloc + IPC */
     size_t granularity;          /* VMM: sizes are rounded up to a multiple of this */
     void *stream;                /* cudaStream_t the new memory is zeroed on */
+    CUdevice peers[PD_CU_MAX_PEERS]; /* other devices of the daemon whose kernels and copies
+                                  * reach this one's new VMM allocations (cuda_reach) */
+    int npeers;
 };
 
 /* One exportable device allocation. */

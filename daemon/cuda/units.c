@@ -14,7 +14,7 @@ int pd_cu_host_alloc(pd_backend *b, uint64_t size, void **out, char **cause)
     (void) b;
     *out = NULL;
     void *p = NULL;
-    cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocDefault);
+    cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable);   /* pinned for every device's copies */
     if (e != cudaSuccess) {
         (void) cudaGetLastError();   /* not sticky: clear it */
         return pd_cu_fail(PAGED_E_NOMEM, cause, "host tier of %llu bytes: cudaHostAlloc: %s",

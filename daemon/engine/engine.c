@@ -485,7 +485,7 @@ static uint32_t collect(struct pd_engine *e, struct pd_conn *c, unsigned budget)
             .host = ch->arena, .host_size = ch->arena_size,
             .data_size = ch->data_size, .held_total = pd_conn_held(c),
             .max_blocks = e->env->max_blocks_per_client, .host_words = ch->host_words,
-            .find_pool = find_pool, .ctx = c,
+            .device = ch->device, .find_pool = find_pool, .ctx = c,
         };
         struct pv_error err;
         memset(&it->cqe, 0, sizeof it->cqe);
@@ -734,6 +734,7 @@ static uint64_t run_batch(struct pd_engine *e, int may_defer, uint32_t lo, uint3
         e->in[n++] = (struct pd_batch_op) {
             .cache = pd_pool_shard_cache(p, it->op.pool->shard), .mem = pd_pool_shard_mem(p, it->op.pool->shard),
             .dst_cache = it->op.pool2 != NULL ? pd_pool_shard_cache(it->op.pool2->user, it->op.pool2->shard) : NULL,
+            .dst_mem = it->op.pool2 != NULL ? pd_pool_shard_mem(it->op.pool2->user, it->op.pool2->shard) : NULL,
             .arenas = { ch->arena, ch->arena_size, ch->data, ch->data_size },
             .op = &it->op, .user = i, .client = it->client, .holder = e->clients[it->client].c->id,
             .status = PAGED_E_INVAL,

@@ -610,6 +610,9 @@ int pv_validate(const struct pcore_sqe *s, const struct pv_env *env, struct pv_o
     /* A COPY into another pool writes that one only (copy_dst_pool checks it). */
     if (pv_op_writes(s->opcode) && !p->writable && !copy_across(s))
         return fail(err, PAGED_E_READONLY, PCORE_FIELD_POOL, 0);
+    /* Keys, values, queries and outputs live in the client's data arena, on its device. */
+    if (p->device != env->device && s->opcode != PAGED_OP_COPY && pv_backend_op(s->opcode))
+        return fail(err, PAGED_E_XDEV, PCORE_FIELD_POOL, 0);
     op->pool = p;
     switch (s->opcode) {
     case PAGED_OP_ALLOC: rc = v_alloc(s, env, op, err); break;

@@ -42,6 +42,7 @@ struct pv_pool {
     uint32_t holder;             /* holder of the attachment's block references: the client id,
                                   * or its group's in a sharded pool (daemon/shard.h) */
     uint32_t shard;              /* the shard it reaches (0 when not sharded), for the engine */
+    uint32_t device;             /* the device of that shard's memory */
     void *user;                  /* the engine's own pool, untouched here */
 };
 
@@ -53,6 +54,7 @@ struct pv_env {
     uint64_t held_total;         /* block references the client's holders hold in all pools */
     uint64_t max_blocks;         /* per-client limit on them, 0 for none */
     int host_words;              /* dependency words may lie in the host arena */
+    uint32_t device;             /* the client's device: APPEND, DECODE and PREFILL run on its pools only */
     /* Returns the pool id the client is attached to, or NULL. */
     const struct pv_pool *(*find_pool)(void *ctx, uint32_t id);
     void *ctx;

@@ -182,6 +182,13 @@ static const struct knob_row rows[PD_KNOB_COUNT_] = {
         .doc = "The cpu backend reports each deferred batch done N microseconds after it ran, as the cuda "
                "backend's batches finish after they are queued (0: at once).",
     },
+    [PD_KNOB_CPU_DEVICES] = {
+        .name = "PAGEDD_CPU_DEVICES", .kind = PD_KNOB_TEST_AID, .form = FORM_NUMBER, .min = 1, .max = 16,
+        .def = { 1 },
+        .doc = "The cpu backend serves N devices, each with its own pool memory and worker threads, so that "
+               "pools on several devices, tensor-parallel shards on distinct devices and a COPY between "
+               "devices run without GPUs.",
+    },
     [PD_KNOB_REFUSE_MERGED] = {
         .name = "PAGEDD_REFUSE_MERGED", .kind = PD_KNOB_TEST_AID, .form = FORM_WORD, .words = flag_words,
         .def = { 0 },

@@ -27,6 +27,7 @@ enum pd_knob {
     PD_KNOB_PEER_STAGING,      /* PD_KNOB_STAGING_AUTO or PD_KNOB_STAGING_HOST */
     /* Test aids: something slower or wrong on purpose. */
     PD_KNOB_CPU_DONE_US,
+    PD_KNOB_CPU_DEVICES,       /* 1 to PD_MAX_DEVICES */
     PD_KNOB_REFUSE_MERGED,
     PD_KNOB_FAULT_AFTER,
     PD_KNOB_FAIL_UPLOAD_AT,

@@ -19,7 +19,7 @@
 
 #include "paged.h"
 
-#define PCORE_PROTO_VERSION 1u
+#define PCORE_PROTO_VERSION 2u
 #define PCORE_CHANNEL_MAGIC 0x4e484350u /* "PCHN" */
 #define PCORE_CACHELINE 64u
 #define PCORE_NAME_MAX 64u              /* pool and client names, NUL included */
@@ -272,6 +272,8 @@ struct pcore_msg_hello {
     uint32_t cq_entries;
     uint64_t host_arena_size;
     uint64_t data_arena_size;
+    uint32_t device;           /* the daemon's device (index) of the client's data arena */
+    uint32_t reserved;         /* 0 */
     char name[PCORE_NAME_MAX];
 };
 
@@ -289,6 +291,9 @@ struct pcore_msg_welcome {
     uint64_t data_arena_alloc; /* cuda: size of the exported allocation (granularity aligned) */
     uint8_t ipc_handle[64];    /* cuda legacy IPC handle when data_arena_kind says so */
     char daemon_version[32];
+    uint32_t device;           /* the client's device: an index below devices (device_ordinal and
+                                * device_uuid are its) */
+    uint32_t devices;          /* the devices the daemon serves */
 };
 
 struct pcore_msg_error {
@@ -334,6 +339,8 @@ struct pcore_msg_pool_create {
     uint32_t shards;           /* 0 or 1: one memory; N (2 to PCORE_MAX_SHARDS): sharded by KV head */
     uint64_t host_tier_bytes;  /* 0: the daemon's default */
     struct pcore_shard_ref as; /* the creator's shard and group (a sharded pool only) */
+    uint32_t device;           /* 0: the creator's device; n: device n - 1 (of shard 0) */
+    uint32_t reserved;         /* 0 */
 };
 
 struct pcore_msg_pool_attach {
@@ -362,7 +369,7 @@ struct pcore_msg_pool_reply {
     uint32_t shards;           /* 1, or the pool's shards: num_kv_heads and bytes are then the shard's */
     uint32_t shard;            /* the shard attached (0 when not sharded) */
     uint32_t kv_head_offset;   /* its first KV head of the pool's (shard * num_kv_heads) */
-    uint32_t reserved;
+    uint32_t device;           /* the daemon's device (index) of the attached shard's memory */
 };
 
 struct pcore_msg_pool_ref {     /* POOL_DETACH (pool_id) and POOL_DESTROY, EVICT (name) */
@@ -436,6 +443,9 @@ struct pcore_msg_status_reply {
     uint32_t healthy;          /* 0 after a sticky device error: the daemon serves no more kernels */
     uint32_t pid;
     char health[128];          /* "ok" or the error that made it unhealthy */
+    uint32_t devices;          /* the devices it serves (device_*, healthy and health: the first's;
+                                * LIST DEVICES: each) */
+    uint32_t reserved;
 };
 
 enum pcore_list_what {
@@ -443,6 +453,7 @@ enum pcore_list_what {
     PCORE_LIST_CLIENTS = 2,
     PCORE_LIST_BLOCKS = 3,     /* blocks that are not free, of one pool (name) or all */
     PCORE_LIST_PEERS = 4,      /* the daemon's peers (none in a daemon built without UCX) */
+    PCORE_LIST_DEVICES = 5,    /* the devices it serves */
 };
 
 struct pcore_msg_list {
@@ -486,6 +497,24 @@ struct pcore_pool_item {
     uint64_t tier_damaged;     /* unit files refused: short or failing a check */
     uint64_t tier_failures;    /* copies and writes that failed */
     uint64_t offload_ns;       /* time the offload copies took, summed */
+    uint32_t device;           /* the device of its memory (of shard 0; shard r is on device + r,
+                                * modulo the daemon's devices) */
+    uint32_t device_reserved;
+};
+
+/* One device the daemon serves (LIST DEVICES). */
+struct pcore_device_item {
+    uint32_t index;            /* the daemon's device number: what clients and pools name */
+    int32_t ordinal;           /* the CUDA runtime's, or -1 (cpu) */
+    char name[64];
+    uint8_t uuid[16];          /* zero on cpu */
+    uint64_t mem_free;         /* cuda: free device memory; cpu: 0 */
+    uint64_t pool_bytes;       /* pool memory on it (shards counted where they are) */
+    uint32_t pools;            /* pools or shards with memory on it */
+    uint32_t clients;          /* clients whose data arena is on it */
+    uint32_t healthy;
+    uint32_t reserved;
+    char health[128];
 };
 
 /* One connection's prefix-cache figures since it connected: what its LOOKUPs asked for and

@@ -36,6 +36,7 @@ static const char *const pcore_error_text[] = {
     [-PAGED_E_NOTSUP] = "not supported by this daemon or backend",
     [-PAGED_E_BUSY] = "reserved error code (no call returns it)",
     [-PAGED_E_NOTCONN] = "no daemon is listening on the socket",
+    [-PAGED_E_XDEV] = "the pool is on another device than the client's data arena",
 };
 
 /* Returns the message for err, or "unknown error" for a code outside the table. */

@@ -36,6 +36,7 @@
 static int32_t tokens[T], other_tokens[T];
 static float *k_all, *v_all;    /* [L][T][H][D] */
 static int on_cuda;             /* the daemon runs cuda: tensors go through device memory */
+static uint32_t ndev = 1;       /* the daemon's devices: rank r works on device r modulo them */
 static float *q_all;            /* [L][QH][D] */
 
 /* A rank's answer to one command. */
@@ -161,8 +162,10 @@ static void rank_main(const struct pagedd *h, uint32_t r, int fd)
             _exit(2);
         switch (cmd.what) {
         case 'A': {
-            paged_connect_opts o = { .socket_path = h->socket };
+            paged_connect_opts o = { .socket_path = h->socket, .device = r % ndev };
             rep.rc = paged_client_connect(&o, &c);
+            if (rep.rc == PAGED_OK && on_cuda)
+                harness_use_arena_device(c);
             if (rep.rc == PAGED_OK)
                 rep.rc = paged_pool_attach_shard(c, "tp", r, "model", &p);
             if (rep.rc == PAGED_OK)
@@ -252,6 +255,8 @@ int main(void)
     paged_client *c = harness_client(&h), *c2 = harness_client(&h);
     const int host = paged_client_backend(c) == PAGED_BACKEND_CPU;   /* a pool maps as host memory */
     on_cuda = !host;
+    ndev = paged_client_devices(c);
+    diag("the daemon serves %u device%s: rank r works on device r modulo them", ndev, ndev == 1 ? "" : "s");
 
     /* The two ranks of group "model", forked before this process moves any tensor: on the
      * cuda backend that sets CUDA up, which a child must not inherit. They wait for commands. */
@@ -335,8 +340,9 @@ int main(void)
     for (uint32_t r = 0; r < SHARDS; r++) {
         ask(fds[r], &cmd, &rep[r]);
         ok(rep[r].rc == PAGED_OK && rep[r].info.shard == r && rep[r].info.kv_head_offset == r * SH
-           && rep[r].info.num_kv_heads == SH, "rank %u attached shard %u (KV heads %u to %u): %s", r,
-           rep[r].info.shard, rep[r].info.kv_head_offset, rep[r].info.kv_head_offset + rep[r].info.num_kv_heads - 1,
+           && rep[r].info.num_kv_heads == SH && rep[r].info.device == r % ndev,
+           "rank %u attached shard %u (KV heads %u to %u) on device %u: %s", r, rep[r].info.shard,
+           rep[r].info.kv_head_offset, rep[r].info.kv_head_offset + rep[r].info.num_kv_heads - 1, rep[r].info.device,
            paged_strerror(rep[r].rc));
     }
     cmd.what = 'L';

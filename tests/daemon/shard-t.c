@@ -15,9 +15,10 @@
 /* ---- a backend whose pools are plain host memory: the shards' memories are all it makes */
 
 /* Allocates cache's memory; returns PAGED_OK. */
-static int fake_pool_create(pd_backend *b, pk_cache *cache, pd_pool_mem **out, char **cause)
+static int fake_pool_create(pd_backend *b, uint32_t device, pk_cache *cache, pd_pool_mem **out, char **cause)
 {
     (void) b;
+    (void) device;
     (void) cause;
     cache->base = bcalloc(pk_cache_bytes(cache) + 1, 1);
     *out = cache->base;
@@ -71,9 +72,9 @@ static int random_run(uint32_t n, uint64_t seed)
                     .dtype = PAGED_DTYPE_F32 };
     pd_pool_mem *m0 = NULL;
     char *cause = NULL;
-    fake_pool_create(&b, &c0, &m0, &cause);
+    fake_pool_create(&b, 0, &c0, &m0, &cause);
     struct pd_shards *t = NULL;
-    if (pd_shards_create(&b, n, &c0, m0, &t, &cause) != PAGED_OK)
+    if (pd_shards_create(&b, n, 0, &c0, m0, &t, &cause) != PAGED_OK)
         bail("pd_shards_create");
     pa_alloc *a = pa_create(NBLOCKS);
     struct model m;
@@ -148,15 +149,18 @@ static int random_run(uint32_t n, uint64_t seed)
 /* Runs the cases. */
 int main(void)
 {
-    plan(12);
-    struct pd_backend b = { .ops = &fake_ops };
+    plan(13);
+    struct pd_backend b = { .ops = &fake_ops, .ndevices = 2 };
     pk_cache c0 = { .num_layers = 2, .num_blocks = 8, .num_kv_heads = 2, .head_dim = 64, .block_size = 16,
                     .dtype = PAGED_DTYPE_F32 };
     pd_pool_mem *m0 = NULL;
     char *cause = NULL;
-    fake_pool_create(&b, &c0, &m0, &cause);
+    fake_pool_create(&b, 0, &c0, &m0, &cause);
     struct pd_shards *t = NULL;
-    is_int(PAGED_OK, pd_shards_create(&b, 3, &c0, m0, &t, &cause), "three shards made");
+    is_int(PAGED_OK, pd_shards_create(&b, 3, 1, &c0, m0, &t, &cause), "three shards made");
+    ok(t->device[0] == 1 && t->device[1] == 0 && t->device[2] == 1,
+       "shard r is on device (1 + r) modulo the backend's two devices (%u %u %u)", t->device[0], t->device[1],
+       t->device[2]);
     ok(t->cache[1].base != NULL && t->cache[2].base != NULL && t->cache[1].base != t->cache[2].base
        && t->mem[0] == m0 && t->cache[1].num_kv_heads == 2, "shards 1 and 2 have memories of their own, of shard 0's "
        "geometry");
