@@ -94,7 +94,8 @@ fi
 # and every heap allocation of the daemon's failing in turn (allocfail-t: the cuda backend's own).
 if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && step cuda-clients-build make -j"$jobs" tests/service/merge-t \
         tests/service/dep-t tests/service/fused-t tests/service/shutdown-t tests/service/cuda-reap-t \
-        tests/service/allocfail-t tests/service/tiers-t tests/client/shards-t tests/client/copyto-t; then
+        tests/service/allocfail-t tests/service/tiers-t tests/client/shards-t tests/client/copyto-t \
+        tests/client/devices-t; then
     # Alone: it fills the GPU's memory (make check builds it but does not run it).
     step cuda-reap-t env top_builddir=. tests/service/cuda-reap-t
     grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)' "$logs/cuda-reap-t.log" | sed "s|^|cuda-reap-t: |" | tee -a "$summary"
@@ -105,8 +106,9 @@ if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && step cuda-clients-build make -j"$jobs" tes
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/service/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
     done
-    # Tensor-parallel pools and COPY across pools, their shards and pools in device memory.
-    for t in shards-t copyto-t; do
+    # Tensor-parallel pools, COPY across pools, and one daemon on every GPU (devices-t skips
+    # on one GPU; on two, the shards, the pools and the COPY span both).
+    for t in shards-t copyto-t devices-t; do
         step "cuda-$t" env top_builddir=. PAGED_TEST_BACKEND=cuda "tests/client/$t"
         grep -E '^(not ok|1\.\.|Bail out)' "$logs/cuda-$t.log" | sed "s|^|$t: |" | tee -a "$summary"
     done

@@ -42,6 +42,15 @@ check_PROGRAMS += tests/client/shards-t
 TESTS += tests/client/shards-t
 tests_client_shards_t_SOURCES = tests/client/shards-t.c
 tests_client_shards_t_LDADD = $(CLIENT_TEST_LIBS) lib/core/libpagedcore.la
+# One pagedd serving two devices (two cpu devices, or two GPUs): clients, pools and
+# requests on each, the refusals across them, a COPY between them.
+check_PROGRAMS += tests/client/devices-t
+TESTS += tests/client/devices-t
+tests_client_devices_t_SOURCES = tests/client/devices-t.c
+tests_client_devices_t_LDADD = $(CLIENT_TEST_LIBS) lib/core/libpagedcore.la
+# The tensor-parallel ranks on two cpu devices (PAGEDD_CPU_DEVICES), each on its own.
+TESTS += tests/client/shards-devices-t.sh
+EXTRA_DIST += tests/client/shards-devices-t.sh
 # COPY from one pool into another, and its refusals.
 check_PROGRAMS += tests/client/copyto-t
 TESTS += tests/client/copyto-t

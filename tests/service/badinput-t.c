@@ -583,8 +583,15 @@ static void hello_cases(void)
     h.version = 99;
     is_int(PAGED_E_VERSION, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
            "protocol version 99: PAGED_E_VERSION");
-    ok(closed && strstr(msg, "99") != NULL && strstr(msg, "version 1") != NULL,
+    char mine[32];
+    snprintf(mine, sizeof mine, "version %u", PCORE_PROTO_VERSION);
+    ok(closed && strstr(msg, "99") != NULL && strstr(msg, mine) != NULL,
        "version error names both versions and closes: %s", msg);
+    rc_fill_hello(&h, "device", 0);
+    h.device = 7;
+    is_int(PAGED_E_INVAL, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
+           "HELLO asking for device 7 of one: PAGED_E_INVAL");
+    ok(closed && strstr(msg, "device 7") != NULL, "and the refusal names the device: %s", msg);
     rc_fill_hello(&h, "type", 0);
     h.hdr.type = PCORE_MSG_STATUS;
     is_int(PAGED_E_PROTO, rc_raw_hello(daemon_.socket, &h, sizeof h, msg, &closed),
