@@ -397,19 +397,19 @@ static void on_pool_create(struct pd_server *srv, struct pd_conn *c, const void 
         return;
     }
     srv->next_pool_id++;
-    char shards[48] = "";
+    char shards[32] = "", device[40] = "";
     if (g.shards > 1)
-        snprintf(shards, sizeof shards, ", %u shards from device %u", g.shards, g.device);
-    else if (ndev > 1)
-        snprintf(shards, sizeof shards, ", device %u", g.device);
+        snprintf(shards, sizeof shards, ", %u shards", g.shards);
+    if (ndev > 1)
+        snprintf(device, sizeof device, g.shards > 1 ? ", shard 0 on device %u" : ", device %u", g.device);
     p->next = srv->pools;
     srv->pools = p;
     srv->n_pools++;
     pd_clog(c, PD_LOG_INFO, "created pool '%s' (id %u: %u layers, %u kv heads, head_dim %u, "
-            "block_size %u, %s, %u blocks, %llu bytes, mode %04o, prefixes %s, memory %s%s)", p->name,
+            "block_size %u, %s, %u blocks, %llu bytes, mode %04o, prefixes %s%s, memory %s%s)", p->name,
             p->id, g.num_layers, g.num_kv_heads, g.head_dim, g.block_size,
             paged_dtype_name((paged_dtype) g.dtype), g.num_blocks, (unsigned long long) g.bytes, g.mode,
-            pd_pool_prefixes_name(p), pd_pool_memory_name(p), shards);
+            pd_pool_prefixes_name(p), device, pd_pool_memory_name(p), shards);
     pd_events_announce(srv, PCORE_EVENT_POOL_CREATE, c, p->name, p->geom.num_blocks);
     attach_commit(srv, c, m.hdr.seq, p, &a);
 }
