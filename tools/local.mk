@@ -34,6 +34,7 @@ tools_pactl_SOURCES = \
 	tools/pactl_cmd_pin.c \
 	tools/pactl_cmd_ttl.c \
 	tools/pactl_cmd_peers.c \
+	tools/pactl_cmd_devices.c \
 	tools/pactl_prefix.h \
 	tools/pactl_prefix.c \
 	tools/pactl_cmd_destroy.c

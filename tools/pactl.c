@@ -16,6 +16,7 @@
 /* Every command pactl knows, in the order the help text lists them. */
 static const struct pactl_cmd *const pactl_cmds[] = {
     &pactl_cmd_status,
+    &pactl_cmd_devices,
     &pactl_cmd_list,
     &pactl_cmd_info,
     &pactl_cmd_stat,

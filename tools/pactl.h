@@ -56,6 +56,7 @@ extern const struct pactl_cmd pactl_cmd_pin;
 extern const struct pactl_cmd pactl_cmd_unpin;
 extern const struct pactl_cmd pactl_cmd_ttl;
 extern const struct pactl_cmd pactl_cmd_peers;
+extern const struct pactl_cmd pactl_cmd_devices;
 
 /* Connects ctx to the daemon. Returns 0, or prints why not and returns -1. */
 int pactl_connect(struct pactl_ctx *ctx);

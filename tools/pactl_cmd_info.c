@@ -29,10 +29,10 @@ static void tiers_text(const struct pcore_pool_item *p, uint64_t block_bytes)
            " failed copies or writes\n", p->tier_dropped, p->tier_damaged, p->tier_failures);
 }
 
-/* Prints one pool as "key  value" lines. */
-static void info_text(const struct pcore_pool_item *p)
+/* Prints one pool of a daemon of ndevices devices as "key  value" lines. */
+static void info_text(const struct pcore_pool_item *p, uint32_t ndevices)
 {
-    char name[PCORE_NAME_MAX], a[FMT_BUF], b[FMT_BUF];
+    char name[PCORE_NAME_MAX], a[FMT_BUF], b[FMT_BUF], devs[128];
     uint64_t block_bytes = p->num_blocks > 0 ? p->bytes / p->num_blocks : 0;
     printf("pool           %s\n", fmt_safe(name, sizeof name, p->name, sizeof p->name));
     printf("id             %u\n", (unsigned) p->id);
@@ -45,6 +45,11 @@ static void info_text(const struct pcore_pool_item *p)
         printf("shards         %u: tensor-parallel, each of %u KV head%s and %s of memory\n", (unsigned) shards,
                (unsigned) (p->num_kv_heads / shards), p->num_kv_heads / shards == 1 ? "" : "s",
                fmt_bytes(a, sizeof a, p->bytes / shards));
+    if (shards > 1)
+        printf("devices        %s: one per shard, in shard order\n",
+               items_pool_devices(devs, sizeof devs, p, ndevices));
+    else
+        printf("device         %u\n", (unsigned) items_pool_shard_device(p, 0, ndevices));
     printf("head dim       %u\n", (unsigned) p->head_dim);
     printf("block size     %u tokens (%s each)\n", (unsigned) p->block_size,
            fmt_bytes(a, sizeof a, block_bytes));
@@ -93,6 +98,11 @@ static int info_exec(struct pactl_ctx *ctx, int argc, char **argv)
         return PACTL_EXIT_FAIL;
     if (pactl_fetch_list(&ctx->conn, PCORE_LIST_POOLS, pool, &pools, &cause) < 0)
         return pactl_fail(cause);
+    uint32_t ndevices;
+    if (pactl_fetch_ndevices(&ctx->conn, &ndevices, &cause) < 0) {
+        pactl_list_free(&pools);
+        return pactl_fail(cause);
+    }
     const struct pcore_pool_item *p = pools.items, *found = NULL;
     for (size_t i = 0; i < pools.count && found == NULL; i++)
         if (strncmp(p[i].name, pool, sizeof p[i].name) == 0)
@@ -105,9 +115,9 @@ static int info_exec(struct pactl_ctx *ctx, int argc, char **argv)
     if (ctx->format == PACTL_FORMAT_JSON) {
         struct json j;
         json_init(&j, stdout);
-        items_pool_json(&j, NULL, found);
+        items_pool_json(&j, NULL, found, ndevices);
     } else
-        info_text(found);
+        info_text(found, ndevices);
     pactl_list_free(&pools);
     return PACTL_EXIT_OK;
 }

@@ -11,8 +11,8 @@
 #include "tools/pactl_json.h"
 #include "tools/pactl.h"
 
-/* Prints a list of pools. */
-static void list_pools(const struct pactl_ctx *ctx, const struct pactl_list *l)
+/* Prints a list of pools of a daemon of ndevices devices. */
+static void list_pools(const struct pactl_ctx *ctx, const struct pactl_list *l, uint32_t ndevices)
 {
     const struct pcore_pool_item *p = l->items;
     if (ctx->format == PACTL_FORMAT_JSON) {
@@ -21,14 +21,14 @@ static void list_pools(const struct pactl_ctx *ctx, const struct pactl_list *l)
         json_object_begin(&j, NULL);
         json_array_begin(&j, "pools");
         for (size_t i = 0; i < l->count; i++)
-            items_pool_json(&j, NULL, &p[i]);
+            items_pool_json(&j, NULL, &p[i], ndevices);
         json_end(&j);
         json_end(&j);
         return;
     }
     items_pool_heading();
     for (size_t i = 0; i < l->count; i++)
-        items_pool_row(&p[i]);
+        items_pool_row(&p[i], ndevices);
 }
 
 /* Prints a list of clients. */
@@ -119,7 +119,13 @@ static int list_exec(struct pactl_ctx *ctx, int argc, char **argv)
     if (pactl_fetch_list(&ctx->conn, PCORE_LIST_POOLS, NULL, &pools, &cause) < 0)
         return pactl_fail(cause);
     if (what == PCORE_LIST_POOLS) {
-        list_pools(ctx, &pools);
+        /* The daemon's devices: a sharded pool's shards go round them. */
+        uint32_t ndevices;
+        if (pactl_fetch_ndevices(&ctx->conn, &ndevices, &cause) < 0) {
+            pactl_list_free(&pools);
+            return pactl_fail(cause);
+        }
+        list_pools(ctx, &pools, ndevices);
         pactl_list_free(&pools);
         return PACTL_EXIT_OK;
     }

@@ -1,4 +1,4 @@
-/* pactl_cmd_status.c: pactl status: the daemon's version, backend, device, uptime, load and health. */
+/* pactl_cmd_status.c: pactl status: the daemon's version, backend, devices, uptime, load and health. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
@@ -23,6 +23,7 @@ static void status_text(const struct pcore_msg_status_reply *s)
         printf("device         %d: %s\n", (int) s->device_ordinal, text);
     else
         printf("device         %s\n", text[0] != '\0' ? text : "host memory");
+    printf("devices        %u\n", (unsigned) (s->devices > 0 ? s->devices : 1));
     printf("uptime         %s\n", fmt_uptime(a, sizeof a, s->uptime_ns));
     printf("clients        %u\n", (unsigned) s->clients);
     printf("pools          %u\n", (unsigned) s->pools);
@@ -46,6 +47,7 @@ static void status_json(const struct pcore_msg_status_reply *s)
     json_str(&j, "backend", fmt_backend(s->backend));
     json_i64(&j, "device_ordinal", s->device_ordinal);
     json_strn(&j, "device_name", s->device_name, sizeof s->device_name);
+    json_u64(&j, "devices", s->devices > 0 ? s->devices : 1);
     json_u64(&j, "uptime_ns", s->uptime_ns);
     json_u64(&j, "clients", s->clients);
     json_u64(&j, "pools", s->pools);

@@ -24,6 +24,16 @@ int pactl_fetch_status(struct pactl_conn *c, struct pcore_msg_status_reply *out,
     return 0;
 }
 
+/* Sends STATUS and takes its devices, 0 read as 1; returns 0 or -1 with *cause. */
+int pactl_fetch_ndevices(struct pactl_conn *c, uint32_t *n, char **cause)
+{
+    struct pcore_msg_status_reply s;
+    if (pactl_fetch_status(c, &s, cause) < 0)
+        return -1;
+    *n = s.devices > 0 ? s.devices : 1;
+    return 0;
+}
+
 /* Sends a pool_ref request by name and reads its OK's count; returns 0 or -1 with *cause. */
 int pactl_fetch_pool_ref(struct pactl_conn *c, uint32_t type, const char *pool, uint32_t *count,
                          char **cause)
@@ -101,6 +111,7 @@ static size_t list_item_size(uint32_t what)
     case PCORE_LIST_CLIENTS: return sizeof(struct pcore_client_item);
     case PCORE_LIST_BLOCKS: return sizeof(struct pcore_block_item);
     case PCORE_LIST_PEERS: return sizeof(struct pcore_peer_item);
+    case PCORE_LIST_DEVICES: return sizeof(struct pcore_device_item);
     default: return 0;
     }
 }

@@ -20,11 +20,15 @@ struct pactl_list {
 /* Asks for the daemon's status into *out. Returns 0 or -1 with *cause. */
 int pactl_fetch_status(struct pactl_conn *c, struct pcore_msg_status_reply *out, char **cause);
 
+/* Asks for the daemon's status for the devices it serves into *n: 1 from a daemon older than
+ * several devices (which reports 0). Returns 0 or -1 with *cause. */
+int pactl_fetch_ndevices(struct pactl_conn *c, uint32_t *n, char **cause);
+
 /* Asks for the per-op statistics into *out. Returns 0 or -1 with *cause. */
 int pactl_fetch_stats(struct pactl_conn *c, struct pcore_msg_stats_reply *out, char **cause);
 
 /*
- * Lists pools, clients or blocks (enum pcore_list_what); name is the pool to restrict the
+ * Lists pools, clients, blocks, peers or devices (enum pcore_list_what); name is the pool to restrict the
  * list to, or NULL. Returns 0 with *out filled (free it with pactl_list_free), or -1 with
  * *cause.
  */

@@ -133,6 +133,15 @@ char *fmt_hash(char *buf, size_t size, const paged_hash *h)
     return buf;
 }
 
+/* Formats a UUID in nvidia-smi's form; returns buf. */
+char *fmt_uuid(char *buf, size_t size, const uint8_t uuid[16])
+{
+    const uint8_t *u = uuid;
+    snprintf(buf, size, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+             u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    return buf;
+}
+
 /* Returns a backend's name. */
 const char *fmt_backend(uint32_t backend)
 {

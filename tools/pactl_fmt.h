@@ -44,6 +44,10 @@ char *fmt_time(char *buf, size_t size, uint64_t ns);
 /* Formats a 128-bit hash as 32 hex digits, high half first. Returns buf. */
 char *fmt_hash(char *buf, size_t size, const paged_hash *h);
 
+/* Formats a device's 16-byte UUID as nvidia-smi prints it, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+ * (at least FMT_BUF bytes). Returns buf. */
+char *fmt_uuid(char *buf, size_t size, const uint8_t uuid[16]);
+
 /* Returns the name of a backend ("cpu", "cuda") or "unknown". */
 const char *fmt_backend(uint32_t backend);
 

@@ -31,35 +31,58 @@ uint32_t items_pool_shards(const struct pcore_pool_item *p)
     return p->shards > 1 ? p->shards : 1;
 }
 
+/* Returns shard r's device: the pool's device plus r, modulo the daemon's devices. */
+uint32_t items_pool_shard_device(const struct pcore_pool_item *p, uint32_t r, uint32_t ndevices)
+{
+    return (uint32_t) (((uint64_t) p->device + r) % (ndevices > 0 ? ndevices : 1));
+}
+
+/* Writes the shards' devices as "0,1" (as many as fit in buf); returns buf. */
+char *items_pool_devices(char *buf, size_t size, const struct pcore_pool_item *p, uint32_t ndevices)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (uint32_t r = 0; r < items_pool_shards(p) && at < size; r++) {
+        int n = snprintf(buf + at, size - at, "%s%u", r > 0 ? "," : "",
+                         (unsigned) items_pool_shard_device(p, r, ndevices));
+        if (n < 0)
+            break;
+        at += (size_t) n;
+    }
+    return buf;
+}
+
 /* Prints the column names of the pool table. */
 void items_pool_heading(void)
 {
-    printf("%4s  %-16s %6s %5s %6s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %-8s %-8s %6s %10s\n", "ID",
+    printf("%4s  %-16s %6s %5s %6s %4s %5s %-8s %7s %7s %7s %7s %7s %5s %-8s %-8s %6s %10s  %s\n", "ID",
            "NAME", "LAYERS", "HEADS", "SHARDS", "DIM", "BLOCK", "DTYPE", "BLOCKS", "FREE", "USED", "CACHED",
-           "CLIENTS", "MODE", "PREFIXES", "MEMORY", "OWNER", "SIZE");
+           "CLIENTS", "MODE", "PREFIXES", "MEMORY", "OWNER", "SIZE", "DEV");
 }
 
-/* Prints one pool as a table row; a destroyed pool's name is marked with a star, and the
- * SHARDS column of a pool that is not tensor-parallel is "-". */
-void items_pool_row(const struct pcore_pool_item *p)
+/* Prints one pool as a table row; a destroyed pool's name is marked with a star, the SHARDS
+ * column of a pool that is not tensor-parallel is "-", and DEV lists its shards' devices. */
+void items_pool_row(const struct pcore_pool_item *p, uint32_t ndevices)
 {
-    char name[PCORE_NAME_MAX + 2], size[FMT_BUF], mode[16], shards[16] = "-";
+    char name[PCORE_NAME_MAX + 2], size[FMT_BUF], mode[16], shards[16] = "-", devs[128];
     fmt_safe(name, sizeof name - 1, p->name, sizeof p->name);
     snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
     if (items_pool_shards(p) > 1)
         snprintf(shards, sizeof shards, "%u", (unsigned) items_pool_shards(p));
     if (p->destroyed)
         strcat(name, "*");
-    printf("%4u  %-16s %6u %5u %6s %4u %5u %-8s %7u %7u %7u %7u %7u %5s %-8s %-8s %6u %10s\n",
+    printf("%4u  %-16s %6u %5u %6s %4u %5u %-8s %7u %7u %7u %7u %7u %5s %-8s %-8s %6u %10s  %s\n",
            (unsigned) p->id, name, (unsigned) p->num_layers, (unsigned) p->num_kv_heads, shards,
            (unsigned) p->head_dim, (unsigned) p->block_size, fmt_dtype(p->dtype),
            (unsigned) p->num_blocks, (unsigned) p->free, (unsigned) p->referenced,
            (unsigned) p->cached, (unsigned) p->attached, mode, items_pool_prefixes(p),
-           items_pool_memory(p), (unsigned) p->owner_uid, fmt_bytes(size, sizeof size, p->bytes));
+           items_pool_memory(p), (unsigned) p->owner_uid, fmt_bytes(size, sizeof size, p->bytes),
+           items_pool_devices(devs, sizeof devs, p, ndevices));
 }
 
-/* Writes one pool as a JSON object. */
-void items_pool_json(struct json *j, const char *key, const struct pcore_pool_item *p)
+/* Writes one pool as a JSON object: its device (shard 0's) and devices (each shard's, in
+ * order) among the rest. */
+void items_pool_json(struct json *j, const char *key, const struct pcore_pool_item *p, uint32_t ndevices)
 {
     char mode[16];
     snprintf(mode, sizeof mode, "%04o", (unsigned) (p->mode & 07777));
@@ -69,6 +92,11 @@ void items_pool_json(struct json *j, const char *key, const struct pcore_pool_it
     json_u64(j, "num_layers", p->num_layers);
     json_u64(j, "num_kv_heads", p->num_kv_heads);
     json_u64(j, "shards", items_pool_shards(p));
+    json_u64(j, "device", items_pool_shard_device(p, 0, ndevices));
+    json_array_begin(j, "devices");
+    for (uint32_t r = 0; r < items_pool_shards(p); r++)
+        json_u64(j, NULL, items_pool_shard_device(p, r, ndevices));
+    json_end(j);
     json_u64(j, "head_dim", p->head_dim);
     json_u64(j, "block_size", p->block_size);
     json_str(j, "dtype", fmt_dtype(p->dtype));

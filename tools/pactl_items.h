@@ -16,11 +16,18 @@ const char *items_pool_memory(const struct pcore_pool_item *p);
 /* Returns a pool's shards: 1 when it is not tensor-parallel (or the daemon is older than
  * sharded pools and reports 0). */
 uint32_t items_pool_shards(const struct pcore_pool_item *p);
-/* Table heading and row of a pool. */
+/* Returns the device of shard r of pool p on a daemon of ndevices devices (STATUS's devices; 0,
+ * from a daemon older than several devices, reads as 1): the pool's device plus r, modulo
+ * ndevices. */
+uint32_t items_pool_shard_device(const struct pcore_pool_item *p, uint32_t r, uint32_t ndevices);
+/* Writes the devices of pool p's shards, in shard order and separated by commas ("1", "0,1"),
+ * into buf; returns buf. */
+char *items_pool_devices(char *buf, size_t size, const struct pcore_pool_item *p, uint32_t ndevices);
+/* Table heading and row of a pool; ndevices as items_pool_shard_device takes it. */
 void items_pool_heading(void);
-void items_pool_row(const struct pcore_pool_item *p);
+void items_pool_row(const struct pcore_pool_item *p, uint32_t ndevices);
 /* A pool as a JSON object (a member named key, or NULL in an array). */
-void items_pool_json(struct json *j, const char *key, const struct pcore_pool_item *p);
+void items_pool_json(struct json *j, const char *key, const struct pcore_pool_item *p, uint32_t ndevices);
 
 /* Table heading and row of a client. */
 void items_client_heading(void);

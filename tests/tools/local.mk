@@ -42,6 +42,12 @@ tests_tools_pactl_destroy_t_SOURCES = tests/tools/pactl-destroy-t.c $(PACTL_TEST
 tests_tools_pactl_destroy_t_LDADD = $(PACTL_TEST_LIBS)
 tests_tools_pactl_events_t_SOURCES = tests/tools/pactl-events-t.c $(PACTL_TEST_SOURCES)
 tests_tools_pactl_events_t_LDADD = $(PACTL_TEST_LIBS)
+# pactl devices, status's device count and the pools' devices, against a daemon of two cpu
+# devices (PAGEDD_CPU_DEVICES).
+check_PROGRAMS += tests/tools/pactl-devices-t
+TESTS += tests/tools/pactl-devices-t
+tests_tools_pactl_devices_t_SOURCES = tests/tools/pactl-devices-t.c $(PACTL_TEST_SOURCES)
+tests_tools_pactl_devices_t_LDADD = $(PACTL_TEST_LIBS)
 # pactl pin, unpin, evict of a prefix and ttl, on a prompt a libpaged client published.
 check_PROGRAMS += tests/tools/pactl-prefix-t
 TESTS += tests/tools/pactl-prefix-t
@@ -49,7 +55,7 @@ tests_tools_pactl_prefix_t_SOURCES = tests/tools/pactl-prefix-t.c $(PACTL_TEST_S
 tests_tools_pactl_prefix_t_LDADD = lib/libpaged.la $(PACTL_TEST_LIBS)
 tests/tools/pactl-t.log tests/tools/pactl-usage-t.log tests/tools/pactl-destroy-t.log \
 	tests/tools/pactl-events-t.log tests/tools/pactl-names-t.log \
-	tests/tools/pactl-prefix-t.log: daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
+	tests/tools/pactl-prefix-t.log tests/tools/pactl-devices-t.log: daemon/pagedd$(EXEEXT) tools/pactl$(EXEEXT)
 tests_tools_pactl_holder_SOURCES = tests/tools/pactl-holder.c
 tests_tools_pactl_holder_LDADD = lib/libpaged.la
 
