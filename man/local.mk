@@ -39,6 +39,8 @@ notrans_dist_man_MANS += \
 	man/paged_arena_mark.3 \
 	man/paged_arena_release.3 \
 	man/paged_client_backend.3 \
+	man/paged_client_device.3 \
+	man/paged_client_devices.3 \
 	man/paged_client_close.3 \
 	man/paged_client_connect_err.3 \
 	man/paged_client_error.3 \
