@@ -26,10 +26,12 @@ struct pd_arena {
     pd_arena *sub;
 };
 
-/* One deferred batch of the set: each device's latest ticket up to and including it. */
+/* One deferred batch of the set: each device's latest ticket up to and including it, and
+ * which devices' tickets are its own. */
 struct set_ticket {
     uint64_t id;
     uint64_t sub[PD_MAX_DEVICES];
+    uint32_t own;                /* bit d: sub[d] was issued for this batch */
 };
 
 /* One device's part of a batch being split. */
@@ -338,20 +340,20 @@ static void set_run_batch(pd_backend *b, struct pd_batch *batch)
     }
     for (uint32_t li = 0; li < batch->nlaunches; li++)
         add_launch(s, s->device_of[li], batch, li);
-    uint64_t own[PD_MAX_DEVICES] = { 0 };
-    int deferred = 0;
+    uint32_t own = 0;
     for (uint32_t d = 0; d < s->n; d++)
         if (used & (1u << d)) {
-            own[d] = run_part(s, d, batch, batch->may_defer);
-            if (own[d] != 0) {
-                s->last[d] = own[d];
-                deferred = 1;
+            const uint64_t ticket = run_part(s, d, batch, batch->may_defer);
+            if (ticket != 0) {
+                s->last[d] = ticket;
+                own |= 1u << d;
             }
         }
-    if (!deferred)
+    if (own == 0)
         return;
     struct set_ticket *t = &s->tickets[s->next_ticket % SET_TICKETS];
     t->id = s->next_ticket;
+    t->own = own;
     memcpy(t->sub, s->last, sizeof t->sub);
     batch->ticket = s->next_ticket++;
 }
@@ -376,7 +378,8 @@ static int set_tick(pd_backend *b)
 }
 
 /* Says whether the set's deferred batch ticket (and every earlier one) is done: each device's
- * latest ticket up to it; see backend.h. */
+ * latest ticket up to it. A device's fault fails only the batch whose own part it lost (an
+ * earlier batch's ticket of a device reported it then); see backend.h. */
 static int set_done(pd_backend *b, uint64_t ticket)
 {
     struct devset *s = set_of(b);
@@ -389,9 +392,9 @@ static int set_done(pd_backend *b, uint64_t ticket)
             continue;
         pd_backend *sub = use(s, d);
         int r = sub->ops->done(sub, t->sub[d]);
-        if (r < 0)
+        if (r < 0 && (t->own & (1u << d)))
             return r;
-        done &= r;
+        done &= r != 0;
     }
     return done;
 }
