@@ -530,6 +530,8 @@ static void cuda_destroy(pd_backend *b)
         cudaStreamSynchronize(cb->stream);
     pd_cu_reaper_stop(&cb->reaper);
     pd_cu_units_free(&cb->units);
+    if (cb->sums_dev != NULL)
+        cudaFree(cb->sums_dev);
     pd_cu_flight_free(&cb->flight);
     pd_cu_prober_free(&cb->prober);
     if (cb->d_stage != NULL)

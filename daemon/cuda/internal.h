@@ -32,6 +32,8 @@ struct cuda_backend {
     struct pd_cu_device dev;
     cudaStream_t stream;
     struct pd_cu_units units;     /* the tiers' second copy stream and its event (units.h) */
+    uint64_t *sums_dev;           /* the peers' unit sums land here (staging.c), sums_cap of them */
+    uint32_t sums_cap;
     uint8_t uuid[16];
     char name[64];
     unsigned char *d_stage;       /* device staging */

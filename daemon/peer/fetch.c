@@ -16,15 +16,18 @@
 
 /*
  * Each fetch is a small state machine that pd_peer_fetch_step moves on at every poll of the
- * peers (and so never inside the engine's pass): ASK sends a FETCH for the next at most
- * PD_PEER_MAX_ASK hashes of the chain to the next connected outgoing peer; ASKED waits for its
- * REPLY (routed here by pd_peer_fetch_reply), checks it and starts the get of the staged units;
- * PULLING waits for the get, checks every unit's sum and publishes the units in the pool. A peer
- * that sent all it was asked for is asked for the chain's next part; one that has none, refuses,
- * fails or sends what does not check sends the fetch back to ASK for the next peer, from where
- * the chain stopped. Each request gets peer-timeout (its answer and its get); the last peer, or
- * the end of the chain, ends the fetch. A get still running when the fetch gives up is cancelled,
- * and its buffer is freed only once UCX has called back (CANCELLING).
+ * peers (and so never inside the engine's pass). ASK sends a FETCH for the chain's next at most
+ * PD_PEER_MAX_ASK hashes (a part) to the next connected outgoing peer; RUNNING keeps up to
+ * PD_PEER_PIPE parts of that peer in flight: a part's REPLY (routed here by
+ * pd_peer_fetch_reply) is checked and its get started at once; the oldest part, once pulled,
+ * has every unit's sum checked and is published in the pool; and while the last part asked was
+ * staged whole, the next is asked, so that the peer stages it while earlier parts are pulled and
+ * published. A peer whose first part has none of the chain, or that refuses, fails or sends what
+ * does not check, sends the fetch back to ASK for the next peer, from where the chain stopped
+ * (what was published stays); a part that comes short ends the chain there. Each part's answer
+ * and each part's get get peer-timeout; the last peer, or the end of the chain, ends the fetch.
+ * Gets still running when the fetch gives up or moves on are cancelled, and their buffers are
+ * reused or freed only once UCX has called back (CANCELLING).
  */
 
 /* The fetch's pool when it is still there under the same name, or NULL. */
@@ -36,32 +39,77 @@ static struct pd_pool *fetch_pool(const struct pd_peers *ps, const struct pd_pee
     return NULL;
 }
 
-/* Forgets the part f asked ahead, if any: tells its peer to free what it staged for it (unless
- * the connection failed) and frees its REPLY. Returns nothing. */
-static void drop_ahead(struct pd_peers *ps, struct pd_peer_fetchop *f)
+/* Returns f's i-th part in flight, 0 the oldest. */
+static struct pd_peer_part *part_at(struct pd_peer_fetchop *f, uint32_t i)
 {
-    if (f->ahead_req == 0)
-        return;
-    if (f->peer != NULL && !f->peer_failed) {
-        struct pd_peer_release rel = { .req = f->ahead_req };
-        pd_peer_send(ps, f->peer, PD_PEER_AM_RELEASE, &rel, sizeof rel);
-    }
-    free(f->ahead_reply);
-    f->ahead_reply = NULL;
-    f->ahead_req = 0;
-    f->ahead_n = 0;
+    return &f->part[(f->head + i) % PD_PEER_PIPE];
 }
 
-/* Frees f's get, reply and buffer and makes its slot free, telling the done function.
- * Returns nothing. */
+/* Returns f's i-th part in flight, read only. */
+static const struct pd_peer_part *part_seen(const struct pd_peer_fetchop *f, uint32_t i)
+{
+    return &f->part[(f->head + i) % PD_PEER_PIPE];
+}
+
+/* Tells f's peer to free what it staged (or will stage) for part t, unless the connection
+ * failed. Returns nothing. */
+static void release_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_peer_part *t)
+{
+    if (f->peer == NULL || f->peer_failed || t->state == PD_PART_FREE || t->req == 0)
+        return;
+    struct pd_peer_release rel = { .req = t->req };
+    pd_peer_send(ps, f->peer, PD_PEER_AM_RELEASE, &rel, sizeof rel);
+}
+
+/* Frees what part t holds of its request (REPLY, sums, remote key), keeping its local buffer
+ * for the next part, and makes it free. Its get must be over. Returns nothing. */
+static void part_clear(struct pd_peer_part *t)
+{
+    free(t->reply);
+    free(t->sums);
+    if (t->rkey != NULL)
+        ucp_rkey_destroy(t->rkey);
+    const struct pd_peer_buf local = t->local;
+    memset(t, 0, sizeof *t);
+    t->local = local;
+}
+
+/* Drops f's parts from the i-th on (releasing what the peer staged for them when release),
+ * none of whose gets may run. Returns nothing. */
+static void drop_parts_from(struct pd_peers *ps, struct pd_peer_fetchop *f, uint32_t i, int release)
+{
+    while (f->nparts > i) {
+        struct pd_peer_part *t = part_at(f, f->nparts - 1);
+        if (release)
+            release_part(ps, f, t);
+        part_clear(t);
+        f->nparts--;
+    }
+    if (f->nparts == 0)
+        f->head = 0;
+}
+
+/* Logs what f fetched, if anything. Returns nothing. */
+static void log_fetch(const struct pd_peer_fetchop *f)
+{
+    if (f->parts_done == 0)
+        return;
+    const double ms = (double) (pd_peer_now_ns() - f->began_ns) / 1e6;
+    pd_log(PD_LOG_INFO, "peers: fetched %llu bytes of pool %s in %u part%s and %.2f ms (%.1f GB/s), of which "
+           "%.2f ms checking and %.2f ms publishing here", (unsigned long long) f->fetched_bytes, f->pool,
+           f->parts_done, f->parts_done == 1 ? "" : "s", ms, ms > 0 ? (double) f->fetched_bytes / ms / 1e6 : 0.0,
+           (double) f->check_ns / 1e6, (double) f->publish_ns / 1e6);
+}
+
+/* Frees f's parts and buffers and makes its slot free, telling the done function. No get of
+ * its may run. Returns nothing. */
 static void fetch_end(struct pd_peers *ps, struct pd_peer_fetchop *f)
 {
-    drop_ahead(ps, f);
-    if (f->rkey != NULL)
-        ucp_rkey_destroy(f->rkey);
-    pd_peer_buf_put(ps, &f->local, pd_peer_now_ns());
-    free(f->reply);
-    free(f->sums);
+    drop_parts_from(ps, f, 0, 1);
+    log_fetch(f);
+    const uint64_t now = pd_peer_now_ns();
+    for (uint32_t i = 0; i < PD_PEER_PIPE; i++)
+        pd_peer_buf_put(ps, &f->part[i].local, now);
     free(f->hashes);
     const uint32_t conn_id = f->conn_id;
     const int started = f->started;
@@ -70,56 +118,77 @@ static void fetch_end(struct pd_peers *ps, struct pd_peer_fetchop *f)
         ps->done_fn(ps->done_ctx, conn_id);
 }
 
-/* Forgets f's request to its peer (its REPLY, sums and remote key) and makes f ask again.
- * Returns nothing. */
-static void forget_request(struct pd_peer_fetchop *f)
+/* Counts f's time with its peer up to now in the peer's fetch time. Returns nothing. */
+static void count_time(struct pd_peer_fetchop *f, uint64_t now)
 {
-    free(f->reply);
-    f->reply = NULL;
-    free(f->sums);
-    f->sums = NULL;
-    if (f->rkey != NULL) {
-        ucp_rkey_destroy(f->rkey);
-        f->rkey = NULL;
-    }
+    if (f->peer != NULL && now > f->counted_ns)
+        f->peer->fetch_ns += now - f->counted_ns;
+    f->counted_ns = now;
+}
+
+/* Records that fetching from f's peer failed for why: releases what it staged, drops every
+ * part (none of whose gets may run) and sends f on to the next peer, from the first block not
+ * published. Returns nothing. */
+static void peer_failed(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why)
+{
+    struct pd_peer *q = f->peer;
+    drop_parts_from(ps, f, 0, 1);
+    count_time(f, pd_peer_now_ns());
+    q->fetches++;
+    q->failures++;
+    pd_log(PD_LOG_WARNING, "peer %s: fetching blocks %u to %u of pool %s: %s", q->addr, f->off, f->total - 1,
+           f->pool, why);
     f->peer = NULL;
     f->peer_failed = 0;
-    f->device = 0;
+    f->ends = 0;
     f->state = PD_FETCH_ASK;
 }
 
-/* Records that asking f's peer failed for why, releases what it staged when release, and
- * sends f on to the next peer. Returns nothing. */
-static void peer_failed(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why, int release)
+/* Returns whether a get of f's runs. */
+static int gets_run(struct pd_peer_fetchop *f)
 {
-    struct pd_peer *q = f->peer;
-    if (release && !f->peer_failed) {
-        struct pd_peer_release rel = { .req = f->req };
-        pd_peer_send(ps, q, PD_PEER_AM_RELEASE, &rel, sizeof rel);
+    for (uint32_t i = 0; i < f->nparts; i++)
+        if (part_at(f, i)->get_req != NULL)
+            return 1;
+    return 0;
+}
+
+/* Something about f's peer failed for why: cancels the gets that run, ending f once they
+ * called back when abandon, else then asking the next peer; with none running, does either at
+ * once. Returns nothing. */
+static void fail(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why, int abandon)
+{
+    if (gets_run(f)) {
+        f->cancel_why = why;
+        f->abandon = abandon;
+        f->state = PD_FETCH_CANCELLING;
+        for (uint32_t i = 0; i < f->nparts; i++)
+            if (part_at(f, i)->get_req != NULL)
+                ucp_request_cancel(ps->worker, part_at(f, i)->get_req);
+        return;
     }
-    drop_ahead(ps, f);
-    q->fetches++;
-    q->failures++;
-    pd_log(PD_LOG_WARNING, "peer %s: fetching %u blocks of pool %s: %s", q->addr, f->n, f->pool, why);
-    forget_request(f);
+    if (f->peer != NULL)
+        peer_failed(ps, f, why);
+    if (abandon)
+        fetch_end(ps, f);
 }
 
-/* Makes f's local buffer at least len bytes of the kind (device: device memory), mapped.
+/* Makes part t's local buffer at least len bytes of the kind (device: device memory), mapped.
  * Returns 0 or -1. */
-static int local_room(struct pd_peers *ps, struct pd_peer_fetchop *f, size_t len, int device)
+static int local_room(struct pd_peers *ps, struct pd_peer_part *t, size_t len, int device)
 {
-    if (f->local.cap >= len && f->local.device == device)
+    if (t->local.cap >= len && t->local.device == device)
         return 0;
-    pd_peer_buf_put(ps, &f->local, pd_peer_now_ns());
-    return pd_peer_buf_get(ps, len, device, &f->local);
+    pd_peer_buf_put(ps, &t->local, pd_peer_now_ns());
+    return pd_peer_buf_get(ps, len, device, &t->local);
 }
 
-/* A get's completion (user_data: the fetch). Returns nothing. */
+/* A get's completion (user_data: the part). Returns nothing. */
 static void got_cb(void *request, ucs_status_t status, void *user_data)
 {
-    struct pd_peer_fetchop *f = user_data;
-    f->get_status = status;
-    f->get_req = NULL;
+    struct pd_peer_part *t = user_data;
+    t->get_status = status;
+    t->get_req = NULL;
     ucp_request_free(request);
 }
 
@@ -151,64 +220,85 @@ static int send_fetch(struct pd_peers *ps, const struct pd_peer_fetchop *f, stru
     return sent < 0 ? -1 : 0;
 }
 
-/* Sends f's FETCH to the next connected outgoing peer, or ends f when none is left. Returns
- * nothing. */
+/* Asks f's peer for the chain's next part (from next_off) in a new part. Returns 0, -1 when
+ * it could not be sent (the peer is then marked failed), or -2 without memory. */
+static int ask_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
+{
+    struct pd_peer_part *t = part_at(f, f->nparts);
+    const uint32_t n = f->total - f->next_off < PD_PEER_MAX_ASK ? f->total - f->next_off : PD_PEER_MAX_ASK;
+    uint64_t req = 0;
+    int sent = send_fetch(ps, f, f->peer, p, f->next_off, n, &req);
+    if (sent != 0)
+        return sent;
+    t->state = PD_PART_ASKED;
+    t->req = req;
+    t->off = f->next_off;
+    t->n = n;
+    t->asked_ns = pd_peer_now_ns();
+    t->deadline_ns = t->asked_ns + (uint64_t) ps->timeout_ms * 1000000u;
+    f->nparts++;
+    f->next_off += n;
+    return 0;
+}
+
+/* Sends f's first part to the next connected outgoing peer, or ends f when none is left.
+ * Returns nothing. */
 static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
 {
     while (f->next_peer < ps->npeers) {
         struct pd_peer *q = ps->peers[f->next_peer++];
         if (!q->outgoing || q->state != PD_PEER_AUTHENTICATED || q->ep == NULL || q->ep_failed)
             continue;
-        f->n = f->total - f->off < PD_PEER_MAX_ASK ? f->total - f->off : PD_PEER_MAX_ASK;
-        int sent = send_fetch(ps, f, q, p, f->off, f->n, &f->req);
+        f->peer = q;
+        f->peer_failed = 0;
+        f->ends = 0;
+        f->next_off = f->off;
+        f->counted_ns = pd_peer_now_ns();
+        f->state = PD_FETCH_RUNNING;
+        int sent = ask_part(ps, f, p);
         if (sent == -2)
             break;
-        f->peer = q;
-        f->asked_ns = pd_peer_now_ns();
-        f->deadline_ns = f->asked_ns + (uint64_t) ps->timeout_ms * 1000000u;
         if (sent < 0) {
-            peer_failed(ps, f, "the request could not be sent", 0);
+            peer_failed(ps, f, "the request could not be sent");
             continue;
         }
-        f->state = PD_FETCH_ASKED;
         return;
     }
     fetch_end(ps, f);
 }
 
-/* Asks f's peer for the chain's part after the one whose get just started, so that the peer
- * gathers it while this get runs: only where the peer had the whole part asked and more of the
- * chain is left. A request that cannot be sent is simply not asked ahead (the part is asked once
- * this one is published). Returns nothing. */
-static void ask_ahead(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
+/* Asks f's peer for more of the chain while parts are free and the last part asked was staged
+ * whole (so that the peer has the chain's next part too, likely). A request that cannot be sent
+ * is not asked now (a failed connection is noted for the next step). Returns whether it asked. */
+static int fill(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
 {
-    const uint32_t next = f->off + f->n;
-    if (f->ahead_req != 0 || f->count < f->n || next >= f->total || f->peer == NULL || f->peer_failed)
-        return;
-    const uint32_t n = f->total - next < PD_PEER_MAX_ASK ? f->total - next : PD_PEER_MAX_ASK;
-    uint64_t req = 0;
-    if (send_fetch(ps, f, f->peer, p, next, n, &req) != 0)
-        return;
-    f->ahead_req = req;
-    f->ahead_n = n;
-    f->ahead_asked_ns = pd_peer_now_ns();
+    int asked = 0;
+    while (!f->peer_failed && !f->ends && f->nparts > 0 && f->nparts < PD_PEER_PIPE && f->next_off < f->total) {
+        const struct pd_peer_part *last = part_at(f, f->nparts - 1);
+        if (last->state != PD_PART_PULLING || last->count < last->n)
+            break;
+        if (ask_part(ps, f, p) != 0)
+            break;
+        asked = 1;
+    }
+    return asked;
 }
 
-/* Checks f's REPLY against pool p and starts the get of what it staged; a reply with nothing
- * sends f to the next peer. Returns nothing. */
-static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
+/* Checks part i's REPLY against pool p and starts the get of what it staged. A head part with
+ * nothing sends f to the next peer; a later one with nothing, or one that came short, ends the
+ * chain there (the parts after it dropped). Returns NULL, or why the peer failed. */
+static const char *start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, uint32_t i, struct pd_pool *p)
 {
-    const struct pd_peer_msg *m = f->reply;
+    struct pd_peer_part *t = part_at(f, i);
+    const struct pd_peer_msg *m = t->reply;
     struct pd_peer_reply r;
-    const char *why = NULL;
-    if (m->len < sizeof r) {
-        peer_failed(ps, f, "a reply too short", 0);
-        return;
-    }
+    if (m->len < sizeof r)
+        return "a reply too short";
     memcpy(&r, m->data, sizeof r);
+    const char *why = NULL;
     if (r.status != PAGED_OK && r.status != PAGED_E_NOENT)
         why = "it refused";
-    else if (r.count > f->n)
+    else if (r.count > t->n)
         why = "more blocks than asked";
     else if (r.count != 0 && r.unit_bytes != p->geom.block_bytes)
         why = "units of another size";
@@ -216,60 +306,64 @@ static void start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_
         why = "units in device memory, not asked for";
     else if (r.rkey_len > PD_PEER_MAX_RKEY || m->len != sizeof r + r.rkey_len + (size_t) r.count * sizeof(uint64_t))
         why = "a reply whose length does not add up";
-    if (why != NULL || r.status == PAGED_E_NOENT || r.count == 0) {
-        if (why != NULL) {
-            peer_failed(ps, f, why, r.count != 0);
-            return;
+    if (why != NULL)
+        return why;
+    if (r.status == PAGED_E_NOENT || r.count == 0) {
+        if (i == 0) {
+            /* It has none of the chain from here: not a failure; the next peer may. */
+            drop_parts_from(ps, f, 0, 1);
+            count_time(f, pd_peer_now_ns());
+            f->peer->fetches++;
+            f->peer = NULL;
+            f->state = PD_FETCH_ASK;
+        } else {
+            f->ends = 1;
+            drop_parts_from(ps, f, i, 1);
         }
-        /* It has none of the chain: not a failure; the next peer may. */
-        f->peer->fetches++;
-        forget_request(f);
-        return;
+        return NULL;
     }
-    f->count = r.count;
-    f->device = (int) r.device;
-    f->replied_ns = pd_peer_now_ns();
+    if (r.count < t->n) {
+        f->ends = 1;
+        drop_parts_from(ps, f, i + 1, 1);
+    }
+    t->count = r.count;
+    t->device = (int) r.device;
+    t->replied_ns = pd_peer_now_ns();
     const size_t bytes = (size_t) r.count * p->geom.block_bytes;
-    f->sums = pd_malloc((size_t) r.count * sizeof(uint64_t));
+    t->sums = pd_malloc((size_t) r.count * sizeof(uint64_t));
     /* Device units land in device memory; where none is to be had, in host memory, checked
      * there with the unit sum's C twin and copied into the pool from the host. */
-    int room = f->sums != NULL ? local_room(ps, f, bytes, f->device) : -1;
-    if (room < 0 && f->sums != NULL && f->device)
-        room = local_room(ps, f, bytes, 0);
-    if (room < 0) {
-        peer_failed(ps, f, "no memory for the local staging buffer", 1);
-        return;
+    int room = t->sums != NULL ? local_room(ps, t, bytes, t->device) : -1;
+    if (room < 0 && t->sums != NULL && t->device)
+        room = local_room(ps, t, bytes, 0);
+    if (room < 0)
+        return "no memory for the local staging buffer";
+    memcpy(t->sums, m->data + sizeof r + r.rkey_len, (size_t) r.count * sizeof(uint64_t));
+    if (ucp_ep_rkey_unpack(f->peer->ep, m->data + sizeof r, &t->rkey) != UCS_OK) {
+        t->rkey = NULL;
+        return "its remote key does not unpack";
     }
-    memcpy(f->sums, m->data + sizeof r + r.rkey_len, (size_t) r.count * sizeof(uint64_t));
-    if (ucp_ep_rkey_unpack(f->peer->ep, m->data + sizeof r, &f->rkey) != UCS_OK) {
-        f->rkey = NULL;
-        peer_failed(ps, f, "its remote key does not unpack", 1);
-        return;
-    }
-    f->get_status = UCS_INPROGRESS;
+    t->get_status = UCS_INPROGRESS;
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH,
-        .cb.send = got_cb, .user_data = f, .memh = f->local.memh,
+        .cb.send = got_cb, .user_data = t, .memh = t->local.memh,
     };
-    ucs_status_ptr_t q = ucp_get_nbx(f->peer->ep, f->local.buf, bytes, r.addr, f->rkey, &rp);
-    if (q == NULL) {
-        f->get_status = UCS_OK;
-    } else if (UCS_PTR_IS_ERR(q)) {
-        peer_failed(ps, f, "the get failed", 1);
-        return;
-    } else {
-        f->get_req = q;
-    }
-    f->state = PD_FETCH_PULLING;
-    ask_ahead(ps, f, p);
+    ucs_status_ptr_t q = ucp_get_nbx(f->peer->ep, t->local.buf, bytes, r.addr, t->rkey, &rp);
+    if (UCS_PTR_IS_ERR(q))
+        return "the get failed";
+    t->get_status = q == NULL ? UCS_OK : UCS_INPROGRESS;
+    t->get_req = q;
+    t->state = PD_PART_PULLING;
+    t->deadline_ns = t->replied_ns + (uint64_t) ps->timeout_ms * 1000000u;
+    return NULL;
 }
 
-/* Fills f->count new blocks of p from the pulled units and publishes them under f's tenant
- * and hashes as cached blocks (held by nobody). Returns NULL, or what failed with nothing
- * kept. */
-static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
+/* Fills t->count new blocks of p from t's pulled units and publishes them under f's tenant and
+ * hashes as cached blocks (held by nobody). Returns NULL, or what failed with nothing kept. */
+static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_peer_part *t,
+                           struct pd_pool *p)
 {
-    const uint32_t count = f->count;
+    const uint32_t count = t->count;
     int32_t *ids = pd_malloc((size_t) count * sizeof *ids);
     unsigned char **units = pd_malloc((size_t) count * sizeof *units);
     if (ids == NULL || units == NULL) {
@@ -283,12 +377,12 @@ static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struc
         why = "no room for the blocks in the pool";
     } else {
         for (uint32_t i = 0; i < count; i++)
-            units[i] = f->local.buf + (size_t) i * p->geom.block_bytes;
+            units[i] = t->local.buf + (size_t) i * p->geom.block_bytes;
         char *cause = NULL;
         int rc = pd_units_copy(ps->backend, p->mem, &p->cache, 0, count, ids, units, &cause);
         free(cause);
         if (rc == PAGED_OK
-            && pa_publish(p->alloc, PD_PEER_FETCH_HOLDER, f->tenant, count, ids, f->hashes + f->off, &bad) < 0)
+            && pa_publish(p->alloc, PD_PEER_FETCH_HOLDER, f->tenant, count, ids, f->hashes + t->off, &bad) < 0)
             rc = PAGED_E_INVAL;
         if (rc != PAGED_OK)
             why = "the blocks could not be filled or published";
@@ -299,18 +393,18 @@ static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, struc
     return why;
 }
 
-/* Checks each of f's pulled units against the sum its REPLY gave: XXH3-64 for host units, the
+/* Checks each of t's pulled units against the sum its REPLY gave: XXH3-64 for host units, the
  * unit sum for device units (pk_unit_sum: on the GPU where they landed in device memory, else
  * its C twin). Returns NULL, or what failed. */
-static const char *check_sums(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
+static const char *check_sums(struct pd_peers *ps, const struct pd_peer_part *t, const struct pd_pool *p)
 {
     const uint64_t unit = p->geom.block_bytes;
     uint64_t *mine = NULL;
-    if (f->device && f->local.device) {
-        mine = pd_malloc((size_t) f->count * sizeof *mine);
+    if (t->device && t->local.device) {
+        mine = pd_malloc((size_t) t->count * sizeof *mine);
         char *cause = NULL;
         int rc = mine == NULL ? PAGED_E_NOMEM
-                              : ps->backend->ops->units_sums(ps->backend, f->local.buf, f->count, unit, mine, &cause);
+                              : ps->backend->ops->units_sums(ps->backend, t->local.buf, t->count, unit, mine, &cause);
         free(cause);
         if (rc != PAGED_OK) {
             free(mine);
@@ -318,11 +412,11 @@ static const char *check_sums(struct pd_peers *ps, struct pd_peer_fetchop *f, co
         }
     }
     const char *why = NULL;
-    for (uint32_t i = 0; why == NULL && i < f->count; i++) {
+    for (uint32_t i = 0; why == NULL && i < t->count; i++) {
         uint64_t sum;
-        memcpy(&sum, f->sums + (size_t) i * sizeof sum, sizeof sum);
-        const unsigned char *u = f->local.buf + (size_t) i * unit;
-        const uint64_t got = mine != NULL ? mine[i] : f->device ? pk_unit_sum(u, unit) : XXH3_64bits(u, unit);
+        memcpy(&sum, t->sums + (size_t) i * sizeof sum, sizeof sum);
+        const unsigned char *u = t->local.buf + (size_t) i * unit;
+        const uint64_t got = mine != NULL ? mine[i] : t->device ? pk_unit_sum(u, unit) : XXH3_64bits(u, unit);
         if (got != sum)
             why = "a block's checksum does not match";
     }
@@ -330,91 +424,78 @@ static const char *check_sums(struct pd_peers *ps, struct pd_peer_fetchop *f, co
     return why;
 }
 
-/* Makes the chain's next part, of f's peer, the one in hand once this part is published: the
- * part asked ahead (its REPLY perhaps here already; its peer-timeout counted from now), else a
- * request to ask the same peer now. Returns nothing. */
-static void next_part(struct pd_peers *ps, struct pd_peer_fetchop *f, uint64_t now)
+/* Checks f's oldest part, pulled, and publishes it in p; ends f at the chain's end. Returns
+ * NULL, or why the peer failed. */
+static const char *finish_head(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
 {
+    struct pd_peer_part *t = part_at(f, 0);
     struct pd_peer *q = f->peer;
-    if (f->peer_failed)
-        drop_ahead(ps, f);
-    const uint64_t req = f->ahead_req, asked = f->ahead_asked_ns;
-    const uint32_t n = f->ahead_n;
-    struct pd_peer_msg *reply = f->ahead_reply;
-    f->ahead_req = 0;
-    f->ahead_n = 0;
-    f->ahead_reply = NULL;
-    forget_request(f);
-    if (req == 0) {
-        f->next_peer--;
-        return;
-    }
-    f->peer = q;
-    f->req = req;
-    f->n = n;
-    f->asked_ns = asked;
-    f->deadline_ns = now + (uint64_t) ps->timeout_ms * 1000000u;
-    f->reply = reply;
-    f->state = PD_FETCH_ASKED;
-}
-
-/* Checks f's pulled units and publishes them in p, then ends f. Returns nothing. */
-static void finish_get(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
-{
-    struct pd_peer *q = f->peer;
-    if (f->get_status != UCS_OK) {
-        peer_failed(ps, f, "the get failed", 1);
-        return;
-    }
-    f->got_ns = pd_peer_now_ns();
-    const char *why = check_sums(ps, f, p);
-    struct pd_peer_release rel = { .req = f->req };
-    pd_peer_send(ps, q, PD_PEER_AM_RELEASE, &rel, sizeof rel);
+    if (t->get_status != UCS_OK)
+        return "the get failed";
+    t->got_ns = pd_peer_now_ns();
+    const char *why = check_sums(ps, t, p);
+    const uint64_t checked = pd_peer_now_ns();
+    release_part(ps, f, t);
+    t->req = 0;                    /* released: a failure below releases it no more */
     if (why == NULL)
-        why = publish(ps, f, p);
-    if (why != NULL) {
-        peer_failed(ps, f, why, 0);
-        return;
-    }
-    q->fetches++;
-    q->blocks += f->count;
-    q->bytes += (uint64_t) f->count * p->geom.block_bytes;
+        why = publish(ps, f, t, p);
+    if (why != NULL)
+        return why;
     const uint64_t now = pd_peer_now_ns();
-    q->fetch_ns += now - f->asked_ns;
-    pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s (%llu bytes) in %.2f ms: answer %.2f, get %.2f, "
-           "check and publish %.2f", q->addr, f->count, f->pool, (unsigned long long) f->count * p->geom.block_bytes,
-           (double) (now - f->asked_ns) / 1e6, (double) (f->replied_ns - f->asked_ns) / 1e6,
-           (double) (f->got_ns - f->replied_ns) / 1e6, (double) (now - f->got_ns) / 1e6);
-    f->off += f->count;
-    if (f->count < f->n || f->off >= f->total) {
+    f->check_ns += checked - t->got_ns;
+    f->publish_ns += now - checked;
+    q->fetches++;
+    q->blocks += t->count;
+    q->bytes += (uint64_t) t->count * p->geom.block_bytes;
+    count_time(f, now);
+    f->fetched_bytes += (uint64_t) t->count * p->geom.block_bytes;
+    f->parts_done++;
+    pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s (%llu bytes): asked %.2f ms ago, answered after "
+           "%.2f, pulled after %.2f more, checked in %.2f, published in %.2f", q->addr, t->count, f->pool,
+           (unsigned long long) t->count * p->geom.block_bytes, (double) (now - t->asked_ns) / 1e6,
+           (double) (t->replied_ns - t->asked_ns) / 1e6, (double) (t->got_ns - t->replied_ns) / 1e6,
+           (double) (checked - t->got_ns) / 1e6, (double) (now - checked) / 1e6);
+    f->off += t->count;
+    const int short_part = t->count < t->n;
+    part_clear(t);
+    f->head = (f->head + 1) % PD_PEER_PIPE;
+    f->nparts--;
+    if (short_part || f->off >= f->total || (f->nparts == 0 && (f->ends || f->next_off >= f->total)))
         fetch_end(ps, f);
-        return;
-    }
-    /* It had all it was asked for: the chain's next part is its too. */
-    next_part(ps, f, now);
+    return NULL;
 }
 
-/* Cancels f's running get for why; the fetch goes on once UCX has called back. Returns
- * nothing. */
-static void cancel_get(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why)
-{
-    f->cancel_why = why;
-    f->state = PD_FETCH_CANCELLING;
-    ucp_request_cancel(ps->worker, f->get_req);
-}
-
-/* Ends f for why (its deadline, or its pool gone), counting a failure of the peer it was
- * asking and releasing what that peer staged; a running get is cancelled first. Returns
- * nothing. */
+/* Ends f for why (a deadline, or its pool gone), counting a failure of the peer it was asking
+ * and releasing what that peer staged; running gets are cancelled first. Returns nothing. */
 static void give_up(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why)
 {
-    if (f->state == PD_FETCH_PULLING && f->get_req != NULL) {
-        cancel_get(ps, f, why);
-        return;
+    fail(ps, f, why, 1);
+}
+
+/* Moves a RUNNING fetch f on by one thing: a REPLY taken, the oldest part published, or more
+ * asked. Returns 1 when it did one, else 0. */
+static int run_one(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
+{
+    if (f->peer_failed) {
+        fail(ps, f, gets_run(f) ? "the connection failed during a get" : "the connection failed", 0);
+        return 1;
     }
-    if (f->peer != NULL && f->state != PD_FETCH_ASK)
-        peer_failed(ps, f, why, f->state != PD_FETCH_ASKED);
-    fetch_end(ps, f);
+    for (uint32_t i = 0; i < f->nparts; i++) {
+        struct pd_peer_part *t = part_at(f, i);
+        if (t->state == PD_PART_ASKED && t->reply != NULL) {
+            const char *why = start_get(ps, f, i, p);
+            if (why != NULL)
+                fail(ps, f, why, 0);
+            return 1;
+        }
+    }
+    if (f->nparts > 0 && part_at(f, 0)->state == PD_PART_PULLING && part_at(f, 0)->get_req == NULL) {
+        const char *why = finish_head(ps, f, p);
+        if (why != NULL)
+            fail(ps, f, why, 0);
+        return 1;
+    }
+    return fill(ps, f, p);
 }
 
 /* Moves fetch f on; returns nothing. */
@@ -422,52 +503,31 @@ static void step_one(struct pd_peers *ps, struct pd_peer_fetchop *f, uint64_t no
 {
     struct pd_pool *p = fetch_pool(ps, f);
     if (f->state == PD_FETCH_CANCELLING) {
-        if (f->get_req != NULL)
+        if (gets_run(f))
             return;
-        /* The get is over: its buffer is ours again. */
-        f->state = PD_FETCH_PULLING;
-        f->get_status = UCS_ERR_CANCELED;
-        if (p == NULL || now >= f->deadline_ns) {
-            give_up(ps, f, f->cancel_why);
+        /* The gets are over: their buffers are ours again. */
+        f->state = PD_FETCH_RUNNING;
+        fail(ps, f, f->cancel_why, f->abandon || p == NULL);
+        if (f->state == PD_FETCH_FREE)
             return;
-        }
-        peer_failed(ps, f, f->cancel_why, 1);
     }
     if (p == NULL) {
         give_up(ps, f, "its pool is gone");
         return;
     }
-    /* Each request has its own deadline: one about to be asked has none yet. */
-    if (f->state != PD_FETCH_ASK && now >= f->deadline_ns) {
-        give_up(ps, f, f->state == PD_FETCH_ASKED ? "no answer within peer-timeout" : "the get timed out");
-        return;
-    }
-    for (int moves = 0; moves < 4 * (int) PD_PEER_MAX && f->state != PD_FETCH_FREE; moves++) {
-        switch (f->state) {
-        case PD_FETCH_ASK:
-            ask_next(ps, f, p);
-            continue;
-        case PD_FETCH_ASKED:
-            if (f->reply != NULL) {
-                start_get(ps, f, p);
-                continue;
-            }
-            if (f->peer_failed)
-                peer_failed(ps, f, "the connection failed", 0);
-            else
-                return;
-            continue;
-        case PD_FETCH_PULLING:
-            if (f->get_status != UCS_INPROGRESS) {
-                finish_get(ps, f, p);
-                continue;
-            }
-            if (f->peer_failed)
-                cancel_get(ps, f, "the connection failed during the get");
-            return;
-        default:
+    /* Each part's answer and get have their own deadline. */
+    for (uint32_t i = 0; f->state == PD_FETCH_RUNNING && i < f->nparts; i++) {
+        const struct pd_peer_part *t = part_at(f, i);
+        if (now >= t->deadline_ns && (t->state == PD_PART_ASKED || t->get_req != NULL)) {
+            give_up(ps, f, t->state == PD_PART_ASKED ? "no answer within peer-timeout" : "the get timed out");
             return;
         }
+    }
+    for (int moves = 0; moves < 16 * (int) PD_PEER_MAX; moves++) {
+        if (f->state == PD_FETCH_ASK)
+            ask_next(ps, f, p);
+        else if (f->state != PD_FETCH_RUNNING || !run_one(ps, f, p))
+            return;
     }
 }
 
@@ -480,7 +540,7 @@ void pd_peer_fetch_step(struct pd_peers *ps)
             step_one(ps, &ps->fetches[i], now);
 }
 
-/* Hands a REPLY to its fetch; see internal.h. */
+/* Hands a REPLY to its fetch's part; see internal.h. */
 int pd_peer_fetch_reply(struct pd_peers *ps, struct pd_peer_msg *m)
 {
     uint64_t req;
@@ -489,15 +549,14 @@ int pd_peer_fetch_reply(struct pd_peers *ps, struct pd_peer_msg *m)
     memcpy(&req, m->data, sizeof req);
     for (uint32_t i = 0; i < PD_PEER_MAX_FETCHES; i++) {
         struct pd_peer_fetchop *f = &ps->fetches[i];
-        if (f->state == PD_FETCH_ASKED && f->reply == NULL && f->req == req && f->peer != NULL
-            && f->peer->ep == m->ep) {
-            f->reply = m;
-            return 1;
-        }
-        if (f->ahead_req != 0 && f->ahead_reply == NULL && f->ahead_req == req && f->peer != NULL
-            && f->peer->ep == m->ep) {
-            f->ahead_reply = m;
-            return 1;
+        if (f->state != PD_FETCH_RUNNING || f->peer == NULL || f->peer->ep != m->ep)
+            continue;
+        for (uint32_t k = 0; k < f->nparts; k++) {
+            struct pd_peer_part *t = part_at(f, k);
+            if (t->state == PD_PART_ASKED && t->reply == NULL && t->req == req) {
+                t->reply = m;
+                return 1;
+            }
         }
     }
     return 0;
@@ -511,7 +570,8 @@ void pd_peer_fetch_peer_failed(struct pd_peers *ps, const struct pd_peer *p)
             ps->fetches[i].peer_failed = 1;
 }
 
-/* Returns the ms until the earliest deadline, or -1. */
+/* Returns the ms until the earliest deadline, or -1; 0 while a get into device memory runs,
+ * whose completion does not wake the worker's descriptor. */
 int pd_peer_fetch_timeout_ms(const struct pd_peers *ps)
 {
     const uint64_t now = pd_peer_now_ns();
@@ -520,8 +580,17 @@ int pd_peer_fetch_timeout_ms(const struct pd_peers *ps)
         const struct pd_peer_fetchop *f = &ps->fetches[i];
         if (f->state == PD_FETCH_FREE)
             continue;
-        /* A cancelled get waits for UCX: look again soon. */
-        uint64_t left = f->state == PD_FETCH_CANCELLING || f->deadline_ns <= now ? 0 : f->deadline_ns - now;
+        /* Cancelled gets wait for UCX: look again soon. */
+        uint64_t left = f->state == PD_FETCH_CANCELLING || f->state == PD_FETCH_ASK ? 0 : UINT64_MAX;
+        for (uint32_t k = 0; k < f->nparts; k++) {
+            const struct pd_peer_part *t = part_seen(f, k);
+            const int polled = t->get_req != NULL && t->local.device;
+            const uint64_t l = polled || t->deadline_ns <= now ? 0 : t->deadline_ns - now;
+            if (l < left)
+                left = l;
+        }
+        if (left == UINT64_MAX)
+            left = 0;
         int ms = (int) ((left + 999999u) / 1000000u);
         if (best < 0 || ms < best)
             best = ms;
@@ -536,14 +605,14 @@ void pd_peer_fetch_drop_all(struct pd_peers *ps)
         struct pd_peer_fetchop *f = &ps->fetches[i];
         if (f->state == PD_FETCH_FREE)
             continue;
-        if (f->get_req != NULL) {
-            ucp_request_cancel(ps->worker, f->get_req);
-            for (unsigned k = 0; k < 100000u && f->get_req != NULL; k++)
-                pd_peer_progress(ps);
-            if (f->get_req != NULL)
-                pd_log(PD_LOG_WARNING, "peers: a cancelled get did not complete");
-        }
-        if (f->get_req == NULL)
+        for (uint32_t k = 0; k < f->nparts; k++)
+            if (part_at(f, k)->get_req != NULL)
+                ucp_request_cancel(ps->worker, part_at(f, k)->get_req);
+        for (unsigned k = 0; k < 100000u && gets_run(f); k++)
+            pd_peer_progress(ps);
+        if (gets_run(f))
+            pd_log(PD_LOG_WARNING, "peers: a cancelled get did not complete");
+        else
             fetch_end(ps, f);
     }
 }
@@ -580,6 +649,7 @@ int pd_peers_prefetch(void *ctx, struct pd_pool *p, uint32_t conn_id, uint32_t t
         snprintf(f->pool, sizeof f->pool, "%s", p->name);
         f->tenant = tenant;
         f->total = n < PD_PEER_MAX_CHAIN ? n : PD_PEER_MAX_CHAIN;
+        f->began_ns = pd_peer_now_ns();
         f->hashes = pd_malloc((size_t) f->total * sizeof(paged_hash));
         if (f->hashes == NULL) {
             memset(f, 0, sizeof *f);

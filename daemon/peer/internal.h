@@ -17,8 +17,8 @@
 #define PD_PEER_MAX_STAGES 64u         /* staging buffers served and not yet released */
 #define PD_PEER_RETRY_NS 1000000000ull /* a failed outgoing peer is tried again after this */
 #define PD_PEER_MAX_FETCHES 16u       /* LOOKUPs asking the peers at once */
-#define PD_PEER_SPARES 4u              /* mapped buffers kept for the next transfer (buffers.c) */
-#define PD_PEER_SPARE_BYTES (1ull << 30)          /* ... holding this much at most */
+#define PD_PEER_SPARES 8u              /* mapped buffers kept for the next transfer (buffers.c) */
+#define PD_PEER_SPARE_BYTES (2ull << 30)          /* ... holding this much at most */
 #define PD_PEER_SPARE_IDLE_NS 30000000000ull      /* ... each freed after this long unused */
 #define PD_PEER_BUF_ROUND (2u << 20)   /* buffers are made in multiples of this */
 #define PD_PEER_MAX_CHAIN 65536u       /* blocks one LOOKUP asks the peers for at most */
@@ -81,17 +81,45 @@ struct pd_peer_stage {
 enum pd_fetch_state {
     PD_FETCH_FREE = 0,                 /* the slot is unused */
     PD_FETCH_ASK,                      /* to ask the next peer */
-    PD_FETCH_ASKED,                    /* a FETCH is out: waiting for its REPLY */
-    PD_FETCH_PULLING,                  /* the get of the staged units runs */
-    PD_FETCH_CANCELLING,               /* the get was cancelled: waiting for its callback */
+    PD_FETCH_RUNNING,                  /* its parts are asked of a peer, pulled, published in turn */
+    PD_FETCH_CANCELLING,               /* its gets were cancelled: waiting for their callbacks */
 };
+
+/* Where one part of a fetch has got to. */
+enum pd_part_state {
+    PD_PART_FREE = 0,                  /* not in use */
+    PD_PART_ASKED,                     /* its FETCH is out: waiting for the REPLY */
+    PD_PART_PULLING,                   /* the get of what the peer staged runs (or has run) */
+};
+
+/* One part of a fetch's chain: a FETCH of at most PD_PEER_MAX_ASK hashes to the fetch's peer,
+ * its REPLY, and the get of the units the peer staged for it into a local buffer. */
+struct pd_peer_part {
+    enum pd_part_state state;
+    uint64_t req;                      /* its FETCH's request number */
+    uint32_t off, n;                   /* the chain's hashes [off, off + n) */
+    uint64_t asked_ns, replied_ns, got_ns;
+    uint64_t deadline_ns;              /* its answer, then its get, each within peer-timeout */
+    struct pd_peer_msg *reply;         /* its REPLY, once here */
+    uint32_t count;                    /* units the REPLY staged */
+    unsigned char *sums;               /* their sums each, copied from the REPLY */
+    int device;                        /* the REPLY staged device memory */
+    ucs_status_t get_status;           /* the get's, UCS_INPROGRESS while it runs */
+    void *get_req;
+    ucp_rkey_h rkey;
+    struct pd_peer_buf local;          /* the units pulled, mapped for the get (kept for the next part) */
+};
+
+/* Parts of one fetch in flight at once: while the oldest is checked and published, the next
+ * ones are pulled and staged, so that the link is never idle for want of a staged part. */
+#define PD_PEER_PIPE 3u
 
 /* One LOOKUP's remote part in progress (fetch.c): asks the peers in order for the chain's
  * missing hashes, pulls what the first one stages, checks and publishes it in the pool. */
 struct pd_peer_fetchop {
     enum pd_fetch_state state;
     int started;                       /* pd_peers_prefetch returned 1: tell the done function */
-    const char *cancel_why;            /* CANCELLING: why the get was cancelled */
+    const char *cancel_why;            /* CANCELLING: why the gets were cancelled */
     uint32_t conn_id;                  /* the client whose LOOKUP waits for it */
     uint32_t pool_id;
     char pool[PCORE_NAME_MAX];
@@ -99,27 +127,19 @@ struct pd_peer_fetchop {
     paged_hash *hashes;                /* the chain's missing hashes, total of them */
     uint32_t total;
     uint32_t off;                      /* those fetched and published so far */
-    uint32_t n;                        /* hashes[off..off + n) asked now, at most PD_PEER_MAX_ASK */
-    uint64_t deadline_ns, asked_ns;    /* of the request now out: peer-timeout after asking */
-    uint64_t replied_ns, got_ns;       /* when its REPLY was taken and its get completed */
+    uint32_t next_off;                 /* the first not asked of the peer yet */
     uint32_t next_peer;                /* index in peers of the next one to ask */
     struct pd_peer *peer;              /* the one asked now */
-    uint64_t req;                      /* its FETCH's */
     int peer_failed;                   /* its connection failed meanwhile */
-    struct pd_peer_msg *reply;         /* its REPLY, once here */
-    uint32_t count;                    /* units the REPLY staged */
-    unsigned char *sums;               /* their sums each, copied from the REPLY */
-    int device;                        /* the REPLY staged device memory (local is too) */
-    ucs_status_t get_status;           /* the get's, UCS_INPROGRESS while it runs */
-    void *get_req;
-    ucp_rkey_h rkey;
-    struct pd_peer_buf local;          /* the units pulled, mapped for the get */
-    /* The chain's next part, asked of the same peer while this part's get runs, so that the
-     * peer stages it meanwhile (0: none asked). */
-    uint64_t ahead_req;
-    uint32_t ahead_n;
-    uint64_t ahead_asked_ns;
-    struct pd_peer_msg *ahead_reply;   /* its REPLY, once here */
+    int ends;                          /* a part came short: no part after it is asked */
+    struct pd_peer_part part[PD_PEER_PIPE];  /* a ring: head the oldest, nparts in use */
+    uint32_t head, nparts;
+    int abandon;                       /* CANCELLING: end the fetch then, not ask the next peer */
+    uint64_t began_ns;                 /* when the fetch asked its first peer */
+    uint64_t counted_ns;               /* the peer's fetch_ns counted up to here */
+    uint64_t check_ns, publish_ns;     /* its time checking and publishing, for the log */
+    uint64_t fetched_bytes;
+    uint32_t parts_done;
 };
 
 /* What an Active Message handler is registered with. */

@@ -460,8 +460,8 @@ static void publish_long(struct node *a, struct node *b, paged_pool **pa, paged_
     is_int(LONG_NB, rc, "%s: a client of A publishes a prompt of %d blocks", what, LONG_NB);
 }
 
-/* B fetches the long prompt from A in several requests, each part but the first asked while the
- * last one's get ran, and every block comes bit for bit. */
+/* B fetches the long prompt from A in several requests, each part but the first asked once
+ * the one before it was staged whole, up to three at once, and every block comes bit for bit. */
 static void test_long_chain(void)
 {
     struct node a, b;
@@ -489,14 +489,15 @@ static void test_long_chain(void)
        "long: pactl -f json peers on B counts %d blocks fetched and no failure", LONG_NB);
     if (rc != 0 || strstr(out, "\"blocks_fetched\":600") == NULL)
         diag("pactl: %s", out);
+    ok(pagedd_log_contains(&b.d, "in 3 parts and"), "long: B's log says the fetch took 3 parts");
     is_int(PAGED_OK, paged_free(pb, LONG_NB, found), "long: B frees them");
     is_int(PAGED_OK, paged_free(pa, LONG_NB, ids), "long: A frees them");
     stop_node(&a);
     stop_node(&b);
 }
 
-/* The long prompt from a peer that corrupts what it serves: B has asked for the second part
- * while the first is pulled, the first fails its check, and B drops both: it finds nothing,
+/* The long prompt from a peer that corrupts what it serves: B has asked for the next parts
+ * while the first is pulled, the first fails its check, and B drops them all: it finds nothing,
  * keeps no block, and both daemons exit cleanly (under the sanitizers: nothing leaked). */
 static void test_long_corrupt(void)
 {
