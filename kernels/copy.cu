@@ -1,4 +1,4 @@
-/* copy.cu: COPY on CUDA: copy whole blocks (every layer, K and V) from source to destination blocks. */
+/* copy.cu: COPY on CUDA: whole blocks (every layer, K and V) to other blocks, or to and from contiguous units. */
 /* SPDX-License-Identifier: MIT */
 #include "kernels/common.cuh"
 
@@ -83,4 +83,84 @@ extern "C" int pk_cuda_copy(const pk_copy_args *a, void *stream)
     if (p.block_bytes % 16 == 0 && pk_aligned(c->base, 16) && pk_aligned(p.dst_base, 16))
         return pk_copy_launch<uint4>(p, st);
     return pk_copy_launch<unsigned char>(p, st);
+}
+
+/* Kernel arguments of the units copy kernel (passed by value, the block ids with them). */
+struct pk_units_params {
+    char *pool;
+    char *units;
+    int num_blocks, planes, n, to_units;
+    size_t piece;                   /* one block of one plane */
+    int32_t blocks[PK_UNITS_MAX];
+};
+
+/*
+ * Copies words of type W between blocks of the pool and their units. Grid y walks the
+ * (unit, plane) pieces, grid x the words of one piece, as pk_copy_kernel does.
+ */
+template <typename W> static __global__ void __launch_bounds__(256) pk_units_kernel(const pk_units_params p)
+{
+    const size_t words = p.piece / sizeof(W);
+    const int jobs = p.n * p.planes;
+    for (int job = blockIdx.y; job < jobs; job += gridDim.y) {
+        const int i = job / p.planes, plane = job - i * p.planes;
+        W *in_pool = (W *) (p.pool + ((size_t) plane * p.num_blocks + p.blocks[i]) * p.piece);
+        W *in_unit = (W *) (p.units + ((size_t) i * p.planes + plane) * p.piece);
+        const W *s = p.to_units ? in_pool : in_unit;
+        W *d = p.to_units ? in_unit : in_pool;
+        for (size_t w = (size_t) blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (size_t) gridDim.x * blockDim.x)
+            d[w] = s[w];
+    }
+}
+
+/* Launches the units copy kernel moving words of type W; returns 0 or PAGED_E_DEVICE. */
+template <typename W> static int pk_units_launch(const pk_units_params &p, cudaStream_t stream)
+{
+    int dev = 0;
+    PK_CUDA_CHECK(cudaGetDevice(&dev));
+    const int sms = pk_sm_count(dev);
+    if (sms <= 0)
+        return PAGED_E_DEVICE;
+    const size_t words = p.piece / sizeof(W);
+    const long long jobs = (long long) p.n * p.planes;
+    long long gx = (long long) ((words + 255) / 256), gy = jobs < 65535 ? jobs : 65535;
+    if (gx > sms * 16LL)
+        gx = sms * 16LL;
+    pk_units_kernel<W><<<dim3((unsigned) gx, (unsigned) gy), 256, 0, stream>>>(p);
+    return pk_launch_status();
+}
+
+/* Checks the arguments and launches; see kernels.h. */
+extern "C" int pk_cuda_units_copy(const pk_units_args *a, void *stream)
+{
+    if (a == NULL || a->n < 0 || a->n > PK_UNITS_MAX)
+        return PAGED_E_INVAL;
+    const pk_cache *c = &a->cache;
+    if (c->head_dim < 1 || c->block_size < 1 || c->num_kv_heads < 1 || c->num_blocks < 1 || c->num_layers < 1)
+        return PAGED_E_GEOMETRY;
+    if (pk_dtype_size(c->dtype) == 0)
+        return PAGED_E_DTYPE;
+    if (a->n == 0)
+        return 0;
+    if (c->base == NULL || a->units == NULL || a->blocks == NULL)
+        return PAGED_E_INVAL;
+    pk_units_params p;
+    p.pool = (char *) c->base;
+    p.units = (char *) a->units;
+    p.num_blocks = c->num_blocks;
+    p.planes = c->num_layers * 2;
+    p.n = a->n;
+    p.to_units = a->to_units != 0;
+    p.piece = (size_t) c->num_kv_heads * c->block_size * c->head_dim * pk_dtype_size(c->dtype);
+    for (int i = 0; i < a->n; i++) {
+        if (a->blocks[i] < 0 || a->blocks[i] >= c->num_blocks)
+            return PAGED_E_INVAL;
+        p.blocks[i] = a->blocks[i];
+    }
+    if ((long long) p.n * p.planes > INT32_MAX)
+        return PAGED_E_INVAL;
+    cudaStream_t st = (cudaStream_t) stream;
+    if (p.piece % 16 == 0 && pk_aligned(c->base, 16) && pk_aligned(a->units, 16))
+        return pk_units_launch<uint4>(p, st);
+    return pk_units_launch<unsigned char>(p, st);
 }

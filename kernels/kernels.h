@@ -181,6 +181,20 @@ typedef struct pk_copy_args {
     int32_t dst_num_blocks;
 } pk_copy_args;
 
+/* The most blocks one pk_cuda_units_copy moves: their ids travel in the launch's parameters. */
+#define PK_UNITS_MAX 512
+
+/* Whole blocks of a pool (every layer, K and V) to or from units: unit i, of
+ * num_layers * 2 pieces of H * B * D elements each in the pool's plane order, lies at
+ * units + i * unit_bytes and is block blocks[i]'s (the peers' staging layout). */
+typedef struct pk_units_args {
+    pk_cache cache;
+    int32_t n;                      /* 0 to PK_UNITS_MAX */
+    const int32_t *blocks;          /* [n] block ids, host memory */
+    void *units;                    /* n units one after another */
+    int to_units;                   /* 1: pool to units; 0: units to pool */
+} pk_units_args;
+
 /* Returns the size in bytes of one element of a paged_dtype, or 0 if it is not one. The
  * one definition of the element sizes: libpaged's paged_dtype_size (lib/core/dtype.c) returns
  * this, since a static inline here serves host and device code alike and keeps the kernels
@@ -311,6 +325,10 @@ int pk_cuda_decode_plan(const pk_decode_args *a, pk_decode_plan_info *out);
 size_t pk_cuda_prefill_workspace(const pk_prefill_args *a);
 int pk_cuda_prefill(const pk_prefill_args *a, void *stream);
 int pk_cuda_copy(const pk_copy_args *a, void *stream);
+/* Copies whole blocks to or from contiguous units in one launch (pk_units_args; the pool and
+ * the units device memory the launching device reaches; the blocks distinct). Returns 0,
+ * PAGED_E_INVAL, PAGED_E_GEOMETRY, PAGED_E_DTYPE, or PAGED_E_DEVICE when CUDA failed. */
+int pk_cuda_units_copy(const pk_units_args *a, void *stream);
 /* Stores in sums[u] the unit sum (pk_unit_sum) of unit u for u < n: the units lie one after
  * another from units, unit_bytes each (a multiple of 8). units and sums are device memory.
  * Returns 0, PAGED_E_INVAL for bad arguments, or PAGED_E_DEVICE when CUDA failed. */

@@ -59,6 +59,26 @@ static cudaError_t copy_block(const pd_pool_mem *mem, const pk_cache *cache, int
     return cudaMemcpy2DAsync(dev, pitch, unit, piece, piece, rows, cudaMemcpyDefault, stream);
 }
 
+/* Returns whether n units can move in one kernel launch (pk_cuda_units_copy): they lie one
+ * after another in device memory of this device (a peers' staging buffer), and there are few
+ * enough. Else each block is a 2D copy of its own (host units: the tiers). */
+static int one_launch(struct cuda_backend *cb, const pd_pool_mem *mem, const pk_cache *cache, uint32_t n,
+                      unsigned char *const *units)
+{
+    if (n == 0 || n > PK_UNITS_MAX || mem == NULL)
+        return 0;
+    const size_t unit = piece_bytes(cache) * (size_t) cache->num_layers * 2;
+    for (uint32_t i = 1; i < n; i++)
+        if (units[i] != units[0] + (size_t) i * unit)
+            return 0;
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, units[0]) != cudaSuccess) {
+        (void) cudaGetLastError();
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeDevice && attr.device == cb->dev.ordinal;
+}
+
 /* Waits for the batches queued before the copies (settle watches their waits and retires
  * them), then for the copies on the backend's stream and, with both, the tiers' stream.
  * Returns PAGED_OK or an error with *cause. */
@@ -146,6 +166,21 @@ int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int
     struct cuda_backend *cb = b->priv;
     if (!cb->healthy)
         return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
+    if (one_launch(cb, mem, cache, n, units)) {
+        pk_cache c = *cache;
+        c.base = mem->mem.dptr;
+        const pk_units_args a = { .cache = c, .n = (int32_t) n, .blocks = blocks, .units = units[0],
+                                  .to_units = to_units };
+        int rc = pk_cuda_units_copy(&a, cb->stream);
+        if (rc != PAGED_OK) {
+            int st = pd_cu_error(cb, to_units ? "gather of units" : "scatter of units", cudaGetLastError());
+            (void) wait_copies(b, 0, cause);
+            free(*cause);
+            return pd_cu_fail(st < 0 ? st : rc, cause, "the units copy of %u blocks was refused (%s)", n,
+                              paged_strerror(rc));
+        }
+        return wait_copies(b, 0, cause);
+    }
     for (uint32_t i = 0; i < n; i++) {
         cudaError_t e = copy_block(mem, cache, blocks[i], units[i], to_units, cb->stream);
         if (e != cudaSuccess) {

@@ -9,7 +9,8 @@ EXTRA_DIST += \
 	tests/kernels/cuda-prefill-t.c \
 	tests/kernels/cuda-append-t.c \
 	tests/kernels/cuda-dep-t.c \
-	tests/kernels/cuda-sum-t.c
+	tests/kernels/cuda-sum-t.c \
+	tests/kernels/cuda-units-t.c
 
 if HAVE_CUDA
 # libgpuutil: device checks, device memory and comparisons the CUDA tests share.
@@ -22,7 +23,8 @@ CUDA_KERNEL_TESTS = \
 	tests/kernels/cuda-prefill-t \
 	tests/kernels/cuda-append-t \
 	tests/kernels/cuda-dep-t \
-	tests/kernels/cuda-sum-t
+	tests/kernels/cuda-sum-t \
+	tests/kernels/cuda-units-t
 check_PROGRAMS += $(CUDA_KERNEL_TESTS)
 TESTS += $(CUDA_KERNEL_TESTS)
 
@@ -43,6 +45,9 @@ tests_kernels_cuda_dep_t_LDADD = $(CUDA_TEST_LIBS)
 tests_kernels_cuda_sum_t_SOURCES = tests/kernels/cuda-sum-t.c
 tests_kernels_cuda_sum_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_kernels_cuda_sum_t_LDADD = $(CUDA_TEST_LIBS)
+tests_kernels_cuda_units_t_SOURCES = tests/kernels/cuda-units-t.c
+tests_kernels_cuda_units_t_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_kernels_cuda_units_t_LDADD = $(CUDA_TEST_LIBS)
 
 # make check-cuda-sanitizer: every CUDA kernel test under compute-sanitizer's memcheck and
 # racecheck, on the reduced case set (PAGED_TEST_QUICK=1); fails on any reported error.
