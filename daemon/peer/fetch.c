@@ -18,7 +18,7 @@
  * Each fetch is a small state machine that pd_peer_fetch_step moves on at every poll of the
  * peers (and so never inside the engine's pass). ASK sends a FETCH for the chain's next at most
  * PD_PEER_MAX_ASK hashes (a part) to the next connected outgoing peer; RUNNING keeps up to
- * PD_PEER_PIPE parts of that peer in flight: a part's REPLY (routed here by
+ * PAGEDD_PEER_PARTS (3) parts of that peer in flight: a part's REPLY (routed here by
  * pd_peer_fetch_reply) is checked and its get started at once; the oldest part, once pulled,
  * has every unit's sum checked and is published in the pool; and while the last part asked was
  * staged whole, the next is asked, so that the peer stages it while earlier parts are pulled and
@@ -273,7 +273,7 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
 static int fill(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
 {
     int asked = 0;
-    while (!f->peer_failed && !f->ends && f->nparts > 0 && f->nparts < PD_PEER_PIPE && f->next_off < f->total) {
+    while (!f->peer_failed && !f->ends && f->nparts > 0 && f->nparts < ps->parts && f->next_off < f->total) {
         const struct pd_peer_part *last = part_at(f, f->nparts - 1);
         if (last->state != PD_PART_PULLING || last->count < last->n)
             break;

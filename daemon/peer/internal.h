@@ -110,9 +110,10 @@ struct pd_peer_part {
     struct pd_peer_buf local;          /* the units pulled, mapped for the get (kept for the next part) */
 };
 
-/* Parts of one fetch in flight at once: while the oldest is checked and published, the next
- * ones are pulled and staged, so that the link is never idle for want of a staged part. */
-#define PD_PEER_PIPE 3u
+/* Parts of one fetch in flight at once (PAGEDD_PEER_PARTS, at most PD_PEER_PIPE): while the
+ * oldest is checked and published, the next ones are pulled and staged, so that the link is
+ * never idle for want of a staged part. */
+#define PD_PEER_PIPE 8u
 
 /* One LOOKUP's remote part in progress (fetch.c): asks the peers in order for the chain's
  * missing hashes, pulls what the first one stages, checks and publishes it in the pool. */
@@ -171,6 +172,7 @@ struct pd_peers {
     void *done_ctx;
     int corrupt, stall;                /* PAGEDD_PEER_CORRUPT, PAGEDD_PEER_STALL */
     int device_staging;                /* transfers may stage in device memory (link.c) */
+    uint32_t parts;                    /* a fetch's parts in flight at most (PAGEDD_PEER_PARTS) */
 };
 
 /* link.c */

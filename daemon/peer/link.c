@@ -613,6 +613,7 @@ int pd_peers_open(const struct pd_config *cfg, pd_backend *b, struct pd_pool *co
     ps->timeout_ms = cfg->peer_timeout_ms;
     ps->next_req = 1;
     ps->corrupt = pd_knob(PD_KNOB_PEER_CORRUPT) != 0;
+    ps->parts = (uint32_t) pd_knob(PD_KNOB_PEER_PARTS);
     ps->stall = pd_knob(PD_KNOB_PEER_STALL) != 0;
     randombytes_buf(ps->id, sizeof ps->id);
     int rc = pd_peer_key_load(cfg->peer_key, ps->key, cause) < 0 ? PAGED_E_INVAL : PAGED_OK;

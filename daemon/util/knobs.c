@@ -176,6 +176,12 @@ static const struct knob_row rows[PD_KNOB_COUNT_] = {
         .doc = "With host, the blocks moved between peers are staged in host memory even where UCX could "
                "move the device's memory itself.",
     },
+    [PD_KNOB_PEER_PARTS] = {
+        .name = "PAGEDD_PEER_PARTS", .kind = PD_KNOB_TUNING, .form = FORM_NUMBER, .min = 1, .max = 8,
+        .def = { 3 },
+        .doc = "The most parts of 256 blocks one LOOKUP's fetch from a peer keeps in flight: asked, staged by "
+               "the peer, pulled, or being checked and published here.",
+    },
     [PD_KNOB_CPU_DONE_US] = {
         .name = "PAGEDD_CPU_DONE_US", .kind = PD_KNOB_TEST_AID, .form = FORM_NUMBER, .max = 1000000,
         .def = { 0 },

@@ -25,6 +25,7 @@ enum pd_knob {
     PD_KNOB_DEVICE_TIMING,     /* 0 or 1 */
     PD_KNOB_ACTIVITY_LOG,      /* 0 or 1 */
     PD_KNOB_PEER_STAGING,      /* PD_KNOB_STAGING_AUTO or PD_KNOB_STAGING_HOST */
+    PD_KNOB_PEER_PARTS,        /* 1 to 8 */
     /* Test aids: something slower or wrong on purpose. */
     PD_KNOB_CPU_DONE_US,
     PD_KNOB_CPU_DEVICES,       /* 1 to PD_MAX_DEVICES */

@@ -332,6 +332,20 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
 
 #endif /* HAVE_UCX */
 
+/* Appends x and y to the NULL-terminated list args (room for both and the NULL), each
+ * unless NULL or empty. Returns nothing. */
+static void add_args(const char **args, const char *x, const char *y)
+{
+    size_t n = 0;
+    while (args[n] != NULL)
+        n++;
+    if (x != NULL && *x != '\0')
+        args[n++] = x;
+    if (y != NULL && *y != '\0')
+        args[n++] = y;
+    args[n] = NULL;
+}
+
 /* Runs paged-bench remote; see remote.h. */
 void bench_remote(const struct bench_opts *o, struct br_report *r)
 {
@@ -367,16 +381,24 @@ void bench_remote(const struct bench_opts *o, struct br_report *r)
     self[len] = '\0';
     const char *pagedd = bd_pagedd_path(o, self, built, sizeof built);
     struct bd_daemon a, b;
-    const char *extra_a[] = { "--peer-listen=127.0.0.1:0", key_arg, NULL };
-    bd_start_args(&a, pagedd, bd_backend(o), o->threads, o->waits, extra_a);
-    char peers_arg[64];
-    snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u", listen_port(&a));
-    /* Where the daemons run on GPUs and there are two, B serves the second (one daemon a GPU). */
+    /* Where the daemons run on GPUs and there are two, A serves the first and B the second
+     * (one daemon a GPU). PAGED_BENCH_LOG_LEVEL sets both daemons' log level (debug: each
+     * part of each fetch, in the log PAGED_BENCH_DAEMON_LOG keeps). */
     int two_devices = 0;
 #ifdef HAVE_CUDA
     two_devices = strcmp(bd_backend(o), "cpu") != 0 && bg_device_count() >= 2;
 #endif
-    const char *extra_b[] = { peers_arg, key_arg, "--peer-timeout=60000", two_devices ? "--device=1" : NULL, NULL };
+    char level_arg[48] = "";
+    const char *level = getenv("PAGED_BENCH_LOG_LEVEL");
+    if (level != NULL && *level != '\0')
+        snprintf(level_arg, sizeof level_arg, "--log-level=%.30s", level);
+    const char *extra_a[6] = { "--peer-listen=127.0.0.1:0", key_arg };
+    add_args(extra_a, two_devices ? "--device=0" : NULL, level_arg);
+    bd_start_args(&a, pagedd, bd_backend(o), o->threads, o->waits, extra_a);
+    char peers_arg[64];
+    snprintf(peers_arg, sizeof peers_arg, "--peers=127.0.0.1:%u", listen_port(&a));
+    const char *extra_b[6] = { peers_arg, key_arg, "--peer-timeout=60000" };
+    add_args(extra_b, two_devices ? "--device=1" : NULL, level_arg);
     bd_start_args(&b, pagedd, bd_backend(o), o->threads, o->waits, extra_b);
     struct pcore_peer_item peer;
     await_peer(b.socket, &peer);
