@@ -236,6 +236,7 @@ static int ask_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct
     t->n = n;
     t->asked_ns = pd_peer_now_ns();
     t->deadline_ns = t->asked_ns + (uint64_t) ps->timeout_ms * 1000000u;
+    f->may_ask = 0;
     f->nparts++;
     f->next_off += n;
     return 0;
@@ -268,15 +269,13 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
 }
 
 /* Asks f's peer for more of the chain while parts are free and the last part asked was staged
- * whole (so that the peer has the chain's next part too, likely). A request that cannot be sent
+ * whole (may_ask: so that the peer has the chain's next part too, likely; only the last part
+ * asked can be unanswered, since each is asked once the one before it was staged). A request that cannot be sent
  * is not asked now (a failed connection is noted for the next step). Returns whether it asked. */
 static int fill(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
 {
     int asked = 0;
-    while (!f->peer_failed && !f->ends && f->nparts > 0 && f->nparts < ps->parts && f->next_off < f->total) {
-        const struct pd_peer_part *last = part_at(f, f->nparts - 1);
-        if (last->state != PD_PART_PULLING || last->count < last->n)
-            break;
+    while (!f->peer_failed && !f->ends && f->may_ask && f->nparts < ps->parts && f->next_off < f->total) {
         if (ask_part(ps, f, p) != 0)
             break;
         asked = 1;
@@ -325,6 +324,8 @@ static const char *start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, uin
     if (r.count < t->n) {
         f->ends = 1;
         drop_parts_from(ps, f, i + 1, 1);
+    } else if (i == f->nparts - 1) {
+        f->may_ask = 1;      /* staged whole: the peer likely has the next part too */
     }
     t->count = r.count;
     t->device = (int) r.device;

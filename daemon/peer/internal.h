@@ -133,6 +133,7 @@ struct pd_peer_fetchop {
     struct pd_peer *peer;              /* the one asked now */
     int peer_failed;                   /* its connection failed meanwhile */
     int ends;                          /* a part came short: no part after it is asked */
+    int may_ask;                       /* the last part asked was staged whole: ask the next */
     struct pd_peer_part part[PD_PEER_PIPE];  /* a ring: head the oldest, nparts in use */
     uint32_t head, nparts;
     int abandon;                       /* CANCELLING: end the fetch then, not ask the next peer */
