@@ -16,9 +16,10 @@
 
 /*
  * Each fetch is a small state machine that pd_peer_fetch_step moves on at every poll of the
- * peers (and so never inside the engine's pass). ASK sends a FETCH for the chain's next at most
- * PD_PEER_MAX_ASK hashes (a part) to the next connected outgoing peer; RUNNING keeps up to
- * PAGEDD_PEER_PARTS (3) parts of that peer in flight: a part's REPLY (routed here by
+ * peers (and so never inside the engine's pass). ASK sends a FETCH for the chain's next part
+ * (PD_PEER_FIRST_ASK hashes, each next part twice the last up to PD_PEER_MAX_ASK) to the next
+ * connected outgoing peer; RUNNING keeps up to
+ * PAGEDD_PEER_PARTS (4) parts of that peer in flight: a part's REPLY (routed here by
  * pd_peer_fetch_reply) is checked and its get started at once; the oldest part, once pulled,
  * has every unit's sum checked and is published in the pool; and while the last part asked was
  * staged whole, the next is asked, so that the peer stages it while earlier parts are pulled and
@@ -225,7 +226,8 @@ static int send_fetch(struct pd_peers *ps, const struct pd_peer_fetchop *f, stru
 static int ask_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
 {
     struct pd_peer_part *t = part_at(f, f->nparts);
-    const uint32_t n = f->total - f->next_off < PD_PEER_MAX_ASK ? f->total - f->next_off : PD_PEER_MAX_ASK;
+    const uint32_t size = f->asked >= 3 ? PD_PEER_MAX_ASK : PD_PEER_FIRST_ASK << f->asked;
+    const uint32_t n = f->total - f->next_off < size ? f->total - f->next_off : size;
     uint64_t req = 0;
     int sent = send_fetch(ps, f, f->peer, p, f->next_off, n, &req);
     if (sent != 0)
@@ -237,6 +239,7 @@ static int ask_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct
     t->asked_ns = pd_peer_now_ns();
     t->deadline_ns = t->asked_ns + (uint64_t) ps->timeout_ms * 1000000u;
     f->may_ask = 0;
+    f->asked++;
     f->nparts++;
     f->next_off += n;
     return 0;
@@ -254,6 +257,7 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
         f->peer_failed = 0;
         f->ends = 0;
         f->next_off = f->off;
+        f->asked = 0;
         f->counted_ns = pd_peer_now_ns();
         f->state = PD_FETCH_RUNNING;
         int sent = ask_part(ps, f, p);

@@ -178,9 +178,9 @@ static const struct knob_row rows[PD_KNOB_COUNT_] = {
     },
     [PD_KNOB_PEER_PARTS] = {
         .name = "PAGEDD_PEER_PARTS", .kind = PD_KNOB_TUNING, .form = FORM_NUMBER, .min = 1, .max = 8,
-        .def = { 3 },
-        .doc = "The most parts of 256 blocks one LOOKUP's fetch from a peer keeps in flight: asked, staged by "
-               "the peer, pulled, or being checked and published here.",
+        .def = { 4 },
+        .doc = "The most parts (of up to 256 blocks) one LOOKUP's fetch from a peer keeps in flight: asked, "
+               "staged by the peer, pulled, or being checked and published here.",
     },
     [PD_KNOB_CPU_DONE_US] = {
         .name = "PAGEDD_CPU_DONE_US", .kind = PD_KNOB_TEST_AID, .form = FORM_NUMBER, .max = 1000000,

@@ -204,21 +204,28 @@ struct rb_path {
     unsigned n;
     double mean_ns, lookup_ns;   /* means of the requests and of their LOOKUPs */
     double best_lookup_ns;
+    double best_fetch_gbps;      /* the best transfer rate B's peer counters gave a LOOKUP */
 };
 
 /* Runs n adopt requests on B (each: evict, LOOKUP fetching from A, suffix) into *p, after
- * one untimed. Returns nothing. */
-static void adopt_path(struct tb_client *cl, struct tb_pool *tp, struct rb_path *p)
+ * one untimed; B's peer counters (socket_b) before and after each LOOKUP give its transfer
+ * rate: the bytes fetched over the time B spent fetching them. Returns nothing. */
+static void adopt_path(struct tb_client *cl, struct tb_pool *tp, struct rb_path *p, const char *socket_b)
 {
     const struct tb_geom *g = cl->g;
     p->best_lookup_ns = INFINITY;
     for (int i = -1; i < (int) p->n; i++) {
+        struct pcore_peer_item before, after;
+        if (peer_item(socket_b, &before) != 0)
+            bench_die("remote: daemon B lists no peer");
         const uint64_t t0 = pcore_now_ns();
         const unsigned found = tb_lookup_prompt(cl, tp, 0);
         const uint64_t t1 = pcore_now_ns();
         if (found != g->prompt_blocks)
             bench_die("remote: B's LOOKUP found %u of the prompt's %u blocks (peer-timeout too short, or a peer "
                       "failure: see daemon B's log)", found, g->prompt_blocks);
+        if (peer_item(socket_b, &after) != 0)
+            bench_die("remote: daemon B lists no peer");
         tb_suffix(cl, tp, NULL);
         const uint64_t t2 = pcore_now_ns();
         tb_release(cl, tp, g->prompt_blocks + g->suffix_blocks);
@@ -229,6 +236,9 @@ static void adopt_path(struct tb_client *cl, struct tb_pool *tp, struct rb_path 
         p->lookup_ns += (double) (t1 - t0) / p->n;
         if ((double) (t1 - t0) < p->best_lookup_ns)
             p->best_lookup_ns = (double) (t1 - t0);
+        const uint64_t moved = after.bytes - before.bytes, spent = after.fetch_ns - before.fetch_ns;
+        if (spent > 0 && (double) moved / (double) spent > p->best_fetch_gbps)
+            p->best_fetch_gbps = (double) moved / (double) spent;
     }
 }
 
@@ -268,7 +278,7 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     const uint64_t bytes = (uint64_t) g->prompt_blocks * g->unit_bytes;
     const int reps = o->quick ? 2 : 3;
     struct rb_path adopt = { .n = (unsigned) reps }, rec = { .n = (unsigned) reps };
-    adopt_path(cb, &pb, &adopt);
+    adopt_path(cb, &pb, &adopt, socket_b);
     if (!o->remote_no_recompute)
         recompute_path(cb, &rec);
     else
@@ -284,10 +294,10 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     snprintf(title, sizeof title,
              "remote: a %u-token prompt (%u layers, %d/%d heads, D %d, bf16; %u blocks, %llu bytes) published on "
              "daemon A, adopted by daemon B over UCX (transports: %.96s%s): a LOOKUP that B's pool misses fetches "
-             "it from A in requests of up to 256 blocks, checks and publishes it; then the request's %u-token "
-             "suffix (APPEND + PREFILL per layer). recompute: per layer APPEND + causal PREFILL of all %u tokens "
-             "on B (paged's share only). limit: a TCP stream over loopback between two processes, this run%s. "
-             "Mean of %d after one untimed",
+             "it from A in parts of up to 256 blocks, checks and publishes it; then a %u-token suffix (APPEND + "
+             "PREFILL per layer). fetch: B's bytes fetched over its time fetching (its peer counters). recompute: "
+             "per layer APPEND + causal PREFILL of all %u tokens on B (paged's share only). limit: a TCP stream "
+             "over loopback between two processes, this run%s. Mean of %d after one untimed",
              g->tokens, g->layers, TB_HQ, TB_HKV, TB_D, g->prompt_blocks, (unsigned long long) bytes,
              peer.transports[0] != '\0' ? peer.transports : "?", peer.tcp_only ? ", TCP only" : "", g->suffix,
              g->tokens + g->suffix,
@@ -303,6 +313,8 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     br_col(tab, "pct", "% of limit", 1, 1);
     br_col(tab, "p2p_gbps", "P2P GB/s", 2, 1);
     br_col(tab, "pct_p2p", "% of P2P", 1, 1);
+    br_col(tab, "fetch_gbps", "fetch GB/s", 2, 1);
+    br_col(tab, "fetch_pct_p2p", "fetch % of P2P", 1, 1);
     br_col(tab, "speedup", "x recompute", 2, 1);
     const double gbps = (double) bytes / adopt.best_lookup_ns;
     int row = br_row(tab);
@@ -315,6 +327,8 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     br_set_num(tab, row, "pct", 100.0 * ratio(gbps, tcp));
     br_set_num(tab, row, "p2p_gbps", p2p > 0 ? p2p : NAN);
     br_set_num(tab, row, "pct_p2p", p2p > 0 ? 100.0 * gbps / p2p : NAN);
+    br_set_num(tab, row, "fetch_gbps", adopt.best_fetch_gbps);
+    br_set_num(tab, row, "fetch_pct_p2p", p2p > 0 ? 100.0 * adopt.best_fetch_gbps / p2p : NAN);
     br_set_num(tab, row, "speedup", ratio(rec.mean_ns, adopt.mean_ns));
     row = br_row(tab);
     br_set_str(tab, row, "path", "recompute");
@@ -324,6 +338,11 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     if (p2p > 0)
         br_summary(r, "remote_adopt_pct_p2p", "remote: adopt rate over the peer copy between the devices",
                    100.0 * gbps / p2p, "%", 1);
+    br_summary(r, "remote_fetch_gbps", "remote: transfer rate (B's fetch, its peer counters)", adopt.best_fetch_gbps,
+               "GB/s", 2);
+    if (p2p > 0)
+        br_summary(r, "remote_fetch_pct_p2p", "remote: transfer rate over the peer copy between the devices",
+                   100.0 * adopt.best_fetch_gbps / p2p, "%", 1);
     br_summary(r, "remote_adopt_speedup", "remote: recompute time over adopt time", ratio(rec.mean_ns, adopt.mean_ns),
                "x", 2);
     tb_pool_destroy(cb, &pb);
