@@ -16,9 +16,8 @@
 
 /*
  * Each fetch is a small state machine that pd_peer_fetch_step moves on at every poll of the
- * peers (and so never inside the engine's pass). ASK sends a FETCH for the chain's next part
- * (PD_PEER_FIRST_ASK hashes, each next part twice the last up to PD_PEER_MAX_ASK) to the next
- * connected outgoing peer; RUNNING keeps up to
+ * peers (and so never inside the engine's pass). ASK sends a FETCH for the chain's next at most
+ * PD_PEER_MAX_ASK hashes (a part) to the next connected outgoing peer; RUNNING keeps up to
  * PAGEDD_PEER_PARTS (4) parts of that peer in flight: a part's REPLY (routed here by
  * pd_peer_fetch_reply) is checked and its get started at once; the oldest part, once pulled,
  * has every unit's sum checked and is published in the pool; and while the last part asked was
@@ -226,8 +225,7 @@ static int send_fetch(struct pd_peers *ps, const struct pd_peer_fetchop *f, stru
 static int ask_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
 {
     struct pd_peer_part *t = part_at(f, f->nparts);
-    const uint32_t size = f->asked >= 3 ? PD_PEER_MAX_ASK : PD_PEER_FIRST_ASK << f->asked;
-    const uint32_t n = f->total - f->next_off < size ? f->total - f->next_off : size;
+    const uint32_t n = f->total - f->next_off < PD_PEER_MAX_ASK ? f->total - f->next_off : PD_PEER_MAX_ASK;
     uint64_t req = 0;
     int sent = send_fetch(ps, f, f->peer, p, f->next_off, n, &req);
     if (sent != 0)
@@ -239,7 +237,6 @@ static int ask_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct
     t->asked_ns = pd_peer_now_ns();
     t->deadline_ns = t->asked_ns + (uint64_t) ps->timeout_ms * 1000000u;
     f->may_ask = 0;
-    f->asked++;
     f->nparts++;
     f->next_off += n;
     return 0;
@@ -257,7 +254,6 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
         f->peer_failed = 0;
         f->ends = 0;
         f->next_off = f->off;
-        f->asked = 0;
         f->counted_ns = pd_peer_now_ns();
         f->state = PD_FETCH_RUNNING;
         int sent = ask_part(ps, f, p);
@@ -274,8 +270,9 @@ static void ask_next(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_p
 
 /* Asks f's peer for more of the chain while parts are free and the last part asked was staged
  * whole (may_ask: so that the peer has the chain's next part too, likely; only the last part
- * asked can be unanswered, since each is asked once the one before it was staged). A request that cannot be sent
- * is not asked now (a failed connection is noted for the next step). Returns whether it asked. */
+ * asked can be unanswered, since each is asked once the one before it was staged). A request
+ * that cannot be sent is not asked now (a failed connection is noted for the next step).
+ * Returns whether it asked. */
 static int fill(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
 {
     int asked = 0;

@@ -115,11 +115,6 @@ struct pd_peer_part {
  * never idle for want of a staged part. */
 #define PD_PEER_PIPE 8u
 
-/* The first part asked of a peer: 32 blocks, each next one twice the last up to
- * PD_PEER_MAX_ASK, so that the first get starts soon and the pipe fills while the peer stages
- * the large parts. */
-#define PD_PEER_FIRST_ASK 32u
-
 /* One LOOKUP's remote part in progress (fetch.c): asks the peers in order for the chain's
  * missing hashes, pulls what the first one stages, checks and publishes it in the pool. */
 struct pd_peer_fetchop {
@@ -139,7 +134,6 @@ struct pd_peer_fetchop {
     int peer_failed;                   /* its connection failed meanwhile */
     int ends;                          /* a part came short: no part after it is asked */
     int may_ask;                       /* the last part asked was staged whole: ask the next */
-    uint32_t asked;                    /* parts asked of the peer now asked (the ramp of their sizes) */
     struct pd_peer_part part[PD_PEER_PIPE];  /* a ring: head the oldest, nparts in use */
     uint32_t head, nparts;
     int abandon;                       /* CANCELLING: end the fetch then, not ask the next peer */
