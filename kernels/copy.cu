@@ -31,20 +31,31 @@ template <typename W> static __global__ void __launch_bounds__(256) pk_copy_kern
     }
 }
 
-/* Launches the copy kernel moving words of type W; returns 0 or PAGED_E_DEVICE. */
-template <typename W> static int pk_copy_launch(const pk_copy_params &p, cudaStream_t stream)
+/* Stores in *grid the grid of 256-thread blocks for jobs pieces of words words each: x over a
+ * piece's words (at most 16 waves of the device's multiprocessors), y over the pieces.
+ * Returns 0 or PAGED_E_DEVICE. */
+static int pk_copy_grid(size_t words, long long jobs, dim3 *grid)
 {
     int dev = 0;
     PK_CUDA_CHECK(cudaGetDevice(&dev));
     const int sms = pk_sm_count(dev);
     if (sms <= 0)
         return PAGED_E_DEVICE;
-    const size_t words = p.block_bytes / sizeof(W);
-    const long long jobs = (long long) p.num_pairs * p.planes;
     long long gx = (long long) ((words + 255) / 256), gy = jobs < 65535 ? jobs : 65535;
     if (gx > sms * 16LL)
         gx = sms * 16LL;
-    pk_copy_kernel<W><<<dim3((unsigned) gx, (unsigned) gy), 256, 0, stream>>>(p);
+    *grid = dim3((unsigned) gx, (unsigned) gy);
+    return 0;
+}
+
+/* Launches the copy kernel moving words of type W; returns 0 or PAGED_E_DEVICE. */
+template <typename W> static int pk_copy_launch(const pk_copy_params &p, cudaStream_t stream)
+{
+    dim3 grid;
+    int rc = pk_copy_grid(p.block_bytes / sizeof(W), (long long) p.num_pairs * p.planes, &grid);
+    if (rc != 0)
+        return rc;
+    pk_copy_kernel<W><<<grid, 256, 0, stream>>>(p);
     return pk_launch_status();
 }
 
@@ -116,17 +127,11 @@ template <typename W> static __global__ void __launch_bounds__(256) pk_units_ker
 /* Launches the units copy kernel moving words of type W; returns 0 or PAGED_E_DEVICE. */
 template <typename W> static int pk_units_launch(const pk_units_params &p, cudaStream_t stream)
 {
-    int dev = 0;
-    PK_CUDA_CHECK(cudaGetDevice(&dev));
-    const int sms = pk_sm_count(dev);
-    if (sms <= 0)
-        return PAGED_E_DEVICE;
-    const size_t words = p.piece / sizeof(W);
-    const long long jobs = (long long) p.n * p.planes;
-    long long gx = (long long) ((words + 255) / 256), gy = jobs < 65535 ? jobs : 65535;
-    if (gx > sms * 16LL)
-        gx = sms * 16LL;
-    pk_units_kernel<W><<<dim3((unsigned) gx, (unsigned) gy), 256, 0, stream>>>(p);
+    dim3 grid;
+    int rc = pk_copy_grid(p.piece / sizeof(W), (long long) p.n * p.planes, &grid);
+    if (rc != 0)
+        return rc;
+    pk_units_kernel<W><<<grid, 256, 0, stream>>>(p);
     return pk_launch_status();
 }
 

@@ -184,40 +184,34 @@ static int crosses(const struct pd_batch_op *op)
     return op->dst_mem != NULL && op->dst_mem->device != op->mem->device;
 }
 
+/* Makes *p hold n elements of size bytes (kept as they were when it cannot). Returns 0, or -1
+ * out of memory. */
+static int grow(void *p, uint32_t n, size_t size)
+{
+    void *q = realloc(*(void **) p, (size_t) n * size);
+    if (q == NULL)
+        return -1;
+    *(void **) p = q;
+    return 0;
+}
+
 /* Makes each part's arrays hold nops ops and nlaunches launches. Returns 0, or -1 out of
  * memory. */
 static int reserve(struct devset *s, uint32_t nops, uint32_t nlaunches)
 {
-    if (nops > s->cap_ops) {
-        for (uint32_t d = 0; d < s->n; d++) {
-            struct set_part *p = &s->part[d];
-            void *o = realloc(p->ops, (size_t) nops * sizeof *p->ops);
-            if (o != NULL)
-                p->ops = o;
-            void *w = realloc(p->where, (size_t) nops * sizeof *p->where);
-            if (w != NULL)
-                p->where = w;
-            if (o == NULL || w == NULL)
-                return -1;
-        }
-        s->cap_ops = nops;
-    }
-    if (nlaunches > s->cap_launches) {
-        for (uint32_t d = 0; d < s->n; d++) {
-            struct set_part *p = &s->part[d];
-            void *l = realloc(p->launches, (size_t) nlaunches * sizeof *p->launches);
-            if (l != NULL)
-                p->launches = l;
-            void *o = realloc(p->launch_of, (size_t) nlaunches * sizeof *p->launch_of);
-            if (o != NULL)
-                p->launch_of = o;
-            if (l == NULL || o == NULL)
-                return -1;
-        }
-        void *dv = realloc(s->device_of, (size_t) nlaunches * sizeof *s->device_of);
-        if (dv == NULL)
+    for (uint32_t d = 0; nops > s->cap_ops && d < s->n; d++)
+        if (grow(&s->part[d].ops, nops, sizeof *s->part[d].ops) < 0
+            || grow(&s->part[d].where, nops, sizeof *s->part[d].where) < 0)
             return -1;
-        s->device_of = dv;
+    if (nops > s->cap_ops)
+        s->cap_ops = nops;
+    for (uint32_t d = 0; nlaunches > s->cap_launches && d < s->n; d++)
+        if (grow(&s->part[d].launches, nlaunches, sizeof *s->part[d].launches) < 0
+            || grow(&s->part[d].launch_of, nlaunches, sizeof *s->part[d].launch_of) < 0)
+            return -1;
+    if (nlaunches > s->cap_launches) {
+        if (grow(&s->device_of, nlaunches, sizeof *s->device_of) < 0)
+            return -1;
         s->cap_launches = nlaunches;
     }
     return 0;

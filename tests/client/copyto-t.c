@@ -67,21 +67,9 @@ static int same_blocks(const pk_cache *x, const int32_t *a, const pk_cache *y, c
  * Returns PAGED_OK or the first error. */
 static int decode_all(paged_pool *p, int cuda, const int32_t *ids, const float *q, float *out)
 {
-    const int32_t len = (int32_t) T;
-    const size_t bytes = (size_t) QH * PD * sizeof *q;
-    for (uint32_t l = 0; l < PL; l++) {
-        const float *ql = q + (size_t) l * QH * PD;
-        float *ol = out + (size_t) l * QH * PD;
-        void *dq = harness_arg_in(cuda, ql, bytes), *dout = harness_arg_in(cuda, cuda ? NULL : ol, bytes);
-        const paged_attn_args a = { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q = dq,
-                                    .out = dout, .block_tables = ids, .bt_stride = NB, .seq_lens = &len };
-        int rc = paged_decode(p, (int32_t) l, &a);
-        harness_arg_out(cuda, NULL, dq, bytes, dq != ql);
-        harness_arg_out(cuda, ol, dout, bytes, dout != ol);
-        if (rc != PAGED_OK)
-            return rc;
-    }
-    return PAGED_OK;
+    const struct harness_decode d = { .layers = PL, .q_heads = QH, .head_dim = PD, .bt_stride = NB, .ids = ids,
+                                      .len = (int32_t) T };
+    return harness_decode_layers(p, cuda, &d, q, out);
 }
 
 /* What the client that may only read pool "ro" got. */

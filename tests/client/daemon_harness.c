@@ -239,3 +239,23 @@ void harness_use_arena_device(paged_client *c)
     bail("a cuda daemon, and this test built without CUDA");
 #endif
 }
+
+/* Decodes every layer of one sequence; see daemon_harness.h. */
+int harness_decode_layers(paged_pool *p, int cuda, const struct harness_decode *d, const float *q, float *out)
+{
+    const size_t n = (size_t) d->q_heads * d->head_dim, bytes = n * sizeof *q;
+    for (uint32_t l = 0; l < d->layers; l++) {
+        const float *ql = q + (size_t) l * n;
+        float *ol = out + (size_t) l * n;
+        void *dq = harness_arg_in(cuda, ql, bytes), *dout = harness_arg_in(cuda, cuda ? NULL : ol, bytes);
+        const paged_attn_args a = { .num_seqs = 1, .num_q_heads = d->q_heads, .dtype = PAGED_DTYPE_F32, .q = dq,
+                                    .out = dout, .block_tables = d->ids, .bt_stride = d->bt_stride,
+                                    .seq_lens = &d->len };
+        int rc = paged_decode(p, (int32_t) l, &a);
+        harness_arg_out(cuda, NULL, dq, bytes, dq != ql);
+        harness_arg_out(cuda, ol, dout, bytes, dout != ol);
+        if (rc != PAGED_OK)
+            return rc;
+    }
+    return PAGED_OK;
+}

@@ -61,6 +61,18 @@ void harness_arg_out(int cuda, void *dst, const void *arg, size_t bytes, int own
  * when it cannot. Returns nothing. */
 void harness_use_arena_device(paged_client *c);
 
+/* A decode of one sequence through every layer: f32 queries q [layers][q_heads][head_dim] of
+ * one token, against len tokens over block table ids (bt_stride entries), outputs into out of
+ * the same shape; tensors through device memory when cuda (harness_arg_in). */
+struct harness_decode {
+    uint32_t layers, q_heads, head_dim, bt_stride;
+    const int32_t *ids;
+    int32_t len;
+};
+
+/* Runs d on p (cuda: the daemon runs cuda). Returns PAGED_OK or the first error. */
+int harness_decode_layers(paged_pool *p, int cuda, const struct harness_decode *d, const float *q, float *out);
+
 /* Fills n floats with uniform random values in [-1, 1) from the test's generator. */
 struct tap_rng;
 void harness_fill(struct tap_rng *rng, float *x, size_t n);

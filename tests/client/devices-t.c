@@ -73,20 +73,9 @@ static int append_seq(paged_pool *p, const int32_t *ids, const float *k, const f
  * [L][QH][D]. Returns PAGED_OK or the first error. */
 static int decode_all(paged_pool *p, const int32_t *ids, int32_t len, const float *q, float *out)
 {
-    const size_t bytes = (size_t) QH * PD * sizeof *q;
-    for (uint32_t l = 0; l < PL; l++) {
-        const float *ql = q + (size_t) l * QH * PD;
-        float *ol = out + (size_t) l * QH * PD;
-        void *dq = harness_arg_in(on_cuda, ql, bytes), *dout = harness_arg_in(on_cuda, on_cuda ? NULL : ol, bytes);
-        const paged_attn_args a = { .num_seqs = 1, .num_q_heads = QH, .dtype = PAGED_DTYPE_F32, .q = dq,
-                                    .out = dout, .block_tables = ids, .bt_stride = NB, .seq_lens = &len };
-        int rc = paged_decode(p, (int32_t) l, &a);
-        harness_arg_out(on_cuda, NULL, dq, bytes, dq != ql);
-        harness_arg_out(on_cuda, ol, dout, bytes, dout != ol);
-        if (rc != PAGED_OK)
-            return rc;
-    }
-    return PAGED_OK;
+    const struct harness_decode d = { .layers = PL, .q_heads = QH, .head_dim = PD, .bt_stride = NB, .ids = ids,
+                                      .len = len };
+    return harness_decode_layers(p, on_cuda, &d, q, out);
 }
 
 /* Returns the largest absolute difference of n floats. */
