@@ -349,8 +349,6 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     tb_pool_destroy(ca, &pa);
 }
 
-#endif /* HAVE_UCX */
-
 /* Appends x and y to the NULL-terminated list args (room for both and the NULL), each
  * unless NULL or empty. Returns nothing. */
 static void add_args(const char **args, const char *x, const char *y)
@@ -364,6 +362,8 @@ static void add_args(const char **args, const char *x, const char *y)
         args[n++] = y;
     args[n] = NULL;
 }
+
+#endif /* HAVE_UCX */
 
 /* Runs paged-bench remote; see remote.h. */
 void bench_remote(const struct bench_opts *o, struct br_report *r)
