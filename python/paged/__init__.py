@@ -88,6 +88,7 @@ _CODES = [
     (-27, "NotSupportedError", "Not supported by this daemon, backend or package."),
     (-28, "BusyError", "Reserved: no call raises it."),
     (-29, "NotConnectedError", "No daemon is listening on the socket."),
+    (-30, "OtherDeviceError", "The pool is on another device than the client's data arena."),
 ]
 
 _BY_CODE = {}
@@ -116,7 +117,7 @@ _paged._set_error_factory(_make_error)
 
 
 def connect(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0, sq_entries=0,
-            data_arena_size=0):
+            data_arena_size=0, device=0):
     """Connects to pagedd and returns a :class:`Client`, to use as a context manager.
 
     ``socket`` is the daemon's socket path (None: ``$PAGED_SOCKET``, else
@@ -124,7 +125,10 @@ def connect(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=
     shown by pactl (None: the program's name). ``host_arena_size`` (bytes, 0: 64 MiB),
     ``data_arena_size`` (the device arena on the cuda backend, bytes, 0: 256 MiB),
     ``timeout_ms`` (control calls, 0: 10 s), ``spin_us`` and ``sq_entries`` are
-    paged_client_connect(3)'s options. Raises NotConnectedError when no daemon listens.
+    paged_client_connect(3)'s options. ``device`` is the daemon's device (its number, as
+    ``pactl devices`` lists them) that holds the client's data arena: its append, decode and
+    prefill name pools of that device (paged(7), SEVERAL GPUS). Raises NotConnectedError when
+    no daemon listens.
     """
     return Client(socket, name, host_arena_size=host_arena_size, timeout_ms=timeout_ms,
-                  spin_us=spin_us, sq_entries=sq_entries, data_arena_size=data_arena_size)
+                  spin_us=spin_us, sq_entries=sq_entries, data_arena_size=data_arena_size, device=device)

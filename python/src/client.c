@@ -94,18 +94,18 @@ void pyp_client_array_gone(pyp_client *c)
 }
 
 /* Client(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0,
- * sq_entries=0, data_arena_size=0): connects; returns 0, or -1 with paged.Error. */
+ * sq_entries=0, data_arena_size=0, device=0): connects; returns 0, or -1 with paged.Error. */
 static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = { "socket", "name", "host_arena_size", "timeout_ms", "spin_us",
-                              "sq_entries", "data_arena_size", NULL };
+                              "sq_entries", "data_arena_size", "device", NULL };
     pyp_client *c = (pyp_client *) self;
     const char *socket = NULL, *name = NULL;
     unsigned long long arena = 0, data_arena = 0;
     int timeout_ms = 0, spin_us = 0;
-    unsigned int sq = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zz$KiiIK:Client", kwlist, &socket, &name, &arena,
-                                     &timeout_ms, &spin_us, &sq, &data_arena))
+    unsigned int sq = 0, device = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zz$KiiIKI:Client", kwlist, &socket, &name, &arena,
+                                     &timeout_ms, &spin_us, &sq, &data_arena, &device))
         return -1;
     if (c->pc != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Client: already connected");
@@ -113,7 +113,7 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
     }
     paged_connect_opts o = { .socket_path = socket, .name = name, .host_arena_size = arena,
                              .data_arena_size = data_arena, .timeout_ms = timeout_ms,
-                             .spin_us = spin_us, .sq_entries = sq };
+                             .spin_us = spin_us, .sq_entries = sq, .device = device };
     char err[256] = "";
     paged_client *pc = NULL;
     int rc;
@@ -189,23 +189,36 @@ static PyObject *client_nop(PyObject *self, PyObject *unused)
 
 /* create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0,
  * byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0, host_tier_bytes=0, shards=0, shard=0,
- * group=None): creates a pool (a tensor-parallel one of shards shards, the creator attached
- * to shard shard in group) and attaches; returns the Pool. */
+ * group=None, device=None): creates a pool (a tensor-parallel one of shards shards, the
+ * creator attached to shard shard in group) on device (None: the creator's) and attaches;
+ * returns the Pool. */
 static PyObject *client_create_pool(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = { "name", "num_layers", "num_kv_heads", "head_dim", "block_size",
                               "dtype", "num_blocks", "byte_budget", "mode", "k_scale", "v_scale",
-                              "host_tier_bytes", "shards", "shard", "group", NULL };
+                              "host_tier_bytes", "shards", "shard", "group", "device", NULL };
     pyp_client *c = (pyp_client *) self;
     const char *name, *group = NULL;
     unsigned int layers = 0, heads = 0, dim = 0, bsize = 0, nblocks = 0, mode = 0600, shards = 0, shard = 0;
     unsigned long long budget = 0, host_tier = 0;
-    PyObject *dtype_obj = NULL;
+    PyObject *dtype_obj = NULL, *device_obj = Py_None;
     float ks = 0.0f, vs = 0.0f;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$IIIIOIKIffKIIz:create_pool", kwlist, &name, &layers,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$IIIIOIKIffKIIzO:create_pool", kwlist, &name, &layers,
                                      &heads, &dim, &bsize, &dtype_obj, &nblocks, &budget, &mode,
-                                     &ks, &vs, &host_tier, &shards, &shard, &group))
+                                     &ks, &vs, &host_tier, &shards, &shard, &group, &device_obj))
         return NULL;
+    uint32_t device = 0;     /* paged_pool_desc.device: 0 the creator's, else PAGED_DEVICE(n) */
+    if (device_obj != Py_None) {
+        long n = PyLong_Check(device_obj) ? PyLong_AsLong(device_obj) : -1;
+        if (n < 0 || n >= 0x7fffffffL) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "device: a device number of the daemon (0 up), or None");
+            }
+            return NULL;
+        }
+        device = PAGED_DEVICE(n);
+    }
     int dtype;
     if (dtype_obj == NULL) {
         PyErr_SetString(PyExc_TypeError, "create_pool: dtype is required ('f32', 'f16', 'bf16', 'fp8_e4m3')");
@@ -221,7 +234,7 @@ static PyObject *client_create_pool(PyObject *self, PyObject *args, PyObject *kw
                           .head_dim = dim, .block_size = bsize, .dtype = (paged_dtype) dtype,
                           .num_blocks = nblocks, .byte_budget = budget, .mode = mode,
                           .k_scale = ks, .v_scale = vs, .host_tier_bytes = host_tier,
-                          .shards = shards, .shard = shard, .group = group };
+                          .shards = shards, .shard = shard, .group = group, .device = device };
     if (pyp_client_enter(c) < 0)
         return NULL;
     paged_pool *pp = NULL;
@@ -459,8 +472,9 @@ static PyMethodDef client_methods[] = {
     { "create_pool", (PyCFunction) (void (*)(void)) client_create_pool, METH_VARARGS | METH_KEYWORDS,
       "create_pool(name, *, num_layers, num_kv_heads, head_dim, block_size, dtype, num_blocks=0, "
       "byte_budget=0, mode=0o600, k_scale=0.0, v_scale=0.0, host_tier_bytes=0, shards=0, shard=0, "
-      "group=None)\n--\n\n"
+      "group=None, device=None)\n--\n\n"
       "Creates a pool (paged_pool_create(3)'s parameters) and attaches to it; returns the Pool. "
+      "device: the daemon's device of the pool's memory (None: the creator's; paged(7), SEVERAL GPUS). "
       "shards=N (2 to 16, dividing num_kv_heads) makes a tensor-parallel pool, its KV heads split "
       "over N shards (paged(7), TENSOR-PARALLEL POOLS); the creator is then shard shard of group "
       "(None: the uid's default group). Raises ExistsError when the name is taken, GeometryError "
@@ -500,9 +514,28 @@ static PyMethodDef client_methods[] = {
     { NULL, NULL, 0, NULL },
 };
 
+/* Client.device: the client's device, as the daemon numbers it. */
+static PyObject *client_get_device(PyObject *self, void *closure)
+{
+    (void) closure;
+    pyp_client *c = (pyp_client *) self;
+    return PyLong_FromUnsignedLong(c->pc != NULL ? paged_client_device(c->pc) : 0);
+}
+
+/* Client.devices: how many devices the daemon serves. */
+static PyObject *client_get_devices(PyObject *self, void *closure)
+{
+    (void) closure;
+    pyp_client *c = (pyp_client *) self;
+    return PyLong_FromUnsignedLong(c->pc != NULL ? paged_client_devices(c->pc) : 0);
+}
+
 static PyGetSetDef client_getset[] = {
     { "id", client_get_id, NULL, "The id the daemon gave this client.", NULL },
     { "backend", client_get_backend, NULL, "The daemon's backend: 'cpu' or 'cuda'.", NULL },
+    { "device", client_get_device, NULL, "The client's device, as the daemon numbers it (connect's device).",
+      NULL },
+    { "devices", client_get_devices, NULL, "How many devices the daemon serves.", NULL },
     { "closed", client_get_closed, NULL, "Whether the client is closed.", NULL },
     { "arena_size", client_get_arena_size, NULL, "The size of the host arena in bytes.", NULL },
     { NULL, NULL, NULL, NULL, NULL },
@@ -510,9 +543,9 @@ static PyGetSetDef client_getset[] = {
 
 static PyType_Slot client_slots[] = {
     { Py_tp_doc, "Client(socket=None, name=None, *, host_arena_size=0, timeout_ms=0, spin_us=0, "
-                 "sq_entries=0, data_arena_size=0)\n--\n\nA connection to pagedd with its own rings and arenas "
-                 "(paged_client_connect(3)); paged.connect() makes one. Not for several threads "
-                 "at once." },
+                 "sq_entries=0, data_arena_size=0, device=0)\n--\n\nA connection to pagedd with its own rings and "
+                 "arenas (paged_client_connect(3)), its data arena on the daemon's device device; paged.connect() "
+                 "makes one. Not for several threads at once." },
     { Py_tp_new, PyType_GenericNew },
     { Py_tp_init, client_init },
     { Py_tp_dealloc, client_dealloc },

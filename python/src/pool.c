@@ -139,8 +139,8 @@ static PyObject *pool_layer(PyObject *self, PyObject *args)
 }
 
 /* info(): returns a dict of the pool's geometry and memory (paged_pool_info): of the shard
- * attached for a tensor-parallel pool (num_kv_heads, bytes), with shards, shard and
- * kv_head_offset. */
+ * attached for a tensor-parallel pool (num_kv_heads, bytes), with shards, shard,
+ * kv_head_offset and the device of the attached memory. */
 static PyObject *pool_info(PyObject *self, PyObject *unused)
 {
     (void) unused;
@@ -148,14 +148,14 @@ static PyObject *pool_info(PyObject *self, PyObject *unused)
     if (p->pp == NULL)
         return pyp_raise_closed("the pool");
     const paged_pool_info *i = &p->info;
-    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:d,s:d,s:O,s:I,s:I,s:K,s:I,s:I,s:I}", "id", i->id,
+    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:d,s:d,s:O,s:I,s:I,s:K,s:I,s:I,s:I,s:I}", "id", i->id,
                          "num_layers", i->num_layers, "num_kv_heads", i->num_kv_heads, "head_dim",
                          i->head_dim, "block_size", i->block_size, "num_blocks", i->num_blocks,
                          "dtype", pyp_dtype_name(i->dtype), "k_scale", (double) i->k_scale,
                          "v_scale", (double) i->v_scale, "writable", i->writable ? Py_True : Py_False,
                          "owner_uid", i->owner_uid, "mode", i->mode, "bytes",
                          (unsigned long long) i->bytes, "shards", i->shards, "shard", i->shard,
-                         "kv_head_offset", i->kv_head_offset);
+                         "kv_head_offset", i->kv_head_offset, "device", i->device);
 }
 
 /* alloc(count): takes count blocks, all or nothing; returns their ids as a list. */
@@ -221,7 +221,8 @@ static PyMethodDef pool_methods[] = {
     { "info", pool_info, METH_NOARGS,
       "info()\n--\n\nReturns a dict of the pool's geometry: id, num_layers, num_kv_heads, head_dim, "
       "block_size, num_blocks, dtype, k_scale, v_scale, writable, owner_uid, mode, bytes, shards, "
-      "shard, kv_head_offset. Of a tensor-parallel pool (shards > 1) num_kv_heads and bytes are the "
+      "shard, kv_head_offset, device (the daemon's device of the attached memory). Of a "
+      "tensor-parallel pool (shards > 1) num_kv_heads and bytes are the "
       "attached shard's, which holds the pool's KV heads kv_head_offset to kv_head_offset + "
       "num_kv_heads - 1; an unsharded pool has shards 1, shard 0, kv_head_offset 0." },
     { "stats", (PyCFunction) (void (*)(void)) pyp_pool_stats, METH_NOARGS,

@@ -19,10 +19,10 @@ class ErrorClassTest(unittest.TestCase):
     """The table of classes, without a daemon."""
 
     def test_every_code_has_a_class(self):
-        """codes -1 to -29 map to distinct Error subclasses named ...Error, each documented"""
-        classes = [paged.error_class(code) for code in range(-1, -30, -1)]
-        self.assertEqual(len(set(classes)), 29)
-        for code, cls in zip(range(-1, -30, -1), classes):
+        """codes -1 to -30 map to distinct Error subclasses named ...Error, each documented"""
+        classes = [paged.error_class(code) for code in range(-1, -31, -1)]
+        self.assertEqual(len(set(classes)), 30)
+        for code, cls in zip(range(-1, -31, -1), classes):
             self.assertTrue(issubclass(cls, paged.Error), cls)
             self.assertTrue(cls.__name__.endswith("Error"), cls)
             self.assertIs(getattr(paged, cls.__name__), cls)
