@@ -48,6 +48,17 @@ static int pk_copy_grid(size_t words, long long jobs, dim3 *grid)
     return 0;
 }
 
+/* Returns 0 when pool c's geometry and dtype can be copied, else PAGED_E_GEOMETRY or
+ * PAGED_E_DTYPE. */
+static int pk_copy_check_cache(const pk_cache *c)
+{
+    if (c->head_dim < 1 || c->block_size < 1 || c->num_kv_heads < 1 || c->num_blocks < 1 || c->num_layers < 1)
+        return PAGED_E_GEOMETRY;
+    if (pk_dtype_size(c->dtype) == 0)
+        return PAGED_E_DTYPE;
+    return 0;
+}
+
 /* Launches the copy kernel moving words of type W; returns 0 or PAGED_E_DEVICE. */
 template <typename W> static int pk_copy_launch(const pk_copy_params &p, cudaStream_t stream)
 {
@@ -68,10 +79,9 @@ extern "C" int pk_cuda_copy(const pk_copy_args *a, void *stream)
     if (a == NULL)
         return PAGED_E_INVAL;
     const pk_cache *c = &a->cache;
-    if (c->head_dim < 1 || c->block_size < 1 || c->num_kv_heads < 1 || c->num_blocks < 1 || c->num_layers < 1)
-        return PAGED_E_GEOMETRY;
-    if (pk_dtype_size(c->dtype) == 0)
-        return PAGED_E_DTYPE;
+    const int bad = pk_copy_check_cache(c);
+    if (bad != 0)
+        return bad;
     if (a->num_pairs < 0 || (long long) a->num_pairs * c->num_layers * 2 > INT32_MAX)
         return PAGED_E_INVAL;
     if (a->num_pairs == 0)
@@ -141,10 +151,9 @@ extern "C" int pk_cuda_units_copy(const pk_units_args *a, void *stream)
     if (a == NULL || a->n < 0 || a->n > PK_UNITS_MAX)
         return PAGED_E_INVAL;
     const pk_cache *c = &a->cache;
-    if (c->head_dim < 1 || c->block_size < 1 || c->num_kv_heads < 1 || c->num_blocks < 1 || c->num_layers < 1)
-        return PAGED_E_GEOMETRY;
-    if (pk_dtype_size(c->dtype) == 0)
-        return PAGED_E_DTYPE;
+    const int bad = pk_copy_check_cache(c);
+    if (bad != 0)
+        return bad;
     if (a->n == 0)
         return 0;
     if (c->base == NULL || a->units == NULL || a->blocks == NULL)
