@@ -178,9 +178,11 @@ static uint32_t launch_device(const struct pd_batch *batch, const struct pd_laun
     return batch->ops[l->first].mem->device;
 }
 
-/* Returns whether op is a COPY into a pool of another device. */
-static int crosses(const struct pd_batch_op *op)
+/* Returns whether launch li of batch is a COPY into a pool of another device (a COPY is a
+ * launch of its own: only DECODEs and APPENDs merge). */
+static int crosses(const struct pd_batch *batch, uint32_t li)
 {
+    const struct pd_batch_op *op = &batch->ops[batch->launches[li].first];
     return op->dst_mem != NULL && op->dst_mem->device != op->mem->device;
 }
 
@@ -279,10 +281,9 @@ static void run_in_order(struct devset *s, struct pd_batch *batch)
 {
     uint32_t li = 0;
     while (li < batch->nlaunches) {
-        const struct pd_launch *l = &batch->launches[li];
         const uint32_t d = s->device_of[li];
-        if (l->count == 1 && crosses(&batch->ops[l->first])) {
-            struct pd_batch_op *op = &batch->ops[l->first];
+        if (crosses(batch, li)) {
+            struct pd_batch_op *op = &batch->ops[batch->launches[li].first];
             if (!s->reach[d][op->dst_mem->device]) {
                 op->status = PAGED_E_NOTSUP;
                 li++;
@@ -294,8 +295,7 @@ static void run_in_order(struct devset *s, struct pd_batch *batch)
             settle_all(s);
             continue;
         }
-        while (li < batch->nlaunches && s->device_of[li] == d
-               && !(batch->launches[li].count == 1 && crosses(&batch->ops[batch->launches[li].first])))
+        while (li < batch->nlaunches && s->device_of[li] == d && !crosses(batch, li))
             add_launch(s, d, batch, li++);
         (void) run_part(s, d, batch, 0);
     }
@@ -324,9 +324,7 @@ static void set_run_batch(pd_backend *b, struct pd_batch *batch)
     for (uint32_t li = 0; li < batch->nlaunches; li++) {
         s->device_of[li] = launch_device(batch, &batch->launches[li]);
         used |= 1u << s->device_of[li];
-        const struct pd_launch *l = &batch->launches[li];
-        for (uint32_t i = l->first; i < l->first + l->count; i++)
-            cross |= crosses(&batch->ops[i]);
+        cross |= crosses(batch, li);
     }
     if (cross) {
         run_in_order(s, batch);

@@ -467,13 +467,6 @@ static const char *finish_head(struct pd_peers *ps, struct pd_peer_fetchop *f, s
     return NULL;
 }
 
-/* Ends f for why (a deadline, or its pool gone), counting a failure of the peer it was asking
- * and releasing what that peer staged; running gets are cancelled first. Returns nothing. */
-static void give_up(struct pd_peers *ps, struct pd_peer_fetchop *f, const char *why)
-{
-    fail(ps, f, why, 1);
-}
-
 /* Moves a RUNNING fetch f on by one thing: a REPLY taken, the oldest part published, or more
  * asked. Returns 1 when it did one, else 0. */
 static int run_one(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
@@ -514,14 +507,14 @@ static void step_one(struct pd_peers *ps, struct pd_peer_fetchop *f, uint64_t no
             return;
     }
     if (p == NULL) {
-        give_up(ps, f, "its pool is gone");
+        fail(ps, f, "its pool is gone", 1);   /* ends f */
         return;
     }
     /* Each part's answer and get have their own deadline. */
     for (uint32_t i = 0; f->state == PD_FETCH_RUNNING && i < f->nparts; i++) {
         const struct pd_peer_part *t = part_at(f, i);
         if (now >= t->deadline_ns && (t->state == PD_PART_ASKED || t->get_req != NULL)) {
-            give_up(ps, f, t->state == PD_PART_ASKED ? "no answer within peer-timeout" : "the get timed out");
+            fail(ps, f, t->state == PD_PART_ASKED ? "no answer within peer-timeout" : "the get timed out", 1);
             return;
         }
     }
