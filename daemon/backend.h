@@ -219,6 +219,14 @@ struct pd_backend_ops {
      * PAGED_OK or a paged_error with *cause. NULL with dev_alloc. */
     int (*units_sums)(pd_backend *b, const void *units, uint32_t n, uint64_t unit_bytes, uint64_t *sums,
                       char **cause);
+    /* Copies n blocks of a pool into units (to_units) or units into blocks, as units_copy
+     * does, the units lying one after another from units in dev_alloc's memory, and stores
+     * each unit's pk_unit_sum in sums[i] (host memory), taken in the same pass over the bytes.
+     * Returns PAGED_OK, PAGED_E_NOTSUP (with *cause) when one pass cannot reach these units
+     * (units_copy and units_sums then do it), or a paged_error with *cause. NULL: likewise
+     * units_copy and units_sums. */
+    int (*units_move)(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
+                      const int32_t *blocks, unsigned char *units, uint64_t *sums, char **cause);
     /* Fills *out about device (an index below b->ndevices). */
     void (*info)(pd_backend *b, uint32_t device, struct pd_backend_info *out);
     /* Makes the backend's device current on the calling thread; the device set calls it

@@ -1,6 +1,6 @@
 /* copy.cu: COPY on CUDA: whole blocks (every layer, K and V) to other blocks, or to and from contiguous units. */
 /* SPDX-License-Identifier: MIT */
-#include "kernels/common.cuh"
+#include "kernels/sum.cuh"
 
 /* Kernel arguments of the block copy kernel (passed by value). */
 struct pk_copy_params {
@@ -110,6 +110,7 @@ extern "C" int pk_cuda_copy(const pk_copy_args *a, void *stream)
 struct pk_units_params {
     char *pool;
     char *units;
+    unsigned long long *sums;       /* NULL, or the words' sums of each unit (zeroed before) */
     int num_blocks, planes, n, to_units;
     size_t piece;                   /* one block of one plane */
     int32_t blocks[PK_UNITS_MAX];
@@ -117,10 +118,15 @@ struct pk_units_params {
 
 /*
  * Copies words of type W between blocks of the pool and their units. Grid y walks the
- * (unit, plane) pieces, grid x the words of one piece, as pk_copy_kernel does.
+ * (unit, plane) pieces, grid x the words of one piece, as pk_copy_kernel does. With sums
+ * (W is uint4 then), each word moved is also mixed into its unit's sum as pk_unit_sum_kernel
+ * would (keyed by its place in the unit), the block's threads adding theirs by shuffles and
+ * shared memory and the block then with one atomicAdd per piece: the copy and the check are
+ * one pass over the bytes.
  */
 template <typename W> static __global__ void __launch_bounds__(256) pk_units_kernel(const pk_units_params p)
 {
+    __shared__ unsigned long long warp_sums[8];
     const size_t words = p.piece / sizeof(W);
     const int jobs = p.n * p.planes;
     for (int job = blockIdx.y; job < jobs; job += gridDim.y) {
@@ -129,8 +135,33 @@ template <typename W> static __global__ void __launch_bounds__(256) pk_units_ker
         W *in_unit = (W *) (p.units + ((size_t) i * p.planes + plane) * p.piece);
         const W *s = p.to_units ? in_pool : in_unit;
         W *d = p.to_units ? in_unit : in_pool;
-        for (size_t w = (size_t) blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (size_t) gridDim.x * blockDim.x)
-            d[w] = s[w];
+        uint64_t acc = 0;
+        for (size_t w = (size_t) blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (size_t) gridDim.x * blockDim.x) {
+            const W v = s[w];
+            d[w] = v;
+            if constexpr (sizeof(W) == 16) {
+                if (p.sums != NULL)
+                    acc += pk_sum_terms16(v, (uint64_t) plane * words + w);
+            }
+        }
+        if constexpr (sizeof(W) == 16) {
+            if (p.sums != NULL) {
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    acc += __shfl_xor_sync(0xffffffffu, acc, o);
+                if ((threadIdx.x & 31) == 0)
+                    warp_sums[threadIdx.x >> 5] = acc;
+                __syncthreads();
+                if (threadIdx.x == 0) {
+                    unsigned long long all = 0;
+                    for (unsigned k = 0; k < blockDim.x / 32; k++)
+                        all += warp_sums[k];
+                    if (all != 0)
+                        atomicAdd(p.sums + i, all);
+                }
+                __syncthreads();
+            }
+        }
     }
 }
 
@@ -145,7 +176,11 @@ template <typename W> static int pk_units_launch(const pk_units_params &p, cudaS
     return pk_launch_status();
 }
 
-/* Checks the arguments and launches; see kernels.h. */
+/*
+ * Checks the arguments and launches; see kernels.h. With sums: they are zeroed first and
+ * mixed with the unit's length after; where the words are not 16-byte ones the copy runs
+ * alone and pk_cuda_unit_sums then reads the units once more.
+ */
 extern "C" int pk_cuda_units_copy(const pk_units_args *a, void *stream)
 {
     if (a == NULL || a->n < 0 || a->n > PK_UNITS_MAX)
@@ -161,6 +196,7 @@ extern "C" int pk_cuda_units_copy(const pk_units_args *a, void *stream)
     pk_units_params p;
     p.pool = (char *) c->base;
     p.units = (char *) a->units;
+    p.sums = NULL;
     p.num_blocks = c->num_blocks;
     p.planes = c->num_layers * 2;
     p.n = a->n;
@@ -173,8 +209,18 @@ extern "C" int pk_cuda_units_copy(const pk_units_args *a, void *stream)
     }
     if ((long long) p.n * p.planes > INT32_MAX)
         return PAGED_E_INVAL;
+    const uint64_t unit_bytes = (uint64_t) p.piece * (uint64_t) p.planes;
+    if (a->sums != NULL && unit_bytes % 8 != 0)
+        return PAGED_E_INVAL;
     cudaStream_t st = (cudaStream_t) stream;
-    if (p.piece % 16 == 0 && pk_aligned(c->base, 16) && pk_aligned(a->units, 16))
-        return pk_units_launch<uint4>(p, st);
-    return pk_units_launch<unsigned char>(p, st);
+    if (p.piece % 16 == 0 && pk_aligned(c->base, 16) && pk_aligned(a->units, 16)) {
+        if (a->sums != NULL) {
+            p.sums = (unsigned long long *) a->sums;
+            PK_CUDA_CHECK(cudaMemsetAsync(a->sums, 0, (size_t) p.n * sizeof *a->sums, st));
+        }
+        int rc = pk_units_launch<uint4>(p, st);
+        return rc != 0 || a->sums == NULL ? rc : pk_unit_sums_finish((uint32_t) p.n, unit_bytes, a->sums, st);
+    }
+    int rc = pk_units_launch<unsigned char>(p, st);
+    return rc != 0 || a->sums == NULL ? rc : pk_cuda_unit_sums(a->units, (uint32_t) p.n, unit_bytes, a->sums, st);
 }

@@ -193,6 +193,7 @@ typedef struct pk_units_args {
     const int32_t *blocks;          /* [n] block ids, host memory */
     void *units;                    /* n units one after another */
     int to_units;                   /* 1: pool to units; 0: units to pool */
+    uint64_t *sums;                 /* NULL, or [n] device memory: each unit's pk_unit_sum, taken as it moves */
 } pk_units_args;
 
 /* Returns the size in bytes of one element of a paged_dtype, or 0 if it is not one. The
@@ -326,7 +327,8 @@ size_t pk_cuda_prefill_workspace(const pk_prefill_args *a);
 int pk_cuda_prefill(const pk_prefill_args *a, void *stream);
 int pk_cuda_copy(const pk_copy_args *a, void *stream);
 /* Copies whole blocks to or from contiguous units in one launch (pk_units_args; the pool and
- * the units device memory the launching device reaches; the blocks distinct). Returns 0,
+ * the units device memory the launching device reaches; the blocks distinct), summing each
+ * unit on the way where sums is set (the unit's bytes a multiple of 8). Returns 0,
  * PAGED_E_INVAL, PAGED_E_GEOMETRY, PAGED_E_DTYPE, or PAGED_E_DEVICE when CUDA failed. */
 int pk_cuda_units_copy(const pk_units_args *a, void *stream);
 /* Stores in sums[u] the unit sum (pk_unit_sum) of unit u for u < n: the units lie one after

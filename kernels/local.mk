@@ -6,6 +6,7 @@ noinst_HEADERS += kernels/kernels.h
 # CUDA still carries them.
 noinst_HEADERS += \
 	kernels/common.cuh \
+	kernels/sum.cuh \
 	kernels/ptx.cuh \
 	kernels/tma.cuh \
 	kernels/wgmma.cuh \

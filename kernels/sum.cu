@@ -1,23 +1,13 @@
 /* sum.cu: paged's unit sum on CUDA: the 64-bit check of each of n KV units in device memory (see pk_unit_sum). */
 /* SPDX-License-Identifier: MIT */
-#include "kernels/common.cuh"
+#include "kernels/sum.cuh"
 
-/* The odd constant whose multiples key each word by its position (word i gets it times i + 1). */
-#define PK_SUM_KEY 0x9e3779b97f4a7c15ull
 /* Elements (16 or 8 bytes) each thread reads per chunk: a chunk is threads * this elements. */
 #define PK_SUM_PER_THREAD 8
 /* The most blocks on grid y (the hardware's limit); more chunks loop. */
 #define PK_SUM_MAX_GY 65535u
 /* The most blocks on grid x; more units loop. */
 #define PK_SUM_MAX_GX 0x7fffffffu
-
-/* Returns z mixed by the splitmix64 finalizer, as pk_unit_sum's mix. */
-__device__ __forceinline__ uint64_t pk_sum_mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /*
  * Returns the mixed terms of element e of a unit at u: an element is 16 bytes (words 2e and
@@ -27,10 +17,7 @@ __device__ __forceinline__ uint64_t pk_sum_mix(uint64_t z)
 template <int A> __device__ __forceinline__ uint64_t pk_sum_element(const char *u, uint64_t e)
 {
     if constexpr (A == 16) {
-        const uint4 v = __ldg((const uint4 *) u + e);
-        const uint64_t k = PK_SUM_KEY * (2 * e + 1);
-        return pk_sum_mix(((uint64_t) v.y << 32 | v.x) ^ k)
-               + pk_sum_mix(((uint64_t) v.w << 32 | v.z) ^ (k + PK_SUM_KEY));
+        return pk_sum_terms16(__ldg((const uint4 *) u + e), e);
     } else if constexpr (A == 8) {
         const uint2 v = __ldg((const uint2 *) u + e);
         return pk_sum_mix(((uint64_t) v.y << 32 | v.x) ^ (PK_SUM_KEY * (e + 1)));
@@ -83,6 +70,13 @@ static __global__ void __launch_bounds__(256) pk_unit_sum_final(uint32_t n, uint
         sums[i] = pk_sum_mix(sums[i] + unit_bytes);
 }
 
+/* Launches the final mix; see sum.cuh. */
+int pk_unit_sums_finish(uint32_t n, uint64_t unit_bytes, uint64_t *sums, cudaStream_t st)
+{
+    pk_unit_sum_final<<<(unsigned) pk_ceil_div(n, 256), 256, 0, st>>>(n, unit_bytes, sums);
+    return pk_launch_status();
+}
+
 /* Launches the word kernel reading units with alignment A; returns 0 or PAGED_E_DEVICE. */
 template <int A>
 static int pk_unit_sum_launch(const char *units, uint32_t n, uint64_t unit_bytes, uint64_t *sums, cudaStream_t st)
@@ -122,6 +116,5 @@ extern "C" int pk_cuda_unit_sums(const void *units, uint32_t n, uint64_t unit_by
         rc = pk_unit_sum_launch<1>(u, n, unit_bytes, sums, st);
     if (rc != 0)
         return rc;
-    pk_unit_sum_final<<<(unsigned) pk_ceil_div(n, 256), 256, 0, st>>>(n, unit_bytes, sums);
-    return pk_launch_status();
+    return pk_unit_sums_finish(n, unit_bytes, sums, st);
 }

@@ -583,6 +583,7 @@ static const struct pd_backend_ops cuda_ops = {
     .dev_alloc = pd_cu_dev_alloc,
     .dev_free = pd_cu_dev_free,
     .units_sums = pd_cu_units_sums,
+    .units_move = pd_cu_units_move,
     .info = cuda_info,
     .enter = cuda_enter,
     .reach = cuda_reach,

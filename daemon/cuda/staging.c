@@ -45,6 +45,27 @@ void pd_cu_dev_free(pd_backend *b, void *p, uint64_t size)
         (void) pd_cu_error(b->priv, "cudaFree of a staging buffer", e);
 }
 
+/* Makes the kept device array for the peers' unit sums hold n; see staging.h. */
+int pd_cu_sums_room(struct cuda_backend *cb, uint32_t n, char **cause)
+{
+    /* The array is kept and grown, never freed per call: a cudaFree waits for the whole
+     * device, the peers' gets running into other staging buffers included. */
+    if (n <= cb->sums_cap)
+        return PAGED_OK;
+    uint64_t *grown = NULL;
+    const uint32_t cap = n < 1024u ? 1024u : n;
+    cudaError_t e = cudaMalloc((void **) &grown, (size_t) cap * sizeof *grown);
+    if (e != cudaSuccess) {
+        (void) cudaGetLastError();   /* out of memory is not sticky */
+        return pd_cu_fail(PAGED_E_NOMEM, cause, "summing %u staged units: cudaMalloc: %s", n, cudaGetErrorString(e));
+    }
+    if (cb->sums_dev != NULL)
+        (void) cudaFree(cb->sums_dev);
+    cb->sums_dev = grown;
+    cb->sums_cap = cap;
+    return PAGED_OK;
+}
+
 /* Sums n units of device memory into host sums; see staging.h. */
 int pd_cu_units_sums(pd_backend *b, const void *units, uint32_t n, uint64_t unit_bytes, uint64_t *sums,
                      char **cause)
@@ -54,32 +75,17 @@ int pd_cu_units_sums(pd_backend *b, const void *units, uint32_t n, uint64_t unit
         return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
     if (n == 0)
         return PAGED_OK;
-    /* The sums' device array is kept and grown, never freed per call: a cudaFree waits for the
-     * whole device, the peers' gets running into other staging buffers included. */
     cudaError_t e = pd_cu_units_stream(&cb->units);
-    if (e == cudaSuccess && n > cb->sums_cap) {
-        uint64_t *grown = NULL;
-        const uint32_t cap = n < 1024u ? 1024u : n;
-        e = cudaMalloc((void **) &grown, (size_t) cap * sizeof *grown);
-        if (e == cudaSuccess) {
-            if (cb->sums_dev != NULL)
-                (void) cudaFree(cb->sums_dev);
-            cb->sums_dev = grown;
-            cb->sums_cap = cap;
-        } else {
-            (void) cudaGetLastError();   /* out of memory is not sticky */
-            return pd_cu_fail(PAGED_E_NOMEM, cause, "summing %u staged units: cudaMalloc: %s", n,
-                              cudaGetErrorString(e));
-        }
-    }
-    int rc = PAGED_OK;
-    if (e == cudaSuccess)
-        rc = pk_cuda_unit_sums(units, n, unit_bytes, cb->sums_dev, cb->units.save_stream);
+    if (e != cudaSuccess)
+        return pd_cu_fail(pd_cu_error(cb, "unit sums", e), cause, "summing %u staged units: %s", n,
+                          cudaGetErrorString(e));
+    int rc = pd_cu_sums_room(cb, n, cause);
+    if (rc != PAGED_OK)
+        return rc;
+    rc = pk_cuda_unit_sums(units, n, unit_bytes, cb->sums_dev, cb->units.save_stream);
     if (rc != PAGED_OK)
         return pd_cu_fail(rc, cause, "summing %u staged units: the kernel was refused (%s)", n, paged_strerror(rc));
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(sums, cb->sums_dev, (size_t) n * sizeof *sums, cudaMemcpyDeviceToHost,
-                            cb->units.save_stream);
+    e = cudaMemcpyAsync(sums, cb->sums_dev, (size_t) n * sizeof *sums, cudaMemcpyDeviceToHost, cb->units.save_stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(cb->units.save_stream);
     if (e != cudaSuccess)

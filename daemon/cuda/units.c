@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon/cuda/internal.h"
+#include "daemon/cuda/staging.h"
 
 /* Allocates zeroed page-locked host memory; see units.h. */
 int pd_cu_host_alloc(pd_backend *b, uint64_t size, void **out, char **cause)
@@ -59,6 +60,17 @@ static cudaError_t copy_block(const pd_pool_mem *mem, const pk_cache *cache, int
     return cudaMemcpy2DAsync(dev, pitch, unit, piece, piece, rows, cudaMemcpyDefault, stream);
 }
 
+/* Returns whether p is device memory of cb's device. */
+static int on_this_device(const struct cuda_backend *cb, const void *p)
+{
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void) cudaGetLastError();
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeDevice && attr.device == cb->dev.ordinal;
+}
+
 /* Returns whether n units can move in one kernel launch (pk_cuda_units_copy): they lie one
  * after another in device memory of this device (a peers' staging buffer), and there are few
  * enough. Else each block is a 2D copy of its own (host units: the tiers). */
@@ -71,12 +83,7 @@ static int one_launch(struct cuda_backend *cb, const pd_pool_mem *mem, const pk_
     for (uint32_t i = 1; i < n; i++)
         if (units[i] != units[0] + (size_t) i * unit)
             return 0;
-    struct cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, units[0]) != cudaSuccess) {
-        (void) cudaGetLastError();
-        return 0;
-    }
-    return attr.type == cudaMemoryTypeDevice && attr.device == cb->dev.ordinal;
+    return on_this_device(cb, units[0]);
 }
 
 /* Waits for the batches queued before the copies (settle watches their waits and retires
@@ -189,6 +196,43 @@ int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int
             free(*cause);
             return pd_cu_fail(rc, cause, "cudaMemcpy2DAsync of block %d: %s", blocks[i], cudaGetErrorString(e));
         }
+    }
+    return wait_copies(b, 0, cause);
+}
+
+/* Moves n blocks to or from the units at units and sums them in the same launch; see units.h. */
+int pd_cu_units_move(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
+                     const int32_t *blocks, unsigned char *units, uint64_t *sums, char **cause)
+{
+    struct cuda_backend *cb = b->priv;
+    if (!cb->healthy)
+        return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
+    if (n == 0)
+        return PAGED_OK;
+    if (n > PK_UNITS_MAX || !on_this_device(cb, units))
+        return pd_cu_fail(PAGED_E_NOTSUP, cause, "%u units at %p are not one launch's on device %d", n, (void *) units,
+                          cb->dev.ordinal);
+    int rc = pd_cu_sums_room(cb, n, cause);
+    if (rc != PAGED_OK)
+        return rc;
+    pk_cache c = *cache;
+    c.base = mem->mem.dptr;
+    const pk_units_args a = { .cache = c, .n = (int32_t) n, .blocks = blocks, .units = units, .to_units = to_units,
+                              .sums = cb->sums_dev };
+    rc = pk_cuda_units_copy(&a, cb->stream);
+    if (rc != PAGED_OK) {
+        int st = pd_cu_error(cb, to_units ? "gather of units" : "scatter of units", cudaGetLastError());
+        (void) wait_copies(b, 0, cause);
+        free(*cause);
+        return pd_cu_fail(st < 0 ? st : rc, cause, "the units copy of %u blocks was refused (%s)", n,
+                          paged_strerror(rc));
+    }
+    cudaError_t e = cudaMemcpyAsync(sums, cb->sums_dev, (size_t) n * sizeof *sums, cudaMemcpyDeviceToHost, cb->stream);
+    if (e != cudaSuccess) {
+        int st = pd_cu_error(cb, "unit sums", e);
+        (void) wait_copies(b, 0, cause);
+        free(*cause);
+        return pd_cu_fail(st, cause, "the sums of %u units: %s", n, cudaGetErrorString(e));
     }
     return wait_copies(b, 0, cause);
 }

@@ -42,4 +42,11 @@ int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int
 int pd_cu_units_swap(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, uint32_t n, const int32_t *blocks,
                      unsigned char *const *save, unsigned char *const *load, char **cause);
 
+/* backend.h's units_move: pk_cuda_units_copy with its sums into the kept sums array
+ * (pd_cu_sums_room) on the backend's stream, the sums copied to sums, then a wait as
+ * pd_cu_units_copy does. PAGED_E_NOTSUP when the units are not this device's memory or more
+ * than PK_UNITS_MAX. */
+int pd_cu_units_move(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
+                     const int32_t *blocks, unsigned char *units, uint64_t *sums, char **cause);
+
 #endif

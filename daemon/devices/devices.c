@@ -464,6 +464,14 @@ static int set_units_sums(pd_backend *b, const void *units, uint32_t n, uint64_t
     return sub->ops->units_sums(sub, units, n, unit_bytes, sums, cause);
 }
 
+/* Moves and sums units on the pool's device; see backend.h. */
+static int set_units_move(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
+                          const int32_t *blocks, unsigned char *units, uint64_t *sums, char **cause)
+{
+    pd_backend *sub = use(set_of(b), mem->device);
+    return sub->ops->units_move(sub, mem->sub, cache, to_units, n, blocks, units, sums, cause);
+}
+
 /* Describes device device of the set; see backend.h. */
 static void set_info(pd_backend *b, uint32_t device, struct pd_backend_info *out)
 {
@@ -527,6 +535,7 @@ static const struct pd_backend_ops set_ops = {
     .dev_alloc = set_dev_alloc,
     .dev_free = set_dev_free,
     .units_sums = set_units_sums,
+    .units_move = set_units_move,
     .info = set_info,
     .enter = set_enter,
     .reach = NULL,
@@ -555,6 +564,7 @@ static void fit_ops(struct devset *s, const struct pd_backend_ops *sub)
     KEEP_IF(dev_alloc);
     KEEP_IF(dev_free);
     KEEP_IF(units_sums);
+    KEEP_IF(units_move);
     KEEP_IF(enter);
 #undef KEEP_IF
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/peer/internal.h"
+#include "daemon/tier/tiers.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 
@@ -129,4 +130,30 @@ int pd_peer_buf_spares(const struct pd_peers *ps)
         if (ps->spares[i].buf != NULL)
             return 1;
     return 0;
+}
+
+/* Moves blocks of q to or from device units and sums the units; see internal.h. */
+int pd_peer_units_move(struct pd_peers *ps, struct pd_pool *q, int to_units, uint32_t n, const int32_t *ids,
+                       unsigned char *units, uint64_t *sums, char **cause)
+{
+    pd_backend *b = ps->backend;
+    const uint64_t unit = q->geom.block_bytes;
+    if (b->ops->units_move != NULL) {
+        int rc = b->ops->units_move(b, q->mem, &q->cache, to_units, n, ids, units, sums, cause);
+        if (rc != PAGED_E_NOTSUP)
+            return rc;
+        free(*cause);
+        *cause = NULL;
+    }
+    /* No one pass: the copy, and the sums of the units (gathered, or still to scatter). */
+    unsigned char **each = pd_malloc((size_t) n * sizeof *each);
+    if (each == NULL)
+        return PAGED_E_NOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        each[i] = units + (size_t) i * unit;
+    int rc = pd_units_copy(b, q->mem, &q->cache, to_units, n, ids, each, cause);
+    if (rc == PAGED_OK)
+        rc = b->ops->units_sums(b, units, n, unit, sums, cause);
+    free(each);
+    return rc;
 }

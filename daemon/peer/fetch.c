@@ -20,9 +20,10 @@
  * PD_PEER_MAX_ASK hashes (a part) to the next connected outgoing peer; RUNNING keeps up to
  * PAGEDD_PEER_PARTS (4) parts of that peer in flight: a part's REPLY (routed here by
  * pd_peer_fetch_reply) is checked and its get started at once; the oldest part, once pulled,
- * has every unit's sum checked and is published in the pool; and while the last part asked was
- * staged whole, the next is asked, so that the peer stages it while earlier parts are pulled and
- * published. A peer whose first part has none of the chain, or that refuses, fails or sends what
+ * goes into new blocks of the pool with every unit's sum checked (device units: as the device
+ * copies them, in one pass) and is published; and
+ * while the last part asked was staged whole, the next is asked, so that the peer stages it
+ * while earlier parts are pulled and published. A peer whose first part has none of the chain, or that refuses, fails or sends what
  * does not check, sends the fetch back to ASK for the next peer, from where the chain stopped
  * (what was published stays); a part that comes short ends the chain there. Each part's answer
  * and each part's get get peer-timeout; the last peer, or the end of the chain, ends the fetch.
@@ -61,17 +62,30 @@ static void release_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const s
     pd_peer_send(ps, f->peer, PD_PEER_AM_RELEASE, &rel, sizeof rel);
 }
 
-/* Frees what part t holds of its request (REPLY, sums, remote key), keeping its local buffer
- * for the next part, and makes it free. Its get must be over. Returns nothing. */
+/* Frees what part t holds of its request (REPLY, sums, remote key, block ids), keeping its
+ * local buffer for the next part, and makes it free. Its get and fill must be over and its
+ * blocks let go (drop_blocks). Returns nothing. */
 static void part_clear(struct pd_peer_part *t)
 {
     free(t->reply);
     free(t->sums);
+    free(t->ids);
     if (t->rkey != NULL)
         ucp_rkey_destroy(t->rkey);
     const struct pd_peer_buf local = t->local;
     memset(t, 0, sizeof *t);
     t->local = local;
+}
+
+/* Lets go of the new blocks part t holds unpublished in pool p (NULL: gone, and its blocks with
+ * it). Returns nothing. */
+static void drop_blocks(struct pd_peer_part *t, struct pd_pool *p)
+{
+    uint32_t bad = 0;
+    if (t->ids != NULL && p != NULL)
+        pa_free_blocks(p->alloc, PD_PEER_FETCH_HOLDER, t->count, t->ids, &bad);
+    free(t->ids);
+    t->ids = NULL;
 }
 
 /* Drops f's parts from the i-th on (releasing what the peer staged for them when release),
@@ -82,6 +96,7 @@ static void drop_parts_from(struct pd_peers *ps, struct pd_peer_fetchop *f, uint
         struct pd_peer_part *t = part_at(f, f->nparts - 1);
         if (release)
             release_part(ps, f, t);
+        drop_blocks(t, fetch_pool(ps, f));
         part_clear(t);
         f->nparts--;
     }
@@ -96,7 +111,7 @@ static void log_fetch(const struct pd_peer_fetchop *f)
         return;
     const double ms = (double) (pd_peer_now_ns() - f->began_ns) / 1e6;
     pd_log(PD_LOG_INFO, "peers: fetched %llu bytes of pool %s in %u part%s and %.2f ms (%.1f GB/s), of which "
-           "%.2f ms checking and %.2f ms publishing here", (unsigned long long) f->fetched_bytes, f->pool,
+           "%.2f ms filling and checking and %.2f ms publishing here", (unsigned long long) f->fetched_bytes, f->pool,
            f->parts_done, f->parts_done == 1 ? "" : "s", ms, ms > 0 ? (double) f->fetched_bytes / ms / 1e6 : 0.0,
            (double) f->check_ns / 1e6, (double) f->publish_ns / 1e6);
 }
@@ -353,6 +368,7 @@ static const char *start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, uin
     ucs_status_ptr_t q = ucp_get_nbx(f->peer->ep, t->local.buf, bytes, r.addr, t->rkey, &rp);
     if (UCS_PTR_IS_ERR(q))
         return "the get failed";
+    t->posted_ns = pd_peer_now_ns();
     t->get_status = q == NULL ? UCS_OK : UCS_INPROGRESS;
     t->get_req = q;
     t->state = PD_PART_PULLING;
@@ -360,103 +376,97 @@ static const char *start_get(struct pd_peers *ps, struct pd_peer_fetchop *f, uin
     return NULL;
 }
 
-/* Fills t->count new blocks of p from t's pulled units and publishes them under f's tenant and
- * hashes as cached blocks (held by nobody). Returns NULL, or what failed with nothing kept. */
-static const char *publish(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_peer_part *t,
-                           struct pd_pool *p)
+/* Returns whether t's units were pulled into device memory and are summed there, in the
+ * pass that fills the blocks. */
+static int device_units(const struct pd_peer_part *t)
 {
-    const uint32_t count = t->count;
-    int32_t *ids = pd_malloc((size_t) count * sizeof *ids);
-    unsigned char **units = pd_malloc((size_t) count * sizeof *units);
-    if (ids == NULL || units == NULL) {
-        free(ids);
-        free(units);
-        return "out of memory";
-    }
-    const char *why = NULL;
-    uint32_t bad = 0;
-    if (pd_pool_alloc_blocks(p, PD_PEER_FETCH_HOLDER, count, ids, NULL) != PAGED_OK) {
-        why = "no room for the blocks in the pool";
-    } else {
-        for (uint32_t i = 0; i < count; i++)
-            units[i] = t->local.buf + (size_t) i * p->geom.block_bytes;
-        char *cause = NULL;
-        int rc = pd_units_copy(ps->backend, p->mem, &p->cache, 0, count, ids, units, &cause);
-        free(cause);
-        if (rc == PAGED_OK
-            && pa_publish(p->alloc, PD_PEER_FETCH_HOLDER, f->tenant, count, ids, f->hashes + t->off, &bad) < 0)
-            rc = PAGED_E_INVAL;
-        if (rc != PAGED_OK)
-            why = "the blocks could not be filled or published";
-        pa_free_blocks(p->alloc, PD_PEER_FETCH_HOLDER, count, ids, &bad);
-    }
-    free(ids);
-    free(units);
-    return why;
+    return t->device && t->local.device;
 }
 
-/* Checks each of t's pulled units against the sum its REPLY gave: XXH3-64 for host units, the
- * unit sum for device units (pk_unit_sum: on the GPU where they landed in device memory, else
- * its C twin). Returns NULL, or what failed. */
-static const char *check_sums(struct pd_peers *ps, const struct pd_peer_part *t, const struct pd_pool *p)
+/* Returns NULL when each of t's count sums equals the one its REPLY gave, else why not. */
+static const char *compare_sums(const struct pd_peer_part *t, const uint64_t *mine)
 {
-    const uint64_t unit = p->geom.block_bytes;
-    uint64_t *mine = NULL;
-    if (t->device && t->local.device) {
-        mine = pd_malloc((size_t) t->count * sizeof *mine);
-        char *cause = NULL;
-        int rc = mine == NULL ? PAGED_E_NOMEM
-                              : ps->backend->ops->units_sums(ps->backend, t->local.buf, t->count, unit, mine, &cause);
-        free(cause);
-        if (rc != PAGED_OK) {
-            free(mine);
-            return "the blocks could not be summed on the device";
-        }
-    }
-    const char *why = NULL;
-    for (uint32_t i = 0; why == NULL && i < t->count; i++) {
+    for (uint32_t i = 0; i < t->count; i++) {
         uint64_t sum;
         memcpy(&sum, t->sums + (size_t) i * sizeof sum, sizeof sum);
-        const unsigned char *u = t->local.buf + (size_t) i * unit;
-        const uint64_t got = mine != NULL ? mine[i] : t->device ? pk_unit_sum(u, unit) : XXH3_64bits(u, unit);
-        if (got != sum)
-            why = "a block's checksum does not match";
+        if (mine[i] != sum)
+            return "a block's checksum does not match";
     }
+    return NULL;
+}
+
+/* Checks each of t's pulled units of host memory against the sum its REPLY gave: XXH3-64, or
+ * pk_unit_sum's C twin for device units that landed in host memory. Returns NULL, or what
+ * failed. */
+static const char *check_host_sums(const struct pd_peer_part *t, const struct pd_pool *p)
+{
+    const uint64_t unit = p->geom.block_bytes;
+    uint64_t *mine = pd_malloc((size_t) t->count * sizeof *mine);
+    if (mine == NULL)
+        return "out of memory";
+    for (uint32_t i = 0; i < t->count; i++) {
+        const unsigned char *u = t->local.buf + (size_t) i * unit;
+        mine[i] = t->device ? pk_unit_sum(u, unit) : XXH3_64bits(u, unit);
+    }
+    const char *why = compare_sums(t, mine);
     free(mine);
     return why;
 }
 
-/* Checks f's oldest part, pulled, and publishes it in p; ends f at the chain's end. Returns
- * NULL, or why the peer failed. */
-static const char *finish_head(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
+/* Copies t's units of host memory (checked before) into its new blocks of p. Returns NULL, or
+ * what failed. */
+static const char *copy_host_units(struct pd_peers *ps, const struct pd_peer_part *t, struct pd_pool *p)
+{
+    unsigned char **units = pd_malloc((size_t) t->count * sizeof *units);
+    if (units == NULL)
+        return "out of memory";
+    for (uint32_t i = 0; i < t->count; i++)
+        units[i] = t->local.buf + (size_t) i * p->geom.block_bytes;
+    char *cause = NULL;
+    int rc = pd_units_copy(ps->backend, p->mem, &p->cache, 0, t->count, t->ids, units, &cause);
+    if (rc != PAGED_OK)
+        pd_log(PD_LOG_WARNING, "peers: filling %u blocks of pool %s: %s", t->count, p->name, cause ? cause : "failed");
+    free(cause);
+    free(units);
+    return rc == PAGED_OK ? NULL : "the blocks could not be filled";
+}
+
+/* Publishes t's new blocks of p, filled and checked, under f's tenant and hashes as cached
+ * blocks (held by nobody), letting them go. Returns NULL, or what failed (the blocks then
+ * still held). */
+static const char *publish_blocks(struct pd_peer_fetchop *f, struct pd_peer_part *t, struct pd_pool *p)
+{
+    uint32_t bad = 0;
+    if (pa_publish(p->alloc, PD_PEER_FETCH_HOLDER, f->tenant, t->count, t->ids, f->hashes + t->off, &bad) < 0)
+        return "the blocks could not be published";
+    pa_free_blocks(p->alloc, PD_PEER_FETCH_HOLDER, t->count, t->ids, &bad);
+    free(t->ids);
+    t->ids = NULL;
+    return NULL;
+}
+
+/* Counts f's oldest part, published in p, moves the head on and ends f at the chain's end.
+ * Returns nothing. */
+static void head_done(struct pd_peers *ps, struct pd_peer_fetchop *f, const struct pd_pool *p)
 {
     struct pd_peer_part *t = part_at(f, 0);
     struct pd_peer *q = f->peer;
-    if (t->get_status != UCS_OK)
-        return "the get failed";
-    t->got_ns = pd_peer_now_ns();
-    const char *why = check_sums(ps, t, p);
-    const uint64_t checked = pd_peer_now_ns();
-    release_part(ps, f, t);
-    t->req = 0;                    /* released: a failure below releases it no more */
-    if (why == NULL)
-        why = publish(ps, f, t, p);
-    if (why != NULL)
-        return why;
     const uint64_t now = pd_peer_now_ns();
-    f->check_ns += checked - t->got_ns;
-    f->publish_ns += now - checked;
+    f->check_ns += t->filled_ns - t->got_ns;
+    f->publish_ns += now - t->filled_ns;
     q->fetches++;
     q->blocks += t->count;
     q->bytes += (uint64_t) t->count * p->geom.block_bytes;
     count_time(f, now);
     f->fetched_bytes += (uint64_t) t->count * p->geom.block_bytes;
     f->parts_done++;
-    pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s (%llu bytes): asked %.2f ms ago, answered after "
-           "%.2f, pulled after %.2f more, checked in %.2f, published in %.2f", q->addr, t->count, f->pool,
-           (unsigned long long) t->count * p->geom.block_bytes, (double) (now - t->asked_ns) / 1e6,
+    pd_log(PD_LOG_DEBUG, "peer %s: fetched %u blocks of pool %s (%llu bytes) by %.2f ms into the fetch: asked %.2f ms "
+           "ago, answered after %.2f, pulled after %.2f more (the get posted in %.2f), filled and checked in %.2f, "
+           "published in %.2f", q->addr, t->count, f->pool, (unsigned long long) t->count * p->geom.block_bytes,
+           (double) (now - f->began_ns) / 1e6, (double) (now - t->asked_ns) / 1e6,
            (double) (t->replied_ns - t->asked_ns) / 1e6, (double) (t->got_ns - t->replied_ns) / 1e6,
-           (double) (checked - t->got_ns) / 1e6, (double) (now - checked) / 1e6);
+           (double) (t->posted_ns - t->replied_ns) / 1e6, (double) (t->filled_ns - t->got_ns) / 1e6,
+           (double) (now - t->filled_ns) / 1e6);
     f->off += t->count;
     const int short_part = t->count < t->n;
     part_clear(t);
@@ -464,7 +474,53 @@ static const char *finish_head(struct pd_peers *ps, struct pd_peer_fetchop *f, s
     f->nparts--;
     if (short_part || f->off >= f->total || (f->nparts == 0 && (f->ends || f->next_off >= f->total)))
         fetch_end(ps, f);
-    return NULL;
+}
+
+/* Checks the sums the device took of t's units (mine; rc: how the move went) and publishes t's
+ * blocks of p. Returns NULL, or what failed (the blocks then still held). */
+static const char *check_and_publish(struct pd_peer_fetchop *f, struct pd_peer_part *t, struct pd_pool *p, int rc,
+                                     const uint64_t *mine, char *cause)
+{
+    if (rc != PAGED_OK)
+        pd_log(PD_LOG_WARNING, "peers: filling %u blocks of pool %s: %s", t->count, p->name, cause ? cause : "failed");
+    free(cause);
+    const char *why = rc != PAGED_OK ? "the blocks could not be filled" : compare_sums(t, mine);
+    t->filled_ns = pd_peer_now_ns();
+    return why != NULL ? why : publish_blocks(f, t, p);
+}
+
+/* Takes f's oldest part, pulled, into new blocks of p and publishes them: host units are
+ * checked, then copied; device units are copied and summed by the device in one pass
+ * (pd_peer_units_move), the sums then checked. Returns NULL, or why the peer failed (the
+ * blocks then still held). */
+static const char *fill_head(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_pool *p)
+{
+    struct pd_peer_part *t = part_at(f, 0);
+    if (t->get_status != UCS_OK)
+        return "the get failed";
+    t->got_ns = pd_peer_now_ns();
+    const char *why = device_units(t) ? NULL : check_host_sums(t, p);
+    release_part(ps, f, t);
+    t->req = 0;                    /* released: a failure below releases it no more */
+    if (why != NULL)
+        return why;
+    int32_t *ids = pd_malloc((size_t) t->count * sizeof *ids);
+    if (ids == NULL)
+        return "out of memory";
+    if (pd_pool_alloc_blocks(p, PD_PEER_FETCH_HOLDER, t->count, ids, NULL) != PAGED_OK) {
+        free(ids);
+        return "no room for the blocks in the pool";
+    }
+    t->ids = ids;
+    if (!device_units(t)) {
+        why = copy_host_units(ps, t, p);
+        t->filled_ns = pd_peer_now_ns();
+        return why != NULL ? why : publish_blocks(f, t, p);
+    }
+    uint64_t mine[PD_PEER_MAX_ASK];
+    char *cause = NULL;
+    int rc = pd_peer_units_move(ps, p, 0, t->count, t->ids, t->local.buf, mine, &cause);
+    return check_and_publish(f, t, p, rc, mine, cause);
 }
 
 /* Moves a RUNNING fetch f on by one thing: a REPLY taken, the oldest part published, or more
@@ -485,9 +541,11 @@ static int run_one(struct pd_peers *ps, struct pd_peer_fetchop *f, struct pd_poo
         }
     }
     if (f->nparts > 0 && part_at(f, 0)->state == PD_PART_PULLING && part_at(f, 0)->get_req == NULL) {
-        const char *why = finish_head(ps, f, p);
+        const char *why = fill_head(ps, f, p);
         if (why != NULL)
             fail(ps, f, why, 0);
+        else
+            head_done(ps, f, p);
         return 1;
     }
     return fill(ps, f, p);

@@ -98,7 +98,7 @@ struct pd_peer_part {
     enum pd_part_state state;
     uint64_t req;                      /* its FETCH's request number */
     uint32_t off, n;                   /* the chain's hashes [off, off + n) */
-    uint64_t asked_ns, replied_ns, got_ns;
+    uint64_t asked_ns, replied_ns, posted_ns, got_ns, filled_ns;   /* posted: ucp_get_nbx returned */
     uint64_t deadline_ns;              /* its answer, then its get, each within peer-timeout */
     struct pd_peer_msg *reply;         /* its REPLY, once here */
     uint32_t count;                    /* units the REPLY staged */
@@ -108,6 +108,7 @@ struct pd_peer_part {
     void *get_req;
     ucp_rkey_h rkey;
     struct pd_peer_buf local;          /* the units pulled, mapped for the get (kept for the next part) */
+    int32_t *ids;                      /* once pulled: its new blocks, held by PD_PEER_FETCH_HOLDER until published */
 };
 
 /* Parts of one fetch in flight at once (PAGEDD_PEER_PARTS, default 4, at most PD_PEER_PIPE): while the
@@ -214,6 +215,12 @@ void pd_peer_buf_put(struct pd_peers *ps, struct pd_peer_buf *b, uint64_t now);
 void pd_peer_buf_trim(struct pd_peers *ps, uint64_t now, int all);
 /* Returns whether any spare is kept. */
 int pd_peer_buf_spares(const struct pd_peers *ps);
+/* Copies n blocks ids of pool q into the units lying one after another from units, device
+ * memory (to_units), or those units into the blocks, and stores each unit's pk_unit_sum in
+ * sums (host memory): in one pass over the bytes where the backend can (units_move), else a
+ * copy and a sum. Returns PAGED_OK or an error with *cause (malloc'd, or left NULL). */
+int pd_peer_units_move(struct pd_peers *ps, struct pd_pool *q, int to_units, uint32_t n, const int32_t *ids,
+                       unsigned char *units, uint64_t *sums, char **cause);
 
 /* fetch.c */
 /* Hands REPLY m (taken from the worker) to the fetch waiting for it. Returns 1 when one took

@@ -83,31 +83,34 @@ static struct pd_peer_stage *free_stage(struct pd_peers *ps)
 }
 
 /* Copies the n blocks ids of q into s's buffer as units and sums each into sums: into device
- * memory, summed there (s->b.device); else on the cpu backend a few units at a time, each
- * summed while the copy left it in the cache. Returns PAGED_OK or an error. */
+ * memory, summed in the same pass where the device can (s->b.device); else on the cpu backend
+ * a few units at a time, each summed while the copy left it in the cache. Returns PAGED_OK or
+ * an error. */
 static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, const int32_t *ids,
                         struct pd_peer_stage *s, uint64_t *sums)
 {
     const uint64_t unit = q->geom.block_bytes;
-    unsigned char **units = pd_malloc((size_t) n * sizeof *units);
-    if (units == NULL)
-        return PAGED_E_NOMEM;
-    for (uint32_t i = 0; i < n; i++)
-        units[i] = s->b.buf + (size_t) i * unit;
-    /* A device's copies go in one call; host copies in rounds of about 8 MiB. */
-    const int pool_on_device = ps->backend->ops->units_copy != NULL;
-    const uint32_t round = pool_on_device ? n : (uint32_t) (unit >= (8u << 20) ? 1 : (8u << 20) / unit);
     int rc = PAGED_OK;
     char *cause = NULL;
-    for (uint32_t first = 0; rc == PAGED_OK && first < n; first += round) {
-        const uint32_t k = n - first < round ? n - first : round;
-        rc = pd_units_copy(ps->backend, q->mem, &q->cache, 1, k, ids + first, units + first, &cause);
-        for (uint32_t i = first; rc == PAGED_OK && !s->b.device && i < first + k; i++)
-            sums[i] = XXH3_64bits(units[i], unit);
+    if (s->b.device) {
+        rc = pd_peer_units_move(ps, q, 1, n, ids, s->b.buf, sums, &cause);
+    } else {
+        unsigned char **units = pd_malloc((size_t) n * sizeof *units);
+        if (units == NULL)
+            return PAGED_E_NOMEM;
+        for (uint32_t i = 0; i < n; i++)
+            units[i] = s->b.buf + (size_t) i * unit;
+        /* Host copies in rounds of about 8 MiB (a device pool's in one call). */
+        const int pool_on_device = ps->backend->ops->units_copy != NULL;
+        const uint32_t round = pool_on_device ? n : (uint32_t) (unit >= (8u << 20) ? 1 : (8u << 20) / unit);
+        for (uint32_t first = 0; rc == PAGED_OK && first < n; first += round) {
+            const uint32_t k = n - first < round ? n - first : round;
+            rc = pd_units_copy(ps->backend, q->mem, &q->cache, 1, k, ids + first, units + first, &cause);
+            for (uint32_t i = first; rc == PAGED_OK && i < first + k; i++)
+                sums[i] = XXH3_64bits(units[i], unit);
+        }
+        free(units);
     }
-    if (rc == PAGED_OK && s->b.device)
-        rc = ps->backend->ops->units_sums(ps->backend, s->b.buf, n, unit, sums, &cause);
-    free(units);
     if (rc != PAGED_OK) {
         pd_log(PD_LOG_WARNING, "peers: staging %u blocks of pool %s: %s", n, q->name, cause ? cause : "failed");
         free(cause);

@@ -1,11 +1,13 @@
-/* cuda-units-t.c: pk_cuda_units_copy gathers blocks into contiguous units and scatters them back, byte for byte. */
+/* cuda-units-t.c: pk_cuda_units_copy gathers blocks into contiguous units and scatters them back, byte for byte, summing them. */
 /* SPDX-License-Identifier: MIT */
 /*
  * Random pools of several geometries and dtypes: n distinct random blocks are gathered into
  * units (checked piece by piece against the host copy of the pool), then scattered into other
  * distinct blocks of a second pool (checked block by block, every other block untouched).
  * Shapes take the 16-byte path and the byte path (pieces not whole words, units at an odd
- * address), one block, and the most blocks one launch takes. Then the refusals.
+ * address), one block, and the most blocks one launch takes. Both moves also take each unit's
+ * sum on the way, checked against pk_unit_sum (the host's) of the units' bytes. Then the
+ * refusals.
  */
 #include "config.h"
 
@@ -88,7 +90,10 @@ static void run_shape(tap_rng *rng, const struct shape *sh)
 
     /* Gather: unit i, plane r is block src[i]'s piece of plane r. */
     c.base = pool;
-    pk_units_args a = { .cache = c, .n = sh->n, .blocks = src, .units = units, .to_units = 1 };
+    uint64_t *sums_dev = gu_alloc((size_t) sh->n * sizeof *sums_dev);
+    uint64_t *sums = bmalloc((size_t) sh->n * sizeof *sums), *want_sums = bmalloc((size_t) sh->n * sizeof *want_sums);
+    gu_poison(sums_dev, (size_t) sh->n * sizeof *sums_dev);
+    pk_units_args a = { .cache = c, .n = sh->n, .blocks = src, .units = units, .to_units = 1, .sums = sums_dev };
     gu_sync("the uploads");
     is_int(0, pk_cuda_units_copy(&a, NULL), "gather of %s", what);
     gu_sync("the gather");
@@ -100,10 +105,18 @@ static void run_shape(tap_rng *rng, const struct shape *sh)
             bad += memcmp(got + (size_t) i * unit + r * piece, want, piece) != 0;
         }
     is_int(0, (long long) bad, "every unit holds its block's pieces in plane order (%s)", what);
+    gu_download(sums, sums_dev, (size_t) sh->n * sizeof *sums);
+    bad = 0;
+    for (int32_t i = 0; i < sh->n; i++) {
+        want_sums[i] = pk_unit_sum(got + (size_t) i * unit, unit);
+        bad += sums[i] != want_sums[i];
+    }
+    is_int(0, (long long) bad, "the gather's sums are the host's unit sums of the units (%s)", what);
 
     /* Scatter into the other pool: blocks dst[i] get unit i; every other byte stays poison. */
     c.base = other;
-    a = (pk_units_args) { .cache = c, .n = sh->n, .blocks = dst, .units = units, .to_units = 0 };
+    gu_poison(sums_dev, (size_t) sh->n * sizeof *sums_dev);
+    a = (pk_units_args) { .cache = c, .n = sh->n, .blocks = dst, .units = units, .to_units = 0, .sums = sums_dev };
     is_int(0, pk_cuda_units_copy(&a, NULL), "scatter of %s", what);
     gu_sync("the scatter");
     gu_download(got, other, pool_bytes);
@@ -125,6 +138,14 @@ static void run_shape(tap_rng *rng, const struct shape *sh)
     }
     is_int(0, (long long) bad, "the scatter wrote exactly the blocks named, with the source blocks' bytes (%s)",
            what);
+    gu_download(sums, sums_dev, (size_t) sh->n * sizeof *sums);
+    bad = 0;
+    for (int32_t i = 0; i < sh->n; i++)
+        bad += sums[i] != want_sums[i];
+    is_int(0, (long long) bad, "the scatter's sums equal the gather's (%s)", what);
+    gu_free(sums_dev);
+    free(sums);
+    free(want_sums);
     gu_free(pool);
     gu_free(other);
     gu_free(alloc);
@@ -160,6 +181,12 @@ static void refusals(void)
     a.cache.head_dim = 64;
     a.units = NULL;
     is_int(PAGED_E_INVAL, pk_cuda_units_copy(&a, NULL), "no units: PAGED_E_INVAL");
+    a.units = units;
+    a.sums = units;
+    a.cache.head_dim = 3;
+    a.cache.block_size = 1;
+    a.cache.dtype = PAGED_DTYPE_FP8_E4M3;
+    is_int(PAGED_E_INVAL, pk_cuda_units_copy(&a, NULL), "sums of 6-byte units (not whole words): PAGED_E_INVAL");
     a.n = 0;
     is_int(0, pk_cuda_units_copy(&a, NULL), "no blocks: nothing to do");
     check(cudaDeviceSynchronize(), "after the refusals");
