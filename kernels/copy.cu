@@ -136,7 +136,8 @@ template <typename W> static __global__ void __launch_bounds__(256) pk_units_ker
         const W *s = p.to_units ? in_pool : in_unit;
         W *d = p.to_units ? in_unit : in_pool;
         uint64_t acc = 0;
-        for (size_t w = (size_t) blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (size_t) gridDim.x * blockDim.x) {
+        const size_t stride = (size_t) gridDim.x * blockDim.x;
+        for (size_t w = (size_t) blockIdx.x * blockDim.x + threadIdx.x; w < words; w += stride) {
             const W v = s[w];
             d[w] = v;
             if constexpr (sizeof(W) == 16) {

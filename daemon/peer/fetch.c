@@ -21,13 +21,13 @@
  * PAGEDD_PEER_PARTS (4) parts of that peer in flight: a part's REPLY (routed here by
  * pd_peer_fetch_reply) is checked and its get started at once; the oldest part, once pulled,
  * goes into new blocks of the pool with every unit's sum checked (device units: as the device
- * copies them, in one pass) and is published; and
- * while the last part asked was staged whole, the next is asked, so that the peer stages it
- * while earlier parts are pulled and published. A peer whose first part has none of the chain, or that refuses, fails or sends what
- * does not check, sends the fetch back to ASK for the next peer, from where the chain stopped
- * (what was published stays); a part that comes short ends the chain there. Each part's answer
- * and each part's get get peer-timeout; the last peer, or the end of the chain, ends the fetch.
- * Gets still running when the fetch gives up or moves on are cancelled, and their buffers are
+ * copies them, in one pass) and is published; and while the last part asked was staged whole,
+ * the next is asked, so that the peer stages it while earlier parts are pulled and published.
+ * A peer whose first part has none of the chain, or that refuses, fails or sends what does not
+ * check, sends the fetch back to ASK for the next peer, from where the chain stopped (what was
+ * published stays); a part that comes short ends the chain there. Each part's answer and each
+ * part's get get peer-timeout; the last peer, or the end of the chain, ends the fetch. Gets
+ * still running when the fetch gives up or moves on are cancelled, and their buffers are
  * reused or freed only once UCX has called back (CANCELLING).
  */
 

@@ -1,4 +1,4 @@
-/* cuda-units-t.c: pk_cuda_units_copy gathers blocks into contiguous units and scatters them back, byte for byte, summing them. */
+/* cuda-units-t.c: pk_cuda_units_copy gathers blocks into units and scatters them back, byte for byte, summed. */
 /* SPDX-License-Identifier: MIT */
 /*
  * Random pools of several geometries and dtypes: n distinct random blocks are gathered into
