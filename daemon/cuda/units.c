@@ -166,6 +166,26 @@ int pd_cu_units_swap(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, uin
     return wait_copies(b, 1, cause);
 }
 
+/* Launches pk_cuda_units_copy of n blocks and the units at units (sums_dev: NULL, or where
+ * their sums go) on the backend's stream. Returns PAGED_OK, or the error with *cause once what
+ * was queued is done. */
+static int launch_units(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
+                        const int32_t *blocks, unsigned char *units, uint64_t *sums_dev, char **cause)
+{
+    struct cuda_backend *cb = b->priv;
+    pk_cache c = *cache;
+    c.base = mem->mem.dptr;
+    const pk_units_args a = { .cache = c, .n = (int32_t) n, .blocks = blocks, .units = units, .to_units = to_units,
+                              .sums = sums_dev };
+    int rc = pk_cuda_units_copy(&a, cb->stream);
+    if (rc == PAGED_OK)
+        return PAGED_OK;
+    int st = pd_cu_error(cb, to_units ? "gather of units" : "scatter of units", cudaGetLastError());
+    (void) wait_copies(b, 0, cause);
+    free(*cause);
+    return pd_cu_fail(st < 0 ? st : rc, cause, "the units copy of %u blocks was refused (%s)", n, paged_strerror(rc));
+}
+
 /* Copies n blocks to or from units on the stream and waits; see units.h. */
 int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int to_units, uint32_t n,
                      const int32_t *blocks, unsigned char *const *units, char **cause)
@@ -174,19 +194,8 @@ int pd_cu_units_copy(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int
     if (!cb->healthy)
         return pd_cu_fail(PAGED_E_DEVICE, cause, "the GPU is unusable after an earlier error");
     if (one_launch(cb, mem, cache, n, units)) {
-        pk_cache c = *cache;
-        c.base = mem->mem.dptr;
-        const pk_units_args a = { .cache = c, .n = (int32_t) n, .blocks = blocks, .units = units[0],
-                                  .to_units = to_units };
-        int rc = pk_cuda_units_copy(&a, cb->stream);
-        if (rc != PAGED_OK) {
-            int st = pd_cu_error(cb, to_units ? "gather of units" : "scatter of units", cudaGetLastError());
-            (void) wait_copies(b, 0, cause);
-            free(*cause);
-            return pd_cu_fail(st < 0 ? st : rc, cause, "the units copy of %u blocks was refused (%s)", n,
-                              paged_strerror(rc));
-        }
-        return wait_copies(b, 0, cause);
+        int rc = launch_units(b, mem, cache, to_units, n, blocks, units[0], NULL, cause);
+        return rc != PAGED_OK ? rc : wait_copies(b, 0, cause);
     }
     for (uint32_t i = 0; i < n; i++) {
         cudaError_t e = copy_block(mem, cache, blocks[i], units[i], to_units, cb->stream);
@@ -215,18 +224,9 @@ int pd_cu_units_move(pd_backend *b, pd_pool_mem *mem, const pk_cache *cache, int
     int rc = pd_cu_sums_room(cb, n, cause);
     if (rc != PAGED_OK)
         return rc;
-    pk_cache c = *cache;
-    c.base = mem->mem.dptr;
-    const pk_units_args a = { .cache = c, .n = (int32_t) n, .blocks = blocks, .units = units, .to_units = to_units,
-                              .sums = cb->sums_dev };
-    rc = pk_cuda_units_copy(&a, cb->stream);
-    if (rc != PAGED_OK) {
-        int st = pd_cu_error(cb, to_units ? "gather of units" : "scatter of units", cudaGetLastError());
-        (void) wait_copies(b, 0, cause);
-        free(*cause);
-        return pd_cu_fail(st < 0 ? st : rc, cause, "the units copy of %u blocks was refused (%s)", n,
-                          paged_strerror(rc));
-    }
+    rc = launch_units(b, mem, cache, to_units, n, blocks, units, cb->sums_dev, cause);
+    if (rc != PAGED_OK)
+        return rc;
     cudaError_t e = cudaMemcpyAsync(sums, cb->sums_dev, (size_t) n * sizeof *sums, cudaMemcpyDeviceToHost, cb->stream);
     if (e != cudaSuccess) {
         int st = pd_cu_error(cb, "unit sums", e);
