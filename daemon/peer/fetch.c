@@ -63,8 +63,8 @@ static void release_part(struct pd_peers *ps, struct pd_peer_fetchop *f, const s
 }
 
 /* Frees what part t holds of its request (REPLY, sums, remote key, block ids), keeping its
- * local buffer for the next part, and makes it free. Its get and fill must be over and its
- * blocks let go (drop_blocks). Returns nothing. */
+ * local buffer for the next part, and makes it free. Its get must be over and its blocks let
+ * go (drop_blocks, publish_blocks). Returns nothing. */
 static void part_clear(struct pd_peer_part *t)
 {
     free(t->reply);
