@@ -59,15 +59,24 @@ static int pk_copy_check_cache(const pk_cache *c)
     return 0;
 }
 
+/* Launches kernel over jobs pieces of words words each (pk_copy_grid's grid of 256-thread
+ * blocks) with parameters p. Returns 0 or PAGED_E_DEVICE. */
+template <typename P>
+static int pk_piece_launch(void (*kernel)(P), const P &p, size_t words, long long jobs, cudaStream_t stream)
+{
+    dim3 grid;
+    int rc = pk_copy_grid(words, jobs, &grid);
+    if (rc != 0)
+        return rc;
+    kernel<<<grid, 256, 0, stream>>>(p);
+    return pk_launch_status();
+}
+
 /* Launches the copy kernel moving words of type W; returns 0 or PAGED_E_DEVICE. */
 template <typename W> static int pk_copy_launch(const pk_copy_params &p, cudaStream_t stream)
 {
-    dim3 grid;
-    int rc = pk_copy_grid(p.block_bytes / sizeof(W), (long long) p.num_pairs * p.planes, &grid);
-    if (rc != 0)
-        return rc;
-    pk_copy_kernel<W><<<grid, 256, 0, stream>>>(p);
-    return pk_launch_status();
+    return pk_piece_launch(pk_copy_kernel<W>, p, p.block_bytes / sizeof(W), (long long) p.num_pairs * p.planes,
+                           stream);
 }
 
 /*
@@ -110,7 +119,7 @@ extern "C" int pk_cuda_copy(const pk_copy_args *a, void *stream)
 struct pk_units_params {
     char *pool;
     char *units;
-    unsigned long long *sums;       /* NULL, or the words' sums of each unit (zeroed before) */
+    unsigned long long *sums;       /* the words' sums of each unit (zeroed before), for a kernel that sums */
     int num_blocks, planes, n, to_units;
     size_t piece;                   /* one block of one plane */
     int32_t blocks[PK_UNITS_MAX];
@@ -118,15 +127,17 @@ struct pk_units_params {
 
 /*
  * Copies words of type W between blocks of the pool and their units. Grid y walks the
- * (unit, plane) pieces, grid x the words of one piece, as pk_copy_kernel does. With sums
- * (W is uint4 then), each word moved is also mixed into its unit's sum as pk_unit_sum_kernel
- * would (keyed by its place in the unit), the block's threads adding theirs by shuffles and
- * shared memory and the block then with one atomicAdd per piece: the copy and the check are
- * one pass over the bytes.
+ * (unit, plane) pieces, grid x the words of one piece, as pk_copy_kernel does. With Sum (16-byte
+ * words only), each word moved is also mixed into its unit's sum as pk_unit_sum_kernel would
+ * (keyed by its place in the unit), the block's threads adding theirs by shuffles and shared
+ * memory and the block then with one atomicAdd per piece: the copy and the check are one pass
+ * over the bytes.
  */
-template <typename W> static __global__ void __launch_bounds__(256) pk_units_kernel(const pk_units_params p)
+template <typename W, bool Sum>
+static __global__ void __launch_bounds__(256) pk_units_kernel(const pk_units_params p)
 {
-    __shared__ unsigned long long warp_sums[8];
+    static_assert(!Sum || sizeof(W) == 16, "the sums take 16-byte words");
+    __shared__ unsigned long long warp_sums[256 / 32];
     const size_t words = p.piece / sizeof(W);
     const int jobs = p.n * p.planes;
     for (int job = blockIdx.y; job < jobs; job += gridDim.y) {
@@ -140,41 +151,33 @@ template <typename W> static __global__ void __launch_bounds__(256) pk_units_ker
         for (size_t w = (size_t) blockIdx.x * blockDim.x + threadIdx.x; w < words; w += stride) {
             const W v = s[w];
             d[w] = v;
-            if constexpr (sizeof(W) == 16) {
-                if (p.sums != NULL)
-                    acc += pk_sum_terms16(v, (uint64_t) plane * words + w);
-            }
+            if constexpr (Sum)
+                acc += pk_sum_terms16(v, (uint64_t) plane * words + w);
         }
-        if constexpr (sizeof(W) == 16) {
-            if (p.sums != NULL) {
+        if constexpr (Sum) {
 #pragma unroll
-                for (int o = 16; o > 0; o >>= 1)
-                    acc += __shfl_xor_sync(0xffffffffu, acc, o);
-                if ((threadIdx.x & 31) == 0)
-                    warp_sums[threadIdx.x >> 5] = acc;
-                __syncthreads();
-                if (threadIdx.x == 0) {
-                    unsigned long long all = 0;
-                    for (unsigned k = 0; k < blockDim.x / 32; k++)
-                        all += warp_sums[k];
-                    if (all != 0)
-                        atomicAdd(p.sums + i, all);
-                }
-                __syncthreads();
+            for (int o = 16; o > 0; o >>= 1)
+                acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if ((threadIdx.x & 31) == 0)
+                warp_sums[threadIdx.x >> 5] = acc;
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                unsigned long long all = 0;
+                for (unsigned k = 0; k < blockDim.x / 32; k++)
+                    all += warp_sums[k];
+                if (all != 0)
+                    atomicAdd(p.sums + i, all);
             }
+            __syncthreads();
         }
     }
 }
 
-/* Launches the units copy kernel moving words of type W; returns 0 or PAGED_E_DEVICE. */
-template <typename W> static int pk_units_launch(const pk_units_params &p, cudaStream_t stream)
+/* Launches the units copy kernel moving words of type W (summing them with Sum); returns 0 or
+ * PAGED_E_DEVICE. */
+template <typename W, bool Sum> static int pk_units_launch(const pk_units_params &p, cudaStream_t stream)
 {
-    dim3 grid;
-    int rc = pk_copy_grid(p.piece / sizeof(W), (long long) p.n * p.planes, &grid);
-    if (rc != 0)
-        return rc;
-    pk_units_kernel<W><<<grid, 256, 0, stream>>>(p);
-    return pk_launch_status();
+    return pk_piece_launch(pk_units_kernel<W, Sum>, p, p.piece / sizeof(W), (long long) p.n * p.planes, stream);
 }
 
 /*
@@ -215,13 +218,13 @@ extern "C" int pk_cuda_units_copy(const pk_units_args *a, void *stream)
         return PAGED_E_INVAL;
     cudaStream_t st = (cudaStream_t) stream;
     if (p.piece % 16 == 0 && pk_aligned(c->base, 16) && pk_aligned(a->units, 16)) {
-        if (a->sums != NULL) {
-            p.sums = (unsigned long long *) a->sums;
-            PK_CUDA_CHECK(cudaMemsetAsync(a->sums, 0, (size_t) p.n * sizeof *a->sums, st));
-        }
-        int rc = pk_units_launch<uint4>(p, st);
-        return rc != 0 || a->sums == NULL ? rc : pk_unit_sums_finish((uint32_t) p.n, unit_bytes, a->sums, st);
+        if (a->sums == NULL)
+            return pk_units_launch<uint4, false>(p, st);
+        p.sums = (unsigned long long *) a->sums;
+        PK_CUDA_CHECK(cudaMemsetAsync(a->sums, 0, (size_t) p.n * sizeof *a->sums, st));
+        int rc = pk_units_launch<uint4, true>(p, st);
+        return rc != 0 ? rc : pk_unit_sums_finish((uint32_t) p.n, unit_bytes, a->sums, st);
     }
-    int rc = pk_units_launch<unsigned char>(p, st);
+    int rc = pk_units_launch<unsigned char, false>(p, st);
     return rc != 0 || a->sums == NULL ? rc : pk_cuda_unit_sums(a->units, (uint32_t) p.n, unit_bytes, a->sums, st);
 }

@@ -1,4 +1,4 @@
-/* buffers.c: the peers' staging buffers (host or device memory) mapped with UCX, kept for the next transfer. */
+/* buffers.c: the peers' staging buffers (host or device memory) mapped with UCX, kept, and units moved through them. */
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 

@@ -401,16 +401,12 @@ static const char *compare_sums(const struct pd_peer_part *t, const uint64_t *mi
 static const char *check_host_sums(const struct pd_peer_part *t, const struct pd_pool *p)
 {
     const uint64_t unit = p->geom.block_bytes;
-    uint64_t *mine = pd_malloc((size_t) t->count * sizeof *mine);
-    if (mine == NULL)
-        return "out of memory";
+    uint64_t mine[PD_PEER_MAX_ASK];          /* a part is at most that many units */
     for (uint32_t i = 0; i < t->count; i++) {
         const unsigned char *u = t->local.buf + (size_t) i * unit;
         mine[i] = t->device ? pk_unit_sum(u, unit) : XXH3_64bits(u, unit);
     }
-    const char *why = compare_sums(t, mine);
-    free(mine);
-    return why;
+    return compare_sums(t, mine);
 }
 
 /* Copies t's units of host memory (checked before) into its new blocks of p. Returns NULL, or
@@ -429,6 +425,19 @@ static const char *copy_host_units(struct pd_peers *ps, const struct pd_peer_par
     free(cause);
     free(units);
     return rc == PAGED_OK ? NULL : "the blocks could not be filled";
+}
+
+/* Copies t's units of device memory into its new blocks of p, summing them in the same pass
+ * (pd_peer_units_move), and checks the sums. Returns NULL, or what failed. */
+static const char *fill_device_units(struct pd_peers *ps, const struct pd_peer_part *t, struct pd_pool *p)
+{
+    uint64_t mine[PD_PEER_MAX_ASK];          /* a part is at most that many units */
+    char *cause = NULL;
+    int rc = pd_peer_units_move(ps, p, 0, t->count, t->ids, t->local.buf, mine, &cause);
+    if (rc != PAGED_OK)
+        pd_log(PD_LOG_WARNING, "peers: filling %u blocks of pool %s: %s", t->count, p->name, cause ? cause : "failed");
+    free(cause);
+    return rc == PAGED_OK ? compare_sums(t, mine) : "the blocks could not be filled";
 }
 
 /* Publishes t's new blocks of p, filled and checked, under f's tenant and hashes as cached
@@ -476,19 +485,6 @@ static void head_done(struct pd_peers *ps, struct pd_peer_fetchop *f, const stru
         fetch_end(ps, f);
 }
 
-/* Checks the sums the device took of t's units (mine; rc: how the move went) and publishes t's
- * blocks of p. Returns NULL, or what failed (the blocks then still held). */
-static const char *check_and_publish(struct pd_peer_fetchop *f, struct pd_peer_part *t, struct pd_pool *p, int rc,
-                                     const uint64_t *mine, char *cause)
-{
-    if (rc != PAGED_OK)
-        pd_log(PD_LOG_WARNING, "peers: filling %u blocks of pool %s: %s", t->count, p->name, cause ? cause : "failed");
-    free(cause);
-    const char *why = rc != PAGED_OK ? "the blocks could not be filled" : compare_sums(t, mine);
-    t->filled_ns = pd_peer_now_ns();
-    return why != NULL ? why : publish_blocks(f, t, p);
-}
-
 /* Takes f's oldest part, pulled, into new blocks of p and publishes them: host units are
  * checked, then copied; device units are copied and summed by the device in one pass
  * (pd_peer_units_move), the sums then checked. Returns NULL, or why the peer failed (the
@@ -512,15 +508,9 @@ static const char *fill_head(struct pd_peers *ps, struct pd_peer_fetchop *f, str
         return "no room for the blocks in the pool";
     }
     t->ids = ids;
-    if (!device_units(t)) {
-        why = copy_host_units(ps, t, p);
-        t->filled_ns = pd_peer_now_ns();
-        return why != NULL ? why : publish_blocks(f, t, p);
-    }
-    uint64_t mine[PD_PEER_MAX_ASK];
-    char *cause = NULL;
-    int rc = pd_peer_units_move(ps, p, 0, t->count, t->ids, t->local.buf, mine, &cause);
-    return check_and_publish(f, t, p, rc, mine, cause);
+    why = device_units(t) ? fill_device_units(ps, t, p) : copy_host_units(ps, t, p);
+    t->filled_ns = pd_peer_now_ns();
+    return why != NULL ? why : publish_blocks(f, t, p);
 }
 
 /* Moves a RUNNING fetch f on by one thing: a REPLY taken, the oldest part published, or more

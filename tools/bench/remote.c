@@ -290,7 +290,9 @@ static void remote_tables(const struct bench_opts *o, const struct tb_geom *g, s
     const double tcp = loopback_gbps(stream, reps);
     /* The reference: the faster of the two ways a copy engine moves the bytes between the
      * devices (the peers' gets are pulls). */
-    const double push = two_devices ? tb_p2p_gbps(stream, 0) : 0.0, pull = two_devices ? tb_p2p_gbps(stream, 1) : 0.0;
+    double push = 0.0, pull = 0.0;
+    if (two_devices)
+        tb_p2p_gbps(stream, &push, &pull);
     const double p2p = push > pull ? push : pull;
 
     char title[1200];

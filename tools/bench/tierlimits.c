@@ -86,50 +86,47 @@ static void gpu_copies(size_t bytes, struct tb_limits *l)
 }
 #endif
 
-/* Lets device dev reach device peer's memory where the pair allows it; returns whether it can. */
 #ifdef HAVE_CUDA
-static int enable_peer(int dev, int peer)
+/* Lets device dev reach device peer's memory where the pair allows it. Returns nothing. */
+static void enable_peer(int dev, int peer)
 {
     int can = 0;
     bg_check((int) cudaDeviceCanAccessPeer(&can, dev, peer), "remote: cudaDeviceCanAccessPeer");
-    if (can) {
-        bg_use_device(dev);
-        cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled)
-            cudaGetLastError();
-        else
-            bg_check((int) e, "remote: cudaDeviceEnablePeerAccess(%d)", peer);
-    }
-    return can;
+    if (!can)
+        return;
+    bg_use_device(dev);
+    cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled)
+        cudaGetLastError();
+    else
+        bg_check((int) e, "remote: cudaDeviceEnablePeerAccess(%d)", peer);
 }
 #endif
 
-/* Measures a peer copy of bytes from device 0 to device 1, pushed or pulled; see tiers.h. */
-double tb_p2p_gbps(size_t bytes, int pull)
+/* Measures a peer copy of bytes from device 0 to device 1, pushed and pulled; see tiers.h. */
+void tb_p2p_gbps(size_t bytes, double *push, double *pull)
 {
+    *push = *pull = 0.0;
 #ifdef HAVE_CUDA
     if (bg_device_count() < 2)
-        return 0.0;
+        return;
     bg_use_device(1);
     void *dst = bg_alloc(bytes, "the peer copy's destination");
     bg_use_device(0);
     void *src = bg_alloc(bytes, "the peer copy's source");
-    (void) enable_peer(0, 1);
-    (void) enable_peer(1, 0);
+    enable_peer(0, 1);
+    enable_peer(1, 0);
     /* cudaMemcpyDefault: the addresses say the devices (unified addressing), a peer copy, run
      * by the device whose stream it is on. */
-    bg_use_device(pull ? 1 : 0);
-    const double best = cuda_copy(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t) bg_stream());
     bg_use_device(0);
-    bg_free(src);
+    *push = cuda_copy(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t) bg_stream());
     bg_use_device(1);
+    *pull = cuda_copy(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t) bg_stream());
     bg_free(dst);
     bg_use_device(0);
-    return best;
+    bg_free(src);
 #else
     (void) bytes;
-    (void) pull;
-    return 0.0;
 #endif
 }
 

@@ -132,12 +132,12 @@ struct tb_limits {
 /* Measures the copy rates of bytes (cuda: on the GPU) into l. Dies on failure. */
 void tb_copy_limits(int cuda, size_t bytes, struct tb_limits *l);
 
-/* Returns the rate in GB/s of a copy of bytes from device 0's memory to device 1's (peer
- * access enabled both ways where the devices allow it: NVLink or PCIe), best of a few, timed
- * by events: run by device 0 (a push), or with pull by device 1 (a pull, as a get of device 1
- * reads device 0's memory); 0 where there are not two devices or no CUDA. Dies on a CUDA
- * error. */
-double tb_p2p_gbps(size_t bytes, int pull);
+/* Stores in *push and *pull the rates in GB/s of a copy of bytes from device 0's memory to
+ * device 1's (peer access enabled both ways where the devices allow it: NVLink or PCIe), best
+ * of a few each, timed by events: run by device 0 (a push) and by device 1 (a pull, as a get of
+ * device 1 reads device 0's memory); 0 where there are not two devices or no CUDA. Dies on a
+ * CUDA error. */
+void tb_p2p_gbps(size_t bytes, double *push, double *pull);
 
 /* Measures the sequential read rate of a file of bytes written in dir into l (the file is
  * removed). Dies on failure. */
