@@ -401,6 +401,28 @@ int main(void)
             break;
     }
 
+    /* Grids of several waves: more (row tile, KV head, sequence) CTAs than a device runs at
+     * once, on 64 and 32 KV heads, with sequences of fewer rows than the longest or none.
+     * Short rows keep the reference cheap. */
+    for (int k = 0; k < 2; k++, idx++) {
+        pcase c = base_case(&rng, k, k ? 3 : 0, k + 1, idx);
+        c.alibi = c.cap = c.misalign = 0;
+        c.causal = 1;
+        c.window = 0;
+        c.nseqs = 4;
+        c.G = k ? 4 : 1;
+        c.H = k ? 32 : 64;
+        c.L = 2;
+        const int32_t qo[2][4] = { { 150, 10, 0, 40 }, { 48, 33, 5, 0 } };
+        const int32_t prefix[2][4] = { { 200, 0, 5, 100 }, { 300, 40, 9, 0 } };
+        for (int s = 0; s < 4; s++) {
+            c.qo[s] = qo[k][s] - (int32_t) gu_range(&rng, 0, 3) * (qo[k][s] > 3);
+            c.prefix[s] = prefix[k][s];
+        }
+        if (!quick || k == 1)
+            run_case(&rng, &c);
+    }
+
     wide_group_cases(&rng, quick);
 
     /* Edge cases. */
