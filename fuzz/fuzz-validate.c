@@ -317,6 +317,14 @@ static int act_ok(uint32_t dtype, int32_t cache_dtype)
     return wide && (int32_t) dtype == cache_dtype;
 }
 
+/* Returns whether dtype may be APPEND's new keys and values against a cache of cache_dtype:
+ * an activation's dtype, or fp8 for an fp8 cache (stored byte for byte). */
+static int kv_ok(uint32_t dtype, int32_t cache_dtype)
+{
+    return act_ok(dtype, cache_dtype)
+           || (dtype == PAGED_DTYPE_FP8_E4M3 && cache_dtype == PAGED_DTYPE_FP8_E4M3);
+}
+
 /* Checks that block id is in range and held by the client; marks it read (when mark).
  * Returns nothing. */
 static void model_read(struct touch *t, const pa_alloc *a, int32_t id, const char *what,
@@ -488,7 +496,7 @@ static void model_append(const struct pcore_sqe *s, const struct pv_env *env, co
     else
         FUZZ_CHECK(s->layer >= 0 && (uint32_t) s->layer < g->num_layers
                    && op->layer_begin == s->layer && op->num_layers == 1, "layer %d", s->layer);
-    FUZZ_CHECK(act_ok(a->dtype, g->dtype) && op->dtype == (int32_t) a->dtype,
+    FUZZ_CHECK(kv_ok(a->dtype, g->dtype) && op->dtype == (int32_t) a->dtype,
                "k/v dtype %u against cache %d", a->dtype, g->dtype);
     uint32_t n = a->num_tokens;
     FUZZ_CHECK(op->num_tokens == n, "num_tokens");
