@@ -132,12 +132,25 @@ int pd_peer_buf_spares(const struct pd_peers *ps)
     return 0;
 }
 
+/* Copies blocks of q to or from the units lying one after another from units; see internal.h. */
+int pd_peer_units_copy(struct pd_peers *ps, struct pd_pool *q, int to_units, uint32_t n, const int32_t *ids,
+                       unsigned char *units, char **cause)
+{
+    unsigned char **each = pd_malloc((size_t) n * sizeof *each);
+    if (each == NULL)
+        return PAGED_E_NOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        each[i] = units + (size_t) i * q->geom.block_bytes;
+    int rc = pd_units_copy(ps->backend, q->mem, &q->cache, to_units, n, ids, each, cause);
+    free(each);
+    return rc;
+}
+
 /* Moves blocks of q to or from device units and sums the units; see internal.h. */
 int pd_peer_units_move(struct pd_peers *ps, struct pd_pool *q, int to_units, uint32_t n, const int32_t *ids,
                        unsigned char *units, uint64_t *sums, char **cause)
 {
     pd_backend *b = ps->backend;
-    const uint64_t unit = q->geom.block_bytes;
     if (b->ops->units_move != NULL) {
         int rc = b->ops->units_move(b, q->mem, &q->cache, to_units, n, ids, units, sums, cause);
         if (rc != PAGED_E_NOTSUP)
@@ -146,14 +159,6 @@ int pd_peer_units_move(struct pd_peers *ps, struct pd_pool *q, int to_units, uin
         *cause = NULL;
     }
     /* No one pass: the copy, and the sums of the units (gathered, or still to scatter). */
-    unsigned char **each = pd_malloc((size_t) n * sizeof *each);
-    if (each == NULL)
-        return PAGED_E_NOMEM;
-    for (uint32_t i = 0; i < n; i++)
-        each[i] = units + (size_t) i * unit;
-    int rc = pd_units_copy(b, q->mem, &q->cache, to_units, n, ids, each, cause);
-    if (rc == PAGED_OK)
-        rc = b->ops->units_sums(b, units, n, unit, sums, cause);
-    free(each);
-    return rc;
+    int rc = pd_peer_units_copy(ps, q, to_units, n, ids, units, cause);
+    return rc != PAGED_OK ? rc : b->ops->units_sums(b, units, n, q->geom.block_bytes, sums, cause);
 }

@@ -9,7 +9,6 @@
 #include <xxhash.h>
 
 #include "daemon/peer/internal.h"
-#include "daemon/tier/tiers.h"
 #include "daemon/util/heap.h"
 #include "daemon/util/log.h"
 #include "kernels/kernels.h"
@@ -413,17 +412,13 @@ static const char *check_host_sums(const struct pd_peer_part *t, const struct pd
  * what failed. */
 static const char *copy_host_units(struct pd_peers *ps, const struct pd_peer_part *t, struct pd_pool *p)
 {
-    unsigned char **units = pd_malloc((size_t) t->count * sizeof *units);
-    if (units == NULL)
-        return "out of memory";
-    for (uint32_t i = 0; i < t->count; i++)
-        units[i] = t->local.buf + (size_t) i * p->geom.block_bytes;
     char *cause = NULL;
-    int rc = pd_units_copy(ps->backend, p->mem, &p->cache, 0, t->count, t->ids, units, &cause);
+    int rc = pd_peer_units_copy(ps, p, 0, t->count, t->ids, t->local.buf, &cause);
+    if (rc == PAGED_E_NOMEM && cause == NULL)
+        return "out of memory";
     if (rc != PAGED_OK)
         pd_log(PD_LOG_WARNING, "peers: filling %u blocks of pool %s: %s", t->count, p->name, cause ? cause : "failed");
     free(cause);
-    free(units);
     return rc == PAGED_OK ? NULL : "the blocks could not be filled";
 }
 

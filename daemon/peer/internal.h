@@ -215,6 +215,11 @@ void pd_peer_buf_put(struct pd_peers *ps, struct pd_peer_buf *b, uint64_t now);
 void pd_peer_buf_trim(struct pd_peers *ps, uint64_t now, int all);
 /* Returns whether any spare is kept. */
 int pd_peer_buf_spares(const struct pd_peers *ps);
+/* Copies n blocks ids of pool q into the units lying one after another from units (to_units),
+ * or those units into the blocks (pd_units_copy). Returns PAGED_OK or an error with *cause
+ * (malloc'd, or left NULL). */
+int pd_peer_units_copy(struct pd_peers *ps, struct pd_pool *q, int to_units, uint32_t n, const int32_t *ids,
+                       unsigned char *units, char **cause);
 /* Copies n blocks ids of pool q into the units lying one after another from units, device
  * memory (to_units), or those units into the blocks, and stores each unit's pk_unit_sum in
  * sums (host memory): in one pass over the bytes where the backend can (units_move), else a

@@ -95,21 +95,16 @@ static int stage_blocks(struct pd_peers *ps, struct pd_pool *q, uint32_t n, cons
     if (s->b.device) {
         rc = pd_peer_units_move(ps, q, 1, n, ids, s->b.buf, sums, &cause);
     } else {
-        unsigned char **units = pd_malloc((size_t) n * sizeof *units);
-        if (units == NULL)
-            return PAGED_E_NOMEM;
-        for (uint32_t i = 0; i < n; i++)
-            units[i] = s->b.buf + (size_t) i * unit;
         /* Host copies in rounds of about 8 MiB (a device pool's in one call). */
         const int pool_on_device = ps->backend->ops->units_copy != NULL;
         const uint32_t round = pool_on_device ? n : (uint32_t) (unit >= (8u << 20) ? 1 : (8u << 20) / unit);
         for (uint32_t first = 0; rc == PAGED_OK && first < n; first += round) {
             const uint32_t k = n - first < round ? n - first : round;
-            rc = pd_units_copy(ps->backend, q->mem, &q->cache, 1, k, ids + first, units + first, &cause);
-            for (uint32_t i = first; rc == PAGED_OK && i < first + k; i++)
-                sums[i] = XXH3_64bits(units[i], unit);
+            unsigned char *at = s->b.buf + (size_t) first * unit;
+            rc = pd_peer_units_copy(ps, q, 1, k, ids + first, at, &cause);
+            for (uint32_t i = 0; rc == PAGED_OK && i < k; i++)
+                sums[first + i] = XXH3_64bits(at + (size_t) i * unit, unit);
         }
-        free(units);
     }
     if (rc != PAGED_OK) {
         pd_log(PD_LOG_WARNING, "peers: staging %u blocks of pool %s: %s", n, q->name, cause ? cause : "failed");
