@@ -4,6 +4,7 @@
 
 #include "tools/bench/gpu.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 static cudaStream_t streams[BG_MAX_DEVICES];
 static int current;            /* the device bg_use_device made current (0 from bg_open) */
 static int opened;
+static double last_sm_mhz = NAN;    /* the SM clock right after bg_time_runs's runs */
 
 /* Returns the number of devices, 0 on any error (no driver, no device). */
 int bg_device_count(void)
@@ -138,9 +140,11 @@ void bg_sync(const char *what)
 }
 
 /* Enqueues the timed runs behind a spin of spin_ns and returns whether the spin was still
- * running once they were all queued (so they ran back to back). Stores the times. */
+ * running once they were all queued (so they ran back to back). Stores the times, and in
+ * *sm_mhz the SM clock the clock probe (clock, two words of device memory) counted right after
+ * the runs, before the power management has had time to move it. */
 static int timed_pass(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us,
-                      cudaEvent_t *ev, uint64_t spin_ns)
+                      cudaEvent_t *ev, uint64_t spin_ns, unsigned long long *clock, double *sm_mhz)
 {
     cudaStream_t stream = (cudaStream_t) bg_stream();
     bg_check(bp_spin(spin_ns, stream), "launching the spin kernel");
@@ -149,10 +153,14 @@ static int timed_pass(bg_launch_fn *launch, void *ctx, int nsets, int warmup, in
         launch(ctx, (warmup + r) % nsets);
         bg_check((int) cudaEventRecord(ev[r + 1], stream), "cudaEventRecord");
     }
+    bg_check(bp_clock(20000, clock, stream), "launching the clock probe");
     cudaError_t q = cudaEventQuery(ev[0]);
     if (q != cudaErrorNotReady)
         bg_check((int) q, "cudaEventQuery");
     bg_sync("the timed runs");
+    unsigned long long counted[2];
+    bg_check((int) cudaMemcpy(counted, clock, sizeof counted, cudaMemcpyDeviceToHost), "reading the clock probe");
+    *sm_mhz = counted[1] > 0 ? (double) counted[0] * 1e3 / (double) counted[1] : NAN;
     for (int r = 0; r < runs; r++) {
         float ms = 0.0f;
         bg_check((int) cudaEventElapsedTime(&ms, ev[r], ev[r + 1]), "cudaEventElapsedTime");
@@ -180,13 +188,15 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
     cudaEvent_t *ev = bench_alloc((size_t) (runs + 1) * sizeof *ev, "events");
     for (int i = 0; i <= runs; i++)
         bg_check((int) cudaEventCreate(&ev[i]), "cudaEventCreate");
+    unsigned long long *clock = NULL;
+    bg_check((int) cudaMalloc((void **) &clock, 2 * sizeof *clock), "cudaMalloc of the clock probe's words");
     /* Twice the queueing time plus slack for the event records; if the spin still ran out
      * before the last run was queued, the host fell behind somewhere: spin longer. */
     double spin = 2.0 * (per_run + 5e3) * runs + 1e6;
     for (int attempt = 0;; attempt++) {
         if (spin > 4e9)
             spin = 4e9;
-        if (timed_pass(launch, ctx, nsets, warmup, runs, us, ev, (uint64_t) spin))
+        if (timed_pass(launch, ctx, nsets, warmup, runs, us, ev, (uint64_t) spin, clock, &last_sm_mhz))
             break;
         if (attempt == 3) {
             fprintf(stderr, "paged-bench: warning: the host could not queue %d runs ahead of the "
@@ -198,6 +208,13 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
     for (int i = 0; i <= runs; i++)
         bg_check((int) cudaEventDestroy(ev[i]), "cudaEventDestroy");
     free(ev);
+    bg_check((int) cudaFree(clock), "cudaFree of the clock probe's words");
+}
+
+/* Returns the SM clock after the last bg_time_runs's runs; see gpu.h. */
+double bg_last_sm_mhz(void)
+{
+    return last_sm_mhz;
 }
 
 /* Queues a write of a word by a stream memory operation; see gpu.h. */

@@ -137,6 +137,19 @@ __global__ void spin_kernel(uint64_t ns)
         __nanosleep(1000);
 }
 
+/* Counts one thread's SM clock cycles over at least ns nanoseconds of the global timer (busy,
+ * so the SM stays clocked as it is) and stores the cycles and the nanoseconds in out[0..1]. */
+__global__ void clock_kernel(uint64_t ns, unsigned long long *out)
+{
+    const uint64_t start = pk_globaltimer_ns();
+    const long long c0 = clock64();
+    uint64_t now = start;
+    while (now - start < ns)
+        now = pk_globaltimer_ns();
+    out[0] = (unsigned long long) (clock64() - c0);
+    out[1] = now - start;
+}
+
 /* A word of mapped host memory (or device memory) seen at system scope: a store by the host
  * reaches the loads without a cached copy in between, and our release stores reach the host
  * after everything written before them. */
@@ -291,6 +304,13 @@ extern "C" int bp_copy(void *dst, const void *src, size_t bytes, int blocks, voi
 extern "C" int bp_spin(uint64_t ns, void *stream)
 {
     spin_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(ns);
+    return (int) cudaGetLastError();
+}
+
+/* Launches the clock probe (clock_kernel) into out, device memory of two words; returns the launch status. */
+extern "C" int bp_clock(uint64_t ns, unsigned long long *out, void *stream)
+{
+    clock_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(ns, out);
     return (int) cudaGetLastError();
 }
 
