@@ -150,7 +150,9 @@ using gpu_word = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
  * by the runs' stream when they start), counts SM clock cycles and global-timer nanoseconds
  * until words[1] holds gen (written when they end) and stores both in out[0..1]. Gives up,
  * leaving zeros, after timeout_ns. It naps between looks so as to take little from the SM it
- * shares with the runs.
+ * shares with the runs, and keeps to a few registers (14 on sm_90a: one warp's 512 fit beside
+ * a CTA that takes all but 1024 of the register file, as the wgmma prefill's does), so that
+ * it does not keep a CTA of the runs off its SM.
  */
 __global__ void clock_kernel(unsigned *words, unsigned gen, uint64_t timeout_ns, unsigned long long *out)
 {
