@@ -291,6 +291,7 @@ void bk_cpu_time(const struct bench_opts *o, const struct bench_ceilings *c, con
     t->runs = runs;
     t->sets = kc.nsets;
     t->plan[0] = '\0';
+    t->sm_mhz = NAN;
     free(times);
     free(args);
     free(m.pool);

@@ -33,6 +33,7 @@ struct bk_timing {
     int runs;
     int sets;
     char plan[64];                /* decode on cuda: how the launch split the work ("" elsewhere) */
+    double sm_mhz;                /* on cuda: the SM clock over the runs (NAN elsewhere) */
 };
 
 /* Times shape s with the pk_cpu_* kernels on the thread pool. Dies on failure. */

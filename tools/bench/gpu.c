@@ -4,6 +4,7 @@
 
 #include "tools/bench/gpu.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 static cudaStream_t streams[BG_MAX_DEVICES];
 static int current;            /* the device bg_use_device made current (0 from bg_open) */
 static int opened;
+static double last_sm_mhz = NAN;    /* the SM clock over bg_time_runs's last runs */
 
 /* Returns the number of devices, 0 on any error (no driver, no device). */
 int bg_device_count(void)
@@ -137,22 +139,44 @@ void bg_sync(const char *what)
     bg_check((int) cudaStreamSynchronize((cudaStream_t) bg_stream()), "%s", what);
 }
 
-/* Enqueues the timed runs behind a spin of spin_ns and returns whether the spin was still
- * running once they were all queued (so they ran back to back). Stores the times. */
+/* The clock probe's memory: the start and stop words it waits on, then its two counts. */
+struct bg_clock_words {
+    unsigned words[2];
+    unsigned long long counted[2];
+};
+
+/*
+ * Enqueues the timed runs behind a spin of spin_ns and returns whether the spin was still
+ * running once they were all queued (so they ran back to back). Stores the times, and in
+ * *sm_mhz the SM clock the clock probe counted over the runs, from a stream of its own (side)
+ * beside them, between the words the runs' stream writes at their start and end (probe, in
+ * device memory; gen tells this pass's words from the last one's).
+ */
 static int timed_pass(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us,
-                      cudaEvent_t *ev, uint64_t spin_ns)
+                      cudaEvent_t *ev, uint64_t spin_ns, struct bg_clock_words *probe, cudaStream_t side,
+                      double *sm_mhz)
 {
+    static unsigned gen;
     cudaStream_t stream = (cudaStream_t) bg_stream();
+    ++gen;
+    bg_check(bp_clock(probe->words, gen, spin_ns + 30000000000ull, probe->counted, side), "launching the clock probe");
     bg_check(bp_spin(spin_ns, stream), "launching the spin kernel");
+    bg_stream_write_word(stream, &probe->words[0], gen);
     bg_check((int) cudaEventRecord(ev[0], stream), "cudaEventRecord");
     for (int r = 0; r < runs; r++) {
         launch(ctx, (warmup + r) % nsets);
         bg_check((int) cudaEventRecord(ev[r + 1], stream), "cudaEventRecord");
     }
+    bg_stream_write_word(stream, &probe->words[1], gen);
     cudaError_t q = cudaEventQuery(ev[0]);
     if (q != cudaErrorNotReady)
         bg_check((int) q, "cudaEventQuery");
     bg_sync("the timed runs");
+    bg_check((int) cudaStreamSynchronize(side), "the clock probe");
+    unsigned long long counted[2];
+    bg_check((int) cudaMemcpy(counted, probe->counted, sizeof counted, cudaMemcpyDeviceToHost),
+             "reading the clock probe");
+    *sm_mhz = counted[1] > 0 ? (double) counted[0] * 1e3 / (double) counted[1] : NAN;
     for (int r = 0; r < runs; r++) {
         float ms = 0.0f;
         bg_check((int) cudaEventElapsedTime(&ms, ev[r], ev[r + 1]), "cudaEventElapsedTime");
@@ -180,13 +204,17 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
     cudaEvent_t *ev = bench_alloc((size_t) (runs + 1) * sizeof *ev, "events");
     for (int i = 0; i <= runs; i++)
         bg_check((int) cudaEventCreate(&ev[i]), "cudaEventCreate");
+    struct bg_clock_words *probe = bg_alloc(sizeof *probe, "the clock probe's words");
+    bg_check((int) cudaMemset(probe, 0, sizeof *probe), "clearing the clock probe's words");
+    cudaStream_t side = NULL;
+    bg_check((int) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate for the clock probe");
     /* Twice the queueing time plus slack for the event records; if the spin still ran out
      * before the last run was queued, the host fell behind somewhere: spin longer. */
     double spin = 2.0 * (per_run + 5e3) * runs + 1e6;
     for (int attempt = 0;; attempt++) {
         if (spin > 4e9)
             spin = 4e9;
-        if (timed_pass(launch, ctx, nsets, warmup, runs, us, ev, (uint64_t) spin))
+        if (timed_pass(launch, ctx, nsets, warmup, runs, us, ev, (uint64_t) spin, probe, side, &last_sm_mhz))
             break;
         if (attempt == 3) {
             fprintf(stderr, "paged-bench: warning: the host could not queue %d runs ahead of the "
@@ -198,6 +226,14 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
     for (int i = 0; i <= runs; i++)
         bg_check((int) cudaEventDestroy(ev[i]), "cudaEventDestroy");
     free(ev);
+    bg_check((int) cudaStreamDestroy(side), "cudaStreamDestroy of the clock probe's stream");
+    bg_free(probe);
+}
+
+/* Returns the SM clock over the last bg_time_runs's runs; see gpu.h. */
+double bg_last_sm_mhz(void)
+{
+    return last_sm_mhz;
 }
 
 /* Queues a write of a word by a stream memory operation; see gpu.h. */

@@ -61,6 +61,7 @@ struct br_table *bench_kernels_decode(const struct bench_opts *o, const struct b
     if (c->backend == BENCH_CUDA) {
         br_col(t, "read_us", "1-launch read us", 1, 1);
         br_col(t, "pct_read_same", "% of it", 1, 1);
+        br_col(t, "sm_mhz", "SM MHz", 0, 1);
         br_col(t, "plan", "plan", 0, 0);
     }
     int n;
@@ -92,6 +93,7 @@ struct br_table *bench_kernels_decode(const struct bench_opts *o, const struct b
             double read_us = bk_cuda_read_us(o, c, bytes);
             br_set_num(t, row, "read_us", read_us);
             br_set_num(t, row, "pct_read_same", 100.0 * read_us / tm.median_us);
+            br_set_num(t, row, "sm_mhz", tm.sm_mhz);
             br_set_str(t, row, "plan", tm.plan[0] != '\0' ? tm.plan : "n/a");
         }
 #endif
@@ -125,6 +127,8 @@ struct br_table *bench_kernels_prefill(const struct bench_opts *o, const struct 
     br_col(t, "pct_mma", "% bf16 mma", 1, 1);
     br_col(t, "runs", "runs", 0, 0);
     br_col(t, "sets", "sets", 0, 0);
+    if (c->backend == BENCH_CUDA)
+        br_col(t, "sm_mhz", "SM MHz", 0, 1);
     int n;
     const struct bk_shape *shapes = bk_shapes(BK_PREFILL, o->quick, c->backend == BENCH_CPU, &n);
     for (int i = 0; i < n; i++) {
@@ -142,6 +146,8 @@ struct br_table *bench_kernels_prefill(const struct bench_opts *o, const struct 
         br_set_num(t, row, "pct_mma", 100.0 * tflops / c->mma_tflops);   /* NAN (n/a) without cuBLAS */
         br_set_int(t, row, "runs", tm.runs);
         br_set_int(t, row, "sets", tm.sets);
+        if (c->backend == BENCH_CUDA)
+            br_set_num(t, row, "sm_mhz", tm.sm_mhz);
     }
     br_print_table(t, stdout);
     return t;
@@ -160,6 +166,8 @@ static void append_table(const struct bench_opts *o, const struct bench_ceilings
     br_col(t, "pct_copy", "% copy bw", 1, 1);
     br_col(t, "runs", "runs", 0, 0);
     br_col(t, "sets", "sets", 0, 0);
+    if (c->backend == BENCH_CUDA)
+        br_col(t, "sm_mhz", "SM MHz", 0, 1);
     int n;
     const struct bk_shape *shapes = bk_shapes(BK_APPEND, o->quick, c->backend == BENCH_CPU, &n);
     for (int i = 0; i < n; i++) {
@@ -176,6 +184,8 @@ static void append_table(const struct bench_opts *o, const struct bench_ceilings
         br_set_num(t, row, "pct_copy", 100.0 * gbps / c->copy_gbps);
         br_set_int(t, row, "runs", tm.runs);
         br_set_int(t, row, "sets", tm.sets);
+        if (c->backend == BENCH_CUDA)
+            br_set_num(t, row, "sm_mhz", tm.sm_mhz);
     }
     br_print_table(t, stdout);
 }

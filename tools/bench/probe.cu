@@ -145,6 +145,37 @@ using sys_word = cuda::atomic_ref<unsigned, cuda::thread_scope_system>;
 /* A word of device memory shared by the grid's blocks. */
 using gpu_word = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
 
+/*
+ * The clock probe: one thread, beside the timed runs, waits for words[0] to hold gen (written
+ * by the runs' stream when they start), counts SM clock cycles and global-timer nanoseconds
+ * until words[1] holds gen (written when they end) and stores both in out[0..1]. Gives up,
+ * leaving zeros, after timeout_ns. It naps between looks so as to take little from the SM it
+ * shares with the runs, and keeps to a few registers (14 on sm_90a: one warp's 512 fit beside
+ * a CTA that takes all but 1024 of the register file, as the wgmma prefill's does), so that
+ * it does not keep a CTA of the runs off its SM.
+ */
+__global__ void clock_kernel(unsigned *words, unsigned gen, uint64_t timeout_ns, unsigned long long *out)
+{
+    const uint64_t begin = pk_globaltimer_ns();
+    out[0] = out[1] = 0;
+    while (gpu_word(words[0]).load(cuda::memory_order_relaxed) != gen) {
+        if (pk_globaltimer_ns() - begin > timeout_ns)
+            return;
+        __nanosleep(256);
+    }
+    const uint64_t t0 = pk_globaltimer_ns();
+    const long long c0 = clock64();
+    while (gpu_word(words[1]).load(cuda::memory_order_relaxed) != gen) {
+        if (pk_globaltimer_ns() - begin > timeout_ns)
+            return;
+        __nanosleep(256);
+    }
+    const long long c1 = clock64();
+    const uint64_t t1 = pk_globaltimer_ns();
+    out[0] = (unsigned long long) (c1 - c0);
+    out[1] = t1 - t0;
+}
+
 /* Counts this block's arrival at *count (thread 0, after the block's work); the block that
  * brings it to target stores seq to *done (system scope). Returns nothing. */
 __device__ __forceinline__ void arrive(unsigned *count, unsigned target, unsigned *done, unsigned seq)
@@ -291,6 +322,13 @@ extern "C" int bp_copy(void *dst, const void *src, size_t bytes, int blocks, voi
 extern "C" int bp_spin(uint64_t ns, void *stream)
 {
     spin_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(ns);
+    return (int) cudaGetLastError();
+}
+
+/* Launches the clock probe (clock_kernel) on stream; returns the launch status. */
+extern "C" int bp_clock(unsigned *words, unsigned gen, uint64_t timeout_ns, unsigned long long *out, void *stream)
+{
+    clock_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(words, gen, timeout_ns, out);
     return (int) cudaGetLastError();
 }
 

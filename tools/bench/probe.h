@@ -36,6 +36,10 @@ int bp_copy(void *dst, const void *src, size_t bytes, int blocks, void *stream);
 /* Keeps the stream busy for ns nanoseconds (one thread watching the global timer), so that
  * the host can queue the runs to be timed behind it and they run back to back. */
 int bp_spin(uint64_t ns, void *stream);
+/* Queues the clock probe on stream, to run beside another stream's work: one thread that
+ * counts SM clock cycles and global-timer nanoseconds from when words[0] holds gen to when
+ * words[1] does and stores them in out[0..1] (zeros past timeout_ns); all device memory. */
+int bp_clock(unsigned *words, unsigned gen, uint64_t timeout_ns, unsigned long long *out, void *stream);
 
 /*
  * The dispatch probes (tools/bench/dispatch.c): what it costs the host to await each layer.
