@@ -4,6 +4,7 @@
 #define PAGED_KERNELS_PREFILL_IMPL_CUH
 
 #include <climits>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/ptx.cuh"
@@ -33,6 +34,7 @@ struct pk_prefill_params {
     int num_mtiles;
     int q_aligned;                  /* q is 16-byte aligned: its tile is copied with cp.async */
     int out_aligned;                /* out is 4-byte aligned: pairs are stored as one word */
+    int out_vec;                    /* out is 16-byte aligned: rows are stored in 16-byte chunks */
 };
 
 /* What a CTA works on: its rows and the keys any of them can see. */
@@ -746,6 +748,7 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
     p.block_shift = pk_block_shift(a->cache.block_size);
     p.q_aligned = pk_aligned(a->q, 16);
     p.out_aligned = pk_aligned(a->out, 4);
+    p.out_vec = pk_aligned(a->out, 16);
 
     int dev = 0;
     PK_CUDA_CHECK(cudaGetDevice(&dev));
@@ -758,15 +761,18 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
                                  });
     } else {
         if constexpr (pk_prefill_wg_eligible<D, KT, QT>()) {
-            CUtensorMap map;
+            CUtensorMap map, qmap;
             pk_prefill_tma t;
             if (p.soft_cap <= 0.0f && p.alibi == nullptr && p.qk_scale > 0.0f && pk_prefill_wg_usable(dev)
                 && pk_prefill_wg_map<D>(a, &map, &t)) {
                 using S = pk_prefill_wg_shape<D>;
+                t.q_tma = pk_prefill_wg_qmap<D, QT>(a, G, &qmap);
+                if (!t.q_tma)
+                    memset(&qmap, 0, sizeof qmap);      /* passed, never read */
                 return pk_prefill_launch(pk_prefill_wg_kernel<D, QT>, S::THREADS, S::SMEM, S::BM, rows, a, dev,
                                          pk_prefill_prepared<D, KT, QT>::wg_cache, &p, [&](dim3 grid) {
                                              pk_prefill_wg_kernel<D, QT>
-                                                 <<<grid, S::THREADS, S::SMEM, stream>>>(map, p, t);
+                                                 <<<grid, S::THREADS, S::SMEM, stream>>>(map, qmap, p, t);
                                          });
             }
         }

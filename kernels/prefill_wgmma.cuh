@@ -23,6 +23,11 @@
  *   block. Boxes outside the keys the tile's rows see point past the tensor's end and land as
  *   zeros. K runs one tile ahead of V, two buffers of each, each buffer with a "full"
  *   mbarrier (its copy landed) and an "empty" one (all 8 consumer warps are done with it).
+ *   Q arrives by TMA too where the tile's rows are whole tokens (G divides BM): a box of
+ *   64 x G x BM / G of q seen as [tokens][query heads][D] is the tile's GQA-packed rows in
+ *   order. The producer warp starts Q's and K_0's copies before the CTA's first barrier;
+ *   otherwise the consumers copied Q with cp.async after it, some 3 thousand cycles of a CTA
+ *   of 34 on a short causal prefill, every CTA of the grid paying them on its SM.
  * - The two consumer warpgroups (240 registers per thread) hold 64 rows each. Per tile each
  *   issues D / 16 m64n128k16 wgmma for S = Q K^T and, behind them, the BN / 16 m64nDk16
  *   wgmma of the previous tile's O += P V (P from registers: the S accumulators after the
@@ -33,7 +38,8 @@
  * Q, K and V live in shared memory in 128-byte swizzled column blocks of 64 elements (Q and K
  * K-major; V read MN-major, transposed by the hardware). Rows of a partly used last block past
  * the context (never written, so anything) are zeroed in V before use; in K their scores are
- * masked by selection. One CTA per SM (160 KB of shared memory at D 128).
+ * masked by selection. One CTA per SM (160 KB of shared memory at D 128). The output goes
+ * out through the Q tile's shared memory in 16-byte chunks (pk_prefill_wg_store).
  */
 template <int D> struct pk_prefill_wg_shape {
     static constexpr int NT = 256;          /* two consumer warpgroups */
@@ -43,7 +49,7 @@ template <int D> struct pk_prefill_wg_shape {
     static constexpr int CPR = D / 8;       /* 16-byte chunks per row */
     static constexpr int Q_BYTES = BM * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;
-    static constexpr int SMEM = 1024 + Q_BYTES + 4 * KV_BYTES + 64;  /* + alignment slack, 8 mbarriers */
+    static constexpr int SMEM = 1024 + Q_BYTES + 4 * KV_BYTES + 128; /* + alignment slack, 9 mbarriers */
     static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;    /* 128 x 24 + 256 x 240 <= 64 K */
     static_assert(D == 64 || D == 128, "wgmma prefill: head dims 64 and 128");
 };
@@ -53,6 +59,7 @@ struct pk_prefill_tma {
     int k_row0, v_row0;             /* the layer's K and V planes' first rows in the tensor */
     int oob_row;                    /* a row past the tensor's end: boxes there read as zeros */
     int box_rows;                   /* R */
+    int q_tma;                      /* Q arrives by TMA (the kernel's qmap); else by cp.async */
 };
 
 /* Returns whether the wgmma prefill kernel handles head dim D with cache type KT and query type QT. */
@@ -215,22 +222,22 @@ __device__ __forceinline__ void pk_prefill_wg_pack(uint32_t (&a)[NT8 / 2][4], co
 }
 
 /*
- * The producer warp's loop: copies K_0, then for each tile jt K_(jt+1) and V_jt, each once
- * the consumers have released the buffer's previous tile (that of tile - 2: the
- * (tile / 2)-th phase of the buffer's empty barrier, parity (tile / 2 - 1) % 2). row_cur and
- * row_next are this lane's box rows of tiles jt and jt + 1: the V copy of a tile reuses its K
- * copy's block-table lookup.
+ * The producer warp's loop, once K_0 is on its way (row_cur: this lane's box row of it): for
+ * each tile jt copies K_(jt+1) and V_jt, each once the consumers have released the buffer's
+ * previous tile (that of tile - 2: the (tile / 2)-th phase of the buffer's empty barrier,
+ * parity (tile / 2 - 1) % 2). row_cur and row_next are this lane's box rows of tiles jt and
+ * jt + 1: the V copy of a tile reuses its K copy's block-table lookup.
  */
 template <int D>
 __device__ __forceinline__ void pk_prefill_wg_produce(const pk_prefill_params &p, const pk_prefill_cta &c,
                                                       const pk_prefill_tma &t, const CUtensorMap *map,
                                                       const int32_t *bt, int h, int kv_start, int ntiles,
-                                                      unsigned char *kbuf, unsigned char *vbuf, uint64_t *bars)
+                                                      int row_cur, unsigned char *kbuf, unsigned char *vbuf,
+                                                      uint64_t *bars)
 {
     using S = pk_prefill_wg_shape<D>;
     uint64_t *full_k = bars, *full_v = bars + 2, *empty_k = bars + 4, *empty_v = bars + 6;
-    int row_cur = -1, row_next = -1;
-    pk_prefill_wg_tma<D>(p, c, t, map, bt, h, kv_start, t.k_row0, true, &row_cur, kbuf, full_k);
+    int row_next = -1;
     for (int jt = 0; jt < ntiles; ++jt) {
         const int kv0 = kv_start + jt * S::BN;
         if (jt + 1 < ntiles) {
@@ -248,6 +255,46 @@ __device__ __forceinline__ void pk_prefill_wg_produce(const pk_prefill_params &p
     }
 }
 
+/*
+ * Normalizes this warpgroup's 64 output rows (wg's, tile-local 64 wg..) and stores them
+ * through shared memory, for an out that is 16-byte aligned (p.out_vec). Each thread writes
+ * its pairs of rows m0 and m0 + 8 into the same rows of the Q tile qs (this warpgroup's own
+ * rows, free once its last Q K^T is done; the swizzle puts a warp's 8 rows in distinct banks),
+ * then the warpgroup copies the rows out in 16-byte chunks, consecutive threads on consecutive
+ * chunks. A token's G query heads are contiguous rows of out, so each warp store covers whole
+ * 32-byte sectors instead of 8 pieces of 16 bytes in 8 rows, and it takes 8 stores a thread
+ * instead of 64 (pk_prefill_store_rows, used where out is not 16-byte aligned).
+ */
+template <int D, typename QT>
+__device__ __forceinline__ void pk_prefill_wg_store(const pk_prefill_params &p, const pk_prefill_cta &c, int h, int wg,
+                                                    int m0, int lane, const float (&o)[D / 8][4],
+                                                    const float (&l_run)[2], unsigned char *qs)
+{
+    using S = pk_prefill_wg_shape<D>;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float scale = p.v_scale / l;     /* rows past the sequence: stored nowhere below */
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+            *(uint32_t *) (qs + pk_sw128_offset(S::BM, m0 + r * 8, dt) + (lane & 3) * 4) =
+                pk_pack2<QT>(o[dt][2 * r] * scale, o[dt][2 * r + 1] * scale);
+    }
+    pk_named_barrier(2 + wg, 128);  /* the warpgroup's rows are in shared memory */
+#pragma unroll
+    for (int it = 0; it < 64 * S::CPR / 128; ++it) {
+        const int idx = ((int) threadIdx.x & 127) + it * 128;
+        const int m = wg * 64 + idx / S::CPR, ch = idx % S::CPR, mg = c.m0 + m;
+        if (mg < c.rows) {
+            const int r = mg / p.group, g = mg - r * p.group;
+            const size_t row = (size_t) (c.qo_start + r) * p.num_q_heads + (size_t) h * p.group + g;
+            *(uint4 *) ((QT *) p.out + row * D + ch * 8) = *(const uint4 *) (qs + pk_sw128_offset(S::BM, m, ch));
+        }
+    }
+}
+
 /* Tells bar that this consumer warp is done with its buffer (lane 0 arrives for the warp). */
 __device__ __forceinline__ void pk_prefill_wg_release(uint64_t *bar)
 {
@@ -261,7 +308,8 @@ __device__ __forceinline__ void pk_prefill_wg_release(uint64_t *bar)
 /* The wgmma prefill kernel (see pk_prefill_wg_shape). Grid (row tile, KV head, sequence). */
 template <int D, typename QT>
 static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
-    pk_prefill_wg_kernel(const __grid_constant__ CUtensorMap map, const pk_prefill_params p, const pk_prefill_tma t)
+    pk_prefill_wg_kernel(const __grid_constant__ CUtensorMap map, const __grid_constant__ CUtensorMap qmap,
+                         const pk_prefill_params p, const pk_prefill_tma t)
 {
 #if PK_HAVE_WGMMA
     using S = pk_prefill_wg_shape<D>;
@@ -274,6 +322,7 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
     unsigned char *vbuf = kbuf + 2 * S::KV_BYTES;
     uint64_t *bars = (uint64_t *) (vbuf + 2 * S::KV_BYTES);
     uint64_t *full_k = bars, *full_v = bars + 2, *empty_k = bars + 4, *empty_v = bars + 6;  /* [2] each */
+    uint64_t *full_q = bars + 8;
 
     const int h = blockIdx.y, seq = blockIdx.z;
     pk_prefill_cta c;
@@ -286,24 +335,41 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
     if (ntiles == 0)
         return;                     /* no key to see (an empty context): nothing defined to store */
 
-    if (tid == 0) {
-        for (int i = 0; i < 4; ++i)
-            pk_mbar_init(bars + i, 1);                  /* full: the producer's expect */
-        for (int i = 4; i < 8; ++i)
-            pk_mbar_init(bars + i, S::NT / 32);         /* empty: every consumer warp */
-        pk_mbar_init_fence();
+    /*
+     * The producer warp sets the barriers up and starts the copies of Q (by TMA where it can)
+     * and K_0 before the CTA first meets, so that their round trips run under the barrier and
+     * the register hand-over: a CTA's start is on the critical path of every CTA of the grid.
+     */
+    int row_cur = -1;               /* the producer lanes' box rows of K_0 */
+    if (warp == S::NT / 32) {
+        if (lane == 0) {
+            for (int i = 0; i < 9; ++i)                 /* full: the producer's expect; */
+                pk_mbar_init(bars + i, i >= 4 && i < 8 ? S::NT / 32 : 1);  /* empty: every consumer warp */
+            pk_mbar_init_fence();
+            if (t.q_tma) {
+                pk_mbar_expect(full_q, S::Q_BYTES);
+#pragma unroll
+                for (int cb = 0; cb < D / 64; ++cb)     /* the tile's rows are whole tokens: r, then g */
+                    pk_tma_load_3d(qs + cb * S::BM * 128, &qmap, cb * 64, h * p.group,
+                                   c.qo_start + c.m0 / p.group, full_q);
+            }
+        }
+        __syncwarp();
+        pk_prefill_wg_tma<D>(p, c, t, &map, bt, h, kv_start, t.k_row0, true, &row_cur, kbuf, full_k);
     }
     __syncthreads();                /* the barriers are initialized; from here on the consumers
-                                     * meet only at named barrier 1 */
+                                     * meet only at named barriers */
     if (wg == S::NT / 128) {
         pk_setmaxnreg_dec<S::PRODUCER_REGS>();
         if (warp == S::NT / 32)
-            pk_prefill_wg_produce<D>(p, c, t, &map, bt, h, kv_start, ntiles, kbuf, vbuf, bars);
+            pk_prefill_wg_produce<D>(p, c, t, &map, bt, h, kv_start, ntiles, row_cur, kbuf, vbuf, bars);
         return;
     }
     pk_setmaxnreg_inc<S::CONSUMER_REGS>();
-    pk_prefill_wg_load_q<D, QT>(p, c, h, qs);
-    pk_cp_async_commit();
+    if (!t.q_tma) {
+        pk_prefill_wg_load_q<D, QT>(p, c, h, qs);
+        pk_cp_async_commit();
+    }
 
     /* This thread's rows: m0 and m0 + 8 of the tile (warp w holds rows 16 w..). */
     const int m0 = warp * 16 + (lane >> 2);
@@ -328,9 +394,13 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
      * tile after it; the loop body stays straight-line so that ptxas can see which wgmma each
      * wait covers. A buffer is released as soon as the wgmma reading it are done.
      */
-    pk_cp_async_wait<0>();
-    pk_fence_proxy_async();         /* Q, this thread's share, to wgmma's proxy */
-    pk_named_barrier(1, S::NT);     /* every consumer's share of Q */
+    if (t.q_tma) {
+        pk_mbar_wait(full_q, 0);
+    } else {
+        pk_cp_async_wait<0>();
+        pk_fence_proxy_async();     /* Q, this thread's share, to wgmma's proxy */
+        pk_named_barrier(1, S::NT); /* every consumer's share of Q */
+    }
     pk_mbar_wait(full_k, 0);
     pk_wgmma_fence();
     pk_prefill_wg_qk<D, QT>(sf, qw, kbuf);
@@ -390,7 +460,10 @@ static __global__ void __launch_bounds__(pk_prefill_wg_shape<D>::THREADS, 1)
     pk_wgmma_wait<0>();
     pk_wgmma_pin(of);
 
-    pk_prefill_store_rows<D, QT>(p, c, h, m0, lane, o, l_run);
+    if (p.out_vec)
+        pk_prefill_wg_store<D, QT>(p, c, h, wg, m0, lane, o, l_run, qs);
+    else
+        pk_prefill_store_rows<D, QT>(p, c, h, m0, lane, o, l_run);
 #else
     (void) map;
     (void) p;
@@ -446,6 +519,32 @@ static bool pk_prefill_wg_map(const pk_prefill_args *a, CUtensorMap *map, pk_pre
     t->oob_row = (int) rows;
     t->box_rows = (int) box[1];
     return true;
+}
+
+/*
+ * Describes a's queries to TMA for the wgmma kernel: fills *qmap (q as the 3-D tensor
+ * [total_q][num_q_heads][D], boxes of 64 x G x BM / G: a row tile's GQA-packed rows, the
+ * 128-byte swizzle) and returns true; or returns false, and the kernel copies Q with
+ * cp.async, where a row tile is not whole tokens (G does not divide BM), q is not 16-byte
+ * aligned, or the map cannot be made. Rows of the tile past its sequence then read the next
+ * sequence's queries, or zeros past total_q: their outputs are never stored.
+ */
+template <int D, typename QT>
+static bool pk_prefill_wg_qmap(const pk_prefill_args *a, int G, CUtensorMap *qmap)
+{
+    using S = pk_prefill_wg_shape<D>;
+    PFN_cuTensorMapEncodeTiled_v12000 encode = pk_tensor_map_encoder();
+    if (encode == nullptr || G <= 0 || S::BM % G != 0 || a->total_q <= 0 || !pk_aligned(a->q, 16))
+        return false;
+    const cuuint64_t dims[3] = { (cuuint64_t) D, (cuuint64_t) a->num_q_heads, (cuuint64_t) a->total_q };
+    const cuuint64_t strides[2] = { (cuuint64_t) D * 2, (cuuint64_t) a->num_q_heads * D * 2 };
+    const cuuint32_t box[3] = { 64, (cuuint32_t) G, (cuuint32_t) (S::BM / G) };
+    const cuuint32_t steps[3] = { 1, 1, 1 };
+    const CUtensorMapDataType type = std::is_same<QT, __nv_bfloat16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    return encode(qmap, type, 3, const_cast<void *>(a->q), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+           == CUDA_SUCCESS;
 }
 
 /* Returns whether the wgmma prefill kernel exists in this build for device dev (an sm_90a cubin on a 9.x device). */

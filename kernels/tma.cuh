@@ -72,6 +72,19 @@ __device__ __forceinline__ void pk_tma_load_2d(void *dst, const CUtensorMap *map
                  : "memory");
 }
 
+/*
+ * Starts the copy of the box at coordinates (c0, c1, c2) of the 3-D tensor map into shared
+ * memory at dst (aligned as the map's swizzle needs), counting its bytes on bar.
+ */
+__device__ __forceinline__ void pk_tma_load_3d(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
+                                               uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+                 "%4}], [%5];\n" ::"r"(pk_smem_addr(dst)),
+                 "l"((uint64_t) map), "r"(c0), "r"(c1), "r"(c2), "r"(pk_smem_addr(bar))
+                 : "memory");
+}
+
 #endif
 
 #endif
