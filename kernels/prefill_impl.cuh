@@ -118,6 +118,16 @@ __device__ __forceinline__ float pk_prefill_logit(const pk_prefill_params &p, co
 }
 
 /*
+ * Returns the row of q and out (a row per query token and head, D elements each) that GQA-packed
+ * row mg of CTA c's sequence (mg < c.rows: token mg / G, query head h G + mg % G) stands for.
+ */
+__device__ __forceinline__ size_t pk_prefill_qo_row(const pk_prefill_params &p, const pk_prefill_cta &c, int h, int mg)
+{
+    const int r = mg / p.group, g = mg - r * p.group;
+    return (size_t) (c.qo_start + r) * p.num_q_heads + (size_t) h * p.group + g;
+}
+
+/*
  * Starts the copy of 16-byte chunk ch of row m (tile-local) of CTA c's Q tile at KV head h
  * into dst (shared memory), with plain loads and stores where q is not 16-byte aligned, or
  * zeroes dst for a row past the sequence.
@@ -128,9 +138,7 @@ __device__ __forceinline__ void pk_prefill_load_q_chunk(const pk_prefill_params 
 {
     const int mg = c.m0 + m;
     if (mg < c.rows) {
-        const int r = mg / p.group, g = mg - r * p.group;
-        const QT *src = (const QT *) p.q
-                        + ((size_t) (c.qo_start + r) * p.num_q_heads + (size_t) h * p.group + g) * D + ch * 8;
+        const QT *src = (const QT *) p.q + pk_prefill_qo_row(p, c, h, mg) * D + ch * 8;
         if (p.q_aligned) {
             pk_cp_async16(dst, src);
         } else {
@@ -575,11 +583,8 @@ static __global__ void __launch_bounds__(128, 4) pk_prefill_simt_kernel(const pk
         const int m = idx / D, d = idx - m * D;
         const int mg = c.m0 + m;
         float x = 0.0f;
-        if (mg < c.rows) {
-            const int r = mg / p.group, g = mg - r * p.group;
-            x = ((const float *) p.q)[((size_t) (c.qo_start + r) * p.num_q_heads + (size_t) h * p.group + g) * D + d]
-                * p.qk_scale;
-        }
+        if (mg < c.rows)
+            x = ((const float *) p.q)[pk_prefill_qo_row(p, c, h, mg) * D + d] * p.qk_scale;
         qs[idx] = x;
     }
 

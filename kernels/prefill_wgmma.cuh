@@ -287,11 +287,9 @@ __device__ __forceinline__ void pk_prefill_wg_store(const pk_prefill_params &p, 
     for (int it = 0; it < 64 * S::CPR / 128; ++it) {
         const int idx = ((int) threadIdx.x & 127) + it * 128;
         const int m = wg * 64 + idx / S::CPR, ch = idx % S::CPR, mg = c.m0 + m;
-        if (mg < c.rows) {
-            const int r = mg / p.group, g = mg - r * p.group;
-            const size_t row = (size_t) (c.qo_start + r) * p.num_q_heads + (size_t) h * p.group + g;
-            *(uint4 *) ((QT *) p.out + row * D + ch * 8) = *(const uint4 *) (qs + pk_sw128_offset(S::BM, m, ch));
-        }
+        if (mg < c.rows)
+            *(uint4 *) ((QT *) p.out + pk_prefill_qo_row(p, c, h, mg) * D + ch * 8) =
+                *(const uint4 *) (qs + pk_sw128_offset(S::BM, m, ch));
     }
 }
 

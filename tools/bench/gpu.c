@@ -24,7 +24,6 @@
 static cudaStream_t streams[BG_MAX_DEVICES];
 static int current;            /* the device bg_use_device made current (0 from bg_open) */
 static int opened;
-static double last_sm_mhz = NAN;    /* the SM clock over bg_time_runs's last runs */
 
 /* Returns the number of devices, 0 on any error (no driver, no device). */
 int bg_device_count(void)
@@ -186,7 +185,7 @@ static int timed_pass(bg_launch_fn *launch, void *ctx, int nsets, int warmup, in
 }
 
 /* Times runs one by one with events; see gpu.h. */
-void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us)
+double bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us)
 {
     bg_open();
     /* Warm-up: module loading and first-touch costs stay out; the host's cost of queueing
@@ -211,10 +210,11 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
     /* Twice the queueing time plus slack for the event records; if the spin still ran out
      * before the last run was queued, the host fell behind somewhere: spin longer. */
     double spin = 2.0 * (per_run + 5e3) * runs + 1e6;
+    double sm_mhz = NAN;
     for (int attempt = 0;; attempt++) {
         if (spin > 4e9)
             spin = 4e9;
-        if (timed_pass(launch, ctx, nsets, warmup, runs, us, ev, (uint64_t) spin, probe, side, &last_sm_mhz))
+        if (timed_pass(launch, ctx, nsets, warmup, runs, us, ev, (uint64_t) spin, probe, side, &sm_mhz))
             break;
         if (attempt == 3) {
             fprintf(stderr, "paged-bench: warning: the host could not queue %d runs ahead of the "
@@ -228,12 +228,7 @@ void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int ru
     free(ev);
     bg_check((int) cudaStreamDestroy(side), "cudaStreamDestroy of the clock probe's stream");
     bg_free(probe);
-}
-
-/* Returns the SM clock over the last bg_time_runs's runs; see gpu.h. */
-double bg_last_sm_mhz(void)
-{
-    return last_sm_mhz;
+    return sm_mhz;
 }
 
 /* Queues a write of a word by a stream memory operation; see gpu.h. */

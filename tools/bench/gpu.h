@@ -78,15 +78,12 @@ void bk_cuda_time(const struct bench_opts *o, const struct bench_ceilings *c, co
 /* Runs launch(ctx, i) for runs runs after warmup warm-up runs, set (i mod nsets) each,
  * timed one by one with CUDA events queued back to back behind a spin (so the host's
  * launch cost stays out of the numbers); stores each run's time in microseconds in
- * us[runs]. Dies on failure. */
+ * us[runs]. Returns the SM clock in MHz that a probe beside the runs counted over them
+ * (cycles over the global timer), or NAN where the probe could not run: the GPU lowers it
+ * under its power limit, so times of one kernel from different runs compare in cycles
+ * (time x this clock). Dies on failure. */
 typedef void bg_launch_fn(void *ctx, int set);
-void bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us);
-
-/* Returns the SM clock in MHz that a probe beside the last bg_time_runs's runs counted over
- * them (cycles over the global timer), or NAN before any or where the probe could not run:
- * the GPU lowers it under its power limit, so times of one kernel from different runs compare
- * in cycles (time x this clock). */
-double bg_last_sm_mhz(void);
+double bg_time_runs(bg_launch_fn *launch, void *ctx, int nsets, int warmup, int runs, double *us);
 
 /* Measures what it costs the host to await each of 32 layers of layer_bytes (the decode's K/V
  * bytes at batch batch): launches back to back, a launch per layer awaited, a resident

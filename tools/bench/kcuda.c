@@ -286,9 +286,8 @@ void bk_cuda_time(const struct bench_opts *o, const struct bench_ceilings *c, co
 
     int runs = o->quick ? 10 : 100, warmup = o->quick ? 3 : 10;
     double *us = bench_alloc((size_t) runs * sizeof *us, "run times");
-    bg_time_runs(case_launch, &g, kc->nsets, warmup, runs, us);
+    t->sm_mhz = bg_time_runs(case_launch, &g, kc->nsets, warmup, runs, us);
     t->median_us = bench_median(us, (size_t) runs);
-    t->sm_mhz = bg_last_sm_mhz();
     t->runs = runs;
     t->sets = kc->nsets;
     free(us);
