@@ -79,9 +79,11 @@ class CudaTest(DaemonTest):
         self.addCleanup(p.detach)
         return p
 
-    def randn(self, *shape, dtype=torch.float32):
-        """Returns a fresh random CUDA tensor on the arena's device."""
-        return torch.randn(*shape, generator=self.g, device=self.cuda).to(dtype)
+    def randn(self, *shape, dtype=None):
+        """Returns a fresh random CUDA tensor on the arena's device, float32 unless dtype says
+        otherwise (no torch default here: the class is defined where torch is missing too)."""
+        t = torch.randn(*shape, generator=self.g, device=self.cuda)
+        return t if dtype is None else t.to(dtype)
 
     def fill(self, p, lengths, dtype, layers=L):
         """Appends fresh random keys and values of every layer to new sequences of lengths
