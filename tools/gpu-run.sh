@@ -134,8 +134,10 @@ if [ "${SKIP_GPU_TESTS:-0}" != 1 ]; then
     fi
 fi
 # A request held on a word never written, against a bystander, pactl and SIGTERM, and the
-# strikes, with the daemon on the GPU (make check runs it on the cpu backend).
-if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && [ -f tests/hard/stall-t.c ] && step cuda-stall-build make -j"$jobs" tests/hard/stall-t; then
+# strikes, with the daemon on the GPU (make check runs it on the cpu backend). Its pactl holder
+# is a check program: built here too, as make check may have been skipped.
+if [ "${SKIP_GPU_TESTS:-0}" != 1 ] && [ -f tests/hard/stall-t.c ] \
+        && step cuda-stall-build make -j"$jobs" tests/hard/stall-t tests/tools/pactl-holder; then
     step cuda-stall-t env top_builddir=. PAGED_TEST_BACKEND=cuda tests/hard/stall-t
     grep -E '^(not ok|1\.\.|Bail out|ok .*SKIP)|median round trip|SIGTERM ends' "$logs/cuda-stall-t.log" \
         | sed "s|^|stall-t: |" | tee -a "$summary"
