@@ -4,7 +4,6 @@
 #define PAGED_KERNELS_PREFILL_IMPL_CUH
 
 #include <climits>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/ptx.cuh"
@@ -115,6 +114,17 @@ __device__ __forceinline__ float pk_prefill_logit(const pk_prefill_params &p, co
     if (p.alibi)
         x += w.slope * (float) (j - w.i);
     return pk_prefill_masked(p, w.i, j) ? -INFINITY : x * PK_LOG2E;
+}
+
+/*
+ * Returns the sum of x over this lane's quad (lanes 4 q .. 4 q + 3, which share an mma row:
+ * a row's softmax denominator from its four parts). Every lane of the warp calls it.
+ */
+__device__ __forceinline__ float pk_prefill_quad_sum(float x)
+{
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    x += __shfl_xor_sync(0xffffffffu, x, 2);
+    return x;
 }
 
 /*
@@ -240,9 +250,7 @@ __device__ __forceinline__ void pk_prefill_store_rows(const pk_prefill_params &p
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float l = l_run[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float l = pk_prefill_quad_sum(l_run[r]);
         const pk_prefill_row w = pk_prefill_row_of(p, c, h, m0 + r * 8);
         if (!w.valid)
             continue;
@@ -766,14 +774,12 @@ template <int D, typename KT, typename QT> int pk_prefill_run(const pk_prefill_a
                                  });
     } else {
         if constexpr (pk_prefill_wg_eligible<D, KT, QT>()) {
-            CUtensorMap map, qmap;
+            CUtensorMap map, qmap{};        /* qmap is read only with Q by TMA (zeroed: no stray bytes) */
             pk_prefill_tma t;
             if (p.soft_cap <= 0.0f && p.alibi == nullptr && p.qk_scale > 0.0f && pk_prefill_wg_usable(dev)
                 && pk_prefill_wg_map<D>(a, &map, &t)) {
                 using S = pk_prefill_wg_shape<D>;
                 t.q_tma = pk_prefill_wg_qmap<D, QT>(a, G, &qmap);
-                if (!t.q_tma)
-                    memset(&qmap, 0, sizeof qmap);      /* passed, never read */
                 return pk_prefill_launch(pk_prefill_wg_kernel<D, QT>, S::THREADS, S::SMEM, S::BM, rows, a, dev,
                                          pk_prefill_prepared<D, KT, QT>::wg_cache, &p, [&](dim3 grid) {
                                              pk_prefill_wg_kernel<D, QT>

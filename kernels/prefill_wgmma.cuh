@@ -273,10 +273,7 @@ __device__ __forceinline__ void pk_prefill_wg_store(const pk_prefill_params &p, 
     using S = pk_prefill_wg_shape<D>;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float l = l_run[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float scale = p.v_scale / l;     /* rows past the sequence: stored nowhere below */
+        const float scale = p.v_scale / pk_prefill_quad_sum(l_run[r]);  /* rows past the sequence: stored nowhere */
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt)
             *(uint32_t *) (qs + pk_sw128_offset(S::BM, m0 + r * 8, dt) + (lane & 3) * 4) =
@@ -487,6 +484,25 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 pk_tensor_map_encoder(void)
 }
 
 /*
+ * Fills *map with the tiled description of the rank-dimensional 16-bit tensor at base (bf16
+ * or f16), as the wgmma kernel reads every tensor: boxes of box elements, every element of a
+ * box taken, the 128-byte swizzle, reads past the end as zeros. dims and box run innermost
+ * first; strides are the rank - 1 outer ones in bytes. Returns false where there is no
+ * encoder or it refuses.
+ */
+static inline bool pk_prefill_wg_encode(CUtensorMap *map, bool bf16, cuuint32_t rank, const void *base,
+                                        const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 encode = pk_tensor_map_encoder();
+    const cuuint32_t steps[3] = { 1, 1, 1 };
+    return encode != nullptr && rank <= 3
+           && encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank,
+                     const_cast<void *>(base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+                  == CUDA_SUCCESS;
+}
+
+/*
  * Describes a's cache to TMA for the wgmma kernel: fills *map (the whole pool as one 2-D
  * tensor of head_dim-element rows, boxes of 64 x R with the 128-byte swizzle) and *t.
  * Returns false if the kernel cannot take this cache (blocks under 8 tokens, more rows than
@@ -498,19 +514,12 @@ static bool pk_prefill_wg_map(const pk_prefill_args *a, CUtensorMap *map, pk_pre
     const pk_cache &c = a->cache;
     const long long plane_rows = (long long) c.num_blocks * c.num_kv_heads * c.block_size;
     const long long rows = 2LL * c.num_layers * plane_rows;
-    PFN_cuTensorMapEncodeTiled_v12000 encode = pk_tensor_map_encoder();
-    if (c.block_size < 8 || rows > INT32_MAX - 256 || encode == nullptr)
+    if (c.block_size < 8 || rows > INT32_MAX - 256)
         return false;
     const cuuint64_t dims[2] = { (cuuint64_t) D, (cuuint64_t) rows };
     const cuuint64_t strides[1] = { (cuuint64_t) D * 2 };
     const cuuint32_t box[2] = { 64, (cuuint32_t) min(c.block_size, 128) };
-    const cuuint32_t steps[2] = { 1, 1 };
-    const CUtensorMapDataType type =
-        c.dtype == PAGED_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    const CUresult r = encode(map, type, 2, c.base, dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
+    if (!pk_prefill_wg_encode(map, c.dtype == PAGED_DTYPE_BF16, 2, c.base, dims, strides, box))
         return false;
     t->k_row0 = (int) (2LL * a->layer * plane_rows);
     t->v_row0 = (int) ((2LL * a->layer + 1) * plane_rows);
@@ -531,18 +540,12 @@ template <int D, typename QT>
 static bool pk_prefill_wg_qmap(const pk_prefill_args *a, int G, CUtensorMap *qmap)
 {
     using S = pk_prefill_wg_shape<D>;
-    PFN_cuTensorMapEncodeTiled_v12000 encode = pk_tensor_map_encoder();
-    if (encode == nullptr || G <= 0 || S::BM % G != 0 || a->total_q <= 0 || !pk_aligned(a->q, 16))
+    if (G <= 0 || S::BM % G != 0 || a->total_q <= 0 || !pk_aligned(a->q, 16))
         return false;
     const cuuint64_t dims[3] = { (cuuint64_t) D, (cuuint64_t) a->num_q_heads, (cuuint64_t) a->total_q };
     const cuuint64_t strides[2] = { (cuuint64_t) D * 2, (cuuint64_t) a->num_q_heads * D * 2 };
     const cuuint32_t box[3] = { 64, (cuuint32_t) G, (cuuint32_t) (S::BM / G) };
-    const cuuint32_t steps[3] = { 1, 1, 1 };
-    const CUtensorMapDataType type = std::is_same<QT, __nv_bfloat16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    return encode(qmap, type, 3, const_cast<void *>(a->q), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-           == CUDA_SUCCESS;
+    return pk_prefill_wg_encode(qmap, std::is_same<QT, __nv_bfloat16>::value, 3, a->q, dims, strides, box);
 }
 
 /* Returns whether the wgmma prefill kernel exists in this build for device dev (an sm_90a cubin on a 9.x device). */
